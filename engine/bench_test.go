@@ -1,0 +1,121 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+func raw(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func mustCompile(tb testing.TB, b Bundle) *Compiled {
+	tb.Helper()
+	c, diags := Compile(b)
+	if len(diags) > 0 {
+		tb.Fatalf("unexpected diagnostics: %v", diags)
+	}
+	return c
+}
+
+// byToolBundle: rule i = tool_name eq tool_i AND input.command contains
+// danger_i AND kwargs.amount gt i (the FINDINGS reference scenario).
+func byToolBundle(n int) Bundle {
+	rules := make([]Rule, n)
+	for i := range rules {
+		rules[i] = Rule{ID: fmt.Sprintf("r%d", i), Effect: "deny", Conditions: []Condition{
+			{Field: "tool_name", Operator: "eq", Value: raw(fmt.Sprintf("tool_%d", i))},
+			{Field: "input.command", Operator: "contains", Value: raw(fmt.Sprintf("danger_%d", i))},
+			{Field: "kwargs.amount", Operator: "gt", Value: raw(i)},
+		}}
+	}
+	return Bundle{Policies: []Policy{{ID: "p", Version: 1, DefaultEffect: "allow", Rules: rules}}}
+}
+
+func scanBundle(n int) Bundle {
+	rules := make([]Rule, n)
+	for i := range rules {
+		rules[i] = Rule{ID: fmt.Sprintf("r%d", i), Effect: "deny", Conditions: []Condition{
+			{Field: "input.command", Operator: "contains", Value: raw(fmt.Sprintf("forbidden-literal-%d", i))},
+		}}
+	}
+	return Bundle{Policies: []Policy{{ID: "p", Version: 1, DefaultEffect: "allow", Rules: rules}}}
+}
+
+func BenchmarkEvaluate(b *testing.B) {
+	opts := EvalOptions{}
+	run := func(b *testing.B, c *Compiled, req Request, want Decision) {
+		b.Helper()
+		if got := c.Evaluate(req, opts); got.Decision != want {
+			b.Fatalf("decision %s, want %s: %+v", got.Decision, want, got)
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		for b.Loop() {
+			c.Evaluate(req, opts)
+		}
+	}
+	b.Run("rules=1000/by-tool", func(b *testing.B) {
+		c := mustCompile(b, byToolBundle(1000))
+		req := Request{"tool_name": "tool_500", "agent_id": "agent-1",
+			"input": map[string]any{"command": "run danger_500 now"}, "kwargs": map[string]any{"amount": 5000.0}}
+		run(b, c, req, Deny)
+	})
+	b.Run("rules=1000/scan", func(b *testing.B) {
+		c := mustCompile(b, scanBundle(1000))
+		req := Request{"tool_name": "Bash", "agent_id": "agent-1",
+			"input": map[string]any{"command": "ls -la /var/log/toolgate && cat README.md"}}
+		run(b, c, req, Allow)
+	})
+	b.Run("regex/1KiB", func(b *testing.B) {
+		c := mustCompile(b, Bundle{Policies: []Policy{{ID: "p", DefaultEffect: "allow", Rules: []Rule{{
+			ID: "secrets", Effect: "deny", Conditions: []Condition{
+				{Field: "input.command", Operator: "matches", Value: raw(`(?i)(secret|password|token)=\S+`)},
+			}}}}}})
+		req := Request{"tool_name": "Bash", "input": map[string]any{"command": strings.Repeat("echo hello world; ", 57)[:1024]}}
+		run(b, c, req, Allow)
+	})
+	b.Run("frozen=10000", func(b *testing.B) {
+		bundle := Bundle{Policies: []Policy{{ID: "p", DefaultEffect: "allow", Rules: []Rule{{ID: "all", Effect: "allow"}}}}}
+		exp := time.Now().Add(time.Hour)
+		for i := range 10000 {
+			f := FrozenAgent{ID: fmt.Sprintf("agent-%d", i), Reason: "incident 42"}
+			if i%2 == 0 {
+				f.ExpiresAt = &exp
+			}
+			bundle.FrozenAgents = append(bundle.FrozenAgents, f)
+		}
+		c := mustCompile(b, bundle)
+		run(b, c, Request{"tool_name": "Bash", "agent_id": "Agent-5000"}, Deny)
+	})
+}
+
+func BenchmarkCompile(b *testing.B) {
+	b.Run("policies=1000", func(b *testing.B) {
+		var bundle Bundle
+		for p := range 1000 {
+			pol := Policy{ID: fmt.Sprintf("policy-%04d", p), Version: 1, Priority: int32(p % 7), DefaultEffect: "allow"}
+			for r := range 10 {
+				pol.Rules = append(pol.Rules, Rule{ID: fmt.Sprintf("r%d", r), Effect: "deny", Conditions: []Condition{
+					{Field: "tool_name", Operator: "eq", Value: raw(fmt.Sprintf("tool_%d", r))},
+					{Field: "input.command", Operator: "matches", Value: raw(fmt.Sprintf(`^rm\s+-rf\s+/%d`, r))},
+					{Field: "kwargs.amount", Operator: "gte", Value: raw(r * 100)},
+				}})
+			}
+			bundle.Policies = append(bundle.Policies, pol)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, d := Compile(bundle); len(d) > 0 {
+				b.Fatal(d)
+			}
+		}
+	})
+}

@@ -1,0 +1,156 @@
+package engine
+
+import (
+	"bytes"
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// SchemaVersion is the version of the bundle document. A sidecar rejects a
+// bundle with any other version rather than guessing at its meaning.
+const SchemaVersion = 1
+
+// Bundle is everything one namespace's sidecars need to decide: its policies
+// and frozen agents. It is also the wire format published in the bundle
+// ConfigMap (key bundle.json).
+type Bundle struct {
+	SchemaVersion int           `json:"schemaVersion"`
+	Revision      string        `json:"revision,omitempty"`
+	Policies      []Policy      `json:"policies"`
+	FrozenAgents  []FrozenAgent `json:"frozenAgents"`
+}
+
+// Policy is one Policy resource as the engine sees it.
+type Policy struct {
+	// ID is the Policy's metadata.name.
+	ID string `json:"id"`
+	// Version is the Policy's metadata.generation.
+	Version       int64  `json:"version"`
+	Priority      int32  `json:"priority"`
+	DefaultEffect string `json:"defaultEffect"`
+	Rules         []Rule `json:"rules"`
+}
+
+// Rule is a list of AND-ed conditions and the effect when all hold.
+type Rule struct {
+	ID          string      `json:"id"`
+	Description string      `json:"description,omitempty"`
+	Effect      string      `json:"effect"`
+	Conditions  []Condition `json:"conditions,omitempty"`
+}
+
+// Condition tests one request field. Value and Values hold raw JSON so the
+// engine, not a decoder, decides what a well-typed value is.
+type Condition struct {
+	Field    string            `json:"field"`
+	Operator string            `json:"operator"`
+	Value    json.RawMessage   `json:"value,omitempty"`
+	Values   []json.RawMessage `json:"values,omitempty"`
+}
+
+// FrozenAgent denies everything to one agent until it expires.
+type FrozenAgent struct {
+	ID        string     `json:"id"`
+	Reason    string     `json:"reason,omitempty"`
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+}
+
+// Sort puts policies in evaluation order (priority descending, then id
+// ascending) and frozen agents by id, so that equal inputs encode equally.
+func (b *Bundle) Sort() {
+	slices.SortStableFunc(b.Policies, comparePolicies)
+	slices.SortStableFunc(b.FrozenAgents, func(x, y FrozenAgent) int {
+		if c := cmp.Compare(x.ID, y.ID); c != 0 {
+			return c
+		}
+		return cmp.Compare(expiryKey(x.ExpiresAt), expiryKey(y.ExpiresAt))
+	})
+}
+
+func comparePolicies(x, y Policy) int {
+	if c := cmp.Compare(y.Priority, x.Priority); c != 0 {
+		return c
+	}
+	return cmp.Compare(x.ID, y.ID)
+}
+
+func expiryKey(t *time.Time) int64 {
+	if t == nil {
+		return 1<<63 - 1
+	}
+	return t.UnixNano()
+}
+
+// Encode returns the canonical bundle document and its revision: the sha256 of
+// the document with an empty revision. Equal bundles give byte-identical
+// output, so a publisher can skip writes when nothing changed.
+func Encode(b Bundle) ([]byte, string, error) {
+	b.SchemaVersion = SchemaVersion
+	b.Policies = slices.Clone(b.Policies)
+	b.FrozenAgents = slices.Clone(b.FrozenAgents)
+	for i, f := range b.FrozenAgents {
+		if f.ExpiresAt != nil {
+			t := f.ExpiresAt.UTC()
+			b.FrozenAgents[i].ExpiresAt = &t
+		}
+	}
+	if b.Policies == nil {
+		b.Policies = []Policy{}
+	}
+	if b.FrozenAgents == nil {
+		b.FrozenAgents = []FrozenAgent{}
+	}
+	b.Sort()
+	b.Revision = ""
+	content, err := json.Marshal(b)
+	if err != nil {
+		return nil, "", fmt.Errorf("encoding bundle: %w", err)
+	}
+	b.Revision = revisionOf(content)
+	doc, err := json.Marshal(b)
+	if err != nil {
+		return nil, "", fmt.Errorf("encoding bundle: %w", err)
+	}
+	return doc, b.Revision, nil
+}
+
+func revisionOf(content []byte) string {
+	sum := sha256.Sum256(content)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// ErrCorruptBundle is wrapped by every Decode error: the document must not be
+// served.
+var ErrCorruptBundle = errors.New("corrupt bundle")
+
+// Decode parses a bundle document and checks its schema version and that its
+// revision matches its content, so a truncated or hand-edited bundle is
+// rejected instead of half-applied.
+func Decode(doc []byte) (Bundle, error) {
+	var b Bundle
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&b); err != nil {
+		return Bundle{}, fmt.Errorf("%w: %v", ErrCorruptBundle, err)
+	}
+	if dec.More() {
+		return Bundle{}, fmt.Errorf("%w: trailing data after the document", ErrCorruptBundle)
+	}
+	if b.SchemaVersion != SchemaVersion {
+		return Bundle{}, fmt.Errorf("%w: schemaVersion %d is not supported (want %d)", ErrCorruptBundle, b.SchemaVersion, SchemaVersion)
+	}
+	_, rev, err := Encode(b)
+	if err != nil {
+		return Bundle{}, fmt.Errorf("%w: %v", ErrCorruptBundle, err)
+	}
+	if rev != b.Revision {
+		return Bundle{}, fmt.Errorf("%w: revision %q does not match its content (%s)", ErrCorruptBundle, b.Revision, rev)
+	}
+	return b, nil
+}

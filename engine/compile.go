@@ -1,0 +1,354 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Limits checked at compile time, mirrored by the CRD schema.
+const (
+	MaxRulesPerPolicy    = 1000
+	MaxConditionsPerRule = 64
+	MaxValuesPerList     = 1024
+	MaxRuleIDLength      = 63
+)
+
+// DefaultBudget is the wall-clock budget of one evaluation.
+const DefaultBudget = 50 * time.Millisecond
+
+var ruleIDPattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+// Compiled is an immutable, ready-to-evaluate bundle. It is safe for
+// concurrent use; a nil *Compiled has no policies.
+type Compiled struct {
+	revision string
+	policies []cpolicy
+	frozen   map[string][]frozenEntry
+	paths    []fieldPath // one slot per distinct field path
+	scratch  sync.Pool
+}
+
+type frozenEntry struct {
+	id        string
+	reason    string
+	expiresAt time.Time // zero: never
+}
+
+type cpolicy struct {
+	id            string
+	version       int64
+	defaultDeny   bool
+	defaultReason string
+	compileError  string // non-empty: every evaluation reaching it denies
+	rules         []crule
+	byTool        map[string][]int32 // rules that need tool_name to be the key
+	anyTool       []int32            // rules that do not constrain tool_name
+}
+
+type crule struct {
+	id         string
+	deny       bool
+	reason     string // returned when this rule decides
+	usesRegex  bool
+	conditions []ccond
+	source     *Rule // for explain traces
+}
+
+type ccond struct {
+	slot    int32
+	op      op
+	value   scalar
+	set     map[string]struct{} // in/not_in with many values
+	list    []string            // in/not_in with few values
+	matcher *matcher
+}
+
+// Compile turns a bundle into its evaluable form. It never fails as a whole:
+// a policy with problems is kept, marked so that evaluation denies with
+// POLICY_COMPILE_ERROR when it reaches it, and each problem is returned as a
+// Diagnostic.
+func Compile(b Bundle) (*Compiled, []Diagnostic) {
+	c := &Compiled{revision: b.Revision, frozen: make(map[string][]frozenEntry, len(b.FrozenAgents))}
+	for _, f := range b.FrozenAgents {
+		e := frozenEntry{id: f.ID, reason: f.Reason}
+		if e.reason == "" {
+			e.reason = fmt.Sprintf("agent %q is frozen", f.ID)
+		}
+		if f.ExpiresAt != nil {
+			e.expiresAt = *f.ExpiresAt
+			if e.expiresAt.IsZero() {
+				e.expiresAt = time.Unix(0, 0) // an explicit zero time has passed
+			}
+		}
+		k := foldKey(f.ID)
+		c.frozen[k] = append(c.frozen[k], e)
+	}
+
+	policies := slices.Clone(b.Policies)
+	slices.SortStableFunc(policies, comparePolicies)
+	slots := map[string]int32{}
+	var diags []Diagnostic
+	for i := range policies {
+		p, d := compilePolicy(&policies[i], slots, &c.paths)
+		c.policies = append(c.policies, p)
+		diags = append(diags, d...)
+	}
+	nslots := len(c.paths)
+	c.scratch.New = func() any { return newScratch(nslots) }
+	return c, diags
+}
+
+// CheckPolicy returns every reason p would not compile; none means it is
+// valid. It is the single validation the webhook and the CLI use.
+func CheckPolicy(p Policy) []Diagnostic {
+	var paths []fieldPath
+	_, d := compilePolicy(&p, map[string]int32{}, &paths)
+	return d
+}
+
+func compilePolicy(p *Policy, slots map[string]int32, paths *[]fieldPath) (cpolicy, []Diagnostic) {
+	d := &diagnoser{policy: p.ID}
+	cp := cpolicy{id: p.ID, version: p.Version, byTool: map[string][]int32{}}
+	if cp.version == 0 {
+		cp.version = 1
+	}
+	switch p.DefaultEffect {
+	case "allow", "":
+	case "deny":
+		cp.defaultDeny = true
+		cp.defaultReason = fmt.Sprintf("no rule matched and policy %q denies by default", p.ID)
+	default:
+		d.policyf("spec.defaultEffect", "must be allow or deny, not %q", p.DefaultEffect)
+	}
+	if p.ID == "" {
+		d.policyf("metadata.name", "policy has no name")
+	}
+	switch n := len(p.Rules); {
+	case n == 0:
+		d.policyf("spec.rules", "a policy needs at least one rule")
+	case n > MaxRulesPerPolicy:
+		d.policyf("spec.rules", "%d rules, more than the limit of %d", n, MaxRulesPerPolicy)
+	}
+	seen := map[string]int{}
+	for ri := range p.Rules {
+		r := &p.Rules[ri]
+		if first, dup := seen[r.ID]; dup && r.ID != "" {
+			d.rulef(ri, r.ID, "id", "duplicate rule id %q (also rule %d)", r.ID, first)
+		} else {
+			seen[r.ID] = ri
+		}
+		cr := compileRule(d, ri, r, slots, paths)
+		cr.reason = ruleReason(p.ID, r)
+		idx := int32(len(cp.rules))
+		if keys := toolKeys(r); keys != nil {
+			for _, k := range keys {
+				if l := cp.byTool[k]; len(l) == 0 || l[len(l)-1] != idx {
+					cp.byTool[k] = append(l, idx)
+				}
+			}
+		} else {
+			cp.anyTool = append(cp.anyTool, idx)
+		}
+		cp.rules = append(cp.rules, cr)
+	}
+	if len(d.out) > 0 {
+		cp.compileError = fmt.Sprintf("policy %q failed to compile: %s", p.ID, d.out[0].String())
+	}
+	return cp, d.out
+}
+
+func ruleReason(policyID string, r *Rule) string {
+	if r.Description != "" {
+		return r.Description
+	}
+	if r.Effect == "deny" {
+		return fmt.Sprintf("denied by rule %q of policy %q", r.ID, policyID)
+	}
+	return ""
+}
+
+func compileRule(d *diagnoser, ri int, r *Rule, slots map[string]int32, paths *[]fieldPath) crule {
+	cr := crule{id: r.ID, deny: r.Effect == "deny", source: r}
+	switch {
+	case r.ID == "":
+		d.rulef(ri, r.ID, "id", "rule has no id")
+	case len(r.ID) > MaxRuleIDLength:
+		d.rulef(ri, r.ID, "id", "rule id is %d characters long, more than %d", len(r.ID), MaxRuleIDLength)
+	case !ruleIDPattern.MatchString(r.ID):
+		d.rulef(ri, r.ID, "id", "rule id %q must be lower-case letters, digits and '-', starting and ending with a letter or digit", r.ID)
+	}
+	if r.Effect != "allow" && r.Effect != "deny" {
+		d.rulef(ri, r.ID, "effect", "must be allow or deny, not %q", r.Effect)
+	}
+	if n := len(r.Conditions); n > MaxConditionsPerRule {
+		d.rulef(ri, r.ID, "conditions", "%d conditions, more than the limit of %d", n, MaxConditionsPerRule)
+	}
+	for ci := range r.Conditions {
+		cond, ok := compileCondition(d, ri, r.ID, ci, &r.Conditions[ci])
+		if !ok {
+			continue
+		}
+		slot, known := slots[r.Conditions[ci].Field]
+		if !known {
+			p, _ := parsePath(r.Conditions[ci].Field) // validated in compileCondition
+			slot = int32(len(*paths))
+			*paths = append(*paths, p)
+			slots[r.Conditions[ci].Field] = slot
+		}
+		cond.slot = slot
+		cr.usesRegex = cr.usesRegex || cond.op == opMatches
+		cr.conditions = append(cr.conditions, cond)
+	}
+	return cr
+}
+
+func compileCondition(d *diagnoser, ri int, rid string, ci int, c *Condition) (ccond, bool) {
+	ok := true
+	fail := func(field, format string, args ...any) {
+		d.condf(ri, rid, ci, field, format, args...)
+		ok = false
+	}
+	if _, err := parsePath(c.Field); err != nil {
+		fail("field", "%v", err)
+	}
+	spec, known := operatorSpecs[c.Operator]
+	if !known {
+		fail("operator", "unknown operator %q (want one of %v)", c.Operator, Operators)
+		return ccond{}, false
+	}
+	cc := ccond{op: spec.op}
+	hasValue, hasValues := len(c.Value) > 0, c.Values != nil
+	if hasValue && hasValues {
+		fail("values", "set value or values, not both")
+		return cc, false
+	}
+	if hasValues && spec.kind != needsList {
+		fail("values", "operator %s takes a single value, not a list", c.Operator)
+		return cc, false
+	}
+	if spec.kind == needsNothing {
+		if hasValue {
+			fail("value", "operator %s takes no value", c.Operator)
+		}
+		return cc, ok
+	}
+	if spec.kind == needsList {
+		raws := c.Values
+		field := "values"
+		if hasValue {
+			raws, field = []json.RawMessage{c.Value}, "value"
+		}
+		if len(raws) == 0 {
+			fail(field, "operator %s needs values (a list) or value", c.Operator)
+			return cc, false
+		}
+		if len(raws) > MaxValuesPerList {
+			fail(field, "%d values, more than the limit of %d", len(raws), MaxValuesPerList)
+			return cc, false
+		}
+		for i, raw := range raws {
+			s, err := parseScalar(raw)
+			at := field
+			if field == "values" {
+				at = fmt.Sprintf("values[%d]", i)
+			}
+			if err != nil {
+				fail(at, "not valid JSON: %v", err)
+				continue
+			}
+			if s.kind != kindString && s.kind != kindNumber && s.kind != kindBool {
+				fail(at, "must be a string, number or boolean, not %s", s.kind)
+				continue
+			}
+			cc.list = append(cc.list, s.str)
+		}
+		if len(cc.list) > 8 {
+			cc.set = make(map[string]struct{}, len(cc.list))
+			for _, s := range cc.list {
+				cc.set[s] = struct{}{}
+			}
+			cc.list = nil
+		}
+		return cc, ok
+	}
+	if !hasValue {
+		fail("value", "operator %s needs a value", c.Operator)
+		return cc, false
+	}
+	s, err := parseScalar(c.Value)
+	if err != nil {
+		fail("value", "not valid JSON: %v", err)
+		return cc, false
+	}
+	cc.value = s
+	switch spec.kind {
+	case needsScalar:
+		if s.kind != kindString && s.kind != kindNumber && s.kind != kindBool {
+			fail("value", "operator %s needs a string, number or boolean, not %s", c.Operator, s.kind)
+		}
+	case needsString:
+		if s.kind != kindString {
+			fail("value", "operator %s needs a string value, not %s", c.Operator, s.kind)
+			break
+		}
+		if spec.op == opMatches {
+			m, err := compilePattern(s.str)
+			if err != nil {
+				fail("value", "pattern %q does not compile: %v", truncate(s.str, 128), err)
+				break
+			}
+			cc.matcher = m
+		}
+	case needsNumber:
+		if s.kind != kindNumber {
+			fail("value", "operator %s needs a number value, not %s", c.Operator, s.kind)
+		}
+	}
+	return cc, ok
+}
+
+// toolKeys returns the tool names a rule can match, when one of its
+// conditions pins tool_name to string literals; nil when it may match any
+// tool. Evaluation uses it to skip rules for other tools while keeping the
+// scan order.
+func toolKeys(r *Rule) []string {
+	for _, c := range r.Conditions {
+		if c.Field != "tool_name" {
+			continue
+		}
+		switch c.Operator {
+		case "eq":
+			if s, err := parseScalar(c.Value); err == nil && s.kind == kindString {
+				return []string{s.str}
+			}
+		case "in":
+			raws := c.Values
+			if len(c.Value) > 0 {
+				raws = []json.RawMessage{c.Value}
+			}
+			var keys []string
+			for _, raw := range raws {
+				s, err := parseScalar(raw)
+				if err != nil {
+					return nil
+				}
+				keys = append(keys, s.str)
+			}
+			if len(keys) > 0 {
+				return keys
+			}
+		}
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

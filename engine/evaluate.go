@@ -1,0 +1,336 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// EvalOptions tune one evaluation. The zero value is the default: real clock,
+// 50 ms budget, no trace.
+type EvalOptions struct {
+	// Now is the clock: frozen-agent expiry and the budget read it.
+	Now func() time.Time
+	// Budget bounds wall-clock time; past it the decision is deny
+	// EVAL_TIMEOUT. Zero means DefaultBudget.
+	Budget time.Duration
+	// Explain records a trace of every rule reached.
+	Explain bool
+}
+
+// budgetCheckEvery is how many rules pass between clock reads: reading the
+// clock per rule would cost more than most rules.
+const budgetCheckEvery = 32
+
+// Revision is the revision of the bundle this was compiled from.
+func (c *Compiled) Revision() string {
+	if c == nil {
+		return ""
+	}
+	return c.revision
+}
+
+// PolicyCount is the number of policies compiled.
+func (c *Compiled) PolicyCount() int {
+	if c == nil {
+		return 0
+	}
+	return len(c.policies)
+}
+
+// Evaluate decides one request. It never panics on any request and always
+// returns allow or deny; every deny that no rule made carries a Code.
+func (c *Compiled) Evaluate(req Request, opts EvalOptions) Result {
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	start := now()
+	res := c.evaluate(req, &opts, now, start)
+	res.LatencyMs = float64(now().Sub(start).Nanoseconds()) / 1e6
+	return res
+}
+
+func (c *Compiled) evaluate(req Request, opts *EvalOptions, now func() time.Time, start time.Time) Result {
+	if c == nil {
+		return Result{Decision: Deny, Code: CodeNoPolicies, Reason: "no policy bundle is loaded"}
+	}
+	if agent, ok := req["agent_id"].(string); ok {
+		if e := c.frozenEntry(agent, start); e != nil {
+			return Result{Decision: Deny, Code: CodeAgentFrozen, Reason: e.reason}
+		}
+	}
+	if len(c.policies) == 0 {
+		return Result{Decision: Deny, Code: CodeNoPolicies, Reason: "the bundle has no policies"}
+	}
+	budget := opts.Budget
+	if budget <= 0 {
+		budget = DefaultBudget
+	}
+
+	s := c.scratch.Get().(*scratch)
+	defer c.scratch.Put(s)
+	s.reset(req)
+
+	var trace []TraceRule
+	var allowP *cpolicy
+	var allowR *crule
+	tool, toolIsString := req["tool_name"].(string)
+	steps := 0
+	for pi := range c.policies {
+		p := &c.policies[pi]
+		if p.compileError != "" {
+			if opts.Explain {
+				trace = append(trace, TraceRule{PolicyID: p.id, RuleIndex: -1, CompileError: p.compileError})
+			}
+			return Result{Decision: Deny, Code: CodePolicyCompileError, Reason: p.compileError,
+				MatchedPolicyID: p.id, MatchedPolicyVersion: p.version, Trace: trace}
+		}
+		it := p.candidates(tool, toolIsString)
+		for ri, ok := it.next(); ok; ri, ok = it.next() {
+			r := &p.rules[ri]
+			steps++
+			if steps%budgetCheckEvery == 0 && now().Sub(start) > budget {
+				return timeout(budget, steps, trace)
+			}
+			var matched bool
+			if opts.Explain {
+				var t TraceRule
+				matched, t = c.explainRule(s, p, int(ri), r)
+				trace = append(trace, t)
+			} else {
+				matched = c.ruleMatches(s, r)
+			}
+			if r.usesRegex && now().Sub(start) > budget {
+				return timeout(budget, steps, trace)
+			}
+			if !matched {
+				continue
+			}
+			if r.deny {
+				return Result{Decision: Deny, MatchedPolicyID: p.id, MatchedPolicyVersion: p.version,
+					MatchedRuleID: r.id, Reason: r.reason, Trace: trace}
+			}
+			allowP, allowR = p, r
+		}
+	}
+	if allowR != nil {
+		return Result{Decision: Allow, MatchedPolicyID: allowP.id, MatchedPolicyVersion: allowP.version,
+			MatchedRuleID: allowR.id, Reason: allowR.reason, Trace: trace}
+	}
+	first := &c.policies[0]
+	if first.defaultDeny {
+		return Result{Decision: Deny, Reason: first.defaultReason, Trace: trace}
+	}
+	return Result{Decision: Allow, Trace: trace}
+}
+
+func timeout(budget time.Duration, steps int, trace []TraceRule) Result {
+	return Result{Decision: Deny, Code: CodeEvalTimeout, Trace: trace,
+		Reason: fmt.Sprintf("evaluation exceeded its %v budget after %d rules", budget, steps)}
+}
+
+// frozenEntry finds an unexpired freeze for agent, comparing as
+// strings.EqualFold does, without allocating for ordinary ids.
+func (c *Compiled) frozenEntry(agent string, now time.Time) *frozenEntry {
+	if len(c.frozen) == 0 {
+		return nil
+	}
+	var entries []frozenEntry
+	if k, ok := asciiFoldKey(agent); ok {
+		entries = c.frozen[k]
+	} else {
+		var buf [128]byte
+		entries = c.frozen[string(appendFoldKey(buf[:0], agent))]
+	}
+	for i := range entries {
+		if e := &entries[i]; e.expiresAt.IsZero() || now.Before(e.expiresAt) {
+			return e
+		}
+	}
+	return nil
+}
+
+// ruleIter yields a policy's candidate rules in their original order: the
+// rules indexed under the request's tool merged with the rules that accept
+// any tool.
+type ruleIter struct {
+	a, b []int32
+	i, j int
+	all  int32 // when >= 0, yield 0..n-1 instead of merging
+	n    int32
+}
+
+func (p *cpolicy) candidates(tool string, toolIsString bool) ruleIter {
+	if !toolIsString {
+		return ruleIter{all: 0, n: int32(len(p.rules))}
+	}
+	return ruleIter{a: p.byTool[tool], b: p.anyTool, all: -1}
+}
+
+func (it *ruleIter) next() (int32, bool) {
+	if it.all >= 0 {
+		if it.all >= it.n {
+			return 0, false
+		}
+		it.all++
+		return it.all - 1, true
+	}
+	switch {
+	case it.i < len(it.a) && (it.j >= len(it.b) || it.a[it.i] < it.b[it.j]):
+		it.i++
+		return it.a[it.i-1], true
+	case it.j < len(it.b):
+		it.j++
+		return it.b[it.j-1], true
+	}
+	return 0, false
+}
+
+func (c *Compiled) ruleMatches(s *scratch, r *crule) bool {
+	for i := range r.conditions {
+		if !c.holds(s, &r.conditions[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *Compiled) explainRule(s *scratch, p *cpolicy, index int, r *crule) (bool, TraceRule) {
+	t := TraceRule{PolicyID: p.id, RuleIndex: index, RuleID: r.id, Effect: r.source.Effect, Matched: true}
+	for i := range r.conditions {
+		cc := &r.conditions[i]
+		src := &r.source.Conditions[i]
+		held := c.holds(s, cc)
+		v, present := s.value(c, cc.slot)
+		tc := TraceCondition{Index: i, Field: src.Field, Operator: src.Operator,
+			Value: src.Value, Values: src.Values, Present: present, Held: held}
+		if present {
+			tc.Resolved = truncate(Stringify(v), MaxTraceValue)
+		}
+		t.Conditions = append(t.Conditions, tc)
+		t.Matched = t.Matched && held
+	}
+	return t.Matched, t
+}
+
+// holds evaluates one condition.
+func (c *Compiled) holds(s *scratch, cc *ccond) bool {
+	v, present := s.value(c, cc.slot)
+	switch cc.op {
+	case opExists:
+		return present
+	case opNotExists:
+		return !present
+	case opIsEmpty:
+		return isEmpty(v, present)
+	case opIsNotEmpty:
+		return !isEmpty(v, present)
+	}
+	if !present {
+		switch cc.op {
+		case opNeq, opNotIn, opNotContains:
+			return true
+		}
+		return false
+	}
+	switch cc.op {
+	case opEq:
+		return cc.value.equal(v)
+	case opNeq:
+		return !cc.value.equal(v)
+	case opIn:
+		return cc.member(s.str(c, cc.slot, v))
+	case opNotIn:
+		return !cc.member(s.str(c, cc.slot, v))
+	case opContains:
+		return strings.Contains(s.str(c, cc.slot, v), cc.value.str)
+	case opNotContains:
+		return !strings.Contains(s.str(c, cc.slot, v), cc.value.str)
+	case opStartsWith:
+		return strings.HasPrefix(s.str(c, cc.slot, v), cc.value.str)
+	case opEndsWith:
+		return strings.HasSuffix(s.str(c, cc.slot, v), cc.value.str)
+	case opMatches:
+		return cc.matcher.match(s.str(c, cc.slot, v))
+	case opGt, opGte, opLt, opLte:
+		f, ok := numberOf(v)
+		if !ok {
+			return false
+		}
+		switch cc.op {
+		case opGt:
+			return f > cc.value.num
+		case opGte:
+			return f >= cc.value.num
+		case opLt:
+			return f < cc.value.num
+		}
+		return f <= cc.value.num
+	case opIsValidJSON:
+		str, ok := v.(string)
+		return ok && json.Valid([]byte(str))
+	}
+	return false
+}
+
+func (cc *ccond) member(s string) bool {
+	if cc.set != nil {
+		_, ok := cc.set[s]
+		return ok
+	}
+	for _, x := range cc.list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// scratch caches, per evaluation, each field path's resolved value and its
+// stringified form, so a thousand rules over input.command resolve it once.
+// It is pooled so evaluation does not allocate.
+type scratch struct {
+	req     Request
+	gen     uint32
+	seen    []uint32 // == gen: vals/present valid
+	strSeen []uint32 // == gen: strs valid
+	vals    []any
+	present []bool
+	strs    []string
+}
+
+func newScratch(n int) *scratch {
+	return &scratch{seen: make([]uint32, n), strSeen: make([]uint32, n),
+		vals: make([]any, n), present: make([]bool, n), strs: make([]string, n)}
+}
+
+func (s *scratch) reset(req Request) {
+	s.req = req
+	s.gen++
+	if s.gen == 0 { // wrapped: stale marks could look current
+		clear(s.seen)
+		clear(s.strSeen)
+		s.gen = 1
+	}
+}
+
+func (s *scratch) value(c *Compiled, slot int32) (any, bool) {
+	if s.seen[slot] != s.gen {
+		s.vals[slot], s.present[slot] = c.paths[slot].resolve(s.req)
+		s.seen[slot] = s.gen
+	}
+	return s.vals[slot], s.present[slot]
+}
+
+func (s *scratch) str(c *Compiled, slot int32, v any) string {
+	if str, ok := v.(string); ok {
+		return str
+	}
+	if s.strSeen[slot] != s.gen {
+		s.strs[slot] = Stringify(v)
+		s.strSeen[slot] = s.gen
+	}
+	return s.strs[slot]
+}

@@ -1,0 +1,69 @@
+package engine
+
+// op is a compiled operator.
+type op uint8
+
+const (
+	opEq op = iota + 1
+	opNeq
+	opIn
+	opNotIn
+	opContains
+	opNotContains
+	opStartsWith
+	opEndsWith
+	opMatches
+	opGt
+	opGte
+	opLt
+	opLte
+	opExists
+	opNotExists
+	opIsEmpty
+	opIsNotEmpty
+	opIsValidJSON
+)
+
+// operandKind is what an operator needs as its value.
+type operandKind uint8
+
+const (
+	needsScalar  operandKind = iota // eq, neq: any JSON scalar
+	needsList                       // in, not_in: values, or value as a one-item list
+	needsString                     // string operators and matches
+	needsNumber                     // gt, gte, lt, lte
+	needsNothing                    // exists, is_empty, ...
+)
+
+type operatorSpec struct {
+	op   op
+	kind operandKind
+}
+
+// Operators lists every operator the engine understands, in documentation
+// order. The CRD enum is kept in sync by a test.
+var Operators = []string{
+	"eq", "neq", "in", "not_in", "contains", "not_contains", "starts_with", "ends_with",
+	"matches", "gt", "gte", "lt", "lte", "exists", "not_exists", "is_empty", "is_not_empty", "is_valid_json",
+}
+
+var operatorSpecs = map[string]operatorSpec{
+	"eq":            {opEq, needsScalar},
+	"neq":           {opNeq, needsScalar},
+	"in":            {opIn, needsList},
+	"not_in":        {opNotIn, needsList},
+	"contains":      {opContains, needsString},
+	"not_contains":  {opNotContains, needsString},
+	"starts_with":   {opStartsWith, needsString},
+	"ends_with":     {opEndsWith, needsString},
+	"matches":       {opMatches, needsString},
+	"gt":            {opGt, needsNumber},
+	"gte":           {opGte, needsNumber},
+	"lt":            {opLt, needsNumber},
+	"lte":           {opLte, needsNumber},
+	"exists":        {opExists, needsNothing},
+	"not_exists":    {opNotExists, needsNothing},
+	"is_empty":      {opIsEmpty, needsNothing},
+	"is_not_empty":  {opIsNotEmpty, needsNothing},
+	"is_valid_json": {opIsValidJSON, needsNothing},
+}

@@ -1,0 +1,102 @@
+package engine
+
+import (
+	"fmt"
+	"regexp/syntax"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/wasilibs/go-re2"
+)
+
+// MaxPatternLength bounds a `matches` pattern; RE2's own memory limit bounds
+// what it compiles to.
+const MaxPatternLength = 4096
+
+// literalKind says when a pattern is a plain string test: for short inputs
+// the call into RE2 costs more than the whole match.
+type literalKind uint8
+
+const (
+	notLiteral literalKind = iota
+	litContains
+	litPrefix
+	litSuffix
+	litExact
+)
+
+type matcher struct {
+	re   *re2.Regexp
+	kind literalKind
+	lit  string
+}
+
+func (m *matcher) match(s string) bool {
+	switch m.kind {
+	case litContains:
+		return strings.Contains(s, m.lit)
+	case litPrefix:
+		return strings.HasPrefix(s, m.lit)
+	case litSuffix:
+		return strings.HasSuffix(s, m.lit)
+	case litExact:
+		return s == m.lit
+	}
+	return m.re.MatchString(s)
+}
+
+func compilePattern(pattern string) (*matcher, error) {
+	if len(pattern) > MaxPatternLength {
+		return nil, fmt.Errorf("pattern is %d bytes long, more than %d", len(pattern), MaxPatternLength)
+	}
+	// Go's parser rejects what RE2 rejects (lookaround, backreferences) with
+	// the same messages, and unlike RE2's wasm build it does not log to
+	// stderr, so invalid patterns never reach RE2.
+	parsed, err := syntax.Parse(pattern, syntax.Perl)
+	if err != nil {
+		return nil, err
+	}
+	re, err := re2.Compile(pattern)
+	if err != nil { // RE2 is the authority on what compiles
+		return nil, err
+	}
+	m := &matcher{re: re}
+	m.kind, m.lit = literalForm(parsed.Simplify())
+	return m, nil
+}
+
+func literalForm(re *syntax.Regexp) (literalKind, string) {
+	lit := func(r *syntax.Regexp) (string, bool) {
+		if r.Op != syntax.OpLiteral || r.Flags&syntax.FoldCase != 0 {
+			return "", false
+		}
+		s := string(r.Rune)
+		// RE2 and Go disagree with byte search about invalid UTF-8 against
+		// U+FFFD; leave such patterns to RE2.
+		return s, !strings.ContainsRune(s, utf8.RuneError)
+	}
+	if s, ok := lit(re); ok {
+		return litContains, s
+	}
+	if re.Op != syntax.OpConcat {
+		return notLiteral, ""
+	}
+	subs := re.Sub
+	begin := len(subs) > 0 && subs[0].Op == syntax.OpBeginText
+	end := len(subs) > 0 && subs[len(subs)-1].Op == syntax.OpEndText
+	switch {
+	case begin && end && len(subs) == 3:
+		if s, ok := lit(subs[1]); ok {
+			return litExact, s
+		}
+	case begin && len(subs) == 2:
+		if s, ok := lit(subs[1]); ok {
+			return litPrefix, s
+		}
+	case end && len(subs) == 2:
+		if s, ok := lit(subs[0]); ok {
+			return litSuffix, s
+		}
+	}
+	return notLiteral, ""
+}

@@ -1,0 +1,198 @@
+package engine
+
+import (
+	"encoding/json"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// Stringify is how operators that compare text see a request value: strings
+// as-is, numbers in shortest round-trip decimal (5000, not 5000.0 or 5e+03),
+// booleans and null as their JSON words, objects and arrays as compact JSON.
+func Stringify(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case float64:
+		return FormatNumber(x)
+	case bool:
+		if x {
+			return "true"
+		}
+		return "false"
+	case nil:
+		return "null"
+	default:
+		b, err := json.Marshal(x)
+		if err != nil {
+			return ""
+		}
+		return string(b)
+	}
+}
+
+// FormatNumber formats like JavaScript's Number#toString, which the policy
+// language inherited: plain decimals between 1e-6 and 1e21, exponent form
+// outside (1e+21, 1e-7).
+func FormatNumber(f float64) string {
+	if f == 0 {
+		return "0" // also -0
+	}
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		return strconv.FormatFloat(f, 'g', -1, 64)
+	}
+	if a := math.Abs(f); a >= 1e-6 && a < 1e21 {
+		return strconv.FormatFloat(f, 'f', -1, 64)
+	}
+	s := strconv.FormatFloat(f, 'e', -1, 64) // 1e-07, 1.5e+22
+	if i := strings.IndexByte(s, 'e'); i >= 0 && i+2 < len(s) && s[i+2] == '0' && len(s) > i+3 {
+		s = s[:i+2] + s[i+3:]
+	}
+	return s
+}
+
+// numberOf is how numeric operators see a request value: a number, or a string
+// that is a JSON number ("1000", "1e3"); anything else is not a number.
+func numberOf(v any) (float64, bool) {
+	switch x := v.(type) {
+	case float64:
+		return x, true
+	case string:
+		if !isJSONNumber(x) {
+			return 0, false
+		}
+		f, err := strconv.ParseFloat(x, 64)
+		if err != nil { // out of range
+			return 0, false
+		}
+		return f, true
+	}
+	return 0, false
+}
+
+// isJSONNumber reports whether s follows the JSON number grammar, so that
+// strconv's extras (hex, "inf", "NaN", underscores) never count as numbers.
+func isJSONNumber(s string) bool {
+	i := 0
+	if i < len(s) && s[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(s) && s[i] == '0':
+		i++
+	case i < len(s) && s[i] >= '1' && s[i] <= '9':
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+	default:
+		return false
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		start := i
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+		if i == start {
+			return false
+		}
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		start := i
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+		if i == start {
+			return false
+		}
+	}
+	return i == len(s)
+}
+
+// isEmpty: missing, null, "", [] and {} are empty.
+func isEmpty(v any, present bool) bool {
+	if !present {
+		return true
+	}
+	switch x := v.(type) {
+	case nil:
+		return true
+	case string:
+		return x == ""
+	case []any:
+		return len(x) == 0
+	case map[string]any:
+		return len(x) == 0
+	}
+	return false
+}
+
+// scalarKind is the JSON type of a condition value.
+type scalarKind uint8
+
+const (
+	kindNone scalarKind = iota
+	kindString
+	kindNumber
+	kindBool
+	kindNull
+	kindObject
+	kindArray
+)
+
+func (k scalarKind) String() string {
+	return [...]string{"nothing", "a string", "a number", "a boolean", "null", "an object", "an array"}[k]
+}
+
+// scalar is a decoded condition value with its precomputed forms.
+type scalar struct {
+	kind scalarKind
+	str  string // the string itself, or the stringified form of other kinds
+	num  float64
+	b    bool
+}
+
+func parseScalar(raw json.RawMessage) (scalar, error) {
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return scalar{}, err
+	}
+	s := scalar{str: Stringify(v)}
+	switch x := v.(type) {
+	case string:
+		s.kind = kindString
+	case float64:
+		s.kind, s.num = kindNumber, x
+	case bool:
+		s.kind, s.b = kindBool, x
+	case nil:
+		s.kind = kindNull
+	case []any:
+		s.kind = kindArray
+	default:
+		s.kind = kindObject
+	}
+	return s, nil
+}
+
+// equal is strict, type-aware equality: numbers numerically, never a number
+// equal to a string.
+func (s *scalar) equal(v any) bool {
+	switch s.kind {
+	case kindString:
+		x, ok := v.(string)
+		return ok && x == s.str
+	case kindNumber:
+		x, ok := v.(float64)
+		return ok && x == s.num
+	case kindBool:
+		x, ok := v.(bool)
+		return ok && x == s.b
+	}
+	return false
+}
