@@ -90,13 +90,14 @@ func Compile(b Bundle) (*Compiled, []Diagnostic) {
 
 	policies := slices.Clone(b.Policies)
 	slices.SortStableFunc(policies, comparePolicies)
-	slots := map[string]int32{}
+	cp := newCompiler()
 	var diags []Diagnostic
 	for i := range policies {
-		p, d := compilePolicy(&policies[i], slots, &c.paths)
+		p, d := cp.policy(&policies[i])
 		c.policies = append(c.policies, p)
 		diags = append(diags, d...)
 	}
+	c.paths = cp.paths
 	nslots := len(c.paths)
 	c.scratch.New = func() any { return newScratch(nslots) }
 	return c, diags
@@ -105,22 +106,59 @@ func Compile(b Bundle) (*Compiled, []Diagnostic) {
 // CheckPolicy returns every reason p would not compile; none means it is
 // valid. It is the single validation the webhook and the CLI use.
 func CheckPolicy(p Policy) []Diagnostic {
-	var paths []fieldPath
-	_, d := compilePolicy(&p, map[string]int32{}, &paths)
+	_, d := newCompiler().policy(&p)
 	return d
 }
 
-func compilePolicy(p *Policy, slots map[string]int32, paths *[]fieldPath) (cpolicy, []Diagnostic) {
+// compiler holds what policies of one bundle share: one slot per distinct
+// field path, one matcher per distinct pattern (generated policies repeat
+// patterns, and RE2 compilation dominates compile time).
+type compiler struct {
+	slots    map[string]int32
+	paths    []fieldPath
+	patterns map[string]patternResult
+}
+
+type patternResult struct {
+	m   *matcher
+	err error
+}
+
+func newCompiler() *compiler {
+	return &compiler{slots: map[string]int32{}, patterns: map[string]patternResult{}}
+}
+
+func (cp *compiler) pattern(s string) (*matcher, error) {
+	r, ok := cp.patterns[s]
+	if !ok {
+		r.m, r.err = compilePattern(s)
+		cp.patterns[s] = r
+	}
+	return r.m, r.err
+}
+
+func (cp *compiler) slot(field string) int32 {
+	slot, known := cp.slots[field]
+	if !known {
+		p, _ := parsePath(field) // validated by the caller
+		slot = int32(len(cp.paths))
+		cp.paths = append(cp.paths, p)
+		cp.slots[field] = slot
+	}
+	return slot
+}
+
+func (k *compiler) policy(p *Policy) (cpolicy, []Diagnostic) {
 	d := &diagnoser{policy: p.ID}
-	cp := cpolicy{id: p.ID, version: p.Version, byTool: map[string][]int32{}}
-	if cp.version == 0 {
-		cp.version = 1
+	out := cpolicy{id: p.ID, version: p.Version, byTool: map[string][]int32{}}
+	if out.version == 0 {
+		out.version = 1
 	}
 	switch p.DefaultEffect {
 	case "allow", "":
 	case "deny":
-		cp.defaultDeny = true
-		cp.defaultReason = fmt.Sprintf("no rule matched and policy %q denies by default", p.ID)
+		out.defaultDeny = true
+		out.defaultReason = fmt.Sprintf("no rule matched and policy %q denies by default", p.ID)
 	default:
 		d.policyf("spec.defaultEffect", "must be allow or deny, not %q", p.DefaultEffect)
 	}
@@ -141,24 +179,24 @@ func compilePolicy(p *Policy, slots map[string]int32, paths *[]fieldPath) (cpoli
 		} else {
 			seen[r.ID] = ri
 		}
-		cr := compileRule(d, ri, r, slots, paths)
+		cr := k.rule(d, ri, r)
 		cr.reason = ruleReason(p.ID, r)
-		idx := int32(len(cp.rules))
+		idx := int32(len(out.rules))
 		if keys := toolKeys(r); keys != nil {
 			for _, k := range keys {
-				if l := cp.byTool[k]; len(l) == 0 || l[len(l)-1] != idx {
-					cp.byTool[k] = append(l, idx)
+				if l := out.byTool[k]; len(l) == 0 || l[len(l)-1] != idx {
+					out.byTool[k] = append(l, idx)
 				}
 			}
 		} else {
-			cp.anyTool = append(cp.anyTool, idx)
+			out.anyTool = append(out.anyTool, idx)
 		}
-		cp.rules = append(cp.rules, cr)
+		out.rules = append(out.rules, cr)
 	}
 	if len(d.out) > 0 {
-		cp.compileError = fmt.Sprintf("policy %q failed to compile: %s", p.ID, d.out[0].String())
+		out.compileError = fmt.Sprintf("policy %q failed to compile: %s", p.ID, d.out[0].String())
 	}
-	return cp, d.out
+	return out, d.out
 }
 
 func ruleReason(policyID string, r *Rule) string {
@@ -171,7 +209,7 @@ func ruleReason(policyID string, r *Rule) string {
 	return ""
 }
 
-func compileRule(d *diagnoser, ri int, r *Rule, slots map[string]int32, paths *[]fieldPath) crule {
+func (cp *compiler) rule(d *diagnoser, ri int, r *Rule) crule {
 	cr := crule{id: r.ID, deny: r.Effect == "deny", source: r}
 	switch {
 	case r.ID == "":
@@ -181,6 +219,9 @@ func compileRule(d *diagnoser, ri int, r *Rule, slots map[string]int32, paths *[
 	case !ruleIDPattern.MatchString(r.ID):
 		d.rulef(ri, r.ID, "id", "rule id %q must be lower-case letters, digits and '-', starting and ending with a letter or digit", r.ID)
 	}
+	if len(r.Description) > MaxDescriptionLength {
+		d.rulef(ri, r.ID, "description", "description is %d characters long, more than %d", len(r.Description), MaxDescriptionLength)
+	}
 	if r.Effect != "allow" && r.Effect != "deny" {
 		d.rulef(ri, r.ID, "effect", "must be allow or deny, not %q", r.Effect)
 	}
@@ -188,25 +229,18 @@ func compileRule(d *diagnoser, ri int, r *Rule, slots map[string]int32, paths *[
 		d.rulef(ri, r.ID, "conditions", "%d conditions, more than the limit of %d", n, MaxConditionsPerRule)
 	}
 	for ci := range r.Conditions {
-		cond, ok := compileCondition(d, ri, r.ID, ci, &r.Conditions[ci])
+		cond, ok := cp.condition(d, ri, r.ID, ci, &r.Conditions[ci])
 		if !ok {
 			continue
 		}
-		slot, known := slots[r.Conditions[ci].Field]
-		if !known {
-			p, _ := parsePath(r.Conditions[ci].Field) // validated in compileCondition
-			slot = int32(len(*paths))
-			*paths = append(*paths, p)
-			slots[r.Conditions[ci].Field] = slot
-		}
-		cond.slot = slot
+		cond.slot = cp.slot(r.Conditions[ci].Field)
 		cr.usesRegex = cr.usesRegex || cond.op == opMatches
 		cr.conditions = append(cr.conditions, cond)
 	}
 	return cr
 }
 
-func compileCondition(d *diagnoser, ri int, rid string, ci int, c *Condition) (ccond, bool) {
+func (cp *compiler) condition(d *diagnoser, ri int, rid string, ci int, c *Condition) (ccond, bool) {
 	ok := true
 	fail := func(field, format string, args ...any) {
 		d.condf(ri, rid, ci, field, format, args...)
@@ -296,7 +330,7 @@ func compileCondition(d *diagnoser, ri int, rid string, ci int, c *Condition) (c
 			break
 		}
 		if spec.op == opMatches {
-			m, err := compilePattern(s.str)
+			m, err := cp.pattern(s.str)
 			if err != nil {
 				fail("value", "pattern %q does not compile: %v", truncate(s.str, 128), err)
 				break
@@ -351,4 +385,29 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "..."
+}
+
+// Limits on FrozenAgent fields, mirrored by the CRD schema.
+const (
+	MaxAgentIDLength     = 253
+	MaxReasonLength      = 1024
+	MaxDescriptionLength = 1024
+)
+
+// CheckFrozenAgent returns what the schema would reject in a freeze. The
+// cluster enforces it with the CRD schema alone (no webhook) so the kill
+// switch works while webhooks are down; the CLI uses this to say the same.
+func CheckFrozenAgent(f FrozenAgent) []Diagnostic {
+	var d diagnoser
+	d.policy = f.ID
+	switch {
+	case f.ID == "":
+		d.policyf("spec.agentId", "agentId is required")
+	case len(f.ID) > MaxAgentIDLength:
+		d.policyf("spec.agentId", "agentId is %d characters long, more than %d", len(f.ID), MaxAgentIDLength)
+	}
+	if len(f.Reason) > MaxReasonLength {
+		d.policyf("spec.reason", "reason is %d characters long, more than %d", len(f.Reason), MaxReasonLength)
+	}
+	return d.out
 }

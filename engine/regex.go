@@ -56,12 +56,13 @@ func compilePattern(pattern string) (*matcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	re, err := re2.Compile(pattern)
-	if err != nil { // RE2 is the authority on what compiles
+	m := &matcher{}
+	if m.kind, m.lit = literalForm(parsed.Simplify()); m.kind != notLiteral {
+		return m, nil // a plain literal is valid in RE2 by construction
+	}
+	if m.re, err = re2.Compile(pattern); err != nil { // RE2 is the authority on what compiles
 		return nil, err
 	}
-	m := &matcher{re: re}
-	m.kind, m.lit = literalForm(parsed.Simplify())
 	return m, nil
 }
 

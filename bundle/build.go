@@ -1,0 +1,74 @@
+// Package bundle turns Policy and FrozenAgent resources into the engine's
+// bundle. The operator, the CLI and `toolgate bundle` all call Build, so what
+// a user evaluates offline is exactly what the cluster publishes.
+package bundle
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/engine"
+)
+
+// Build converts one namespace's resources into an engine bundle, in
+// canonical order. Frozen agents whose expiresAt is not after now are left
+// out: they no longer apply and republishing without them is what expiry
+// means. A zero now keeps every freeze.
+func Build(policies []v1alpha1.Policy, frozen []v1alpha1.FrozenAgent, now time.Time) engine.Bundle {
+	b := engine.Bundle{SchemaVersion: engine.SchemaVersion,
+		Policies: make([]engine.Policy, 0, len(policies)), FrozenAgents: make([]engine.FrozenAgent, 0, len(frozen))}
+	for i := range policies {
+		b.Policies = append(b.Policies, Policy(&policies[i]))
+	}
+	for i := range frozen {
+		f := FrozenAgent(&frozen[i])
+		if f.ExpiresAt != nil && !now.IsZero() && !now.Before(*f.ExpiresAt) {
+			continue
+		}
+		b.FrozenAgents = append(b.FrozenAgents, f)
+	}
+	b.Sort()
+	return b
+}
+
+// Policy converts one Policy; its id is metadata.name and its version
+// metadata.generation (1 when unset, as for a manifest not yet applied).
+func Policy(p *v1alpha1.Policy) engine.Policy {
+	out := engine.Policy{ID: p.Name, Version: p.Generation, Priority: p.Spec.Priority,
+		DefaultEffect: string(p.Spec.DefaultEffect), Rules: make([]engine.Rule, 0, len(p.Spec.Rules))}
+	if out.Version == 0 {
+		out.Version = 1
+	}
+	if out.DefaultEffect == "" {
+		out.DefaultEffect = string(v1alpha1.EffectAllow) // the CRD default
+	}
+	for _, r := range p.Spec.Rules {
+		er := engine.Rule{ID: r.ID, Description: r.Description, Effect: string(r.Effect)}
+		for _, c := range r.Conditions {
+			ec := engine.Condition{Field: c.Field, Operator: string(c.Operator)}
+			if c.Value != nil {
+				ec.Value = c.Value.Raw
+			}
+			if c.Values != nil {
+				ec.Values = make([]json.RawMessage, len(c.Values))
+				for i, v := range c.Values {
+					ec.Values[i] = v.Raw
+				}
+			}
+			er.Conditions = append(er.Conditions, ec)
+		}
+		out.Rules = append(out.Rules, er)
+	}
+	return out
+}
+
+// FrozenAgent converts one FrozenAgent.
+func FrozenAgent(f *v1alpha1.FrozenAgent) engine.FrozenAgent {
+	out := engine.FrozenAgent{ID: f.Spec.AgentID, Reason: f.Spec.Reason}
+	if f.Spec.ExpiresAt != nil {
+		t := f.Spec.ExpiresAt.UTC()
+		out.ExpiresAt = &t
+	}
+	return out
+}
