@@ -328,6 +328,11 @@ func (s *scratch) str(c *Compiled, slot int32, v any) string {
 	if str, ok := v.(string); ok {
 		return str
 	}
+	return s.stringified(slot, v)
+}
+
+// stringified caches Stringify per slot: for a number or object it allocates.
+func (s *scratch) stringified(slot int32, v any) string {
 	if s.strSeen[slot] != s.gen {
 		s.strs[slot] = Stringify(v)
 		s.strSeen[slot] = s.gen
