@@ -24,6 +24,7 @@ help: ## Show targets.
 manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from kubebuilder markers.
 	$(CONTROLLER_GEN) crd paths="./api/..." output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=toolgate-manager paths="./controllers/..." output:rbac:artifacts:config=config/rbac
+	$(CONTROLLER_GEN) webhook paths="./webhook/..." output:webhook:artifacts:config=config/webhook
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate deepcopy code.
@@ -50,8 +51,12 @@ verify: generate manifests ## Regenerate and fail on a dirty tree.
 ##@ Build and test
 
 .PHONY: build
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -X github.com/toolgate/toolgate/cli.Version=$(VERSION) -X github.com/toolgate/toolgate/cli.Commit=$(COMMIT)
+
 build: ## Build bin/toolgate.
-	CGO_ENABLED=0 go build -o $(LOCALBIN)/toolgate ./cmd/toolgate
+	CGO_ENABLED=0 go build -ldflags "$(LDFLAGS)" -o $(LOCALBIN)/toolgate ./cmd/toolgate
 
 .PHONY: envtest
 envtest: ## Build (once) the local control plane: kube-apiserver and etcd under bin/k8s/.

@@ -1,0 +1,112 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/toolgate/toolgate/bundle"
+	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/manifest"
+)
+
+// EvalOptions are the flags of `toolgate eval`.
+type EvalOptions struct {
+	sourceFlags
+	// Request is the request file, or "-" for stdin.
+	Request string
+	// Explain adds the trace of every rule reached.
+	Explain bool
+	// Now is the clock as an RFC 3339 time; empty means the real clock.
+	Now string
+}
+
+func newEvalCommand() *cobra.Command {
+	o := &EvalOptions{}
+	cmd := &cobra.Command{
+		Use:   "eval -f PATH... --request FILE|-",
+		Short: "Decide one tool call against manifests, as the cluster would",
+		Long: "eval builds the namespace bundle from Policy and FrozenAgent manifests with the function the\n" +
+			"operator uses, compiles it, decides the request and prints the result as one JSON object.\n" +
+			"Any decision exits 0; compile diagnostics go to stderr. Unreadable or malformed input exits 2.",
+		Example: "  toolgate eval -f config/samples --request config/samples/requests/bash_rm_rf.json --explain\n" +
+			`  echo '{"tool_name":"pay","kwargs":{"amount":5000}}' | toolgate eval -f config/samples --request -`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.addArgs(args)
+			return runEval(cmd, o, streamsOf(cmd))
+		},
+	}
+	o.register(cmd, true)
+	cmd.Flags().StringVar(&o.Request, "request", "", "request JSON file, or - for stdin (required)")
+	cmd.Flags().BoolVar(&o.Explain, "explain", false, "add a trace of every rule reached and every condition")
+	cmd.Flags().StringVar(&o.Now, "now", "", "evaluate at this RFC 3339 time instead of the real clock")
+	return cmd
+}
+
+func runEval(cmd *cobra.Command, o *EvalOptions, s streams) error {
+	if err := o.check(cmd); err != nil {
+		return err
+	}
+	if o.Request == "" {
+		return usageErrorf("%s: --request FILE|- is required", cmd.CommandPath())
+	}
+	stdinTaken := false
+	for _, p := range o.Paths {
+		stdinTaken = stdinTaken || p == manifest.Stdin
+	}
+	if stdinTaken && o.Request == manifest.Stdin {
+		return usageErrorf("%s: -f - and --request - cannot both read stdin", cmd.CommandPath())
+	}
+	now, err := parseNow(o.Now)
+	if err != nil {
+		return err
+	}
+	set, err := loadNamespace(&o.sourceFlags, s.in)
+	if err != nil {
+		return err
+	}
+	req, err := readRequest(o.Request, s.in)
+	if err != nil {
+		return err
+	}
+
+	compiled, diags := engine.Compile(bundle.Build(set.PolicyObjects(), set.FrozenAgentObjects(), now))
+	printDiagnostics(s.err, set, diags)
+	res := compiled.Evaluate(req, engine.EvalOptions{Now: clockFrom(now), Explain: o.Explain})
+	out, err := res.AppendJSON(nil)
+	if err != nil {
+		return fmt.Errorf("encoding the result: %w", err)
+	}
+	_, err = s.out.Write(append(out, '\n'))
+	return err
+}
+
+func readRequest(path string, in io.Reader) (engine.Request, error) {
+	var data []byte
+	var err error
+	name := path
+	if path == manifest.Stdin {
+		name = "<stdin>"
+		data, err = io.ReadAll(in)
+	} else {
+		data, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, usageErrorf("--request %s: cannot read: %v", name, err)
+	}
+	req, err := engine.DecodeRequest(data)
+	if err != nil {
+		return nil, usageErrorf("--request %s: %v", name, err)
+	}
+	return req, nil
+}
+
+// clockFrom is a clock that starts at start and advances in real time, so
+// the evaluation budget and latency stay real under --now.
+func clockFrom(start time.Time) func() time.Time {
+	origin := time.Now()
+	return func() time.Time { return start.Add(time.Since(origin)) }
+}

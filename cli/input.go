@@ -1,0 +1,108 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/manifest"
+)
+
+// streams are where a command reads and writes; tests run commands in
+// process with buffers.
+type streams struct {
+	in       io.Reader
+	out, err io.Writer
+}
+
+func streamsOf(cmd *cobra.Command) streams {
+	return streams{in: cmd.InOrStdin(), out: cmd.OutOrStdout(), err: cmd.ErrOrStderr()}
+}
+
+// sourceFlags are the flags of every command that reads manifests.
+type sourceFlags struct {
+	// Paths are files, directories (read recursively) or "-" for stdin.
+	Paths []string
+	// Namespace keeps only objects in it (objects naming no namespace count
+	// as in it). Empty: the one namespace the objects name, if any.
+	Namespace string
+}
+
+func (f *sourceFlags) register(cmd *cobra.Command, withNamespace bool) {
+	cmd.Flags().StringArrayVarP(&f.Paths, "filename", "f", nil,
+		"manifest file or directory (recursive: .yaml, .yml, .json), or - for stdin; repeatable")
+	if withNamespace {
+		cmd.Flags().StringVarP(&f.Namespace, "namespace", "n", "",
+			"namespace to evaluate: keep objects in it and objects naming no namespace")
+	}
+}
+
+// addArgs takes positional arguments as more paths, so a shell glob after -f
+// (`-f samples/*.yaml`) means what it looks like.
+func (f *sourceFlags) addArgs(args []string) {
+	f.Paths = append(f.Paths, args...)
+}
+
+func (f *sourceFlags) check(cmd *cobra.Command) error {
+	if len(f.Paths) == 0 {
+		return usageErrorf("%s: -f PATH is required (a manifest file or directory)", cmd.CommandPath())
+	}
+	if f.Namespace != "" {
+		if errs := validation.IsDNS1123Label(f.Namespace); len(errs) > 0 {
+			return usageErrorf("%s: -n %q is not a namespace name: %s", cmd.CommandPath(), f.Namespace, strings.Join(errs, "; "))
+		}
+	}
+	return nil
+}
+
+// loadNamespace loads the manifests and keeps one namespace's objects: a
+// bundle is per namespace. Every input problem is a usage error.
+func loadNamespace(f *sourceFlags, in io.Reader) (*manifest.Set, error) {
+	all, err := manifest.Load(f.Paths, in)
+	if err != nil {
+		return nil, &ExitError{Code: ExitUsage, Err: err}
+	}
+	ns := f.Namespace
+	if ns == "" {
+		switch nss := all.Namespaces(); len(nss) {
+		case 0:
+		case 1:
+			ns = nss[0]
+		default:
+			return nil, usageErrorf("objects from several namespaces (%s): a bundle is per namespace, choose one with -n",
+				strings.Join(nss, ", "))
+		}
+	}
+	set := all.InNamespace(ns)
+	if dups := set.Duplicates(); len(dups) > 0 {
+		return nil, &ExitError{Code: ExitUsage, Err: dups}
+	}
+	return set, nil
+}
+
+// parseNow reads --now; empty means the real clock.
+func parseNow(s string) (time.Time, error) {
+	if s == "" {
+		return time.Now(), nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, usageErrorf("--now %q is not an RFC 3339 time (like 2030-01-31T17:00:00Z)", s)
+	}
+	return t, nil
+}
+
+// printDiagnostics writes compile diagnostics, each located at the file and
+// document its policy came from.
+func printDiagnostics(w io.Writer, set *manifest.Set, diags []engine.Diagnostic) {
+	for _, d := range diags {
+		src, _ := set.PolicySource(d.PolicyID)
+		e := manifest.Error{Source: src, Kind: "Policy", Name: d.PolicyID, Field: d.Field, Message: d.Message}
+		fmt.Fprintln(w, e.Error())
+	}
+}

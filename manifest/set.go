@@ -1,0 +1,135 @@
+package manifest
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/toolgate/toolgate/api/v1alpha1"
+)
+
+// Policy is a loaded Policy and where it came from.
+type Policy struct {
+	Object v1alpha1.Policy
+	Source Source
+}
+
+// FrozenAgent is a loaded FrozenAgent and where it came from.
+type FrozenAgent struct {
+	Object v1alpha1.FrozenAgent
+	Source Source
+}
+
+// Set is the objects read from some paths, in input order.
+type Set struct {
+	Policies     []Policy
+	FrozenAgents []FrozenAgent
+	// Skipped are files found in directories that hold no manifest (no
+	// apiVersion, kind, metadata or spec), such as example requests.
+	Skipped []string
+}
+
+// Len is the number of objects.
+func (s *Set) Len() int { return len(s.Policies) + len(s.FrozenAgents) }
+
+// PolicyObjects returns the Policies, for bundle.Build.
+func (s *Set) PolicyObjects() []v1alpha1.Policy {
+	out := make([]v1alpha1.Policy, len(s.Policies))
+	for i := range s.Policies {
+		out[i] = s.Policies[i].Object
+	}
+	return out
+}
+
+// FrozenAgentObjects returns the FrozenAgents, for bundle.Build.
+func (s *Set) FrozenAgentObjects() []v1alpha1.FrozenAgent {
+	out := make([]v1alpha1.FrozenAgent, len(s.FrozenAgents))
+	for i := range s.FrozenAgents {
+		out[i] = s.FrozenAgents[i].Object
+	}
+	return out
+}
+
+// Namespaces lists, sorted, the namespaces objects name; objects without one
+// are not counted (they go wherever they are applied).
+func (s *Set) Namespaces() []string {
+	var out []string
+	add := func(ns string) {
+		if ns != "" && !slices.Contains(out, ns) {
+			out = append(out, ns)
+		}
+	}
+	for i := range s.Policies {
+		add(s.Policies[i].Object.Namespace)
+	}
+	for i := range s.FrozenAgents {
+		add(s.FrozenAgents[i].Object.Namespace)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// InNamespace returns the objects that would live in ns: those naming it and
+// those naming no namespace, which get ns. An empty ns keeps everything as is.
+func (s *Set) InNamespace(ns string) *Set {
+	if ns == "" {
+		return &Set{Policies: slices.Clone(s.Policies), FrozenAgents: slices.Clone(s.FrozenAgents)}
+	}
+	out := &Set{}
+	for _, p := range s.Policies {
+		if p.Object.Namespace == "" || p.Object.Namespace == ns {
+			p.Object.Namespace = ns
+			out.Policies = append(out.Policies, p)
+		}
+	}
+	for _, f := range s.FrozenAgents {
+		if f.Object.Namespace == "" || f.Object.Namespace == ns {
+			f.Object.Namespace = ns
+			out.FrozenAgents = append(out.FrozenAgents, f)
+		}
+	}
+	return out
+}
+
+// Duplicates reports every object whose kind, namespace and name an earlier
+// object already has: the API server would keep only one of them.
+func (s *Set) Duplicates() Errors {
+	type key struct{ kind, ns, name string }
+	seen := map[key]Source{}
+	var errs Errors
+	check := func(kind, ns, name string, src Source) {
+		if name == "" {
+			return // a missing name is validate's to report
+		}
+		k := key{kind, ns, name}
+		if first, dup := seen[k]; dup {
+			where := "without a namespace"
+			if ns != "" {
+				where = fmt.Sprintf("in namespace %q", ns)
+			}
+			errs = append(errs, &Error{Source: src, Kind: kind, Name: name, Field: "metadata.name",
+				Message: fmt.Sprintf("duplicate %s %q %s (first defined at %s)", kind, name, where, first)})
+			return
+		}
+		seen[k] = src
+	}
+	for i := range s.Policies {
+		p := &s.Policies[i]
+		check(kindPolicy, p.Object.Namespace, p.Object.Name, p.Source)
+	}
+	for i := range s.FrozenAgents {
+		f := &s.FrozenAgents[i]
+		check(kindFrozenAgent, f.Object.Namespace, f.Object.Name, f.Source)
+	}
+	return errs
+}
+
+// PolicySource finds where the Policy named name was read; call it on a Set
+// of one namespace.
+func (s *Set) PolicySource(name string) (Source, bool) {
+	for i := range s.Policies {
+		if s.Policies[i].Object.Name == name {
+			return s.Policies[i].Source, true
+		}
+	}
+	return Source{}, false
+}
