@@ -69,7 +69,10 @@ func (b *Bundle) Sort() {
 		if c := cmp.Compare(x.ID, y.ID); c != 0 {
 			return c
 		}
-		return cmp.Compare(expiryKey(x.ExpiresAt), expiryKey(y.ExpiresAt))
+		if c := cmp.Compare(expiryKey(x.ExpiresAt), expiryKey(y.ExpiresAt)); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.Reason, y.Reason)
 	})
 }
 
@@ -139,7 +142,7 @@ func Decode(doc []byte) (Bundle, error) {
 	if err := dec.Decode(&b); err != nil {
 		return Bundle{}, fmt.Errorf("%w: %v", ErrCorruptBundle, err)
 	}
-	if dec.More() {
+	if rest := bytes.TrimLeft(doc[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
 		return Bundle{}, fmt.Errorf("%w: trailing data after the document", ErrCorruptBundle)
 	}
 	if b.SchemaVersion != SchemaVersion {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // Limits checked at compile time, mirrored by the CRD schema.
@@ -260,15 +261,18 @@ func (cp *compiler) condition(d *diagnoser, ri int, rid string, ci int, c *Condi
 		fail("values", "set value or values, not both")
 		return cc, false
 	}
+	if spec.kind == needsNothing {
+		switch {
+		case hasValue:
+			fail("value", "operator %s takes no value", c.Operator)
+		case hasValues:
+			fail("values", "operator %s takes no value (a values list is for in and not_in)", c.Operator)
+		}
+		return cc, ok
+	}
 	if hasValues && spec.kind != needsList {
 		fail("values", "operator %s takes a single value, not a list", c.Operator)
 		return cc, false
-	}
-	if spec.kind == needsNothing {
-		if hasValue {
-			fail("value", "operator %s takes no value", c.Operator)
-		}
-		return cc, ok
 	}
 	if spec.kind == needsList {
 		raws := c.Values
@@ -380,9 +384,13 @@ func toolKeys(r *Rule) []string {
 	return nil
 }
 
+// truncate cuts s to at most n bytes on a rune boundary.
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n] + "..."
 }

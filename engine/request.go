@@ -25,7 +25,7 @@ func DecodeRequest(doc []byte) (Request, error) {
 	if err := dec.Decode(&v); err != nil {
 		return nil, fmt.Errorf("%w: not valid JSON: %v", ErrBadRequest, err)
 	}
-	if _, err := dec.Token(); err == nil {
+	if rest := bytes.TrimLeft(doc[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
 		return nil, fmt.Errorf("%w: trailing data after the JSON object", ErrBadRequest)
 	}
 	obj, ok := v.(map[string]any)

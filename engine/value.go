@@ -3,8 +3,10 @@ package engine
 import (
 	"encoding/json"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Stringify is how operators that compare text see a request value: strings
@@ -24,12 +26,89 @@ func Stringify(v any) string {
 	case nil:
 		return "null"
 	default:
+		return string(appendCompactJSON(nil, x))
+	}
+}
+
+// appendCompactJSON writes decoded JSON as JSON.stringify would: compact, no
+// HTML or U+2028 escaping (encoding/json does both), object keys sorted
+// because decoding lost their order.
+func appendCompactJSON(dst []byte, v any) []byte {
+	switch x := v.(type) {
+	case string:
+		return appendQuoted(dst, x)
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		dst = append(dst, '{')
+		for i, k := range keys {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendQuoted(dst, k)
+			dst = append(dst, ':')
+			dst = appendCompactJSON(dst, x[k])
+		}
+		return append(dst, '}')
+	case []any:
+		dst = append(dst, '[')
+		for i, e := range x {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendCompactJSON(dst, e)
+		}
+		return append(dst, ']')
+	case float64, bool, nil:
+		return append(dst, Stringify(x)...)
+	default: // not produced by encoding/json; best effort
 		b, err := json.Marshal(x)
 		if err != nil {
-			return ""
+			return append(dst, "null"...)
 		}
-		return string(b)
+		return append(dst, b...)
 	}
+}
+
+func appendQuoted(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				dst = append(dst, '\\', c)
+			case c == '\n':
+				dst = append(dst, '\\', 'n')
+			case c == '\r':
+				dst = append(dst, '\\', 'r')
+			case c == '\t':
+				dst = append(dst, '\\', 't')
+			case c == '\b':
+				dst = append(dst, '\\', 'b')
+			case c == '\f':
+				dst = append(dst, '\\', 'f')
+			case c < 0x20:
+				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			default:
+				dst = append(dst, c)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, `\ufffd`...)
+		} else {
+			dst = append(dst, s[i:i+size]...)
+		}
+		i += size
+	}
+	return append(dst, '"')
 }
 
 // FormatNumber formats like JavaScript's Number#toString, which the policy
