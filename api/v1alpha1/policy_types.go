@@ -67,7 +67,6 @@ type Rule struct {
 }
 
 // Condition tests one field of the tool call.
-// +kubebuilder:validation:XValidation:rule="!(has(self.value) && has(self.values))",message="set value or values, not both"
 type Condition struct {
 	// field is a dot-path into the request: tool_name, agent_id,
 	// input.command, kwargs.amount, args.0.
