@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	corev1 "k8s.io/api/core/v1"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -47,7 +49,10 @@ func run(m *testing.M) int {
 		CRDDirectoryPaths:     []string{testenv.CRDDir()},
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: assets,
-		WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: []string{testenv.WebhookDir()}},
+		// The API server dials https://localhost:<port>: the rotator's
+		// certificate names "localhost", as in a cluster it names the Service.
+		WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: []string{testenv.WebhookDir()},
+			LocalServingHostExternalName: "localhost"},
 	}
 	cfg, err := env.Start()
 	if err != nil {
@@ -58,24 +63,43 @@ func run(m *testing.M) int {
 
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = v1alpha1.AddToScheme(scheme)
+	// Production's certificate path: the manager's rotator creates the CA and
+	// serving certificate, injects the CA into the webhook configuration, and
+	// the webhook server starts only once the certificate is on disk.
 	wo := &env.WebhookInstallOptions
+	certDir, err := os.MkdirTemp("", "toolgate-webhook-certs")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = os.RemoveAll(certDir) }()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:  scheme,
 		Metrics: metricsserver.Options{BindAddress: "0"},
 		WebhookServer: crwebhook.NewServer(crwebhook.Options{
-			Host: wo.LocalServingHost, Port: wo.LocalServingPort, CertDir: wo.LocalServingCertDir}),
+			Host: wo.LocalServingHost, Port: wo.LocalServingPort, CertDir: certDir}),
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)
 		return 1
 	}
-	if err := SetupPolicyWebhook(mgr); err != nil {
+	registered, err := Setup(mgr, Options{CertMode: CertsSelfManaged, CertDir: certDir,
+		SecretNamespace: "default", SecretName: certSecret, DNSName: "localhost",
+		ValidatingWebhookConfiguration: "validating-webhook-configuration"})
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "webhook setup:", err)
 		return 1
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = mgr.Start(ctx) }()
+	go playKubelet(ctx, cfg, certDir)
+	select {
+	case <-registered:
+	case <-time.After(60 * time.Second):
+		fmt.Fprintln(os.Stderr, "the webhook was never registered: certificates not ready")
+		return 1
+	}
 	if err := waitForTLS(net.JoinHostPort(wo.LocalServingHost, strconv.Itoa(wo.LocalServingPort))); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -123,4 +147,26 @@ func (w *warningRecorder) take() []string {
 	out := w.msgs
 	w.msgs = nil
 	return out
+}
+
+const certSecret = "toolgate-webhook-certs"
+
+// playKubelet does what the kubelet does for the manager's Pod: it projects
+// the certificate Secret into the certificate directory.
+func playKubelet(ctx context.Context, cfg *rest.Config, dir string) {
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		panic(err)
+	}
+	var last string
+	for ctx.Err() == nil {
+		var s corev1.Secret
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: certSecret}, &s); err == nil && string(s.Data["tls.crt"]) != last {
+			for name, data := range s.Data {
+				_ = os.WriteFile(filepath.Join(dir, name), data, 0o600)
+			}
+			last = string(s.Data["tls.crt"])
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

@@ -1,0 +1,128 @@
+package webhook
+
+import (
+	"context"
+	"time"
+
+	"errors"
+	"fmt"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/open-policy-agent/cert-controller/pkg/rotator"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+)
+
+// Certificate modes.
+const (
+	// CertsSelfManaged: the manager creates a CA and serving certificate in a
+	// Secret, injects the CA into the webhook configuration and rotates both.
+	CertsSelfManaged = "self"
+	// CertsProvided: certificates are mounted at CertDir (cert-manager, or any
+	// other issuer) and the CA is injected by someone else.
+	CertsProvided = "provided"
+)
+
+// Options configure the admission webhooks.
+type Options struct {
+	CertMode string
+	// CertDir holds tls.crt and tls.key (written there in self mode).
+	CertDir string
+	// SecretNamespace/SecretName: where self mode keeps the certificates.
+	SecretNamespace, SecretName string
+	// DNSName is the name the API server dials: <service>.<namespace>.svc.
+	DNSName string
+	// ValidatingWebhookConfiguration is the object whose caBundle self mode
+	// keeps current.
+	ValidatingWebhookConfiguration string
+}
+
+// Validate reports option mistakes before anything starts.
+func (o Options) Validate() error {
+	var errs []error
+	switch o.CertMode {
+	case CertsSelfManaged:
+		if o.SecretNamespace == "" || o.SecretName == "" {
+			errs = append(errs, errors.New("self-managed certificates need a secret namespace and name"))
+		}
+		if o.DNSName == "" {
+			errs = append(errs, errors.New("self-managed certificates need the webhook service DNS name"))
+		}
+		if o.ValidatingWebhookConfiguration == "" {
+			errs = append(errs, errors.New("self-managed certificates need the ValidatingWebhookConfiguration name"))
+		}
+	case CertsProvided:
+	default:
+		errs = append(errs, fmt.Errorf("certificate mode %q: want %q or %q", o.CertMode, CertsSelfManaged, CertsProvided))
+	}
+	if o.CertDir == "" {
+		errs = append(errs, errors.New("a certificate directory is required"))
+	}
+	return errors.Join(errs...)
+}
+
+// Setup registers the webhooks with mgr. In self mode it also adds the
+// certificate rotator and registers the webhooks only once their certificate
+// exists, so the API server is never pointed at a server that cannot serve
+// TLS. The returned channel closes when the webhooks are registered.
+func Setup(mgr ctrl.Manager, o Options) (<-chan struct{}, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	registered := make(chan struct{})
+	if o.CertMode == CertsProvided {
+		if err := SetupPolicyWebhook(mgr); err != nil {
+			return nil, err
+		}
+		close(registered)
+		return registered, nil
+	}
+	if err := ensureSecret(mgr, o); err != nil {
+		return nil, err
+	}
+	certsReady := make(chan struct{})
+	err := rotator.AddRotator(mgr, &rotator.CertRotator{
+		SecretKey:      types.NamespacedName{Namespace: o.SecretNamespace, Name: o.SecretName},
+		CertDir:        o.CertDir,
+		CAName:         "toolgate-ca",
+		CAOrganization: "toolgate",
+		DNSName:        o.DNSName,
+		IsReady:        certsReady,
+		Webhooks:       []rotator.WebhookInfo{{Name: o.ValidatingWebhookConfiguration, Type: rotator.Validating}},
+		// Every replica needs the certificate on disk, not only the leader.
+		RequireLeaderElection: false,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("adding the certificate rotator: %w", err)
+	}
+	go func() {
+		<-certsReady
+		if err := SetupPolicyWebhook(mgr); err != nil {
+			ctrl.Log.WithName("webhook").Error(err, "registering the Policy webhook")
+			return
+		}
+		close(registered)
+	}()
+	return registered, nil
+}
+
+// ensureSecret creates the (empty) certificate Secret the rotator fills: the
+// rotator only updates an existing one. The chart creates it too; this makes
+// a bare `toolgate manager` work.
+func ensureSecret(mgr ctrl.Manager, o Options) error {
+	c, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme()})
+	if err != nil {
+		return err
+	}
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: o.SecretNamespace, Name: o.SecretName,
+		Labels: map[string]string{"app.kubernetes.io/managed-by": "toolgate"}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the webhook certificate secret %s/%s: %w", o.SecretNamespace, o.SecretName, err)
+	}
+	return nil
+}
