@@ -3,16 +3,7 @@ FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
-COPY api/ api/
-COPY bundle/ bundle/
-COPY cli/ cli/
-COPY cmd/ cmd/
-COPY controllers/ controllers/
-COPY engine/ engine/
-COPY manager/ manager/
-COPY manifest/ manifest/
-COPY sidecar/ sidecar/
-COPY webhook/ webhook/
+COPY . .
 ARG VERSION=dev
 ARG COMMIT=unknown
 RUN CGO_ENABLED=0 go build -trimpath \
