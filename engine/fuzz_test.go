@@ -1,0 +1,297 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+)
+
+// differential evaluates reqs against b with the engine and the reference
+// evaluator and describes the first disagreement, or returns "".
+func differential(b Bundle, reqs []map[string]any) string {
+	c, diags := Compile(b)
+	anyInvalid := false
+	for _, p := range b.Policies {
+		engineOK, refOK := len(CheckPolicy(p)) == 0, len(refPolicyProblems(p)) == 0
+		if engineOK != refOK {
+			return fmt.Sprintf("policy %q: engine valid=%v (%v), reference valid=%v (%v)\n%s",
+				p.ID, engineOK, CheckPolicy(p), refOK, refPolicyProblems(p), mustJSON(p))
+		}
+		anyInvalid = anyInvalid || !refOK
+	}
+	if anyInvalid != (len(diags) > 0) {
+		return fmt.Sprintf("Compile diagnostics %v, but per-policy validity says invalid=%v", diags, anyInvalid)
+	}
+	for _, req := range reqs {
+		want := refEvaluate(b, req, t0)
+		for _, explain := range []bool{false, true} {
+			res := c.Evaluate(Request(req), EvalOptions{Now: fixedClock(t0), Budget: time.Hour, Explain: explain})
+			got := refOutcome{res.Decision, res.Code, res.MatchedPolicyID, res.MatchedPolicyVersion, res.MatchedRuleID}
+			same := got.Decision == want.Decision && got.Code == want.Code
+			switch {
+			case want.Code == "":
+				same = same && got == want
+			case want.Code == CodePolicyCompileError:
+				same = same && strings.Contains(res.Reason, want.PolicyID)
+			}
+			if !same {
+				return fmt.Sprintf("explain=%v: engine %+v (reason %q), reference %+v\nbundle: %s\nrequest: %s",
+					explain, got, res.Reason, want, mustJSON(b), mustJSON(req))
+			}
+		}
+	}
+	return ""
+}
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprintf("<%v>", err)
+	}
+	return string(b)
+}
+
+func generatedCase(data []byte) (Bundle, []map[string]any) {
+	g := &genSource{data: data}
+	b := g.bundle(t0)
+	reqs := []map[string]any{g.request(), g.request(), g.request()}
+	return b, reqs
+}
+
+// differentialInputs is a fixed pseudo-random stream of generator inputs.
+func differentialInputs(n int) [][]byte {
+	rng := rand.New(rand.NewPCG(20261103, 2))
+	out := make([][]byte, n)
+	for k := range out {
+		out[k] = make([]byte, 160)
+		for i := range out[k] {
+			out[k][i] = byte(rng.Uint32())
+		}
+	}
+	return out
+}
+
+// TestDifferential runs the engine and the reference on pseudo-random cases
+// from a fixed seed, so a plain `go test` shows the two agree.
+func TestDifferential(t *testing.T) {
+	t.Parallel()
+	const cases = 3000
+	var mismatches []string
+	decisions := map[string]int{}
+	for _, data := range differentialInputs(cases) {
+		b, reqs := generatedCase(data)
+		if msg := differential(b, reqs); msg != "" {
+			mismatches = append(mismatches, msg)
+		}
+		for _, req := range reqs {
+			out := refEvaluate(b, req, t0)
+			key := string(out.Decision) + "/" + string(out.Code)
+			if out.Code == "" && out.RuleID != "" {
+				key += "/rule"
+			}
+			decisions[key]++
+		}
+	}
+	for i, m := range mismatches[:min(len(mismatches), 3)] {
+		t.Errorf("mismatch %d: %s", i, m)
+	}
+	if len(mismatches) > 0 {
+		t.Errorf("%d of %d cases differ", len(mismatches), cases)
+	}
+	t.Logf("reference outcomes over %d requests: %v", 3*cases, decisions)
+	// The generator must reach every kind of outcome, or agreement means
+	// little.
+	for _, k := range []string{"allow/", "deny/", "allow//rule", "deny//rule", "deny/AGENT_FROZEN", "deny/NO_POLICIES", "deny/POLICY_COMPILE_ERROR"} {
+		if decisions[k] < cases/100 {
+			t.Errorf("outcome %s happened %d times in %d requests: %v", k, decisions[k], 3*cases, decisions)
+		}
+	}
+}
+
+func FuzzDifferential(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte("\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f"))
+	f.Add([]byte("toolgate differential fuzzing seed: rm -rf / && pay 5000"))
+	// The start of TestDifferential's stream: random enough to reach every
+	// outcome, so mutations start from cases that exercise the engine.
+	for _, seed := range differentialInputs(200) {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		b, reqs := generatedCase(data)
+		if msg := differential(b, reqs); msg != "" {
+			t.Fatal(msg)
+		}
+	})
+}
+
+// FuzzCompile feeds arbitrary bytes as a bundle document. Compile must not
+// panic, must agree with CheckPolicy, and a bundle with any diagnostic must
+// never allow (an allow means every policy was reached, the broken one too).
+func FuzzCompile(f *testing.F) {
+	for _, b := range []Bundle{
+		{},
+		{Policies: []Policy{samplePolicy()}, FrozenAgents: []FrozenAgent{{ID: "agent-1", Reason: "incident"}}},
+		{Policies: []Policy{{ID: "p", DefaultEffect: "deny", Rules: []Rule{{ID: "r", Effect: "allow", Conditions: []Condition{
+			{Field: "input..x", Operator: "matches", Value: raw("(?=x)")}, {Field: "tool_name", Operator: "in", Values: []json.RawMessage{raw(5), raw("Bash")}}}}}}}},
+	} {
+		doc, _, err := Encode(b)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(doc)
+		f.Add([]byte(mustJSON(b)))
+	}
+	f.Add([]byte(`{"policies":[{"id":"p","rules":[{"id":"r","effect":"deny","conditions":[{"field":"a","operator":"in","values":[null,{},[]]}]}]}]}`))
+	f.Add([]byte(`{"policies":[{"id":"p","rules":[{"id":"r","effect":"deny","conditions":[{"field":"a","operator":"gt","value":"1"},{"field":"","operator":"??"}]}]}]}`))
+	f.Add([]byte(`not json`))
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		b, err := Decode(doc)
+		if err == nil {
+			again, _, err := Encode(b)
+			if err != nil {
+				t.Fatalf("a decoded bundle does not encode: %v", err)
+			}
+			if _, err := Decode(again); err != nil {
+				t.Fatalf("a re-encoded bundle does not decode: %v", err)
+			}
+		} else if json.Unmarshal(doc, &b) != nil {
+			return
+		}
+		c, diags := Compile(b)
+		checked := 0
+		for _, p := range b.Policies {
+			for _, d := range CheckPolicy(p) {
+				checked++
+				if d.PolicyID != p.ID || d.Field == "" || d.Message == "" || d.RuleIndex >= len(p.Rules) {
+					t.Errorf("malformed diagnostic %+v", d)
+				}
+				if d.RuleIndex >= 0 && d.ConditionIndex >= len(p.Rules[d.RuleIndex].Conditions) {
+					t.Errorf("diagnostic names a condition that does not exist: %+v", d)
+				}
+			}
+		}
+		if checked != len(diags) {
+			t.Errorf("Compile gave %d diagnostics, CheckPolicy %d", len(diags), checked)
+		}
+		for _, fa := range b.FrozenAgents {
+			CheckFrozenAgent(fa)
+		}
+		for _, req := range []Request{
+			{"tool_name": "Bash", "agent_id": "agent-1", "input": map[string]any{"command": "rm -rf /"}},
+			{"tool_name": "Read", "kwargs": map[string]any{"amount": 5000.0}, "args": []any{"a", map[string]any{"x": nil}}},
+		} {
+			res := c.Evaluate(req, EvalOptions{Now: fixedClock(t0), Explain: true})
+			checkInvariants(t, res)
+			if len(diags) > 0 && res.Decision == Allow {
+				t.Errorf("a bundle with diagnostics allowed: %+v\n%v", res, diags)
+			}
+			if out, err := res.AppendJSON(nil); err != nil || !json.Valid(out) {
+				t.Errorf("result JSON %q: %v", out, err)
+			}
+		}
+	})
+}
+
+// fuzzEvaluateBundle exercises every operator, the tool index, priorities,
+// defaults and freezes.
+func fuzzEvaluateBundle() Bundle {
+	later, earlier := t0.Add(time.Hour), t0.Add(-time.Hour)
+	vals := func(vs ...any) []json.RawMessage {
+		var out []json.RawMessage
+		for _, v := range vs {
+			out = append(out, raw(v))
+		}
+		return out
+	}
+	return Bundle{
+		FrozenAgents: []FrozenAgent{{ID: "agent-\u212a", ExpiresAt: &later}, {ID: "old", ExpiresAt: &earlier}, {ID: "Rogue"}},
+		Policies: []Policy{
+			samplePolicy(),
+			{ID: "baseline", Version: 3, DefaultEffect: "deny", Rules: []Rule{
+				allowRule("bash-ls", cond("tool_name", "eq", "Bash"), cond("input.command", "starts_with", "ls")),
+				allowRule("args", Condition{Field: "args.0", Operator: "exists"}, cond("args.1.x", "neq", "x")),
+				allowRule("no-kwargs", Condition{Field: "kwargs", Operator: "is_empty"}, cond("tool_name", "ends_with", "d")),
+				allowRule("not-listed", Condition{Field: "tool_name", Operator: "not_in", Values: vals("Bash", "Edit", "pay", 5)}),
+				allowRule("small", cond("kwargs.n", "lte", 5), cond("kwargs.n", "gte", -5.5)),
+				denyRule("lt-string", cond("kwargs.n", "lt", -100)),
+				allowRule("json", Condition{Field: "input.payload", Operator: "is_valid_json"}),
+				denyRule("not-exists", Condition{Field: "session_id", Operator: "not_exists"}, cond("tool_name", "eq", "Edit")),
+				allowRule("set", Condition{Field: "kwargs.n", Operator: "in", Values: vals(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, "x", true)}),
+				denyRule("not-contains", cond("input", "not_contains", "command"), cond("tool_name", "eq", "Write")),
+				allowRule("not-empty", Condition{Field: "input.command", Operator: "is_not_empty"}, cond("tool_name", "in", "Write")),
+			}},
+			{ID: "zeta", Priority: -1, DefaultEffect: "allow", Rules: []Rule{
+				denyRule("objects", cond("kwargs", "contains", `"flag":true`)),
+				denyRule("null", cond("input.command", "eq", "null")),
+				allowRule("gt", cond("kwargs.amount", "gt", 0)),
+			}},
+		},
+	}
+}
+
+// samplePolicy is the README's guard: rm -rf, a payment cap, MCP writes.
+func samplePolicy() Policy {
+	return Policy{ID: "guard", Version: 2, Priority: 10, DefaultEffect: "allow", Rules: []Rule{
+		{ID: "no-rm-rf", Effect: "deny", Description: "rm -rf is never allowed",
+			Conditions: []Condition{cond("tool_name", "eq", "Bash"), cond("input.command", "matches", `\brm\s+-[a-z]*r[a-z]*f`)}},
+		denyRule("pay-cap", cond("tool_name", "eq", "pay"), cond("kwargs.amount", "gt", 1000)),
+		denyRule("mcp-writes", cond("tool_name", "matches", `^mcp__github__(create|delete|update)_`)),
+		denyRule("secrets", cond("input", "matches", `(?i)password=\S+`)),
+		allowRule("read-only", Condition{Field: "tool_name", Operator: "in", Values: []json.RawMessage{raw("Read"), raw("Grep"), raw("Glob")}}),
+	}}
+}
+
+// FuzzEvaluate feeds arbitrary request documents to a fixed bundle: no
+// panic, allow or deny only, every coded result a deny, and the reference
+// evaluator agrees.
+func FuzzEvaluate(f *testing.F) {
+	for _, doc := range []string{
+		`{"tool_name":"Bash","input":{"command":"rm -rf /"}}`,
+		`{"tool_name":"Bash","agent_id":"AGENT-K","input":{"command":"ls"}}`,
+		`{"tool_name":"pay","kwargs":{"amount":"5000"}}`,
+		`{"tool_name":"pay","kwargs":{"amount":999.5}}`,
+		`{"tool_name":"mcp__github__create_issue","input":{}}`,
+		`{"tool_name":"Read","args":["a",{"x":"y"}],"kwargs":{}}`,
+		`{"tool_name":"Edit","input":{"payload":"{\"a\":[1,2]}"},"kwargs":{"n":3}}`,
+		`{"tool_name":"Write","input":{"command":null},"session_id":"s"}`,
+		`{"tool_name":5,"agent_id":"old","kwargs":{"n":"-101","flag":true}}`,
+		`{"tool_name":"Bash","input":{"command":"echo password=hunter2 && ls"}}`,
+		`{"agent_id":"rogue"}`,
+		`[]`, `null`, `{"tool_name":`, `{"tool_name":"x"} trailing`,
+	} {
+		f.Add([]byte(doc))
+	}
+	bundle := fuzzEvaluateBundle()
+	c := mustCompile(f, bundle)
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		req, err := DecodeRequest(doc)
+		if err != nil {
+			// The engine must also survive requests the decoder would
+			// refuse (no or non-string tool_name).
+			var m map[string]any
+			if json.Unmarshal(doc, &m) != nil || m == nil {
+				return
+			}
+			req = m
+		}
+		want := refEvaluate(bundle, req, t0)
+		for _, explain := range []bool{false, true} {
+			res := c.Evaluate(req, EvalOptions{Now: fixedClock(t0), Explain: explain})
+			checkInvariants(t, res)
+			got := refOutcome{res.Decision, res.Code, res.MatchedPolicyID, res.MatchedPolicyVersion, res.MatchedRuleID}
+			if got.Code != "" {
+				got.PolicyID, got.Version = "", 0
+			}
+			if got != want {
+				t.Fatalf("explain=%v: engine %+v, reference %+v for %s", explain, got, want, doc)
+			}
+			if out, err := res.AppendJSON(nil); err != nil || !json.Valid(out) {
+				t.Fatalf("result JSON %q: %v", out, err)
+			}
+		}
+	})
+}
