@@ -26,6 +26,11 @@ const (
 	CertsProvided = "provided"
 )
 
+// The rotator keeps its Secret current and injects the CA into our webhook
+// configurations.
+// +kubebuilder:rbac:groups="",namespace=toolgate-system,resources=secrets,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations;mutatingwebhookconfigurations,verbs=get;list;watch;update
+
 // Options configure the admission webhooks.
 type Options struct {
 	CertMode string
@@ -35,9 +40,12 @@ type Options struct {
 	SecretNamespace, SecretName string
 	// DNSName is the name the API server dials: <service>.<namespace>.svc.
 	DNSName string
-	// ValidatingWebhookConfiguration is the object whose caBundle self mode
-	// keeps current.
+	// ValidatingWebhookConfiguration and MutatingWebhookConfiguration are the
+	// objects whose caBundle self mode keeps current.
 	ValidatingWebhookConfiguration string
+	MutatingWebhookConfiguration   string
+	// Inject, when set, enables sidecar injection into annotated Pods.
+	Inject *InjectOptions
 }
 
 // Validate reports option mistakes before anything starts.
@@ -54,12 +62,26 @@ func (o Options) Validate() error {
 		if o.ValidatingWebhookConfiguration == "" {
 			errs = append(errs, errors.New("self-managed certificates need the ValidatingWebhookConfiguration name"))
 		}
+		if o.Inject != nil && o.MutatingWebhookConfiguration == "" {
+			errs = append(errs, errors.New("self-managed certificates with injection need the MutatingWebhookConfiguration name"))
+		}
 	case CertsProvided:
 	default:
 		errs = append(errs, fmt.Errorf("certificate mode %q: want %q or %q", o.CertMode, CertsSelfManaged, CertsProvided))
 	}
 	if o.CertDir == "" {
 		errs = append(errs, errors.New("a certificate directory is required"))
+	}
+	if o.Inject != nil {
+		if o.Inject.Image == "" {
+			errs = append(errs, errors.New("sidecar injection needs a sidecar image"))
+		}
+		if o.Inject.BundleConfigMap == "" {
+			errs = append(errs, errors.New("sidecar injection needs the bundle ConfigMap name"))
+		}
+		if o.Inject.Listen == "" {
+			errs = append(errs, errors.New("sidecar injection needs a listen address"))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -73,8 +95,17 @@ func Setup(mgr ctrl.Manager, o Options) (<-chan struct{}, error) {
 		return nil, err
 	}
 	registered := make(chan struct{})
-	if o.CertMode == CertsProvided {
+	register := func() error {
 		if err := SetupPolicyWebhook(mgr); err != nil {
+			return err
+		}
+		if o.Inject != nil {
+			return SetupPodInjector(mgr, *o.Inject)
+		}
+		return nil
+	}
+	if o.CertMode == CertsProvided {
+		if err := register(); err != nil {
 			return nil, err
 		}
 		close(registered)
@@ -91,7 +122,7 @@ func Setup(mgr ctrl.Manager, o Options) (<-chan struct{}, error) {
 		CAOrganization: "toolgate",
 		DNSName:        o.DNSName,
 		IsReady:        certsReady,
-		Webhooks:       []rotator.WebhookInfo{{Name: o.ValidatingWebhookConfiguration, Type: rotator.Validating}},
+		Webhooks:       webhookInfos(o),
 		// Every replica needs the certificate on disk, not only the leader.
 		RequireLeaderElection: false,
 	})
@@ -100,13 +131,21 @@ func Setup(mgr ctrl.Manager, o Options) (<-chan struct{}, error) {
 	}
 	go func() {
 		<-certsReady
-		if err := SetupPolicyWebhook(mgr); err != nil {
-			ctrl.Log.WithName("webhook").Error(err, "registering the Policy webhook")
+		if err := register(); err != nil {
+			ctrl.Log.WithName("webhook").Error(err, "registering the webhooks")
 			return
 		}
 		close(registered)
 	}()
 	return registered, nil
+}
+
+func webhookInfos(o Options) []rotator.WebhookInfo {
+	infos := []rotator.WebhookInfo{{Name: o.ValidatingWebhookConfiguration, Type: rotator.Validating}}
+	if o.Inject != nil {
+		infos = append(infos, rotator.WebhookInfo{Name: o.MutatingWebhookConfiguration, Type: rotator.Mutating})
+	}
+	return infos
 }
 
 // ensureSecret creates the (empty) certificate Secret the rotator fills: the

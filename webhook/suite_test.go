@@ -85,7 +85,8 @@ func run(m *testing.M) int {
 	}
 	registered, err := Setup(mgr, Options{CertMode: CertsSelfManaged, CertDir: certDir,
 		SecretNamespace: "default", SecretName: certSecret, DNSName: "localhost",
-		ValidatingWebhookConfiguration: "validating-webhook-configuration"})
+		ValidatingWebhookConfiguration: "validating-webhook-configuration",
+		MutatingWebhookConfiguration:   "mutating-webhook-configuration", Inject: &testInject})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "webhook setup:", err)
 		return 1

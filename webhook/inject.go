@@ -1,0 +1,166 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+)
+
+// Pod annotations that drive injection.
+const (
+	AnnotationInject  = "toolgate.dev/inject"
+	AnnotationAgentID = "toolgate.dev/agent-id"
+	SidecarName       = "toolgate-sidecar"
+	cacheVolumeName   = "toolgate-bundle-cache"
+	cacheMountPath    = "/var/run/toolgate/bundle"
+	bundleReaderName  = "toolgate-bundle-reader"
+)
+
+// +kubebuilder:webhook:path=/mutate-v1-pod,mutating=true,failurePolicy=ignore,sideEffects=NoneOnDryRun,groups="",resources=pods,verbs=create,versions=v1,name=mpod.toolgate.dev,admissionReviewVersions=v1,reinvocationPolicy=Never,timeoutSeconds=5
+
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;create;update
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch
+
+// InjectOptions describe the sidecar added to annotated Pods.
+type InjectOptions struct {
+	Image           string
+	ImagePullPolicy corev1.PullPolicy
+	Resources       corev1.ResourceRequirements
+	// BundleConfigMap is the operator's bundle ConfigMap name.
+	BundleConfigMap string
+	// Listen is where the sidecar answers, on the Pod's loopback.
+	Listen string
+}
+
+// PodInjector adds the toolgate sidecar to Pods annotated
+// toolgate.dev/inject: "true", and grants their service account read access
+// to that one bundle ConfigMap.
+type PodInjector struct {
+	Client  client.Client
+	Options InjectOptions
+}
+
+var _ admission.Defaulter[*corev1.Pod] = &PodInjector{}
+
+// SetupPodInjector registers the mutating webhook.
+func SetupPodInjector(mgr ctrl.Manager, o InjectOptions) error {
+	if o.Image == "" {
+		return errors.New("sidecar injection needs a sidecar image")
+	}
+	return ctrl.NewWebhookManagedBy(mgr, &corev1.Pod{}).
+		WithDefaulter(&PodInjector{Client: mgr.GetClient(), Options: o}).
+		WithDefaulterCustomPath("/mutate-v1-pod").
+		Complete()
+}
+
+// Default implements admission.Defaulter: it is idempotent and leaves Pods
+// without the annotation alone.
+func (p *PodInjector) Default(ctx context.Context, pod *corev1.Pod) error {
+	if pod.Annotations[AnnotationInject] != "true" || hasSidecar(pod) {
+		return nil
+	}
+	namespace := pod.Namespace
+	if req, err := admission.RequestFromContext(ctx); err == nil {
+		namespace = req.Namespace
+		if req.DryRun == nil || !*req.DryRun {
+			if err := p.grantBundleRead(ctx, namespace, serviceAccount(pod)); err != nil {
+				return fmt.Errorf("granting %s read access to the bundle: %w", serviceAccount(pod), err)
+			}
+		}
+	}
+	InjectSidecar(pod, p.Options)
+	return nil
+}
+
+// InjectSidecar adds the sidecar container and its cache volume to pod.
+func InjectSidecar(pod *corev1.Pod, o InjectOptions) {
+	if hasSidecar(pod) {
+		return
+	}
+	agentID := corev1.EnvVar{Name: "TOOLGATE_AGENT_ID",
+		ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.serviceAccountName"}}}
+	if id := pod.Annotations[AnnotationAgentID]; id != "" {
+		agentID = corev1.EnvVar{Name: "TOOLGATE_AGENT_ID", Value: id}
+	}
+	f, t := false, true
+	uid := int64(65532)
+	pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{
+		Name:            SidecarName,
+		Image:           o.Image,
+		ImagePullPolicy: o.ImagePullPolicy,
+		Args: []string{"sidecar",
+			"--configmap=$(POD_NAMESPACE)/" + o.BundleConfigMap,
+			"--agent-id=$(TOOLGATE_AGENT_ID)",
+			"--listen=" + o.Listen,
+			"--cache-dir=" + cacheMountPath},
+		Env: []corev1.EnvVar{
+			{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
+			agentID,
+		},
+		Resources:    o.Resources,
+		VolumeMounts: []corev1.VolumeMount{{Name: cacheVolumeName, MountPath: cacheMountPath}},
+		SecurityContext: &corev1.SecurityContext{
+			RunAsNonRoot: &t, RunAsUser: &uid, ReadOnlyRootFilesystem: &t, AllowPrivilegeEscalation: &f,
+			Capabilities:   &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+	})
+	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: cacheVolumeName,
+		VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+}
+
+func hasSidecar(pod *corev1.Pod) bool {
+	for _, c := range pod.Spec.Containers {
+		if c.Name == SidecarName {
+			return true
+		}
+	}
+	return false
+}
+
+func serviceAccount(pod *corev1.Pod) string {
+	if pod.Spec.ServiceAccountName != "" {
+		return pod.Spec.ServiceAccountName
+	}
+	return "default"
+}
+
+// grantBundleRead lets the service account get, list and watch the bundle
+// ConfigMap of its namespace, and nothing else.
+func (p *PodInjector) grantBundleRead(ctx context.Context, namespace, sa string) error {
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: bundleReaderName}}
+	if _, err := controllerutil.CreateOrUpdate(ctx, p.Client, role, func() error {
+		role.Labels = map[string]string{"app.kubernetes.io/managed-by": "toolgate"}
+		role.Rules = []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"},
+			ResourceNames: []string{p.Options.BundleConfigMap}, Verbs: []string{"get", "list", "watch"}}}
+		return nil
+	}); err != nil {
+		return err
+	}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: bundleReaderName}}
+	_, err := controllerutil.CreateOrUpdate(ctx, p.Client, binding, func() error {
+		binding.Labels = map[string]string{"app.kubernetes.io/managed-by": "toolgate"}
+		binding.RoleRef = rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: bundleReaderName}
+		subject := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: namespace}
+		for _, s := range binding.Subjects {
+			if s == subject {
+				return nil
+			}
+		}
+		binding.Subjects = append(binding.Subjects, subject)
+		return nil
+	})
+	if apierrors.IsConflict(err) {
+		return fmt.Errorf("concurrent update of %s/%s, the pod may be retried: %w", namespace, bundleReaderName, err)
+	}
+	return err
+}

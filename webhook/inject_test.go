@@ -1,0 +1,160 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+var testInject = InjectOptions{Image: "ghcr.io/toolgate/toolgate:test", BundleConfigMap: "toolgate-bundle",
+	Listen: "127.0.0.1:8181", Resources: corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")}}}
+
+func pod(name string, annotations map[string]string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: annotations},
+		Spec: corev1.PodSpec{ServiceAccountName: "agent-sa",
+			Containers: []corev1.Container{{Name: "agent", Image: "python:3.12"}}},
+	}
+}
+
+func sidecarOf(t *testing.T, p *corev1.Pod) *corev1.Container {
+	t.Helper()
+	for i := range p.Spec.Containers {
+		if p.Spec.Containers[i].Name == SidecarName {
+			return &p.Spec.Containers[i]
+		}
+	}
+	return nil
+}
+
+// The API server stores what the mutating webhook returned: these tests
+// create Pods and read back the stored objects.
+func TestInjectsAnnotatedPods(t *testing.T) {
+	ctx := context.Background()
+	p := pod("agent-injected", map[string]string{AnnotationInject: "true"})
+	if err := k8sClient.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	var stored corev1.Pod
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(p), &stored); err != nil {
+		t.Fatal(err)
+	}
+	c := sidecarOf(t, &stored)
+	if c == nil {
+		t.Fatalf("no sidecar in stored pod: %+v", stored.Spec.Containers)
+	}
+	if c.Image != testInject.Image || !c.Resources.Requests.Cpu().Equal(resource.MustParse("10m")) {
+		t.Errorf("image %q, resources %v", c.Image, c.Resources)
+	}
+	for _, want := range []string{"sidecar", "--configmap=$(POD_NAMESPACE)/toolgate-bundle", "--agent-id=$(TOOLGATE_AGENT_ID)", "--listen=127.0.0.1:8181"} {
+		if !slices.Contains(c.Args, want) {
+			t.Errorf("args %q lack %q", c.Args, want)
+		}
+	}
+	env := map[string]corev1.EnvVar{}
+	for _, e := range c.Env {
+		env[e.Name] = e
+	}
+	if f := env["TOOLGATE_AGENT_ID"].ValueFrom; f == nil || f.FieldRef.FieldPath != "spec.serviceAccountName" {
+		t.Errorf("agent id should come from the service account via the downward API: %+v", env["TOOLGATE_AGENT_ID"])
+	}
+	if f := env["POD_NAMESPACE"].ValueFrom; f == nil || f.FieldRef.FieldPath != "metadata.namespace" {
+		t.Errorf("POD_NAMESPACE: %+v", env["POD_NAMESPACE"])
+	}
+	if sc := c.SecurityContext; sc == nil || !*sc.RunAsNonRoot || !*sc.ReadOnlyRootFilesystem || sc.Capabilities.Drop[0] != "ALL" {
+		t.Errorf("security context: %+v", sc)
+	}
+	if !slices.ContainsFunc(stored.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == cacheVolumeName && v.EmptyDir != nil }) {
+		t.Errorf("no bundle cache volume: %+v", stored.Spec.Volumes)
+	}
+
+	// The service account may read that one ConfigMap, nothing else.
+	var role rbacv1.Role
+	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: bundleReaderName}, &role); err != nil {
+		t.Fatal(err)
+	}
+	want := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"},
+		ResourceNames: []string{"toolgate-bundle"}, Verbs: []string{"get", "list", "watch"}}}
+	if !equality.Semantic.DeepEqual(role.Rules, want) {
+		t.Errorf("role rules %+v", role.Rules)
+	}
+	var binding rbacv1.RoleBinding
+	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: bundleReaderName}, &binding); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(binding.Subjects, rbacv1.Subject{Kind: "ServiceAccount", Name: "agent-sa", Namespace: ns}) {
+		t.Errorf("binding subjects %+v", binding.Subjects)
+	}
+}
+
+func TestAgentIDAnnotationWins(t *testing.T) {
+	p := pod("agent-explicit-id", map[string]string{AnnotationInject: "true", AnnotationAgentID: "billing-bot-7"})
+	if err := k8sClient.Create(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	var stored corev1.Pod
+	if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(p), &stored); err != nil {
+		t.Fatal(err)
+	}
+	c := sidecarOf(t, &stored)
+	if c == nil {
+		t.Fatal("no sidecar")
+	}
+	if !slices.Contains(c.Env, corev1.EnvVar{Name: "TOOLGATE_AGENT_ID", Value: "billing-bot-7"}) {
+		t.Errorf("env %+v", c.Env)
+	}
+}
+
+func TestLeavesOtherPodsAlone(t *testing.T) {
+	for i, annotations := range []map[string]string{nil, {AnnotationInject: "false"}, {AnnotationInject: "yes"}, {"other": "true"}} {
+		p := pod(fmt.Sprintf("plain-%d", i), annotations)
+		if err := k8sClient.Create(context.Background(), p); err != nil {
+			t.Fatal(err)
+		}
+		var stored corev1.Pod
+		if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(p), &stored); err != nil {
+			t.Fatal(err)
+		}
+		if len(stored.Spec.Containers) != 1 || len(stored.Spec.Volumes) != 0 {
+			t.Errorf("annotations %v: pod was changed: %+v", annotations, stored.Spec)
+		}
+	}
+}
+
+func TestInjectionIsIdempotent(t *testing.T) {
+	// A Pod that already carries the sidecar (re-applied from a dump of an
+	// injected Pod) is stored exactly as sent.
+	p := pod("already-injected", map[string]string{AnnotationInject: "true"})
+	InjectSidecar(p, testInject)
+	sent := p.DeepCopy()
+	if err := k8sClient.Create(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	var stored corev1.Pod
+	if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(p), &stored); err != nil {
+		t.Fatal(err)
+	}
+	count := 0
+	for _, c := range stored.Spec.Containers {
+		if c.Name == SidecarName {
+			count++
+		}
+	}
+	if count != 1 || len(stored.Spec.Volumes) != len(sent.Spec.Volumes) {
+		t.Errorf("%d sidecars, %d volumes after a second injection", count, len(stored.Spec.Volumes))
+	}
+	again := stored.DeepCopy()
+	InjectSidecar(again, testInject)
+	if !equality.Semantic.DeepEqual(again.Spec, stored.Spec) {
+		t.Errorf("InjectSidecar changed an injected pod")
+	}
+}
