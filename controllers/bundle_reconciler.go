@@ -1,0 +1,128 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/toolgate/toolgate/bundle"
+	"github.com/toolgate/toolgate/engine"
+)
+
+// bundleReconciler publishes one namespace's bundle per request; the
+// request's name is the bundle ConfigMap's. Statuses are left to the status
+// controller, so a namespace with many objects does not delay its next
+// publish while their statuses are written.
+type bundleReconciler struct {
+	client    client.Client
+	apiReader client.Reader // uncached, for when the cache lags our own writes
+	recorder  events.EventRecorder
+	opts      Options
+	outcomes  *outcomeStore
+	statuses  chan<- event.TypedGenericEvent[string] // namespaces whose statuses are due
+	written   sync.Map                               // ConfigMap key -> the payload last written there
+}
+
+func (r *bundleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	start := time.Now()
+	now := r.opts.Now()
+	in, err := gather(ctx, r.client, req.Namespace)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if in.empty() {
+		// Sidecars then deny NO_POLICIES: no bundle is not an empty allow-all.
+		r.outcomes.delete(req.Namespace)
+		return ctrl.Result{}, r.deleteBundle(ctx, req.Namespace)
+	}
+
+	b := bundle.Build(in.policies, in.frozen, now)
+	doc, revision, err := engine.Encode(b)
+	if err != nil {
+		return ctrl.Result{}, reconcile.TerminalError(err)
+	}
+	_, diags := engine.Compile(b)
+	out := newOutcome(in, r.opts.ConfigMapName, revision, diags, now)
+	compileErrors.WithLabelValues(req.Namespace).Set(float64(len(diags)))
+
+	p, err := renderPayload(doc, revision, r.opts.CompressAbove, r.opts.MaxStoredBytes)
+	var tooLarge *errBundleTooLarge
+	switch {
+	case errors.As(err, &tooLarge):
+		out.tooLarge = err
+		publishesTotal.WithLabelValues(resultTooLarge).Inc()
+	case err != nil:
+		return ctrl.Result{}, err
+	default:
+		if err := r.publish(ctx, req.Namespace, p, start); err != nil {
+			warnAll(r.recorder, in, "PublishFailed", "Publish", err.Error())
+			return ctrl.Result{}, err
+		}
+		bundleRules.WithLabelValues(req.Namespace).Set(float64(ruleCount(b)))
+	}
+
+	r.outcomes.set(req.Namespace, out)
+	if err := r.statusesDue(ctx, req.Namespace); err != nil {
+		return ctrl.Result{}, err
+	}
+	return requeueResult(in, now, out.tooLarge)
+}
+
+// statusesDue hands the namespace to the status controller.
+func (r *bundleReconciler) statusesDue(ctx context.Context, ns string) error {
+	if r.statuses == nil {
+		return nil
+	}
+	select {
+	case r.statuses <- event.TypedGenericEvent[string]{Object: ns}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// isOwnWrite tells whether a ConfigMap event only echoes our last write,
+// which needs no reconcile. It compares content, not resourceVersions: the
+// echo can arrive before the write's response does. A hand edit differs.
+func (r *bundleReconciler) isOwnWrite(o client.Object) bool {
+	cm, isCM := o.(*corev1.ConfigMap)
+	p, ok := r.written.Load(types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()})
+	return isCM && ok && upToDate(cm, p.(payload))
+}
+
+// requeueResult comes back when the next freeze expires, so that it leaves
+// the bundle on time. A bundle too large to publish is invalid input and is
+// not retried until something changes.
+func requeueResult(in inputs, now time.Time, tooLarge error) (ctrl.Result, error) {
+	var next time.Duration
+	for i := range in.frozen {
+		f := &in.frozen[i]
+		if f.Spec.ExpiresAt == nil || expired(f, now) {
+			continue
+		}
+		if d := f.Spec.ExpiresAt.Sub(now); next == 0 || d < next {
+			next = d
+		}
+	}
+	if tooLarge != nil && next == 0 {
+		return ctrl.Result{}, reconcile.TerminalError(tooLarge)
+	}
+	return ctrl.Result{RequeueAfter: next}, nil
+}
+
+func ruleCount(b engine.Bundle) int {
+	n := 0
+	for _, p := range b.Policies {
+		n += len(p.Rules)
+	}
+	return n
+}

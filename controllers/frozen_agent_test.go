@@ -1,0 +1,89 @@
+package controllers_test
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/toolgate/toolgate/controllers"
+	"github.com/toolgate/toolgate/engine"
+)
+
+func hasFrozen(b engine.Bundle, agent string) bool {
+	for _, f := range b.FrozenAgents {
+		if f.ID == agent {
+			return true
+		}
+	}
+	return false
+}
+
+func TestFrozenAgentIsPublishedAndLeavesAtExpiry(t *testing.T) {
+	ns := newNamespace(t)
+	startManager(t, controllers.Options{}, ns)
+	create(t, policy(ns, "base", 1))
+
+	// Created first, so any bundle with the later freezes has seen it.
+	past := time.Now().Add(-time.Hour)
+	create(t, frozenAgent(ns, "freeze-old", "old", &past))
+	// expiresAt has one-second precision in the API.
+	expiry := time.Now().Add(5 * time.Second).Truncate(time.Second)
+	create(t, frozenAgent(ns, "freeze-bob", "bob", &expiry))
+	create(t, frozenAgent(ns, "freeze-eve", "eve", nil))
+
+	_, b := waitForBundle(t, ns, "bob and eve frozen", func(b engine.Bundle) bool {
+		return hasFrozen(b, "bob") && hasFrozen(b, "eve")
+	})
+	if hasFrozen(b, "old") {
+		t.Fatal("a freeze that expired before it was created was published")
+	}
+	c, _ := engine.Compile(b)
+	before := func() time.Time { return expiry.Add(-time.Second) }
+	if r := c.Evaluate(engine.Request{"tool_name": "tool_9", "agent_id": "BOB"}, engine.EvalOptions{Now: before}); r.Code != engine.CodeAgentFrozen {
+		t.Fatalf("published bundle decides %+v for bob, want AGENT_FROZEN", r)
+	}
+	bob := waitForFrozenReady(t, ns, "freeze-bob", controllers.ReasonPublished)
+	if bob.Status.BundleRevision == "" || bob.Status.ObservedGeneration != bob.Generation {
+		t.Fatalf("bob's status %+v", bob.Status)
+	}
+	old := waitForFrozenReady(t, ns, "freeze-old", controllers.ReasonExpired)
+	if old.Status.BundleRevision != "" {
+		t.Fatalf("an expired freeze claims to be live in %s", old.Status.BundleRevision)
+	}
+
+	// No event arrives at expiry: only the requeue the controller asked for.
+	_, b = waitForBundle(t, ns, "bob's freeze expired", func(b engine.Bundle) bool { return !hasFrozen(b, "bob") })
+	if seen := time.Now(); seen.Before(expiry) {
+		t.Fatalf("bob left the bundle at %s, before expiresAt %s", seen, expiry)
+	}
+	if !hasFrozen(b, "eve") {
+		t.Fatal("eve's freeze, which has no expiry, left the bundle")
+	}
+	bob = waitForFrozenReady(t, ns, "freeze-bob", controllers.ReasonExpired)
+	if r := readyOf(bob.Status.Conditions); r.Status != metav1.ConditionFalse || bob.Status.BundleRevision != "" {
+		t.Fatalf("bob after expiry: %+v", bob.Status)
+	}
+	waitForEvent(t, ns, "freeze-bob", "Normal", controllers.ReasonExpired)
+	eve := waitForFrozenReady(t, ns, "freeze-eve", controllers.ReasonPublished)
+	eventually(t, "eve live in the new revision", func() (bool, string) {
+		eve = waitForFrozenReady(t, ns, "freeze-eve", controllers.ReasonPublished)
+		return eve.Status.BundleRevision == b.Revision, eve.Status.BundleRevision
+	})
+}
+
+// The controller's clock is injectable: with it two hours ahead, a freeze
+// that expires in one hour has already ended.
+func TestInjectedClockDecidesExpiry(t *testing.T) {
+	ns := newNamespace(t)
+	startManager(t, controllers.Options{Now: func() time.Time { return time.Now().Add(2 * time.Hour) }}, ns)
+	create(t, policy(ns, "base", 1))
+	inAnHour := time.Now().Add(time.Hour)
+	create(t, frozenAgent(ns, "freeze-later", "later", &inAnHour))
+	// Expired is written from a publish that considered the freeze.
+	waitForFrozenReady(t, ns, "freeze-later", controllers.ReasonExpired)
+	_, b := waitForBundle(t, ns, "published", func(b engine.Bundle) bool { return len(b.Policies) == 1 })
+	if hasFrozen(b, "later") {
+		t.Fatal("a freeze past its expiry by the controller's clock was published")
+	}
+}

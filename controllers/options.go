@@ -1,0 +1,78 @@
+package controllers
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Names shared with the sidecar, which reads what this package writes.
+const (
+	DefaultConfigMapName = "toolgate-bundle"
+
+	// BundleKey holds the bundle document when it is small enough.
+	BundleKey = "bundle.json"
+	// BundleGzipKey (in binaryData) holds it gzip-compressed when it is not.
+	BundleGzipKey = "bundle.json.gz"
+
+	RevisionAnnotation = "toolgate.dev/revision"
+	BundleLabel        = "toolgate.dev/bundle"
+	ManagedByLabel     = "app.kubernetes.io/managed-by"
+	ManagedByValue     = "toolgate"
+)
+
+// Size limits. A ConfigMap holds at most 1 MiB of data; the headroom leaves
+// room for metadata so the write is not rejected by the API server or etcd.
+const (
+	DefaultCompressAbove  = 900 << 10
+	DefaultMaxStoredBytes = 1<<20 - 48<<10
+)
+
+// Options configure the bundle controller. The zero value is usable.
+type Options struct {
+	// ConfigMapName is the bundle ConfigMap's name in every namespace.
+	ConfigMapName string
+	// Now is the clock used for freeze expiry; time.Now when nil.
+	Now func() time.Time
+	// CompressAbove is the document size past which it is stored gzipped.
+	CompressAbove int
+	// MaxStoredBytes is the largest payload written; past it the previous
+	// bundle stays and the namespace's objects report BundleTooLarge.
+	MaxStoredBytes int
+	// MaxConcurrentReconciles bounds how many namespaces reconcile at once.
+	MaxConcurrentReconciles int
+	// SkipNameValidation lets one process run several managers (tests).
+	SkipNameValidation bool
+}
+
+func (o Options) withDefaults() Options {
+	if o.ConfigMapName == "" {
+		o.ConfigMapName = DefaultConfigMapName
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.CompressAbove == 0 {
+		o.CompressAbove = DefaultCompressAbove
+	}
+	if o.MaxStoredBytes == 0 {
+		o.MaxStoredBytes = DefaultMaxStoredBytes
+	}
+	if o.MaxConcurrentReconciles == 0 {
+		o.MaxConcurrentReconciles = 4
+	}
+	return o
+}
+
+// Validate reports options that cannot work.
+func (o Options) Validate() error {
+	o = o.withDefaults()
+	if errs := validation.IsDNS1123Subdomain(o.ConfigMapName); len(errs) > 0 {
+		return fmt.Errorf("bundle ConfigMap name %q is invalid: %s", o.ConfigMapName, errs[0])
+	}
+	if o.CompressAbove < 0 || o.MaxStoredBytes < 0 || o.MaxConcurrentReconciles < 0 {
+		return fmt.Errorf("size limits and concurrency must not be negative")
+	}
+	return nil
+}

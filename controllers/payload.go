@@ -1,0 +1,77 @@
+package controllers
+
+import (
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// payload is what the bundle ConfigMap must carry for one bundle document.
+type payload struct {
+	revision   string
+	data       map[string]string
+	binaryData map[string][]byte
+	size       int // bytes stored, compressed or not
+}
+
+// errBundleTooLarge means even the compressed document does not fit.
+type errBundleTooLarge struct {
+	raw, compressed, limit int
+}
+
+func (e *errBundleTooLarge) Error() string {
+	return fmt.Sprintf("bundle is %d bytes (%d gzipped), more than the %d a ConfigMap can hold: split the namespace's policies or shorten descriptions",
+		e.raw, e.compressed, e.limit)
+}
+
+// renderPayload stores small documents as text, so `kubectl get -o yaml`
+// shows them, and larger ones gzipped in binaryData.
+func renderPayload(doc []byte, revision string, compressAbove, maxStored int) (payload, error) {
+	if len(doc) <= compressAbove && len(doc) <= maxStored {
+		return payload{revision: revision, data: map[string]string{BundleKey: string(doc)}, size: len(doc)}, nil
+	}
+	var buf bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	if err != nil {
+		return payload{}, err
+	}
+	// No name and no modification time in the header: equal documents must
+	// compress to equal bytes, or every restart would rewrite the bundle.
+	if _, err := zw.Write(doc); err != nil {
+		return payload{}, err
+	}
+	if err := zw.Close(); err != nil {
+		return payload{}, err
+	}
+	if buf.Len() > maxStored {
+		return payload{}, &errBundleTooLarge{raw: len(doc), compressed: buf.Len(), limit: maxStored}
+	}
+	return payload{revision: revision, binaryData: map[string][]byte{BundleGzipKey: buf.Bytes()}, size: buf.Len()}, nil
+}
+
+// upToDate tells whether cm already carries p exactly: a hand-edited or
+// relabelled ConfigMap is not, and gets rewritten.
+func upToDate(cm *corev1.ConfigMap, p payload) bool {
+	return cm.Annotations[RevisionAnnotation] == p.revision &&
+		cm.Labels[BundleLabel] == "true" && cm.Labels[ManagedByLabel] == ManagedByValue &&
+		maps.Equal(cm.Data, p.data) &&
+		maps.EqualFunc(cm.BinaryData, p.binaryData, bytes.Equal)
+}
+
+// applyPayload makes cm carry p, keeping labels and annotations others added.
+func applyPayload(cm *corev1.ConfigMap, p payload) {
+	if cm.Labels == nil {
+		cm.Labels = map[string]string{}
+	}
+	cm.Labels[BundleLabel] = "true"
+	cm.Labels[ManagedByLabel] = ManagedByValue
+	if cm.Annotations == nil {
+		cm.Annotations = map[string]string{}
+	}
+	cm.Annotations[RevisionAnnotation] = p.revision
+	cm.Data = maps.Clone(p.data)
+	cm.BinaryData = maps.Clone(p.binaryData)
+}

@@ -1,0 +1,99 @@
+package controllers
+
+import (
+	"bytes"
+	"compress/gzip"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+func gunzip(t *testing.T, b []byte) []byte {
+	t.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestRenderPayload(t *testing.T) {
+	small := []byte(`{"schemaVersion":1}`)
+	p, err := renderPayload(small, "sha256:1", 100, 1000)
+	if err != nil || p.data[BundleKey] != string(small) || p.binaryData != nil || p.size != len(small) {
+		t.Fatalf("small: %+v, %v", p, err)
+	}
+
+	compressible := []byte(strings.Repeat("deny the tool ", 100))
+	p, err = renderPayload(compressible, "sha256:2", 100, 1000)
+	if err != nil || p.data != nil || !bytes.Equal(gunzip(t, p.binaryData[BundleGzipKey]), compressible) {
+		t.Fatalf("compressible: %+v, %v", p, err)
+	}
+	again, _ := renderPayload(compressible, "sha256:2", 100, 1000)
+	if !bytes.Equal(again.binaryData[BundleGzipKey], p.binaryData[BundleGzipKey]) {
+		t.Fatal("equal documents compressed to different bytes: every restart would rewrite the bundle")
+	}
+
+	// Below the compression threshold but above the limit: still compressed.
+	p, err = renderPayload(compressible, "sha256:3", 10_000, 1000)
+	if err != nil || p.binaryData == nil {
+		t.Fatalf("over the limit, under the threshold: %+v, %v", p, err)
+	}
+
+	noise := make([]byte, 3000)
+	_, _ = rand.Read(noise)
+	doc := []byte(base64.StdEncoding.EncodeToString(noise))
+	_, err = renderPayload(doc, "sha256:4", 100, 1000)
+	var tooLarge *errBundleTooLarge
+	if !errors.As(err, &tooLarge) || tooLarge.raw != len(doc) || tooLarge.compressed <= 1000 || tooLarge.limit != 1000 {
+		t.Fatalf("incompressible: %v", err)
+	}
+}
+
+func TestUpToDate(t *testing.T) {
+	p, _ := renderPayload([]byte(`{"a":1}`), "sha256:1", 100, 1000)
+	fresh := func() *corev1.ConfigMap {
+		cm := &corev1.ConfigMap{}
+		applyPayload(cm, p)
+		return cm
+	}
+	if !upToDate(fresh(), p) {
+		t.Fatal("a ConfigMap just written is not up to date")
+	}
+	edits := map[string]func(*corev1.ConfigMap){
+		"revision":      func(cm *corev1.ConfigMap) { cm.Annotations[RevisionAnnotation] = "x" },
+		"no annotation": func(cm *corev1.ConfigMap) { cm.Annotations = nil },
+		"data":          func(cm *corev1.ConfigMap) { cm.Data[BundleKey] = "{}" },
+		"extra key":     func(cm *corev1.ConfigMap) { cm.Data["x"] = "" },
+		"binaryData":    func(cm *corev1.ConfigMap) { cm.BinaryData = map[string][]byte{BundleGzipKey: nil} },
+		"no data":       func(cm *corev1.ConfigMap) { cm.Data = nil },
+		"bundle label":  func(cm *corev1.ConfigMap) { delete(cm.Labels, BundleLabel) },
+		"managed-by":    func(cm *corev1.ConfigMap) { cm.Labels[ManagedByLabel] = "helm" },
+	}
+	for name, edit := range edits {
+		cm := fresh()
+		edit(cm)
+		if upToDate(cm, p) {
+			t.Errorf("%s edited by hand, but judged up to date", name)
+		}
+		applyPayload(cm, p)
+		if name != "extra key" && !upToDate(cm, p) {
+			t.Errorf("%s: applyPayload did not restore it", name)
+		}
+	}
+	cm := fresh()
+	cm.Labels["team"] = "a"
+	cm.Annotations["note"] = "b"
+	if !upToDate(cm, p) {
+		t.Error("labels and annotations others added must not force a rewrite")
+	}
+}

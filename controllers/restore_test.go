@@ -1,0 +1,62 @@
+package controllers_test
+
+import (
+	"context"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/toolgate/toolgate/controllers"
+)
+
+func TestHandEditedBundleIsRestored(t *testing.T) {
+	ns := newNamespace(t)
+	startManager(t, controllers.Options{}, ns)
+	b := settled(t, ns)
+	orig, _ := getBundleConfigMap(t, ns)
+	want := orig.Data[controllers.BundleKey]
+
+	edits := map[string]func(cm *corev1.ConfigMap){
+		"data replaced": func(cm *corev1.ConfigMap) {
+			cm.Data[controllers.BundleKey] = `{"schemaVersion":1,"policies":[],"frozenAgents":[]}`
+		},
+		"revision annotation changed": func(cm *corev1.ConfigMap) {
+			cm.Annotations[controllers.RevisionAnnotation] = "sha256:0"
+		},
+		"extra key added":  func(cm *corev1.ConfigMap) { cm.Data["extra.json"] = "{}" },
+		"labels removed":   func(cm *corev1.ConfigMap) { cm.Labels = nil },
+		"gzip copy added":  func(cm *corev1.ConfigMap) { cm.BinaryData = map[string][]byte{controllers.BundleGzipKey: {1, 2, 3}} },
+		"document emptied": func(cm *corev1.ConfigMap) { cm.Data = nil },
+	}
+	for name, edit := range edits {
+		cm, _ := getBundleConfigMap(t, ns)
+		edit(cm)
+		if err := k8s.Update(context.Background(), cm); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		edited := cm.ResourceVersion
+		eventually(t, name+": restored", func() (bool, string) {
+			cm, found := getBundleConfigMap(t, ns)
+			if !found {
+				return false, "gone"
+			}
+			_, err := decodeBundle(cm)
+			ok := cm.ResourceVersion != edited && err == nil && len(cm.Data) == 1 && len(cm.BinaryData) == 0 &&
+				cm.Data[controllers.BundleKey] == want && cm.Annotations[controllers.RevisionAnnotation] == b.Revision
+			return ok, cm.ResourceVersion + " " + cm.Annotations[controllers.RevisionAnnotation]
+		})
+	}
+
+	// Deleted by hand: recreated, same revision.
+	cm, _ := getBundleConfigMap(t, ns)
+	if err := k8s.Delete(context.Background(), cm); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "deleted bundle recreated", func() (bool, string) {
+		cm, found := getBundleConfigMap(t, ns)
+		if !found {
+			return false, "not yet"
+		}
+		return cm.UID != orig.UID && cm.Data[controllers.BundleKey] == want, "different content"
+	})
+}

@@ -1,0 +1,137 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/toolgate/toolgate/api/v1alpha1"
+)
+
+// +kubebuilder:rbac:groups=toolgate.dev,resources=policies;frozenagents,verbs=get;list;watch
+// +kubebuilder:rbac:groups=toolgate.dev,resources=policies/status;frozenagents/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+
+// Controller names, in logs, metrics and events.
+const (
+	ControllerName       = "toolgate-bundle"
+	StatusControllerName = "toolgate-status"
+)
+
+// Setup registers the bundle and status controllers with mgr. The manager's
+// cache must be built with CacheByObject(opts), or it would hold every
+// ConfigMap of the cluster.
+func Setup(mgr ctrl.Manager, opts Options) error {
+	if err := opts.Validate(); err != nil {
+		return err
+	}
+	opts = opts.withDefaults()
+	recorder := mgr.GetEventRecorder(ControllerName)
+	outcomes := newOutcomeStore()
+	statusesDue := make(chan event.TypedGenericEvent[string], statusQueueSize)
+	br := &bundleReconciler{client: mgr.GetClient(), apiReader: mgr.GetAPIReader(), recorder: recorder,
+		opts: opts, outcomes: outcomes, statuses: statusesDue}
+	sr := &statusReconciler{client: mgr.GetClient(), recorder: recorder, outcomes: outcomes}
+	controllerOpts := controller.Options{
+		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
+		SkipNameValidation:      &opts.SkipNameValidation,
+	}
+
+	// Every event maps to its namespace's bundle: one reconcile per namespace.
+	toBundle := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: opts.ConfigMapName}}}
+	})
+	ourBundle := predicate.Funcs{
+		CreateFunc: func(e event.CreateEvent) bool {
+			return e.Object.GetName() == opts.ConfigMapName && !br.isOwnWrite(e.Object)
+		},
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return e.ObjectNew.GetName() == opts.ConfigMapName && !br.isOwnWrite(e.ObjectNew)
+		},
+		DeleteFunc:  func(e event.DeleteEvent) bool { return e.Object.GetName() == opts.ConfigMapName },
+		GenericFunc: func(e event.GenericEvent) bool { return e.Object.GetName() == opts.ConfigMapName },
+	}
+	err := ctrl.NewControllerManagedBy(mgr).
+		Named(ControllerName).
+		Watches(&v1alpha1.Policy{}, toBundle, builder.WithPredicates(specChanged{})).
+		Watches(&v1alpha1.FrozenAgent{}, toBundle, builder.WithPredicates(specChanged{})).
+		Watches(&corev1.ConfigMap{}, toBundle, builder.WithPredicates(ourBundle)).
+		WithOptions(controllerOpts).
+		Complete(br)
+	if err != nil {
+		return fmt.Errorf("setting up the bundle controller: %w", err)
+	}
+
+	toNamespace := handler.TypedFuncs[string, reconcile.Request]{
+		GenericFunc: func(_ context.Context, e event.TypedGenericEvent[string], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: e.Object}}, statusDelay)
+		},
+	}
+	err = ctrl.NewControllerManagedBy(mgr).
+		Named(StatusControllerName).
+		WatchesRawSource(source.TypedChannel(statusesDue, toNamespace)).
+		WithOptions(controllerOpts).
+		Complete(sr)
+	if err != nil {
+		return fmt.Errorf("setting up the status controller: %w", err)
+	}
+	return nil
+}
+
+const (
+	// statusQueueSize is how many namespaces can await a status pass before
+	// the bundle reconciler waits for the status controller to take them.
+	statusQueueSize = 1024
+	// statusDelay gathers the publishes of a burst into one status pass. A
+	// change makes every object of its namespace take the new bundleRevision,
+	// so status writes outnumber publishes; measured on envtest, writing them
+	// eagerly made publishes several times slower (test/latency).
+	statusDelay = 200 * time.Millisecond
+)
+
+// CacheByObject limits the manager's ConfigMap cache to bundle ConfigMaps.
+// One whose labels were removed by hand drops out of the cache; the
+// reconciler then finds it with an uncached read and restores it.
+func CacheByObject(opts Options) map[client.Object]cache.ByObject {
+	opts = opts.withDefaults()
+	return map[client.Object]cache.ByObject{
+		&corev1.ConfigMap{}: {
+			Label: labels.SelectorFromSet(labels.Set{BundleLabel: "true"}),
+			Field: fields.OneTermEqualSelector("metadata.name", opts.ConfigMapName),
+		},
+	}
+}
+
+// specChanged ignores updates that cannot change the bundle, above all the
+// status patches this controller writes itself.
+type specChanged struct {
+	predicate.Funcs
+}
+
+func (specChanged) Update(e event.UpdateEvent) bool {
+	if e.ObjectOld == nil || e.ObjectNew == nil {
+		return true
+	}
+	return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() ||
+		!reflect.DeepEqual(e.ObjectOld.GetDeletionTimestamp(), e.ObjectNew.GetDeletionTimestamp())
+}

@@ -1,0 +1,116 @@
+package controllers_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/controllers"
+	"github.com/toolgate/toolgate/engine"
+)
+
+func countRules(b engine.Bundle) int {
+	n := 0
+	for _, p := range b.Policies {
+		n += len(p.Rules)
+	}
+	return n
+}
+
+func TestNamespaceWith2000Rules(t *testing.T) {
+	ns := newNamespace(t)
+	startManager(t, controllers.Options{}, ns)
+	create(t, policyRange(ns, "first", 0, 1000))
+	create(t, policyRange(ns, "second", 1000, 2000))
+
+	cm, b := waitForBundle(t, ns, "2000 rules published", func(b engine.Bundle) bool { return countRules(b) == 2000 })
+	if b.Revision != expectedRevision(t, ns) {
+		t.Fatal("published bundle differs from bundle.Build of the objects")
+	}
+	c, diags := engine.Compile(b)
+	if len(diags) != 0 {
+		t.Fatalf("diagnostics: %v", diags)
+	}
+	r := c.Evaluate(engine.Request{"tool_name": "tool_1500", "input": map[string]any{"command": "run danger_1500 now"}}, engine.EvalOptions{})
+	if r.Decision != engine.Deny || r.MatchedPolicyID != "second" || r.MatchedRuleID != "r1500" {
+		t.Fatalf("decision %+v", r)
+	}
+	for _, name := range []string{"first", "second"} {
+		p := waitForPolicyReady(t, ns, name, controllers.ReasonPublished)
+		if p.Status.RuleCount != 1000 {
+			t.Errorf("%s: ruleCount %d", name, p.Status.RuleCount)
+		}
+	}
+	t.Logf("2000 rules: %d bytes in %s", len(cm.Data[controllers.BundleKey]), controllers.BundleKey)
+}
+
+// bigPolicy has n rules whose descriptions are 1000 characters: repetitive
+// (compressible) or random (not).
+func bigPolicy(ns, name string, n int, random bool) *v1alpha1.Policy {
+	p := policyRange(ns, name, 0, n)
+	for i := range p.Spec.Rules {
+		if random {
+			p.Spec.Rules[i].Description = randomText(1000)
+		} else {
+			p.Spec.Rules[i].Description = fmt.Sprintf("%04d", i) + strings.Repeat("do not run this tool ", 50)[:996]
+		}
+	}
+	return p
+}
+
+func TestOversizedBundleKeepsThePreviousOne(t *testing.T) {
+	ns := newNamespace(t)
+	startManager(t, controllers.Options{}, ns)
+	create(t, policy(ns, "small", 1))
+	waitForBundle(t, ns, "small published", func(b engine.Bundle) bool { return len(b.Policies) == 1 })
+
+	// Past 900 KiB but compressible: stored gzipped in binaryData.
+	create(t, bigPolicy(ns, "verbose", 1000, false))
+	cm, b := waitForBundle(t, ns, "verbose published", func(b engine.Bundle) bool { return len(b.Policies) == 2 })
+	if cm.Data[controllers.BundleKey] != "" || len(cm.BinaryData[controllers.BundleGzipKey]) == 0 {
+		t.Fatalf("a %d-rule bundle with 1000-character descriptions was not stored gzipped", countRules(b))
+	}
+	gzipped := b.Revision
+	t.Logf("compressible: %d bytes gzipped", len(cm.BinaryData[controllers.BundleGzipKey]))
+	waitForPolicyReady(t, ns, "verbose", controllers.ReasonPublished)
+
+	// Random descriptions barely compress: one such policy still fits...
+	noiseA, noiseB := bigPolicy(ns, "noise-a", 900, true), bigPolicy(ns, "noise-b", 900, true)
+	create(t, noiseA)
+	prev, b := waitForBundle(t, ns, "noise-a published", func(b engine.Bundle) bool { return len(b.Policies) == 3 })
+	t.Logf("one random policy: %d bytes gzipped", len(prev.BinaryData[controllers.BundleGzipKey]))
+	waitForPolicyReady(t, ns, "noise-a", controllers.ReasonPublished)
+
+	// ...two do not: the previous bundle stays and every policy says why.
+	create(t, noiseB)
+	for _, name := range []string{"small", "verbose", "noise-a", "noise-b"} {
+		p := waitForPolicyReady(t, ns, name, controllers.ReasonBundleTooLarge)
+		if msg := readyOf(p.Status.Conditions).Message; !strings.Contains(msg, "gzipped") {
+			t.Errorf("%s: message %q does not explain the size", name, msg)
+		}
+		want := b.Revision // still live in the previous bundle
+		if name == "noise-b" {
+			want = "" // never published
+		}
+		if p.Status.BundleRevision != want {
+			t.Errorf("%s: status says live in %q, want %q", name, p.Status.BundleRevision, want)
+		}
+	}
+	waitForEvent(t, ns, "noise-b", "Warning", controllers.ReasonBundleTooLarge)
+	if cm, _ := getBundleConfigMap(t, ns); cm.ResourceVersion != prev.ResourceVersion {
+		t.Fatal("the previous bundle was replaced")
+	}
+
+	// Back under the limit: the same content, so the same revisions again.
+	remove(t, noiseB)
+	p := waitForPolicyReady(t, ns, "verbose", controllers.ReasonPublished)
+	if p.Status.BundleRevision != b.Revision {
+		t.Fatalf("revision %s after removing noise-b, want %s again", p.Status.BundleRevision, b.Revision)
+	}
+	remove(t, noiseA)
+	_, b = waitForBundle(t, ns, "noise-a removed", func(b engine.Bundle) bool { return len(b.Policies) == 2 })
+	if b.Revision != gzipped {
+		t.Fatalf("revision %s after removing the noise, want %s again", b.Revision, gzipped)
+	}
+}

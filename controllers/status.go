@@ -1,0 +1,150 @@
+package controllers
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/engine"
+)
+
+// Condition type and reasons written on Policies and FrozenAgents.
+const (
+	ConditionReady = "Ready"
+
+	ReasonPublished      = "Published"
+	ReasonCompileError   = "CompileError"
+	ReasonBundleTooLarge = "BundleTooLarge"
+	ReasonExpired        = "Expired"
+)
+
+// maxConditionMessage keeps a message with many diagnostics readable and well
+// under the API's 32 KiB limit.
+const maxConditionMessage = 4096
+
+// outcome is what one publish of a namespace achieved; the status of each
+// object is a pure function of it and the object.
+type outcome struct {
+	configMap string
+	revision  string // the revision now live; unused when tooLarge is set
+	tooLarge  error  // the bundle was not published: the previous one stays
+	diags     map[string][]engine.Diagnostic
+	now       time.Time
+	// generations are those of the objects the bundle was built from: a
+	// status describes only what was published.
+	generations map[types.UID]int64
+}
+
+func newOutcome(in inputs, configMap, revision string, diags []engine.Diagnostic, now time.Time) outcome {
+	o := outcome{configMap: configMap, revision: revision, now: now,
+		diags: make(map[string][]engine.Diagnostic), generations: make(map[types.UID]int64, len(in.policies)+len(in.frozen))}
+	for _, d := range diags {
+		o.diags[d.PolicyID] = append(o.diags[d.PolicyID], d)
+	}
+	for i := range in.policies {
+		o.generations[in.policies[i].UID] = in.policies[i].Generation
+	}
+	for i := range in.frozen {
+		o.generations[in.frozen[i].UID] = in.frozen[i].Generation
+	}
+	return o
+}
+
+// describes tells whether o was computed from obj as it is now.
+func (o outcome) describes(obj metav1.Object) bool {
+	gen, ok := o.generations[obj.GetUID()]
+	return ok && gen == obj.GetGeneration()
+}
+
+// policyStatus is the status p should have. Only a generation that made it
+// into a published bundle is observed; a BundleTooLarge one is not live yet.
+func policyStatus(p *v1alpha1.Policy, o outcome) v1alpha1.PolicyStatus {
+	st := *p.Status.DeepCopy()
+	cond := metav1.Condition{Type: ConditionReady, ObservedGeneration: p.Generation,
+		LastTransitionTime: metav1.NewTime(o.now)}
+	switch diags := o.diags[p.Name]; {
+	case o.tooLarge != nil:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonBundleTooLarge, o.tooLarge.Error()
+	case len(diags) > 0:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonCompileError, diagnosticsMessage(diags)
+	default:
+		cond.Status, cond.Reason = metav1.ConditionTrue, ReasonPublished
+		cond.Message = fmt.Sprintf("live in ConfigMap %s", o.configMap)
+	}
+	if o.tooLarge == nil {
+		// A policy that does not compile is still published (sidecars deny
+		// POLICY_COMPILE_ERROR when they reach it), so it is live too.
+		st.ObservedGeneration = p.Generation
+		st.BundleRevision = o.revision
+		st.RuleCount = int32(len(p.Spec.Rules))
+	}
+	apimeta.SetStatusCondition(&st.Conditions, cond)
+	return st
+}
+
+// frozenAgentStatus is the status f should have. An expired freeze is left
+// out of the bundle, so it is live in no revision.
+func frozenAgentStatus(f *v1alpha1.FrozenAgent, o outcome) v1alpha1.FrozenAgentStatus {
+	st := *f.Status.DeepCopy()
+	cond := metav1.Condition{Type: ConditionReady, ObservedGeneration: f.Generation,
+		LastTransitionTime: metav1.NewTime(o.now)}
+	switch {
+	case expired(f, o.now):
+		cond.Status, cond.Reason = metav1.ConditionFalse, ReasonExpired
+		cond.Message = fmt.Sprintf("expired at %s and removed from ConfigMap %s",
+			f.Spec.ExpiresAt.UTC().Format(time.RFC3339), o.configMap)
+		st.ObservedGeneration = f.Generation
+		st.BundleRevision = ""
+	case o.tooLarge != nil:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonBundleTooLarge, o.tooLarge.Error()
+	default:
+		cond.Status, cond.Reason = metav1.ConditionTrue, ReasonPublished
+		cond.Message = fmt.Sprintf("live in ConfigMap %s", o.configMap)
+		st.ObservedGeneration = f.Generation
+		st.BundleRevision = o.revision
+	}
+	apimeta.SetStatusCondition(&st.Conditions, cond)
+	return st
+}
+
+// expired uses the same rule as bundle.Build: a freeze ends at expiresAt.
+func expired(f *v1alpha1.FrozenAgent, now time.Time) bool {
+	return f.Spec.ExpiresAt != nil && !now.Before(f.Spec.ExpiresAt.Time)
+}
+
+// diagnosticsMessage names every failing rule and condition, as the engine
+// reports them, up to a readable length.
+func diagnosticsMessage(diags []engine.Diagnostic) string {
+	var b strings.Builder
+	for i, d := range diags {
+		s := d.String()
+		if i > 0 && b.Len()+len(s)+2 > maxConditionMessage {
+			fmt.Fprintf(&b, "; and %d more", len(diags)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(s)
+	}
+	msg := b.String()
+	if len(msg) > maxConditionMessage {
+		msg = strings.ToValidUTF8(msg[:maxConditionMessage-3], "") + "..."
+	}
+	return msg
+}
+
+// readyChanged tells whether the Ready condition moved to another status,
+// reason or message: only then is an event worth emitting.
+func readyChanged(before, after []metav1.Condition) bool {
+	a, b := apimeta.FindStatusCondition(before, ConditionReady), apimeta.FindStatusCondition(after, ConditionReady)
+	if a == nil || b == nil {
+		return a != b
+	}
+	return a.Status != b.Status || a.Reason != b.Reason || a.Message != b.Message
+}

@@ -1,0 +1,60 @@
+package controllers
+
+import (
+	"context"
+	"sync"
+
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// statusReconciler writes the status of a namespace's objects from the last
+// outcome the bundle reconciler stored. Several publishes in a row coalesce
+// into one pass.
+type statusReconciler struct {
+	client   client.Client
+	recorder events.EventRecorder
+	outcomes *outcomeStore
+}
+
+func (r *statusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	out, ok := r.outcomes.get(req.Namespace)
+	if !ok {
+		return ctrl.Result{}, nil // emptied: nothing left to describe
+	}
+	in, err := gather(ctx, r.client, req.Namespace)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, r.writeStatuses(ctx, in, out)
+}
+
+// outcomeStore hands each namespace's latest outcome from the bundle
+// reconciler to the status reconciler. After a restart it is empty until the
+// first publish, which recomputes every outcome.
+type outcomeStore struct {
+	mu sync.Mutex
+	m  map[string]outcome
+}
+
+func newOutcomeStore() *outcomeStore { return &outcomeStore{m: map[string]outcome{}} }
+
+func (s *outcomeStore) set(ns string, o outcome) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.m[ns] = o
+}
+
+func (s *outcomeStore) get(ns string) (outcome, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, ok := s.m[ns]
+	return o, ok
+}
+
+func (s *outcomeStore) delete(ns string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, ns)
+}

@@ -1,0 +1,188 @@
+package controllers
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/engine"
+)
+
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+func testPolicy(gen int64, rules int, st v1alpha1.PolicyStatus) *v1alpha1.Policy {
+	p := &v1alpha1.Policy{ObjectMeta: metav1.ObjectMeta{Name: "p", Generation: gen}, Status: st}
+	p.Spec.Rules = make([]v1alpha1.Rule, rules)
+	return p
+}
+
+func ready(t *testing.T, conds []metav1.Condition) metav1.Condition {
+	t.Helper()
+	for _, c := range conds {
+		if c.Type == ConditionReady {
+			return c
+		}
+	}
+	t.Fatal("no Ready condition")
+	return metav1.Condition{}
+}
+
+func TestPolicyStatus(t *testing.T) {
+	live := v1alpha1.PolicyStatus{ObservedGeneration: 1, BundleRevision: "sha256:old", RuleCount: 1,
+		Conditions: []metav1.Condition{{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonPublished,
+			ObservedGeneration: 1, LastTransitionTime: metav1.NewTime(t0.Add(-time.Hour))}}}
+	diag := engine.Diagnostic{PolicyID: "p", RuleIndex: 2, RuleID: "r2", ConditionIndex: 0,
+		Field: "spec.rules[2].conditions[0].value", Message: "bad pattern"}
+	tests := []struct {
+		name        string
+		policy      *v1alpha1.Policy
+		out         outcome
+		wantStatus  metav1.ConditionStatus
+		wantReason  string
+		wantRev     string
+		wantObsGen  int64
+		wantRules   int32
+		wantMessage string
+		wantLTT     time.Time
+	}{
+		{"published", testPolicy(2, 3, live), outcome{configMap: "cm", revision: "sha256:new", now: t0},
+			metav1.ConditionTrue, ReasonPublished, "sha256:new", 2, 3, "live in ConfigMap cm", t0.Add(-time.Hour)},
+		{"compile error is live and observed", testPolicy(2, 3, live),
+			outcome{revision: "sha256:new", diags: map[string][]engine.Diagnostic{"p": {diag}}, now: t0},
+			metav1.ConditionFalse, ReasonCompileError, "sha256:new", 2, 3, `rule 2 ("r2"), condition 0`, t0},
+		{"diagnostics of another policy do not count", testPolicy(2, 3, live),
+			outcome{revision: "sha256:new", diags: map[string][]engine.Diagnostic{"q": {diag}}, now: t0},
+			metav1.ConditionTrue, ReasonPublished, "sha256:new", 2, 3, "", t0.Add(-time.Hour)},
+		{"too large keeps what is live", testPolicy(2, 3, live),
+			outcome{revision: "sha256:new", tooLarge: errors.New("too big"), now: t0},
+			metav1.ConditionFalse, ReasonBundleTooLarge, "sha256:old", 1, 1, "too big", t0},
+		{"too large wins over compile error", testPolicy(1, 1, v1alpha1.PolicyStatus{}),
+			outcome{tooLarge: errors.New("too big"), diags: map[string][]engine.Diagnostic{"p": {diag}}, now: t0},
+			metav1.ConditionFalse, ReasonBundleTooLarge, "", 0, 0, "too big", t0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := tt.policy.Status.DeepCopy()
+			st := policyStatus(tt.policy, tt.out)
+			c := ready(t, st.Conditions)
+			if c.Status != tt.wantStatus || c.Reason != tt.wantReason || !strings.Contains(c.Message, tt.wantMessage) {
+				t.Errorf("Ready = %s %s %q", c.Status, c.Reason, c.Message)
+			}
+			if c.ObservedGeneration != tt.policy.Generation {
+				t.Errorf("condition observedGeneration %d, want %d", c.ObservedGeneration, tt.policy.Generation)
+			}
+			if !c.LastTransitionTime.Time.Equal(tt.wantLTT) {
+				t.Errorf("lastTransitionTime %s, want %s", c.LastTransitionTime, tt.wantLTT)
+			}
+			if st.BundleRevision != tt.wantRev || st.ObservedGeneration != tt.wantObsGen || st.RuleCount != tt.wantRules {
+				t.Errorf("status %+v", st)
+			}
+			if len(tt.policy.Status.Conditions) != len(before.Conditions) ||
+				(len(before.Conditions) > 0 && tt.policy.Status.Conditions[0] != before.Conditions[0]) {
+				t.Error("policyStatus modified its input")
+			}
+		})
+	}
+}
+
+func TestFrozenAgentStatus(t *testing.T) {
+	at := func(d time.Duration) *metav1.Time { mt := metav1.NewTime(t0.Add(d)); return &mt }
+	frozen := func(exp *metav1.Time, st v1alpha1.FrozenAgentStatus) *v1alpha1.FrozenAgent {
+		return &v1alpha1.FrozenAgent{ObjectMeta: metav1.ObjectMeta{Name: "f", Generation: 3},
+			Spec: v1alpha1.FrozenAgentSpec{AgentID: "a", ExpiresAt: exp}, Status: st}
+	}
+	live := v1alpha1.FrozenAgentStatus{ObservedGeneration: 2, BundleRevision: "sha256:old"}
+	tests := []struct {
+		name       string
+		f          *v1alpha1.FrozenAgent
+		out        outcome
+		wantReason string
+		wantRev    string
+		wantObsGen int64
+	}{
+		{"no expiry", frozen(nil, live), outcome{revision: "sha256:new", now: t0}, ReasonPublished, "sha256:new", 3},
+		{"expires later", frozen(at(time.Second), live), outcome{revision: "sha256:new", now: t0}, ReasonPublished, "sha256:new", 3},
+		{"expires now", frozen(at(0), live), outcome{revision: "sha256:new", now: t0}, ReasonExpired, "", 3},
+		{"expired", frozen(at(-time.Hour), live), outcome{revision: "sha256:new", now: t0}, ReasonExpired, "", 3},
+		{"too large", frozen(nil, live), outcome{tooLarge: errors.New("big"), now: t0}, ReasonBundleTooLarge, "sha256:old", 2},
+		{"expired and too large", frozen(at(-time.Hour), live), outcome{tooLarge: errors.New("big"), now: t0}, ReasonExpired, "", 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := frozenAgentStatus(tt.f, tt.out)
+			c := ready(t, st.Conditions)
+			wantStatus := metav1.ConditionFalse
+			if tt.wantReason == ReasonPublished {
+				wantStatus = metav1.ConditionTrue
+			}
+			if c.Reason != tt.wantReason || c.Status != wantStatus || st.BundleRevision != tt.wantRev || st.ObservedGeneration != tt.wantObsGen {
+				t.Errorf("Ready %s %s, status %+v", c.Status, c.Reason, st)
+			}
+		})
+	}
+}
+
+func TestDiagnosticsMessageIsBounded(t *testing.T) {
+	var diags []engine.Diagnostic
+	for i := range 500 {
+		diags = append(diags, engine.Diagnostic{PolicyID: "p", RuleIndex: i, RuleID: "r", ConditionIndex: 0,
+			Field: "spec.rules[0].conditions[0].value", Message: strings.Repeat("é", 40)})
+	}
+	msg := diagnosticsMessage(diags)
+	if len(msg) > maxConditionMessage || !strings.Contains(msg, "more") || !strings.HasPrefix(msg, `policy "p", rule 0`) {
+		t.Fatalf("%d bytes: %.200q", len(msg), msg)
+	}
+	huge := []engine.Diagnostic{{PolicyID: "p", RuleIndex: -1, ConditionIndex: -1, Message: strings.Repeat("é", 5000)}}
+	if msg := diagnosticsMessage(huge); len(msg) > maxConditionMessage || !strings.HasSuffix(msg, "...") || !utf8Valid(msg) {
+		t.Fatalf("one huge diagnostic: %d bytes, valid UTF-8 %v", len(msg), utf8Valid(msg))
+	}
+}
+
+func utf8Valid(s string) bool { return strings.ToValidUTF8(s, "\uFFFD") == s }
+
+func TestReadyChanged(t *testing.T) {
+	c := func(status metav1.ConditionStatus, reason, msg string) []metav1.Condition {
+		return []metav1.Condition{{Type: ConditionReady, Status: status, Reason: reason, Message: msg}}
+	}
+	tests := []struct {
+		name          string
+		before, after []metav1.Condition
+		want          bool
+	}{
+		{"first condition", nil, c("True", ReasonPublished, ""), true},
+		{"same", c("True", ReasonPublished, "m"), c("True", ReasonPublished, "m"), false},
+		{"reason", c("False", ReasonCompileError, "m"), c("False", ReasonBundleTooLarge, "m"), true},
+		{"message", c("False", ReasonCompileError, "a"), c("False", ReasonCompileError, "b"), true},
+		{"status", c("True", ReasonPublished, ""), c("False", ReasonPublished, ""), true},
+		{"none", nil, nil, false},
+	}
+	for _, tt := range tests {
+		if got := readyChanged(tt.before, tt.after); got != tt.want {
+			t.Errorf("%s: readyChanged = %v", tt.name, got)
+		}
+	}
+}
+
+func TestOutcomeDescribesOnlyWhatWasPublished(t *testing.T) {
+	p := v1alpha1.Policy{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "u1", Generation: 2}}
+	f := v1alpha1.FrozenAgent{ObjectMeta: metav1.ObjectMeta{Name: "f", UID: "u2", Generation: 1}}
+	diags := []engine.Diagnostic{{PolicyID: "p", Message: "a"}, {PolicyID: "p", Message: "b"}, {PolicyID: "q"}}
+	o := newOutcome(inputs{policies: []v1alpha1.Policy{p}, frozen: []v1alpha1.FrozenAgent{f}}, "cm", "sha256:1", diags, t0)
+	if !o.describes(&p) || !o.describes(&f) {
+		t.Fatal("the published objects are not described")
+	}
+	if len(o.diags["p"]) != 2 || len(o.diags["q"]) != 1 {
+		t.Fatalf("diagnostics by policy: %v", o.diags)
+	}
+	newer := p.DeepCopy()
+	newer.Generation = 3
+	recreated := p.DeepCopy()
+	recreated.UID = "u3"
+	if o.describes(newer) || o.describes(recreated) {
+		t.Fatal("an outcome describes an object changed or recreated after the publish")
+	}
+}

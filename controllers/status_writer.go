@@ -1,0 +1,95 @@
+package controllers
+
+import (
+	"context"
+	"strings"
+
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// statusWriters bounds concurrent status patches per namespace. More would
+// finish a pass sooner but take API server time from publishes, which are
+// what sidecars wait for.
+const statusWriters = 2
+
+// maxEventNote is the events.k8s.io limit on an event's note.
+const maxEventNote = 1024
+
+// writeStatuses patches the status of every object whose status changed, and
+// only those: an idle reconcile writes nothing. Objects changed since the
+// outcome was computed are skipped: their next publish brings a new outcome.
+func (r *statusReconciler) writeStatuses(ctx context.Context, in inputs, out outcome) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(statusWriters)
+	for i := range in.policies {
+		p := &in.policies[i]
+		if !out.describes(p) {
+			continue
+		}
+		if st := policyStatus(p, out); !equality.Semantic.DeepEqual(p.Status, st) {
+			g.Go(func() error {
+				before := p.DeepCopy()
+				p.Status = st
+				return r.patchStatus(ctx, p, before, before.Status.Conditions, st.Conditions)
+			})
+		}
+	}
+	for i := range in.frozen {
+		f := &in.frozen[i]
+		if !out.describes(f) {
+			continue
+		}
+		if st := frozenAgentStatus(f, out); !equality.Semantic.DeepEqual(f.Status, st) {
+			g.Go(func() error {
+				before := f.DeepCopy()
+				f.Status = st
+				return r.patchStatus(ctx, f, before, before.Status.Conditions, st.Conditions)
+			})
+		}
+	}
+	return g.Wait()
+}
+
+// patchStatus sends only the status difference, so it never conflicts with a
+// user's concurrent spec edit; an object deleted meanwhile is no error.
+func (r *statusReconciler) patchStatus(ctx context.Context, obj, before client.Object, was, now []metav1.Condition) error {
+	if err := r.client.Status().Patch(ctx, obj, client.MergeFrom(before)); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if !readyChanged(was, now) {
+		return nil
+	}
+	ready := apimeta.FindStatusCondition(now, ConditionReady)
+	switch ready.Reason {
+	case ReasonCompileError, ReasonBundleTooLarge:
+		emit(r.recorder, obj, corev1.EventTypeWarning, ready.Reason, "Publish", ready.Message)
+	case ReasonExpired:
+		emit(r.recorder, obj, corev1.EventTypeNormal, ready.Reason, "Expire", ready.Message)
+	}
+	return nil
+}
+
+// warnAll tells every object of the namespace that the bundle could not be
+// written: they are what users look at.
+func warnAll(rec events.EventRecorder, in inputs, reason, action, note string) {
+	for i := range in.policies {
+		emit(rec, &in.policies[i], corev1.EventTypeWarning, reason, action, note)
+	}
+	for i := range in.frozen {
+		emit(rec, &in.frozen[i], corev1.EventTypeWarning, reason, action, note)
+	}
+}
+
+func emit(rec events.EventRecorder, obj runtime.Object, eventType, reason, action, note string) {
+	if len(note) > maxEventNote {
+		note = strings.ToValidUTF8(note[:maxEventNote-3], "") + "..."
+	}
+	rec.Eventf(obj, nil, eventType, reason, action, "%s", note)
+}

@@ -1,0 +1,380 @@
+package controllers_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/controllers"
+	"github.com/toolgate/toolgate/controllers/testenv"
+	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/manager"
+)
+
+// One control plane for the whole package; each test works in namespaces of
+// its own and runs its own manager scoped to them.
+var (
+	restCfg *rest.Config
+	k8s     client.Client
+)
+
+func TestMain(m *testing.M) {
+	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
+	env, cfg, err := testenv.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "envtest:", err)
+		os.Exit(1)
+	}
+	restCfg = rest.CopyConfig(cfg)
+	restCfg.QPS = -1 // the tests' own writes must not be throttled
+	k8s, err = client.New(restCfg, client.Options{Scheme: testenv.Scheme()})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "client:", err)
+		_ = env.Stop()
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping envtest:", err)
+	}
+	os.Exit(code)
+}
+
+const (
+	waitFor = 30 * time.Second // an upper bound for progress, not a timing assertion
+	poll    = 20 * time.Millisecond
+)
+
+// testManager is a running manager and the number of writes (any request
+// but GET, LIST and WATCH) it has sent to the API server.
+type testManager struct {
+	ctrl.Manager
+	stop   func()
+	writes *atomic.Int64
+}
+
+// startManager runs the real manager, built by manager.New as `toolgate
+// manager` builds it, watching only the given namespaces. It stops when the
+// test ends.
+func startManager(t *testing.T, opts controllers.Options, namespaces ...string) *testManager {
+	t.Helper()
+	opts.SkipNameValidation = true
+	if opts.ConfigMapName == "" {
+		opts.ConfigMapName = controllers.DefaultConfigMapName
+	}
+	writes := new(atomic.Int64)
+	cfg := rest.CopyConfig(restCfg)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			if req.Method != http.MethodGet {
+				writes.Add(1)
+			}
+			return rt.RoundTrip(req)
+		})
+	}
+	mgr, err := manager.New(cfg, manager.Options{
+		MetricsBindAddress:     "0",
+		HealthProbeBindAddress: "0",
+		Namespaces:             namespaces,
+		Controller:             opts,
+	})
+	if err != nil {
+		t.Fatalf("manager.New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("manager stopped with: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		t.Fatal("manager cache did not sync")
+	}
+	return &testManager{Manager: mgr, stop: stop, writes: writes}
+}
+
+// reconciles counts a controller's completed reconciles with the given result
+// (success, error, requeue_after...), from controller-runtime's own metrics.
+func reconciles(t *testing.T, controller, result string) float64 {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["controller"] == controller && labels["result"] == result {
+				total += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return total
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// newNamespace creates a namespace unique to the test.
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "tg-"}}
+	if err := k8s.Create(context.Background(), ns); err != nil {
+		t.Fatalf("creating namespace: %v", err)
+	}
+	return ns.Name
+}
+
+// eventually polls cond until it holds, failing with its last explanation.
+func eventually(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(waitFor)
+	for {
+		ok, why := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after %s: %s", what, waitFor, why)
+		}
+		time.Sleep(poll)
+	}
+}
+
+func getBundleConfigMap(t *testing.T, ns string) (*corev1.ConfigMap, bool) {
+	t.Helper()
+	var cm corev1.ConfigMap
+	err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: controllers.DefaultConfigMapName}, &cm)
+	if apierrors.IsNotFound(err) {
+		return nil, false
+	}
+	if err != nil {
+		t.Fatalf("getting bundle ConfigMap: %v", err)
+	}
+	return &cm, true
+}
+
+// decodeBundle reads a bundle ConfigMap as a sidecar does, checking the
+// revision annotation against the document.
+func decodeBundle(cm *corev1.ConfigMap) (engine.Bundle, error) {
+	var doc []byte
+	switch {
+	case cm.Data[controllers.BundleKey] != "" && cm.BinaryData[controllers.BundleGzipKey] == nil:
+		doc = []byte(cm.Data[controllers.BundleKey])
+	case cm.BinaryData[controllers.BundleGzipKey] != nil && cm.Data[controllers.BundleKey] == "":
+		zr, err := gzip.NewReader(bytes.NewReader(cm.BinaryData[controllers.BundleGzipKey]))
+		if err != nil {
+			return engine.Bundle{}, err
+		}
+		if doc, err = io.ReadAll(zr); err != nil {
+			return engine.Bundle{}, err
+		}
+	default:
+		return engine.Bundle{}, fmt.Errorf("want exactly one of %s and %s, got data keys %v and binaryData keys %v",
+			controllers.BundleKey, controllers.BundleGzipKey, keys(cm.Data), keys(cm.BinaryData))
+	}
+	b, err := engine.Decode(doc)
+	if err != nil {
+		return engine.Bundle{}, err
+	}
+	if got := cm.Annotations[controllers.RevisionAnnotation]; got != b.Revision {
+		return engine.Bundle{}, fmt.Errorf("annotation %s=%q, document revision %q", controllers.RevisionAnnotation, got, b.Revision)
+	}
+	if cm.Labels[controllers.BundleLabel] != "true" || cm.Labels[controllers.ManagedByLabel] != "toolgate" {
+		return engine.Bundle{}, fmt.Errorf("labels %v", cm.Labels)
+	}
+	return b, nil
+}
+
+// waitForBundle waits until the namespace's published bundle satisfies ok.
+func waitForBundle(t *testing.T, ns, what string, ok func(engine.Bundle) bool) (*corev1.ConfigMap, engine.Bundle) {
+	t.Helper()
+	var cm *corev1.ConfigMap
+	var b engine.Bundle
+	eventually(t, what, func() (bool, string) {
+		var found bool
+		cm, found = getBundleConfigMap(t, ns)
+		if !found {
+			return false, "no bundle ConfigMap"
+		}
+		var err error
+		if b, err = decodeBundle(cm); err != nil {
+			return false, err.Error()
+		}
+		return ok(b), fmt.Sprintf("bundle revision %s has %d policies and %d frozen agents", b.Revision, len(b.Policies), len(b.FrozenAgents))
+	})
+	return cm, b
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// policy builds a Policy of n rules: rule i denies tool_i when
+// input.command contains danger_i.
+func policy(ns, name string, n int) *v1alpha1.Policy { return policyRange(ns, name, 0, n) }
+
+// policyRange builds the rules from (inclusive) to to (exclusive).
+func policyRange(ns, name string, from, to int) *v1alpha1.Policy {
+	p := &v1alpha1.Policy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.PolicySpec{DefaultEffect: v1alpha1.EffectAllow}}
+	for i := from; i < to; i++ {
+		p.Spec.Rules = append(p.Spec.Rules, v1alpha1.Rule{
+			ID: fmt.Sprintf("r%d", i), Effect: v1alpha1.EffectDeny, Description: fmt.Sprintf("no danger %d", i),
+			Conditions: []v1alpha1.Condition{
+				{Field: "tool_name", Operator: "eq", Value: jsonValue(fmt.Sprintf("%q", fmt.Sprintf("tool_%d", i)))},
+				{Field: "input.command", Operator: "contains", Value: jsonValue(fmt.Sprintf("%q", fmt.Sprintf("danger_%d", i)))},
+			},
+		})
+	}
+	return p
+}
+
+func jsonValue(raw string) *apiextensionsv1.JSON { return &apiextensionsv1.JSON{Raw: []byte(raw)} }
+
+func frozenAgent(ns, name, agent string, expiresAt *time.Time) *v1alpha1.FrozenAgent {
+	f := &v1alpha1.FrozenAgent{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.FrozenAgentSpec{AgentID: agent, Reason: "incident 42"}}
+	if expiresAt != nil {
+		mt := metav1.NewTime(*expiresAt)
+		f.Spec.ExpiresAt = &mt
+	}
+	return f
+}
+
+func create(t *testing.T, obj client.Object) {
+	t.Helper()
+	if err := k8s.Create(context.Background(), obj); err != nil {
+		t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
+	}
+}
+
+func remove(t *testing.T, obj client.Object) {
+	t.Helper()
+	if err := k8s.Delete(context.Background(), obj); err != nil {
+		t.Fatalf("deleting %T %s: %v", obj, obj.GetName(), err)
+	}
+}
+
+// readyOf returns an object's Ready condition, or nil.
+func readyOf(conds []metav1.Condition) *metav1.Condition {
+	for i := range conds {
+		if conds[i].Type == controllers.ConditionReady {
+			return &conds[i]
+		}
+	}
+	return nil
+}
+
+// waitForPolicyReady waits for the Policy's Ready condition to have reason
+// and to describe its current generation; it returns the Policy.
+func waitForPolicyReady(t *testing.T, ns, name, reason string) *v1alpha1.Policy {
+	t.Helper()
+	var p v1alpha1.Policy
+	eventually(t, fmt.Sprintf("Policy %s Ready reason %s", name, reason), func() (bool, string) {
+		if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &p); err != nil {
+			return false, err.Error()
+		}
+		c := readyOf(p.Status.Conditions)
+		if c == nil {
+			return false, "no Ready condition"
+		}
+		return c.Reason == reason && c.ObservedGeneration == p.Generation,
+			fmt.Sprintf("Ready=%s reason %s (generation %d, condition observed %d)", c.Status, c.Reason, p.Generation, c.ObservedGeneration)
+	})
+	return &p
+}
+
+func waitForFrozenReady(t *testing.T, ns, name, reason string) *v1alpha1.FrozenAgent {
+	t.Helper()
+	var f v1alpha1.FrozenAgent
+	eventually(t, fmt.Sprintf("FrozenAgent %s Ready reason %s", name, reason), func() (bool, string) {
+		if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &f); err != nil {
+			return false, err.Error()
+		}
+		c := readyOf(f.Status.Conditions)
+		if c == nil {
+			return false, "no Ready condition"
+		}
+		return c.Reason == reason, fmt.Sprintf("Ready=%s reason %s", c.Status, c.Reason)
+	})
+	return &f
+}
+
+// waitForEvent waits for an events.k8s.io event about the named object.
+func waitForEvent(t *testing.T, ns, regarding, eventType, reason string) *eventsv1.Event {
+	t.Helper()
+	var found *eventsv1.Event
+	eventually(t, fmt.Sprintf("%s event %s on %s", eventType, reason, regarding), func() (bool, string) {
+		var list eventsv1.EventList
+		if err := k8s.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for i := range list.Items {
+			e := &list.Items[i]
+			seen = append(seen, e.Regarding.Name+"/"+e.Reason)
+			if e.Regarding.Name == regarding && e.Type == eventType && e.Reason == reason {
+				found = e
+				return true, ""
+			}
+		}
+		return false, "events: " + strings.Join(seen, ", ")
+	})
+	return found
+}
+
+// randomText defeats compression: 6 bits of entropy per character.
+func randomText(n int) string {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return string(b)
+}

@@ -1,0 +1,130 @@
+// Package manager runs toolgate's operator: `toolgate manager`. It wires the
+// controllers into a controller-runtime manager with leader election, metrics
+// and health probes; flags fill an Options value and nothing else.
+package manager
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/toolgate/toolgate/controllers"
+)
+
+// LeaderElectionID names the Lease replicas compete for.
+const LeaderElectionID = "toolgate-manager.toolgate.dev"
+
+// Options configure the manager. Start from DefaultOptions.
+type Options struct {
+	// MetricsBindAddress serves /metrics; "0" disables it.
+	MetricsBindAddress string
+	// HealthProbeBindAddress serves /healthz and /readyz; "0" disables it.
+	HealthProbeBindAddress string
+	// LeaderElect makes replicas elect one active manager.
+	LeaderElect bool
+	// LeaderElectionNamespace holds the Lease; empty means the pod's own
+	// namespace, which only exists in a cluster.
+	LeaderElectionNamespace string
+	// Namespaces to watch; empty means all.
+	Namespaces []string
+	// Kubeconfig is an explicit kubeconfig file; empty means KUBECONFIG,
+	// in-cluster, then ~/.kube/config.
+	Kubeconfig string
+	// Controller configures the bundle controller (ConfigMap name, clock,
+	// size limits).
+	Controller controllers.Options
+	// Extensions run after the controllers are registered, before the
+	// manager starts: the place to register webhooks.
+	Extensions []Extension
+}
+
+// Extension adds something to a manager, such as a webhook.
+type Extension func(ctrl.Manager) error
+
+// DefaultOptions are the flags' defaults.
+func DefaultOptions() Options {
+	return Options{
+		MetricsBindAddress:     ":8080",
+		HealthProbeBindAddress: ":8081",
+		Controller:             controllers.Options{ConfigMapName: controllers.DefaultConfigMapName},
+	}
+}
+
+// AddFlags binds o's fields to flags in fs.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress,
+		`address serving /metrics, as host:port or :port; "0" disables it`)
+	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress,
+		`address serving /healthz and /readyz, as host:port or :port; "0" disables it`)
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect,
+		"elect one active manager among replicas (needs a Lease)")
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace,
+		"namespace of the leader election Lease (default: the pod's namespace)")
+	fs.StringVar(&o.Controller.ConfigMapName, "bundle-configmap-name", o.Controller.ConfigMapName,
+		"name of the bundle ConfigMap published in each namespace")
+	fs.StringSliceVar(&o.Namespaces, "namespaces", o.Namespaces,
+		"comma-separated namespaces to watch (default: all)")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig,
+		"kubeconfig file (default: $KUBECONFIG, in-cluster config, then ~/.kube/config)")
+}
+
+// Validate reports every flag that cannot work, so a typo fails at start-up
+// and not as a crash loop later.
+func (o Options) Validate() error {
+	var errs []error
+	if err := validateAddress(o.MetricsBindAddress); err != nil {
+		errs = append(errs, fmt.Errorf("--metrics-bind-address: %w", err))
+	}
+	if err := validateAddress(o.HealthProbeBindAddress); err != nil {
+		errs = append(errs, fmt.Errorf("--health-probe-bind-address: %w", err))
+	}
+	if o.Controller.ConfigMapName == "" {
+		errs = append(errs, errors.New("--bundle-configmap-name: must not be empty"))
+	} else if err := o.Controller.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("--bundle-configmap-name: %w", err))
+	}
+	if o.LeaderElectionNamespace != "" {
+		if msgs := validation.IsDNS1123Label(o.LeaderElectionNamespace); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--leader-election-namespace %q: %s", o.LeaderElectionNamespace, msgs[0]))
+		}
+	}
+	for _, ns := range o.Namespaces {
+		if ns == "" {
+			errs = append(errs, errors.New("--namespaces: empty namespace name in the list"))
+		} else if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--namespaces: %q: %s", ns, msgs[0]))
+		}
+	}
+	if o.Kubeconfig != "" {
+		if _, err := os.Stat(o.Kubeconfig); err != nil {
+			errs = append(errs, fmt.Errorf("--kubeconfig: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// validateAddress accepts "0" (disabled), ":port" and "host:port".
+func validateAddress(addr string) error {
+	if addr == "0" {
+		return nil
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port, :port or 0: %w", addr, err)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("%q: port %q is not a number from 0 to 65535", addr, port)
+	}
+	if host != "" && net.ParseIP(host) == nil {
+		if msgs := validation.IsDNS1123Subdomain(host); len(msgs) > 0 {
+			return fmt.Errorf("%q: host %q is neither an IP address nor a host name", addr, host)
+		}
+	}
+	return nil
+}

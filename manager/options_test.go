@@ -1,0 +1,132 @@
+package manager
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+)
+
+func TestValidateRejectsMalformedOptions(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "nope")
+	tests := []struct {
+		name  string
+		edit  func(*Options)
+		field string // the flag the error must name
+	}{
+		{"metrics no port", func(o *Options) { o.MetricsBindAddress = "localhost" }, "--metrics-bind-address"},
+		{"metrics port too big", func(o *Options) { o.MetricsBindAddress = ":99999" }, "--metrics-bind-address"},
+		{"metrics port not a number", func(o *Options) { o.MetricsBindAddress = ":http" }, "--metrics-bind-address"},
+		{"metrics negative port", func(o *Options) { o.MetricsBindAddress = ":-1" }, "--metrics-bind-address"},
+		{"metrics empty", func(o *Options) { o.MetricsBindAddress = "" }, "--metrics-bind-address"},
+		{"metrics bad host", func(o *Options) { o.MetricsBindAddress = "bad_host!:8080" }, "--metrics-bind-address"},
+		{"probe three colons", func(o *Options) { o.HealthProbeBindAddress = "a:b:c" }, "--health-probe-bind-address"},
+		{"configmap name empty", func(o *Options) { o.Controller.ConfigMapName = "" }, "--bundle-configmap-name"},
+		{"configmap name upper case", func(o *Options) { o.Controller.ConfigMapName = "Bundle" }, "--bundle-configmap-name"},
+		{"configmap name slash", func(o *Options) { o.Controller.ConfigMapName = "a/b" }, "--bundle-configmap-name"},
+		{"namespace upper case", func(o *Options) { o.Namespaces = []string{"team-a", "Team-B"} }, "--namespaces"},
+		{"namespace with dot", func(o *Options) { o.Namespaces = []string{"a.b"} }, "--namespaces"},
+		{"namespace empty", func(o *Options) { o.Namespaces = []string{"a", ""} }, "--namespaces"},
+		{"namespace too long", func(o *Options) { o.Namespaces = []string{strings.Repeat("a", 64)} }, "--namespaces"},
+		{"lease namespace", func(o *Options) { o.LeaderElectionNamespace = "kube_system" }, "--leader-election-namespace"},
+		{"kubeconfig missing", func(o *Options) { o.Kubeconfig = missing }, "--kubeconfig"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := DefaultOptions()
+			tt.edit(&o)
+			err := o.Validate()
+			if err == nil || !strings.Contains(err.Error(), tt.field) {
+				t.Fatalf("Validate() = %v, want an error naming %s", err, tt.field)
+			}
+		})
+	}
+}
+
+func TestValidateAcceptsGoodOptions(t *testing.T) {
+	kubeconfig := filepath.Join(t.TempDir(), "config")
+	if err := os.WriteFile(kubeconfig, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, edit := range []func(*Options){
+		func(*Options) {},
+		func(o *Options) { o.MetricsBindAddress, o.HealthProbeBindAddress = "0", "0" },
+		func(o *Options) { o.MetricsBindAddress = "127.0.0.1:9090" },
+		func(o *Options) { o.MetricsBindAddress = "[::1]:9090" },
+		func(o *Options) { o.HealthProbeBindAddress = "probe.local:0" },
+		func(o *Options) { o.Namespaces = []string{"team-a", "team-b"} },
+		func(o *Options) { o.LeaderElect, o.LeaderElectionNamespace = true, "toolgate-system" },
+		func(o *Options) { o.Controller.ConfigMapName = "tools.bundle" },
+		func(o *Options) { o.Kubeconfig = kubeconfig },
+	} {
+		o := DefaultOptions()
+		edit(&o)
+		if err := o.Validate(); err != nil {
+			t.Errorf("%+v: %v", o, err)
+		}
+	}
+}
+
+func TestValidateReportsEveryProblem(t *testing.T) {
+	o := DefaultOptions()
+	o.MetricsBindAddress, o.Controller.ConfigMapName, o.Namespaces = "x", "", []string{"A"}
+	err := o.Validate()
+	for _, flag := range []string{"--metrics-bind-address", "--bundle-configmap-name", "--namespaces"} {
+		if err == nil || !strings.Contains(err.Error(), flag) {
+			t.Errorf("error %v does not name %s", err, flag)
+		}
+	}
+}
+
+// The command must refuse bad flags before connecting to anything.
+func TestCommandRejectsMalformedFlags(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--metrics-bind-address=8080"}, "--metrics-bind-address"},
+		{[]string{"--health-probe-bind-address=:65536"}, "--health-probe-bind-address"},
+		{[]string{"--bundle-configmap-name="}, "--bundle-configmap-name"},
+		{[]string{"--namespaces=ok,Not_OK"}, "Not_OK"},
+		{[]string{"--namespaces=a,,b"}, "empty namespace"},
+		{[]string{"--leader-elect=maybe"}, "leader-elect"},
+		{[]string{"--no-such-flag"}, "no-such-flag"},
+		{[]string{"extra-argument"}, "extra-argument"},
+		{[]string{"--zap-log-level=chatty"}, "zap-log-level"},
+	}
+	for _, tt := range tests {
+		cmd := NewCommand()
+		var out bytes.Buffer
+		cmd.SetOut(&out)
+		cmd.SetErr(&out)
+		cmd.SetArgs(tt.args)
+		if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%v: error %v, want one naming %s", tt.args, err, tt.want)
+		}
+	}
+}
+
+func TestFlagsFillOptions(t *testing.T) {
+	o := DefaultOptions()
+	fs := pflag.NewFlagSet("manager", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	err := fs.Parse([]string{"--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:9443",
+		"--leader-elect", "--leader-election-namespace=toolgate-system", "--bundle-configmap-name=my-bundle",
+		"--namespaces=team-a,team-b", "--kubeconfig=/tmp/kc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.MetricsBindAddress != "0" || o.HealthProbeBindAddress != "127.0.0.1:9443" || !o.LeaderElect ||
+		o.LeaderElectionNamespace != "toolgate-system" || o.Controller.ConfigMapName != "my-bundle" ||
+		strings.Join(o.Namespaces, "|") != "team-a|team-b" || o.Kubeconfig != "/tmp/kc" {
+		t.Fatalf("options %+v", o)
+	}
+	d := DefaultOptions()
+	if d.MetricsBindAddress != ":8080" || d.HealthProbeBindAddress != ":8081" || d.Controller.ConfigMapName != "toolgate-bundle" ||
+		d.LeaderElect || len(d.Namespaces) != 0 {
+		t.Fatalf("defaults %+v", d)
+	}
+}

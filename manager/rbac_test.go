@@ -1,0 +1,108 @@
+package manager
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/controllers"
+	"github.com/toolgate/toolgate/controllers/testenv"
+)
+
+// The generated ClusterRole must be all the manager needs: run it as a user
+// bound to nothing else, with leader election, and exercise every write it
+// makes (bundle, statuses, events, lease).
+func TestGeneratedRoleIsEnough(t *testing.T) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(root, "config", "rbac", "role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var role rbacv1.ClusterRole
+	if err := yaml.UnmarshalStrict(data, &role); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	role.Name = "toolgate-manager-rbac-test"
+	if err := k8s.Create(ctx, &role); err != nil {
+		t.Fatal(err)
+	}
+	const user = "toolgate-manager-rbac-test"
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}}}
+	if err := k8s.Create(ctx, binding); err != nil {
+		t.Fatal(err)
+	}
+	authn, err := env.AddUser(envtest.User{Name: user}, restCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ns := newNamespace(t)
+	o := testOptions() // all namespaces: cluster-wide list and watch
+	o.LeaderElect, o.LeaderElectionNamespace = true, ns
+	o.Kubeconfig = writeKubeconfigFor(t, authn)
+	runInBackground(t, o)
+
+	bad := &v1alpha1.Policy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bad"},
+		Spec: v1alpha1.PolicySpec{Rules: []v1alpha1.Rule{{ID: "r", Effect: v1alpha1.EffectDeny,
+			Conditions: []v1alpha1.Condition{{Field: "input.command", Operator: "matches",
+				Value: &apiextensionsv1.JSON{Raw: []byte(`"(?=x)"`)}}}}}}}
+	if err := k8s.Create(ctx, bad); err != nil {
+		t.Fatal(err)
+	}
+	waitForBundle(t, ns, controllers.DefaultConfigMapName)
+	eventually(t, "CompileError status and event", func() (bool, string) {
+		var p v1alpha1.Policy
+		if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: "bad"}, &p); err != nil {
+			return false, err.Error()
+		}
+		if len(p.Status.Conditions) == 0 || p.Status.Conditions[0].Reason != controllers.ReasonCompileError {
+			return false, "no CompileError status"
+		}
+		var evs eventsv1.EventList
+		if err := k8s.List(ctx, &evs, client.InNamespace(ns)); err != nil {
+			return false, err.Error()
+		}
+		for _, e := range evs.Items {
+			if e.Regarding.Name == "bad" && e.Reason == controllers.ReasonCompileError {
+				return true, ""
+			}
+		}
+		return false, "no event"
+	})
+	// And deleting the bundle when the namespace empties.
+	if err := k8s.Delete(ctx, bad); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "bundle deleted", func() (bool, string) {
+		var cm corev1.ConfigMap
+		err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: controllers.DefaultConfigMapName}, &cm)
+		return err != nil, "still there"
+	})
+}
+
+func writeKubeconfigFor(t *testing.T, u *envtest.AuthenticatedUser) string {
+	t.Helper()
+	data, err := u.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return writeKubeconfig(t, data)
+}
