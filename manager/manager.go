@@ -15,9 +15,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/controllers"
+	"github.com/toolgate/toolgate/webhook"
 )
 
 // readyzWait bounds how long a readiness probe waits for the informers.
@@ -66,7 +68,12 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
 		}
 	}
+	var webhookServer crwebhook.Server
+	if o.Webhooks.Enabled {
+		webhookServer = crwebhook.NewServer(crwebhook.Options{Host: o.Webhooks.Host, Port: o.Webhooks.Port, CertDir: o.Webhooks.CertDir})
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		WebhookServer:                 webhookServer,
 		Scheme:                        scheme,
 		Cache:                         cacheOpts,
 		Metrics:                       metricsserver.Options{BindAddress: o.MetricsBindAddress},
@@ -88,12 +95,39 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if err := mgr.AddReadyzCheck("informers", informersSynced(mgr)); err != nil {
 		return nil, err
 	}
+	if o.Webhooks.Enabled {
+		if err := setupWebhooks(mgr, o); err != nil {
+			return nil, err
+		}
+	}
 	for _, ext := range o.Extensions {
 		if err := ext(mgr); err != nil {
 			return nil, fmt.Errorf("registering an extension: %w", err)
 		}
 	}
 	return mgr, nil
+}
+
+// setupWebhooks registers the webhooks, and a readiness check that holds the
+// pod out of its Service until they serve (in self mode, until the
+// certificates exist).
+func setupWebhooks(mgr ctrl.Manager, o Options) error {
+	wo, err := o.Webhooks.setup(o.Controller.ConfigMapName)
+	if err != nil {
+		return err
+	}
+	registered, err := webhook.Setup(mgr, wo)
+	if err != nil {
+		return err
+	}
+	return mgr.AddReadyzCheck("webhooks", func(req *http.Request) error {
+		select {
+		case <-registered:
+			return mgr.GetWebhookServer().StartedChecker()(req)
+		default:
+			return errors.New("webhook certificates are not ready yet")
+		}
+	})
 }
 
 // informersSynced is ready once the cache has listed everything it watches:

@@ -39,8 +39,10 @@ type Options struct {
 	// Controller configures the bundle controller (ConfigMap name, clock,
 	// size limits).
 	Controller controllers.Options
+	// Webhooks configure the admission webhooks.
+	Webhooks WebhookOptions
 	// Extensions run after the controllers are registered, before the
-	// manager starts: the place to register webhooks.
+	// manager starts.
 	Extensions []Extension
 }
 
@@ -53,6 +55,7 @@ func DefaultOptions() Options {
 		MetricsBindAddress:     ":8080",
 		HealthProbeBindAddress: ":8081",
 		Controller:             controllers.Options{ConfigMapName: controllers.DefaultConfigMapName},
+		Webhooks:               defaultWebhookOptions(),
 	}
 }
 
@@ -72,6 +75,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"comma-separated namespaces to watch (default: all)")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig,
 		"kubeconfig file (default: $KUBECONFIG, in-cluster config, then ~/.kube/config)")
+	o.Webhooks.addFlags(fs)
 }
 
 // Validate reports every flag that cannot work, so a typo fails at start-up
@@ -104,6 +108,11 @@ func (o Options) Validate() error {
 	if o.Kubeconfig != "" {
 		if _, err := os.Stat(o.Kubeconfig); err != nil {
 			errs = append(errs, fmt.Errorf("--kubeconfig: %w", err))
+		}
+	}
+	if o.Webhooks.Enabled {
+		if _, err := o.Webhooks.setup(o.Controller.ConfigMapName); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)

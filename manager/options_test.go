@@ -33,10 +33,17 @@ func TestValidateRejectsMalformedOptions(t *testing.T) {
 		{"namespace too long", func(o *Options) { o.Namespaces = []string{strings.Repeat("a", 64)} }, "--namespaces"},
 		{"lease namespace", func(o *Options) { o.LeaderElectionNamespace = "kube_system" }, "--leader-election-namespace"},
 		{"kubeconfig missing", func(o *Options) { o.Kubeconfig = missing }, "--kubeconfig"},
+		{"webhook port", func(o *Options) { o.Webhooks.Port = 70000 }, "--webhook-port"},
+		{"webhook cert mode", func(o *Options) { o.Webhooks.CertMode = "auto" }, `certificate mode "auto"`},
+		{"webhook secret namespace", func(o *Options) { o.Webhooks.SecretNamespace = "Bad_NS" }, "--webhook-secret-namespace"},
+		{"self mode outside a pod", func(o *Options) { o.Webhooks.SecretNamespace = "" }, "--enable-webhooks=false"},
+		{"sidecar cpu", func(o *Options) { o.Webhooks.SidecarImage, o.Webhooks.SidecarCPU = "img", "lots" }, "--sidecar-cpu-request"},
+		{"sidecar memory", func(o *Options) { o.Webhooks.SidecarImage, o.Webhooks.SidecarMemory = "img", "12 GB" }, "--sidecar-memory"},
+		{"sidecar pull policy", func(o *Options) { o.Webhooks.SidecarImage, o.Webhooks.SidecarPullPolicy = "img", "Sometimes" }, "--sidecar-image-pull-policy"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			o := DefaultOptions()
+			o := validDefaults()
 			tt.edit(&o)
 			err := o.Validate()
 			if err == nil || !strings.Contains(err.Error(), tt.field) {
@@ -61,8 +68,11 @@ func TestValidateAcceptsGoodOptions(t *testing.T) {
 		func(o *Options) { o.LeaderElect, o.LeaderElectionNamespace = true, "toolgate-system" },
 		func(o *Options) { o.Controller.ConfigMapName = "tools.bundle" },
 		func(o *Options) { o.Kubeconfig = kubeconfig },
+		func(o *Options) { o.Webhooks.Enabled, o.Webhooks.SecretNamespace = false, "" },
+		func(o *Options) { o.Webhooks.CertMode, o.Webhooks.SecretNamespace = "provided", "" },
+		func(o *Options) { o.Webhooks.SidecarImage = "ghcr.io/toolgate/toolgate:v0.1.0" },
 	} {
-		o := DefaultOptions()
+		o := validDefaults()
 		edit(&o)
 		if err := o.Validate(); err != nil {
 			t.Errorf("%+v: %v", o, err)
@@ -71,7 +81,7 @@ func TestValidateAcceptsGoodOptions(t *testing.T) {
 }
 
 func TestValidateReportsEveryProblem(t *testing.T) {
-	o := DefaultOptions()
+	o := validDefaults()
 	o.MetricsBindAddress, o.Controller.ConfigMapName, o.Namespaces = "x", "", []string{"A"}
 	err := o.Validate()
 	for _, flag := range []string{"--metrics-bind-address", "--bundle-configmap-name", "--namespaces"} {
@@ -110,7 +120,7 @@ func TestCommandRejectsMalformedFlags(t *testing.T) {
 }
 
 func TestFlagsFillOptions(t *testing.T) {
-	o := DefaultOptions()
+	o := validDefaults()
 	fs := pflag.NewFlagSet("manager", pflag.ContinueOnError)
 	o.AddFlags(fs)
 	err := fs.Parse([]string{"--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:9443",
@@ -129,4 +139,12 @@ func TestFlagsFillOptions(t *testing.T) {
 		d.LeaderElect || len(d.Namespaces) != 0 {
 		t.Fatalf("defaults %+v", d)
 	}
+}
+
+// validDefaults are the flag defaults as they are in a pod, where
+// POD_NAMESPACE names the webhook Secret's namespace.
+func validDefaults() Options {
+	o := DefaultOptions()
+	o.Webhooks.SecretNamespace = "toolgate-system"
+	return o
 }

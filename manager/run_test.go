@@ -54,6 +54,7 @@ func freeAddr(t *testing.T) string {
 func testOptions(namespaces ...string) Options {
 	o := DefaultOptions()
 	o.MetricsBindAddress, o.HealthProbeBindAddress = "0", "0"
+	o.Webhooks.Enabled = false // the webhook suite covers them; no configuration is installed here
 	o.Namespaces = namespaces
 	o.Controller.SkipNameValidation = true
 	return o

@@ -1,0 +1,120 @@
+package manager
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/toolgate/toolgate/webhook"
+)
+
+// WebhookOptions configure the admission webhooks the manager serves.
+type WebhookOptions struct {
+	Enabled bool
+	Host    string
+	Port    int
+	// CertMode is webhook.CertsSelfManaged or webhook.CertsProvided.
+	CertMode        string
+	CertDir         string
+	SecretName      string
+	SecretNamespace string // default: $POD_NAMESPACE
+	ServiceName     string
+	ValidatingName  string
+	MutatingName    string
+	// SidecarImage enables sidecar injection when set.
+	SidecarImage      string
+	SidecarPullPolicy string
+	SidecarListen     string
+	SidecarCPU        string // request
+	SidecarMemory     string // request and limit
+	SidecarCPULimit   string
+}
+
+func defaultWebhookOptions() WebhookOptions {
+	return WebhookOptions{
+		Enabled: true, Port: 9443, CertMode: webhook.CertsSelfManaged,
+		CertDir:    "/tmp/k8s-webhook-server/serving-certs",
+		SecretName: "toolgate-webhook-certs", ServiceName: "toolgate-webhook",
+		ValidatingName: "toolgate-validating-webhook", MutatingName: "toolgate-mutating-webhook",
+		SidecarPullPolicy: string(corev1.PullIfNotPresent), SidecarListen: "127.0.0.1:8181",
+		SidecarCPU: "10m", SidecarMemory: "64Mi", SidecarCPULimit: "500m",
+	}
+}
+
+func (w *WebhookOptions) addFlags(fs *pflag.FlagSet) {
+	fs.BoolVar(&w.Enabled, "enable-webhooks", w.Enabled, "serve the Policy validating webhook (and sidecar injection when --sidecar-image is set)")
+	fs.StringVar(&w.Host, "webhook-host", w.Host, "address the webhook server binds (default: all)")
+	fs.IntVar(&w.Port, "webhook-port", w.Port, "port of the webhook server")
+	fs.StringVar(&w.CertMode, "webhook-cert-mode", w.CertMode, `"self": create, inject and rotate certificates; "provided": use certificates mounted at --webhook-cert-dir (cert-manager)`)
+	fs.StringVar(&w.CertDir, "webhook-cert-dir", w.CertDir, "directory holding tls.crt and tls.key")
+	fs.StringVar(&w.SecretName, "webhook-secret-name", w.SecretName, "Secret holding the self-managed certificates")
+	fs.StringVar(&w.SecretNamespace, "webhook-secret-namespace", w.SecretNamespace, "namespace of that Secret (default: $POD_NAMESPACE)")
+	fs.StringVar(&w.ServiceName, "webhook-service-name", w.ServiceName, "Service in front of the webhook server; the certificate names <service>.<namespace>.svc")
+	fs.StringVar(&w.ValidatingName, "validating-webhook-configuration", w.ValidatingName, "ValidatingWebhookConfiguration to keep the CA of")
+	fs.StringVar(&w.MutatingName, "mutating-webhook-configuration", w.MutatingName, "MutatingWebhookConfiguration to keep the CA of")
+	fs.StringVar(&w.SidecarImage, "sidecar-image", w.SidecarImage, `image injected into Pods annotated toolgate.dev/inject: "true"; empty disables injection`)
+	fs.StringVar(&w.SidecarPullPolicy, "sidecar-image-pull-policy", w.SidecarPullPolicy, "pull policy of the injected sidecar")
+	fs.StringVar(&w.SidecarListen, "sidecar-listen", w.SidecarListen, "where the injected sidecar listens, on the Pod's loopback")
+	fs.StringVar(&w.SidecarCPU, "sidecar-cpu-request", w.SidecarCPU, "CPU request of the injected sidecar")
+	fs.StringVar(&w.SidecarCPULimit, "sidecar-cpu-limit", w.SidecarCPULimit, "CPU limit of the injected sidecar")
+	fs.StringVar(&w.SidecarMemory, "sidecar-memory", w.SidecarMemory, "memory request and limit of the injected sidecar")
+}
+
+// setup turns the flags into webhook.Options; bundleConfigMap is the name
+// injected sidecars watch.
+func (w WebhookOptions) setup(bundleConfigMap string) (webhook.Options, error) {
+	ns := w.SecretNamespace
+	if ns == "" {
+		ns = os.Getenv("POD_NAMESPACE")
+	}
+	o := webhook.Options{CertMode: w.CertMode, CertDir: w.CertDir, SecretNamespace: ns, SecretName: w.SecretName,
+		ValidatingWebhookConfiguration: w.ValidatingName, MutatingWebhookConfiguration: w.MutatingName}
+	if ns != "" {
+		o.DNSName = fmt.Sprintf("%s.%s.svc", w.ServiceName, ns)
+	}
+	var errs []error
+	if w.CertMode == webhook.CertsSelfManaged && ns == "" {
+		errs = append(errs, errors.New("--webhook-secret-namespace: required with --webhook-cert-mode=self outside a pod (POD_NAMESPACE is unset); or run with --enable-webhooks=false"))
+	}
+	if w.Port < 1 || w.Port > 65535 {
+		errs = append(errs, fmt.Errorf("--webhook-port: %d is not a port from 1 to 65535", w.Port))
+	}
+	if ns != "" {
+		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--webhook-secret-namespace %q: %s", ns, msgs[0]))
+		}
+	}
+	if w.SidecarImage != "" {
+		inject := &webhook.InjectOptions{Image: w.SidecarImage, ImagePullPolicy: corev1.PullPolicy(w.SidecarPullPolicy),
+			BundleConfigMap: bundleConfigMap, Listen: w.SidecarListen}
+		switch inject.ImagePullPolicy {
+		case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
+		default:
+			errs = append(errs, fmt.Errorf("--sidecar-image-pull-policy: %q is not Always, IfNotPresent or Never", w.SidecarPullPolicy))
+		}
+		quantity := func(flag, v string) resource.Quantity {
+			q, err := resource.ParseQuantity(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("--%s: %q: %w", flag, v, err))
+			}
+			return q
+		}
+		cpu, cpuLimit, mem := quantity("sidecar-cpu-request", w.SidecarCPU), quantity("sidecar-cpu-limit", w.SidecarCPULimit), quantity("sidecar-memory", w.SidecarMemory)
+		inject.Resources = corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: cpu, corev1.ResourceMemory: mem},
+			Limits:   corev1.ResourceList{corev1.ResourceCPU: cpuLimit, corev1.ResourceMemory: mem},
+		}
+		o.Inject = inject
+	}
+	if len(errs) == 0 {
+		if err := o.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("webhook flags: %w", err))
+		}
+	}
+	return o, errors.Join(errs...)
+}

@@ -1,0 +1,59 @@
+package sidecar
+
+import (
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// NewCommand returns `toolgate sidecar`.
+func NewCommand() *cobra.Command {
+	opts := DefaultOptions()
+	cmd := &cobra.Command{
+		Use:   "sidecar",
+		Short: "Serve tool-call decisions to the agent next to it, from a hot-reloaded policy bundle",
+		Long: `Serve tool-call decisions on localhost (POST /v1/evaluate) from the namespace's policy
+bundle, reloaded without blocking decisions. Exactly one bundle source:
+
+  --configmap NAMESPACE/NAME   watch the bundle ConfigMap through the API: a change applies as
+                               soon as the watch delivers it (needs get/list/watch on it only)
+  --bundle-dir DIR             a mounted ConfigMap volume: kubelet refreshes it only every
+                               60-120 s, so a freeze takes that long to bite
+  --bundle-file FILE           a bundle document on disk (gzip when it ends in .gz), for local use
+
+Before a bundle is loaded, and after the bundle ConfigMap is deleted, every decision is deny
+NO_POLICIES and /readyz answers 503. A corrupt bundle is rejected and the last good one keeps
+serving; so does an unreachable API server.`,
+		Args:         cobra.NoArgs,
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return Run(ctx, opts, nil)
+		},
+	}
+	opts.AddFlags(cmd.Flags())
+	return cmd
+}
+
+// AddFlags binds every option to a flag.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Listen, "listen", o.Listen, "address to serve on: host:port, or unix:/path for a Unix socket")
+	fs.StringVar(&o.AgentID, "agent-id", o.AgentID, "the agent this sidecar decides for (from the downward API); a request's different agent_id is overridden and logged")
+	fs.StringVar(&o.ConfigMap, "configmap", o.ConfigMap, "bundle source: watch the ConfigMap NAMESPACE/NAME through the API")
+	fs.StringVar(&o.BundleDir, "bundle-dir", o.BundleDir, "bundle source: a mounted ConfigMap volume holding bundle.json or bundle.json.gz")
+	fs.StringVar(&o.BundleFile, "bundle-file", o.BundleFile, "bundle source: a bundle document (gzip when the name ends in .gz)")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig for --configmap (default: KUBECONFIG, ~/.kube/config, then in-cluster)")
+	fs.DurationVar(&o.PollInterval, "poll-interval", o.PollInterval, "re-read --bundle-dir or --bundle-file this often even without a file event")
+	fs.StringVar(&o.CacheDir, "cache-dir", o.CacheDir, "keep the last good bundle here and serve it at start until the source answers")
+	fs.StringVar(&o.DecisionLog, "decision-log", o.DecisionLog, "where decision log lines go: stdout or none")
+	fs.StringVar(&o.DecisionLogURL, "decision-log-url", o.DecisionLogURL, "also POST decision log lines, batched as JSON arrays, to this http(s) URL")
+	fs.IntVar(&o.DecisionLogQueue, "decision-log-queue", o.DecisionLogQueue, "events each decision log sink may hold before it drops (and counts) new ones")
+	fs.IntVar(&o.DecisionLogBatch, "decision-log-batch", o.DecisionLogBatch, "events per batch sent to --decision-log-url")
+	fs.DurationVar(&o.DecisionLogFlushInterval, "decision-log-flush-interval", o.DecisionLogFlushInterval, "longest an event waits in a partial batch for --decision-log-url")
+	fs.StringSliceVar(&o.LogFields, "log-fields", o.LogFields, "request fields to include in decision log lines (dotted paths, or * for the whole request); default: none beyond tool_name and the ids")
+	fs.StringSliceVar(&o.Redact, "redact", o.Redact, "request fields to replace with [REDACTED] in what --log-fields logs (a last segment * hides every child, e.g. input.*)")
+}

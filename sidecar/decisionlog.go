@@ -1,0 +1,180 @@
+package sidecar
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/toolgate/toolgate/engine"
+)
+
+// event is one decision as the log sees it. It is sent by value through the
+// sinks' channels; formatting happens on the sinks' goroutines, off the
+// decision path.
+type event struct {
+	at               time.Time
+	idPrefix         string
+	id               uint64
+	toolName         string
+	agentID          string
+	requestedAgentID string
+	mismatch         bool
+	sessionID        string
+	toolUseID        string
+	decision         engine.Decision
+	code             engine.Code
+	reason           string
+	policyID         string
+	policyVersion    int64
+	ruleID           string
+	revision         string
+	latency          time.Duration
+	// req is set only when --log-fields selects request fields. The
+	// handler never touches it after recording, so sinks may read it.
+	req engine.Request
+}
+
+// sink is one destination with its own bounded queue: a slow HTTP sink
+// drops its own events without affecting stdout, and neither ever blocks
+// a decision.
+type sink struct {
+	name    string
+	queue   chan event
+	full    prometheus.Counter
+	stop    chan struct{}
+	stopped chan struct{}
+}
+
+func newSink(name string, size int, m *metrics) *sink {
+	return &sink{name: name, queue: make(chan event, size),
+		full: m.logDropped.WithLabelValues(name, "queue_full"),
+		stop: make(chan struct{}), stopped: make(chan struct{})}
+}
+
+// offer never waits: a full queue drops the event and counts it.
+func (k *sink) offer(ev *event) {
+	select {
+	case k.queue <- *ev:
+	default:
+		k.full.Inc()
+	}
+}
+
+type decisionLog struct {
+	sinks     []*sink
+	fields    *fieldSelector
+	closeOnce sync.Once
+}
+
+func newDecisionLog(o Options, m *metrics, log *slog.Logger) *decisionLog {
+	fields := newFieldSelector(o.LogFields, o.Redact)
+	d := &decisionLog{fields: fields}
+	if o.DecisionLog == DecisionLogStdout {
+		w := o.DecisionLogWriter
+		if w == nil {
+			w = os.Stdout
+		}
+		k := newSink("stdout", o.DecisionLogQueue, m)
+		go runWriterSink(k, w, fields)
+		d.sinks = append(d.sinks, k)
+	}
+	if o.DecisionLogURL != "" {
+		k := newSink("http", o.DecisionLogQueue, m)
+		h := &httpSink{sink: k, url: o.DecisionLogURL, batch: o.DecisionLogBatch, every: o.DecisionLogFlushInterval,
+			fields: fields, failed: m.logDropped.WithLabelValues("http", "send_failed"), log: log}
+		go h.run()
+		d.sinks = append(d.sinks, k)
+	}
+	return d
+}
+
+func (d *decisionLog) enabled() bool      { return len(d.sinks) > 0 }
+func (d *decisionLog) wantsRequest() bool { return d.fields != nil }
+
+func (d *decisionLog) record(ev *event) {
+	for _, k := range d.sinks {
+		k.offer(ev)
+	}
+}
+
+// close asks every sink to write what it holds and waits for them until ctx
+// ends.
+func (d *decisionLog) close(ctx context.Context) error {
+	d.closeOnce.Do(func() {
+		for _, k := range d.sinks {
+			close(k.stop)
+		}
+	})
+	for _, k := range d.sinks {
+		select {
+		case <-k.stopped:
+		case <-ctx.Done():
+			return errors.New("decision log: gave up flushing the " + k.name + " sink: " + ctx.Err().Error())
+		}
+	}
+	return nil
+}
+
+// appendEvent writes one decision log line (without the newline).
+func appendEvent(dst []byte, ev *event, fields *fieldSelector) []byte {
+	dst = append(dst, `{"time":"`...)
+	dst = ev.at.UTC().AppendFormat(dst, time.RFC3339Nano)
+	dst = append(dst, `","decision_id":"`...)
+	dst = append(dst, ev.idPrefix...)
+	dst = strconv.AppendUint(dst, ev.id, 36)
+	dst = append(dst, `","session_id":`...)
+	dst = appendNullableJSONString(dst, ev.sessionID)
+	dst = append(dst, `,"agent_id":`...)
+	dst = appendNullableJSONString(dst, ev.agentID)
+	if ev.mismatch {
+		dst = append(dst, `,"requested_agent_id":`...)
+		dst = appendJSONString(dst, ev.requestedAgentID)
+	}
+	dst = append(dst, `,"tool_name":`...)
+	dst = appendJSONString(dst, ev.toolName)
+	if ev.toolUseID != "" {
+		dst = append(dst, `,"tool_use_id":`...)
+		dst = appendJSONString(dst, ev.toolUseID)
+	}
+	dst = append(dst, `,"decision":`...)
+	dst = appendJSONString(dst, string(ev.decision))
+	if ev.code != "" {
+		dst = append(dst, `,"code":`...)
+		dst = appendJSONString(dst, string(ev.code))
+	}
+	if ev.reason != "" {
+		dst = append(dst, `,"reason":`...)
+		dst = appendJSONString(dst, ev.reason)
+	}
+	dst = append(dst, `,"matched_policy_id":`...)
+	dst = appendNullableJSONString(dst, ev.policyID)
+	dst = append(dst, `,"matched_policy_version":`...)
+	if ev.policyID == "" {
+		dst = append(dst, "null"...)
+	} else {
+		dst = strconv.AppendInt(dst, ev.policyVersion, 10)
+	}
+	dst = append(dst, `,"matched_rule_id":`...)
+	dst = appendNullableJSONString(dst, ev.ruleID)
+	dst = append(dst, `,"bundle_revision":`...)
+	dst = appendNullableJSONString(dst, ev.revision)
+	dst = append(dst, `,"latency_ms":`...)
+	dst = strconv.AppendFloat(dst, float64(ev.latency.Nanoseconds())/1e6, 'f', -1, 64)
+	if fields != nil && ev.req != nil {
+		if b, err := json.Marshal(fields.project(ev.req)); err == nil {
+			dst = append(dst, `,"request":`...)
+			dst = append(dst, b...)
+		} else {
+			dst = append(dst, `,"request_error":`...)
+			dst = appendJSONString(dst, err.Error())
+		}
+	}
+	return append(dst, '}')
+}

@@ -1,0 +1,212 @@
+package sidecar
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/toolgate/toolgate/engine"
+)
+
+// MaxRequestBytes bounds an evaluate request body.
+const MaxRequestBytes = 1 << 20
+
+// maxPooledBuffer keeps one huge request from pinning a megabyte per pooled
+// buffer forever.
+const maxPooledBuffer = 64 << 10
+
+// buffers are the per-request scratch space: the body as read and the
+// response as encoded, both reused across requests.
+type buffers struct {
+	in  []byte
+	out []byte
+}
+
+func (s *Server) putBuffers(b *buffers) {
+	if cap(b.in) > maxPooledBuffer || cap(b.out) > maxPooledBuffer {
+		return
+	}
+	s.bufs.Put(b)
+}
+
+func (s *Server) badRequest(w http.ResponseWriter, format string, args ...any) {
+	s.metrics.badRequests.Inc()
+	writeError(w, http.StatusBadRequest, fmt.Sprintf(format, args...))
+}
+
+// evaluate answers POST /v1/evaluate. Every client mistake is a 400 with a
+// JSON error; anything else is a decision, including the sidecar's own
+// failures (a recovered panic is deny INTERNAL_ERROR), so a client never gets
+// a 500 or a dropped connection instead of one.
+func (s *Server) evaluate(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	b := s.bufs.Get().(*buffers)
+	defer s.putBuffers(b)
+	var req engine.Request
+	ev := event{at: start}
+	wrote := false
+	defer func() {
+		if p := recover(); p != nil {
+			s.internalError(w, b, req, &ev, wrote, p)
+		}
+	}()
+	req, explain, ok := s.parse(w, r, b)
+	if !ok {
+		wrote = true
+		return
+	}
+	ev.toolName = stringField(req, "tool_name")
+	s.decide(w, b, req, explain, &ev, &wrote)
+}
+
+// parse reads and validates the request, answering 400 itself when it is
+// malformed.
+func (s *Server) parse(w http.ResponseWriter, r *http.Request, b *buffers) (engine.Request, bool, bool) {
+	if r.ContentLength > MaxRequestBytes {
+		s.badRequest(w, "request body is %d bytes, more than the limit of %d", r.ContentLength, MaxRequestBytes)
+		return nil, false, false
+	}
+	explain, err := explainParam(r)
+	if err != nil {
+		s.badRequest(w, "%v", err)
+		return nil, false, false
+	}
+	b.in, err = readBody(b.in[:0], http.MaxBytesReader(w, r.Body, MaxRequestBytes))
+	if err != nil {
+		if tooBig := (*http.MaxBytesError)(nil); errors.As(err, &tooBig) {
+			s.badRequest(w, "request body is more than the limit of %d bytes", MaxRequestBytes)
+		} else {
+			s.badRequest(w, "reading the request body: %v", err)
+		}
+		return nil, false, false
+	}
+	req, err := engine.DecodeRequest(b.in)
+	if err != nil {
+		s.badRequest(w, "%v", err)
+		return nil, false, false
+	}
+	return req, explain, true
+}
+
+// readBody appends the whole body to dst, growing it as bytes.Buffer would
+// but keeping the slice for reuse.
+func readBody(dst []byte, r io.Reader) ([]byte, error) {
+	for {
+		if len(dst) == cap(dst) {
+			dst = append(dst, 0)[:len(dst)]
+		}
+		n, err := r.Read(dst[len(dst):cap(dst)])
+		dst = dst[:len(dst)+n]
+		if err != nil {
+			if err == io.EOF {
+				return dst, nil
+			}
+			return dst, err
+		}
+	}
+}
+
+func explainParam(r *http.Request) (bool, error) {
+	if r.URL.RawQuery == "" {
+		return false, nil
+	}
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return false, fmt.Errorf("malformed query string: %v", err)
+	}
+	v := q.Get("explain")
+	if v == "" {
+		return false, nil
+	}
+	on, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("explain=%q: want true or false", v)
+	}
+	return on, nil
+}
+
+func (s *Server) decide(w http.ResponseWriter, b *buffers, req engine.Request, explain bool, ev *event, wrote *bool) {
+	if s.ownAgent != nil {
+		got, present := req["agent_id"]
+		if id, isString := got.(string); !isString || id != s.opts.AgentID {
+			if present {
+				ev.mismatch, ev.requestedAgentID = true, engine.Stringify(got)
+				s.metrics.identityMismatches.Inc()
+			}
+			req["agent_id"] = s.ownAgent
+		}
+	}
+	if s.beforeEvaluate != nil {
+		s.beforeEvaluate(req)
+	}
+	st := s.state.Load()
+	res := st.compiled.Evaluate(req, engine.EvalOptions{Explain: explain})
+	out, err := res.AppendJSON(b.out[:0])
+	if err != nil {
+		panic(fmt.Sprintf("encoding the result: %v", err))
+	}
+	ev.id = s.nextID.Add(1)
+	b.out = s.closeResponse(out, st, ev.id)
+	w.Header()["Content-Type"] = jsonContentType
+	*wrote = true
+	_, _ = w.Write(b.out)
+	s.finish(ev, req, &res, st.revision)
+}
+
+// closeResponse replaces the result's closing brace with bundleRevision and
+// decisionId.
+func (s *Server) closeResponse(out []byte, st *state, id uint64) []byte {
+	out = append(out[:len(out)-1], st.suffix...)
+	out = strconv.AppendUint(out, id, 36)
+	return append(out, "\"}\n"...)
+}
+
+func (s *Server) finish(ev *event, req engine.Request, res *engine.Result, revision string) {
+	took := time.Since(ev.at)
+	s.metrics.observeDecision(res.Decision, res.Code, took)
+	if !s.decisions.enabled() {
+		return
+	}
+	ev.idPrefix = s.idPrefix
+	ev.agentID = stringField(req, "agent_id")
+	ev.sessionID = stringField(req, "session_id")
+	ev.toolUseID = stringField(req, "tool_use_id")
+	ev.decision, ev.code, ev.reason = res.Decision, res.Code, res.Reason
+	ev.policyID, ev.policyVersion, ev.ruleID = res.MatchedPolicyID, res.MatchedPolicyVersion, res.MatchedRuleID
+	ev.revision = revision
+	ev.latency = took
+	if s.decisions.wantsRequest() {
+		ev.req = req
+	}
+	s.decisions.record(ev)
+}
+
+// internalError turns a panic into a deny, so the client still gets a
+// decision and fails closed. req is nil when the panic came before the
+// request parsed.
+func (s *Server) internalError(w http.ResponseWriter, b *buffers, req engine.Request, ev *event, wrote bool, p any) {
+	s.metrics.internalErrors.Inc()
+	s.log.Error("decision failed; answered deny "+string(CodeInternalError), "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+	if wrote {
+		return
+	}
+	res := engine.Result{Decision: engine.Deny, Code: CodeInternalError,
+		Reason: "the sidecar failed while deciding; denied to fail closed"}
+	st := s.state.Load()
+	out, _ := res.AppendJSON(b.out[:0])
+	ev.id = s.nextID.Add(1)
+	b.out = s.closeResponse(out, st, ev.id)
+	w.Header()["Content-Type"] = jsonContentType
+	_, _ = w.Write(b.out)
+	s.finish(ev, req, &res, st.revision)
+}
+
+func stringField(req engine.Request, key string) string {
+	s, _ := req[key].(string)
+	return s
+}

@@ -1,0 +1,136 @@
+package sidecar
+
+import (
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/toolgate/toolgate/engine"
+)
+
+// MaxBundleBytes bounds a decompressed bundle document, so a small gzip bomb
+// in a ConfigMap cannot exhaust the sidecar's memory.
+const MaxBundleBytes = 64 << 20
+
+// Origins name where a bundle came from, in logs, /readyz and metrics.
+const (
+	originConfigMap  = "configmap"
+	originBundleDir  = "bundle-dir"
+	originBundleFile = "bundle-file"
+	originCache      = "cache"
+	originAPI        = "api" // LoadDocument called directly
+)
+
+// LoadDocument decodes a bundle document (gzip-compressed when gzipped),
+// compiles it and swaps it in. A document that does not decode is rejected
+// and counted, and the bundle being served stays.
+func (s *Server) LoadDocument(raw []byte, gzipped bool) error {
+	return s.load(raw, gzipped, originAPI)
+}
+
+func (s *Server) load(raw []byte, gzipped bool, origin string) error {
+	doc, err := readDocument(raw, gzipped)
+	if err == nil {
+		var b engine.Bundle
+		if b, err = engine.Decode(doc); err == nil {
+			s.swap(b, doc, origin)
+			return nil
+		}
+	}
+	s.reject(origin, err)
+	return err
+}
+
+func readDocument(raw []byte, gzipped bool) ([]byte, error) {
+	if !gzipped {
+		if len(raw) > MaxBundleBytes {
+			return nil, fmt.Errorf("%w: %d bytes, more than the limit of %d", engine.ErrCorruptBundle, len(raw), MaxBundleBytes)
+		}
+		return raw, nil
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("%w: gzip: %v", engine.ErrCorruptBundle, err)
+	}
+	doc, err := io.ReadAll(io.LimitReader(zr, MaxBundleBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("%w: gzip: %v", engine.ErrCorruptBundle, err)
+	}
+	if len(doc) > MaxBundleBytes {
+		return nil, fmt.Errorf("%w: decompresses to more than the limit of %d bytes", engine.ErrCorruptBundle, MaxBundleBytes)
+	}
+	return doc, nil
+}
+
+func (s *Server) swap(b engine.Bundle, doc []byte, origin string) {
+	s.loadMu.Lock()
+	defer s.loadMu.Unlock()
+	cur := s.state.Load()
+	if cur.compiled != nil && cur.revision == b.Revision {
+		// A resync or a re-read of the same content; only note that the
+		// source now vouches for what the cache served.
+		if cur.origin != origin {
+			s.state.Store(newState(cur.compiled, cur.revision, origin, cur.loadedAt, s.idPrefix))
+		}
+		return
+	}
+	started := time.Now()
+	compiled, diags := engine.Compile(b)
+	now := time.Now()
+	s.state.Store(newState(compiled, b.Revision, origin, now, s.idPrefix))
+	s.metrics.setBundle(b.Revision, now)
+	s.log.Info("bundle loaded", "source", origin, "revision", b.Revision, "policies", len(b.Policies),
+		"frozenAgents", len(b.FrozenAgents), "compile", now.Sub(started))
+	for _, d := range diags {
+		// Compile keeps such a policy and denies POLICY_COMPILE_ERROR when
+		// evaluation reaches it; the webhook should have stopped it earlier.
+		s.log.Warn("policy does not compile; decisions reaching it deny", "source", origin, "diagnostic", d.String())
+	}
+	if origin != originCache && s.cache != nil {
+		if err := s.cache.save(doc); err != nil {
+			s.log.Warn("caching the bundle failed", "dir", s.cache.dir, "err", err)
+		}
+	}
+}
+
+// unload drops the bundle because its source says there is none (the
+// bundle ConfigMap was deleted): from now on every decision is deny
+// NO_POLICIES, and the cache is cleared so a restart does not resurrect it.
+func (s *Server) unload(origin, why string) {
+	s.loadMu.Lock()
+	defer s.loadMu.Unlock()
+	if s.cache != nil {
+		if err := s.cache.remove(); err != nil {
+			s.log.Warn("removing the cached bundle failed", "dir", s.cache.dir, "err", err)
+		}
+	}
+	if s.state.Load().compiled == nil {
+		return
+	}
+	s.state.Store(newState(nil, "", origin, time.Now(), s.idPrefix))
+	s.metrics.setBundle("", time.Time{})
+	s.log.Warn("bundle unloaded; every decision is deny "+string(engine.CodeNoPolicies), "source", origin, "why", why)
+}
+
+func (s *Server) reject(origin string, err error) {
+	s.metrics.reloadFailures.WithLabelValues(origin).Inc()
+	s.log.Error("bundle rejected; the last good bundle keeps serving", "source", origin,
+		"serving", s.Revision(), "err", err, "corrupt", errors.Is(err, engine.ErrCorruptBundle))
+}
+
+// loadCache serves the cached bundle, if any, until the source answers.
+func (s *Server) loadCache() {
+	if s.cache == nil {
+		return
+	}
+	doc, err := s.cache.read()
+	switch {
+	case err != nil:
+		s.reject(originCache, err)
+	case doc != nil:
+		_ = s.load(doc, false, originCache)
+	}
+}

@@ -1,0 +1,119 @@
+package sidecar
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/toolgate/toolgate/engine"
+)
+
+const metricPrefix = "toolgate_sidecar_"
+
+// metrics live in the server's own registry, so two servers in one process
+// (tests, the load generator) never collide and /metrics shows only ours.
+type metrics struct {
+	registry *prometheus.Registry
+
+	decisions          *prometheus.CounterVec
+	latency            prometheus.Histogram
+	badRequests        prometheus.Counter
+	internalErrors     prometheus.Counter
+	bundleInfo         *prometheus.GaugeVec
+	bundleLoaded       prometheus.Gauge
+	lastLoad           prometheus.Gauge
+	reloads            prometheus.Counter
+	reloadFailures     *prometheus.CounterVec
+	logDropped         *prometheus.CounterVec
+	identityMismatches prometheus.Counter
+
+	// Resolving a labelled child hashes its labels; the common ones are
+	// resolved once so the hot path only increments.
+	common map[decisionKey]prometheus.Counter
+	mu     sync.Mutex // guards bundleInfo's reset-and-set
+}
+
+type decisionKey struct {
+	decision engine.Decision
+	code     engine.Code
+}
+
+func newMetrics(age func() float64) *metrics {
+	m := &metrics{registry: prometheus.NewRegistry()}
+	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: metricPrefix + "decisions_total", Help: "Decisions made, by decision and code (empty code: decided by a rule or a default effect).",
+	}, []string{"decision", "code"})
+	m.latency = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: metricPrefix + "decision_duration_seconds", Help: "Time from reading a request to writing its decision.",
+		Buckets: []float64{10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3},
+	})
+	m.badRequests = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: metricPrefix + "bad_requests_total", Help: "Evaluate requests rejected with 400 (malformed or oversize) or 405.",
+	})
+	m.internalErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: metricPrefix + "internal_errors_total", Help: "Decisions that failed inside the sidecar and were answered deny INTERNAL_ERROR.",
+	})
+	m.identityMismatches = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: metricPrefix + "agent_id_overrides_total", Help: "Requests whose agent_id differed from --agent-id and was overridden.",
+	})
+	m.bundleInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: metricPrefix + "bundle_info", Help: "The revision of the bundle being served (1 for the current one).",
+	}, []string{"revision"})
+	m.bundleLoaded = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: metricPrefix + "bundle_loaded", Help: "1 when a bundle is loaded; 0 means every decision is deny NO_POLICIES.",
+	})
+	m.lastLoad = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: metricPrefix + "bundle_last_load_timestamp_seconds", Help: "When the current bundle was loaded (Unix time).",
+	})
+	bundleAge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: metricPrefix + "bundle_age_seconds", Help: "Seconds since the current bundle was loaded; -1 when none is.",
+	}, age)
+	m.reloads = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: metricPrefix + "bundle_reloads_total", Help: "Bundles loaded (a new revision swapped in) or unloaded.",
+	})
+	m.reloadFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: metricPrefix + "bundle_reload_failures_total", Help: "Bundles rejected (corrupt, unreadable); the last good one kept serving.",
+	}, []string{"source"})
+	m.logDropped = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: metricPrefix + "decision_log_dropped_total", Help: "Decision log events dropped, by sink and reason.",
+	}, []string{"sink", "reason"})
+	m.registry.MustRegister(m.decisions, m.latency, m.badRequests, m.internalErrors, m.identityMismatches,
+		m.bundleInfo, m.bundleLoaded, m.lastLoad, bundleAge, m.reloads, m.reloadFailures, m.logDropped,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	m.common = map[decisionKey]prometheus.Counter{}
+	for _, k := range []decisionKey{
+		{engine.Allow, ""}, {engine.Deny, ""}, {engine.Deny, engine.CodeNoPolicies},
+		{engine.Deny, engine.CodeAgentFrozen}, {engine.Deny, engine.CodePolicyCompileError},
+		{engine.Deny, engine.CodeEvalTimeout}, {engine.Deny, CodeInternalError},
+	} {
+		m.common[k] = m.decisions.WithLabelValues(string(k.decision), string(k.code))
+	}
+	return m
+}
+
+func (m *metrics) observeDecision(d engine.Decision, c engine.Code, took time.Duration) {
+	if ctr, ok := m.common[decisionKey{d, c}]; ok {
+		ctr.Inc()
+	} else {
+		m.decisions.WithLabelValues(string(d), string(c)).Inc()
+	}
+	m.latency.Observe(took.Seconds())
+}
+
+func (m *metrics) setBundle(revision string, loadedAt time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.reloads.Inc()
+	m.bundleInfo.Reset()
+	if revision == "" {
+		m.bundleLoaded.Set(0)
+		m.lastLoad.Set(0)
+		return
+	}
+	m.bundleInfo.WithLabelValues(revision).Set(1)
+	m.bundleLoaded.Set(1)
+	m.lastLoad.Set(float64(loadedAt.UnixNano()) / 1e9)
+}

@@ -1,0 +1,230 @@
+package sidecar
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/toolgate/toolgate/engine"
+)
+
+// Decision log destinations for --decision-log.
+const (
+	DecisionLogStdout = "stdout"
+	DecisionLogNone   = "none"
+)
+
+const maxDecisionLogQueue = 1_000_000
+
+// Options configure one sidecar process. NewCommand fills them from flags;
+// tests and the load generator fill them directly.
+type Options struct {
+	// Listen is host:port, or unix:/path for a Unix socket.
+	Listen string
+	// AgentID, when set, is the only agent_id this sidecar decides for: a
+	// request naming another one is decided as AgentID and the mismatch is
+	// logged.
+	AgentID string
+
+	// Exactly one bundle source.
+	ConfigMap  string // NAMESPACE/NAME
+	BundleDir  string // a mounted ConfigMap volume
+	BundleFile string // bundle.json, or gzip when it ends in .gz
+
+	// Kubeconfig is used in --configmap mode; empty means KUBECONFIG, then
+	// ~/.kube/config, then the in-cluster service account.
+	Kubeconfig string
+	// PollInterval re-reads --bundle-dir and --bundle-file even without a
+	// file system event, in case one was missed.
+	PollInterval time.Duration
+	// CacheDir, when set, keeps the last good bundle on disk and serves it
+	// at start until the source answers.
+	CacheDir string
+
+	DecisionLog              string // stdout or none
+	DecisionLogURL           string
+	DecisionLogQueue         int
+	DecisionLogBatch         int
+	DecisionLogFlushInterval time.Duration
+	// LogFields are request fields (dotted paths, or * for the whole
+	// request) copied into each decision log line; by default only the
+	// fixed fields (tool_name and the ids) are logged, never input.
+	LogFields []string
+	// Redact are request fields replaced by "[REDACTED]" wherever
+	// LogFields would log them.
+	Redact []string
+
+	// Not flags: where decision log lines and operational logs go
+	// (os.Stdout and a stderr text logger when nil).
+	DecisionLogWriter io.Writer
+	Logger            *slog.Logger
+}
+
+// DefaultOptions are the flag defaults.
+func DefaultOptions() Options {
+	return Options{
+		Listen:                   "127.0.0.1:8181",
+		PollInterval:             10 * time.Second,
+		DecisionLog:              DecisionLogStdout,
+		DecisionLogQueue:         10000,
+		DecisionLogBatch:         100,
+		DecisionLogFlushInterval: time.Second,
+	}
+}
+
+// Validate reports every flag problem at once, each naming its flag.
+func (o *Options) Validate() error {
+	return errors.Join(o.validateSource(), o.validateServing())
+}
+
+func (o *Options) validateSource() error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	switch n := o.sourceCount(); {
+	case n == 0:
+		add("one bundle source is required: --configmap NAMESPACE/NAME, --bundle-dir DIR or --bundle-file FILE")
+	case n > 1:
+		add("--configmap, --bundle-dir and --bundle-file are exclusive: give exactly one")
+	}
+	if o.ConfigMap != "" {
+		if _, _, err := ParseConfigMapRef(o.ConfigMap); err != nil {
+			add("--configmap: %v", err)
+		}
+	}
+	if o.Kubeconfig != "" && o.ConfigMap == "" {
+		add("--kubeconfig is only used with --configmap")
+	}
+	if o.PollInterval <= 0 {
+		add("--poll-interval must be positive, not %v", o.PollInterval)
+	}
+	return errors.Join(errs...)
+}
+
+// validateServing checks what New needs: everything but the bundle source.
+func (o *Options) validateServing() error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if err := validateListen(o.Listen); err != nil {
+		add("--listen: %v", err)
+	}
+	if len(o.AgentID) > engine.MaxAgentIDLength {
+		add("--agent-id is %d characters long, more than %d", len(o.AgentID), engine.MaxAgentIDLength)
+	}
+	if o.DecisionLog != DecisionLogStdout && o.DecisionLog != DecisionLogNone {
+		add("--decision-log must be %s or %s, not %q", DecisionLogStdout, DecisionLogNone, o.DecisionLog)
+	}
+	if o.DecisionLogURL != "" {
+		if err := validateSinkURL(o.DecisionLogURL); err != nil {
+			add("--decision-log-url: %v", err)
+		}
+	}
+	// Queues are allocated up front (about 200 bytes an event), so the
+	// bound keeps a typo from costing gigabytes.
+	if o.DecisionLogQueue <= 0 || o.DecisionLogQueue > maxDecisionLogQueue {
+		add("--decision-log-queue must be from 1 to %d, not %d", maxDecisionLogQueue, o.DecisionLogQueue)
+	}
+	if o.DecisionLogBatch <= 0 || o.DecisionLogBatch > maxDecisionLogQueue {
+		add("--decision-log-batch must be from 1 to %d, not %d", maxDecisionLogQueue, o.DecisionLogBatch)
+	}
+	if o.DecisionLogFlushInterval <= 0 {
+		add("--decision-log-flush-interval must be positive, not %v", o.DecisionLogFlushInterval)
+	}
+	for _, f := range o.LogFields {
+		if err := validateFieldPath(f, false); err != nil {
+			add("--log-fields: %v", err)
+		}
+	}
+	for _, f := range o.Redact {
+		if err := validateFieldPath(f, true); err != nil {
+			add("--redact: %v", err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (o *Options) sourceCount() int {
+	n := 0
+	for _, s := range []string{o.ConfigMap, o.BundleDir, o.BundleFile} {
+		if s != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// ParseConfigMapRef splits NAMESPACE/NAME and checks both are valid names.
+func ParseConfigMapRef(ref string) (namespace, name string, err error) {
+	namespace, name, ok := strings.Cut(ref, "/")
+	if !ok || namespace == "" || name == "" || strings.Contains(name, "/") {
+		return "", "", fmt.Errorf("%q is not NAMESPACE/NAME", ref)
+	}
+	if msgs := validation.IsDNS1123Label(namespace); len(msgs) > 0 {
+		return "", "", fmt.Errorf("namespace %q: %s", namespace, strings.Join(msgs, "; "))
+	}
+	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+		return "", "", fmt.Errorf("name %q: %s", name, strings.Join(msgs, "; "))
+	}
+	return namespace, name, nil
+}
+
+// unixPrefix marks a Unix socket in --listen.
+const unixPrefix = "unix:"
+
+func validateListen(addr string) error {
+	if path, ok := strings.CutPrefix(addr, unixPrefix); ok {
+		if path == "" {
+			return fmt.Errorf("%q names no socket path", addr)
+		}
+		return nil
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port or unix:/path: %v", addr, err)
+	}
+	if host != "" && net.ParseIP(host) == nil && len(validation.IsDNS1123Subdomain(host)) > 0 {
+		return fmt.Errorf("%q: host %q is neither an IP address nor a host name", addr, host)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("%q: port %q is not a number from 0 to 65535", addr, port)
+	}
+	return nil
+}
+
+func validateSinkURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return err
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("%q: scheme must be http or https", raw)
+	}
+	if u.Host == "" {
+		return fmt.Errorf("%q has no host", raw)
+	}
+	return nil
+}
+
+func validateFieldPath(p string, isRedact bool) error {
+	segs := strings.Split(p, ".")
+	for i, seg := range segs {
+		switch {
+		case seg == "":
+			return fmt.Errorf("%q is not a dotted field path (empty segment)", p)
+		case seg == "*" && !isRedact && len(segs) > 1:
+			return fmt.Errorf("%q: * selects the whole request and must stand alone", p)
+		case seg == "*" && isRedact && i != len(segs)-1:
+			return fmt.Errorf("%q: * may only be the last segment", p)
+		case seg == "*" && isRedact && len(segs) == 1:
+			return fmt.Errorf("%q would redact the whole request; leave --log-fields empty instead", p)
+		}
+	}
+	return nil
+}

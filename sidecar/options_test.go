@@ -1,0 +1,103 @@
+package sidecar
+
+import (
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+)
+
+func TestMalformedFlagsAreRejectedClearly(t *testing.T) {
+	file := "--bundle-file=" + filepath.Join(t.TempDir(), "bundle.json")
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no source", nil, "one bundle source is required"},
+		{"two sources", []string{file, "--bundle-dir=/tmp"}, "exclusive"},
+		{"three sources", []string{file, "--bundle-dir=/tmp", "--configmap=a/b"}, "exclusive"},
+		{"listen without port", []string{file, "--listen=localhost"}, "--listen"},
+		{"listen port too big", []string{file, "--listen=127.0.0.1:99999"}, "port"},
+		{"listen port not a number", []string{file, "--listen=127.0.0.1:http"}, "port"},
+		{"listen bad host", []string{file, "--listen=bad_host!:80"}, "host"},
+		{"listen empty unix path", []string{file, "--listen=unix:"}, "socket path"},
+		{"configmap without slash", []string{"--configmap=bundle"}, "NAMESPACE/NAME"},
+		{"configmap without namespace", []string{"--configmap=/bundle"}, "NAMESPACE/NAME"},
+		{"configmap without name", []string{"--configmap=team/"}, "NAMESPACE/NAME"},
+		{"configmap with two slashes", []string{"--configmap=team/a/b"}, "NAMESPACE/NAME"},
+		{"configmap bad namespace", []string{"--configmap=Team_A/bundle"}, "namespace"},
+		{"configmap bad name", []string{"--configmap=team/Bundle!"}, "name"},
+		{"kubeconfig without configmap", []string{file, "--kubeconfig=/x"}, "--kubeconfig is only used with --configmap"},
+		{"url with a bad scheme", []string{file, "--decision-log-url=ftp://logs/x"}, "scheme"},
+		{"url without host", []string{file, "--decision-log-url=http://"}, "no host"},
+		{"url unparsable", []string{file, "--decision-log-url=http://[::1"}, "--decision-log-url"},
+		{"decision log to a file", []string{file, "--decision-log=/var/log/x"}, "--decision-log must be"},
+		{"queue of zero", []string{file, "--decision-log-queue=0"}, "--decision-log-queue"},
+		{"negative batch", []string{file, "--decision-log-batch=-1"}, "--decision-log-batch"},
+		{"huge queue", []string{file, "--decision-log-queue=2000000000"}, "--decision-log-queue"},
+		{"zero flush interval", []string{file, "--decision-log-flush-interval=0s"}, "--decision-log-flush-interval"},
+		{"zero poll interval", []string{file, "--poll-interval=0s"}, "--poll-interval"},
+		{"unparsable duration", []string{file, "--poll-interval=soon"}, "invalid argument"},
+		{"log field with an empty segment", []string{file, "--log-fields=input..command"}, "empty segment"},
+		{"log field star inside a path", []string{file, "--log-fields=input.*"}, "stand alone"},
+		{"redact everything", []string{file, "--redact=*"}, "whole request"},
+		{"redact star in the middle", []string{file, "--redact=input.*.x"}, "last segment"},
+		{"agent id too long", []string{file, "--agent-id=" + strings.Repeat("a", 254)}, "--agent-id"},
+		{"unknown flag", []string{file, "--bundle=x"}, "unknown flag"},
+		{"positional argument", []string{file, "extra"}, "unknown command"},
+		{"missing kubeconfig file", []string{"--configmap=team/bundle", "--kubeconfig=" + filepath.Join(t.TempDir(), "nope")}, "API access"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := NewCommand()
+			cmd.SetArgs(tc.args)
+			cmd.SetOut(io.Discard)
+			cmd.SetErr(io.Discard)
+			err := cmd.Execute()
+			if err == nil {
+				t.Fatalf("%v: accepted", tc.args)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%v: error %q does not mention %q", tc.args, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestValidateReportsEveryProblemAtOnce(t *testing.T) {
+	o := DefaultOptions()
+	o.Listen, o.DecisionLog = "nowhere", "syslog"
+	err := o.Validate()
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, want := range []string{"bundle source", "--listen", "--decision-log"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q does not mention %q", err, want)
+		}
+	}
+}
+
+func TestWellFormedFlagsValidate(t *testing.T) {
+	for _, args := range [][]string{
+		{"--bundle-file=/etc/toolgate/bundle.json"},
+		{"--bundle-dir=/etc/toolgate", "--listen=unix:/run/toolgate.sock", "--agent-id=agent-1"},
+		{"--configmap=team-a/toolgate-bundle", "--kubeconfig=/x", "--listen=[::1]:8181", "--cache-dir=/var/cache"},
+		{"--bundle-file=b.json.gz", "--listen=:0", "--decision-log=none", "--decision-log-url=https://logs.example:8443/v1",
+			"--log-fields=*", "--redact=input.*,kwargs.token"},
+		{"--bundle-file=b.json", "--log-fields=input.command,kwargs"},
+	} {
+		o := DefaultOptions()
+		fs := pflag.NewFlagSet("sidecar", pflag.ContinueOnError)
+		o.AddFlags(fs)
+		if err := fs.Parse(args); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		if err := o.Validate(); err != nil {
+			t.Errorf("%v: %v", args, err)
+		}
+	}
+}

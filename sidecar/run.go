@@ -1,0 +1,90 @@
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"time"
+)
+
+// shutdownGrace bounds how long in-flight requests and the decision log get
+// to finish after the process is asked to stop.
+const shutdownGrace = 5 * time.Second
+
+type source interface {
+	run(ctx context.Context, s *Server) error
+}
+
+func newSource(o Options) (source, error) {
+	switch {
+	case o.ConfigMap != "":
+		return newConfigMapSource(o.ConfigMap, o.Kubeconfig)
+	case o.BundleDir != "":
+		return newDirSource(o.BundleDir, o.PollInterval), nil
+	default:
+		return newFileSource(o.BundleFile, o.PollInterval), nil
+	}
+}
+
+// Run serves decisions until ctx ends or the listener or the source fails.
+// onListen, when not nil, is told the bound address (tests listen on port
+// 0).
+func Run(ctx context.Context, opts Options, onListen func(net.Addr)) error {
+	if err := opts.Validate(); err != nil {
+		return err
+	}
+	src, err := newSource(opts)
+	if err != nil {
+		return err
+	}
+	s, err := New(opts)
+	if err != nil {
+		return err
+	}
+	s.loadCache()
+	ln, err := listen(opts.Listen)
+	if err != nil {
+		_ = s.Close(context.Background())
+		return err
+	}
+	s.log.Info("serving decisions", "addr", ln.Addr().String(), "agentId", opts.AgentID)
+	if onListen != nil {
+		onListen(ln.Addr())
+	}
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 2 * time.Minute}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	srcDone := make(chan error, 1)
+	go func() { srcDone <- src.run(ctx, s) }()
+	srvDone := make(chan error, 1)
+	go func() { srvDone <- srv.Serve(ln) }()
+
+	var runErr error
+	srcFinished, srvFinished := false, false
+	select {
+	case <-ctx.Done():
+	case runErr = <-srcDone:
+		srcFinished = true
+	case runErr = <-srvDone:
+		srvFinished = true
+	}
+	grace, stop := context.WithTimeout(context.Background(), shutdownGrace)
+	defer stop()
+	errs := []error{runErr, srv.Shutdown(grace)}
+	cancel()
+	if !srcFinished {
+		errs = append(errs, <-srcDone)
+	}
+	if !srvFinished {
+		errs = append(errs, <-srvDone)
+	}
+	errs = append(errs, s.Close(grace))
+	for i, err := range errs {
+		if errors.Is(err, http.ErrServerClosed) {
+			errs[i] = nil
+		}
+	}
+	return errors.Join(errs...)
+}

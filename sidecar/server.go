@@ -1,0 +1,186 @@
+package sidecar
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/toolgate/toolgate/engine"
+)
+
+// CodeInternalError is the code of a deny the sidecar made because it
+// failed, not because a policy said so.
+const CodeInternalError engine.Code = "INTERNAL_ERROR"
+
+// Server answers decisions from the bundle it currently holds. It is an
+// http.Handler; Run wires it to a listener and a bundle source.
+type Server struct {
+	opts      Options
+	log       *slog.Logger
+	state     atomic.Pointer[state]
+	metrics   *metrics
+	decisions *decisionLog
+	cache     *bundleCache
+	metricsH  http.Handler
+	bufs      sync.Pool
+	loadMu    sync.Mutex // serialises reloads; decisions never take it
+
+	// ownAgent is AgentID boxed once, so overriding a request's agent_id
+	// does not allocate.
+	ownAgent any
+	// Decision ids are a per-process random prefix and a counter: unique
+	// across restarts and replicas without a random read per decision.
+	idPrefix string
+	nextID   atomic.Uint64
+
+	// beforeEvaluate lets tests make the handler fail; nil in production.
+	beforeEvaluate func(engine.Request)
+}
+
+// state is what one decision reads with a single atomic load.
+type state struct {
+	compiled *engine.Compiled // nil: no bundle, deny NO_POLICIES
+	revision string
+	origin   string
+	loadedAt time.Time
+	// suffix closes a response: `,"bundleRevision":...,"decisionId":"<prefix>`,
+	// encoded once per load instead of once per decision.
+	suffix []byte
+}
+
+func newState(c *engine.Compiled, revision, origin string, at time.Time, idPrefix string) *state {
+	st := &state{compiled: c, revision: revision, origin: origin, loadedAt: at}
+	st.suffix = append(st.suffix, `,"bundleRevision":`...)
+	if revision == "" {
+		st.suffix = append(st.suffix, "null"...)
+	} else {
+		st.suffix = appendJSONString(st.suffix, revision)
+	}
+	st.suffix = append(st.suffix, `,"decisionId":"`...)
+	st.suffix = append(st.suffix, idPrefix...)
+	return st
+}
+
+// New builds a server with no bundle loaded (every decision is deny
+// NO_POLICIES until LoadDocument). It starts the decision log writers; Close
+// stops them. It does not check the bundle source options: Run does.
+func New(opts Options) (*Server, error) {
+	if err := opts.validateServing(); err != nil {
+		return nil, err
+	}
+	s := &Server{opts: opts, log: opts.Logger}
+	if s.log == nil {
+		s.log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	if opts.AgentID != "" {
+		s.ownAgent = opts.AgentID
+	}
+	var rnd [6]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		return nil, fmt.Errorf("seeding decision ids: %w", err)
+	}
+	s.idPrefix = hex.EncodeToString(rnd[:]) + "-"
+	s.state.Store(newState(nil, "", "", time.Time{}, s.idPrefix))
+	s.metrics = newMetrics(s.bundleAge)
+	s.metricsH = promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{})
+	s.bufs.New = func() any { return new(buffers) }
+	if opts.CacheDir != "" {
+		s.cache = &bundleCache{dir: opts.CacheDir, name: cacheFileName(opts)}
+	}
+	s.decisions = newDecisionLog(opts, s.metrics, s.log)
+	return s, nil
+}
+
+// Close flushes the decision log, waiting at most until ctx ends.
+func (s *Server) Close(ctx context.Context) error {
+	return s.decisions.close(ctx)
+}
+
+// Ready reports whether a bundle is loaded.
+func (s *Server) Ready() bool { return s.state.Load().compiled != nil }
+
+// Revision is the revision being served, "" when none is.
+func (s *Server) Revision() string { return s.state.Load().revision }
+
+func (s *Server) bundleAge() float64 {
+	st := s.state.Load()
+	if st.compiled == nil {
+		return -1
+	}
+	return time.Since(st.loadedAt).Seconds()
+}
+
+// ServeHTTP routes without a mux: four fixed paths, and a wrong method is a
+// 405 rather than a fall-through.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/v1/evaluate":
+		if r.Method != http.MethodPost {
+			s.metrics.badRequests.Inc()
+			w.Header().Set("Allow", http.MethodPost)
+			writeError(w, http.StatusMethodNotAllowed, "use POST for /v1/evaluate")
+			return
+		}
+		s.evaluate(w, r)
+	case "/healthz":
+		if !getOrHead(w, r) {
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
+	case "/readyz":
+		if !getOrHead(w, r) {
+			return
+		}
+		st := s.state.Load()
+		if st.compiled == nil {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "reason": "no bundle is loaded"})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"ready": true, "bundleRevision": st.revision, "source": st.origin})
+	case "/metrics":
+		if !getOrHead(w, r) {
+			return
+		}
+		s.metricsH.ServeHTTP(w, r)
+	default:
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %q; try POST /v1/evaluate", r.URL.Path))
+	}
+}
+
+func getOrHead(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return true
+	}
+	w.Header().Set("Allow", "GET, HEAD")
+	writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("use GET for %s", r.URL.Path))
+	return false
+}
+
+// jsonContentType is assigned as-is to response headers, so the hot path
+// does not build a new slice per response.
+var jsonContentType = []string{"application/json"}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		b = []byte(`{"error":"encoding the response failed"}`)
+		status = http.StatusInternalServerError
+	}
+	w.Header()["Content-Type"] = jsonContentType
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]string{"error": msg})
+}

@@ -1,0 +1,128 @@
+package sidecar
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// configMapSource watches the one bundle ConfigMap through the API. The
+// informer's list and watch carry a metadata.name field selector, so the
+// sidecar's RBAC needs only get/list/watch on that ConfigMap's namespace and
+// sees no other ConfigMap. The reflector retries with backoff while the API
+// server is unreachable; the bundle last loaded keeps serving meanwhile.
+type configMapSource struct {
+	namespace, name string
+	config          *rest.Config
+
+	mu   sync.Mutex // orders event handling against the post-sync check
+	seen bool
+}
+
+func newConfigMapSource(ref, kubeconfig string) (*configMapSource, error) {
+	ns, name, err := ParseConfigMapRef(ref)
+	if err != nil {
+		return nil, err
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("--configmap needs API access (--kubeconfig, KUBECONFIG or in-cluster): %w", err)
+	}
+	cfg.UserAgent = "toolgate-sidecar"
+	return &configMapSource{namespace: ns, name: name, config: cfg}, nil
+}
+
+func (c *configMapSource) run(ctx context.Context, s *Server) error {
+	client, err := kubernetes.NewForConfig(c.config)
+	if err != nil {
+		return fmt.Errorf("configmap: %w", err)
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0,
+		informers.WithNamespace(c.namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", c.name).String()
+		}))
+	informer := factory.Core().V1().ConfigMaps().Informer()
+	reg, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { c.apply(s, obj) },
+		UpdateFunc: func(old, obj any) {
+			if o, n := old.(*corev1.ConfigMap), obj.(*corev1.ConfigMap); o.ResourceVersion != n.ResourceVersion {
+				c.apply(s, obj)
+			}
+		},
+		// The operator deletes the bundle when the namespace has no Policy
+		// and no FrozenAgent left: that is "no policies", so deny.
+		DeleteFunc: func(any) {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			c.seen = false
+			s.unload(originConfigMap, fmt.Sprintf("ConfigMap %s/%s was deleted", c.namespace, c.name))
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("configmap: %w", err)
+	}
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+	s.log.Info("watching the bundle ConfigMap", "namespace", c.namespace, "name", c.name, "server", c.config.Host)
+	if cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
+		c.afterSync(s)
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// afterSync handles a ConfigMap that did not exist at the first list: a
+// bundle served from the cache is then out of date (it was deleted while
+// this sidecar was down), so it is unloaded.
+func (c *configMapSource) afterSync(s *Server) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.seen {
+		s.unload(originConfigMap, fmt.Sprintf("ConfigMap %s/%s does not exist", c.namespace, c.name))
+	}
+}
+
+func (c *configMapSource) apply(s *Server, obj any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seen = true
+	cm, ok := obj.(*corev1.ConfigMap)
+	if !ok {
+		s.reject(originConfigMap, fmt.Errorf("unexpected object %T", obj))
+		return
+	}
+	raw, gz, err := bundleFromConfigMap(cm)
+	if err != nil {
+		s.reject(originConfigMap, err)
+		return
+	}
+	_ = s.load(raw, gz, originConfigMap)
+}
+
+// bundleFromConfigMap finds the document: bundle.json in data, or
+// bundle.json.gz in binaryData for bundles too large to publish plain.
+func bundleFromConfigMap(cm *corev1.ConfigMap) ([]byte, bool, error) {
+	plain, hasPlain := cm.Data[BundleKey]
+	zipped, hasZipped := cm.BinaryData[BundleGzKey]
+	switch {
+	case hasPlain && hasZipped:
+		return nil, false, fmt.Errorf("ConfigMap %s/%s has both %s and %s; refusing to guess which is current", cm.Namespace, cm.Name, BundleKey, BundleGzKey)
+	case hasPlain:
+		return []byte(plain), false, nil
+	case hasZipped:
+		return zipped, true, nil
+	}
+	return nil, false, fmt.Errorf("ConfigMap %s/%s has neither data.%s nor binaryData.%s", cm.Namespace, cm.Name, BundleKey, BundleGzKey)
+}

@@ -1,0 +1,168 @@
+package sidecar
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// Key names of the bundle in the ConfigMap, and so file names in its volume.
+const (
+	BundleKey   = "bundle.json"
+	BundleGzKey = "bundle.json.gz"
+)
+
+// kubeletDataLink is the symlink kubelet's atomic writer swaps to publish a
+// new version of a ConfigMap volume in one rename.
+const kubeletDataLink = "..data"
+
+// maxSnapshotTries bounds re-reads when ..data moves while a directory is
+// being read.
+const maxSnapshotTries = 5
+
+// pathSource watches a file or a mounted ConfigMap directory with fsnotify,
+// and re-reads it every poll interval in case an event was missed.
+type pathSource struct {
+	origin   string
+	watchDir string
+	poll     time.Duration
+	// read returns the bundle bytes, whether they are gzip, and found=false
+	// when the source has no bundle at all.
+	read func() (raw []byte, gzipped, found bool, err error)
+	// relevant filters events; nil means every event in watchDir.
+	relevant func(fsnotify.Event) bool
+
+	last     []byte
+	lastGzip bool
+	seen     bool
+}
+
+func newFileSource(path string, poll time.Duration) *pathSource {
+	path = filepath.Clean(path)
+	gz := strings.HasSuffix(path, ".gz")
+	return &pathSource{
+		origin: originBundleFile, watchDir: filepath.Dir(path), poll: poll,
+		read: func() ([]byte, bool, bool, error) {
+			raw, err := os.ReadFile(path)
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil, false, false, nil
+			}
+			return raw, gz, err == nil, err
+		},
+		// Editors and kubectl cp replace a file by renaming another over it,
+		// so the directory is watched and events are matched by name.
+		relevant: func(ev fsnotify.Event) bool { return filepath.Clean(ev.Name) == path },
+	}
+}
+
+func newDirSource(dir string, poll time.Duration) *pathSource {
+	return &pathSource{origin: originBundleDir, watchDir: dir, poll: poll,
+		read: func() ([]byte, bool, bool, error) { return readBundleDir(dir) }}
+}
+
+// readBundleDir reads bundle.json or bundle.json.gz from a ConfigMap volume.
+// When kubelet's ..data link exists it reads through the directory the link
+// points to and checks the link did not move meanwhile, so both keys come
+// from one published version: reading the top-level symlinks during a swap
+// could see neither key and wrongly conclude the bundle was deleted.
+func readBundleDir(dir string) ([]byte, bool, bool, error) {
+	for range maxSnapshotTries {
+		target, err := os.Readlink(filepath.Join(dir, kubeletDataLink))
+		if errors.Is(err, fs.ErrNotExist) {
+			return readBundleKeys(dir) // a plain directory
+		}
+		if err != nil {
+			return nil, false, false, fmt.Errorf("reading %s: %w", kubeletDataLink, err)
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(dir, target)
+		}
+		raw, gz, found, err := readBundleKeys(target)
+		after, lerr := os.Readlink(filepath.Join(dir, kubeletDataLink))
+		if lerr == nil && (after == target || filepath.Join(dir, after) == target) {
+			return raw, gz, found, err
+		}
+	}
+	return nil, false, false, fmt.Errorf("%s kept moving while it was read", filepath.Join(dir, kubeletDataLink))
+}
+
+func readBundleKeys(dir string) ([]byte, bool, bool, error) {
+	plain, perr := os.ReadFile(filepath.Join(dir, BundleKey))
+	zipped, zerr := os.ReadFile(filepath.Join(dir, BundleGzKey))
+	plainMissing, zipMissing := errors.Is(perr, fs.ErrNotExist), errors.Is(zerr, fs.ErrNotExist)
+	switch {
+	case perr != nil && !plainMissing:
+		return nil, false, false, perr
+	case zerr != nil && !zipMissing:
+		return nil, false, false, zerr
+	case !plainMissing && !zipMissing:
+		return nil, false, false, fmt.Errorf("%s has both %s and %s; refusing to guess which is current", dir, BundleKey, BundleGzKey)
+	case !plainMissing:
+		return plain, false, true, nil
+	case !zipMissing:
+		return zipped, true, true, nil
+	}
+	return nil, false, false, nil
+}
+
+func (p *pathSource) run(ctx context.Context, s *Server) error {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("%s: %w", p.origin, err)
+	}
+	defer w.Close()
+	if err := w.Add(p.watchDir); err != nil {
+		return fmt.Errorf("%s: watching %s: %w", p.origin, p.watchDir, err)
+	}
+	p.sync(s)
+	tick := time.NewTicker(p.poll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-w.Events:
+			if !ok {
+				return fmt.Errorf("%s: the file watcher stopped", p.origin)
+			}
+			if p.relevant == nil || p.relevant(ev) {
+				p.sync(s)
+			}
+		case err, ok := <-w.Errors:
+			if !ok {
+				return fmt.Errorf("%s: the file watcher stopped", p.origin)
+			}
+			// Usually an inotify queue overflow: events were lost, so
+			// read again rather than wait for the next poll.
+			s.log.Warn("file watch error; re-reading", "source", p.origin, "err", err)
+			p.sync(s)
+		case <-tick.C:
+			p.sync(s)
+		}
+	}
+}
+
+// sync reads the source and loads it when its bytes changed. Bytes already
+// rejected are not rejected again at every poll.
+func (p *pathSource) sync(s *Server) {
+	raw, gz, found, err := p.read()
+	switch {
+	case err != nil:
+		s.reject(p.origin, err)
+	case !found:
+		p.last, p.seen = nil, false
+		s.unload(p.origin, "no bundle in "+p.watchDir)
+	case p.seen && gz == p.lastGzip && bytes.Equal(raw, p.last):
+	default:
+		p.last, p.lastGzip, p.seen = raw, gz, true
+		_ = s.load(raw, gz, p.origin)
+	}
+}

@@ -1,0 +1,165 @@
+package sidecar
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fileOnlyOptions keeps the poll interval long, so a reload in these tests
+// can only have come from a file system event.
+func fileOnlyOptions() Options {
+	o := testOptions()
+	o.PollInterval = time.Hour
+	return o
+}
+
+func TestBundleDirFollowsKubeletSymlinkSwaps(t *testing.T) {
+	dir := t.TempDir()
+	kubelet := &fakeKubelet{t: t, dir: dir}
+	o := fileOnlyOptions()
+	o.BundleDir = dir
+	base := startRun(t, o)
+
+	if got := toolDecision(t, base, "Bash"); got != "deny/NO_POLICIES" {
+		t.Fatalf("empty volume: %s, want deny/NO_POLICIES", got)
+	}
+	a, revA := encode(t, denyTools("Bash"))
+	kubelet.publish(map[string][]byte{BundleKey: a})
+	eventually(t, "bundle A", func() bool { return readyRevision(t, base) == revA })
+	if got := toolDecision(t, base, "Bash"); got != "deny" {
+		t.Errorf("Bash under A: %s", got)
+	}
+
+	// The operator switched to the compressed key: a different file name.
+	b, revB := encode(t, denyTools("Read"))
+	kubelet.publish(map[string][]byte{BundleGzKey: gzipped(t, b)})
+	eventually(t, "bundle B (gzip)", func() bool { return readyRevision(t, base) == revB })
+	if got := toolDecision(t, base, "Bash") + " " + toolDecision(t, base, "Read"); got != "allow deny" {
+		t.Errorf("Bash, Read under B: %s", got)
+	}
+	if n := metricValue(t, base, "toolgate_sidecar_bundle_reloads_total"); n != 2 {
+		t.Errorf("reloads_total = %v after two publishes, want 2 (no unload in between)", n)
+	}
+
+	kubelet.publish(map[string][]byte{BundleKey: []byte(`{"schemaVersion":1,"policies":[`)})
+	eventually(t, "the corrupt bundle's rejection", func() bool {
+		return metricValue(t, base, "toolgate_sidecar_bundle_reload_failures_total") >= 1
+	})
+	if readyRevision(t, base) != revB || toolDecision(t, base, "Read") != "deny" {
+		t.Error("a corrupt publish replaced the last good bundle")
+	}
+
+	kubelet.publish(map[string][]byte{}) // the ConfigMap was deleted (optional volume)
+	eventually(t, "unload", func() bool { return readyRevision(t, base) == "" })
+	if got := toolDecision(t, base, "Read"); got != "deny/NO_POLICIES" {
+		t.Errorf("after the bundle vanished: %s, want deny/NO_POLICIES", got)
+	}
+
+	kubelet.publish(map[string][]byte{BundleKey: a})
+	eventually(t, "bundle A again", func() bool { return readyRevision(t, base) == revA })
+}
+
+// TestBundleDirReadDuringASwapSeesOneVersion freezes kubelet between its
+// steps: after ..data moved but before the key symlinks changed, the
+// top-level bundle.json dangles and bundle.json.gz does not exist yet.
+// Reading through ..data must still see the new version, not "deleted".
+func TestBundleDirReadDuringASwapSeesOneVersion(t *testing.T) {
+	dir := t.TempDir()
+	k := &fakeKubelet{t: t, dir: dir}
+	a, _ := encode(t, denyTools("Bash"))
+	k.publish(map[string][]byte{BundleKey: a})
+
+	b, _ := encode(t, denyTools("Read"))
+	zb := gzipped(t, b)
+	k.writeVersion(map[string][]byte{BundleGzKey: zb})
+	old := k.swap()
+	must(t, os.RemoveAll(filepath.Join(dir, old)))
+	if _, err := os.Stat(filepath.Join(dir, BundleKey)); !os.IsNotExist(err) {
+		t.Fatalf("the test did not reach the dangling state: %v", err)
+	}
+	raw, gz, found, err := readBundleDir(dir)
+	if err != nil || !found || !gz || string(raw) != string(zb) {
+		t.Errorf("mid-swap read: found=%v gz=%v err=%v, want the new gzip bundle", found, gz, err)
+	}
+}
+
+func TestBundleDirWithBothKeysIsRejected(t *testing.T) {
+	dir := t.TempDir()
+	a, _ := encode(t, denyTools("Bash"))
+	(&fakeKubelet{t: t, dir: dir}).publish(map[string][]byte{BundleKey: a, BundleGzKey: gzipped(t, a)})
+	if _, _, _, err := readBundleDir(dir); err == nil || !strings.Contains(err.Error(), "both") {
+		t.Errorf("both keys: err %v", err)
+	}
+	plain := t.TempDir() // no ..data: read the files directly
+	must(t, os.WriteFile(filepath.Join(plain, BundleKey), a, 0o644))
+	if raw, gz, found, err := readBundleDir(plain); err != nil || !found || gz || string(raw) != string(a) {
+		t.Errorf("plain directory: found=%v gz=%v err=%v", found, gz, err)
+	}
+}
+
+func TestBundleFileFollowsWritesRenamesAndRemoval(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "bundle.json")
+	o := fileOnlyOptions()
+	o.BundleFile = path
+	base := startRun(t, o)
+	if got := toolDecision(t, base, "Bash"); got != "deny/NO_POLICIES" {
+		t.Fatalf("no file yet: %s", got)
+	}
+
+	a, revA := encode(t, denyTools("Bash"))
+	tmp := filepath.Join(dir, ".bundle.json.tmp")
+	must(t, os.WriteFile(tmp, a, 0o644))
+	must(t, os.Rename(tmp, path))
+	eventually(t, "bundle A (renamed into place)", func() bool { return readyRevision(t, base) == revA })
+
+	b, revB := encode(t, denyTools("Read"))
+	must(t, os.WriteFile(path, b, 0o644))
+	eventually(t, "bundle B (written in place)", func() bool { return readyRevision(t, base) == revB })
+
+	must(t, os.WriteFile(path, []byte("not json"), 0o644))
+	eventually(t, "the corrupt file's rejection", func() bool {
+		return metricValue(t, base, "toolgate_sidecar_bundle_reload_failures_total") >= 1
+	})
+	if readyRevision(t, base) != revB {
+		t.Error("a corrupt file replaced the last good bundle")
+	}
+
+	must(t, os.Remove(path))
+	eventually(t, "unload", func() bool { return readyRevision(t, base) == "" })
+	if got := toolDecision(t, base, "Read"); got != "deny/NO_POLICIES" {
+		t.Errorf("file removed: %s", got)
+	}
+}
+
+func TestBundleFileGzip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bundle.json.gz")
+	a, revA := encode(t, denyTools("Bash"))
+	must(t, os.WriteFile(path, gzipped(t, a), 0o644))
+	o := fileOnlyOptions()
+	o.BundleFile = path
+	base := startRun(t, o)
+	eventually(t, "the gzip bundle", func() bool { return readyRevision(t, base) == revA })
+}
+
+func TestBundleFilePollsWithoutEvents(t *testing.T) {
+	// A bundle file that is a symlink into another directory gets no
+	// events for its target's changes; the poll must pick them up.
+	target := filepath.Join(t.TempDir(), "bundle.json")
+	a, revA := encode(t, denyTools("Bash"))
+	must(t, os.WriteFile(target, a, 0o644))
+
+	other := t.TempDir()
+	must(t, os.Symlink(target, filepath.Join(other, "bundle.json")))
+	o := testOptions()
+	o.BundleFile = filepath.Join(other, "bundle.json")
+	o.PollInterval = 50 * time.Millisecond
+	base := startRun(t, o)
+	eventually(t, "bundle A", func() bool { return readyRevision(t, base) == revA })
+	b, revB := encode(t, denyTools("Read"))
+	must(t, os.WriteFile(target, b, 0o644)) // no event in the watched directory
+	eventually(t, "bundle B by polling", func() bool { return readyRevision(t, base) == revB })
+}

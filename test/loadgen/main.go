@@ -1,0 +1,184 @@
+// Command loadgen drives a toolgate sidecar's POST /v1/evaluate over
+// keep-alive connections and prints throughput and latency percentiles.
+//
+//	go run ./test/loadgen -self -c 8 -d 10s          # in-process sidecar, 1000-rule bundle
+//	go run ./test/loadgen -url http://127.0.0.1:8181 -c 8 -d 10s -body req.json
+//	go run ./test/loadgen -write-bundle /tmp/bundle.json   # for `toolgate sidecar --bundle-file`
+//
+// Each worker is closed-loop (one request in flight per connection), so
+// the concurrency is the number of connections.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/pprof"
+	"time"
+
+	"github.com/toolgate/toolgate/engine"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+type config struct {
+	url         string
+	self        bool
+	conc        int
+	dur, warmup time.Duration
+	bodyFile    string
+	rules       int
+	selfLog     string
+	writeBundle string
+	cpuProfile  string
+}
+
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.url, "url", "", "sidecar to drive: http://host:port[/path][?explain=true], or unix:/path")
+	fs.BoolVar(&c.self, "self", false, "start an in-process sidecar with a generated bundle on a loopback port and drive it")
+	fs.IntVar(&c.conc, "c", 8, "concurrency: keep-alive connections, one request in flight each")
+	fs.DurationVar(&c.dur, "d", 10*time.Second, "measured duration")
+	fs.DurationVar(&c.warmup, "warmup", time.Second, "unrecorded run before measuring")
+	fs.StringVar(&c.bodyFile, "body", "", "file holding the request body (default: a built-in request that hits rule 500)")
+	fs.IntVar(&c.rules, "rules", 1000, "rules in the generated bundle (-self, -write-bundle)")
+	fs.StringVar(&c.selfLog, "self-log", "discard", "-self decision log: discard (formatted, then thrown away) or none")
+	fs.StringVar(&c.writeBundle, "write-bundle", "", "write the generated bundle to this file and exit")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured run (with -self it includes the sidecar)")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	var errs []error
+	if fs.NArg() > 0 {
+		errs = append(errs, fmt.Errorf("unexpected arguments %q", fs.Args()))
+	}
+	if c.writeBundle == "" && (c.url == "") == !c.self {
+		errs = append(errs, errors.New("give exactly one of -url and -self"))
+	}
+	if c.url != "" {
+		if _, err := parseTarget(c.url); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.conc < 1 || c.conc > 10000 {
+		errs = append(errs, fmt.Errorf("-c %d: want 1 to 10000", c.conc))
+	}
+	if c.dur <= 0 {
+		errs = append(errs, fmt.Errorf("-d %v: want a positive duration", c.dur))
+	}
+	if c.warmup < 0 {
+		errs = append(errs, fmt.Errorf("-warmup %v: want zero or more", c.warmup))
+	}
+	if c.rules < 1 || c.rules > engine.MaxRulesPerPolicy {
+		errs = append(errs, fmt.Errorf("-rules %d: want 1 to %d", c.rules, engine.MaxRulesPerPolicy))
+	}
+	if c.selfLog != "discard" && c.selfLog != "none" {
+		errs = append(errs, fmt.Errorf("-self-log %q: want discard or none", c.selfLog))
+	}
+	return c, errors.Join(errs...)
+}
+
+// readBody returns the request body, checked the way the sidecar checks it,
+// so a typo in a body file is not measured as a run of 400s.
+func readBody(file string) ([]byte, error) {
+	body := []byte(sampleBody)
+	if file != "" {
+		var err error
+		if body, err = os.ReadFile(file); err != nil {
+			return nil, fmt.Errorf("-body: %v", err)
+		}
+	}
+	if _, err := engine.DecodeRequest(body); err != nil {
+		return nil, fmt.Errorf("-body: %v", err)
+	}
+	return body, nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "loadgen:", err)
+		return 2
+	}
+	if c.writeBundle != "" {
+		doc, err := generateBundle(c.rules)
+		if err == nil {
+			err = os.WriteFile(c.writeBundle, doc, 0o644)
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "loadgen:", err)
+			return 1
+		}
+		return 0
+	}
+	body, err := readBody(c.bodyFile)
+	if err != nil {
+		fmt.Fprintln(stderr, "loadgen:", err)
+		return 2
+	}
+	url, what := c.url, c.url
+	if c.self {
+		base, stop, err := startSelf(ctx, c.rules, c.selfLog)
+		if err != nil {
+			fmt.Fprintln(stderr, "loadgen:", err)
+			return 1
+		}
+		defer func() {
+			if err := stop(); err != nil {
+				fmt.Fprintln(stderr, "loadgen: stopping the sidecar:", err)
+			}
+		}()
+		url = base
+		what = fmt.Sprintf("%s (in-process sidecar, %d-rule bundle, decision log %s)", base, c.rules, c.selfLog)
+	}
+	t, err := parseTarget(url)
+	if err != nil {
+		fmt.Fprintln(stderr, "loadgen:", err)
+		return 2
+	}
+	fmt.Fprintf(stdout, "target %s\nconcurrency %d, warm-up %v, duration %v, GOMAXPROCS %d\n",
+		what, c.conc, c.warmup, c.dur, runtime.GOMAXPROCS(0))
+	if c.cpuProfile != "" {
+		stopProfile, err := startProfile(c.cpuProfile)
+		if err != nil {
+			fmt.Fprintln(stderr, "loadgen:", err)
+			return 1
+		}
+		defer stopProfile()
+	}
+	r := drive(ctx, t, body, c.conc, c.warmup, c.dur)
+	r.report(stdout)
+	if r.errors > 0 || len(r.latencies) == 0 {
+		return 1
+	}
+	return 0
+}
+
+func startProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/sidecar"
+)
+
+// sampleBody hits rule 500 of the generated bundle: a deny found through the
+// tool index, with a substring test and a numeric comparison on the way.
+const sampleBody = `{"tool_name":"tool_500","agent_id":"agent-1","session_id":"s-1","tool_use_id":"tu-1",` +
+	`"framework":"loadgen","input":{"command":"run danger_500 now"},"kwargs":{"amount":5000}}`
+
+// generateBundle is the FINDINGS reference scenario: rule i = tool_name eq
+// tool_i AND input.command contains danger_i AND kwargs.amount gt i.
+func generateBundle(rules int) ([]byte, error) {
+	rs := make([]engine.Rule, rules)
+	for i := range rs {
+		rs[i] = engine.Rule{ID: fmt.Sprintf("r%d", i), Effect: "deny", Conditions: []engine.Condition{
+			{Field: "tool_name", Operator: "eq", Value: mustJSON(fmt.Sprintf("tool_%d", i))},
+			{Field: "input.command", Operator: "contains", Value: mustJSON(fmt.Sprintf("danger_%d", i))},
+			{Field: "kwargs.amount", Operator: "gt", Value: mustJSON(i)},
+		}}
+	}
+	doc, _, err := engine.Encode(engine.Bundle{Policies: []engine.Policy{{ID: "loadgen", Version: 1, DefaultEffect: "allow", Rules: rs}}})
+	return doc, err
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// startSelf runs a real sidecar (sidecar.Run, --bundle-file mode) in this
+// process on a loopback port and waits until it is ready. Decision log lines
+// are formatted as in production and written to io.Discard, unless logMode
+// is "none".
+func startSelf(ctx context.Context, rules int, logMode string) (string, func() error, error) {
+	doc, err := generateBundle(rules)
+	if err != nil {
+		return "", nil, err
+	}
+	dir, err := os.MkdirTemp("", "loadgen-")
+	if err != nil {
+		return "", nil, err
+	}
+	path := filepath.Join(dir, "bundle.json")
+	if err := os.WriteFile(path, doc, 0o600); err != nil {
+		return "", nil, err
+	}
+	o := sidecar.DefaultOptions()
+	o.Listen, o.BundleFile = "127.0.0.1:0", path
+	o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	o.DecisionLogWriter = io.Discard
+	if logMode == "none" {
+		o.DecisionLog = sidecar.DecisionLogNone
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	addrs := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() { done <- sidecar.Run(ctx, o, func(a net.Addr) { addrs <- a }) }()
+	stop := func() error {
+		cancel()
+		err := <-done
+		_ = os.RemoveAll(dir)
+		return err
+	}
+	var base string
+	select {
+	case a := <-addrs:
+		base = "http://" + a.String()
+	case err := <-done:
+		cancel()
+		return "", nil, fmt.Errorf("the sidecar did not start: %w", err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		resp, err := http.Get(base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return base, stop, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return "", nil, errors.Join(fmt.Errorf("the sidecar did not become ready"), stop())
+		}
+	}
+}

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"time"
+)
+
+// result is what one run measured.
+type result struct {
+	elapsed   time.Duration
+	latencies []time.Duration // successful requests only
+	errors    int
+	firstErr  error
+	statuses  map[int]int
+	decisions map[string]int
+}
+
+func (r *result) throughput() float64 {
+	if r.elapsed <= 0 {
+		return 0
+	}
+	return float64(len(r.latencies)) / r.elapsed.Seconds()
+}
+
+// percentile is the nearest-rank percentile of sorted durations.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	// The epsilon keeps float error (99.9/100*1000 = 999.0000000000001)
+	// from moving the rank up by one.
+	rank := int(math.Ceil(p/100*float64(len(sorted)) - 1e-9))
+	rank = min(max(rank, 1), len(sorted))
+	return sorted[rank-1]
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.3fms", float64(d.Nanoseconds())/1e6) }
+
+func (r *result) report(w io.Writer) {
+	slices.Sort(r.latencies)
+	l := r.latencies
+	fmt.Fprintf(w, "requests %d, errors %d, elapsed %v\n", len(l)+r.errors, r.errors, r.elapsed.Round(time.Millisecond))
+	if r.firstErr != nil {
+		fmt.Fprintf(w, "first error: %v\n", r.firstErr)
+	}
+	fmt.Fprintf(w, "throughput %.0f decisions/s\n", r.throughput())
+	if len(l) > 0 {
+		fmt.Fprintf(w, "latency p50 %s  p90 %s  p99 %s  p99.9 %s  max %s\n",
+			ms(percentile(l, 50)), ms(percentile(l, 90)), ms(percentile(l, 99)), ms(percentile(l, 99.9)), ms(l[len(l)-1]))
+	}
+	fmt.Fprintf(w, "statuses %v, decisions %v\n", r.statuses, r.decisions)
+}
