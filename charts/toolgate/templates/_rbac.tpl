@@ -1,0 +1,51 @@
+{{/*
+What the manager needs in every namespace it watches: the rules generated
+into config/rbac/role.yaml from the controllers' and webhooks' markers, less
+leases (leader election only needs them in the release namespace, see
+role-release-namespace.yaml). test/chart checks with SubjectAccessReviews that
+the installed chart grants every rule of role.yaml.
+*/}}
+{{- define "toolgate.namespacedRules" -}}
+- apiGroups: [toolgate.dev]
+  resources: [policies, frozenagents]
+  verbs: [get, list, watch]
+- apiGroups: [toolgate.dev]
+  resources: [policies/status, frozenagents/status]
+  verbs: [get, update, patch]
+- apiGroups: [""]
+  resources: [configmaps]
+  verbs: [get, list, watch, create, update, patch, delete]
+- apiGroups: ["", events.k8s.io]
+  resources: [events]
+  verbs: [create, patch]
+{{- if .Values.sidecarInjection.enabled }}
+# Injection grants each injected pod's service account read access to its
+# namespace's bundle ConfigMap; holding that access (configmaps above) is what
+# lets the manager grant it without bind or escalate.
+- apiGroups: [rbac.authorization.k8s.io]
+  resources: [roles, rolebindings]
+  verbs: [get, create, update]
+{{- end }}
+{{- end }}
+
+{{/*
+Cluster-scoped rules: in self mode the certificate rotator watches the webhook
+configurations and writes the CA into ours only.
+*/}}
+{{- define "toolgate.clusterRules" -}}
+{{- if include "toolgate.selfManagedCerts" . }}
+- apiGroups: [admissionregistration.k8s.io]
+  resources: [validatingwebhookconfigurations, mutatingwebhookconfigurations]
+  verbs: [list, watch]
+- apiGroups: [admissionregistration.k8s.io]
+  resources: [validatingwebhookconfigurations]
+  resourceNames: [{{ include "toolgate.validatingWebhookName" . }}]
+  verbs: [get, update]
+{{- if .Values.sidecarInjection.enabled }}
+- apiGroups: [admissionregistration.k8s.io]
+  resources: [mutatingwebhookconfigurations]
+  resourceNames: [{{ include "toolgate.mutatingWebhookName" . }}]
+  verbs: [get, update]
+{{- end }}
+{{- end }}
+{{- end }}
