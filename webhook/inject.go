@@ -56,8 +56,14 @@ func SetupPodInjector(mgr ctrl.Manager, o InjectOptions) error {
 	if o.Image == "" {
 		return errors.New("sidecar injection needs a sidecar image")
 	}
+	// A direct client: reading Roles through the manager's cache would need
+	// list/watch on every Role in the cluster.
+	c, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme()})
+	if err != nil {
+		return err
+	}
 	return ctrl.NewWebhookManagedBy(mgr, &corev1.Pod{}).
-		WithDefaulter(&PodInjector{Client: mgr.GetClient(), Options: o}).
+		WithDefaulter(&PodInjector{Client: c, Options: o}).
 		WithDefaulterCustomPath("/mutate-v1-pod").
 		Complete()
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -46,6 +47,9 @@ func Start(dir string) (*Cluster, error) {
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: assets,
 		WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: []string{testenv.WebhookDir()}},
+		// kube-apiserver's graceful shutdown waits on open watches; past
+		// this it is killed, which is all a local cluster needs.
+		ControlPlaneStopTimeout: 5 * time.Second,
 	}
 	cfg, err := env.Start()
 	if err != nil {

@@ -1,0 +1,199 @@
+// Package e2e runs toolgate end to end with real processes: envtest's
+// kube-apiserver and etcd, the CRDs and webhook configurations installed, the
+// toolgate binary as the manager, and two sidecars, one watching the bundle
+// ConfigMap through the API and one reading a kubelet-style volume.
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/localcluster"
+)
+
+const ns = "agents"
+
+func policy(name, description string) *v1alpha1.Policy {
+	str := func(s string) *apiextensionsv1.JSON {
+		b, _ := json.Marshal(s)
+		return &apiextensionsv1.JSON{Raw: b}
+	}
+	return &v1alpha1.Policy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.PolicySpec{DefaultEffect: v1alpha1.EffectAllow, Rules: []v1alpha1.Rule{{
+			ID: "no-rm-rf", Description: description, Effect: v1alpha1.EffectDeny,
+			Conditions: []v1alpha1.Condition{
+				{Field: "tool_name", Operator: "eq", Value: str("Bash")},
+				{Field: "input.command", Operator: "matches", Value: str(`rm\s+-rf`)},
+			},
+		}}},
+	}
+}
+
+func TestEndToEnd(t *testing.T) {
+	dir := t.TempDir()
+	bin, err := localcluster.BuildToolgate(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster, err := localcluster.Start(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Stop()
+
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = v1alpha1.AddToScheme(scheme)
+	c, err := client.New(cluster.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+
+	mgr, err := cluster.StartProcess("manager", bin, cluster.ManagerArgs()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiAddr, volAddr := freePort(t), freePort(t)
+	if _, err := cluster.StartProcess("sidecar-api", bin, "sidecar", "--configmap", ns+"/toolgate-bundle",
+		"--kubeconfig", cluster.Kubeconfig, "--listen", apiAddr, "--decision-log", "none"); err != nil {
+		t.Fatal(err)
+	}
+	volume := t.TempDir()
+	kl := &kubelet{c: c, key: client.ObjectKey{Namespace: ns, Name: "toolgate-bundle"}, dir: volume}
+	go kl.run(ctx)
+	if _, err := cluster.StartProcess("sidecar-volume", bin, "sidecar", "--bundle-dir", volume,
+		"--listen", volAddr, "--poll-interval", "500ms", "--decision-log", "none"); err != nil {
+		t.Fatal(err)
+	}
+	sidecars := map[string]string{"--configmap": apiAddr, "--bundle-dir": volAddr}
+	ls := map[string]any{"tool_name": "Bash", "agent_id": "agent-7", "input": map[string]any{"command": "ls -la"}}
+	rm := map[string]any{"tool_name": "Bash", "agent_id": "agent-7", "input": map[string]any{"command": "rm -rf /"}}
+	other := map[string]any{"tool_name": "Bash", "agent_id": "agent-8", "input": map[string]any{"command": "ls"}}
+
+	t.Run("no bundle yet: fail closed", func(t *testing.T) {
+		for mode, addr := range sidecars {
+			d := eventually(t, addr, ls, "NO_POLICIES", is("deny", "NO_POLICIES", ""))
+			t.Logf("%s: %v", mode, d)
+		}
+	})
+
+	t.Run("a bad regex is rejected at apply time by the manager's webhook", func(t *testing.T) {
+		bad := policy("bad-regex", "")
+		bad.Spec.Rules[0].Conditions[1].Value = &apiextensionsv1.JSON{Raw: []byte(`"rm(?=x)"`)}
+		err := c.Create(ctx, bad)
+		if err == nil || !strings.Contains(err.Error(), "spec.rules[0].conditions[1].value") || !strings.Contains(err.Error(), "does not compile") {
+			t.Fatalf("create with a lookahead: %v\nmanager log:\n%s", err, mgr.LogTail(3000))
+		}
+	})
+
+	t.Run("apply a Policy: decisions change", func(t *testing.T) {
+		if err := c.Create(ctx, policy("guardrails", "rm -rf is not allowed")); err != nil {
+			t.Fatal(err)
+		}
+		for mode, addr := range sidecars {
+			eventually(t, addr, ls, "allow", is("allow", "", ""))
+			d := eventually(t, addr, rm, "deny no-rm-rf", is("deny", "", "no-rm-rf"))
+			if d.Reason != "rm -rf is not allowed" {
+				t.Errorf("%s: reason %q", mode, d.Reason)
+			}
+		}
+	})
+
+	t.Run("freeze, then unfreeze", func(t *testing.T) {
+		freeze := &v1alpha1.FrozenAgent{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "freeze-agent-7"},
+			Spec: v1alpha1.FrozenAgentSpec{AgentID: "Agent-7", Reason: "incident INC-42"}}
+		if err := c.Create(ctx, freeze); err != nil {
+			t.Fatal(err)
+		}
+		for mode, addr := range sidecars {
+			d := eventually(t, addr, ls, "AGENT_FROZEN", is("deny", "AGENT_FROZEN", ""))
+			if d.Reason != "incident INC-42" {
+				t.Errorf("%s: reason %q", mode, d.Reason)
+			}
+			if d, err := evaluate(addr, other); err != nil || d.Decision != "allow" {
+				t.Errorf("%s: another agent: %v %v", mode, d, err)
+			}
+		}
+		if err := c.Delete(ctx, freeze); err != nil {
+			t.Fatal(err)
+		}
+		for _, addr := range sidecars {
+			eventually(t, addr, ls, "allow again", is("allow", "", ""))
+		}
+	})
+
+	t.Run("delete every Policy: NO_POLICIES", func(t *testing.T) {
+		if err := c.DeleteAllOf(ctx, &v1alpha1.Policy{}, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		for _, addr := range sidecars {
+			eventually(t, addr, ls, "NO_POLICIES", is("deny", "NO_POLICIES", ""))
+		}
+	})
+
+	t.Run("API server down: the last good bundle keeps serving", func(t *testing.T) {
+		if err := c.Create(ctx, policy("guardrails-2", "")); err != nil {
+			t.Fatal(err)
+		}
+		for _, addr := range sidecars {
+			eventually(t, addr, rm, "deny", is("deny", "", "no-rm-rf"))
+		}
+		cancel() // stop playing kubelet before its API server goes
+		// Stop sends SIGTERM, then SIGKILL after the stop timeout; either way
+		// the API server is gone, which is what the rest checks.
+		if err := cluster.Env.ControlPlane.APIServer.Stop(); err != nil {
+			t.Logf("stopping the API server: %v", err)
+		}
+		if conn, err := net.DialTimeout("tcp", cluster.Config.Host[len("https://"):], time.Second); err == nil {
+			conn.Close()
+			t.Fatalf("the API server at %s still accepts connections", cluster.Config.Host)
+		}
+		for i := range 20 {
+			for mode, addr := range sidecars {
+				for _, tc := range []struct {
+					req  map[string]any
+					want func(decision) bool
+				}{{ls, is("allow", "", "")}, {rm, is("deny", "", "no-rm-rf")}} {
+					d, err := evaluate(addr, tc.req)
+					if err != nil || !tc.want(d) {
+						t.Fatalf("%s, %d00 ms after the API server stopped: %v %v", mode, i, d, err)
+					}
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	if t.Failed() {
+		for _, name := range []string{"manager", "sidecar-api", "sidecar-volume"} {
+			if b, err := os.ReadFile(dir + "/" + name + ".log"); err == nil {
+				t.Logf("%s log (tail):\n%s", name, tail(string(b), 2000))
+			}
+		}
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}

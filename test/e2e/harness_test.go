@@ -1,0 +1,157 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// decision is what the tests read from a sidecar's answer.
+type decision struct {
+	Decision       string `json:"decision"`
+	Code           string `json:"code"`
+	MatchedRuleID  string `json:"matchedRuleId"`
+	Reason         string `json:"reason"`
+	BundleRevision string `json:"bundleRevision"`
+}
+
+func (d decision) String() string {
+	return fmt.Sprintf("%s code=%q rule=%q rev=%.19s", d.Decision, d.Code, d.MatchedRuleID, d.BundleRevision)
+}
+
+var httpClient = &http.Client{Timeout: 5 * time.Second}
+
+func evaluate(addr string, req map[string]any) (decision, error) {
+	body, _ := json.Marshal(req)
+	resp, err := httpClient.Post("http://"+addr+"/v1/evaluate", "application/json", bytes.NewReader(body))
+	if err != nil {
+		return decision{}, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return decision{}, fmt.Errorf("HTTP %d: %s", resp.StatusCode, b)
+	}
+	var d decision
+	return d, json.Unmarshal(b, &d)
+}
+
+// eventually polls until the sidecar at addr answers req as want says.
+func eventually(t *testing.T, addr string, req map[string]any, what string, want func(decision) bool) decision {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var last decision
+	var err error
+	for time.Now().Before(deadline) {
+		if last, err = evaluate(addr, req); err == nil && want(last) {
+			return last
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("sidecar %s never answered %v with %s; last: %v, err %v", addr, req, what, last, err)
+	return last
+}
+
+func is(dec, code, rule string) func(decision) bool {
+	return func(d decision) bool { return d.Decision == dec && d.Code == code && d.MatchedRuleID == rule }
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// kubelet plays the kubelet for a ConfigMap volume: it projects the bundle
+// ConfigMap into dir with the atomic ..data symlink swap kubelet uses, and an
+// empty projection when the ConfigMap is gone (optional volume).
+type kubelet struct {
+	c         client.Client
+	key       client.ObjectKey
+	dir       string
+	n         int
+	lastSeen  string
+	projected chan struct{}
+}
+
+func (k *kubelet) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		var cm corev1.ConfigMap
+		err := k.c.Get(ctx, k.key, &cm)
+		files := map[string][]byte{}
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			time.Sleep(200 * time.Millisecond)
+			continue
+		default:
+			for name, data := range cm.Data {
+				files[name] = []byte(data)
+			}
+			for name, data := range cm.BinaryData {
+				files[name] = data
+			}
+		}
+		if sig := signature(files); sig != k.lastSeen {
+			if err := k.project(files); err == nil {
+				k.lastSeen = sig
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func signature(files map[string][]byte) string {
+	var b strings.Builder
+	for _, name := range []string{"bundle.json", "bundle.json.gz"} {
+		fmt.Fprintf(&b, "%s=%x;", name, files[name])
+	}
+	return b.String()
+}
+
+func (k *kubelet) project(files map[string][]byte) error {
+	k.n++
+	ts := filepath.Join(k.dir, fmt.Sprintf("..2026_11_30_%06d", k.n))
+	if err := os.Mkdir(ts, 0o755); err != nil {
+		return err
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(ts, name), data, 0o644); err != nil {
+			return err
+		}
+	}
+	tmp := filepath.Join(k.dir, "..data_tmp")
+	_ = os.Remove(tmp)
+	if err := os.Symlink(filepath.Base(ts), tmp); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, filepath.Join(k.dir, "..data")); err != nil {
+		return err
+	}
+	for _, name := range []string{"bundle.json", "bundle.json.gz"} {
+		link := filepath.Join(k.dir, name)
+		if _, ok := files[name]; ok {
+			_ = os.Symlink(filepath.Join("..data", name), link)
+		} else {
+			_ = os.Remove(link)
+		}
+	}
+	return nil
+}
