@@ -25,6 +25,7 @@ manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from kubebuilder markers.
 	$(CONTROLLER_GEN) crd paths="./api/..." output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=toolgate-manager paths="./controllers/...;./webhook/..." output:rbac:artifacts:config=config/rbac
 	$(CONTROLLER_GEN) webhook paths="./webhook/..." output:webhook:artifacts:config=config/webhook
+	./hack/chart-crds.sh
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate deepcopy code.
@@ -67,8 +68,24 @@ test: ## Run every test, envtest suites included (builds the control plane on fi
 	KUBEBUILDER_ASSETS="$$(./hack/setup-envtest.sh | tail -n 1)" go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: bench
-bench: ## Engine benchmarks.
-	go test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) ./engine/
+bench: ## Engine and bundle-build benchmarks.
+	go test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) ./engine/ ./controllers/
+
+.PHONY: measure-operator
+measure-operator: ## Publish latency on envtest: 100 Policy changes + 100 FrozenAgents, p50/p99 (target p99 <= 500ms).
+	KUBEBUILDER_ASSETS="$$(./hack/setup-envtest.sh | tail -n 1)" go run ./test/latency
+
+.PHONY: measure-freeze
+measure-freeze: ## Freeze-to-deny over 50 FrozenAgents: real manager and sidecar processes (target p99 <= 1s).
+	KUBEBUILDER_ASSETS="$$(./hack/setup-envtest.sh | tail -n 1)" go run ./test/freezelatency
+
+.PHONY: measure-sidecar
+measure-sidecar: ## Load a sidecar with a 1000-rule bundle over loopback: throughput, p50/p99 (target >= 20k/s, p99 <= 2ms).
+	go run ./test/loadgen -self
+
+.PHONY: helm
+helm: ## Build helm (once) into bin/.
+	./hack/install-helm.sh
 
 $(CONTROLLER_GEN):
 	@mkdir -p $(LOCALBIN)
