@@ -27,8 +27,8 @@ func Lint(p Policy) []Diagnostic {
 				if s, err := parseScalar(c.Value); err == nil && s.kind == kindString {
 					pattern = s.str
 				}
-				if !strings.HasPrefix(pattern, "^") || !strings.HasSuffix(pattern, "$") {
-					d.condf(ri, r.ID, ci, "value", "pattern %q on tool_name is not anchored with ^ and $, so it also matches tools whose names merely contain it", pattern)
+				if !strings.HasPrefix(pattern, "^") && !strings.HasSuffix(pattern, "$") {
+					d.condf(ri, r.ID, ci, "value", "pattern %q on tool_name is not anchored (^ or $), so it also matches tools whose names merely contain it", pattern)
 				}
 			}
 		}

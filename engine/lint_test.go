@@ -26,6 +26,8 @@ func TestLint(t *testing.T) {
 		{"unanchored tool_name regex", []Rule{
 			{ID: "gh", Effect: "deny", Conditions: []Condition{{Field: "tool_name", Operator: "matches", Value: raw("mcp__github__")}}},
 			{ID: "anchored", Effect: "deny", Conditions: []Condition{{Field: "tool_name", Operator: "matches", Value: raw("^mcp__github__delete_.*$")}}},
+			{ID: "prefix", Effect: "deny", Conditions: []Condition{{Field: "tool_name", Operator: "matches", Value: raw("^mcp__github__(create|delete)_")}}},
+			{ID: "suffix", Effect: "deny", Conditions: []Condition{{Field: "tool_name", Operator: "matches", Value: raw("_delete$")}}},
 			{ID: "other-field", Effect: "deny", Conditions: []Condition{{Field: "input.command", Operator: "matches", Value: raw("rm")}}},
 		}, []string{`pattern "mcp__github__" on tool_name is not anchored`}},
 		{"identical conditions, opposite effects, any order", []Rule{
