@@ -51,6 +51,14 @@ verify: generate manifests ## Regenerate and fail on a dirty tree.
 
 ##@ Build and test
 
+.PHONY: demo
+demo: ## Bring up toolgate locally (control plane, operator, sidecar, samples) and show real decisions.
+	go run ./hack/demo
+
+.PHONY: demo-keep
+demo-keep: ## The demo, left running until Ctrl-C.
+	go run ./hack/demo -keep
+
 .PHONY: build
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
