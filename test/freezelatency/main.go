@@ -96,7 +96,7 @@ func run(n int, target time.Duration) error {
 			return err
 		}
 		lat = append(lat, time.Since(start)) // from just before the API write
-		time.Sleep(50 * time.Millisecond)        // let the status writer settle between samples
+		time.Sleep(50 * time.Millisecond)    // let the status writer settle between samples
 	}
 	slices.Sort(lat)
 	q := func(p float64) time.Duration { return lat[min(len(lat)-1, int(p*float64(len(lat))))] }
