@@ -107,7 +107,7 @@ func TestRejectsMalformedPolicies(t *testing.T) {
 		{"empty field", rule(`{field: "", operator: exists}`),
 			[]string{"spec.rules[0].conditions[0].field"}},
 		{"empty segment", rule(`{field: "input..command", operator: exists}`),
-			[]string{"spec.rules[0].conditions[0].field", "empty segment"}},
+			[]string{"spec.rules[0].conditions[0].field", "should match"}},
 		{"__proto__", rule(`{field: "input.__proto__.x", operator: exists}`),
 			[]string{`forbidden segment "__proto__"`}},
 		{"constructor", rule(`{field: "kwargs.constructor", operator: exists}`),
@@ -115,7 +115,7 @@ func TestRejectsMalformedPolicies(t *testing.T) {
 		{"prototype", rule(`{field: "prototype", operator: exists}`),
 			[]string{`forbidden segment "prototype"`}},
 		{"too many segments", rule(`{field: "` + deepField + `", operator: exists}`),
-			[]string{"more than 16"}},
+			[]string{"spec.rules[0].conditions[0].field", "should match"}},
 		{"field too long", rule(`{field: "` + longField + `", operator: exists}`),
 			[]string{"spec.rules[0].conditions[0].field", "256"}},
 		{"duplicate rule ids", "rules:\n- {id: same, effect: deny}\n- {id: same, effect: allow}\n",
@@ -228,5 +228,19 @@ func TestFrozenAgentBypassesWebhooks(t *testing.T) {
 	bad.Object["spec"] = map[string]any{"reason": "no agent"}
 	if err := k8sClient.Create(context.Background(), bad); err == nil || !strings.Contains(err.Error(), "spec.agentId") {
 		t.Errorf("a FrozenAgent without agentId: %v", err)
+	}
+	bad.Object["spec"] = map[string]any{"agentId": " agent-7"}
+	if err := k8sClient.Create(context.Background(), bad); err == nil || !strings.Contains(err.Error(), "must not start or end with whitespace") {
+		t.Errorf("a FrozenAgent with a padded agentId: %v", err)
+	}
+	// CEL transition rule: the agent of a freeze cannot be swapped in place
+	// (that would silently unfreeze the first agent); the reason can change.
+	f.Object["spec"] = map[string]any{"agentId": "agent-8"}
+	if err := k8sClient.Update(context.Background(), f); err == nil || !strings.Contains(err.Error(), "agentId is immutable") {
+		t.Errorf("changing agentId: %v", err)
+	}
+	f.Object["spec"] = map[string]any{"agentId": "agent-7", "reason": "now with a reason"}
+	if err := k8sClient.Update(context.Background(), f); err != nil {
+		t.Errorf("changing the reason: %v", err)
 	}
 }

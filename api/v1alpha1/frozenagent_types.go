@@ -5,6 +5,8 @@ import (
 )
 
 // FrozenAgentSpec names the agent to stop.
+// +kubebuilder:validation:XValidation:rule="self.agentId == self.agentId.trim()",message="agentId must not start or end with whitespace"
+// +kubebuilder:validation:XValidation:rule="self.agentId == oldSelf.agentId",message="agentId is immutable: create another FrozenAgent to freeze another agent"
 type FrozenAgentSpec struct {
 	// agentId is the agent to deny everything to, compared case-insensitively.
 	// +required

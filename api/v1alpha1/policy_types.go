@@ -66,13 +66,16 @@ type Rule struct {
 	Conditions []Condition `json:"conditions,omitempty"`
 }
 
-// Condition tests one field of the tool call.
+// Condition tests one field of the tool call. The schema rejects malformed
+// paths itself (so they fail even with the webhook bypassed); the webhook
+// adds what needs the engine: value types, regexes, forbidden segments.
 type Condition struct {
 	// field is a dot-path into the request: tool_name, agent_id,
 	// input.command, kwargs.amount, args.0.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^[^.]+([.][^.]+){0,15}$`
 	Field string `json:"field"`
 
 	// operator is how the field is compared.
@@ -119,7 +122,7 @@ type PolicyStatus struct {
 // +kubebuilder:printcolumn:name="Rules",type=integer,JSONPath=`.status.ruleCount`
 // +kubebuilder:printcolumn:name="Priority",type=integer,JSONPath=`.spec.priority`
 // +kubebuilder:printcolumn:name="Default",type=string,JSONPath=`.spec.defaultEffect`
-// +kubebuilder:printcolumn:name="Revision",type=string,JSONPath=`.status.bundleRevision`,priority=10
+// +kubebuilder:printcolumn:name="Revision",type=string,JSONPath=`.status.bundleRevision`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=10
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Policy struct {
