@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -413,6 +414,8 @@ func CheckFrozenAgent(f FrozenAgent) []Diagnostic {
 		d.policyf("spec.agentId", "agentId is required")
 	case len(f.ID) > MaxAgentIDLength:
 		d.policyf("spec.agentId", "agentId is %d characters long, more than %d", len(f.ID), MaxAgentIDLength)
+	case strings.TrimSpace(f.ID) != f.ID:
+		d.policyf("spec.agentId", "agentId must not start or end with whitespace")
 	}
 	if len(f.Reason) > MaxReasonLength {
 		d.policyf("spec.reason", "reason is %d characters long, more than %d", len(f.Reason), MaxReasonLength)

@@ -58,3 +58,15 @@ func TestLint(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckFrozenAgentWhitespace(t *testing.T) {
+	t.Parallel()
+	for _, id := range []string{" agent", "agent\t", "\u00a0agent"} {
+		if d := CheckFrozenAgent(FrozenAgent{ID: id}); len(d) != 1 || !strings.Contains(d[0].Message, "whitespace") {
+			t.Errorf("%q: %v", id, d)
+		}
+	}
+	if d := CheckFrozenAgent(FrozenAgent{ID: "agent one"}); len(d) != 0 {
+		t.Errorf("inner spaces are fine: %v", d)
+	}
+}
