@@ -6,7 +6,6 @@ import (
 	"errors"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -17,7 +16,10 @@ import (
 // exit codes, streams and the version stamp end to end.
 func TestBinary(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "toolgate")
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command is needed to build the binary: %v", err)
+	}
 	build := exec.Command(goTool, "build", "-o", bin,
 		"-ldflags", "-X github.com/toolgate/toolgate/cli.Version=v9.8.7 -X github.com/toolgate/toolgate/cli.Commit=abc123",
 		"../cmd/toolgate")

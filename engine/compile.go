@@ -92,14 +92,14 @@ func Compile(b Bundle) (*Compiled, []Diagnostic) {
 
 	policies := slices.Clone(b.Policies)
 	slices.SortStableFunc(policies, comparePolicies)
-	cp := newCompiler()
+	k := newCompiler()
 	var diags []Diagnostic
 	for i := range policies {
-		p, d := cp.policy(&policies[i])
+		p, d := k.policy(&policies[i])
 		c.policies = append(c.policies, p)
 		diags = append(diags, d...)
 	}
-	c.paths = cp.paths
+	c.paths = k.paths
 	nslots := len(c.paths)
 	c.scratch.New = func() any { return newScratch(nslots) }
 	return c, diags
@@ -130,22 +130,22 @@ func newCompiler() *compiler {
 	return &compiler{slots: map[string]int32{}, patterns: map[string]patternResult{}}
 }
 
-func (cp *compiler) pattern(s string) (*matcher, error) {
-	r, ok := cp.patterns[s]
+func (k *compiler) pattern(s string) (*matcher, error) {
+	r, ok := k.patterns[s]
 	if !ok {
 		r.m, r.err = compilePattern(s)
-		cp.patterns[s] = r
+		k.patterns[s] = r
 	}
 	return r.m, r.err
 }
 
-func (cp *compiler) slot(field string) int32 {
-	slot, known := cp.slots[field]
+func (k *compiler) slot(field string) int32 {
+	slot, known := k.slots[field]
 	if !known {
 		p, _ := parsePath(field) // validated by the caller
-		slot = int32(len(cp.paths))
-		cp.paths = append(cp.paths, p)
-		cp.slots[field] = slot
+		slot = int32(len(k.paths))
+		k.paths = append(k.paths, p)
+		k.slots[field] = slot
 	}
 	return slot
 }
@@ -211,7 +211,7 @@ func ruleReason(policyID string, r *Rule) string {
 	return ""
 }
 
-func (cp *compiler) rule(d *diagnoser, ri int, r *Rule) crule {
+func (k *compiler) rule(d *diagnoser, ri int, r *Rule) crule {
 	cr := crule{id: r.ID, deny: r.Effect == "deny", source: r}
 	switch {
 	case r.ID == "":
@@ -231,18 +231,18 @@ func (cp *compiler) rule(d *diagnoser, ri int, r *Rule) crule {
 		d.rulef(ri, r.ID, "conditions", "%d conditions, more than the limit of %d", n, MaxConditionsPerRule)
 	}
 	for ci := range r.Conditions {
-		cond, ok := cp.condition(d, ri, r.ID, ci, &r.Conditions[ci])
+		cond, ok := k.condition(d, ri, r.ID, ci, &r.Conditions[ci])
 		if !ok {
 			continue
 		}
-		cond.slot = cp.slot(r.Conditions[ci].Field)
+		cond.slot = k.slot(r.Conditions[ci].Field)
 		cr.usesRegex = cr.usesRegex || cond.op == opMatches
 		cr.conditions = append(cr.conditions, cond)
 	}
 	return cr
 }
 
-func (cp *compiler) condition(d *diagnoser, ri int, rid string, ci int, c *Condition) (ccond, bool) {
+func (k *compiler) condition(d *diagnoser, ri int, rid string, ci int, c *Condition) (ccond, bool) {
 	ok := true
 	fail := func(field, format string, args ...any) {
 		d.condf(ri, rid, ci, field, format, args...)
@@ -335,7 +335,7 @@ func (cp *compiler) condition(d *diagnoser, ri int, rid string, ci int, c *Condi
 			break
 		}
 		if spec.op == opMatches {
-			m, err := cp.pattern(s.str)
+			m, err := k.pattern(s.str)
 			if err != nil {
 				fail("value", "pattern %q does not compile: %v", truncate(s.str, 128), err)
 				break

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/toolgate/toolgate/engine"
 )
 
 // benchWriter is a ResponseWriter that keeps nothing, so the benchmark
@@ -46,7 +48,7 @@ func BenchmarkHandler(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer s.Close(b.Context())
+			defer func() { _ = s.Close(b.Context()) }()
 			doc, _ := encode(b, byToolBundle(1000))
 			if err := s.LoadDocument(doc, false); err != nil {
 				b.Fatal(err)
@@ -74,4 +76,15 @@ func BenchmarkHandler(b *testing.B) {
 			}
 		})
 	}
+	// The reference point: decoding alone, which the handler cannot avoid.
+	// Its allocations are most of the handler's.
+	b.Run("reference/engine.DecodeRequest", func(b *testing.B) {
+		payload := []byte(cases[0].body)
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := engine.DecodeRequest(payload); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

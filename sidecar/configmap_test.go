@@ -124,8 +124,16 @@ func TestConfigMapSourceAgainstARealAPIServer(t *testing.T) {
 	if _, err := kubernetes.NewForConfigOrDie(identity).CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
 		t.Fatalf("the sidecar identity listing every ConfigMap: %v, want Forbidden", err)
 	}
-	base := startRun(t, o)
+	// A cache left from before the ConfigMap was deleted: the API server
+	// answering that it does not exist must win over it.
+	stale, err := New(o)
+	must(t, err)
+	staleDoc, staleRev := encode(t, denyTools("Stale"))
+	must(t, stale.load(staleDoc, false, originConfigMap))
+	must(t, stale.Close(ctx))
 
+	base := startRun(t, o)
+	eventually(t, "the stale cached bundle to be dropped", func() bool { return readyRevision(t, base) != staleRev })
 	if got := toolDecision(t, base, "Bash"); got != "deny/NO_POLICIES" {
 		t.Errorf("before the ConfigMap exists: %s", got)
 	}

@@ -209,7 +209,7 @@ func TestHTTPSinkFlushesAPartialBatchOnTheInterval(t *testing.T) {
 	o := testOptions()
 	o.DecisionLogFlushInterval = 50 * time.Millisecond
 	s := sinkServer(t, o, rec)
-	defer s.Close(t.Context())
+	defer func() { _ = s.Close(t.Context()) }()
 	recordN(s, 3)
 	eventually(t, "the timer flush", func() bool { return sum(rec.sizes()) == 3 })
 	if got := rec.sizes(); len(got) != 1 {

@@ -8,8 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
@@ -40,20 +39,23 @@ func newConfigMapSource(ref, kubeconfig string) (*configMapSource, error) {
 		return nil, fmt.Errorf("--configmap needs API access (--kubeconfig, KUBECONFIG or in-cluster): %w", err)
 	}
 	cfg.UserAgent = "toolgate-sidecar"
+	// Protobuf: a large bundle ConfigMap decodes faster and smaller.
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	return &configMapSource{namespace: ns, name: name, config: cfg}, nil
 }
 
 func (c *configMapSource) run(ctx context.Context, s *Server) error {
-	client, err := kubernetes.NewForConfig(c.config)
+	// Only the core/v1 client: the full clientset and the informer factory
+	// would link every API group into the sidecar binary.
+	client, err := corev1client.NewForConfig(c.config)
 	if err != nil {
 		return fmt.Errorf("configmap: %w", err)
 	}
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0,
-		informers.WithNamespace(c.namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", c.name).String()
-		}))
-	informer := factory.Core().V1().ConfigMaps().Informer()
+	byName := fields.OneTermEqualSelector("metadata.name", c.name).String()
+	lw := cache.NewFilteredListWatchFromClient(client.RESTClient(), "configmaps", c.namespace,
+		func(o *metav1.ListOptions) { o.FieldSelector = byName })
+	informer := cache.NewSharedIndexInformerWithOptions(lw, &corev1.ConfigMap{}, cache.SharedIndexInformerOptions{})
 	reg, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { c.apply(s, obj) },
 		UpdateFunc: func(old, obj any) {
@@ -73,13 +75,17 @@ func (c *configMapSource) run(ctx context.Context, s *Server) error {
 	if err != nil {
 		return fmt.Errorf("configmap: %w", err)
 	}
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
 	s.log.Info("watching the bundle ConfigMap", "namespace", c.namespace, "name", c.name, "server", c.config.Host)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		informer.RunWithContext(ctx)
+	}()
 	if cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
 		c.afterSync(s)
 	}
 	<-ctx.Done()
+	<-done
 	return nil
 }
 

@@ -118,7 +118,7 @@ func (p *pathSource) run(ctx context.Context, s *Server) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", p.origin, err)
 	}
-	defer w.Close()
+	defer func() { _ = w.Close() }()
 	if err := w.Add(p.watchDir); err != nil {
 		return fmt.Errorf("%s: watching %s: %w", p.origin, p.watchDir, err)
 	}

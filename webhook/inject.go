@@ -74,11 +74,10 @@ func (p *PodInjector) Default(ctx context.Context, pod *corev1.Pod) error {
 	if pod.Annotations[AnnotationInject] != "true" || hasSidecar(pod) {
 		return nil
 	}
-	namespace := pod.Namespace
 	if req, err := admission.RequestFromContext(ctx); err == nil {
-		namespace = req.Namespace
+		// On create the Pod may not carry its namespace yet; the request does.
 		if req.DryRun == nil || !*req.DryRun {
-			if err := p.grantBundleRead(ctx, namespace, serviceAccount(pod)); err != nil {
+			if err := p.grantBundleRead(ctx, req.Namespace, serviceAccount(pod)); err != nil {
 				return fmt.Errorf("granting %s read access to the bundle: %w", serviceAccount(pod), err)
 			}
 		}

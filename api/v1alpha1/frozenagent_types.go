@@ -72,7 +72,3 @@ type FrozenAgentList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []FrozenAgent `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&FrozenAgent{}, &FrozenAgentList{})
-}

@@ -142,7 +142,3 @@ type PolicyList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []Policy `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&Policy{}, &PolicyList{})
-}

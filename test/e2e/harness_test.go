@@ -83,12 +83,11 @@ func freePort(t *testing.T) string {
 // ConfigMap into dir with the atomic ..data symlink swap kubelet uses, and an
 // empty projection when the ConfigMap is gone (optional volume).
 type kubelet struct {
-	c         client.Client
-	key       client.ObjectKey
-	dir       string
-	n         int
-	lastSeen  string
-	projected chan struct{}
+	c        client.Client
+	key      client.ObjectKey
+	dir      string
+	n        int
+	lastSeen string
 }
 
 func (k *kubelet) run(ctx context.Context) {

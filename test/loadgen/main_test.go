@@ -3,6 +3,10 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +14,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/sidecar"
 )
 
 func TestPercentileIsNearestRank(t *testing.T) {
@@ -169,5 +174,37 @@ func TestRunAgainstADeadServerFails(t *testing.T) {
 	code := run(t.Context(), []string{"-url", "http://127.0.0.1:1", "-d", "100ms", "-warmup", "0s", "-c", "1"}, &out, &bytes.Buffer{})
 	if code != 1 || !strings.Contains(out.String(), "first error") {
 		t.Errorf("exit %d, output:\n%s", code, out.String())
+	}
+}
+
+func TestDrivesASidecarOnAUnixSocket(t *testing.T) {
+	dir := t.TempDir()
+	bundle := filepath.Join(dir, "bundle.json")
+	doc, err := generateBundle(1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bundle, doc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "sidecar.sock")
+	o := sidecar.DefaultOptions()
+	o.Listen, o.BundleFile, o.DecisionLog = "unix:"+sock, bundle, sidecar.DecisionLogNone
+	o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	listening := make(chan struct{})
+	go func() { done <- sidecar.Run(ctx, o, func(net.Addr) { close(listening) }) }()
+	<-listening
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	var out bytes.Buffer
+	code := run(t.Context(), []string{"-url", "unix:" + sock, "-c", "2", "-d", "200ms", "-warmup", "100ms"}, &out, &bytes.Buffer{})
+	if code != 0 || !strings.Contains(out.String(), "deny:") {
+		t.Errorf("exit %d:\n%s", code, out.String())
 	}
 }
