@@ -136,22 +136,5 @@ func appendNullableString(dst []byte, s string) []byte {
 	return appendJSONString(dst, s)
 }
 
-// appendJSONString quotes s as encoding/json would (HTML-safe escapes are not
-// needed for an API response, but control characters and invalid UTF-8 are).
-func appendJSONString(dst []byte, s string) []byte {
-	plain := true
-	for i := 0; i < len(s) && plain; i++ {
-		c := s[i]
-		plain = c >= 0x20 && c < 0x7f && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
-	}
-	if plain {
-		dst = append(dst, '"')
-		dst = append(dst, s...)
-		return append(dst, '"')
-	}
-	b, err := json.Marshal(s)
-	if err != nil {
-		return append(dst, `""`...)
-	}
-	return append(dst, b...)
-}
+// appendJSONString quotes s as encoding/json would, without allocating.
+func appendJSONString(dst []byte, s string) []byte { return appendQuoted(dst, s, true) }

@@ -36,7 +36,7 @@ func Stringify(v any) string {
 func appendCompactJSON(dst []byte, v any) []byte {
 	switch x := v.(type) {
 	case string:
-		return appendQuoted(dst, x)
+		return appendQuoted(dst, x, false)
 	case map[string]any:
 		keys := make([]string, 0, len(x))
 		for k := range x {
@@ -48,7 +48,7 @@ func appendCompactJSON(dst []byte, v any) []byte {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = appendQuoted(dst, k)
+			dst = appendQuoted(dst, k, false)
 			dst = append(dst, ':')
 			dst = appendCompactJSON(dst, x[k])
 		}
@@ -73,13 +73,18 @@ func appendCompactJSON(dst []byte, v any) []byte {
 	}
 }
 
-func appendQuoted(dst []byte, s string) []byte {
+// appendQuoted writes s as a JSON string. With htmlSafe it escapes exactly
+// as encoding/json does (<, >, &, U+2028, U+2029), for API responses;
+// without, as JSON.stringify does, for what policies match against.
+func appendQuoted(dst []byte, s string, htmlSafe bool) []byte {
 	const hex = "0123456789abcdef"
 	dst = append(dst, '"')
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
 			switch {
+			case htmlSafe && (c == '<' || c == '>' || c == '&'):
+				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
 			case c == '"' || c == '\\':
 				dst = append(dst, '\\', c)
 			case c == '\n':
@@ -101,9 +106,12 @@ func appendQuoted(dst []byte, s string) []byte {
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
+		switch {
+		case r == utf8.RuneError && size == 1:
 			dst = append(dst, `\ufffd`...)
-		} else {
+		case htmlSafe && (r == '\u2028' || r == '\u2029'):
+			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xf])
+		default:
 			dst = append(dst, s[i:i+size]...)
 		}
 		i += size
