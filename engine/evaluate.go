@@ -42,17 +42,33 @@ func (c *Compiled) PolicyCount() int {
 // Evaluate decides one request. It never panics on any request and always
 // returns allow or deny; every deny that no rule made carries a Code.
 func (c *Compiled) Evaluate(req Request, opts EvalOptions) Result {
-	now := opts.Now
-	if now == nil {
-		now = time.Now
+	clk := clock{now: opts.Now}
+	if clk.now == nil {
+		clk.start = time.Now()
+	} else {
+		clk.start = clk.now()
 	}
-	start := now()
-	res := c.evaluate(req, &opts, now, start)
-	res.LatencyMs = float64(now().Sub(start).Nanoseconds()) / 1e6
+	res := c.evaluate(req, &opts, &clk)
+	res.LatencyMs = float64(clk.elapsed().Nanoseconds()) / 1e6
 	return res
 }
 
-func (c *Compiled) evaluate(req Request, opts *EvalOptions, now func() time.Time, start time.Time) Result {
+// clock reads the wall clock once, at the start; elapsed time then comes
+// from the monotonic clock alone (time.Since), which costs a third as much.
+type clock struct {
+	now   func() time.Time // injected; nil: the real clock
+	start time.Time
+}
+
+func (k *clock) elapsed() time.Duration {
+	if k.now == nil {
+		return time.Since(k.start)
+	}
+	return k.now().Sub(k.start)
+}
+
+func (c *Compiled) evaluate(req Request, opts *EvalOptions, clk *clock) Result {
+	start := clk.start
 	if c == nil {
 		return Result{Decision: Deny, Code: CodeNoPolicies, Reason: "no policy bundle is loaded"}
 	}
@@ -91,7 +107,7 @@ func (c *Compiled) evaluate(req Request, opts *EvalOptions, now func() time.Time
 		for ri, ok := it.next(); ok; ri, ok = it.next() {
 			r := &p.rules[ri]
 			steps++
-			if steps%budgetCheckEvery == 0 && now().Sub(start) > budget {
+			if steps%budgetCheckEvery == 0 && clk.elapsed() > budget {
 				return timeout(budget, steps, trace)
 			}
 			var matched bool
@@ -102,7 +118,7 @@ func (c *Compiled) evaluate(req Request, opts *EvalOptions, now func() time.Time
 			} else {
 				matched = c.ruleMatches(s, r)
 			}
-			if r.usesRegex && now().Sub(start) > budget {
+			if r.usesRegex && clk.elapsed() > budget {
 				return timeout(budget, steps, trace)
 			}
 			if !matched {

@@ -29,8 +29,18 @@ func asciiFoldKey(s string) (string, bool) {
 }
 
 func appendFoldKey(dst []byte, s string) []byte {
-	for _, r := range s { // invalid bytes decode as RuneError, as in EqualFold
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 'A' && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			dst = append(dst, c)
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:]) // invalid bytes decode as RuneError, as in EqualFold
 		dst = utf8.AppendRune(dst, foldRune(r))
+		i += size
 	}
 	return dst
 }
