@@ -29,8 +29,8 @@ import (
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/controllers"
-	"github.com/toolgate/toolgate/controllers/testenv"
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/manager"
 )
 

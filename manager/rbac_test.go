@@ -18,17 +18,14 @@ import (
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/controllers"
-	"github.com/toolgate/toolgate/controllers/testenv"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // The generated ClusterRole must be all the manager needs: run it as a user
 // bound to nothing else, with leader election, and exercise every write it
 // makes (bundle, statuses, events, lease).
 func TestGeneratedRoleIsEnough(t *testing.T) {
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := testenv.RepoRoot()
 	data, err := os.ReadFile(filepath.Join(root, "config", "rbac", "role.yaml"))
 	if err != nil {
 		t.Fatal(err)

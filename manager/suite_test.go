@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/toolgate/toolgate/controllers/testenv"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // One real control plane for the package's Run tests.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/toolgate/toolgate/internal/testenv"
@@ -19,8 +20,10 @@ import (
 // Cluster is a running local control plane.
 type Cluster struct {
 	Env *envtest.Environment
-	// Config is an admin client configuration.
+	// Config is an admin client configuration; Client uses it and knows
+	// toolgate's kinds.
 	Config *rest.Config
+	Client client.Client
 	// Kubeconfig is a file for kubectl and the toolgate processes.
 	Kubeconfig string
 	// Dir holds the kubeconfig and process logs.
@@ -58,6 +61,10 @@ func Start(dir string) (*Cluster, error) {
 	c := &Cluster{Env: env, Config: cfg, Dir: dir,
 		WebhookHost: env.WebhookInstallOptions.LocalServingHost, WebhookPort: env.WebhookInstallOptions.LocalServingPort,
 		WebhookCertDir: env.WebhookInstallOptions.LocalServingCertDir}
+	if c.Client, err = client.New(cfg, client.Options{Scheme: testenv.Scheme()}); err != nil {
+		c.Stop()
+		return nil, err
+	}
 	c.Kubeconfig = filepath.Join(dir, "kubeconfig")
 	if err := os.WriteFile(c.Kubeconfig, env.KubeConfig, 0o600); err != nil {
 		c.Stop()

@@ -8,13 +8,20 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
+	goruntime "runtime"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/toolgate/toolgate/api/v1alpha1"
 )
 
 // RepoRoot is the repository's top directory.
 func RepoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
+	_, file, _, _ := goruntime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
@@ -46,3 +53,35 @@ func CRDDir() string { return filepath.Join(RepoRoot(), "config", "crd", "bases"
 
 // WebhookDir holds the generated webhook configurations.
 func WebhookDir() string { return filepath.Join(RepoRoot(), "config", "webhook") }
+
+// Scheme knows the built-in kinds and toolgate's.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// Start starts a control plane with toolgate's CRDs installed. Stop it with
+// env.Stop.
+func Start() (*envtest.Environment, *rest.Config, error) {
+	assets, err := BinaryAssetsDir()
+	if err != nil {
+		return nil, nil, err
+	}
+	env := &envtest.Environment{
+		BinaryAssetsDirectory: assets,
+		CRDDirectoryPaths:     []string{CRDDir()},
+		ErrorIfCRDPathMissing: true,
+		Scheme:                Scheme(),
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", assets, err)
+	}
+	return env, cfg, nil
+}
