@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -45,6 +46,8 @@ func TestBundleIsEncodeOfBuild(t *testing.T) {
 
 func TestBundleIsByteIdenticalAcrossRunsAndInputOrder(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join(samplesDir, "*.yaml"))
+	// kustomization.yaml lists the samples; it is not one of them.
+	files = slices.DeleteFunc(files, func(f string) bool { return filepath.Base(f) == "kustomization.yaml" })
 	if err != nil || len(files) < 5 {
 		t.Fatalf("samples: %v, %v", files, err)
 	}

@@ -70,7 +70,12 @@ func (s *Set) loadPath(path string, errs *Errors) {
 			}
 			return nil
 		}
-		if !d.IsDir() && isManifestName(p) {
+		switch {
+		case d.IsDir() || !isManifestName(p):
+		case isKustomization(p):
+			// kustomize's own file lists the manifests next to it; it is not one.
+			s.Skipped = append(s.Skipped, p)
+		default:
 			s.readFile(p, true, errs)
 		}
 		return nil
@@ -78,6 +83,14 @@ func (s *Set) loadPath(path string, errs *Errors) {
 	if walkErr != nil {
 		*errs = append(*errs, unreadable(path, walkErr))
 	}
+}
+
+func isKustomization(p string) bool {
+	switch filepath.Base(p) {
+	case "kustomization.yaml", "kustomization.yml":
+		return true
+	}
+	return false
 }
 
 func isManifestName(p string) bool {

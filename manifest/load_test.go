@@ -272,3 +272,21 @@ func TestLoadYAMLFlowStyleAndCRLF(t *testing.T) {
 		t.Errorf("loaded %v, want %v", names, want)
 	}
 }
+
+func TestLoadSkipsKustomizationFilesInDirectories(t *testing.T) {
+	dir := writeTree(t, map[string]string{
+		"p.yaml":             fmt.Sprintf(policyYAML, "p"),
+		"kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [p.yaml]\n",
+	})
+	s, err := Load([]string{dir}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Policies) != 1 || !slices.Equal(s.Skipped, []string{filepath.Join(dir, "kustomization.yaml")}) {
+		t.Errorf("policies %d, skipped %q", len(s.Policies), s.Skipped)
+	}
+	// Named explicitly, it is what it is: an unknown kind.
+	if _, err := Load([]string{filepath.Join(dir, "kustomization.yaml")}, nil); err == nil || !strings.Contains(err.Error(), "Kustomization") {
+		t.Errorf("an explicit kustomization.yaml: %v", err)
+	}
+}

@@ -89,8 +89,8 @@ func run(out io.Writer, keep bool) error {
 	}); err != nil {
 		return fmt.Errorf("the webhook never answered: %w\n%s", err, mgr.LogTail(2000))
 	}
-	say("\n$ kubectl apply -n demo -f config/samples/")
-	applied, err := d.kubectlOrFail("apply", "-n", "demo", "-f", filepath.Join(testenv.RepoRoot(), "config/samples"))
+	say("\n$ kubectl apply -n demo -k config/samples/")
+	applied, err := d.kubectlOrFail("apply", "-n", "demo", "-k", filepath.Join(testenv.RepoRoot(), "config/samples"))
 	if err != nil {
 		return err
 	}
