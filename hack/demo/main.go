@@ -27,8 +27,9 @@ import (
 
 func main() {
 	keep := flag.Bool("keep", false, "keep everything running until Ctrl-C")
+	noKubectl := flag.Bool("no-kubectl", false, "use the Go client even when kubectl is installed")
 	flag.Parse()
-	if err := run(os.Stdout, *keep); err != nil {
+	if err := run(os.Stdout, *keep, *noKubectl); err != nil {
 		fmt.Fprintln(os.Stderr, "demo failed:", err)
 		os.Exit(1)
 	}
@@ -39,9 +40,10 @@ type demo struct {
 	kubeconfig string
 	sidecar    string
 	kubectl    string
+	fallback   goKubectl
 }
 
-func run(out io.Writer, keep bool) error {
+func run(out io.Writer, keep, noKubectl bool) error {
 	dir, err := os.MkdirTemp("", "toolgate-demo")
 	if err != nil {
 		return err
@@ -73,9 +75,11 @@ func run(out io.Writer, keep bool) error {
 		"--kubeconfig", cluster.Kubeconfig, "--listen", addr, "--decision-log", "stdout"); err != nil {
 		return err
 	}
-	d := &demo{out: out, kubeconfig: cluster.Kubeconfig, sidecar: addr}
-	if path, err := exec.LookPath("kubectl"); err == nil {
+	d := &demo{out: out, kubeconfig: cluster.Kubeconfig, sidecar: addr, fallback: goKubectl{c: cluster.Client}}
+	if path, err := exec.LookPath("kubectl"); err == nil && !noKubectl {
 		d.kubectl = path
+	} else {
+		say("==> kubectl not found: the demo applies manifests with the Go client instead")
 	}
 	say("==> the operator (toolgate manager, with its webhooks) and a sidecar on %s are running", addr)
 
@@ -234,11 +238,15 @@ func (d *demo) show(r map[string]any) {
 	fmt.Fprintln(d.out, line)
 }
 
-// kubectlOrFail runs kubectl when the machine has it; the demo needs it for
-// the apply story.
+// kubectlOrFail runs kubectl when the machine has it, else the Go client
+// stand-in.
 func (d *demo) kubectlOrFail(args ...string) (string, error) {
 	if d.kubectl == "" {
-		return "", fmt.Errorf("kubectl is not installed (Debian: apt-get install kubectl)")
+		out, err := d.fallback.run(args...)
+		if err != nil {
+			return strings.TrimSpace(out + "\n" + err.Error()), err
+		}
+		return out, nil
 	}
 	cmd := exec.Command(d.kubectl, append([]string{"--kubeconfig", d.kubeconfig}, args...)...)
 	var out bytes.Buffer
