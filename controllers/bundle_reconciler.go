@@ -60,6 +60,10 @@ func (r *bundleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	case errors.As(err, &tooLarge):
 		out.tooLarge = err
 		publishesTotal.WithLabelValues(resultTooLarge).Inc()
+		// The kill switch must not wait for the policies to shrink.
+		if out.freezeRevision, err = r.publishFreezes(ctx, req.Namespace, b.FrozenAgents, start); err != nil {
+			return ctrl.Result{}, err
+		}
 	case err != nil:
 		return ctrl.Result{}, err
 	default:

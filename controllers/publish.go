@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/toolgate/toolgate/engine"
 )
 
 // publish makes the namespace's bundle ConfigMap carry p, writing nothing when
@@ -102,4 +104,44 @@ func (r *bundleReconciler) deleteBundle(ctx context.Context, ns string) error {
 	publishesTotal.WithLabelValues(resultDeleted).Inc()
 	forgetNamespace(ns)
 	return nil
+}
+
+// publishFreezes is the fallback when the namespace's bundle is too large: it
+// republishes the last published policies with the current frozen agents, so
+// a freeze applies at once even while the policies cannot be updated. It
+// returns the revision published, or "" when there is none to build on (a
+// bundle that does not read back is left for the restore path) or even that
+// does not fit.
+func (r *bundleReconciler) publishFreezes(ctx context.Context, ns string, frozen []engine.FrozenAgent, start time.Time) (string, error) {
+	var prev engine.Bundle
+	var cm corev1.ConfigMap
+	err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: r.opts.ConfigMapName}, &cm)
+	switch {
+	case apierrors.IsNotFound(err):
+		// No bundle yet: sidecars deny NO_POLICIES; with the freezes, frozen
+		// agents get AGENT_FROZEN and the rest still NO_POLICIES.
+	case err != nil:
+		return "", err
+	default:
+		doc, err := bundleDocument(&cm)
+		if err != nil {
+			return "", nil
+		}
+		if prev, err = engine.Decode(doc); err != nil {
+			return "", nil
+		}
+	}
+	prev.FrozenAgents = frozen
+	doc, revision, err := engine.Encode(prev)
+	if err != nil {
+		return "", err
+	}
+	p, err := renderPayload(doc, revision, r.opts.CompressAbove, r.opts.MaxStoredBytes)
+	if err != nil {
+		return "", nil
+	}
+	if err := r.publish(ctx, ns, p, start); err != nil {
+		return "", err
+	}
+	return revision, nil
 }

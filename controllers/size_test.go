@@ -114,3 +114,30 @@ func TestOversizedBundleKeepsThePreviousOne(t *testing.T) {
 		t.Fatalf("revision %s after removing the noise, want %s again", b.Revision, gzipped)
 	}
 }
+
+// The kill switch must work in a namespace whose policies no longer fit: the
+// freeze is published on top of the last policies that did.
+func TestFreezeIsPublishedWhileTheBundleIsTooLarge(t *testing.T) {
+	ns := newNamespace(t)
+	startManager(t, controllers.Options{}, ns)
+	create(t, policy(ns, "small", 1))
+	create(t, bigPolicy(ns, "noise-a", 900, true))
+	_, before := waitForBundle(t, ns, "two policies published", func(b engine.Bundle) bool { return len(b.Policies) == 2 })
+	create(t, bigPolicy(ns, "noise-b", 900, true))
+	waitForPolicyReady(t, ns, "noise-b", controllers.ReasonBundleTooLarge)
+
+	create(t, frozenAgent(ns, "stop-agent-7", "agent-7", nil))
+	_, b := waitForBundle(t, ns, "the freeze published", func(b engine.Bundle) bool { return len(b.FrozenAgents) == 1 })
+	if len(b.Policies) != 2 || b.Policies[0].ID != before.Policies[0].ID || b.Policies[1].ID != before.Policies[1].ID {
+		t.Errorf("the freeze should sit on the last published policies, got %d policies", len(b.Policies))
+	}
+	c, _ := engine.Compile(b)
+	if r := c.Evaluate(engine.Request{"tool_name": "Bash", "agent_id": "AGENT-7"}, engine.EvalOptions{}); r.Code != engine.CodeAgentFrozen {
+		t.Errorf("the published bundle decides %+v for the frozen agent", r)
+	}
+	f := waitForFrozenReady(t, ns, "stop-agent-7", controllers.ReasonPublished)
+	if f.Status.BundleRevision != b.Revision {
+		t.Errorf("FrozenAgent live in %q, bundle is %q", f.Status.BundleRevision, b.Revision)
+	}
+	waitForPolicyReady(t, ns, "noise-b", controllers.ReasonBundleTooLarge)
+}

@@ -33,8 +33,11 @@ type outcome struct {
 	configMap string
 	revision  string // the revision now live; unused when tooLarge is set
 	tooLarge  error  // the bundle was not published: the previous one stays
-	diags     map[string][]engine.Diagnostic
-	now       time.Time
+	// freezeRevision, with tooLarge, is the revision that carries the
+	// current freezes on top of the last published policies; "" if none.
+	freezeRevision string
+	diags          map[string][]engine.Diagnostic
+	now            time.Time
 	// generations are those of the objects the bundle was built from: a
 	// status describes only what was published.
 	generations map[types.UID]int64
@@ -100,8 +103,13 @@ func frozenAgentStatus(f *v1alpha1.FrozenAgent, o outcome) v1alpha1.FrozenAgentS
 			f.Spec.ExpiresAt.UTC().Format(time.RFC3339), o.configMap)
 		st.ObservedGeneration = f.Generation
 		st.BundleRevision = ""
-	case o.tooLarge != nil:
+	case o.tooLarge != nil && o.freezeRevision == "":
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonBundleTooLarge, o.tooLarge.Error()
+	case o.tooLarge != nil:
+		cond.Status, cond.Reason = metav1.ConditionTrue, ReasonPublished
+		cond.Message = fmt.Sprintf("live in ConfigMap %s, with the last policies that fit (the namespace's policies are BundleTooLarge)", o.configMap)
+		st.ObservedGeneration = f.Generation
+		st.BundleRevision = o.freezeRevision
 	default:
 		cond.Status, cond.Reason = metav1.ConditionTrue, ReasonPublished
 		cond.Message = fmt.Sprintf("live in ConfigMap %s", o.configMap)
