@@ -45,7 +45,7 @@ lint: $(GOLANGCI_LINT) ## golangci-lint (depguard keeps engine/ free of Kubernet
 
 .PHONY: verify
 verify: generate manifests ## Regenerate and fail on a dirty tree.
-	@gofmt -l $$(git ls-files '*.go') | tee /dev/stderr | (! read)
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	@git diff --exit-code -- api config charts || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- api config charts)" || { git status --porcelain -- api config charts; echo "untracked generated files: commit them"; exit 1; }
 
