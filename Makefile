@@ -91,6 +91,10 @@ measure-freeze: ## Freeze-to-deny over 50 FrozenAgents: real manager and sidecar
 measure-sidecar: ## Load a sidecar with a 1000-rule bundle over loopback: throughput, p50/p99 (target >= 20k/s, p99 <= 2ms).
 	go run ./test/loadgen -self
 
+.PHONY: compare-opa
+compare-opa: ## OPA (opa bench, built into bin/) and the engine on the same 1000-rule scenario, side by side.
+	./hack/compare-opa.sh
+
 .PHONY: helm
 helm: ## Build helm (once) into bin/.
 	./hack/install-helm.sh
