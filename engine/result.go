@@ -72,9 +72,9 @@ func (r Result) MarshalJSON() ([]byte, error) {
 // so a server can encode into a pooled buffer.
 func (r Result) AppendJSON(dst []byte) ([]byte, error) {
 	dst = append(dst, `{"decision":`...)
-	dst = appendJSONString(dst, string(r.Decision))
+	dst = AppendJSONString(dst, string(r.Decision))
 	dst = append(dst, `,"matchedPolicyId":`...)
-	dst = appendNullableString(dst, r.MatchedPolicyID)
+	dst = AppendNullableJSONString(dst, r.MatchedPolicyID)
 	dst = append(dst, `,"matchedPolicyVersion":`...)
 	if r.MatchedPolicyID == "" {
 		dst = append(dst, "null"...)
@@ -82,14 +82,14 @@ func (r Result) AppendJSON(dst []byte) ([]byte, error) {
 		dst = strconv.AppendInt(dst, r.MatchedPolicyVersion, 10)
 	}
 	dst = append(dst, `,"matchedRuleId":`...)
-	dst = appendNullableString(dst, r.MatchedRuleID)
+	dst = AppendNullableJSONString(dst, r.MatchedRuleID)
 	if r.Code != "" {
 		dst = append(dst, `,"code":`...)
-		dst = appendJSONString(dst, string(r.Code))
+		dst = AppendJSONString(dst, string(r.Code))
 	}
 	if r.Reason != "" {
 		dst = append(dst, `,"reason":`...)
-		dst = appendJSONString(dst, r.Reason)
+		dst = AppendJSONString(dst, r.Reason)
 	}
 	dst = append(dst, `,"latencyMs":`...)
 	dst = strconv.AppendFloat(dst, r.LatencyMs, 'f', -1, 64)
@@ -129,12 +129,13 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-func appendNullableString(dst []byte, s string) []byte {
+// AppendNullableJSONString writes null for "", else AppendJSONString.
+func AppendNullableJSONString(dst []byte, s string) []byte {
 	if s == "" {
 		return append(dst, "null"...)
 	}
-	return appendJSONString(dst, s)
+	return AppendJSONString(dst, s)
 }
 
 // appendJSONString quotes s as encoding/json would, without allocating.
-func appendJSONString(dst []byte, s string) []byte { return appendQuoted(dst, s, true) }
+func AppendJSONString(dst []byte, s string) []byte { return appendQuoted(dst, s, true) }

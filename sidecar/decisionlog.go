@@ -130,31 +130,31 @@ func appendEvent(dst []byte, ev *event, fields *fieldSelector) []byte {
 	dst = append(dst, ev.idPrefix...)
 	dst = strconv.AppendUint(dst, ev.id, 36)
 	dst = append(dst, `","session_id":`...)
-	dst = appendNullableJSONString(dst, ev.sessionID)
+	dst = engine.AppendNullableJSONString(dst, ev.sessionID)
 	dst = append(dst, `,"agent_id":`...)
-	dst = appendNullableJSONString(dst, ev.agentID)
+	dst = engine.AppendNullableJSONString(dst, ev.agentID)
 	if ev.mismatch {
 		dst = append(dst, `,"requested_agent_id":`...)
-		dst = appendJSONString(dst, ev.requestedAgentID)
+		dst = engine.AppendJSONString(dst, ev.requestedAgentID)
 	}
 	dst = append(dst, `,"tool_name":`...)
-	dst = appendJSONString(dst, ev.toolName)
+	dst = engine.AppendJSONString(dst, ev.toolName)
 	if ev.toolUseID != "" {
 		dst = append(dst, `,"tool_use_id":`...)
-		dst = appendJSONString(dst, ev.toolUseID)
+		dst = engine.AppendJSONString(dst, ev.toolUseID)
 	}
 	dst = append(dst, `,"decision":`...)
-	dst = appendJSONString(dst, string(ev.decision))
+	dst = engine.AppendJSONString(dst, string(ev.decision))
 	if ev.code != "" {
 		dst = append(dst, `,"code":`...)
-		dst = appendJSONString(dst, string(ev.code))
+		dst = engine.AppendJSONString(dst, string(ev.code))
 	}
 	if ev.reason != "" {
 		dst = append(dst, `,"reason":`...)
-		dst = appendJSONString(dst, ev.reason)
+		dst = engine.AppendJSONString(dst, ev.reason)
 	}
 	dst = append(dst, `,"matched_policy_id":`...)
-	dst = appendNullableJSONString(dst, ev.policyID)
+	dst = engine.AppendNullableJSONString(dst, ev.policyID)
 	dst = append(dst, `,"matched_policy_version":`...)
 	if ev.policyID == "" {
 		dst = append(dst, "null"...)
@@ -162,9 +162,9 @@ func appendEvent(dst []byte, ev *event, fields *fieldSelector) []byte {
 		dst = strconv.AppendInt(dst, ev.policyVersion, 10)
 	}
 	dst = append(dst, `,"matched_rule_id":`...)
-	dst = appendNullableJSONString(dst, ev.ruleID)
+	dst = engine.AppendNullableJSONString(dst, ev.ruleID)
 	dst = append(dst, `,"bundle_revision":`...)
-	dst = appendNullableJSONString(dst, ev.revision)
+	dst = engine.AppendNullableJSONString(dst, ev.revision)
 	dst = append(dst, `,"latency_ms":`...)
 	dst = strconv.AppendFloat(dst, float64(ev.latency.Nanoseconds())/1e6, 'f', -1, 64)
 	if fields != nil && ev.req != nil {
@@ -173,7 +173,7 @@ func appendEvent(dst []byte, ev *event, fields *fieldSelector) []byte {
 			dst = append(dst, b...)
 		} else {
 			dst = append(dst, `,"request_error":`...)
-			dst = appendJSONString(dst, err.Error())
+			dst = engine.AppendJSONString(dst, err.Error())
 		}
 	}
 	return append(dst, '}')

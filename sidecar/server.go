@@ -64,7 +64,7 @@ func newState(c *engine.Compiled, revision, origin string, at time.Time, idPrefi
 	if revision == "" {
 		st.suffix = append(st.suffix, "null"...)
 	} else {
-		st.suffix = appendJSONString(st.suffix, revision)
+		st.suffix = engine.AppendJSONString(st.suffix, revision)
 	}
 	st.suffix = append(st.suffix, `,"decisionId":"`...)
 	st.suffix = append(st.suffix, idPrefix...)
