@@ -5,21 +5,20 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/toolgate/toolgate/bundle"
 )
 
-// Names shared with the sidecar, which reads what this package writes.
+// The bundle ConfigMap's names, defined with the reader side in package
+// bundle.
 const (
-	DefaultConfigMapName = "toolgate-bundle"
-
-	// BundleKey holds the bundle document when it is small enough.
-	BundleKey = "bundle.json"
-	// BundleGzipKey (in binaryData) holds it gzip-compressed when it is not.
-	BundleGzipKey = "bundle.json.gz"
-
-	RevisionAnnotation = "toolgate.dev/revision"
-	BundleLabel        = "toolgate.dev/bundle"
-	ManagedByLabel     = "app.kubernetes.io/managed-by"
-	ManagedByValue     = "toolgate"
+	DefaultConfigMapName = bundle.DefaultConfigMapName
+	BundleKey            = bundle.Key
+	BundleGzipKey        = bundle.GzipKey
+	RevisionAnnotation   = bundle.RevisionAnnotation
+	BundleLabel          = bundle.Label
+	ManagedByLabel       = bundle.ManagedByLabel
+	ManagedByValue       = bundle.ManagedByValue
 )
 
 // Size limits. A ConfigMap holds at most 1 MiB of data; the headroom leaves

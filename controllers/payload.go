@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"fmt"
-	"io"
 	"maps"
 
 	corev1 "k8s.io/api/core/v1"
@@ -75,21 +74,4 @@ func applyPayload(cm *corev1.ConfigMap, p payload) {
 	cm.Annotations[RevisionAnnotation] = p.revision
 	cm.Data = maps.Clone(p.data)
 	cm.BinaryData = maps.Clone(p.binaryData)
-}
-
-// bundleDocument reads back the document a bundle ConfigMap carries.
-func bundleDocument(cm *corev1.ConfigMap) ([]byte, error) {
-	text, hasText := cm.Data[BundleKey]
-	gz, hasGz := cm.BinaryData[BundleGzipKey]
-	switch {
-	case hasText && !hasGz:
-		return []byte(text), nil
-	case hasGz && !hasText:
-		zr, err := gzip.NewReader(bytes.NewReader(gz))
-		if err != nil {
-			return nil, err
-		}
-		return io.ReadAll(io.LimitReader(zr, 64<<20))
-	}
-	return nil, fmt.Errorf("want exactly one of %s and %s", BundleKey, BundleGzipKey)
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/engine"
 )
 
@@ -123,7 +124,11 @@ func (r *bundleReconciler) publishFreezes(ctx context.Context, ns string, frozen
 	case err != nil:
 		return "", err
 	default:
-		doc, err := bundleDocument(&cm)
+		raw, gzipped, err := bundle.FromConfigMap(&cm)
+		if err != nil {
+			return "", nil
+		}
+		doc, err := bundle.ReadDocument(raw, gzipped)
 		if err != nil {
 			return "", nil
 		}

@@ -2,6 +2,7 @@ package sidecar
 
 import (
 	"context"
+	"github.com/toolgate/toolgate/bundle"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -96,9 +97,9 @@ func bundleConfigMap(t *testing.T, ns, name string, b engine.Bundle, compress bo
 		Labels:      map[string]string{"toolgate.dev/bundle": "true"},
 		Annotations: map[string]string{"toolgate.dev/revision": rev}}}
 	if compress {
-		cm.BinaryData = map[string][]byte{BundleGzKey: gzipped(t, doc)}
+		cm.BinaryData = map[string][]byte{bundle.GzipKey: gzipped(t, doc)}
 	} else {
-		cm.Data = map[string]string{BundleKey: string(doc)}
+		cm.Data = map[string]string{bundle.Key: string(doc)}
 	}
 	return cm
 }
@@ -112,7 +113,7 @@ func TestConfigMapSourceAgainstARealAPIServer(t *testing.T) {
 	must(t, err)
 	// A ConfigMap the sidecar must never see: its identity may not read it.
 	_, err = c.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "other"},
-		Data: map[string]string{BundleKey: "{}"}}, metav1.CreateOptions{})
+		Data: map[string]string{bundle.Key: "{}"}}, metav1.CreateOptions{})
 	must(t, err)
 
 	cacheDir := t.TempDir()
@@ -165,7 +166,7 @@ func TestConfigMapSourceAgainstARealAPIServer(t *testing.T) {
 
 	cur, err := cms.Get(ctx, name, metav1.GetOptions{})
 	must(t, err)
-	cur.BinaryData = map[string][]byte{BundleGzKey: []byte("not gzip")}
+	cur.BinaryData = map[string][]byte{bundle.GzipKey: []byte("not gzip")}
 	_, err = cms.Update(ctx, cur, metav1.UpdateOptions{})
 	must(t, err)
 	eventually(t, "the corrupt bundle's rejection", func() bool {

@@ -1,19 +1,12 @@
 package sidecar
 
 import (
-	"bytes"
-	"compress/gzip"
 	"errors"
-	"fmt"
-	"io"
+	"github.com/toolgate/toolgate/bundle"
 	"time"
 
 	"github.com/toolgate/toolgate/engine"
 )
-
-// MaxBundleBytes bounds a decompressed bundle document, so a small gzip bomb
-// in a ConfigMap cannot exhaust the sidecar's memory.
-const MaxBundleBytes = 64 << 20
 
 // Origins name where a bundle came from, in logs, /readyz and metrics.
 const (
@@ -32,7 +25,7 @@ func (s *Server) LoadDocument(raw []byte, gzipped bool) error {
 }
 
 func (s *Server) load(raw []byte, gzipped bool, origin string) error {
-	doc, err := readDocument(raw, gzipped)
+	doc, err := bundle.ReadDocument(raw, gzipped)
 	if err == nil {
 		var b engine.Bundle
 		if b, err = engine.Decode(doc); err == nil {
@@ -42,27 +35,6 @@ func (s *Server) load(raw []byte, gzipped bool, origin string) error {
 	}
 	s.reject(origin, err)
 	return err
-}
-
-func readDocument(raw []byte, gzipped bool) ([]byte, error) {
-	if !gzipped {
-		if len(raw) > MaxBundleBytes {
-			return nil, fmt.Errorf("%w: %d bytes, more than the limit of %d", engine.ErrCorruptBundle, len(raw), MaxBundleBytes)
-		}
-		return raw, nil
-	}
-	zr, err := gzip.NewReader(bytes.NewReader(raw))
-	if err != nil {
-		return nil, fmt.Errorf("%w: gzip: %v", engine.ErrCorruptBundle, err)
-	}
-	doc, err := io.ReadAll(io.LimitReader(zr, MaxBundleBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("%w: gzip: %v", engine.ErrCorruptBundle, err)
-	}
-	if len(doc) > MaxBundleBytes {
-		return nil, fmt.Errorf("%w: decompresses to more than the limit of %d bytes", engine.ErrCorruptBundle, MaxBundleBytes)
-	}
-	return doc, nil
 }
 
 func (s *Server) swap(b engine.Bundle, doc []byte, origin string) {

@@ -3,6 +3,7 @@ package sidecar
 import (
 	"bytes"
 	"errors"
+	"github.com/toolgate/toolgate/bundle"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,7 +41,7 @@ func TestCorruptBundlesAreRejectedAndTheLastGoodOneServes(t *testing.T) {
 		{"gzip flag on plain JSON", other, true},
 		{"truncated gzip", gz[:len(gz)-10], true},
 		{"gzip of bad JSON", gzipped(t, []byte(`{"schemaVersion":`)), true},
-		{"gzip bomb", gzipped(t, make([]byte, MaxBundleBytes+1)), true},
+		{"gzip bomb", gzipped(t, make([]byte, bundle.MaxDocumentBytes+1)), true},
 	}
 	for i, tc := range cases {
 		err := s.load(tc.raw, tc.gzipped, originBundleFile)

@@ -3,6 +3,7 @@ package sidecar
 import (
 	"context"
 	"fmt"
+	"github.com/toolgate/toolgate/bundle"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -109,26 +110,10 @@ func (c *configMapSource) apply(s *Server, obj any) {
 		s.reject(originConfigMap, fmt.Errorf("unexpected object %T", obj))
 		return
 	}
-	raw, gz, err := bundleFromConfigMap(cm)
+	raw, gz, err := bundle.FromConfigMap(cm)
 	if err != nil {
 		s.reject(originConfigMap, err)
 		return
 	}
 	_ = s.load(raw, gz, originConfigMap)
-}
-
-// bundleFromConfigMap finds the document: bundle.json in data, or
-// bundle.json.gz in binaryData for bundles too large to publish plain.
-func bundleFromConfigMap(cm *corev1.ConfigMap) ([]byte, bool, error) {
-	plain, hasPlain := cm.Data[BundleKey]
-	zipped, hasZipped := cm.BinaryData[BundleGzKey]
-	switch {
-	case hasPlain && hasZipped:
-		return nil, false, fmt.Errorf("ConfigMap %s/%s has both %s and %s; refusing to guess which is current", cm.Namespace, cm.Name, BundleKey, BundleGzKey)
-	case hasPlain:
-		return []byte(plain), false, nil
-	case hasZipped:
-		return zipped, true, nil
-	}
-	return nil, false, fmt.Errorf("ConfigMap %s/%s has neither data.%s nor binaryData.%s", cm.Namespace, cm.Name, BundleKey, BundleGzKey)
 }

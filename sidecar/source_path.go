@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/toolgate/toolgate/bundle"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -15,10 +16,7 @@ import (
 )
 
 // Key names of the bundle in the ConfigMap, and so file names in its volume.
-const (
-	BundleKey   = "bundle.json"
-	BundleGzKey = "bundle.json.gz"
-)
+const ()
 
 // kubeletDataLink is the symlink kubelet's atomic writer swaps to publish a
 // new version of a ConfigMap volume in one rename.
@@ -95,8 +93,8 @@ func readBundleDir(dir string) ([]byte, bool, bool, error) {
 }
 
 func readBundleKeys(dir string) ([]byte, bool, bool, error) {
-	plain, perr := os.ReadFile(filepath.Join(dir, BundleKey))
-	zipped, zerr := os.ReadFile(filepath.Join(dir, BundleGzKey))
+	plain, perr := os.ReadFile(filepath.Join(dir, bundle.Key))
+	zipped, zerr := os.ReadFile(filepath.Join(dir, bundle.GzipKey))
 	plainMissing, zipMissing := errors.Is(perr, fs.ErrNotExist), errors.Is(zerr, fs.ErrNotExist)
 	switch {
 	case perr != nil && !plainMissing:
@@ -104,7 +102,7 @@ func readBundleKeys(dir string) ([]byte, bool, bool, error) {
 	case zerr != nil && !zipMissing:
 		return nil, false, false, zerr
 	case !plainMissing && !zipMissing:
-		return nil, false, false, fmt.Errorf("%s has both %s and %s; refusing to guess which is current", dir, BundleKey, BundleGzKey)
+		return nil, false, false, fmt.Errorf("%s has both %s and %s; refusing to guess which is current", dir, bundle.Key, bundle.GzipKey)
 	case !plainMissing:
 		return plain, false, true, nil
 	case !zipMissing:

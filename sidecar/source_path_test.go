@@ -1,6 +1,7 @@
 package sidecar
 
 import (
+	"github.com/toolgate/toolgate/bundle"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,7 +28,7 @@ func TestBundleDirFollowsKubeletSymlinkSwaps(t *testing.T) {
 		t.Fatalf("empty volume: %s, want deny/NO_POLICIES", got)
 	}
 	a, revA := encode(t, denyTools("Bash"))
-	kubelet.publish(map[string][]byte{BundleKey: a})
+	kubelet.publish(map[string][]byte{bundle.Key: a})
 	eventually(t, "bundle A", func() bool { return readyRevision(t, base) == revA })
 	if got := toolDecision(t, base, "Bash"); got != "deny" {
 		t.Errorf("Bash under A: %s", got)
@@ -35,7 +36,7 @@ func TestBundleDirFollowsKubeletSymlinkSwaps(t *testing.T) {
 
 	// The operator switched to the compressed key: a different file name.
 	b, revB := encode(t, denyTools("Read"))
-	kubelet.publish(map[string][]byte{BundleGzKey: gzipped(t, b)})
+	kubelet.publish(map[string][]byte{bundle.GzipKey: gzipped(t, b)})
 	eventually(t, "bundle B (gzip)", func() bool { return readyRevision(t, base) == revB })
 	if got := toolDecision(t, base, "Bash") + " " + toolDecision(t, base, "Read"); got != "allow deny" {
 		t.Errorf("Bash, Read under B: %s", got)
@@ -44,7 +45,7 @@ func TestBundleDirFollowsKubeletSymlinkSwaps(t *testing.T) {
 		t.Errorf("reloads_total = %v after two publishes, want 2 (no unload in between)", n)
 	}
 
-	kubelet.publish(map[string][]byte{BundleKey: []byte(`{"schemaVersion":1,"policies":[`)})
+	kubelet.publish(map[string][]byte{bundle.Key: []byte(`{"schemaVersion":1,"policies":[`)})
 	eventually(t, "the corrupt bundle's rejection", func() bool {
 		return metricValue(t, base, "toolgate_sidecar_bundle_reload_failures_total") >= 1
 	})
@@ -58,7 +59,7 @@ func TestBundleDirFollowsKubeletSymlinkSwaps(t *testing.T) {
 		t.Errorf("after the bundle vanished: %s, want deny/NO_POLICIES", got)
 	}
 
-	kubelet.publish(map[string][]byte{BundleKey: a})
+	kubelet.publish(map[string][]byte{bundle.Key: a})
 	eventually(t, "bundle A again", func() bool { return readyRevision(t, base) == revA })
 }
 
@@ -70,14 +71,14 @@ func TestBundleDirReadDuringASwapSeesOneVersion(t *testing.T) {
 	dir := t.TempDir()
 	k := &fakeKubelet{t: t, dir: dir}
 	a, _ := encode(t, denyTools("Bash"))
-	k.publish(map[string][]byte{BundleKey: a})
+	k.publish(map[string][]byte{bundle.Key: a})
 
 	b, _ := encode(t, denyTools("Read"))
 	zb := gzipped(t, b)
-	k.writeVersion(map[string][]byte{BundleGzKey: zb})
+	k.writeVersion(map[string][]byte{bundle.GzipKey: zb})
 	old := k.swap()
 	must(t, os.RemoveAll(filepath.Join(dir, old)))
-	if _, err := os.Stat(filepath.Join(dir, BundleKey)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(dir, bundle.Key)); !os.IsNotExist(err) {
 		t.Fatalf("the test did not reach the dangling state: %v", err)
 	}
 	raw, gz, found, err := readBundleDir(dir)
@@ -89,12 +90,12 @@ func TestBundleDirReadDuringASwapSeesOneVersion(t *testing.T) {
 func TestBundleDirWithBothKeysIsRejected(t *testing.T) {
 	dir := t.TempDir()
 	a, _ := encode(t, denyTools("Bash"))
-	(&fakeKubelet{t: t, dir: dir}).publish(map[string][]byte{BundleKey: a, BundleGzKey: gzipped(t, a)})
+	(&fakeKubelet{t: t, dir: dir}).publish(map[string][]byte{bundle.Key: a, bundle.GzipKey: gzipped(t, a)})
 	if _, _, _, err := readBundleDir(dir); err == nil || !strings.Contains(err.Error(), "both") {
 		t.Errorf("both keys: err %v", err)
 	}
 	plain := t.TempDir() // no ..data: read the files directly
-	must(t, os.WriteFile(filepath.Join(plain, BundleKey), a, 0o644))
+	must(t, os.WriteFile(filepath.Join(plain, bundle.Key), a, 0o644))
 	if raw, gz, found, err := readBundleDir(plain); err != nil || !found || gz || string(raw) != string(a) {
 		t.Errorf("plain directory: found=%v gz=%v err=%v", found, gz, err)
 	}

@@ -1,0 +1,72 @@
+package bundle
+
+import (
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"io"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/toolgate/toolgate/engine"
+)
+
+// The bundle ConfigMap: the operator writes it, sidecars read it (through
+// the API or as a mounted volume). Both sides use these definitions.
+const (
+	DefaultConfigMapName = "toolgate-bundle"
+
+	// Key (in data) holds the bundle document when it is small enough.
+	Key = "bundle.json"
+	// GzipKey (in binaryData) holds it gzip-compressed when it is not.
+	GzipKey = "bundle.json.gz"
+
+	RevisionAnnotation = "toolgate.dev/revision"
+	Label              = "toolgate.dev/bundle"
+	ManagedByLabel     = "app.kubernetes.io/managed-by"
+	ManagedByValue     = "toolgate"
+
+	// MaxDocumentBytes bounds a decompressed document, so a small gzip bomb
+	// cannot exhaust a reader's memory.
+	MaxDocumentBytes = 64 << 20
+)
+
+// FromConfigMap returns what a bundle ConfigMap carries: the bytes under Key,
+// or under GzipKey (gzipped=true). Both or neither is an error: a reader must
+// not guess which is current.
+func FromConfigMap(cm *corev1.ConfigMap) (raw []byte, gzipped bool, err error) {
+	plain, hasPlain := cm.Data[Key]
+	zipped, hasZipped := cm.BinaryData[GzipKey]
+	switch {
+	case hasPlain && hasZipped:
+		return nil, false, fmt.Errorf("ConfigMap %s/%s has both %s and %s; refusing to guess which is current", cm.Namespace, cm.Name, Key, GzipKey)
+	case hasPlain:
+		return []byte(plain), false, nil
+	case hasZipped:
+		return zipped, true, nil
+	}
+	return nil, false, fmt.Errorf("ConfigMap %s/%s has neither data.%s nor binaryData.%s", cm.Namespace, cm.Name, Key, GzipKey)
+}
+
+// ReadDocument returns the bundle document in raw, decompressing it when
+// gzipped, within MaxDocumentBytes. Errors wrap engine.ErrCorruptBundle.
+func ReadDocument(raw []byte, gzipped bool) ([]byte, error) {
+	if !gzipped {
+		if len(raw) > MaxDocumentBytes {
+			return nil, fmt.Errorf("%w: %d bytes, more than the limit of %d", engine.ErrCorruptBundle, len(raw), MaxDocumentBytes)
+		}
+		return raw, nil
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("%w: gzip: %v", engine.ErrCorruptBundle, err)
+	}
+	doc, err := io.ReadAll(io.LimitReader(zr, MaxDocumentBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("%w: gzip: %v", engine.ErrCorruptBundle, err)
+	}
+	if len(doc) > MaxDocumentBytes {
+		return nil, fmt.Errorf("%w: decompresses to more than the limit of %d bytes", engine.ErrCorruptBundle, MaxDocumentBytes)
+	}
+	return doc, nil
+}
