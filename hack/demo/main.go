@@ -83,18 +83,18 @@ func run(out io.Writer, keep, noKubectl bool) error {
 	}
 	say("==> the operator (toolgate manager, with its webhooks) and a sidecar on %s are running", addr)
 
-	if _, err := d.kubectlOrFail("create", "namespace", "demo"); err != nil {
+	if _, err := d.kubectlRun("create", "namespace", "demo"); err != nil {
 		return err
 	}
 	// Wait for the webhook to serve, so the first apply is validated.
 	if err := waitUntil(30*time.Second, func() bool {
-		_, err := d.kubectlOrFail("apply", "--dry-run=server", "-n", "demo", "-f", filepath.Join(testenv.RepoRoot(), "config/samples/policy_pay_cap.yaml"))
+		_, err := d.kubectlRun("apply", "--dry-run=server", "-n", "demo", "-f", filepath.Join(testenv.RepoRoot(), "config/samples/policy_pay_cap.yaml"))
 		return err == nil
 	}); err != nil {
 		return fmt.Errorf("the webhook never answered: %w\n%s", err, mgr.LogTail(2000))
 	}
 	say("\n$ kubectl apply -n demo -k config/samples/")
-	applied, err := d.kubectlOrFail("apply", "-n", "demo", "-k", filepath.Join(testenv.RepoRoot(), "config/samples"))
+	applied, err := d.kubectlRun("apply", "-n", "demo", "-k", filepath.Join(testenv.RepoRoot(), "config/samples"))
 	if err != nil {
 		return err
 	}
@@ -120,7 +120,7 @@ func run(out io.Writer, keep, noKubectl bool) error {
 		return err
 	}
 	say("$ kubectl apply -n demo -f bad-regex.yaml")
-	msg, err := d.kubectlOrFail("apply", "-n", "demo", "-f", bad)
+	msg, err := d.kubectlRun("apply", "-n", "demo", "-f", bad)
 	if err == nil {
 		return fmt.Errorf("the bad regex was accepted:\n%s", msg)
 	}
@@ -133,7 +133,7 @@ func run(out io.Writer, keep, noKubectl bool) error {
 	}
 	say("$ kubectl apply -n demo -f freeze.yaml")
 	start := time.Now()
-	if out, err := d.kubectlOrFail("apply", "-n", "demo", "-f", freeze); err != nil {
+	if out, err := d.kubectlRun("apply", "-n", "demo", "-f", freeze); err != nil {
 		return err
 	} else {
 		say("%s", indent(out))
@@ -147,7 +147,7 @@ func run(out io.Writer, keep, noKubectl bool) error {
 
 	say("\n--- 6. Unfreeze: allowed again")
 	say("$ kubectl delete -n demo frozenagent freeze-demo-agent")
-	if _, err := d.kubectlOrFail("delete", "-n", "demo", "frozenagent", "freeze-demo-agent"); err != nil {
+	if _, err := d.kubectlRun("delete", "-n", "demo", "frozenagent", "freeze-demo-agent"); err != nil {
 		return err
 	}
 	if err := waitUntil(10*time.Second, func() bool { return d.decide(ls).Decision == "allow" }); err != nil {
@@ -156,7 +156,7 @@ func run(out io.Writer, keep, noKubectl bool) error {
 	d.show(ls)
 
 	say("\n$ kubectl get policies,frozenagents -n demo")
-	if got, err := d.kubectlOrFail("get", "policies,frozenagents", "-n", "demo"); err == nil {
+	if got, err := d.kubectlRun("get", "policies,frozenagents", "-n", "demo"); err == nil {
 		say("%s", indent(got))
 	}
 
@@ -238,9 +238,9 @@ func (d *demo) show(r map[string]any) {
 	fmt.Fprintln(d.out, line)
 }
 
-// kubectlOrFail runs kubectl when the machine has it, else the Go client
+// kubectlRun runs kubectl when the machine has it, else the Go client
 // stand-in.
-func (d *demo) kubectlOrFail(args ...string) (string, error) {
+func (d *demo) kubectlRun(args ...string) (string, error) {
 	if d.kubectl == "" {
 		out, err := d.fallback.run(args...)
 		if err != nil {
