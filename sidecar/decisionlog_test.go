@@ -1,6 +1,7 @@
 package sidecar
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -261,26 +262,59 @@ func TestHTTPSinkCountsFailedBatches(t *testing.T) {
 	}
 }
 
-// stuckWriter never returns from Write until released.
-type stuckWriter struct{ release chan struct{} }
+// stuckWriter blocks every Write until released, says when the first one
+// has started, and counts the lines it was finally given.
+type stuckWriter struct {
+	entered chan struct{}
+	once    sync.Once
+	release chan struct{}
+	mu      sync.Mutex
+	lines   int
+}
 
-func (w stuckWriter) Write(p []byte) (int, error) {
+func (w *stuckWriter) Write(p []byte) (int, error) {
+	w.once.Do(func() { close(w.entered) })
 	<-w.release
+	w.mu.Lock()
+	w.lines += bytes.Count(p, []byte{'\n'})
+	w.mu.Unlock()
 	return len(p), nil
 }
 
+// The sink buffers lines and only calls Write when its queue runs dry, so
+// the test first waits until the writer is provably stuck inside Write;
+// from then on the queue holds exactly DecisionLogQueue events and every
+// further one must be dropped, counted, and never delay a decision.
 func TestStdoutLogDropsWhenFullWithoutBlocking(t *testing.T) {
-	w := stuckWriter{release: make(chan struct{})}
+	const queue, burst = 10, 100
+	w := &stuckWriter{entered: make(chan struct{}), release: make(chan struct{})}
 	o := testOptions()
-	o.DecisionLog, o.DecisionLogWriter, o.DecisionLogQueue = DecisionLogStdout, w, 10
+	o.DecisionLog, o.DecisionLogWriter, o.DecisionLogQueue = DecisionLogStdout, w, queue
 	s, base := newTestServer(t, o)
-	for range 100 {
+	if got := toolDecision(t, base, "Bash"); got != "deny/NO_POLICIES" {
+		t.Fatalf("decision %s", got)
+	}
+	select {
+	case <-w.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stdout sink never wrote the first line")
+	}
+	for range burst {
 		if got := toolDecision(t, base, "Bash"); got != "deny/NO_POLICIES" {
 			t.Fatalf("decision %s", got)
 		}
 	}
-	if dropped := testutil.ToFloat64(s.metrics.logDropped.WithLabelValues("stdout", "queue_full")); dropped < 100-10-1 {
-		t.Errorf("dropped %v of 100 with a queue of 10 and a stuck writer", dropped)
+	dropped := testutil.ToFloat64(s.metrics.logDropped.WithLabelValues("stdout", "queue_full"))
+	if dropped != burst-queue {
+		t.Errorf("dropped %v of %d with a queue of %d and a stuck writer, want %d", dropped, burst, queue, burst-queue)
 	}
 	close(w.release)
+	if err := s.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if want := 1 + queue; w.lines != want {
+		t.Errorf("writer got %d lines after release, want %d (the first plus a full queue)", w.lines, want)
+	}
 }
