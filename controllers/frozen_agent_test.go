@@ -27,8 +27,9 @@ func TestFrozenAgentIsPublishedAndLeavesAtExpiry(t *testing.T) {
 	// Created first, so any bundle with the later freezes has seen it.
 	past := time.Now().Add(-time.Hour)
 	create(t, frozenAgent(ns, "freeze-old", "old", &past))
-	// expiresAt has one-second precision in the API.
-	expiry := time.Now().Add(5 * time.Second).Truncate(time.Second)
+	// expiresAt has one-second precision in the API. Ten seconds leaves room
+	// for a loaded CI machine to publish bob before his freeze ends.
+	expiry := time.Now().Add(10 * time.Second).Truncate(time.Second)
 	create(t, frozenAgent(ns, "freeze-bob", "bob", &expiry))
 	create(t, frozenAgent(ns, "freeze-eve", "eve", nil))
 
