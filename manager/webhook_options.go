@@ -30,6 +30,7 @@ type WebhookOptions struct {
 	SidecarImage      string
 	SidecarPullPolicy string
 	SidecarListen     string
+	SidecarNative     bool
 	SidecarCPU        string // request
 	SidecarMemory     string // request and limit
 	SidecarCPULimit   string
@@ -41,7 +42,7 @@ func defaultWebhookOptions() WebhookOptions {
 		CertDir:    "/tmp/k8s-webhook-server/serving-certs",
 		SecretName: "toolgate-webhook-certs", ServiceName: "toolgate-webhook",
 		ValidatingName: "toolgate-validating-webhook", MutatingName: "toolgate-mutating-webhook",
-		SidecarPullPolicy: string(corev1.PullIfNotPresent), SidecarListen: "127.0.0.1:8181",
+		SidecarPullPolicy: string(corev1.PullIfNotPresent), SidecarListen: "127.0.0.1:8181", SidecarNative: true,
 		SidecarCPU: "10m", SidecarMemory: "64Mi", SidecarCPULimit: "500m",
 	}
 }
@@ -60,6 +61,7 @@ func (w *WebhookOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&w.SidecarImage, "sidecar-image", w.SidecarImage, `image injected into Pods annotated toolgate.dev/inject: "true"; empty disables injection`)
 	fs.StringVar(&w.SidecarPullPolicy, "sidecar-image-pull-policy", w.SidecarPullPolicy, "pull policy of the injected sidecar")
 	fs.StringVar(&w.SidecarListen, "sidecar-listen", w.SidecarListen, "where the injected sidecar listens, on the Pod's loopback")
+	fs.BoolVar(&w.SidecarNative, "sidecar-native", w.SidecarNative, "inject the sidecar as a restartable init container (Kubernetes 1.29+), started before the agent's containers; false appends it to the containers")
 	fs.StringVar(&w.SidecarCPU, "sidecar-cpu-request", w.SidecarCPU, "CPU request of the injected sidecar")
 	fs.StringVar(&w.SidecarCPULimit, "sidecar-cpu-limit", w.SidecarCPULimit, "CPU limit of the injected sidecar")
 	fs.StringVar(&w.SidecarMemory, "sidecar-memory", w.SidecarMemory, "memory request and limit of the injected sidecar")
@@ -91,7 +93,7 @@ func (w WebhookOptions) setup(bundleConfigMap string) (webhook.Options, error) {
 	}
 	if w.SidecarImage != "" {
 		inject := &webhook.InjectOptions{Image: w.SidecarImage, ImagePullPolicy: corev1.PullPolicy(w.SidecarPullPolicy),
-			BundleConfigMap: bundleConfigMap, Listen: w.SidecarListen}
+			BundleConfigMap: bundleConfigMap, Listen: w.SidecarListen, Native: w.SidecarNative}
 		switch inject.ImagePullPolicy {
 		case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
 		default:

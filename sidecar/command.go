@@ -36,6 +36,7 @@ serving; so does an unreachable API server.`,
 		},
 	}
 	opts.AddFlags(cmd.Flags())
+	cmd.AddCommand(newProbeCommand())
 	return cmd
 }
 

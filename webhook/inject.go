@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -39,7 +40,16 @@ type InjectOptions struct {
 	BundleConfigMap string
 	// Listen is where the sidecar answers, on the Pod's loopback.
 	Listen string
+	// Native runs the sidecar as a restartable init container (Kubernetes
+	// 1.29+): it starts, and is listening, before the agent's containers,
+	// and it stops after them. Otherwise it is appended to the containers.
+	Native bool
 }
+
+// sidecarBinary is where the Dockerfile puts the one toolgate binary; the
+// exec probes call it because the sidecar's loopback listener is out of
+// reach of kubelet's HTTP probes.
+const sidecarBinary = "/toolgate"
 
 // PodInjector adds the toolgate sidecar to Pods annotated
 // toolgate.dev/inject: "true", and grants their service account read access
@@ -98,7 +108,7 @@ func InjectSidecar(pod *corev1.Pod, o InjectOptions) {
 	}
 	f, t := false, true
 	uid := int64(65532)
-	pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{
+	c := corev1.Container{
 		Name:            SidecarName,
 		Image:           o.Image,
 		ImagePullPolicy: o.ImagePullPolicy,
@@ -118,18 +128,38 @@ func InjectSidecar(pod *corev1.Pod, o InjectOptions) {
 			Capabilities:   &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		},
-	})
+		// Startup gates the agent's containers (native mode) on the sidecar
+		// listening; readiness keeps the Pod unready while no bundle is
+		// loaded, when every call would be denied NO_POLICIES.
+		StartupProbe:   probe(o.Listen, "alive", 1, 60),
+		ReadinessProbe: probe(o.Listen, "ready", 5, 1),
+		LivenessProbe:  probe(o.Listen, "alive", 10, 3),
+	}
+	if o.Native {
+		always := corev1.ContainerRestartPolicyAlways
+		c.RestartPolicy = &always
+		// First, so init containers after it can already ask for decisions.
+		pod.Spec.InitContainers = append([]corev1.Container{c}, pod.Spec.InitContainers...)
+	} else {
+		pod.Spec.Containers = append(pod.Spec.Containers, c)
+	}
 	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: cacheVolumeName,
 		VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 }
 
 func hasSidecar(pod *corev1.Pod) bool {
-	for _, c := range pod.Spec.Containers {
-		if c.Name == SidecarName {
-			return true
-		}
+	named := func(c corev1.Container) bool { return c.Name == SidecarName }
+	return slices.ContainsFunc(pod.Spec.Containers, named) || slices.ContainsFunc(pod.Spec.InitContainers, named)
+}
+
+// probe runs `toolgate sidecar probe` inside the sidecar container, with
+// its own timeout under kubelet's.
+func probe(listen, which string, periodSeconds, failureThreshold int32) *corev1.Probe {
+	return &corev1.Probe{
+		ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{
+			Command: []string{sidecarBinary, "sidecar", "probe", which, "--listen=" + listen, "--timeout=1s"}}},
+		PeriodSeconds: periodSeconds, TimeoutSeconds: 2, FailureThreshold: failureThreshold,
 	}
-	return false
 }
 
 func serviceAccount(pod *corev1.Pod) string {

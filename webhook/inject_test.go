@@ -15,7 +15,7 @@ import (
 )
 
 var testInject = InjectOptions{Image: "ghcr.io/toolgate/toolgate:test", BundleConfigMap: "toolgate-bundle",
-	Listen: "127.0.0.1:8181", Resources: corev1.ResourceRequirements{
+	Listen: "127.0.0.1:8181", Native: true, Resources: corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")}}}
 
 func pod(name string, annotations map[string]string) *corev1.Pod {
@@ -26,11 +26,14 @@ func pod(name string, annotations map[string]string) *corev1.Pod {
 	}
 }
 
+// sidecarOf finds the sidecar wherever it was injected.
 func sidecarOf(t *testing.T, p *corev1.Pod) *corev1.Container {
 	t.Helper()
-	for i := range p.Spec.Containers {
-		if p.Spec.Containers[i].Name == SidecarName {
-			return &p.Spec.Containers[i]
+	for _, list := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for i := range list {
+			if list[i].Name == SidecarName {
+				return &list[i]
+			}
 		}
 	}
 	return nil
@@ -72,6 +75,26 @@ func TestInjectsAnnotatedPods(t *testing.T) {
 	}
 	if sc := c.SecurityContext; sc == nil || !*sc.RunAsNonRoot || !*sc.ReadOnlyRootFilesystem || sc.Capabilities.Drop[0] != "ALL" {
 		t.Errorf("security context: %+v", sc)
+	}
+	// A native sidecar: first among the init containers, restarted
+	// always, so kubelet starts the agent only once its startup probe passes.
+	if len(stored.Spec.InitContainers) == 0 || stored.Spec.InitContainers[0].Name != SidecarName {
+		t.Errorf("the sidecar is not the first init container: %+v", stored.Spec.InitContainers)
+	}
+	if c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways {
+		t.Errorf("restartPolicy %v, want Always", c.RestartPolicy)
+	}
+	if len(stored.Spec.Containers) != 1 || stored.Spec.Containers[0].Name != "agent" {
+		t.Errorf("containers %+v, want the agent alone", stored.Spec.Containers)
+	}
+	for name, pr := range map[string]struct {
+		probe *corev1.Probe
+		which string
+	}{"startup": {c.StartupProbe, "alive"}, "readiness": {c.ReadinessProbe, "ready"}, "liveness": {c.LivenessProbe, "alive"}} {
+		want := []string{"/toolgate", "sidecar", "probe", pr.which, "--listen=127.0.0.1:8181", "--timeout=1s"}
+		if pr.probe == nil || pr.probe.Exec == nil || !slices.Equal(pr.probe.Exec.Command, want) {
+			t.Errorf("%s probe %+v, want exec %q", name, pr.probe, want)
+		}
 	}
 	if !slices.ContainsFunc(stored.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == cacheVolumeName && v.EmptyDir != nil }) {
 		t.Errorf("no bundle cache volume: %+v", stored.Spec.Volumes)
@@ -144,7 +167,7 @@ func TestInjectionIsIdempotent(t *testing.T) {
 		t.Fatal(err)
 	}
 	count := 0
-	for _, c := range stored.Spec.Containers {
+	for _, c := range append(stored.Spec.InitContainers, stored.Spec.Containers...) {
 		if c.Name == SidecarName {
 			count++
 		}
@@ -156,5 +179,52 @@ func TestInjectionIsIdempotent(t *testing.T) {
 	InjectSidecar(again, testInject)
 	if !equality.Semantic.DeepEqual(again.Spec, stored.Spec) {
 		t.Errorf("InjectSidecar changed an injected pod")
+	}
+}
+
+// With Native off the sidecar is an ordinary container, for clusters
+// older than 1.29; the API server accepts that shape too.
+func TestClassicSidecarIsAnOrdinaryContainer(t *testing.T) {
+	p := pod("classic-sidecar", map[string]string{AnnotationInject: "true"})
+	p.Spec.InitContainers = []corev1.Container{{Name: "setup", Image: "busybox"}}
+	o := testInject
+	o.Native = false
+	InjectSidecar(p, o)
+	if err := k8sClient.Create(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	var stored corev1.Pod
+	if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(p), &stored); err != nil {
+		t.Fatal(err)
+	}
+	if len(stored.Spec.Containers) != 2 || stored.Spec.Containers[1].Name != SidecarName || stored.Spec.Containers[1].RestartPolicy != nil {
+		t.Errorf("containers %+v, want the agent then the sidecar", stored.Spec.Containers)
+	}
+	if len(stored.Spec.InitContainers) != 1 || stored.Spec.InitContainers[0].Name != "setup" {
+		t.Errorf("init containers %+v, want only the pod's own", stored.Spec.InitContainers)
+	}
+	if c := stored.Spec.Containers[1]; c.ReadinessProbe == nil || c.ReadinessProbe.Exec == nil {
+		t.Errorf("the classic sidecar has no readiness probe: %+v", c.ReadinessProbe)
+	}
+}
+
+// A native sidecar goes before the Pod's own init containers, so they can
+// already ask for decisions.
+func TestNativeSidecarPrecedesOtherInitContainers(t *testing.T) {
+	p := pod("native-first", map[string]string{AnnotationInject: "true"})
+	p.Spec.InitContainers = []corev1.Container{{Name: "setup", Image: "busybox"}}
+	if err := k8sClient.Create(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	var stored corev1.Pod
+	if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(p), &stored); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range stored.Spec.InitContainers {
+		names = append(names, c.Name)
+	}
+	if !slices.Equal(names, []string{SidecarName, "setup"}) {
+		t.Errorf("init containers %q, want [%s setup]", names, SidecarName)
 	}
 }

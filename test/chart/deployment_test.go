@@ -140,6 +140,9 @@ func TestNonDefaultValuesReachTheDeployment(t *testing.T) {
 	if v, _ := flagValue(c.Args, "namespaces"); v != "team-a,team-b" {
 		t.Errorf("--namespaces=%q, want team-a,team-b", v)
 	}
+	if v, _ := flagValue(c.Args, "sidecar-native"); v != "false" {
+		t.Errorf("--sidecar-native=%q, want false", v)
+	}
 	want := "registry.example.com/platform/toolgate-sidecar@sha256:" + strings.Repeat("ab", 32)
 	if v, _ := flagValue(c.Args, "sidecar-image"); v != want {
 		t.Errorf("--sidecar-image=%q, want %q", v, want)
@@ -153,7 +156,7 @@ func TestSidecarDefaultsToTheManagerImage(t *testing.T) {
 		t.Errorf("--sidecar-image=%q, manager image %q: want both ghcr.io/toolgate/toolgate:1.2.3", v, c.Image)
 	}
 	for flag, want := range map[string]string{"sidecar-cpu-request": "10m", "sidecar-cpu-limit": "500m",
-		"sidecar-memory": "64Mi", "sidecar-listen": "127.0.0.1:8181", "sidecar-image-pull-policy": "IfNotPresent"} {
+		"sidecar-memory": "64Mi", "sidecar-listen": "127.0.0.1:8181", "sidecar-image-pull-policy": "IfNotPresent", "sidecar-native": "true"} {
 		if v, _ := flagValue(c.Args, flag); v != want {
 			t.Errorf("--%s=%q, want the values.yaml default %q", flag, v, want)
 		}

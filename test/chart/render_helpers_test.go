@@ -37,6 +37,7 @@ var nonDefault = []string{
 	"--set", "sidecarInjection.image.repository=registry.example.com/platform/toolgate-sidecar",
 	"--set", "sidecarInjection.image.digest=sha256:" + strings.Repeat("ab", 32),
 	"--set", "manager.namespaces={team-a,team-b}",
+	"--set", "sidecarInjection.nativeSidecar=false",
 }
 
 // helm runs the helm binary and returns stdout, or an error carrying stderr.

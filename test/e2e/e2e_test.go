@@ -7,8 +7,10 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -81,10 +83,25 @@ func TestEndToEnd(t *testing.T) {
 	rm := map[string]any{"tool_name": "Bash", "agent_id": "agent-7", "input": map[string]any{"command": "rm -rf /"}}
 	other := map[string]any{"tool_name": "Bash", "agent_id": "agent-8", "input": map[string]any{"command": "ls"}}
 
+	// The exec probes an injected sidecar container runs.
+	probe := func(addr, which string) error {
+		out, err := exec.Command(bin, "sidecar", "probe", which, "--listen="+addr, "--timeout=1s").CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%w: %s", err, out)
+		}
+		return nil
+	}
+
 	t.Run("no bundle yet: fail closed", func(t *testing.T) {
 		for mode, addr := range sidecars {
 			d := eventually(t, addr, ls, "NO_POLICIES", is("deny", "NO_POLICIES", ""))
 			t.Logf("%s: %v", mode, d)
+			if err := probe(addr, "alive"); err != nil {
+				t.Errorf("%s: liveness probe: %v", mode, err)
+			}
+			if err := probe(addr, "ready"); err == nil || !strings.Contains(err.Error(), "no bundle is loaded") {
+				t.Errorf("%s: readiness probe without a bundle: %v", mode, err)
+			}
 		}
 	})
 
@@ -106,6 +123,9 @@ func TestEndToEnd(t *testing.T) {
 			d := eventually(t, addr, rm, "deny no-rm-rf", is("deny", "", "no-rm-rf"))
 			if d.Reason != "rm -rf is not allowed" {
 				t.Errorf("%s: reason %q", mode, d.Reason)
+			}
+			if err := probe(addr, "ready"); err != nil {
+				t.Errorf("%s: readiness probe with a bundle: %v", mode, err)
 			}
 		}
 	})
