@@ -46,10 +46,10 @@ type InjectOptions struct {
 	Native bool
 }
 
-// sidecarBinary is where the Dockerfile puts the one toolgate binary; the
+// SidecarBinary is where the Dockerfile puts the one toolgate binary; the
 // exec probes call it because the sidecar's loopback listener is out of
 // reach of kubelet's HTTP probes.
-const sidecarBinary = "/toolgate"
+const SidecarBinary = "/toolgate"
 
 // PodInjector adds the toolgate sidecar to Pods annotated
 // toolgate.dev/inject: "true", and grants their service account read access
@@ -157,7 +157,7 @@ func hasSidecar(pod *corev1.Pod) bool {
 func probe(listen, which string, periodSeconds, failureThreshold int32) *corev1.Probe {
 	return &corev1.Probe{
 		ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{
-			Command: []string{sidecarBinary, "sidecar", "probe", which, "--listen=" + listen, "--timeout=1s"}}},
+			Command: []string{SidecarBinary, "sidecar", "probe", which, "--listen=" + listen, "--timeout=1s"}}},
 		PeriodSeconds: periodSeconds, TimeoutSeconds: 2, FailureThreshold: failureThreshold,
 	}
 }
