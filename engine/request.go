@@ -20,6 +20,19 @@ var ErrBadRequest = errors.New("bad request")
 // tool_name. Numbers decode as float64, so they compare as the policy
 // language defines (5000 == 5000.0).
 func DecodeRequest(doc []byte) (Request, error) {
+	if obj, ok := decodeObjectFast(doc); ok {
+		req := Request(obj)
+		if err := req.Validate(); err != nil {
+			return nil, err
+		}
+		return req, nil
+	}
+	return decodeRequestStd(doc)
+}
+
+// decodeRequestStd is DecodeRequest by encoding/json alone: the fallback,
+// and the baseline the fast decoder is fuzzed and benchmarked against.
+func decodeRequestStd(doc []byte) (Request, error) {
 	dec := json.NewDecoder(bytes.NewReader(doc))
 	var v any
 	if err := dec.Decode(&v); err != nil {

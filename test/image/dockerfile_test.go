@@ -133,7 +133,7 @@ func TestDockerfileBuildCommandMakesAStaticStampedBinary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
 			t.Error("the binary asks for a dynamic loader; distroless/static has none")
