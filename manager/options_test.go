@@ -39,6 +39,8 @@ func TestValidateRejectsMalformedOptions(t *testing.T) {
 		{"self mode outside a pod", func(o *Options) { o.Webhooks.SecretNamespace = "" }, "--enable-webhooks=false"},
 		{"sidecar cpu", func(o *Options) { o.Webhooks.SidecarImage, o.Webhooks.SidecarCPU = "img", "lots" }, "--sidecar-cpu-request"},
 		{"sidecar memory", func(o *Options) { o.Webhooks.SidecarImage, o.Webhooks.SidecarMemory = "img", "12 GB" }, "--sidecar-memory"},
+		{"cluster name", func(o *Options) { o.Webhooks.SidecarImage, o.Webhooks.ClusterName = "img", "prod eu" }, "--cluster-name"},
+		{"cluster name with a variable", func(o *Options) { o.Webhooks.SidecarImage, o.Webhooks.ClusterName = "img", "$(HOME)" }, "--cluster-name"},
 		{"sidecar pull policy", func(o *Options) { o.Webhooks.SidecarImage, o.Webhooks.SidecarPullPolicy = "img", "Sometimes" }, "--sidecar-image-pull-policy"},
 	}
 	for _, tt := range tests {
@@ -71,6 +73,7 @@ func TestValidateAcceptsGoodOptions(t *testing.T) {
 		func(o *Options) { o.Webhooks.Enabled, o.Webhooks.SecretNamespace = false, "" },
 		func(o *Options) { o.Webhooks.CertMode, o.Webhooks.SecretNamespace = "provided", "" },
 		func(o *Options) { o.Webhooks.SidecarImage = "ghcr.io/toolgate/toolgate:v0.1.0" },
+		func(o *Options) { o.Webhooks.SidecarImage, o.Webhooks.ClusterName = "img", "prod-eu_1.b" },
 	} {
 		o := validDefaults()
 		edit(&o)

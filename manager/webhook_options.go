@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
@@ -31,6 +32,7 @@ type WebhookOptions struct {
 	SidecarPullPolicy string
 	SidecarListen     string
 	SidecarNative     bool
+	ClusterName       string
 	SidecarCPU        string // request
 	SidecarMemory     string // request and limit
 	SidecarCPULimit   string
@@ -62,6 +64,7 @@ func (w *WebhookOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&w.SidecarPullPolicy, "sidecar-image-pull-policy", w.SidecarPullPolicy, "pull policy of the injected sidecar")
 	fs.StringVar(&w.SidecarListen, "sidecar-listen", w.SidecarListen, "where the injected sidecar listens, on the Pod's loopback")
 	fs.BoolVar(&w.SidecarNative, "sidecar-native", w.SidecarNative, "inject the sidecar as a restartable init container (Kubernetes 1.29+), started before the agent's containers; false appends it to the containers")
+	fs.StringVar(&w.ClusterName, "cluster-name", w.ClusterName, "this cluster's name, added as the label cluster to injected sidecars' decision log lines")
 	fs.StringVar(&w.SidecarCPU, "sidecar-cpu-request", w.SidecarCPU, "CPU request of the injected sidecar")
 	fs.StringVar(&w.SidecarCPULimit, "sidecar-cpu-limit", w.SidecarCPULimit, "CPU limit of the injected sidecar")
 	fs.StringVar(&w.SidecarMemory, "sidecar-memory", w.SidecarMemory, "memory request and limit of the injected sidecar")
@@ -93,7 +96,12 @@ func (w WebhookOptions) setup(bundleConfigMap string) (webhook.Options, error) {
 	}
 	if w.SidecarImage != "" {
 		inject := &webhook.InjectOptions{Image: w.SidecarImage, ImagePullPolicy: corev1.PullPolicy(w.SidecarPullPolicy),
-			BundleConfigMap: bundleConfigMap, Listen: w.SidecarListen, Native: w.SidecarNative}
+			BundleConfigMap: bundleConfigMap, Listen: w.SidecarListen, Native: w.SidecarNative, ClusterName: w.ClusterName}
+		// A label value: it lands in a container arg, where kubelet would
+		// expand $(...), and in every decision log line.
+		if msgs := validation.IsValidLabelValue(w.ClusterName); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--cluster-name %q: %s", w.ClusterName, strings.Join(msgs, "; ")))
+		}
 		switch inject.ImagePullPolicy {
 		case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
 		default:

@@ -56,5 +56,6 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.DecisionLogBatch, "decision-log-batch", o.DecisionLogBatch, "events per batch sent to --decision-log-url")
 	fs.DurationVar(&o.DecisionLogFlushInterval, "decision-log-flush-interval", o.DecisionLogFlushInterval, "longest an event waits in a partial batch for --decision-log-url")
 	fs.StringSliceVar(&o.LogFields, "log-fields", o.LogFields, "request fields to include in decision log lines (dotted paths, or * for the whole request); default: none beyond tool_name and the ids")
+	fs.StringArrayVar(&o.LogLabels, "decision-log-label", o.LogLabels, "KEY=VALUE added to every decision log line under \"labels\" (repeatable), e.g. cluster=prod-eu")
 	fs.StringSliceVar(&o.Redact, "redact", o.Redact, "request fields to replace with [REDACTED] in what --log-fields logs (a last segment * hides every child, e.g. input.*)")
 }

@@ -28,6 +28,7 @@ type event struct {
 	mismatch         bool
 	sessionID        string
 	toolUseID        string
+	framework        string
 	decision         engine.Decision
 	code             engine.Code
 	reason           string
@@ -69,26 +70,51 @@ func (k *sink) offer(ev *event) {
 
 type decisionLog struct {
 	sinks     []*sink
-	fields    *fieldSelector
+	format    *lineFormat
 	closeOnce sync.Once
 }
 
+// lineFormat is what every line of one sidecar shares: the request fields
+// to copy, and the static labels, encoded once.
+type lineFormat struct {
+	fields *fieldSelector
+	labels []byte // `,"labels":{...}`, or nothing
+}
+
+func newLineFormat(o Options) *lineFormat {
+	f := &lineFormat{fields: newFieldSelector(o.LogFields, o.Redact)}
+	labels, _ := parseLogLabels(o.LogLabels) // Validate has reported errors
+	if len(labels) > 0 {
+		f.labels = append(f.labels, `,"labels":{`...)
+		for i, l := range labels {
+			if i > 0 {
+				f.labels = append(f.labels, ',')
+			}
+			f.labels = engine.AppendJSONString(f.labels, l.key)
+			f.labels = append(f.labels, ':')
+			f.labels = engine.AppendJSONString(f.labels, l.value)
+		}
+		f.labels = append(f.labels, '}')
+	}
+	return f
+}
+
 func newDecisionLog(o Options, m *metrics, log *slog.Logger) *decisionLog {
-	fields := newFieldSelector(o.LogFields, o.Redact)
-	d := &decisionLog{fields: fields}
+	format := newLineFormat(o)
+	d := &decisionLog{format: format}
 	if o.DecisionLog == DecisionLogStdout {
 		w := o.DecisionLogWriter
 		if w == nil {
 			w = os.Stdout
 		}
 		k := newSink("stdout", o.DecisionLogQueue, m)
-		go runWriterSink(k, w, fields)
+		go runWriterSink(k, w, format)
 		d.sinks = append(d.sinks, k)
 	}
 	if o.DecisionLogURL != "" {
 		k := newSink("http", o.DecisionLogQueue, m)
 		h := &httpSink{sink: k, url: o.DecisionLogURL, batch: o.DecisionLogBatch, every: o.DecisionLogFlushInterval,
-			fields: fields, failed: m.logDropped.WithLabelValues("http", "send_failed"), log: log}
+			format: format, failed: m.logDropped.WithLabelValues("http", "send_failed"), log: log}
 		go h.run()
 		d.sinks = append(d.sinks, k)
 	}
@@ -96,7 +122,7 @@ func newDecisionLog(o Options, m *metrics, log *slog.Logger) *decisionLog {
 }
 
 func (d *decisionLog) enabled() bool      { return len(d.sinks) > 0 }
-func (d *decisionLog) wantsRequest() bool { return d.fields != nil }
+func (d *decisionLog) wantsRequest() bool { return d.format.fields != nil }
 
 func (d *decisionLog) record(ev *event) {
 	for _, k := range d.sinks {
@@ -123,7 +149,7 @@ func (d *decisionLog) close(ctx context.Context) error {
 }
 
 // appendEvent writes one decision log line (without the newline).
-func appendEvent(dst []byte, ev *event, fields *fieldSelector) []byte {
+func appendEvent(dst []byte, ev *event, f *lineFormat) []byte {
 	dst = append(dst, `{"time":"`...)
 	dst = ev.at.UTC().AppendFormat(dst, time.RFC3339Nano)
 	dst = append(dst, `","decision_id":"`...)
@@ -142,6 +168,10 @@ func appendEvent(dst []byte, ev *event, fields *fieldSelector) []byte {
 	if ev.toolUseID != "" {
 		dst = append(dst, `,"tool_use_id":`...)
 		dst = engine.AppendJSONString(dst, ev.toolUseID)
+	}
+	if ev.framework != "" {
+		dst = append(dst, `,"framework":`...)
+		dst = engine.AppendJSONString(dst, ev.framework)
 	}
 	dst = append(dst, `,"decision":`...)
 	dst = engine.AppendJSONString(dst, string(ev.decision))
@@ -167,8 +197,9 @@ func appendEvent(dst []byte, ev *event, fields *fieldSelector) []byte {
 	dst = engine.AppendNullableJSONString(dst, ev.revision)
 	dst = append(dst, `,"latency_ms":`...)
 	dst = strconv.AppendFloat(dst, float64(ev.latency.Nanoseconds())/1e6, 'f', -1, 64)
-	if fields != nil && ev.req != nil {
-		if b, err := json.Marshal(fields.project(ev.req)); err == nil {
+	dst = append(dst, f.labels...)
+	if f.fields != nil && ev.req != nil {
+		if b, err := json.Marshal(f.fields.project(ev.req)); err == nil {
 			dst = append(dst, `,"request":`...)
 			dst = append(dst, b...)
 		} else {

@@ -318,3 +318,38 @@ func TestStdoutLogDropsWhenFullWithoutBlocking(t *testing.T) {
 		t.Errorf("writer got %d lines after release, want %d (the first plus a full queue)", w.lines, want)
 	}
 }
+
+// Labels and the request's framework tag every line, so lines from many
+// clusters and pods can be told apart in one sink.
+func TestDecisionLogLabelsAndFramework(t *testing.T) {
+	o := testOptions()
+	logs := &lineBuffer{}
+	o.DecisionLog, o.DecisionLogWriter = DecisionLogStdout, logs
+	o.LogLabels = []string{"cluster=prod-eu", "namespace=agents", "pod=bot-7f9c", "note=a=b, \"quoted\""}
+	s, base := newTestServer(t, o)
+	evaluate(t, base, `{"tool_name":"Bash","framework":"langchain"}`)
+	evaluate(t, base, `{"tool_name":"Bash","framework":7}`)
+	if err := s.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	lines := logs.lines(t)
+	if len(lines) != 2 {
+		t.Fatalf("%d lines:\n%s", len(lines), logs)
+	}
+	want := map[string]any{"cluster": "prod-eu", "namespace": "agents", "pod": "bot-7f9c", "note": `a=b, "quoted"`}
+	for i, l := range lines {
+		if !reflect.DeepEqual(l["labels"], want) {
+			t.Errorf("line %d labels %v, want %v", i, l["labels"], want)
+		}
+	}
+	if lines[0]["framework"] != "langchain" {
+		t.Errorf("framework %v", lines[0]["framework"])
+	}
+	if _, ok := lines[1]["framework"]; ok {
+		t.Errorf("a non-string framework was logged: %v", lines[1]["framework"])
+	}
+	// Label order is the flags' order.
+	if i, j := strings.Index(logs.String(), `"cluster"`), strings.Index(logs.String(), `"pod"`); i < 0 || j < i {
+		t.Errorf("labels out of order:\n%s", logs)
+	}
+}

@@ -176,6 +176,7 @@ func (s *Server) finish(ev *event, req engine.Request, res *engine.Result, revis
 	ev.agentID = stringField(req, "agent_id")
 	ev.sessionID = stringField(req, "session_id")
 	ev.toolUseID = stringField(req, "tool_use_id")
+	ev.framework = stringField(req, "framework")
 	ev.decision, ev.code, ev.reason = res.Decision, res.Code, res.Reason
 	ev.policyID, ev.policyVersion, ev.ruleID = res.MatchedPolicyID, res.MatchedPolicyVersion, res.MatchedRuleID
 	ev.revision = revision

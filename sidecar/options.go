@@ -7,9 +7,11 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -61,6 +63,10 @@ type Options struct {
 	// Redact are request fields replaced by "[REDACTED]" wherever
 	// LogFields would log them.
 	Redact []string
+	// LogLabels are KEY=VALUE pairs added to every decision log line as
+	// "labels", in order: where a central sink needs to know which cluster,
+	// namespace and pod decided.
+	LogLabels []string
 
 	// Not flags: where decision log lines and operational logs go
 	// (os.Stdout and a stderr text logger when nil).
@@ -136,6 +142,9 @@ func (o *Options) validateServing() error {
 	}
 	if o.DecisionLogFlushInterval <= 0 {
 		add("--decision-log-flush-interval must be positive, not %v", o.DecisionLogFlushInterval)
+	}
+	if _, err := parseLogLabels(o.LogLabels); err != nil {
+		add("--decision-log-label: %v", err)
 	}
 	for _, f := range o.LogFields {
 		if err := validateFieldPath(f, false); err != nil {
@@ -227,4 +236,37 @@ func validateFieldPath(p string, isRedact bool) error {
 		}
 	}
 	return nil
+}
+
+const maxLogLabels = 32
+
+var logLabelKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]{0,62}$`)
+
+type logLabel struct{ key, value string }
+
+// parseLogLabels reads --decision-log-label values, KEY=VALUE each.
+func parseLogLabels(raw []string) ([]logLabel, error) {
+	if len(raw) > maxLogLabels {
+		return nil, fmt.Errorf("%d labels, more than %d", len(raw), maxLogLabels)
+	}
+	out := make([]logLabel, 0, len(raw))
+	seen := map[string]bool{}
+	for _, kv := range raw {
+		k, v, ok := strings.Cut(kv, "=")
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("%q is not KEY=VALUE", kv)
+		case !logLabelKey.MatchString(k):
+			return nil, fmt.Errorf("%q: key %q must start with a letter or _ and hold only letters, digits, _ . - (at most 63)", kv, k)
+		case seen[k]:
+			return nil, fmt.Errorf("key %q is given twice", k)
+		case len(v) > 1024:
+			return nil, fmt.Errorf("%q: the value is %d bytes, more than 1024", k, len(v))
+		case !utf8.ValidString(v):
+			return nil, fmt.Errorf("%q: the value is not UTF-8", k)
+		}
+		seen[k] = true
+		out = append(out, logLabel{k, v})
+	}
+	return out, nil
 }

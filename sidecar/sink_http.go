@@ -25,7 +25,7 @@ type httpSink struct {
 	url    string
 	batch  int
 	every  time.Duration
-	fields *fieldSelector
+	format *lineFormat
 	failed prometheus.Counter
 	log    *slog.Logger
 	client http.Client
@@ -43,7 +43,7 @@ func (h *httpSink) run() {
 		} else {
 			body = append(body, ',')
 		}
-		body = appendEvent(body, ev, h.fields)
+		body = appendEvent(body, ev, h.format)
 		n++
 	}
 	flush := func(ctx context.Context) {

@@ -7,12 +7,12 @@ import (
 
 // runWriterSink writes one line per event, flushing whenever the queue runs
 // dry so lines appear promptly at low rates and in large writes at high ones.
-func runWriterSink(k *sink, w io.Writer, fields *fieldSelector) {
+func runWriterSink(k *sink, w io.Writer, format *lineFormat) {
 	defer close(k.stopped)
 	bw := bufio.NewWriterSize(w, 64<<10)
 	var line []byte
 	write := func(ev *event) {
-		line = append(appendEvent(line[:0], ev, fields), '\n')
+		line = append(appendEvent(line[:0], ev, format), '\n')
 		_, _ = bw.Write(line)
 	}
 	for {

@@ -44,6 +44,9 @@ type InjectOptions struct {
 	// 1.29+): it starts, and is listening, before the agent's containers,
 	// and it stops after them. Otherwise it is appended to the containers.
 	Native bool
+	// ClusterName, when set, labels every decision log line of injected
+	// sidecars (with their namespace and pod, which are always there).
+	ClusterName string
 }
 
 // SidecarBinary is where the Dockerfile puts the one toolgate binary; the
@@ -116,9 +119,14 @@ func InjectSidecar(pod *corev1.Pod, o InjectOptions) {
 			"--configmap=$(POD_NAMESPACE)/" + o.BundleConfigMap,
 			"--agent-id=$(TOOLGATE_AGENT_ID)",
 			"--listen=" + o.Listen,
-			"--cache-dir=" + cacheMountPath},
+			"--cache-dir=" + cacheMountPath,
+			// The pod's name comes from the downward API: with generateName
+			// it is not known yet at admission.
+			"--decision-log-label=namespace=$(POD_NAMESPACE)",
+			"--decision-log-label=pod=$(POD_NAME)"},
 		Env: []corev1.EnvVar{
 			{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
+			{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
 			agentID,
 		},
 		Resources:    o.Resources,
@@ -134,6 +142,9 @@ func InjectSidecar(pod *corev1.Pod, o InjectOptions) {
 		StartupProbe:   probe(o.Listen, "alive", 1, 60),
 		ReadinessProbe: probe(o.Listen, "ready", 5, 1),
 		LivenessProbe:  probe(o.Listen, "alive", 10, 3),
+	}
+	if o.ClusterName != "" {
+		c.Args = append(c.Args, "--decision-log-label=cluster="+o.ClusterName)
 	}
 	if o.Native {
 		always := corev1.ContainerRestartPolicyAlways

@@ -15,7 +15,7 @@ import (
 )
 
 var testInject = InjectOptions{Image: "ghcr.io/toolgate/toolgate:test", BundleConfigMap: "toolgate-bundle",
-	Listen: "127.0.0.1:8181", Native: true, Resources: corev1.ResourceRequirements{
+	Listen: "127.0.0.1:8181", Native: true, ClusterName: "test-cluster", Resources: corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")}}}
 
 func pod(name string, annotations map[string]string) *corev1.Pod {
@@ -58,7 +58,8 @@ func TestInjectsAnnotatedPods(t *testing.T) {
 	if c.Image != testInject.Image || !c.Resources.Requests.Cpu().Equal(resource.MustParse("10m")) {
 		t.Errorf("image %q, resources %v", c.Image, c.Resources)
 	}
-	for _, want := range []string{"sidecar", "--configmap=$(POD_NAMESPACE)/toolgate-bundle", "--agent-id=$(TOOLGATE_AGENT_ID)", "--listen=127.0.0.1:8181"} {
+	for _, want := range []string{"sidecar", "--configmap=$(POD_NAMESPACE)/toolgate-bundle", "--agent-id=$(TOOLGATE_AGENT_ID)", "--listen=127.0.0.1:8181",
+		"--decision-log-label=namespace=$(POD_NAMESPACE)", "--decision-log-label=pod=$(POD_NAME)", "--decision-log-label=cluster=test-cluster"} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("args %q lack %q", c.Args, want)
 		}
@@ -72,6 +73,9 @@ func TestInjectsAnnotatedPods(t *testing.T) {
 	}
 	if f := env["POD_NAMESPACE"].ValueFrom; f == nil || f.FieldRef.FieldPath != "metadata.namespace" {
 		t.Errorf("POD_NAMESPACE: %+v", env["POD_NAMESPACE"])
+	}
+	if f := env["POD_NAME"].ValueFrom; f == nil || f.FieldRef.FieldPath != "metadata.name" {
+		t.Errorf("POD_NAME: %+v", env["POD_NAME"])
 	}
 	if sc := c.SecurityContext; sc == nil || !*sc.RunAsNonRoot || !*sc.ReadOnlyRootFilesystem || sc.Capabilities.Drop[0] != "ALL" {
 		t.Errorf("security context: %+v", sc)

@@ -143,6 +143,9 @@ func TestNonDefaultValuesReachTheDeployment(t *testing.T) {
 	if v, _ := flagValue(c.Args, "sidecar-native"); v != "false" {
 		t.Errorf("--sidecar-native=%q, want false", v)
 	}
+	if v, _ := flagValue(c.Args, "cluster-name"); v != "prod-eu-1" {
+		t.Errorf("--cluster-name=%q, want prod-eu-1", v)
+	}
 	want := "registry.example.com/platform/toolgate-sidecar@sha256:" + strings.Repeat("ab", 32)
 	if v, _ := flagValue(c.Args, "sidecar-image"); v != want {
 		t.Errorf("--sidecar-image=%q, want %q", v, want)
@@ -154,6 +157,9 @@ func TestSidecarDefaultsToTheManagerImage(t *testing.T) {
 	_, c := managerDeployment(t, "--set", "image.tag=1.2.3")
 	if v, _ := flagValue(c.Args, "sidecar-image"); v != c.Image || c.Image != "ghcr.io/toolgate/toolgate:1.2.3" {
 		t.Errorf("--sidecar-image=%q, manager image %q: want both ghcr.io/toolgate/toolgate:1.2.3", v, c.Image)
+	}
+	if v, ok := flagValue(c.Args, "cluster-name"); ok {
+		t.Errorf("--cluster-name=%q passed, yet clusterName is empty by default", v)
 	}
 	for flag, want := range map[string]string{"sidecar-cpu-request": "10m", "sidecar-cpu-limit": "500m",
 		"sidecar-memory": "64Mi", "sidecar-listen": "127.0.0.1:8181", "sidecar-image-pull-policy": "IfNotPresent", "sidecar-native": "true"} {

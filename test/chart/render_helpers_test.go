@@ -38,6 +38,7 @@ var nonDefault = []string{
 	"--set", "sidecarInjection.image.digest=sha256:" + strings.Repeat("ab", 32),
 	"--set", "manager.namespaces={team-a,team-b}",
 	"--set", "sidecarInjection.nativeSidecar=false",
+	"--set", "clusterName=prod-eu-1",
 }
 
 // helm runs the helm binary and returns stdout, or an error carrying stderr.

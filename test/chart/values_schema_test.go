@@ -38,6 +38,9 @@ func TestValueMistakesFailTheInstall(t *testing.T) {
 		{"bad quantity from a file", []string{"-f", badFile}, "memory"},
 		{"bad listen address", []string{"--set", "sidecarInjection.listen=localhost"}, "listen"},
 		{"extra arg without dashes", []string{"--set", "manager.extraArgs={verbose}"}, "extraArgs"},
+		{"cluster name with a space", []string{"--set", "clusterName=prod eu"}, "clusterName"},
+		{"cluster name with a variable", []string{"--set", "clusterName=$(HOME)"}, "clusterName"},
+		{"native sidecar as a string", []string{"--set-string", "sidecarInjection.nativeSidecar=yes"}, "nativeSidecar"},
 		{"unknown issuer kind", []string{"--set", "certManager.issuerRef.kind=Vault"}, "kind"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
