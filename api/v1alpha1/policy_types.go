@@ -66,6 +66,10 @@ type Rule struct {
 	Conditions []Condition `json:"conditions,omitempty"`
 }
 
+// Not in CEL: "in needs values" and the like. value and values hold any
+// JSON scalar, so they are untyped in the schema, and the API server rejects
+// CEL rules over untyped fields ("undefined field"); the engine checks them.
+
 // Condition tests one field of the tool call. The schema rejects malformed
 // paths itself (so they fail even with the webhook bypassed); the webhook
 // adds what needs the engine: value types, regexes, forbidden segments.
