@@ -41,6 +41,8 @@ func TestValidateRejectsMalformedOptions(t *testing.T) {
 		{"sidecar memory", func(o *Options) { o.Webhooks.SidecarImage, o.Webhooks.SidecarMemory = "img", "12 GB" }, "--sidecar-memory"},
 		{"cluster name", func(o *Options) { o.Webhooks.SidecarImage, o.Webhooks.ClusterName = "img", "prod eu" }, "--cluster-name"},
 		{"cluster name with a variable", func(o *Options) { o.Webhooks.SidecarImage, o.Webhooks.ClusterName = "img", "$(HOME)" }, "--cluster-name"},
+		{"sidecar metrics port", func(o *Options) { o.Webhooks.SidecarImage, o.Webhooks.SidecarMetrics = "img", 70000 }, "--sidecar-metrics-port"},
+		{"negative sidecar metrics port", func(o *Options) { o.Webhooks.SidecarImage, o.Webhooks.SidecarMetrics = "img", -1 }, "--sidecar-metrics-port"},
 		{"sidecar pull policy", func(o *Options) { o.Webhooks.SidecarImage, o.Webhooks.SidecarPullPolicy = "img", "Sometimes" }, "--sidecar-image-pull-policy"},
 	}
 	for _, tt := range tests {
@@ -74,6 +76,7 @@ func TestValidateAcceptsGoodOptions(t *testing.T) {
 		func(o *Options) { o.Webhooks.CertMode, o.Webhooks.SecretNamespace = "provided", "" },
 		func(o *Options) { o.Webhooks.SidecarImage = "ghcr.io/toolgate/toolgate:v0.1.0" },
 		func(o *Options) { o.Webhooks.SidecarImage, o.Webhooks.ClusterName = "img", "prod-eu_1.b" },
+		func(o *Options) { o.Webhooks.SidecarImage, o.Webhooks.SidecarMetrics = "img", 0 },
 	} {
 		o := validDefaults()
 		edit(&o)

@@ -33,6 +33,7 @@ type WebhookOptions struct {
 	SidecarListen     string
 	SidecarNative     bool
 	ClusterName       string
+	SidecarMetrics    int
 	SidecarCPU        string // request
 	SidecarMemory     string // request and limit
 	SidecarCPULimit   string
@@ -44,7 +45,7 @@ func defaultWebhookOptions() WebhookOptions {
 		CertDir:    "/tmp/k8s-webhook-server/serving-certs",
 		SecretName: "toolgate-webhook-certs", ServiceName: "toolgate-webhook",
 		ValidatingName: "toolgate-validating-webhook", MutatingName: "toolgate-mutating-webhook",
-		SidecarPullPolicy: string(corev1.PullIfNotPresent), SidecarListen: "127.0.0.1:8181", SidecarNative: true,
+		SidecarPullPolicy: string(corev1.PullIfNotPresent), SidecarListen: "127.0.0.1:8181", SidecarNative: true, SidecarMetrics: 9191,
 		SidecarCPU: "10m", SidecarMemory: "64Mi", SidecarCPULimit: "500m",
 	}
 }
@@ -64,6 +65,7 @@ func (w *WebhookOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&w.SidecarPullPolicy, "sidecar-image-pull-policy", w.SidecarPullPolicy, "pull policy of the injected sidecar")
 	fs.StringVar(&w.SidecarListen, "sidecar-listen", w.SidecarListen, "where the injected sidecar listens, on the Pod's loopback")
 	fs.BoolVar(&w.SidecarNative, "sidecar-native", w.SidecarNative, "inject the sidecar as a restartable init container (Kubernetes 1.29+), started before the agent's containers; false appends it to the containers")
+	fs.IntVar(&w.SidecarMetrics, "sidecar-metrics-port", w.SidecarMetrics, "port on the Pod's IP where the injected sidecar serves /metrics (named tg-metrics, for a PodMonitor); 0 keeps metrics on its loopback listener only")
 	fs.StringVar(&w.ClusterName, "cluster-name", w.ClusterName, "this cluster's name, added as the label cluster to injected sidecars' decision log lines")
 	fs.StringVar(&w.SidecarCPU, "sidecar-cpu-request", w.SidecarCPU, "CPU request of the injected sidecar")
 	fs.StringVar(&w.SidecarCPULimit, "sidecar-cpu-limit", w.SidecarCPULimit, "CPU limit of the injected sidecar")
@@ -96,7 +98,10 @@ func (w WebhookOptions) setup(bundleConfigMap string) (webhook.Options, error) {
 	}
 	if w.SidecarImage != "" {
 		inject := &webhook.InjectOptions{Image: w.SidecarImage, ImagePullPolicy: corev1.PullPolicy(w.SidecarPullPolicy),
-			BundleConfigMap: bundleConfigMap, Listen: w.SidecarListen, Native: w.SidecarNative, ClusterName: w.ClusterName}
+			BundleConfigMap: bundleConfigMap, Listen: w.SidecarListen, Native: w.SidecarNative, ClusterName: w.ClusterName, MetricsPort: int32(w.SidecarMetrics)}
+		if w.SidecarMetrics < 0 || w.SidecarMetrics > 65535 {
+			errs = append(errs, fmt.Errorf("--sidecar-metrics-port: %d is not 0 (off) or a port up to 65535", w.SidecarMetrics))
+		}
 		// A label value: it lands in a container arg, where kubelet would
 		// expand $(...), and in every decision log line.
 		if msgs := validation.IsValidLabelValue(w.ClusterName); len(msgs) > 0 {

@@ -43,6 +43,7 @@ serving; so does an unreachable API server.`,
 // AddFlags binds every option to a flag.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Listen, "listen", o.Listen, "address to serve on: host:port, or unix:/path for a Unix socket")
+	fs.StringVar(&o.MetricsListen, "metrics-listen", o.MetricsListen, "also serve GET /metrics, /healthz and /readyz (never decisions) here, e.g. :9191 for Prometheus; host:port or unix:/path")
 	fs.StringVar(&o.AgentID, "agent-id", o.AgentID, "the agent this sidecar decides for (from the downward API); a request's different agent_id is overridden and logged")
 	fs.StringVar(&o.ConfigMap, "configmap", o.ConfigMap, "bundle source: watch the ConfigMap NAMESPACE/NAME through the API")
 	fs.StringVar(&o.BundleDir, "bundle-dir", o.BundleDir, "bundle source: a mounted ConfigMap volume holding bundle.json or bundle.json.gz")

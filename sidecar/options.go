@@ -31,6 +31,9 @@ const maxDecisionLogQueue = 1_000_000
 type Options struct {
 	// Listen is host:port, or unix:/path for a Unix socket.
 	Listen string
+	// MetricsListen, when set, also serves /metrics, /healthz and /readyz
+	// (never decisions) there: Prometheus cannot reach a loopback listener.
+	MetricsListen string
 	// AgentID, when set, is the only agent_id this sidecar decides for: a
 	// request naming another one is decided as AgentID and the mismatch is
 	// logged.
@@ -72,6 +75,9 @@ type Options struct {
 	// (os.Stdout and a stderr text logger when nil).
 	DecisionLogWriter io.Writer
 	Logger            *slog.Logger
+	// onMetricsListen is told the metrics listener's bound address (tests
+	// listen on port 0).
+	onMetricsListen func(net.Addr)
 }
 
 // DefaultOptions are the flag defaults.
@@ -120,6 +126,13 @@ func (o *Options) validateServing() error {
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if err := validateListen(o.Listen); err != nil {
 		add("--listen: %v", err)
+	}
+	if o.MetricsListen != "" {
+		if err := validateListen(o.MetricsListen); err != nil {
+			add("--metrics-listen: %v", err)
+		} else if o.MetricsListen == o.Listen && !strings.HasSuffix(o.Listen, ":0") { // :0 picks a free port each
+			add("--metrics-listen must differ from --listen (%s)", o.Listen)
+		}
 	}
 	if len(o.AgentID) > engine.MaxAgentIDLength {
 		add("--agent-id is %d characters long, more than %d", len(o.AgentID), engine.MaxAgentIDLength)

@@ -20,10 +20,14 @@ import (
 const (
 	AnnotationInject  = "toolgate.dev/inject"
 	AnnotationAgentID = "toolgate.dev/agent-id"
-	SidecarName       = "toolgate-sidecar"
-	cacheVolumeName   = "toolgate-bundle-cache"
-	cacheMountPath    = "/var/run/toolgate/bundle"
-	bundleReaderName  = "toolgate-bundle-reader"
+	// LabelInjected marks Pods that carry the sidecar, for a PodMonitor.
+	LabelInjected = "toolgate.dev/injected"
+	// MetricsPortName names the sidecar's metrics port, for a PodMonitor.
+	MetricsPortName  = "tg-metrics"
+	SidecarName      = "toolgate-sidecar"
+	cacheVolumeName  = "toolgate-bundle-cache"
+	cacheMountPath   = "/var/run/toolgate/bundle"
+	bundleReaderName = "toolgate-bundle-reader"
 )
 
 // +kubebuilder:webhook:path=/mutate-v1-pod,mutating=true,failurePolicy=ignore,sideEffects=NoneOnDryRun,groups="",resources=pods,verbs=create,versions=v1,name=mpod.toolgate.dev,admissionReviewVersions=v1,reinvocationPolicy=Never,timeoutSeconds=5
@@ -47,6 +51,9 @@ type InjectOptions struct {
 	// ClusterName, when set, labels every decision log line of injected
 	// sidecars (with their namespace and pod, which are always there).
 	ClusterName string
+	// MetricsPort, when not 0, is where the sidecar also serves /metrics
+	// (and health) on the Pod's IP, as the port named MetricsPortName.
+	MetricsPort int32
 }
 
 // SidecarBinary is where the Dockerfile puts the one toolgate binary; the
@@ -146,6 +153,14 @@ func InjectSidecar(pod *corev1.Pod, o InjectOptions) {
 	if o.ClusterName != "" {
 		c.Args = append(c.Args, "--decision-log-label=cluster="+o.ClusterName)
 	}
+	if o.MetricsPort != 0 {
+		c.Args = append(c.Args, fmt.Sprintf("--metrics-listen=:%d", o.MetricsPort))
+		c.Ports = []corev1.ContainerPort{{Name: MetricsPortName, ContainerPort: o.MetricsPort, Protocol: corev1.ProtocolTCP}}
+	}
+	if pod.Labels == nil {
+		pod.Labels = map[string]string{}
+	}
+	pod.Labels[LabelInjected] = "true"
 	if o.Native {
 		always := corev1.ContainerRestartPolicyAlways
 		c.RestartPolicy = &always

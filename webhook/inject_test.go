@@ -15,7 +15,7 @@ import (
 )
 
 var testInject = InjectOptions{Image: "ghcr.io/toolgate/toolgate:test", BundleConfigMap: "toolgate-bundle",
-	Listen: "127.0.0.1:8181", Native: true, ClusterName: "test-cluster", Resources: corev1.ResourceRequirements{
+	Listen: "127.0.0.1:8181", Native: true, ClusterName: "test-cluster", MetricsPort: 9191, Resources: corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")}}}
 
 func pod(name string, annotations map[string]string) *corev1.Pod {
@@ -59,7 +59,7 @@ func TestInjectsAnnotatedPods(t *testing.T) {
 		t.Errorf("image %q, resources %v", c.Image, c.Resources)
 	}
 	for _, want := range []string{"sidecar", "--configmap=$(POD_NAMESPACE)/toolgate-bundle", "--agent-id=$(TOOLGATE_AGENT_ID)", "--listen=127.0.0.1:8181",
-		"--decision-log-label=namespace=$(POD_NAMESPACE)", "--decision-log-label=pod=$(POD_NAME)", "--decision-log-label=cluster=test-cluster"} {
+		"--decision-log-label=namespace=$(POD_NAMESPACE)", "--decision-log-label=pod=$(POD_NAME)", "--decision-log-label=cluster=test-cluster", "--metrics-listen=:9191"} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("args %q lack %q", c.Args, want)
 		}
@@ -73,6 +73,13 @@ func TestInjectsAnnotatedPods(t *testing.T) {
 	}
 	if f := env["POD_NAMESPACE"].ValueFrom; f == nil || f.FieldRef.FieldPath != "metadata.namespace" {
 		t.Errorf("POD_NAMESPACE: %+v", env["POD_NAMESPACE"])
+	}
+	// Prometheus finds the sidecar by the Pod label and the port name.
+	if stored.Labels[LabelInjected] != "true" {
+		t.Errorf("pod labels %v lack %s", stored.Labels, LabelInjected)
+	}
+	if len(c.Ports) != 1 || c.Ports[0].Name != MetricsPortName || c.Ports[0].ContainerPort != 9191 {
+		t.Errorf("sidecar ports %+v, want %s 9191", c.Ports, MetricsPortName)
 	}
 	if f := env["POD_NAME"].ValueFrom; f == nil || f.FieldRef.FieldPath != "metadata.name" {
 		t.Errorf("POD_NAME: %+v", env["POD_NAME"])
@@ -151,7 +158,7 @@ func TestLeavesOtherPodsAlone(t *testing.T) {
 		if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(p), &stored); err != nil {
 			t.Fatal(err)
 		}
-		if len(stored.Spec.Containers) != 1 || len(stored.Spec.Volumes) != 0 {
+		if len(stored.Spec.Containers) != 1 || len(stored.Spec.InitContainers) != 0 || len(stored.Spec.Volumes) != 0 || stored.Labels[LabelInjected] != "" {
 			t.Errorf("annotations %v: pod was changed: %+v", annotations, stored.Spec)
 		}
 	}

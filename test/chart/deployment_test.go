@@ -162,7 +162,7 @@ func TestSidecarDefaultsToTheManagerImage(t *testing.T) {
 		t.Errorf("--cluster-name=%q passed, yet clusterName is empty by default", v)
 	}
 	for flag, want := range map[string]string{"sidecar-cpu-request": "10m", "sidecar-cpu-limit": "500m",
-		"sidecar-memory": "64Mi", "sidecar-listen": "127.0.0.1:8181", "sidecar-image-pull-policy": "IfNotPresent", "sidecar-native": "true"} {
+		"sidecar-memory": "64Mi", "sidecar-listen": "127.0.0.1:8181", "sidecar-image-pull-policy": "IfNotPresent", "sidecar-native": "true", "sidecar-metrics-port": "9191"} {
 		if v, _ := flagValue(c.Args, flag); v != want {
 			t.Errorf("--%s=%q, want the values.yaml default %q", flag, v, want)
 		}

@@ -41,6 +41,8 @@ func TestValueMistakesFailTheInstall(t *testing.T) {
 		{"cluster name with a space", []string{"--set", "clusterName=prod eu"}, "clusterName"},
 		{"cluster name with a variable", []string{"--set", "clusterName=$(HOME)"}, "clusterName"},
 		{"native sidecar as a string", []string{"--set-string", "sidecarInjection.nativeSidecar=yes"}, "nativeSidecar"},
+		{"metrics port out of range", []string{"--set", "sidecarInjection.metricsPort=70000"}, "metricsPort"},
+		{"pod monitor typo", []string{"--set", "metrics.podMonitor.enable=true"}, "enable"},
 		{"unknown issuer kind", []string{"--set", "certManager.issuerRef.kind=Vault"}, "kind"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/toolgate/toolgate/webhook"
 )
 
 // installation is a rendered chart with the objects the manager's flags must
@@ -206,4 +208,34 @@ func TestMetricsServiceAndServiceMonitor(t *testing.T) {
 func selects(t *testing.T, selector map[string]string, d *appsv1.Deployment) bool {
 	t.Helper()
 	return len(selector) > 0 && labels.SelectorFromSet(selector).Matches(labels.Set(d.Spec.Template.Labels))
+}
+
+// The PodMonitor finds injected sidecars by the label and port name the
+// injector writes, on the port the manager is told to inject.
+func TestPodMonitorScrapesInjectedSidecars(t *testing.T) {
+	t.Parallel()
+	in := install(t, nonDefault...)
+	if got := in.flag(t, "sidecar-metrics-port"); got != "9300" {
+		t.Errorf("--sidecar-metrics-port=%q, want 9300", got)
+	}
+	pm := find(t, in.objs, "PodMonitor", "")
+	if v := field(t, pm, "spec", "selector", "matchLabels", webhook.LabelInjected); v != "true" {
+		t.Errorf("PodMonitor selects %v, want %s=true", field(t, pm, "spec", "selector"), webhook.LabelInjected)
+	}
+	if field(t, pm, "spec", "namespaceSelector", "any") != true {
+		t.Errorf("PodMonitor namespaces %v, want any", field(t, pm, "spec", "namespaceSelector"))
+	}
+	endpoints, _ := field(t, pm, "spec", "podMetricsEndpoints").([]any)
+	if len(endpoints) != 1 || endpoints[0].(map[string]any)["port"] != webhook.MetricsPortName {
+		t.Errorf("PodMonitor endpoints %v, want port %s", endpoints, webhook.MetricsPortName)
+	}
+	if n := len(all(render(t), "PodMonitor")); n != 0 {
+		t.Errorf("PodMonitor rendered by default (%d); its CRD may not exist", n)
+	}
+	for _, off := range []string{"sidecarInjection.enabled=false", "sidecarInjection.metricsPort=0"} {
+		_, err := helmTemplate("--set", "metrics.podMonitor.enabled=true", "--set", off)
+		if err == nil || !strings.Contains(err.Error(), "metrics.podMonitor.enabled needs") {
+			t.Errorf("a PodMonitor with %s: want a refusal, got %v", off, err)
+		}
+	}
 }
