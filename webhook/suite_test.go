@@ -3,8 +3,9 @@ package webhook
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
-	corev1 "k8s.io/api/core/v1"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -13,7 +14,11 @@ import (
 	"testing"
 	"time"
 
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -45,13 +50,18 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	validating, mutating, err := webhookConfigurations()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	env := &envtest.Environment{
 		CRDDirectoryPaths:     []string{testenv.CRDDir()},
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: assets,
 		// The API server dials https://localhost:<port>: the rotator's
 		// certificate names "localhost", as in a cluster it names the Service.
-		WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: []string{testenv.WebhookDir()},
+		WebhookInstallOptions: envtest.WebhookInstallOptions{ValidatingWebhooks: validating, MutatingWebhooks: mutating,
 			LocalServingHostExternalName: "localhost"},
 	}
 	cfg, err := env.Start()
@@ -113,6 +123,50 @@ func run(m *testing.M) int {
 		return 1
 	}
 	return m.Run()
+}
+
+// webhookConfigurations reads the generated configurations and adds what
+// config/webhook's kustomization patches in and the API server evaluates
+// itself: the pod webhook's matchConditions.
+func webhookConfigurations() ([]*admissionv1.ValidatingWebhookConfiguration, []*admissionv1.MutatingWebhookConfiguration, error) {
+	f, err := os.Open(filepath.Join(testenv.WebhookDir(), "manifests.yaml"))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() { _ = f.Close() }()
+	var validating []*admissionv1.ValidatingWebhookConfiguration
+	var mutating []*admissionv1.MutatingWebhookConfiguration
+	dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
+	for {
+		var u unstructured.Unstructured
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return nil, nil, err
+		}
+		switch u.GetKind() {
+		case "ValidatingWebhookConfiguration":
+			var v admissionv1.ValidatingWebhookConfiguration
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &v); err != nil {
+				return nil, nil, err
+			}
+			validating = append(validating, &v)
+		case "MutatingWebhookConfiguration":
+			var m admissionv1.MutatingWebhookConfiguration
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &m); err != nil {
+				return nil, nil, err
+			}
+			for i := range m.Webhooks {
+				m.Webhooks[i].MatchConditions = InjectMatchConditions()
+			}
+			mutating = append(mutating, &m)
+		}
+	}
+	if len(validating) != 1 || len(mutating) != 1 {
+		return nil, nil, fmt.Errorf("manifests.yaml: %d validating and %d mutating configurations, want 1 and 1", len(validating), len(mutating))
+	}
+	return validating, mutating, nil
 }
 
 func waitForTLS(addr string) error {

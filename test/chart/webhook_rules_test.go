@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/webhook"
 )
 
 // generatedWebhooks reads config/webhook/manifests.yaml, which controller-gen
@@ -30,8 +31,8 @@ func generatedWebhooks(t *testing.T) (*admissionv1.ValidatingWebhookConfiguratio
 }
 
 // comparable drops what legitimately differs between the generated and the
-// installed configuration: where the service is, and which namespaces the
-// pod webhook sees.
+// installed configuration: where the service is, and which namespaces and
+// Pods the pod webhook sees (TestPodWebhookMatchConditions checks those).
 func comparableValidating(w admissionv1.ValidatingWebhook) admissionv1.ValidatingWebhook {
 	path := w.ClientConfig.Service.Path
 	w.ClientConfig = admissionv1.WebhookClientConfig{Service: &admissionv1.ServiceReference{Path: path}}
@@ -42,7 +43,23 @@ func comparableMutating(w admissionv1.MutatingWebhook) admissionv1.MutatingWebho
 	path := w.ClientConfig.Service.Path
 	w.ClientConfig = admissionv1.WebhookClientConfig{Service: &admissionv1.ServiceReference{Path: path}}
 	w.NamespaceSelector = nil
+	w.MatchConditions = nil
 	return w
+}
+
+// TestPodWebhookMatchConditions: the chart and config/default both carry
+// the CEL condition the webhook suite proves the API server evaluates.
+func TestPodWebhookMatchConditions(t *testing.T) {
+	t.Parallel()
+	want := webhook.InjectMatchConditions()
+	chart := install(t).mutating.Webhooks[0].MatchConditions
+	if !reflect.DeepEqual(chart, want) {
+		t.Errorf("chart matchConditions %+v\nwant %+v", chart, want)
+	}
+	kust := typed[admissionv1.MutatingWebhookConfiguration](t, find(t, kustomize(t, "config/default"), "MutatingWebhookConfiguration", ""))
+	if got := kust.Webhooks[0].MatchConditions; !reflect.DeepEqual(got, want) {
+		t.Errorf("config/default matchConditions %+v\nwant %+v", got, want)
+	}
 }
 
 // TestChartWebhooksMatchGenerated compares every webhook field but the

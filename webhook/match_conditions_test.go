@@ -1,0 +1,62 @@
+package webhook
+
+import (
+	"context"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// podWebhookCalls is how many admission requests the pod webhook served,
+// from controller-runtime's own counter.
+func podWebhookCalls(t *testing.T) float64 {
+	t.Helper()
+	families, err := crmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_webhook_requests_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if label(m, "webhook") == "/mutate-v1-pod" {
+				total += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return total
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// The API server evaluates the matchConditions: a Pod without the
+// annotation is admitted without toolgate ever being asked, and an
+// annotated one is sent to it.
+func TestUnannotatedPodsNeverReachTheWebhook(t *testing.T) {
+	before := podWebhookCalls(t)
+	for i, annotations := range []map[string]string{nil, {AnnotationInject: "false"}, {"other": "true"}} {
+		p := pod("not-asked-"+string(rune('a'+i)), annotations)
+		if err := k8sClient.Create(context.Background(), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after := podWebhookCalls(t); after != before {
+		t.Errorf("the pod webhook served %v requests for Pods without the annotation", after-before)
+	}
+	if err := k8sClient.Create(context.Background(), pod("asked", map[string]string{AnnotationInject: "true"})); err != nil {
+		t.Fatal(err)
+	}
+	if after := podWebhookCalls(t); after != before+1 {
+		t.Errorf("the pod webhook served %v requests for one annotated Pod, want 1", after-before)
+	}
+}
