@@ -19,8 +19,8 @@ func NewRootCommand(extra ...*cobra.Command) *cobra.Command {
 		Use:   "toolgate",
 		Short: "Governance for AI agents' tool calls",
 		Long: "toolgate decides whether an AI agent's tool call may run, from Policy and FrozenAgent\n" +
-			"resources. These commands evaluate, validate and bundle manifests offline, exactly as the\n" +
-			"cluster will.",
+			"resources. eval, validate and bundle work on manifests offline, exactly as the cluster will;\n" +
+			"freeze and unfreeze pull the kill switch on a live cluster.",
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		Args:          cobra.ArbitraryArgs,

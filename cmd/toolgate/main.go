@@ -1,15 +1,18 @@
 // Command toolgate is the single toolgate binary: the offline CLI (eval,
-// validate, bundle, version), the operator (manager) and the sidecar.
+// validate, bundle, version), the kill switch (freeze, unfreeze), the
+// operator (manager) and the sidecar.
 package main
 
 import (
 	"os"
 
 	"github.com/toolgate/toolgate/cli"
+	"github.com/toolgate/toolgate/freeze"
 	"github.com/toolgate/toolgate/manager"
 	"github.com/toolgate/toolgate/sidecar"
 )
 
 func main() {
-	os.Exit(cli.Execute(cli.NewRootCommand(manager.NewCommand(), sidecar.NewCommand())))
+	os.Exit(cli.Execute(cli.NewRootCommand(manager.NewCommand(), sidecar.NewCommand(),
+		freeze.NewFreezeCommand(), freeze.NewUnfreezeCommand())))
 }

@@ -1,0 +1,206 @@
+// Package freeze is the kill switch from a terminal: `toolgate freeze AGENT`
+// creates the FrozenAgent and waits until the operator reports it live in
+// the namespace's bundle; `toolgate unfreeze AGENT` deletes it.
+package freeze
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/cli"
+	"github.com/toolgate/toolgate/controllers"
+	"github.com/toolgate/toolgate/engine"
+)
+
+// Exit codes: 1 when the cluster did not do what was asked (not live in
+// time, nothing to unfreeze), 2 for a command that could not run.
+func usage(format string, args ...any) error {
+	return &cli.ExitError{Code: cli.ExitUsage, Err: fmt.Errorf(format, args...)}
+}
+
+func notDone(format string, args ...any) error {
+	return &cli.ExitError{Code: cli.ExitProblems, Err: fmt.Errorf(format, args...)}
+}
+
+type freezeOptions struct {
+	conn    connection
+	reason  string
+	dur     time.Duration
+	until   string
+	name    string
+	wait    bool
+	timeout time.Duration
+	now     func() time.Time
+}
+
+// NewFreezeCommand returns `toolgate freeze`.
+func NewFreezeCommand() *cobra.Command {
+	o := freezeOptions{wait: true, timeout: 30 * time.Second, now: time.Now}
+	cmd := &cobra.Command{
+		Use:   "freeze AGENT_ID",
+		Short: "Deny every tool call of an agent in a namespace (creates a FrozenAgent) and wait until it is live",
+		Long: `Create a FrozenAgent for AGENT_ID in the namespace and, by default, wait until the operator
+reports it published in the namespace's bundle: from then on every sidecar watching that bundle
+denies the agent AGENT_FROZEN. Matching is case-insensitive. Freezing an agent that already has a
+FrozenAgent of that name waits for that one.
+
+Exit status: 0 live, 1 not confirmed live within --timeout, 2 the command could not run.`,
+		Example: `  toolgate freeze billing-bot-7 -n agents --reason "INC-1234: looping on refunds"
+  toolgate freeze billing-bot-7 -n agents --for 2h`,
+		Args: exactlyOneAgent,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runFreeze(cmd.Context(), cmd.OutOrStdout(), &o, args[0])
+		},
+	}
+	o.conn.addFlags(cmd)
+	f := cmd.Flags()
+	f.StringVar(&o.reason, "reason", "", "why: returned to the agent as the deny reason and kept on the FrozenAgent")
+	f.DurationVar(&o.dur, "for", 0, "end the freeze after this long (sets expiresAt)")
+	f.StringVar(&o.until, "until", "", "end the freeze at this RFC 3339 time (sets expiresAt)")
+	f.StringVar(&o.name, "name", "", "the FrozenAgent's name (default: freeze-<agent id, made a valid name>)")
+	f.BoolVar(&o.wait, "wait", o.wait, "wait until the operator reports the freeze live in the bundle")
+	f.DurationVar(&o.timeout, "timeout", o.timeout, "how long --wait waits")
+	return cmd
+}
+
+func exactlyOneAgent(_ *cobra.Command, args []string) error {
+	if len(args) != 1 {
+		return usage("give exactly one agent id, not %d arguments", len(args))
+	}
+	id := args[0]
+	switch {
+	case strings.TrimSpace(id) == "":
+		return usage("the agent id is empty")
+	case strings.TrimSpace(id) != id:
+		return usage("the agent id %q starts or ends with whitespace", id)
+	case len(id) > engine.MaxAgentIDLength:
+		return usage("the agent id is %d characters long, more than %d", len(id), engine.MaxAgentIDLength)
+	}
+	return nil
+}
+
+func (o *freezeOptions) validate() (*metav1.Time, error) {
+	var errs []error
+	if o.dur < 0 {
+		errs = append(errs, fmt.Errorf("--for must be positive, not %v", o.dur))
+	}
+	if o.dur != 0 && o.until != "" {
+		errs = append(errs, errors.New("--for and --until both set an end: give one"))
+	}
+	if o.timeout <= 0 {
+		errs = append(errs, fmt.Errorf("--timeout must be positive, not %v", o.timeout))
+	}
+	if o.name != "" {
+		if msgs := validation.IsDNS1123Subdomain(o.name); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--name %q: %s", o.name, msgs[0]))
+		}
+	}
+	var expires *metav1.Time
+	switch {
+	case o.dur > 0:
+		expires = &metav1.Time{Time: o.now().Add(o.dur).Truncate(time.Second)}
+	case o.until != "":
+		t, err := time.Parse(time.RFC3339, o.until)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("--until %q is not an RFC 3339 time like 2026-12-01T00:00:00Z", o.until))
+		case !t.After(o.now()):
+			errs = append(errs, fmt.Errorf("--until %s has passed: the freeze would never apply", o.until))
+		default:
+			expires = &metav1.Time{Time: t}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, usage("%v", err)
+	}
+	return expires, nil
+}
+
+func runFreeze(ctx context.Context, out io.Writer, o *freezeOptions, agentID string) error {
+	expires, err := o.validate()
+	if err != nil {
+		return err
+	}
+	c, ns, err := o.conn.client()
+	if err != nil {
+		return err
+	}
+	name := o.name
+	if name == "" {
+		name = ObjectName(agentID)
+	}
+	fa := &v1alpha1.FrozenAgent{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
+			Labels: map[string]string{"app.kubernetes.io/managed-by": "toolgate-cli"}},
+		Spec: v1alpha1.FrozenAgentSpec{AgentID: agentID, Reason: o.reason, ExpiresAt: expires},
+	}
+	start := time.Now()
+	switch err := c.Create(ctx, fa); {
+	case apierrors.IsAlreadyExists(err):
+		var existing v1alpha1.FrozenAgent
+		if err := c.Get(ctx, client.ObjectKeyFromObject(fa), &existing); err != nil {
+			return notDone("FrozenAgent %s/%s exists but cannot be read: %v", ns, name, err)
+		}
+		if !strings.EqualFold(existing.Spec.AgentID, agentID) {
+			return usage("FrozenAgent %s/%s already freezes %q, not %q: choose another --name", ns, name, existing.Spec.AgentID, agentID)
+		}
+		fmt.Fprintf(out, "frozenagent %s/%s already freezes %s\n", ns, name, existing.Spec.AgentID)
+	case err != nil:
+		return notDone("creating FrozenAgent %s/%s: %v", ns, name, err)
+	default:
+		fmt.Fprintf(out, "frozenagent %s/%s created\n", ns, name)
+	}
+	if !o.wait {
+		return nil
+	}
+	rev, err := waitLive(ctx, c, client.ObjectKeyFromObject(fa), o.timeout)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "%s is frozen in %s: live in bundle %s after %d ms\n", agentID, ns, rev, time.Since(start).Milliseconds())
+	return nil
+}
+
+// waitLive polls the FrozenAgent until its Ready condition says it is
+// published for its current generation, and returns the bundle revision.
+func waitLive(ctx context.Context, c client.Client, key client.ObjectKey, timeout time.Duration) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	last := "no status yet: is the toolgate operator running and watching this namespace?"
+	for {
+		var fa v1alpha1.FrozenAgent
+		if err := c.Get(ctx, key, &fa); err == nil {
+			ready := meta.FindStatusCondition(fa.Status.Conditions, controllers.ConditionReady)
+			switch {
+			case ready == nil || ready.ObservedGeneration != fa.Generation:
+			case ready.Status == metav1.ConditionTrue && fa.Status.BundleRevision != "":
+				return fa.Status.BundleRevision, nil
+			case ready.Reason == controllers.ReasonExpired:
+				return "", notDone("FrozenAgent %s has already expired: %s", key, ready.Message)
+			default:
+				last = ready.Reason + ": " + ready.Message
+			}
+		} else if apierrors.IsNotFound(err) {
+			return "", notDone("FrozenAgent %s was deleted while waiting", key)
+		}
+		select {
+		case <-ctx.Done():
+			return "", notDone("FrozenAgent %s is not confirmed live after %v (%s)", key, timeout, last)
+		case <-tick.C:
+		}
+	}
+}
