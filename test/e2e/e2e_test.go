@@ -153,6 +153,26 @@ func TestEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("toolgate freeze and unfreeze, the binary, against the running manager", func(t *testing.T) {
+		out, err := exec.Command(bin, "freeze", "agent-8", "-n", ns, "--kubeconfig", cluster.Kubeconfig,
+			"--reason", "INC-99 from the CLI").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "agent-8 is frozen in "+ns+": live in bundle sha256:") {
+			t.Fatalf("toolgate freeze: %v\n%s", err, out)
+		}
+		for mode, addr := range sidecars {
+			d := eventually(t, addr, other, "AGENT_FROZEN", is("deny", "AGENT_FROZEN", ""))
+			if d.Reason != "INC-99 from the CLI" {
+				t.Errorf("%s: reason %q", mode, d.Reason)
+			}
+		}
+		if out, err := exec.Command(bin, "unfreeze", "agent-8", "-n", ns, "--kubeconfig", cluster.Kubeconfig).CombinedOutput(); err != nil {
+			t.Fatalf("toolgate unfreeze: %v\n%s", err, out)
+		}
+		for _, addr := range sidecars {
+			eventually(t, addr, other, "allow again", is("allow", "", ""))
+		}
+	})
+
 	t.Run("delete every Policy: NO_POLICIES", func(t *testing.T) {
 		if err := c.DeleteAllOf(ctx, &v1alpha1.Policy{}, client.InNamespace(ns)); err != nil {
 			t.Fatal(err)
