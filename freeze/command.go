@@ -156,7 +156,11 @@ func runFreeze(ctx context.Context, out io.Writer, o *freezeOptions, agentID str
 		if !strings.EqualFold(existing.Spec.AgentID, agentID) {
 			return usage("FrozenAgent %s/%s already freezes %q, not %q: choose another --name", ns, name, existing.Spec.AgentID, agentID)
 		}
-		fmt.Fprintf(out, "frozenagent %s/%s already freezes %s\n", ns, name, existing.Spec.AgentID)
+		note := ""
+		if o.reason != "" || expires != nil {
+			note = " (its reason and expiry are kept: unfreeze first, or give another --name)"
+		}
+		fmt.Fprintf(out, "frozenagent %s/%s already freezes %s%s\n", ns, name, existing.Spec.AgentID, note)
 	case err != nil:
 		return notDone("creating FrozenAgent %s/%s: %v", ns, name, err)
 	default:

@@ -87,6 +87,9 @@ func TestFreezeWaitsUntilLiveThenUnfreeze(t *testing.T) {
 	if code, out := toolgate(t, "freeze", "billing-bot-7", "-n", watched, "--kubeconfig", kubeconfig); code != 0 || !strings.Contains(out, "already freezes billing-bot-7") {
 		t.Errorf("second freeze: exit %d\n%s", code, out)
 	}
+	if code, out := toolgate(t, "freeze", "billing-bot-7", "-n", watched, "--kubeconfig", kubeconfig, "--reason", "other"); code != 0 || !strings.Contains(out, "its reason and expiry are kept") {
+		t.Errorf("second freeze with another reason: exit %d\n%s", code, out)
+	}
 
 	// Unfreeze matches as the engine does: case-insensitively.
 	if code, out := toolgate(t, "unfreeze", "BILLING-bot-7", "-n", watched, "--kubeconfig", kubeconfig); code != 0 || !strings.Contains(out, "freeze-billing-bot-7 deleted") {
