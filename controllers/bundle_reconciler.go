@@ -64,6 +64,7 @@ func (r *bundleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		if out.freezeRevision, err = r.publishFreezes(ctx, req.Namespace, b.FrozenAgents, start); err != nil {
 			return ctrl.Result{}, err
 		}
+		bundleFrozenAgents.WithLabelValues(req.Namespace).Set(float64(len(b.FrozenAgents)))
 	case err != nil:
 		return ctrl.Result{}, err
 	default:
@@ -72,6 +73,8 @@ func (r *bundleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 			return ctrl.Result{}, err
 		}
 		bundleRules.WithLabelValues(req.Namespace).Set(float64(ruleCount(b)))
+		bundlePolicies.WithLabelValues(req.Namespace).Set(float64(len(b.Policies)))
+		bundleFrozenAgents.WithLabelValues(req.Namespace).Set(float64(len(b.FrozenAgents)))
 	}
 
 	r.outcomes.set(req.Namespace, out)

@@ -1,7 +1,9 @@
 package controllers
 
 import (
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
@@ -20,4 +22,26 @@ func NewReconcilersForTest(mgr ctrl.Manager, opts Options) (bundle, status recon
 // PublishCount reads the publishes counter for one result label.
 func PublishCount(result string) float64 {
 	return testutil.ToFloat64(publishesTotal.WithLabelValues(result))
+}
+
+// BundleGauge reads one per-namespace bundle gauge (policies,
+// frozen_agents or rules) without creating the series, and says whether the
+// namespace has it.
+func BundleGauge(name, ns string) (float64, bool) {
+	vec := map[string]*prometheus.GaugeVec{"policies": bundlePolicies, "frozen_agents": bundleFrozenAgents, "rules": bundleRules}[name]
+	ch := make(chan prometheus.Metric, 256)
+	go func() { vec.Collect(ch); close(ch) }()
+	val, found := 0.0, false
+	for m := range ch {
+		var d dto.Metric
+		if err := m.Write(&d); err != nil {
+			continue
+		}
+		for _, l := range d.GetLabel() {
+			if l.GetName() == "namespace" && l.GetValue() == ns {
+				val, found = d.GetGauge().GetValue(), true
+			}
+		}
+	}
+	return val, found
 }

@@ -25,6 +25,14 @@ var (
 		Name: "toolgate_bundle_rules",
 		Help: "Rules in a namespace's published bundle.",
 	}, []string{"namespace"})
+	bundlePolicies = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "toolgate_bundle_policies",
+		Help: "Policies in a namespace's published bundle.",
+	}, []string{"namespace"})
+	bundleFrozenAgents = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "toolgate_bundle_frozen_agents",
+		Help: "Agents frozen in a namespace's published bundle (an alert on > 0 tells who is stopped).",
+	}, []string{"namespace"})
 	compileErrors = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "toolgate_bundle_compile_errors",
 		Help: "Compile diagnostics in a namespace's bundle; those policies deny POLICY_COMPILE_ERROR.",
@@ -41,7 +49,8 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(bundleSizeBytes, bundleRules, compileErrors, publishesTotal, publishSeconds)
+	metrics.Registry.MustRegister(bundleSizeBytes, bundleRules, bundlePolicies, bundleFrozenAgents,
+		compileErrors, publishesTotal, publishSeconds)
 }
 
 // forgetNamespace drops the per-namespace series of a namespace that no
@@ -49,5 +58,7 @@ func init() {
 func forgetNamespace(ns string) {
 	bundleSizeBytes.DeleteLabelValues(ns)
 	bundleRules.DeleteLabelValues(ns)
+	bundlePolicies.DeleteLabelValues(ns)
+	bundleFrozenAgents.DeleteLabelValues(ns)
 	compileErrors.DeleteLabelValues(ns)
 }
