@@ -106,7 +106,8 @@ func (p *PodInjector) Default(ctx context.Context, pod *corev1.Pod) error {
 	return nil
 }
 
-// InjectSidecar adds the sidecar container and its cache volume to pod.
+// InjectSidecar adds the sidecar container, its cache volume and the
+// LabelInjected label to pod, once.
 func InjectSidecar(pod *corev1.Pod, o InjectOptions) {
 	if hasSidecar(pod) {
 		return
