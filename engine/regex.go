@@ -54,7 +54,21 @@ func compilePattern(pattern string) (*matcher, error) {
 	// stderr, so invalid patterns never reach RE2.
 	parsed, err := syntax.Parse(pattern, syntax.Perl)
 	if err != nil {
-		return nil, err
+		// Go's parser knows every RE2 construct but \C (any byte). With
+		// each \C made "any character" the rest of the pattern gets the
+		// same check, and RE2, which accepts \C, compiles the original.
+		probe, hasAnyByte := anyByteAsAnyChar(pattern)
+		if !hasAnyByte {
+			return nil, err
+		}
+		if _, perr := syntax.Parse(probe, syntax.Perl); perr != nil {
+			return nil, err
+		}
+		m := &matcher{}
+		if m.re, err = re2.Compile(pattern); err != nil {
+			return nil, err
+		}
+		return m, nil
 	}
 	m := &matcher{}
 	if m.kind, m.lit = literalForm(parsed.Simplify()); m.kind != notLiteral {
@@ -100,4 +114,58 @@ func literalForm(re *syntax.Regexp) (literalKind, string) {
 		}
 	}
 	return notLiteral, ""
+}
+
+// anyByteAsAnyChar replaces each \C outside character classes and \Q...\E
+// quotes with (?s:.), and says whether there was one. Inside a class \C is
+// an error for both parsers, so it is left for Go's to reject.
+func anyByteAsAnyChar(p string) (string, bool) {
+	var b strings.Builder
+	found, inClass := false, false
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		switch {
+		case c == '\\' && i+1 < len(p) && p[i+1] == 'Q' && !inClass:
+			end := strings.Index(p[i+2:], `\E`)
+			if end < 0 {
+				b.WriteString(p[i:])
+				return b.String(), found
+			}
+			b.WriteString(p[i : i+2+end+2])
+			i += 2 + end + 1
+		case c == '\\' && i+1 < len(p):
+			if p[i+1] == 'C' && !inClass {
+				b.WriteString("(?s:.)")
+				found = true
+			} else {
+				b.WriteString(p[i : i+2])
+			}
+			i++
+		case c == '[' && inClass && strings.HasPrefix(p[i:], "[:"):
+			if end := strings.Index(p[i+2:], ":]"); end >= 0 {
+				b.WriteString(p[i : i+2+end+2])
+				i += 2 + end + 1
+			} else {
+				b.WriteByte(c)
+			}
+		case c == '[' && !inClass:
+			inClass = true
+			b.WriteByte(c)
+			// A ']' first in the class (after an optional '^') is literal.
+			if i+1 < len(p) && p[i+1] == '^' {
+				b.WriteByte('^')
+				i++
+			}
+			if i+1 < len(p) && p[i+1] == ']' {
+				b.WriteByte(']')
+				i++
+			}
+		case c == ']' && inClass:
+			inClass = false
+			b.WriteByte(c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String(), found
 }
