@@ -32,6 +32,7 @@ var nonDefault = []string{
 	"--set", "crds.keep=false",
 	"--set", "metrics.serviceMonitor.enabled=true",
 	"--set", "metrics.podMonitor.enabled=true",
+	"--set", "metrics.prometheusRule.enabled=true",
 	"--set", "sidecarInjection.metricsPort=9300",
 	"--set", "replicaCount=3",
 	"--set", "image.repository=registry.example.com/platform/toolgate",

@@ -42,6 +42,7 @@ func TestValueMistakesFailTheInstall(t *testing.T) {
 		{"cluster name with a variable", []string{"--set", "clusterName=$(HOME)"}, "clusterName"},
 		{"native sidecar as a string", []string{"--set-string", "sidecarInjection.nativeSidecar=yes"}, "nativeSidecar"},
 		{"metrics port out of range", []string{"--set", "sidecarInjection.metricsPort=70000"}, "metricsPort"},
+		{"prometheus rule typo", []string{"--set", "metrics.prometheusRule.enabeld=true"}, "enabeld"},
 		{"pod monitor typo", []string{"--set", "metrics.podMonitor.enable=true"}, "enable"},
 		{"unknown issuer kind", []string{"--set", "certManager.issuerRef.kind=Vault"}, "kind"},
 	} {
