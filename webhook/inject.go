@@ -27,6 +27,8 @@ const (
 	SidecarName      = "toolgate-sidecar"
 	cacheVolumeName  = "toolgate-bundle-cache"
 	cacheMountPath   = "/var/run/toolgate/bundle"
+	tokenVolumeName  = "toolgate-sidecar-token"
+	tokenMountPath   = "/var/run/secrets/kubernetes.io/serviceaccount"
 	bundleReaderName = "toolgate-bundle-reader"
 )
 
@@ -162,6 +164,18 @@ func InjectSidecar(pod *corev1.Pod, o InjectOptions) {
 		pod.Labels = map[string]string{}
 	}
 	pod.Labels[LabelInjected] = "true"
+	// The sidecar watches its bundle through the API, so it needs a token
+	// where client-go's in-cluster config looks. The ServiceAccount
+	// admission plugin runs before webhooks and mounted one only into the
+	// containers there were: reuse that volume. A Pod that mounts none (a
+	// hardened agent: automountServiceAccountToken false) gets one for the
+	// sidecar alone; its own containers stay without.
+	if mount, ok := tokenMount(pod); ok {
+		c.VolumeMounts = append(c.VolumeMounts, mount)
+	} else {
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: tokenVolumeName, MountPath: tokenMountPath, ReadOnly: true})
+		pod.Spec.Volumes = append(pod.Spec.Volumes, sidecarTokenVolume())
+	}
 	if o.Native {
 		always := corev1.ContainerRestartPolicyAlways
 		c.RestartPolicy = &always
@@ -172,6 +186,35 @@ func InjectSidecar(pod *corev1.Pod, o InjectOptions) {
 	}
 	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: cacheVolumeName,
 		VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+}
+
+// tokenMount finds the API token mount the ServiceAccount admission plugin
+// gave the Pod's containers.
+func tokenMount(pod *corev1.Pod) (corev1.VolumeMount, bool) {
+	for _, list := range [][]corev1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
+		for _, c := range list {
+			for _, m := range c.VolumeMounts {
+				if m.MountPath == tokenMountPath {
+					return corev1.VolumeMount{Name: m.Name, MountPath: tokenMountPath, ReadOnly: true}, true
+				}
+			}
+		}
+	}
+	return corev1.VolumeMount{}, false
+}
+
+// sidecarTokenVolume is what kubelet mounts for an automounted token: a
+// short-lived, audience-bound token, the cluster CA and the namespace.
+func sidecarTokenVolume() corev1.Volume {
+	expiry := int64(3607)
+	return corev1.Volume{Name: tokenVolumeName, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+		Sources: []corev1.VolumeProjection{
+			{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: &expiry}},
+			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"},
+				Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}},
+			{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{
+				{Path: "namespace", FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}}}},
+		}}}}
 }
 
 func hasSidecar(pod *corev1.Pod) bool {

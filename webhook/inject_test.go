@@ -239,3 +239,78 @@ func TestNativeSidecarPrecedesOtherInitContainers(t *testing.T) {
 		t.Errorf("init containers %q, want [%s setup]", names, SidecarName)
 	}
 }
+
+// An agent Pod that mounts no API token (automountServiceAccountToken:
+// false, as a hardened agent should) still gets a sidecar that can watch
+// its bundle: the sidecar alone mounts a projected token where client-go's
+// in-cluster config reads it; the agent's containers do not.
+func TestSidecarGetsATokenWhenThePodMountsNone(t *testing.T) {
+	p := pod("no-token", map[string]string{AnnotationInject: "true"})
+	off := false
+	p.Spec.AutomountServiceAccountToken = &off
+	if err := k8sClient.Create(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	var stored corev1.Pod
+	if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(p), &stored); err != nil {
+		t.Fatal(err)
+	}
+	c := sidecarOf(t, &stored)
+	if c == nil {
+		t.Fatal("no sidecar")
+	}
+	if !hasMount(c, tokenVolumeName) {
+		t.Errorf("sidecar mounts %+v, no token", c.VolumeMounts)
+	}
+	for _, agent := range stored.Spec.Containers {
+		for _, m := range agent.VolumeMounts {
+			if m.Name == tokenVolumeName {
+				t.Errorf("the agent container %s mounts the sidecar's token", agent.Name)
+			}
+		}
+	}
+	i := slices.IndexFunc(stored.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == tokenVolumeName })
+	if i < 0 || stored.Spec.Volumes[i].Projected == nil || len(stored.Spec.Volumes[i].Projected.Sources) != 3 {
+		t.Fatalf("volumes %+v", stored.Spec.Volumes)
+	}
+	src := stored.Spec.Volumes[i].Projected.Sources
+	if src[0].ServiceAccountToken == nil || src[0].ServiceAccountToken.Path != "token" ||
+		src[1].ConfigMap == nil || src[1].ConfigMap.Name != "kube-root-ca.crt" ||
+		src[2].DownwardAPI == nil || src[2].DownwardAPI.Items[0].Path != "namespace" {
+		t.Errorf("projected sources %+v", src)
+	}
+}
+
+// In a cluster the ServiceAccount admission plugin runs before webhooks and
+// mounts the token only into the containers it saw, not into the sidecar
+// added later (envtest disables that plugin, so the test plays it): the
+// sidecar reuses that volume, and no second token is added.
+func TestSidecarReusesTheServiceAccountTokenMount(t *testing.T) {
+	p := pod("sa-plugin-token", map[string]string{AnnotationInject: "true"})
+	p.Spec.Volumes = []corev1.Volume{{Name: "kube-api-access-x7k2p", VolumeSource: sidecarTokenVolume().VolumeSource}}
+	p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "kube-api-access-x7k2p", MountPath: tokenMountPath, ReadOnly: true}}
+	if err := k8sClient.Create(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	var stored corev1.Pod
+	if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(p), &stored); err != nil {
+		t.Fatal(err)
+	}
+	c := sidecarOf(t, &stored)
+	if c == nil {
+		t.Fatal("no sidecar")
+	}
+	if !hasMount(c, "kube-api-access-x7k2p") {
+		t.Errorf("sidecar mounts %+v, not the ServiceAccount plugin's kube-api-access-x7k2p", c.VolumeMounts)
+	}
+	if slices.ContainsFunc(stored.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == tokenVolumeName }) {
+		t.Error("a second token volume was added next to the ServiceAccount plugin's")
+	}
+}
+
+// hasMount tells whether c mounts volume read-only at the token path.
+func hasMount(c *corev1.Container, volume string) bool {
+	return slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+		return m.Name == volume && m.MountPath == tokenMountPath && m.ReadOnly
+	})
+}
