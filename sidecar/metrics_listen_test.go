@@ -23,10 +23,11 @@ func TestMetricsListenerServesOpsOnly(t *testing.T) {
 	base := startRun(t, o)
 	ops := "http://" + (<-addrs).String()
 
+	// Run listens before the source has loaded the file.
+	eventually(t, "the bundle on the metrics address", func() bool { return readyRevision(t, ops) == rev })
 	if got := toolDecision(t, base, "Bash"); got != "deny" {
 		t.Fatalf("decision on --listen: %s", got)
 	}
-	eventually(t, "the bundle on the metrics address", func() bool { return readyRevision(t, ops) == rev })
 	if status, body := get(t, ops+"/healthz"); status != 200 || !strings.Contains(body, "ok") {
 		t.Errorf("healthz: %d %s", status, body)
 	}
