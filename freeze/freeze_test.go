@@ -121,7 +121,21 @@ func TestUnfreezeRemovesHandWrittenFreezes(t *testing.T) {
 	}
 }
 
+// removeAfter deletes FrozenAgents a test leaves behind, so the tests can
+// run again (-count) against the same API server.
+func removeAfter(t *testing.T, ns string, names ...string) {
+	t.Cleanup(func() {
+		for _, n := range names {
+			fa := &v1alpha1.FrozenAgent{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: n}}
+			if err := k8sClient.Delete(context.Background(), fa); err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("cleaning up %s/%s: %v", ns, n, err)
+			}
+		}
+	})
+}
+
 func TestFreezeWithoutAnOperatorSaysSo(t *testing.T) {
+	removeAfter(t, unwatched, "freeze-mallory", "freeze-trudy")
 	code, out := toolgate(t, "freeze", "mallory", "-n", unwatched, "--kubeconfig", kubeconfig, "--timeout", "1s")
 	if code != 1 || !strings.Contains(out, "created") || !strings.Contains(out, "not confirmed live after 1s") || !strings.Contains(out, "is the toolgate operator running") {
 		t.Fatalf("exit %d\n%s", code, out)
@@ -133,6 +147,7 @@ func TestFreezeWithoutAnOperatorSaysSo(t *testing.T) {
 }
 
 func TestFreezeRefusesToReuseAnotherAgentsName(t *testing.T) {
+	removeAfter(t, watched, "freeze-taken")
 	fa := &v1alpha1.FrozenAgent{ObjectMeta: metav1.ObjectMeta{Namespace: watched, Name: "freeze-taken"}, Spec: v1alpha1.FrozenAgentSpec{AgentID: "someone-else"}}
 	if err := k8sClient.Create(context.Background(), fa); err != nil {
 		t.Fatal(err)
