@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"context"
 	"io"
 	"regexp"
 	"slices"
@@ -11,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolgate/toolgate/sidecar"
 )
@@ -38,13 +36,7 @@ func expand(args []string, env map[string]string) []string {
 // agent pod. The bundle source is swapped for a file so nothing connects.
 func TestInjectedArgsAreAcceptedByTheSidecar(t *testing.T) {
 	p := pod("agent-args", map[string]string{AnnotationInject: "true", AnnotationAgentID: "bot-7"})
-	if err := k8sClient.Create(context.Background(), p); err != nil {
-		t.Fatal(err)
-	}
-	var stored corev1.Pod
-	if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(p), &stored); err != nil {
-		t.Fatal(err)
-	}
+	stored := admit(t, p)
 	c := sidecarOf(t, &stored)
 	if c == nil || len(c.Args) == 0 || c.Args[0] != "sidecar" {
 		t.Fatalf("sidecar container %+v", c)

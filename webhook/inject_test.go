@@ -26,6 +26,20 @@ func pod(name string, annotations map[string]string) *corev1.Pod {
 	}
 }
 
+// admit creates p through the API server, webhooks and all, and returns the
+// Pod as stored.
+func admit(t *testing.T, p *corev1.Pod) corev1.Pod {
+	t.Helper()
+	if err := k8sClient.Create(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	var stored corev1.Pod
+	if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(p), &stored); err != nil {
+		t.Fatal(err)
+	}
+	return stored
+}
+
 // sidecarOf finds the sidecar wherever it was injected.
 func sidecarOf(t *testing.T, p *corev1.Pod) *corev1.Container {
 	t.Helper()
@@ -44,13 +58,7 @@ func sidecarOf(t *testing.T, p *corev1.Pod) *corev1.Container {
 func TestInjectsAnnotatedPods(t *testing.T) {
 	ctx := context.Background()
 	p := pod("agent-injected", map[string]string{AnnotationInject: "true"})
-	if err := k8sClient.Create(ctx, p); err != nil {
-		t.Fatal(err)
-	}
-	var stored corev1.Pod
-	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(p), &stored); err != nil {
-		t.Fatal(err)
-	}
+	stored := admit(t, p)
 	c := sidecarOf(t, &stored)
 	if c == nil {
 		t.Fatalf("no sidecar in stored pod: %+v", stored.Spec.Containers)
@@ -132,13 +140,7 @@ func TestInjectsAnnotatedPods(t *testing.T) {
 
 func TestAgentIDAnnotationWins(t *testing.T) {
 	p := pod("agent-explicit-id", map[string]string{AnnotationInject: "true", AnnotationAgentID: "billing-bot-7"})
-	if err := k8sClient.Create(context.Background(), p); err != nil {
-		t.Fatal(err)
-	}
-	var stored corev1.Pod
-	if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(p), &stored); err != nil {
-		t.Fatal(err)
-	}
+	stored := admit(t, p)
 	c := sidecarOf(t, &stored)
 	if c == nil {
 		t.Fatal("no sidecar")
@@ -151,13 +153,7 @@ func TestAgentIDAnnotationWins(t *testing.T) {
 func TestLeavesOtherPodsAlone(t *testing.T) {
 	for i, annotations := range []map[string]string{nil, {AnnotationInject: "false"}, {AnnotationInject: "yes"}, {"other": "true"}} {
 		p := pod(fmt.Sprintf("plain-%d", i), annotations)
-		if err := k8sClient.Create(context.Background(), p); err != nil {
-			t.Fatal(err)
-		}
-		var stored corev1.Pod
-		if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(p), &stored); err != nil {
-			t.Fatal(err)
-		}
+		stored := admit(t, p)
 		if len(stored.Spec.Containers) != 1 || len(stored.Spec.InitContainers) != 0 || len(stored.Spec.Volumes) != 0 || stored.Labels[LabelInjected] != "" {
 			t.Errorf("annotations %v: pod was changed: %+v", annotations, stored.Spec)
 		}
@@ -170,13 +166,7 @@ func TestInjectionIsIdempotent(t *testing.T) {
 	p := pod("already-injected", map[string]string{AnnotationInject: "true"})
 	InjectSidecar(p, testInject)
 	sent := p.DeepCopy()
-	if err := k8sClient.Create(context.Background(), p); err != nil {
-		t.Fatal(err)
-	}
-	var stored corev1.Pod
-	if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(p), &stored); err != nil {
-		t.Fatal(err)
-	}
+	stored := admit(t, p)
 	count := 0
 	for _, c := range append(stored.Spec.InitContainers, stored.Spec.Containers...) {
 		if c.Name == SidecarName {
@@ -201,13 +191,7 @@ func TestClassicSidecarIsAnOrdinaryContainer(t *testing.T) {
 	o := testInject
 	o.Native = false
 	InjectSidecar(p, o)
-	if err := k8sClient.Create(context.Background(), p); err != nil {
-		t.Fatal(err)
-	}
-	var stored corev1.Pod
-	if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(p), &stored); err != nil {
-		t.Fatal(err)
-	}
+	stored := admit(t, p)
 	if len(stored.Spec.Containers) != 2 || stored.Spec.Containers[1].Name != SidecarName || stored.Spec.Containers[1].RestartPolicy != nil {
 		t.Errorf("containers %+v, want the agent then the sidecar", stored.Spec.Containers)
 	}
@@ -224,13 +208,7 @@ func TestClassicSidecarIsAnOrdinaryContainer(t *testing.T) {
 func TestNativeSidecarPrecedesOtherInitContainers(t *testing.T) {
 	p := pod("native-first", map[string]string{AnnotationInject: "true"})
 	p.Spec.InitContainers = []corev1.Container{{Name: "setup", Image: "busybox"}}
-	if err := k8sClient.Create(context.Background(), p); err != nil {
-		t.Fatal(err)
-	}
-	var stored corev1.Pod
-	if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(p), &stored); err != nil {
-		t.Fatal(err)
-	}
+	stored := admit(t, p)
 	var names []string
 	for _, c := range stored.Spec.InitContainers {
 		names = append(names, c.Name)
@@ -248,13 +226,7 @@ func TestSidecarGetsATokenWhenThePodMountsNone(t *testing.T) {
 	p := pod("no-token", map[string]string{AnnotationInject: "true"})
 	off := false
 	p.Spec.AutomountServiceAccountToken = &off
-	if err := k8sClient.Create(context.Background(), p); err != nil {
-		t.Fatal(err)
-	}
-	var stored corev1.Pod
-	if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(p), &stored); err != nil {
-		t.Fatal(err)
-	}
+	stored := admit(t, p)
 	c := sidecarOf(t, &stored)
 	if c == nil {
 		t.Fatal("no sidecar")
@@ -289,13 +261,7 @@ func TestSidecarReusesTheServiceAccountTokenMount(t *testing.T) {
 	p := pod("sa-plugin-token", map[string]string{AnnotationInject: "true"})
 	p.Spec.Volumes = []corev1.Volume{{Name: "kube-api-access-x7k2p", VolumeSource: sidecarTokenVolume().VolumeSource}}
 	p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "kube-api-access-x7k2p", MountPath: tokenMountPath, ReadOnly: true}}
-	if err := k8sClient.Create(context.Background(), p); err != nil {
-		t.Fatal(err)
-	}
-	var stored corev1.Pod
-	if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(p), &stored); err != nil {
-		t.Fatal(err)
-	}
+	stored := admit(t, p)
 	c := sidecarOf(t, &stored)
 	if c == nil {
 		t.Fatal("no sidecar")
