@@ -79,19 +79,27 @@ func exactlyOneAgent(_ *cobra.Command, args []string) error {
 	if len(args) != 1 {
 		return usage("give exactly one agent id, not %d arguments", len(args))
 	}
-	id := args[0]
-	switch {
-	case strings.TrimSpace(id) == "":
-		return usage("the agent id is empty")
-	case strings.TrimSpace(id) != id:
-		return usage("the agent id %q starts or ends with whitespace", id)
-	case len(id) > engine.MaxAgentIDLength:
-		return usage("the agent id is %d characters long, more than %d", len(id), engine.MaxAgentIDLength)
+	return nil
+}
+
+// checkFreeze runs the engine's FrozenAgent checks, the ones `toolgate
+// validate` and the operator apply, before anything reaches the cluster.
+func checkFreeze(agentID, reason string) error {
+	flags := map[string]string{"spec.agentId": "AGENT_ID", "spec.reason": "--reason"}
+	var errs []error
+	for _, d := range engine.CheckFrozenAgent(engine.FrozenAgent{ID: agentID, Reason: reason}) {
+		errs = append(errs, fmt.Errorf("%s: %s", flags[d.Field], d.Message))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return usage("%v", err)
 	}
 	return nil
 }
 
-func (o *freezeOptions) validate() (*metav1.Time, error) {
+func (o *freezeOptions) validate(agentID string) (*metav1.Time, error) {
+	if err := checkFreeze(agentID, o.reason); err != nil {
+		return nil, err
+	}
 	var errs []error
 	if o.dur < 0 {
 		errs = append(errs, fmt.Errorf("--for must be positive, not %v", o.dur))
@@ -129,7 +137,7 @@ func (o *freezeOptions) validate() (*metav1.Time, error) {
 }
 
 func runFreeze(ctx context.Context, out io.Writer, o *freezeOptions, agentID string) error {
-	expires, err := o.validate()
+	expires, err := o.validate(agentID)
 	if err != nil {
 		return err
 	}

@@ -167,9 +167,11 @@ func TestFreezeRejectsMalformedInput(t *testing.T) {
 	}{
 		{[]string{"freeze"}, "exactly one agent id, not 0"},
 		{[]string{"freeze", "a", "b"}, "exactly one agent id, not 2"},
-		{[]string{"freeze", ""}, "agent id is empty"},
+		{[]string{"freeze", ""}, "AGENT_ID: agentId is required"},
 		{[]string{"freeze", " bob"}, "whitespace"},
 		{[]string{"freeze", strings.Repeat("a", engine.MaxAgentIDLength+1)}, "more than"},
+		{[]string{"freeze", "bob", "--reason", strings.Repeat("r", engine.MaxReasonLength+1)}, "--reason: reason is"},
+		{[]string{"unfreeze", " bob"}, "whitespace"},
 		{[]string{"freeze", "bob", "--for", "-1h"}, "--for must be positive"},
 		{[]string{"freeze", "bob", "--for", "soon"}, "invalid argument"},
 		{[]string{"freeze", "bob", "--for", "1h", "--until", "2099-01-01T00:00:00Z"}, "give one"},
