@@ -59,9 +59,22 @@ func installRBAC(t *testing.T, objs []*unstructured.Unstructured) installedManag
 	return m
 }
 
+// subject is who a SubjectAccessReview asks about: the installed manager,
+// or a plain user.
+type subject interface {
+	user() string
+	groups() []string
+}
+
+// plainUser is a user in no group but system:authenticated.
+type plainUser string
+
+func (u plainUser) user() string     { return string(u) }
+func (u plainUser) groups() []string { return []string{"system:authenticated"} }
+
 // can asks the API server whether m may do verb on group/resource (with an
 // optional /subresource) named name in namespace.
-func can(t *testing.T, m installedManager, verb, group, resource, namespace, name string) bool {
+func can(t *testing.T, m subject, verb, group, resource, namespace, name string) bool {
 	t.Helper()
 	res, sub, _ := strings.Cut(resource, "/")
 	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
@@ -81,7 +94,7 @@ func can(t *testing.T, m installedManager, verb, group, resource, namespace, nam
 // objects just applied reach the authorizer through an informer, so a grant
 // can take a moment to apply, longer on a loaded machine; a denial needs no
 // wait, since lag only ever delays grants.
-func canEventually(t *testing.T, m installedManager, verb, group, resource, namespace, name string) bool {
+func canEventually(t *testing.T, m subject, verb, group, resource, namespace, name string) bool {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !can(t, m, verb, group, resource, namespace, name) {
