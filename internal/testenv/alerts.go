@@ -5,14 +5,35 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// AlertMetricNames returns the metric names starting with prefix that the
-// chart's PrometheusRule uses, so the packages that define the metrics can
-// check that every alert watches something they export.
-func AlertMetricNames(prefix string) ([]string, error) {
+// RequireAlertMetrics fails t unless every metric starting with prefix that
+// the chart's PrometheusRule watches is described by one of cs: the
+// packages that define metrics call it, so a renamed metric or a misspelled
+// alert fails where the metric lives.
+func RequireAlertMetrics(t testing.TB, prefix string, cs ...prometheus.Collector) {
+	t.Helper()
+	used, err := alertMetricNames(prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(used) == 0 {
+		t.Fatalf("the chart's alerts use no %s metric: the name pattern is stale", prefix)
+	}
+	exported := describedNames(cs...)
+	for _, name := range used {
+		if !exported[name] {
+			t.Errorf("an alert watches %s, which is not exported", name)
+		}
+	}
+}
+
+// alertMetricNames returns the metric names starting with prefix that the
+// chart's PrometheusRule uses.
+func alertMetricNames(prefix string) ([]string, error) {
 	raw, err := os.ReadFile(filepath.Join(RepoRoot(), "charts", "toolgate", "templates", "prometheusrule.yaml"))
 	if err != nil {
 		return nil, err
@@ -31,9 +52,9 @@ func AlertMetricNames(prefix string) ([]string, error) {
 
 var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
 
-// DescribedNames are the metric names the collectors describe, series or
+// describedNames are the metric names the collectors describe, series or
 // not (a vector without children still describes itself).
-func DescribedNames(cs ...prometheus.Collector) map[string]bool {
+func describedNames(cs ...prometheus.Collector) map[string]bool {
 	names := map[string]bool{}
 	for _, c := range cs {
 		ch := make(chan *prometheus.Desc, 16)
