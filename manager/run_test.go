@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/controllers"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 const waitFor = 30 * time.Second // an upper bound for progress, not a timing assertion
@@ -37,17 +37,6 @@ func eventually(t *testing.T, what string, cond func() (bool, string)) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// freeAddr finds a loopback port nobody listens on.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // testOptions run a manager that can share the process with others.
@@ -122,7 +111,7 @@ func TestRunServesProbesAndMetricsAndPublishes(t *testing.T) {
 	ns := newNamespace(t)
 	o := testOptions(ns)
 	o.Kubeconfig = writeKubeconfig(t, kubeconfig)
-	o.HealthProbeBindAddress, o.MetricsBindAddress = freeAddr(t), freeAddr(t)
+	o.HealthProbeBindAddress, o.MetricsBindAddress = testenv.FreeLoopbackAddr(t), testenv.FreeLoopbackAddr(t)
 	o.Controller.ConfigMapName = "custom-bundle"
 	stop := runInBackground(t, o)
 

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 func runProbe(args ...string) (string, error) {
@@ -68,12 +70,7 @@ func TestProbeWildcardListenAsksLoopback(t *testing.T) {
 }
 
 func TestProbeNamesWhatIsWrong(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := l.Addr().String()
-	_ = l.Close()
+	closed := testenv.FreeLoopbackAddr(t)
 	for _, tc := range []struct {
 		args []string
 		want string

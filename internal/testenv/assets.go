@@ -5,11 +5,13 @@ package testenv
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	goruntime "runtime"
 	"strings"
+	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -84,4 +86,16 @@ func Start() (*envtest.Environment, *rest.Config, error) {
 		return nil, nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", assets, err)
 	}
 	return env, cfg, nil
+}
+
+// FreeLoopbackAddr is a loopback host:port nobody listened on a moment
+// ago: for processes that must be given their address up front.
+func FreeLoopbackAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().String()
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/localcluster"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 const ns = "agents"
@@ -66,7 +67,7 @@ func TestEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	apiAddr, volAddr := freePort(t), freePort(t)
+	apiAddr, volAddr := testenv.FreeLoopbackAddr(t), testenv.FreeLoopbackAddr(t)
 	if _, err := cluster.StartProcess("sidecar-api", bin, "sidecar", "--configmap", ns+"/toolgate-bundle",
 		"--kubeconfig", cluster.Kubeconfig, "--listen", apiAddr, "--decision-log", "none"); err != nil {
 		t.Fatal(err)

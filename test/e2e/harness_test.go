@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -67,16 +66,6 @@ func eventually(t *testing.T, addr string, req map[string]any, what string, want
 
 func is(dec, code, rule string) func(decision) bool {
 	return func(d decision) bool { return d.Decision == dec && d.Code == code && d.MatchedRuleID == rule }
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // kubelet plays the kubelet for a ConfigMap volume: it projects the bundle
