@@ -70,3 +70,8 @@ func sameOrbit(a, b rune) bool {
 	}
 	return false
 }
+
+// SameAgent tells whether a freeze of frozenID applies to agentID: the one
+// comparison the engine makes (Unicode simple folding, as strings.EqualFold),
+// for tools that find or lift freezes outside an evaluation.
+func SameAgent(frozenID, agentID string) bool { return foldKey(frozenID) == foldKey(agentID) }

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -161,7 +160,7 @@ func runFreeze(ctx context.Context, out io.Writer, o *freezeOptions, agentID str
 		if err := c.Get(ctx, client.ObjectKeyFromObject(fa), &existing); err != nil {
 			return notDone("FrozenAgent %s/%s exists but cannot be read: %v", ns, name, err)
 		}
-		if !strings.EqualFold(existing.Spec.AgentID, agentID) {
+		if !engine.SameAgent(existing.Spec.AgentID, agentID) {
 			return usage("FrozenAgent %s/%s already freezes %q, not %q: choose another --name", ns, name, existing.Spec.AgentID, agentID)
 		}
 		note := ""

@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/engine"
 )
 
 // NewUnfreezeCommand returns `toolgate unfreeze`.
@@ -48,7 +48,7 @@ func runUnfreeze(ctx context.Context, out io.Writer, conn *connection, agentID s
 	deleted := 0
 	for i := range list.Items {
 		fa := &list.Items[i]
-		if !strings.EqualFold(fa.Spec.AgentID, agentID) {
+		if !engine.SameAgent(fa.Spec.AgentID, agentID) {
 			continue
 		}
 		if err := c.Delete(ctx, fa); err != nil && !apierrors.IsNotFound(err) {
