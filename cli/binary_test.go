@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // TestBinary builds cmd/toolgate once and runs it as a real process, to show
@@ -61,7 +62,7 @@ func TestBinary(t *testing.T) {
 		t.Errorf("bad request: exit %d, stdout %q, stderr %q", bad.code, bad.stdout, bad.stderr)
 	}
 
-	dir := writeTree(t, map[string]string{"p.yaml": "apiVersion: toolgate.dev/v1alpha1\nkind: Policy\nmetadata: {name: p}\nspec:\n  rules: [{id: r, effect: maybe}]\n"})
+	dir := testenv.WriteTree(t, map[string]string{"p.yaml": "apiVersion: toolgate.dev/v1alpha1\nkind: Policy\nmetadata: {name: p}\nspec:\n  rules: [{id: r, effect: maybe}]\n"})
 	if o := exe("", "validate", "-f", dir); o.code != ExitProblems || !strings.Contains(o.stdout, `spec.rules[0].effect: must be allow or deny, not "maybe"`) {
 		t.Errorf("validate: exit %d, stdout %q", o.code, o.stdout)
 	}

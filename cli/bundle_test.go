@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/manifest"
 )
 
@@ -86,7 +87,7 @@ func TestBundleIsByteIdenticalAcrossRunsAndInputOrder(t *testing.T) {
 }
 
 func TestBundleLeavesOutExpiredFreezes(t *testing.T) {
-	dir := writeTree(t, map[string]string{"p.yaml": fmt.Sprintf(denyBashPolicy, ""), "f.yaml": frozenAgent})
+	dir := testenv.WriteTree(t, map[string]string{"p.yaml": fmt.Sprintf(denyBashPolicy, ""), "f.yaml": frozenAgent})
 	before := run(t, "", "bundle", "-f", dir, "--now", "2029-01-01T00:00:00Z")
 	after := run(t, "", "bundle", "-f", dir, "--now", "2030-01-01T00:00:00Z")
 	if !strings.Contains(before.stdout, `"frozenAgents":[{"id":"agent-7"`) || !strings.Contains(after.stdout, `"frozenAgents":[]`) {
@@ -95,7 +96,7 @@ func TestBundleLeavesOutExpiredFreezes(t *testing.T) {
 }
 
 func TestBundleNamespacesAndDiagnostics(t *testing.T) {
-	dir := writeTree(t, map[string]string{
+	dir := testenv.WriteTree(t, map[string]string{
 		"a.yaml": strings.Replace(fmt.Sprintf(denyBashPolicy, "-a"), "name: no-bash-a", "name: no-bash-a\n  namespace: team-a", 1),
 		"b.yaml": strings.Replace(strings.Replace(fmt.Sprintf(denyBashPolicy, "-b"), "name: no-bash-b", "name: no-bash-b\n  namespace: team-b", 1),
 			"value: Bash", "value: {a: 1}", 1),
@@ -118,7 +119,7 @@ func TestBundleNamespacesAndDiagnostics(t *testing.T) {
 }
 
 func TestBundleInputErrors(t *testing.T) {
-	dir := writeTree(t, map[string]string{"bad.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n"})
+	dir := testenv.WriteTree(t, map[string]string{"bad.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n"})
 	for _, args := range [][]string{
 		{"bundle"},
 		{"bundle", "-f", filepath.Join(dir, "missing")},

@@ -8,10 +8,11 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 func TestEvalDecides(t *testing.T) {
-	dir := writeTree(t, map[string]string{"p.yaml": fmt.Sprintf(denyBashPolicy, ""), "req.json": `{"tool_name":"Bash","input":{"command":"ls"}}`})
+	dir := testenv.WriteTree(t, map[string]string{"p.yaml": fmt.Sprintf(denyBashPolicy, ""), "req.json": `{"tool_name":"Bash","input":{"command":"ls"}}`})
 	res := oneResult(t, run(t, "", "eval", "-f", filepath.Join(dir, "p.yaml"), "--request", filepath.Join(dir, "req.json")))
 	if res.Decision != engine.Deny || res.MatchedPolicyID != "no-bash" || res.MatchedPolicyVersion != 1 ||
 		res.MatchedRuleID != "deny-bash" || res.Reason != "no shell" || res.Code != "" {
@@ -24,7 +25,7 @@ func TestEvalDecides(t *testing.T) {
 }
 
 func TestEvalStdoutIsExactlyOneJSONObject(t *testing.T) {
-	dir := writeTree(t, map[string]string{"p.yaml": fmt.Sprintf(denyBashPolicy, "")})
+	dir := testenv.WriteTree(t, map[string]string{"p.yaml": fmt.Sprintf(denyBashPolicy, "")})
 	o := run(t, `{"tool_name":"Bash"}`, "eval", "-f", dir, "--request", "-")
 	oneResult(t, o)
 	if o.stderr != "" {
@@ -50,7 +51,7 @@ func TestEvalEmptyDirectoryDeniesNoPolicies(t *testing.T) {
 }
 
 func TestEvalNestedDirectories(t *testing.T) {
-	dir := writeTree(t, map[string]string{
+	dir := testenv.WriteTree(t, map[string]string{
 		"team/a/no-bash.yaml": fmt.Sprintf(denyBashPolicy, ""),
 		"team/b/c/allow.json": `{"apiVersion":"toolgate.dev/v1alpha1","kind":"Policy","metadata":{"name":"allow-read"},
 			"spec":{"priority":5,"defaultEffect":"deny","rules":[{"id":"read","effect":"allow","conditions":[{"field":"tool_name","operator":"eq","value":"Read"}]}]}}`,
@@ -67,7 +68,7 @@ func TestEvalNestedDirectories(t *testing.T) {
 }
 
 func TestEvalExplainAddsTrace(t *testing.T) {
-	dir := writeTree(t, map[string]string{"p.yaml": fmt.Sprintf(denyBashPolicy, "")})
+	dir := testenv.WriteTree(t, map[string]string{"p.yaml": fmt.Sprintf(denyBashPolicy, "")})
 	res := oneResult(t, run(t, `{"tool_name":"Bash"}`, "eval", "-f", dir, "--request", "-", "--explain"))
 	if len(res.Trace) != 1 {
 		t.Fatalf("trace %+v", res.Trace)
@@ -80,7 +81,7 @@ func TestEvalExplainAddsTrace(t *testing.T) {
 }
 
 func TestEvalNowAfterExpiresAtLiftsFreeze(t *testing.T) {
-	dir := writeTree(t, map[string]string{"p.yaml": fmt.Sprintf(denyBashPolicy, ""), "f.yaml": frozenAgent})
+	dir := testenv.WriteTree(t, map[string]string{"p.yaml": fmt.Sprintf(denyBashPolicy, ""), "f.yaml": frozenAgent})
 	req := `{"tool_name":"Read","agent_id":"AGENT-7"}`
 	tests := []struct {
 		now  string
@@ -105,7 +106,7 @@ func TestEvalNowAfterExpiresAtLiftsFreeze(t *testing.T) {
 }
 
 func TestEvalCompileDiagnosticsGoToStderr(t *testing.T) {
-	dir := writeTree(t, map[string]string{"bad.yaml": fmt.Sprintf(denyBashPolicy, "") + `---
+	dir := testenv.WriteTree(t, map[string]string{"bad.yaml": fmt.Sprintf(denyBashPolicy, "") + `---
 apiVersion: toolgate.dev/v1alpha1
 kind: Policy
 metadata: {name: broken}
@@ -131,7 +132,7 @@ spec:
 }
 
 func TestEvalNamespaces(t *testing.T) {
-	dir := writeTree(t, map[string]string{
+	dir := testenv.WriteTree(t, map[string]string{
 		"a.yaml":    strings.Replace(fmt.Sprintf(denyBashPolicy, "-a"), "name: no-bash-a", "name: no-bash-a\n  namespace: team-a", 1),
 		"b.yaml":    strings.Replace(fmt.Sprintf(denyBashPolicy, "-b"), "name: no-bash-b", "name: no-bash-b\n  namespace: team-b", 1),
 		"none.yaml": fmt.Sprintf(denyBashPolicy, "-none") + "  priority: 1\n",
@@ -156,7 +157,7 @@ func TestEvalNamespaces(t *testing.T) {
 }
 
 func TestEvalManifestsFromStdin(t *testing.T) {
-	dir := writeTree(t, map[string]string{"req.json": `{"tool_name":"Bash"}`})
+	dir := testenv.WriteTree(t, map[string]string{"req.json": `{"tool_name":"Bash"}`})
 	res := oneResult(t, run(t, fmt.Sprintf(denyBashPolicy, ""), "eval", "-f", "-", "--request", filepath.Join(dir, "req.json")))
 	if res.MatchedRuleID != "deny-bash" {
 		t.Errorf("%+v", res)
@@ -166,7 +167,7 @@ func TestEvalManifestsFromStdin(t *testing.T) {
 // TestEvalInputErrors: every malformed input exits 2 with a message naming
 // where the problem is, and prints nothing on stdout.
 func TestEvalInputErrors(t *testing.T) {
-	dir := writeTree(t, map[string]string{
+	dir := testenv.WriteTree(t, map[string]string{
 		"ok/p.yaml":          fmt.Sprintf(denyBashPolicy, ""),
 		"yaml/p.yaml":        fmt.Sprintf(denyBashPolicy, "") + "---\nkind: Policy\n  bad: indent\n",
 		"kind/p.yaml":        "apiVersion: toolgate.dev/v1alpha1\nkind: Rule\nmetadata: {name: x}\n",

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -30,23 +28,6 @@ func run(t *testing.T, stdin string, args ...string) outcome {
 	root.SetErr(&errb)
 	code := Execute(root)
 	return outcome{code: code, stdout: out.String(), stderr: errb.String()}
-}
-
-// writeTree writes files (relative path -> content) under a new temporary
-// directory and returns it.
-func writeTree(t *testing.T, files map[string]string) string {
-	t.Helper()
-	dir := t.TempDir()
-	for name, content := range files {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
 }
 
 // oneResult decodes stdout, failing unless it is exactly one JSON object

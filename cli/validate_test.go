@@ -5,10 +5,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 func TestValidateCleanManifests(t *testing.T) {
-	dir := writeTree(t, map[string]string{"p.yaml": fmt.Sprintf(denyBashPolicy, "") + "---\n" + frozenAgent})
+	dir := testenv.WriteTree(t, map[string]string{"p.yaml": fmt.Sprintf(denyBashPolicy, "") + "---\n" + frozenAgent})
 	o := run(t, "", "validate", "-f", dir)
 	if o.code != 0 || o.stdout != "" {
 		t.Errorf("exit %d, stdout %q, stderr %q", o.code, o.stdout, o.stderr)
@@ -22,7 +24,7 @@ func TestValidateCleanManifests(t *testing.T) {
 // schema or the webhook rejects in a manifest set and expects each, located.
 func TestValidateReportsEveryProblem(t *testing.T) {
 	long := strings.Repeat("x", 1025)
-	dir := writeTree(t, map[string]string{
+	dir := testenv.WriteTree(t, map[string]string{
 		"a-policies.yaml": `apiVersion: toolgate.dev/v1alpha1
 kind: Policy
 metadata: {name: Bad_Name, namespace: team-a}
@@ -103,7 +105,7 @@ spec:
 }
 
 func TestValidateUnreadablePathExits2(t *testing.T) {
-	dir := writeTree(t, map[string]string{"p.yaml": fmt.Sprintf(denyBashPolicy, "")})
+	dir := testenv.WriteTree(t, map[string]string{"p.yaml": fmt.Sprintf(denyBashPolicy, "")})
 	missing := filepath.Join(dir, "nope")
 	o := run(t, "", "validate", "-f", dir, "-f", missing)
 	if o.code != ExitUsage || o.stdout != "" || !strings.Contains(o.stderr, missing+": cannot read: no such file or directory") {

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 const head = "apiVersion: toolgate.dev/v1alpha1\nkind: Policy\nmetadata: {name: p}\n"
@@ -166,7 +168,7 @@ func TestLoadErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			dir := writeTree(t, tt.files)
+			dir := testenv.WriteTree(t, tt.files)
 			_, err := Load([]string{dir}, nil)
 			got := errorLines(t, err, dir)
 			if !slices.Equal(got, tt.want) {

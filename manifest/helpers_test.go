@@ -1,7 +1,6 @@
 package manifest
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,23 +17,6 @@ spec:
     conditions:
     - {field: tool_name, operator: eq, value: Bash}
 `
-
-// writeTree writes files (relative path -> content) under a new temporary
-// directory and returns it.
-func writeTree(t *testing.T, files map[string]string) string {
-	t.Helper()
-	dir := t.TempDir()
-	for name, content := range files {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
 
 // errorLines returns the loader's errors, one per line, with dir made
 // relative so expectations read like what a user sees.

@@ -8,10 +8,11 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 func TestLoadMultiDocumentYAML(t *testing.T) {
-	dir := writeTree(t, map[string]string{"all.yaml": `---
+	dir := testenv.WriteTree(t, map[string]string{"all.yaml": `---
 # only a comment: an empty document, still counted
 ---
 ` + fmt.Sprintf(policyYAML, "p1") + `
@@ -49,7 +50,7 @@ spec:
 }
 
 func TestLoadKeepsExplicitDefaultEffect(t *testing.T) {
-	dir := writeTree(t, map[string]string{"p.yaml": strings.Replace(fmt.Sprintf(policyYAML, "p"),
+	dir := testenv.WriteTree(t, map[string]string{"p.yaml": strings.Replace(fmt.Sprintf(policyYAML, "p"),
 		"spec:\n", "spec:\n  defaultEffect: deny\n  priority: -10\n", 1)})
 	s, err := Load([]string{dir}, nil)
 	if err != nil {
@@ -61,7 +62,7 @@ func TestLoadKeepsExplicitDefaultEffect(t *testing.T) {
 }
 
 func TestLoadDirectoryRecursively(t *testing.T) {
-	dir := writeTree(t, map[string]string{
+	dir := testenv.WriteTree(t, map[string]string{
 		"b.yaml":           fmt.Sprintf(policyYAML, "b"),
 		"a/nested/c.yml":   fmt.Sprintf(policyYAML, "c"),
 		"a/d.json":         `{"apiVersion":"toolgate.dev/v1alpha1","kind":"Policy","metadata":{"name":"d"},"spec":{"rules":[{"id":"r","effect":"allow"}]}}`,
@@ -92,7 +93,7 @@ func TestLoadEmptyDirectoryHasNoObjects(t *testing.T) {
 }
 
 func TestLoadExplicitFileOfAnyExtension(t *testing.T) {
-	dir := writeTree(t, map[string]string{"policy.txt": fmt.Sprintf(policyYAML, "p")})
+	dir := testenv.WriteTree(t, map[string]string{"policy.txt": fmt.Sprintf(policyYAML, "p")})
 	s, err := Load([]string{filepath.Join(dir, "policy.txt")}, nil)
 	if err != nil || len(s.Policies) != 1 {
 		t.Fatalf("got %d policies, %v", len(s.Policies), err)
@@ -111,7 +112,7 @@ func TestLoadStdin(t *testing.T) {
 }
 
 func TestLoadJSONStream(t *testing.T) {
-	dir := writeTree(t, map[string]string{"s.json": `
+	dir := testenv.WriteTree(t, map[string]string{"s.json": `
 {"apiVersion":"toolgate.dev/v1alpha1","kind":"Policy","metadata":{"name":"a"},"spec":{"rules":[{"id":"r","effect":"allow"}]}}
 {"apiVersion":"toolgate.dev/v1alpha1",
 	"kind":"FrozenAgent","metadata":{"name":"f"},"spec":{"agentId":"x"}}`})
@@ -128,7 +129,7 @@ func TestLoadJSONStream(t *testing.T) {
 }
 
 func TestLoadList(t *testing.T) {
-	dir := writeTree(t, map[string]string{"list.yaml": `apiVersion: v1
+	dir := testenv.WriteTree(t, map[string]string{"list.yaml": `apiVersion: v1
 kind: List
 items:
 - apiVersion: toolgate.dev/v1alpha1
@@ -165,7 +166,7 @@ items:
 }
 
 func TestLoadKeepsGoodDocumentsAroundABadOne(t *testing.T) {
-	dir := writeTree(t, map[string]string{"m.yaml": fmt.Sprintf(policyYAML, "a") + "---\nkind: Nope\napiVersion: v1\n---\n" + fmt.Sprintf(policyYAML, "b")})
+	dir := testenv.WriteTree(t, map[string]string{"m.yaml": fmt.Sprintf(policyYAML, "a") + "---\nkind: Nope\napiVersion: v1\n---\n" + fmt.Sprintf(policyYAML, "b")})
 	s, err := Load([]string{dir}, nil)
 	if len(s.Policies) != 2 {
 		t.Errorf("got %d policies, want the 2 good ones", len(s.Policies))
@@ -204,7 +205,7 @@ func TestNamespaces(t *testing.T) {
 }
 
 func TestDuplicatesAfterNamespaceSelection(t *testing.T) {
-	dir := writeTree(t, map[string]string{
+	dir := testenv.WriteTree(t, map[string]string{
 		"a.yaml": fmt.Sprintf(policyYAML, "p"),
 		"b.yaml": strings.Replace(fmt.Sprintf(policyYAML, "p"), "name: p", "name: p\n  namespace: team-a", 1),
 	})
@@ -220,7 +221,7 @@ func TestDuplicatesAfterNamespaceSelection(t *testing.T) {
 }
 
 func TestLoadKeepsDocumentBeforeABadSeparator(t *testing.T) {
-	dir := writeTree(t, map[string]string{"m.yaml": fmt.Sprintf(policyYAML, "a") + "--- !!map\n" + fmt.Sprintf(policyYAML, "b")})
+	dir := testenv.WriteTree(t, map[string]string{"m.yaml": fmt.Sprintf(policyYAML, "a") + "--- !!map\n" + fmt.Sprintf(policyYAML, "b")})
 	s, err := Load([]string{dir}, nil)
 	if err == nil || len(s.Policies) != 1 || s.Policies[0].Object.Name != "a" {
 		t.Fatalf("got %d policies, %v; want policy a and an error", len(s.Policies), err)
@@ -228,7 +229,7 @@ func TestLoadKeepsDocumentBeforeABadSeparator(t *testing.T) {
 }
 
 func TestLoadSkipsNonManifestFilesOnlyInDirectories(t *testing.T) {
-	dir := writeTree(t, map[string]string{
+	dir := testenv.WriteTree(t, map[string]string{
 		"p.yaml":                fmt.Sprintf(policyYAML, "p"),
 		"requests/ls.json":      `{"tool_name": "Bash", "input": {"command": "ls"}}`,
 		"requests/empty.yaml":   "# nothing here\n",
@@ -259,7 +260,7 @@ func TestLoadYAMLFlowStyleAndCRLF(t *testing.T) {
 	flow := "{apiVersion: toolgate.dev/v1alpha1, kind: Policy, metadata: {name: flow}, spec: {rules: [{id: r, effect: allow}]}}\n---\n" +
 		fmt.Sprintf(policyYAML, "after-flow")
 	crlf := strings.ReplaceAll(fmt.Sprintf(policyYAML, "crlf-a")+"---\n"+fmt.Sprintf(policyYAML, "crlf-b"), "\n", "\r\n")
-	dir := writeTree(t, map[string]string{"flow.yaml": flow, "crlf.yaml": crlf})
+	dir := testenv.WriteTree(t, map[string]string{"flow.yaml": flow, "crlf.yaml": crlf})
 	s, err := Load([]string{dir}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -274,7 +275,7 @@ func TestLoadYAMLFlowStyleAndCRLF(t *testing.T) {
 }
 
 func TestLoadSkipsKustomizationFilesInDirectories(t *testing.T) {
-	dir := writeTree(t, map[string]string{
+	dir := testenv.WriteTree(t, map[string]string{
 		"p.yaml":             fmt.Sprintf(policyYAML, "p"),
 		"kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [p.yaml]\n",
 	})

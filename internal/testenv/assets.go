@@ -99,3 +99,20 @@ func FreeLoopbackAddr(t testing.TB) string {
 	defer func() { _ = l.Close() }()
 	return l.Addr().String()
 }
+
+// WriteTree writes files (slash-separated relative path -> content) under a
+// new temporary directory and returns it.
+func WriteTree(t testing.TB, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
