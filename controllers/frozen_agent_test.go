@@ -8,6 +8,7 @@ import (
 
 	"github.com/toolgate/toolgate/controllers"
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 func hasFrozen(b engine.Bundle, agent string) bool {
@@ -67,7 +68,7 @@ func TestFrozenAgentIsPublishedAndLeavesAtExpiry(t *testing.T) {
 	}
 	waitForEvent(t, ns, "freeze-bob", "Normal", controllers.ReasonExpired)
 	eve := waitForFrozenReady(t, ns, "freeze-eve", controllers.ReasonPublished)
-	eventually(t, "eve live in the new revision", func() (bool, string) {
+	testenv.Eventually(t, "eve live in the new revision", func() (bool, string) {
 		eve = waitForFrozenReady(t, ns, "freeze-eve", controllers.ReasonPublished)
 		return eve.Status.BundleRevision == b.Revision, eve.Status.BundleRevision
 	})

@@ -11,6 +11,7 @@ import (
 	"github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/controllers"
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // versions are the resourceVersions of everything the controller writes in a
@@ -64,7 +65,7 @@ func settled(t *testing.T, ns string) engine.Bundle {
 	create(t, policy(ns, "steady", 3))
 	create(t, frozenAgent(ns, "freeze", "agent-1", nil))
 	_, b := waitForBundle(t, ns, "published", func(b engine.Bundle) bool { return len(b.Policies) == 1 && len(b.FrozenAgents) == 1 })
-	eventually(t, "statuses settled", func() (bool, string) {
+	testenv.Eventually(t, "statuses settled", func() (bool, string) {
 		p := waitForPolicyReady(t, ns, "steady", controllers.ReasonPublished)
 		f := waitForFrozenReady(t, ns, "freeze", controllers.ReasonPublished)
 		return p.Status.BundleRevision == b.Revision && f.Status.BundleRevision == b.Revision, "revisions differ"
@@ -110,7 +111,7 @@ func TestRestartedManagerRewritesNothing(t *testing.T) {
 	published := reconciles(t, controllers.ControllerName, "success")
 	statuses := reconciles(t, controllers.StatusControllerName, "success")
 	second := startManager(t, controllers.Options{}, ns)
-	eventually(t, "the new manager published and wrote statuses", func() (bool, string) {
+	testenv.Eventually(t, "the new manager published and wrote statuses", func() (bool, string) {
 		return reconciles(t, controllers.ControllerName, "success") > published &&
 			reconciles(t, controllers.StatusControllerName, "success") > statuses, "not yet"
 	})

@@ -7,6 +7,7 @@ import (
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/controllers"
+	"github.com/toolgate/toolgate/internal/testenv"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -24,7 +25,7 @@ func TestBundleGaugesFollowTheNamespace(t *testing.T) {
 		r, _ := controllers.BundleGauge("rules", ns)
 		return fmt.Sprintf("policies=%v frozen_agents=%v rules=%v", p, f, r)
 	}
-	eventually(t, "gauges of 2 policies, 5 rules, 1 freeze", func() (bool, string) {
+	testenv.Eventually(t, "gauges of 2 policies, 5 rules, 1 freeze", func() (bool, string) {
 		g := gauges()
 		return g == "policies=2 frozen_agents=1 rules=5", g
 	})
@@ -34,7 +35,7 @@ func TestBundleGaugesFollowTheNamespace(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "no series for a namespace without a bundle", func() (bool, string) {
+	testenv.Eventually(t, "no series for a namespace without a bundle", func() (bool, string) {
 		_, p := controllers.BundleGauge("policies", ns)
 		_, f := controllers.BundleGauge("frozen_agents", ns)
 		_, r := controllers.BundleGauge("rules", ns)

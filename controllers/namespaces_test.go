@@ -5,6 +5,7 @@ import (
 
 	"github.com/toolgate/toolgate/controllers"
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 func TestNamespacesAreIsolated(t *testing.T) {
@@ -27,7 +28,7 @@ func TestNamespacesAreIsolated(t *testing.T) {
 	// Emptying a leaves b's bundle untouched.
 	remove(t, pa)
 	remove(t, frozenAgent(a, "freeze", "agent-a", nil))
-	eventually(t, "a's bundle removed", func() (bool, string) {
+	testenv.Eventually(t, "a's bundle removed", func() (bool, string) {
 		_, found := getBundleConfigMap(t, a)
 		return !found, "still there"
 	})

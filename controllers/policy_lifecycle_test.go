@@ -11,6 +11,7 @@ import (
 	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/controllers"
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // expectedRevision is the revision bundle.Build gives the namespace's objects
@@ -105,7 +106,7 @@ func TestPolicyCreateUpdateDeletePublishesBundle(t *testing.T) {
 
 	// Last object gone: no bundle, so sidecars deny NO_POLICIES.
 	remove(t, freeze)
-	eventually(t, "bundle ConfigMap removed", func() (bool, string) {
+	testenv.Eventually(t, "bundle ConfigMap removed", func() (bool, string) {
 		_, found := getBundleConfigMap(t, ns)
 		return !found, "ConfigMap still there"
 	})

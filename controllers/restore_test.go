@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/toolgate/toolgate/controllers"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 func TestHandEditedBundleIsRestored(t *testing.T) {
@@ -35,7 +36,7 @@ func TestHandEditedBundleIsRestored(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 		edited := cm.ResourceVersion
-		eventually(t, name+": restored", func() (bool, string) {
+		testenv.Eventually(t, name+": restored", func() (bool, string) {
 			cm, found := getBundleConfigMap(t, ns)
 			if !found {
 				return false, "gone"
@@ -52,7 +53,7 @@ func TestHandEditedBundleIsRestored(t *testing.T) {
 	if err := k8s.Delete(context.Background(), cm); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "deleted bundle recreated", func() (bool, string) {
+	testenv.Eventually(t, "deleted bundle recreated", func() (bool, string) {
 		cm, found := getBundleConfigMap(t, ns)
 		if !found {
 			return false, "not yet"

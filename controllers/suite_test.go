@@ -63,11 +63,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-const (
-	waitFor = 30 * time.Second // an upper bound for progress, not a timing assertion
-	poll    = 20 * time.Millisecond
-)
-
 // testManager is a running manager and the number of writes (any request
 // but GET, LIST and WATCH) it has sent to the API server.
 type testManager struct {
@@ -163,22 +158,6 @@ func newNamespace(t *testing.T) string {
 	return ns.Name
 }
 
-// eventually polls cond until it holds, failing with its last explanation.
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %s: %s", what, waitFor, why)
-		}
-		time.Sleep(poll)
-	}
-}
-
 func getBundleConfigMap(t *testing.T, ns string) (*corev1.ConfigMap, bool) {
 	t.Helper()
 	var cm corev1.ConfigMap
@@ -229,7 +208,7 @@ func waitForBundle(t *testing.T, ns, what string, ok func(engine.Bundle) bool) (
 	t.Helper()
 	var cm *corev1.ConfigMap
 	var b engine.Bundle
-	eventually(t, what, func() (bool, string) {
+	testenv.Eventually(t, what, func() (bool, string) {
 		var found bool
 		cm, found = getBundleConfigMap(t, ns)
 		if !found {
@@ -313,7 +292,7 @@ func readyOf(conds []metav1.Condition) *metav1.Condition {
 func waitForPolicyReady(t *testing.T, ns, name, reason string) *v1alpha1.Policy {
 	t.Helper()
 	var p v1alpha1.Policy
-	eventually(t, fmt.Sprintf("Policy %s Ready reason %s", name, reason), func() (bool, string) {
+	testenv.Eventually(t, fmt.Sprintf("Policy %s Ready reason %s", name, reason), func() (bool, string) {
 		if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &p); err != nil {
 			return false, err.Error()
 		}
@@ -330,7 +309,7 @@ func waitForPolicyReady(t *testing.T, ns, name, reason string) *v1alpha1.Policy 
 func waitForFrozenReady(t *testing.T, ns, name, reason string) *v1alpha1.FrozenAgent {
 	t.Helper()
 	var f v1alpha1.FrozenAgent
-	eventually(t, fmt.Sprintf("FrozenAgent %s Ready reason %s", name, reason), func() (bool, string) {
+	testenv.Eventually(t, fmt.Sprintf("FrozenAgent %s Ready reason %s", name, reason), func() (bool, string) {
 		if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &f); err != nil {
 			return false, err.Error()
 		}
@@ -347,7 +326,7 @@ func waitForFrozenReady(t *testing.T, ns, name, reason string) *v1alpha1.FrozenA
 func waitForEvent(t *testing.T, ns, regarding, eventType, reason string) *eventsv1.Event {
 	t.Helper()
 	var found *eventsv1.Event
-	eventually(t, fmt.Sprintf("%s event %s on %s", eventType, reason, regarding), func() (bool, string) {
+	testenv.Eventually(t, fmt.Sprintf("%s event %s on %s", eventType, reason, regarding), func() (bool, string) {
 		var list eventsv1.EventList
 		if err := k8s.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
 			return false, err.Error()

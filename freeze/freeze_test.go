@@ -17,6 +17,7 @@ import (
 	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/cli"
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // toolgate runs the command as the binary would: through cli.Execute, so
@@ -95,13 +96,9 @@ func TestFreezeWaitsUntilLiveThenUnfreeze(t *testing.T) {
 	if code, out := toolgate(t, "unfreeze", "BILLING-bot-7", "-n", watched, "--kubeconfig", kubeconfig); code != 0 || !strings.Contains(out, "freeze-billing-bot-7 deleted") {
 		t.Fatalf("unfreeze: exit %d\n%s", code, out)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for frozenAgent(t, watched, "billing-bot-7") != nil {
-		if time.Now().After(deadline) {
-			t.Fatal("the bundle still freezes billing-bot-7 after unfreeze")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.Eventually(t, "billing-bot-7 out of the bundle after unfreeze", func() (bool, string) {
+		return frozenAgent(t, watched, "billing-bot-7") == nil, "still frozen"
+	})
 	if code, out := toolgate(t, "unfreeze", "billing-bot-7", "-n", watched, "--kubeconfig", kubeconfig); code != 1 || !strings.Contains(out, `no FrozenAgent in agents freezes "billing-bot-7"`) {
 		t.Errorf("unfreeze of nothing: exit %d\n%s", code, out)
 	}

@@ -65,7 +65,7 @@ func TestGeneratedRoleIsEnough(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitForBundle(t, ns, controllers.DefaultConfigMapName)
-	eventually(t, "CompileError status and event", func() (bool, string) {
+	testenv.Eventually(t, "CompileError status and event", func() (bool, string) {
 		var p v1alpha1.Policy
 		if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: "bad"}, &p); err != nil {
 			return false, err.Error()
@@ -88,7 +88,7 @@ func TestGeneratedRoleIsEnough(t *testing.T) {
 	if err := k8s.Delete(ctx, bad); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "bundle deleted", func() (bool, string) {
+	testenv.Eventually(t, "bundle deleted", func() (bool, string) {
 		var cm corev1.ConfigMap
 		err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: controllers.DefaultConfigMapName}, &cm)
 		return err != nil, "still there"

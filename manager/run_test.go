@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -21,23 +20,6 @@ import (
 	"github.com/toolgate/toolgate/controllers"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
-
-const waitFor = 30 * time.Second // an upper bound for progress, not a timing assertion
-
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %s: %s", what, waitFor, why)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // testOptions run a manager that can share the process with others.
 func testOptions(namespaces ...string) Options {
@@ -90,7 +72,7 @@ func createPolicy(t *testing.T, ns, name string) {
 
 func waitForBundle(t *testing.T, ns, name string) {
 	t.Helper()
-	eventually(t, "bundle ConfigMap in "+ns, func() (bool, string) {
+	testenv.Eventually(t, "bundle ConfigMap in "+ns, func() (bool, string) {
 		var cm corev1.ConfigMap
 		err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &cm)
 		return err == nil, fmt.Sprint(err)
@@ -117,7 +99,7 @@ func TestRunServesProbesAndMetricsAndPublishes(t *testing.T) {
 
 	probe := "http://" + o.HealthProbeBindAddress
 	for _, path := range []string{"/readyz", "/healthz"} {
-		eventually(t, path, func() (bool, string) {
+		testenv.Eventually(t, path, func() (bool, string) {
 			code, body, err := get(probe + path)
 			return code == http.StatusOK, fmt.Sprint(code, body, err)
 		})
@@ -128,7 +110,7 @@ func TestRunServesProbesAndMetricsAndPublishes(t *testing.T) {
 
 	createPolicy(t, ns, "p")
 	waitForBundle(t, ns, "custom-bundle")
-	eventually(t, "metrics", func() (bool, string) {
+	testenv.Eventually(t, "metrics", func() (bool, string) {
 		code, body, err := get("http://" + o.MetricsBindAddress + "/metrics")
 		for _, want := range []string{
 			fmt.Sprintf(`toolgate_bundle_size_bytes{namespace=%q}`, ns),

@@ -13,12 +13,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 func raw(v any) json.RawMessage {
@@ -209,13 +209,7 @@ func get(t testing.TB, url string) (int, string) {
 // The timeout is a hang guard, not a latency assertion.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.Eventually(t, what, func() (bool, string) { return cond(), "still not" })
 }
 
 // toolDecision asks about one tool and returns decision and code.
