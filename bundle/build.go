@@ -23,7 +23,7 @@ func Build(policies []v1alpha1.Policy, frozen []v1alpha1.FrozenAgent, now time.T
 	}
 	for i := range frozen {
 		f := FrozenAgent(&frozen[i])
-		if f.ExpiresAt != nil && !now.IsZero() && !now.Before(*f.ExpiresAt) {
+		if !now.IsZero() && f.Expired(now) {
 			continue
 		}
 		b.FrozenAgents = append(b.FrozenAgents, f)
@@ -33,16 +33,10 @@ func Build(policies []v1alpha1.Policy, frozen []v1alpha1.FrozenAgent, now time.T
 }
 
 // Policy converts one Policy; its id is metadata.name and its version
-// metadata.generation (1 when unset, as for a manifest not yet applied).
+// metadata.generation; omitted fields get engine.Policy.WithDefaults.
 func Policy(p *v1alpha1.Policy) engine.Policy {
 	out := engine.Policy{ID: p.Name, Version: p.Generation, Priority: p.Spec.Priority,
 		DefaultEffect: string(p.Spec.DefaultEffect), Rules: make([]engine.Rule, 0, len(p.Spec.Rules))}
-	if out.Version == 0 {
-		out.Version = 1
-	}
-	if out.DefaultEffect == "" {
-		out.DefaultEffect = string(v1alpha1.EffectAllow) // the CRD default
-	}
 	for _, r := range p.Spec.Rules {
 		er := engine.Rule{ID: r.ID, Description: r.Description, Effect: string(r.Effect)}
 		for _, c := range r.Conditions {
@@ -60,7 +54,7 @@ func Policy(p *v1alpha1.Policy) engine.Policy {
 		}
 		out.Rules = append(out.Rules, er)
 	}
-	return out
+	return out.WithDefaults()
 }
 
 // FrozenAgent converts one FrozenAgent.

@@ -113,7 +113,7 @@ func requeueResult(in inputs, now time.Time, tooLarge error) (ctrl.Result, error
 	var next time.Duration
 	for i := range in.frozen {
 		f := &in.frozen[i]
-		if f.Spec.ExpiresAt == nil || expired(f, now) {
+		if f.Spec.ExpiresAt == nil || bundle.FrozenAgent(f).Expired(now) {
 			continue
 		}
 		if d := f.Spec.ExpiresAt.Sub(now); next == 0 || d < next {

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/engine"
 )
 
@@ -97,7 +98,7 @@ func frozenAgentStatus(f *v1alpha1.FrozenAgent, o outcome) v1alpha1.FrozenAgentS
 	cond := metav1.Condition{Type: ConditionReady, ObservedGeneration: f.Generation,
 		LastTransitionTime: metav1.NewTime(o.now)}
 	switch {
-	case expired(f, o.now):
+	case bundle.FrozenAgent(f).Expired(o.now):
 		cond.Status, cond.Reason = metav1.ConditionFalse, ReasonExpired
 		cond.Message = fmt.Sprintf("expired at %s and removed from ConfigMap %s",
 			f.Spec.ExpiresAt.UTC().Format(time.RFC3339), o.configMap)
@@ -118,11 +119,6 @@ func frozenAgentStatus(f *v1alpha1.FrozenAgent, o outcome) v1alpha1.FrozenAgentS
 	}
 	apimeta.SetStatusCondition(&st.Conditions, cond)
 	return st
-}
-
-// expired uses the same rule as bundle.Build: a freeze ends at expiresAt.
-func expired(f *v1alpha1.FrozenAgent, now time.Time) bool {
-	return f.Spec.ExpiresAt != nil && !now.Before(f.Spec.ExpiresAt.Time)
 }
 
 // diagnosticsMessage names every failing rule and condition, as the engine

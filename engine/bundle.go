@@ -37,6 +37,20 @@ type Policy struct {
 	Rules         []Rule `json:"rules"`
 }
 
+// WithDefaults returns p with its omitted fields as the engine reads them:
+// version 0 is 1 (a manifest not yet applied has no generation) and an empty
+// defaultEffect is allow (the CRD's default). Compile and the bundle builder
+// both call it, so a published bundle states what evaluation assumes.
+func (p Policy) WithDefaults() Policy {
+	if p.Version == 0 {
+		p.Version = 1
+	}
+	if p.DefaultEffect == "" {
+		p.DefaultEffect = string(Allow)
+	}
+	return p
+}
+
 // Rule is a list of AND-ed conditions and the effect when all hold.
 type Rule struct {
 	ID          string      `json:"id"`
@@ -59,6 +73,14 @@ type FrozenAgent struct {
 	ID        string     `json:"id"`
 	Reason    string     `json:"reason,omitempty"`
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+}
+
+// Expired reports whether the freeze has ended at now. A freeze ends at its
+// expiresAt (an explicit zero time has long passed); one without never ends.
+// This is the one rule evaluation, the bundle builder and the operator's
+// status use.
+func (f FrozenAgent) Expired(now time.Time) bool {
+	return f.ExpiresAt != nil && !now.Before(*f.ExpiresAt)
 }
 
 // Sort puts policies in evaluation order (priority descending, then id

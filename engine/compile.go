@@ -30,14 +30,13 @@ type Compiled struct {
 	revision string
 	policies []cpolicy
 	frozen   map[string][]frozenEntry
-	paths    []fieldPath // one slot per distinct field path
+	paths    []Path // one slot per distinct field path
 	scratch  sync.Pool
 }
 
+// frozenEntry is a FrozenAgent whose Reason is filled in.
 type frozenEntry struct {
-	id        string
-	reason    string
-	expiresAt time.Time // zero: never
+	FrozenAgent
 }
 
 type cpolicy struct {
@@ -76,15 +75,9 @@ type ccond struct {
 func Compile(b Bundle) (*Compiled, []Diagnostic) {
 	c := &Compiled{revision: b.Revision, frozen: make(map[string][]frozenEntry, len(b.FrozenAgents))}
 	for _, f := range b.FrozenAgents {
-		e := frozenEntry{id: f.ID, reason: f.Reason}
-		if e.reason == "" {
-			e.reason = fmt.Sprintf("agent %q is frozen", f.ID)
-		}
-		if f.ExpiresAt != nil {
-			e.expiresAt = *f.ExpiresAt
-			if e.expiresAt.IsZero() {
-				e.expiresAt = time.Unix(0, 0) // an explicit zero time has passed
-			}
+		e := frozenEntry{f}
+		if e.Reason == "" {
+			e.Reason = fmt.Sprintf("agent %q is frozen", f.ID)
 		}
 		k := foldKey(f.ID)
 		c.frozen[k] = append(c.frozen[k], e)
@@ -117,7 +110,7 @@ func CheckPolicy(p Policy) []Diagnostic {
 // patterns, and RE2 compilation dominates compile time).
 type compiler struct {
 	slots    map[string]int32
-	paths    []fieldPath
+	paths    []Path
 	patterns map[string]patternResult
 }
 
@@ -142,7 +135,7 @@ func (k *compiler) pattern(s string) (*matcher, error) {
 func (k *compiler) slot(field string) int32 {
 	slot, known := k.slots[field]
 	if !known {
-		p, _ := parsePath(field) // validated by the caller
+		p, _ := ParsePath(field) // validated by the caller
 		slot = int32(len(k.paths))
 		k.paths = append(k.paths, p)
 		k.slots[field] = slot
@@ -150,14 +143,13 @@ func (k *compiler) slot(field string) int32 {
 	return slot
 }
 
-func (k *compiler) policy(p *Policy) (cpolicy, []Diagnostic) {
+func (k *compiler) policy(in *Policy) (cpolicy, []Diagnostic) {
+	defaulted := in.WithDefaults()
+	p := &defaulted
 	d := &diagnoser{policy: p.ID}
 	out := cpolicy{id: p.ID, version: p.Version, byTool: map[string][]int32{}}
-	if out.version == 0 {
-		out.version = 1
-	}
 	switch p.DefaultEffect {
-	case "allow", "":
+	case "allow":
 	case "deny":
 		out.defaultDeny = true
 		out.defaultReason = fmt.Sprintf("no rule matched and policy %q denies by default", p.ID)
@@ -248,7 +240,7 @@ func (k *compiler) condition(d *diagnoser, ri int, rid string, ci int, c *Condit
 		d.condf(ri, rid, ci, field, format, args...)
 		ok = false
 	}
-	if _, err := parsePath(c.Field); err != nil {
+	if _, err := ParsePath(c.Field); err != nil {
 		fail("field", "%v", err)
 	}
 	spec, known := operatorSpecs[c.Operator]

@@ -74,7 +74,7 @@ func (c *Compiled) evaluate(req Request, opts *EvalOptions, clk *clock) Result {
 	}
 	if agent, ok := req["agent_id"].(string); ok {
 		if e := c.frozenEntry(agent, start); e != nil {
-			return Result{Decision: Deny, Code: CodeAgentFrozen, Reason: e.reason}
+			return Result{Decision: Deny, Code: CodeAgentFrozen, Reason: e.Reason}
 		}
 	}
 	if len(c.policies) == 0 {
@@ -161,7 +161,7 @@ func (c *Compiled) frozenEntry(agent string, now time.Time) *frozenEntry {
 		entries = c.frozen[string(appendFoldKey(buf[:0], agent))]
 	}
 	for i := range entries {
-		if e := &entries[i]; e.expiresAt.IsZero() || now.Before(e.expiresAt) {
+		if e := &entries[i]; !e.Expired(now) {
 			return e
 		}
 	}
@@ -334,7 +334,7 @@ func (s *scratch) reset(req Request) {
 
 func (s *scratch) value(c *Compiled, slot int32) (any, bool) {
 	if s.seen[slot] != s.gen {
-		s.vals[slot], s.present[slot] = c.paths[slot].resolve(s.req)
+		s.vals[slot], s.present[slot] = c.paths[slot].Resolve(s.req)
 		s.seen[slot] = s.gen
 	}
 	return s.vals[slot], s.present[slot]

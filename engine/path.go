@@ -17,16 +17,21 @@ const (
 // evaluators cannot walk prototypes, and so no port of this engine can.
 var forbiddenSegments = map[string]bool{"__proto__": true, "constructor": true, "prototype": true}
 
-// segment is one step of a path: a key, and the array index it also denotes
+// Segment is one step of a path: a key, and the array index it also denotes
 // when it is a decimal number.
-type segment struct {
-	key   string
-	index int // -1 when key is not a decimal index
+type Segment struct {
+	Key   string
+	Index int // -1 when Key is not a decimal index
 }
 
-type fieldPath []segment
+// Path is a parsed dot path ("input.args.0"). Everything that names a request
+// field (conditions, the sidecar's --log-fields and --redact) parses it here,
+// so a path means the same thing everywhere.
+type Path []Segment
 
-func parsePath(p string) (fieldPath, error) {
+// ParsePath parses a dot path, refusing empty segments, prototype names and
+// paths beyond MaxPathSegments or MaxPathLength.
+func ParsePath(p string) (Path, error) {
 	if p == "" {
 		return nil, fmt.Errorf("field is empty")
 	}
@@ -37,7 +42,7 @@ func parsePath(p string) (fieldPath, error) {
 	if len(parts) > MaxPathSegments {
 		return nil, fmt.Errorf("field %q has %d segments, more than %d", p, len(parts), MaxPathSegments)
 	}
-	path := make(fieldPath, len(parts))
+	path := make(Path, len(parts))
 	for i, part := range parts {
 		if part == "" {
 			return nil, fmt.Errorf("field %q has an empty segment at position %d", p, i)
@@ -45,7 +50,7 @@ func parsePath(p string) (fieldPath, error) {
 		if forbiddenSegments[part] {
 			return nil, fmt.Errorf("field %q uses the forbidden segment %q", p, part)
 		}
-		path[i] = segment{key: part, index: arrayIndex(part)}
+		path[i] = Segment{Key: part, Index: arrayIndex(part)}
 	}
 	return path, nil
 }
@@ -64,26 +69,32 @@ func arrayIndex(s string) int {
 	return n
 }
 
-// resolve walks the path through decoded JSON; an absent component gives
-// present=false. A present null is present.
-func (p fieldPath) resolve(root map[string]any) (any, bool) {
+// Resolve walks the path through decoded JSON from root; an absent component
+// gives present=false. A present null is present.
+func (p Path) Resolve(root map[string]any) (any, bool) {
 	var cur any = root
 	for _, seg := range p {
-		switch node := cur.(type) {
-		case map[string]any:
-			v, ok := node[seg.key]
-			if !ok {
-				return nil, false
-			}
-			cur = v
-		case []any:
-			if seg.index < 0 || seg.index >= len(node) {
-				return nil, false
-			}
-			cur = node[seg.index]
-		default:
+		v, ok := seg.Step(cur)
+		if !ok {
 			return nil, false
 		}
+		cur = v
 	}
 	return cur, true
+}
+
+// Step returns the child of node this segment names: a key of an object, or
+// an element of an array when the segment is a decimal index.
+func (s Segment) Step(node any) (any, bool) {
+	switch n := node.(type) {
+	case map[string]any:
+		v, ok := n[s.Key]
+		return v, ok
+	case []any:
+		if s.Index < 0 || s.Index >= len(n) {
+			return nil, false
+		}
+		return n[s.Index], true
+	}
+	return nil, false
 }

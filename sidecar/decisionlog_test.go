@@ -353,3 +353,27 @@ func TestDecisionLogLabelsAndFramework(t *testing.T) {
 		t.Errorf("labels out of order:\n%s", logs)
 	}
 }
+
+// TestLogFieldsSeeWhatPoliciesSee: --log-fields and --redact parse paths
+// with the engine's parser, so a path a policy sees as missing is not logged
+// (args.01 is not args.1) and one it sees is.
+func TestLogFieldsSeeWhatPoliciesSee(t *testing.T) {
+	req := engine.Request{"tool_name": "x", "args": []any{"zero", "one"}}
+	for _, path := range []string{"args.01", "args.+1", "args.1", "args.2", "args.0"} {
+		c, diags := engine.Compile(engine.Bundle{Policies: []engine.Policy{{ID: "p", Rules: []engine.Rule{{ID: "r", Effect: "deny",
+			Conditions: []engine.Condition{{Field: path, Operator: "exists"}}}}}}})
+		if len(diags) > 0 {
+			t.Fatalf("%s: %v", path, diags)
+		}
+		policySees := c.Evaluate(req, engine.EvalOptions{}).Decision == engine.Deny
+		logged := newFieldSelector([]string{path}, nil).project(req)
+		_, logSees := logged["args"]
+		if policySees != logSees {
+			t.Errorf("%s: a policy sees it: %v, the log shows it: %v (%v)", path, policySees, logSees, logged)
+		}
+		redacted, _ := json.Marshal(newFieldSelector([]string{"*"}, []string{path}).project(req))
+		if redactsSomething := strings.Contains(string(redacted), Redacted); redactsSomething != policySees {
+			t.Errorf("--redact %s: redacted %s, but a policy sees the field: %v", path, redacted, policySees)
+		}
+	}
+}

@@ -160,12 +160,12 @@ func (o *Options) validateServing() error {
 		add("--decision-log-label: %v", err)
 	}
 	for _, f := range o.LogFields {
-		if err := validateFieldPath(f, false); err != nil {
+		if err := parseLogField(f); err != nil {
 			add("--log-fields: %v", err)
 		}
 	}
 	for _, f := range o.Redact {
-		if err := validateFieldPath(f, true); err != nil {
+		if _, err := parseRedactPath(f); err != nil {
 			add("--redact: %v", err)
 		}
 	}
@@ -230,23 +230,6 @@ func validateSinkURL(raw string) error {
 	}
 	if u.Host == "" {
 		return fmt.Errorf("%q has no host", raw)
-	}
-	return nil
-}
-
-func validateFieldPath(p string, isRedact bool) error {
-	segs := strings.Split(p, ".")
-	for i, seg := range segs {
-		switch {
-		case seg == "":
-			return fmt.Errorf("%q is not a dotted field path (empty segment)", p)
-		case seg == "*" && !isRedact && len(segs) > 1:
-			return fmt.Errorf("%q: * selects the whole request and must stand alone", p)
-		case seg == "*" && isRedact && i != len(segs)-1:
-			return fmt.Errorf("%q: * may only be the last segment", p)
-		case seg == "*" && isRedact && len(segs) == 1:
-			return fmt.Errorf("%q would redact the whole request; leave --log-fields empty instead", p)
-		}
 	}
 	return nil
 }
