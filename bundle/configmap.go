@@ -32,20 +32,32 @@ const (
 )
 
 // FromConfigMap returns what a bundle ConfigMap carries: the bytes under Key,
-// or under GzipKey (gzipped=true). Both or neither is an error: a reader must
-// not guess which is current.
+// or under GzipKey (gzipped=true), as PickKey decides.
 func FromConfigMap(cm *corev1.ConfigMap) (raw []byte, gzipped bool, err error) {
 	plain, hasPlain := cm.Data[Key]
 	zipped, hasZipped := cm.BinaryData[GzipKey]
+	where := "ConfigMap " + cm.Namespace + "/" + cm.Name
+	raw, gzipped, found, err := PickKey(where, []byte(plain), hasPlain, zipped, hasZipped)
+	if err == nil && !found {
+		err = fmt.Errorf("%s has neither data.%s nor binaryData.%s", where, Key, GzipKey)
+	}
+	return raw, gzipped, err
+}
+
+// PickKey is the one rule for reading a bundle from its two keys, in a
+// ConfigMap or in the files of its mounted volume: one key is the bundle,
+// both is an error (a reader must not guess which is current), neither is
+// found=false.
+func PickKey(where string, plain []byte, hasPlain bool, zipped []byte, hasZipped bool) (raw []byte, gzipped, found bool, err error) {
 	switch {
 	case hasPlain && hasZipped:
-		return nil, false, fmt.Errorf("ConfigMap %s/%s has both %s and %s; refusing to guess which is current", cm.Namespace, cm.Name, Key, GzipKey)
+		return nil, false, false, fmt.Errorf("%s has both %s and %s; refusing to guess which is current", where, Key, GzipKey)
 	case hasPlain:
-		return []byte(plain), false, nil
+		return plain, false, true, nil
 	case hasZipped:
-		return zipped, true, nil
+		return zipped, true, true, nil
 	}
-	return nil, false, fmt.Errorf("ConfigMap %s/%s has neither data.%s nor binaryData.%s", cm.Namespace, cm.Name, Key, GzipKey)
+	return nil, false, false, nil
 }
 
 // ReadDocument returns the bundle document in raw, decompressing it when

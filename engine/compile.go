@@ -17,6 +17,7 @@ const (
 	MaxConditionsPerRule = 64
 	MaxValuesPerList     = 1024
 	MaxRuleIDLength      = 63
+	MaxDescriptionLength = 1024
 )
 
 // DefaultBudget is the wall-clock budget of one evaluation.
@@ -79,8 +80,8 @@ func Compile(b Bundle) (*Compiled, []Diagnostic) {
 		if e.Reason == "" {
 			e.Reason = fmt.Sprintf("agent %q is frozen", f.ID)
 		}
-		k := foldKey(f.ID)
-		c.frozen[k] = append(c.frozen[k], e)
+		key := foldKey(f.ID)
+		c.frozen[key] = append(c.frozen[key], e)
 	}
 
 	policies := slices.Clone(b.Policies)
@@ -177,9 +178,9 @@ func (k *compiler) policy(in *Policy) (cpolicy, []Diagnostic) {
 		cr.reason = ruleReason(p.ID, r)
 		idx := int32(len(out.rules))
 		if keys := toolKeys(r); keys != nil {
-			for _, k := range keys {
-				if l := out.byTool[k]; len(l) == 0 || l[len(l)-1] != idx {
-					out.byTool[k] = append(l, idx)
+			for _, tool := range keys {
+				if l := out.byTool[tool]; len(l) == 0 || l[len(l)-1] != idx {
+					out.byTool[tool] = append(l, idx)
 				}
 			}
 		} else {
@@ -234,114 +235,6 @@ func (k *compiler) rule(d *diagnoser, ri int, r *Rule) crule {
 	return cr
 }
 
-func (k *compiler) condition(d *diagnoser, ri int, rid string, ci int, c *Condition) (ccond, bool) {
-	ok := true
-	fail := func(field, format string, args ...any) {
-		d.condf(ri, rid, ci, field, format, args...)
-		ok = false
-	}
-	if _, err := ParsePath(c.Field); err != nil {
-		fail("field", "%v", err)
-	}
-	spec, known := operatorSpecs[c.Operator]
-	if !known {
-		fail("operator", "unknown operator %q (want one of %v)", c.Operator, Operators)
-		return ccond{}, false
-	}
-	cc := ccond{op: spec.op}
-	hasValue, hasValues := len(c.Value) > 0, c.Values != nil
-	if hasValue && hasValues {
-		fail("values", "set value or values, not both")
-		return cc, false
-	}
-	if spec.kind == needsNothing {
-		switch {
-		case hasValue:
-			fail("value", "operator %s takes no value", c.Operator)
-		case hasValues:
-			fail("values", "operator %s takes no value (a values list is for in and not_in)", c.Operator)
-		}
-		return cc, ok
-	}
-	if hasValues && spec.kind != needsList {
-		fail("values", "operator %s takes a single value, not a list", c.Operator)
-		return cc, false
-	}
-	if spec.kind == needsList {
-		raws := c.Values
-		field := "values"
-		if hasValue {
-			raws, field = []json.RawMessage{c.Value}, "value"
-		}
-		if len(raws) == 0 {
-			fail(field, "operator %s needs values (a list) or value", c.Operator)
-			return cc, false
-		}
-		if len(raws) > MaxValuesPerList {
-			fail(field, "%d values, more than the limit of %d", len(raws), MaxValuesPerList)
-			return cc, false
-		}
-		for i, raw := range raws {
-			s, err := parseScalar(raw)
-			at := field
-			if field == "values" {
-				at = fmt.Sprintf("values[%d]", i)
-			}
-			if err != nil {
-				fail(at, "not valid JSON: %v", err)
-				continue
-			}
-			if s.kind != kindString && s.kind != kindNumber && s.kind != kindBool {
-				fail(at, "must be a string, number or boolean, not %s", s.kind)
-				continue
-			}
-			cc.list = append(cc.list, s.str)
-		}
-		if len(cc.list) > 8 {
-			cc.set = make(map[string]struct{}, len(cc.list))
-			for _, s := range cc.list {
-				cc.set[s] = struct{}{}
-			}
-			cc.list = nil
-		}
-		return cc, ok
-	}
-	if !hasValue {
-		fail("value", "operator %s needs a value", c.Operator)
-		return cc, false
-	}
-	s, err := parseScalar(c.Value)
-	if err != nil {
-		fail("value", "not valid JSON: %v", err)
-		return cc, false
-	}
-	cc.value = s
-	switch spec.kind {
-	case needsScalar:
-		if s.kind != kindString && s.kind != kindNumber && s.kind != kindBool {
-			fail("value", "operator %s needs a string, number or boolean, not %s", c.Operator, s.kind)
-		}
-	case needsString:
-		if s.kind != kindString {
-			fail("value", "operator %s needs a string value, not %s", c.Operator, s.kind)
-			break
-		}
-		if spec.op == opMatches {
-			m, err := k.pattern(s.str)
-			if err != nil {
-				fail("value", "pattern %q does not compile: %v", truncate(s.str, 128), err)
-				break
-			}
-			cc.matcher = m
-		}
-	case needsNumber:
-		if s.kind != kindNumber {
-			fail("value", "operator %s needs a number value, not %s", c.Operator, s.kind)
-		}
-	}
-	return cc, ok
-}
-
 // toolKeys returns the tool names a rule can match, when one of its
 // conditions pins tool_name to string literals; nil when it may match any
 // tool. Evaluation uses it to skip rules for other tools while keeping the
@@ -390,9 +283,8 @@ func truncate(s string, n int) string {
 
 // Limits on FrozenAgent fields, mirrored by the CRD schema.
 const (
-	MaxAgentIDLength     = 253
-	MaxReasonLength      = 1024
-	MaxDescriptionLength = 1024
+	MaxAgentIDLength = 253
+	MaxReasonLength  = 1024
 )
 
 // CheckFrozenAgent returns what the schema would reject in a freeze. The

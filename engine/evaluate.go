@@ -31,14 +31,6 @@ func (c *Compiled) Revision() string {
 	return c.revision
 }
 
-// PolicyCount is the number of policies compiled.
-func (c *Compiled) PolicyCount() int {
-	if c == nil {
-		return 0
-	}
-	return len(c.policies)
-}
-
 // Evaluate decides one request. It never panics on any request and always
 // returns allow or deny; every deny that no rule made carries a Code.
 func (c *Compiled) Evaluate(req Request, opts EvalOptions) Result {

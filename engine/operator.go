@@ -36,34 +36,48 @@ const (
 )
 
 type operatorSpec struct {
+	name string
 	op   op
 	kind operandKind
 }
 
-// Operators lists every operator the engine understands, in documentation
-// order. The CRD enum is kept in sync by a test.
-var Operators = []string{
-	"eq", "neq", "in", "not_in", "contains", "not_contains", "starts_with", "ends_with",
-	"matches", "gt", "gte", "lt", "lte", "exists", "not_exists", "is_empty", "is_not_empty", "is_valid_json",
+// operatorTable is the one list of operators, in documentation order:
+// adding an operator is one row here (and its test in evaluation).
+var operatorTable = []operatorSpec{
+	{"eq", opEq, needsScalar},
+	{"neq", opNeq, needsScalar},
+	{"in", opIn, needsList},
+	{"not_in", opNotIn, needsList},
+	{"contains", opContains, needsString},
+	{"not_contains", opNotContains, needsString},
+	{"starts_with", opStartsWith, needsString},
+	{"ends_with", opEndsWith, needsString},
+	{"matches", opMatches, needsString},
+	{"gt", opGt, needsNumber},
+	{"gte", opGte, needsNumber},
+	{"lt", opLt, needsNumber},
+	{"lte", opLte, needsNumber},
+	{"exists", opExists, needsNothing},
+	{"not_exists", opNotExists, needsNothing},
+	{"is_empty", opIsEmpty, needsNothing},
+	{"is_not_empty", opIsNotEmpty, needsNothing},
+	{"is_valid_json", opIsValidJSON, needsNothing},
 }
 
-var operatorSpecs = map[string]operatorSpec{
-	"eq":            {opEq, needsScalar},
-	"neq":           {opNeq, needsScalar},
-	"in":            {opIn, needsList},
-	"not_in":        {opNotIn, needsList},
-	"contains":      {opContains, needsString},
-	"not_contains":  {opNotContains, needsString},
-	"starts_with":   {opStartsWith, needsString},
-	"ends_with":     {opEndsWith, needsString},
-	"matches":       {opMatches, needsString},
-	"gt":            {opGt, needsNumber},
-	"gte":           {opGte, needsNumber},
-	"lt":            {opLt, needsNumber},
-	"lte":           {opLte, needsNumber},
-	"exists":        {opExists, needsNothing},
-	"not_exists":    {opNotExists, needsNothing},
-	"is_empty":      {opIsEmpty, needsNothing},
-	"is_not_empty":  {opIsNotEmpty, needsNothing},
-	"is_valid_json": {opIsValidJSON, needsNothing},
-}
+// Operators lists every operator the engine understands, in documentation
+// order. The CRD enum is kept in sync by a test.
+var Operators = func() []string {
+	names := make([]string, len(operatorTable))
+	for i, s := range operatorTable {
+		names[i] = s.name
+	}
+	return names
+}()
+
+var operatorSpecs = func() map[string]operatorSpec {
+	m := make(map[string]operatorSpec, len(operatorTable))
+	for _, s := range operatorTable {
+		m[s.name] = s
+	}
+	return m
+}()

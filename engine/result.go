@@ -137,5 +137,5 @@ func AppendNullableJSONString(dst []byte, s string) []byte {
 	return AppendJSONString(dst, s)
 }
 
-// appendJSONString quotes s as encoding/json would, without allocating.
+// AppendJSONString quotes s as encoding/json would, without allocating.
 func AppendJSONString(dst []byte, s string) []byte { return appendQuoted(dst, s, true) }

@@ -244,6 +244,12 @@ type scalar struct {
 	b    bool
 }
 
+// isScalar is true for the kinds a condition may compare with: a string, a
+// number or a boolean.
+func (s scalar) isScalar() bool {
+	return s.kind == kindString || s.kind == kindNumber || s.kind == kindBool
+}
+
 func parseScalar(raw json.RawMessage) (scalar, error) {
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {

@@ -120,8 +120,9 @@ func (s *Server) bundleAge() float64 {
 	return time.Since(st.loadedAt).Seconds()
 }
 
-// ServeHTTP routes without a mux: four fixed paths, and a wrong method is a
-// 405 rather than a fall-through.
+// ServeHTTP routes four fixed paths with a switch: every answer, a 404 or a
+// 405 included, is JSON that names what to do instead, which
+// http.ServeMux's plain-text errors would not be.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/v1/evaluate":

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/toolgate/toolgate/bundle"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -13,10 +12,9 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
-)
 
-// Key names of the bundle in the ConfigMap, and so file names in its volume.
-const ()
+	"github.com/toolgate/toolgate/bundle"
+)
 
 // kubeletDataLink is the symlink kubelet's atomic writer swaps to publish a
 // new version of a ConfigMap volume in one rename.
@@ -101,14 +99,8 @@ func readBundleKeys(dir string) ([]byte, bool, bool, error) {
 		return nil, false, false, perr
 	case zerr != nil && !zipMissing:
 		return nil, false, false, zerr
-	case !plainMissing && !zipMissing:
-		return nil, false, false, fmt.Errorf("%s has both %s and %s; refusing to guess which is current", dir, bundle.Key, bundle.GzipKey)
-	case !plainMissing:
-		return plain, false, true, nil
-	case !zipMissing:
-		return zipped, true, true, nil
 	}
-	return nil, false, false, nil
+	return bundle.PickKey(dir, plain, !plainMissing, zipped, !zipMissing)
 }
 
 func (p *pathSource) run(ctx context.Context, s *Server) error {
