@@ -21,11 +21,6 @@ const (
 	// GzipKey (in binaryData) holds it gzip-compressed when it is not.
 	GzipKey = "bundle.json.gz"
 
-	RevisionAnnotation = "toolgate.dev/revision"
-	Label              = "toolgate.dev/bundle"
-	ManagedByLabel     = "app.kubernetes.io/managed-by"
-	ManagedByValue     = "toolgate"
-
 	// MaxDocumentBytes bounds a decompressed document, so a small gzip bomb
 	// cannot exhaust a reader's memory.
 	MaxDocumentBytes = 64 << 20

@@ -20,7 +20,7 @@ func TestCompileErrorPolicyFailsClosed(t *testing.T) {
 	bad.Spec.Rules[1].Conditions[1] = v1alpha1.Condition{Field: "input.command", Operator: "matches", Value: jsonValue(`"(?=x)"`)}
 	create(t, bad)
 
-	st := waitForPolicyReady(t, ns, "bad", controllers.ReasonCompileError)
+	st := waitForPolicyReady(t, ns, "bad", v1alpha1.ReasonCompileError)
 	msg := readyOf(st.Status.Conditions).Message
 	for _, want := range []string{`rule 1 ("r1")`, "condition 1", "spec.rules[1].conditions[1].value"} {
 		if !strings.Contains(msg, want) {
@@ -30,10 +30,10 @@ func TestCompileErrorPolicyFailsClosed(t *testing.T) {
 	if readyOf(st.Status.Conditions).Status != "False" || st.Status.BundleRevision == "" {
 		t.Errorf("status %+v: want Ready=False and the revision it is (fail-closed) live in", st.Status)
 	}
-	if ev := waitForEvent(t, ns, "bad", "Warning", controllers.ReasonCompileError); !strings.Contains(ev.Note, "condition 1") {
+	if ev := waitForEvent(t, ns, "bad", "Warning", v1alpha1.ReasonCompileError); !strings.Contains(ev.Note, "condition 1") {
 		t.Errorf("event note %q", ev.Note)
 	}
-	fine := waitForPolicyReady(t, ns, "fine", controllers.ReasonPublished)
+	fine := waitForPolicyReady(t, ns, "fine", v1alpha1.ReasonPublished)
 
 	_, b := waitForBundle(t, ns, "bad policy published", func(b engine.Bundle) bool { return len(b.Policies) == 2 })
 	if b.Revision != st.Status.BundleRevision || b.Revision != fine.Status.BundleRevision {

@@ -6,6 +6,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/controllers"
 	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/internal/testenv"
@@ -45,11 +46,11 @@ func TestFrozenAgentIsPublishedAndLeavesAtExpiry(t *testing.T) {
 	if r := c.Evaluate(engine.Request{"tool_name": "tool_9", "agent_id": "BOB"}, engine.EvalOptions{Now: before}); r.Code != engine.CodeAgentFrozen {
 		t.Fatalf("published bundle decides %+v for bob, want AGENT_FROZEN", r)
 	}
-	bob := waitForFrozenReady(t, ns, "freeze-bob", controllers.ReasonPublished)
+	bob := waitForFrozenReady(t, ns, "freeze-bob", v1alpha1.ReasonPublished)
 	if bob.Status.BundleRevision == "" || bob.Status.ObservedGeneration != bob.Generation {
 		t.Fatalf("bob's status %+v", bob.Status)
 	}
-	old := waitForFrozenReady(t, ns, "freeze-old", controllers.ReasonExpired)
+	old := waitForFrozenReady(t, ns, "freeze-old", v1alpha1.ReasonExpired)
 	if old.Status.BundleRevision != "" {
 		t.Fatalf("an expired freeze claims to be live in %s", old.Status.BundleRevision)
 	}
@@ -62,14 +63,14 @@ func TestFrozenAgentIsPublishedAndLeavesAtExpiry(t *testing.T) {
 	if !hasFrozen(b, "eve") {
 		t.Fatal("eve's freeze, which has no expiry, left the bundle")
 	}
-	bob = waitForFrozenReady(t, ns, "freeze-bob", controllers.ReasonExpired)
+	bob = waitForFrozenReady(t, ns, "freeze-bob", v1alpha1.ReasonExpired)
 	if r := readyOf(bob.Status.Conditions); r.Status != metav1.ConditionFalse || bob.Status.BundleRevision != "" {
 		t.Fatalf("bob after expiry: %+v", bob.Status)
 	}
-	waitForEvent(t, ns, "freeze-bob", "Normal", controllers.ReasonExpired)
-	eve := waitForFrozenReady(t, ns, "freeze-eve", controllers.ReasonPublished)
+	waitForEvent(t, ns, "freeze-bob", "Normal", v1alpha1.ReasonExpired)
+	eve := waitForFrozenReady(t, ns, "freeze-eve", v1alpha1.ReasonPublished)
 	testenv.Eventually(t, "eve live in the new revision", func() (bool, string) {
-		eve = waitForFrozenReady(t, ns, "freeze-eve", controllers.ReasonPublished)
+		eve = waitForFrozenReady(t, ns, "freeze-eve", v1alpha1.ReasonPublished)
 		return eve.Status.BundleRevision == b.Revision, eve.Status.BundleRevision
 	})
 }
@@ -83,7 +84,7 @@ func TestInjectedClockDecidesExpiry(t *testing.T) {
 	inAnHour := time.Now().Add(time.Hour)
 	create(t, frozenAgent(ns, "freeze-later", "later", &inAnHour))
 	// Expired is written from a publish that considered the freeze.
-	waitForFrozenReady(t, ns, "freeze-later", controllers.ReasonExpired)
+	waitForFrozenReady(t, ns, "freeze-later", v1alpha1.ReasonExpired)
 	_, b := waitForBundle(t, ns, "published", func(b engine.Bundle) bool { return len(b.Policies) == 1 })
 	if hasFrozen(b, "later") {
 		t.Fatal("a freeze past its expiry by the controller's clock was published")

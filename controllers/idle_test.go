@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/controllers"
 	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/internal/testenv"
@@ -66,8 +67,8 @@ func settled(t *testing.T, ns string) engine.Bundle {
 	create(t, frozenAgent(ns, "freeze", "agent-1", nil))
 	_, b := waitForBundle(t, ns, "published", func(b engine.Bundle) bool { return len(b.Policies) == 1 && len(b.FrozenAgents) == 1 })
 	testenv.Eventually(t, "statuses settled", func() (bool, string) {
-		p := waitForPolicyReady(t, ns, "steady", controllers.ReasonPublished)
-		f := waitForFrozenReady(t, ns, "freeze", controllers.ReasonPublished)
+		p := waitForPolicyReady(t, ns, "steady", v1alpha1.ReasonPublished)
+		f := waitForFrozenReady(t, ns, "freeze", v1alpha1.ReasonPublished)
 		return p.Status.BundleRevision == b.Revision && f.Status.BundleRevision == b.Revision, "revisions differ"
 	})
 	return b
@@ -81,10 +82,10 @@ func TestIdleReconcileWritesNothing(t *testing.T) {
 	unchanged := controllers.PublishCount("unchanged")
 	writes := mgr.writes.Load()
 
-	bundle, status := controllers.NewReconcilersForTest(mgr, controllers.Options{})
-	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: controllers.DefaultConfigMapName}}
+	bundler, status := controllers.NewReconcilersForTest(mgr, controllers.Options{})
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: bundle.DefaultConfigMapName}}
 	for range 3 {
-		for _, r := range []reconcile.Reconciler{bundle, status} {
+		for _, r := range []reconcile.Reconciler{bundler, status} {
 			res, err := r.Reconcile(context.Background(), req)
 			if err != nil || res.RequeueAfter != 0 {
 				t.Fatalf("idle reconcile: %+v, %v", res, err)
@@ -122,7 +123,7 @@ func TestRestartedManagerRewritesNothing(t *testing.T) {
 	if n := second.writes.Load(); n != 0 {
 		t.Fatalf("the restarted manager sent %d write requests", n)
 	}
-	if cm, _ := getBundleConfigMap(t, ns); cm.Annotations[controllers.RevisionAnnotation] != b.Revision {
-		t.Fatalf("revision %s after restart, was %s", cm.Annotations[controllers.RevisionAnnotation], b.Revision)
+	if cm, _ := getBundleConfigMap(t, ns); cm.Annotations[v1alpha1.RevisionAnnotation] != b.Revision {
+		t.Fatalf("revision %s after restart, was %s", cm.Annotations[v1alpha1.RevisionAnnotation], b.Revision)
 	}
 }

@@ -1,6 +1,8 @@
 package controllers
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
@@ -48,9 +50,16 @@ var (
 	})
 )
 
-func init() {
-	metrics.Registry.MustRegister(bundleSizeBytes, bundleRules, bundlePolicies, bundleFrozenAgents,
-		compileErrors, publishesTotal, publishSeconds)
+var registerMetricsOnce sync.Once
+
+// registerMetrics adds the operator's collectors to controller-runtime's
+// registry; Setup calls it, so a program that only imports this package
+// (for its types) does not register them.
+func registerMetrics() {
+	registerMetricsOnce.Do(func() {
+		metrics.Registry.MustRegister(bundleSizeBytes, bundleRules, bundlePolicies, bundleFrozenAgents,
+			compileErrors, publishesTotal, publishSeconds)
+	})
 }
 
 // forgetNamespace drops the per-namespace series of a namespace that no

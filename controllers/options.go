@@ -9,18 +9,6 @@ import (
 	"github.com/toolgate/toolgate/bundle"
 )
 
-// The bundle ConfigMap's names, defined with the reader side in package
-// bundle.
-const (
-	DefaultConfigMapName = bundle.DefaultConfigMapName
-	BundleKey            = bundle.Key
-	BundleGzipKey        = bundle.GzipKey
-	RevisionAnnotation   = bundle.RevisionAnnotation
-	BundleLabel          = bundle.Label
-	ManagedByLabel       = bundle.ManagedByLabel
-	ManagedByValue       = bundle.ManagedByValue
-)
-
 // Size limits. A ConfigMap holds at most 1 MiB of data; the headroom leaves
 // room for metadata so the write is not rejected by the API server or etcd.
 const (
@@ -47,7 +35,7 @@ type Options struct {
 
 func (o Options) withDefaults() Options {
 	if o.ConfigMapName == "" {
-		o.ConfigMapName = DefaultConfigMapName
+		o.ConfigMapName = bundle.DefaultConfigMapName
 	}
 	if o.Now == nil {
 		o.Now = time.Now

@@ -7,6 +7,9 @@ import (
 	"maps"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/bundle"
 )
 
 // payload is what the bundle ConfigMap must carry for one bundle document.
@@ -31,7 +34,7 @@ func (e *errBundleTooLarge) Error() string {
 // shows them, and larger ones gzipped in binaryData.
 func renderPayload(doc []byte, revision string, compressAbove, maxStored int) (payload, error) {
 	if len(doc) <= compressAbove && len(doc) <= maxStored {
-		return payload{revision: revision, data: map[string]string{BundleKey: string(doc)}, size: len(doc)}, nil
+		return payload{revision: revision, data: map[string]string{bundle.Key: string(doc)}, size: len(doc)}, nil
 	}
 	var buf bytes.Buffer
 	zw, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
@@ -49,14 +52,14 @@ func renderPayload(doc []byte, revision string, compressAbove, maxStored int) (p
 	if buf.Len() > maxStored {
 		return payload{}, &errBundleTooLarge{raw: len(doc), compressed: buf.Len(), limit: maxStored}
 	}
-	return payload{revision: revision, binaryData: map[string][]byte{BundleGzipKey: buf.Bytes()}, size: buf.Len()}, nil
+	return payload{revision: revision, binaryData: map[string][]byte{bundle.GzipKey: buf.Bytes()}, size: buf.Len()}, nil
 }
 
 // upToDate tells whether cm already carries p exactly: a hand-edited or
 // relabelled ConfigMap is not, and gets rewritten.
 func upToDate(cm *corev1.ConfigMap, p payload) bool {
-	return cm.Annotations[RevisionAnnotation] == p.revision &&
-		cm.Labels[BundleLabel] == "true" && cm.Labels[ManagedByLabel] == ManagedByValue &&
+	return cm.Annotations[v1alpha1.RevisionAnnotation] == p.revision &&
+		cm.Labels[v1alpha1.BundleLabel] == "true" && cm.Labels[v1alpha1.ManagedByLabel] == v1alpha1.ManagedByValue &&
 		maps.Equal(cm.Data, p.data) &&
 		maps.EqualFunc(cm.BinaryData, p.binaryData, bytes.Equal)
 }
@@ -66,12 +69,12 @@ func applyPayload(cm *corev1.ConfigMap, p payload) {
 	if cm.Labels == nil {
 		cm.Labels = map[string]string{}
 	}
-	cm.Labels[BundleLabel] = "true"
-	cm.Labels[ManagedByLabel] = ManagedByValue
+	cm.Labels[v1alpha1.BundleLabel] = "true"
+	cm.Labels[v1alpha1.ManagedByLabel] = v1alpha1.ManagedByValue
 	if cm.Annotations == nil {
 		cm.Annotations = map[string]string{}
 	}
-	cm.Annotations[RevisionAnnotation] = p.revision
+	cm.Annotations[v1alpha1.RevisionAnnotation] = p.revision
 	cm.Data = maps.Clone(p.data)
 	cm.BinaryData = maps.Clone(p.binaryData)
 }

@@ -11,6 +11,9 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/bundle"
 )
 
 func gunzip(t *testing.T, b []byte) []byte {
@@ -29,17 +32,17 @@ func gunzip(t *testing.T, b []byte) []byte {
 func TestRenderPayload(t *testing.T) {
 	small := []byte(`{"schemaVersion":1}`)
 	p, err := renderPayload(small, "sha256:1", 100, 1000)
-	if err != nil || p.data[BundleKey] != string(small) || p.binaryData != nil || p.size != len(small) {
+	if err != nil || p.data[bundle.Key] != string(small) || p.binaryData != nil || p.size != len(small) {
 		t.Fatalf("small: %+v, %v", p, err)
 	}
 
 	compressible := []byte(strings.Repeat("deny the tool ", 100))
 	p, err = renderPayload(compressible, "sha256:2", 100, 1000)
-	if err != nil || p.data != nil || !bytes.Equal(gunzip(t, p.binaryData[BundleGzipKey]), compressible) {
+	if err != nil || p.data != nil || !bytes.Equal(gunzip(t, p.binaryData[bundle.GzipKey]), compressible) {
 		t.Fatalf("compressible: %+v, %v", p, err)
 	}
 	again, _ := renderPayload(compressible, "sha256:2", 100, 1000)
-	if !bytes.Equal(again.binaryData[BundleGzipKey], p.binaryData[BundleGzipKey]) {
+	if !bytes.Equal(again.binaryData[bundle.GzipKey], p.binaryData[bundle.GzipKey]) {
 		t.Fatal("equal documents compressed to different bytes: every restart would rewrite the bundle")
 	}
 
@@ -70,14 +73,14 @@ func TestUpToDate(t *testing.T) {
 		t.Fatal("a ConfigMap just written is not up to date")
 	}
 	edits := map[string]func(*corev1.ConfigMap){
-		"revision":      func(cm *corev1.ConfigMap) { cm.Annotations[RevisionAnnotation] = "x" },
+		"revision":      func(cm *corev1.ConfigMap) { cm.Annotations[v1alpha1.RevisionAnnotation] = "x" },
 		"no annotation": func(cm *corev1.ConfigMap) { cm.Annotations = nil },
-		"data":          func(cm *corev1.ConfigMap) { cm.Data[BundleKey] = "{}" },
+		"data":          func(cm *corev1.ConfigMap) { cm.Data[bundle.Key] = "{}" },
 		"extra key":     func(cm *corev1.ConfigMap) { cm.Data["x"] = "" },
-		"binaryData":    func(cm *corev1.ConfigMap) { cm.BinaryData = map[string][]byte{BundleGzipKey: nil} },
+		"binaryData":    func(cm *corev1.ConfigMap) { cm.BinaryData = map[string][]byte{bundle.GzipKey: nil} },
 		"no data":       func(cm *corev1.ConfigMap) { cm.Data = nil },
-		"bundle label":  func(cm *corev1.ConfigMap) { delete(cm.Labels, BundleLabel) },
-		"managed-by":    func(cm *corev1.ConfigMap) { cm.Labels[ManagedByLabel] = "helm" },
+		"bundle label":  func(cm *corev1.ConfigMap) { delete(cm.Labels, v1alpha1.BundleLabel) },
+		"managed-by":    func(cm *corev1.ConfigMap) { cm.Labels[v1alpha1.ManagedByLabel] = "helm" },
 	}
 	for name, edit := range edits {
 		cm := fresh()

@@ -56,7 +56,7 @@ func TestPolicyCreateUpdateDeletePublishesBundle(t *testing.T) {
 		p.Rules[1].ID != "r1" || p.Rules[1].Conditions[1].Operator != "contains" {
 		t.Fatalf("published policy %+v", p)
 	}
-	st := waitForPolicyReady(t, ns, "guard", controllers.ReasonPublished)
+	st := waitForPolicyReady(t, ns, "guard", v1alpha1.ReasonPublished)
 	if st.Status.BundleRevision != b.Revision || st.Status.RuleCount != 2 || st.Status.ObservedGeneration != 1 ||
 		readyOf(st.Status.Conditions).Status != "True" {
 		t.Fatalf("status %+v, want live in %s with 2 rules", st.Status, b.Revision)
@@ -79,7 +79,7 @@ func TestPolicyCreateUpdateDeletePublishesBundle(t *testing.T) {
 	if got, want := b.Revision, expectedRevision(t, ns); got != want {
 		t.Fatalf("published revision %s, want %s", got, want)
 	}
-	st = waitForPolicyReady(t, ns, "guard", controllers.ReasonPublished)
+	st = waitForPolicyReady(t, ns, "guard", v1alpha1.ReasonPublished)
 	if st.Status.BundleRevision != b.Revision || st.Status.RuleCount != 3 || st.Status.ObservedGeneration != 2 {
 		t.Fatalf("status after update %+v", st.Status)
 	}

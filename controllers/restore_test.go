@@ -6,6 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/controllers"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
@@ -15,18 +17,18 @@ func TestHandEditedBundleIsRestored(t *testing.T) {
 	startManager(t, controllers.Options{}, ns)
 	b := settled(t, ns)
 	orig, _ := getBundleConfigMap(t, ns)
-	want := orig.Data[controllers.BundleKey]
+	want := orig.Data[bundle.Key]
 
 	edits := map[string]func(cm *corev1.ConfigMap){
 		"data replaced": func(cm *corev1.ConfigMap) {
-			cm.Data[controllers.BundleKey] = `{"schemaVersion":1,"policies":[],"frozenAgents":[]}`
+			cm.Data[bundle.Key] = `{"schemaVersion":1,"policies":[],"frozenAgents":[]}`
 		},
 		"revision annotation changed": func(cm *corev1.ConfigMap) {
-			cm.Annotations[controllers.RevisionAnnotation] = "sha256:0"
+			cm.Annotations[v1alpha1.RevisionAnnotation] = "sha256:0"
 		},
 		"extra key added":  func(cm *corev1.ConfigMap) { cm.Data["extra.json"] = "{}" },
 		"labels removed":   func(cm *corev1.ConfigMap) { cm.Labels = nil },
-		"gzip copy added":  func(cm *corev1.ConfigMap) { cm.BinaryData = map[string][]byte{controllers.BundleGzipKey: {1, 2, 3}} },
+		"gzip copy added":  func(cm *corev1.ConfigMap) { cm.BinaryData = map[string][]byte{bundle.GzipKey: {1, 2, 3}} },
 		"document emptied": func(cm *corev1.ConfigMap) { cm.Data = nil },
 	}
 	for name, edit := range edits {
@@ -43,8 +45,8 @@ func TestHandEditedBundleIsRestored(t *testing.T) {
 			}
 			_, err := decodeBundle(cm)
 			ok := cm.ResourceVersion != edited && err == nil && len(cm.Data) == 1 && len(cm.BinaryData) == 0 &&
-				cm.Data[controllers.BundleKey] == want && cm.Annotations[controllers.RevisionAnnotation] == b.Revision
-			return ok, cm.ResourceVersion + " " + cm.Annotations[controllers.RevisionAnnotation]
+				cm.Data[bundle.Key] == want && cm.Annotations[v1alpha1.RevisionAnnotation] == b.Revision
+			return ok, cm.ResourceVersion + " " + cm.Annotations[v1alpha1.RevisionAnnotation]
 		})
 	}
 
@@ -58,6 +60,6 @@ func TestHandEditedBundleIsRestored(t *testing.T) {
 		if !found {
 			return false, "not yet"
 		}
-		return cm.UID != orig.UID && cm.Data[controllers.BundleKey] == want, "different content"
+		return cm.UID != orig.UID && cm.Data[bundle.Key] == want, "different content"
 	})
 }

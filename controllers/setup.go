@@ -46,6 +46,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		return err
 	}
 	opts = opts.withDefaults()
+	registerMetrics()
 	recorder := mgr.GetEventRecorder(ControllerName)
 	outcomes := newOutcomeStore()
 	statusesDue := make(chan event.TypedGenericEvent[string], statusQueueSize)
@@ -116,7 +117,7 @@ func CacheByObject(opts Options) map[client.Object]cache.ByObject {
 	opts = opts.withDefaults()
 	return map[client.Object]cache.ByObject{
 		&corev1.ConfigMap{}: {
-			Label: labels.SelectorFromSet(labels.Set{BundleLabel: "true"}),
+			Label: labels.SelectorFromSet(labels.Set{v1alpha1.BundleLabel: "true"}),
 			Field: fields.OneTermEqualSelector("metadata.name", opts.ConfigMapName),
 		},
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/controllers"
 	"github.com/toolgate/toolgate/engine"
 )
@@ -37,12 +38,12 @@ func TestNamespaceWith2000Rules(t *testing.T) {
 		t.Fatalf("decision %+v", r)
 	}
 	for _, name := range []string{"first", "second"} {
-		p := waitForPolicyReady(t, ns, name, controllers.ReasonPublished)
+		p := waitForPolicyReady(t, ns, name, v1alpha1.ReasonPublished)
 		if p.Status.RuleCount != 1000 {
 			t.Errorf("%s: ruleCount %d", name, p.Status.RuleCount)
 		}
 	}
-	t.Logf("2000 rules: %d bytes in %s", len(cm.Data[controllers.BundleKey]), controllers.BundleKey)
+	t.Logf("2000 rules: %d bytes in %s", len(cm.Data[bundle.Key]), bundle.Key)
 }
 
 // bigPolicy has n rules whose descriptions are 1000 characters: repetitive
@@ -68,24 +69,24 @@ func TestOversizedBundleKeepsThePreviousOne(t *testing.T) {
 	// Past 900 KiB but compressible: stored gzipped in binaryData.
 	create(t, bigPolicy(ns, "verbose", 1000, false))
 	cm, b := waitForBundle(t, ns, "verbose published", func(b engine.Bundle) bool { return len(b.Policies) == 2 })
-	if cm.Data[controllers.BundleKey] != "" || len(cm.BinaryData[controllers.BundleGzipKey]) == 0 {
+	if cm.Data[bundle.Key] != "" || len(cm.BinaryData[bundle.GzipKey]) == 0 {
 		t.Fatalf("a %d-rule bundle with 1000-character descriptions was not stored gzipped", countRules(b))
 	}
 	gzipped := b.Revision
-	t.Logf("compressible: %d bytes gzipped", len(cm.BinaryData[controllers.BundleGzipKey]))
-	waitForPolicyReady(t, ns, "verbose", controllers.ReasonPublished)
+	t.Logf("compressible: %d bytes gzipped", len(cm.BinaryData[bundle.GzipKey]))
+	waitForPolicyReady(t, ns, "verbose", v1alpha1.ReasonPublished)
 
 	// Random descriptions barely compress: one such policy still fits...
 	noiseA, noiseB := bigPolicy(ns, "noise-a", 900, true), bigPolicy(ns, "noise-b", 900, true)
 	create(t, noiseA)
 	prev, b := waitForBundle(t, ns, "noise-a published", func(b engine.Bundle) bool { return len(b.Policies) == 3 })
-	t.Logf("one random policy: %d bytes gzipped", len(prev.BinaryData[controllers.BundleGzipKey]))
-	waitForPolicyReady(t, ns, "noise-a", controllers.ReasonPublished)
+	t.Logf("one random policy: %d bytes gzipped", len(prev.BinaryData[bundle.GzipKey]))
+	waitForPolicyReady(t, ns, "noise-a", v1alpha1.ReasonPublished)
 
 	// ...two do not: the previous bundle stays and every policy says why.
 	create(t, noiseB)
 	for _, name := range []string{"small", "verbose", "noise-a", "noise-b"} {
-		p := waitForPolicyReady(t, ns, name, controllers.ReasonBundleTooLarge)
+		p := waitForPolicyReady(t, ns, name, v1alpha1.ReasonBundleTooLarge)
 		if msg := readyOf(p.Status.Conditions).Message; !strings.Contains(msg, "gzipped") {
 			t.Errorf("%s: message %q does not explain the size", name, msg)
 		}
@@ -97,14 +98,14 @@ func TestOversizedBundleKeepsThePreviousOne(t *testing.T) {
 			t.Errorf("%s: status says live in %q, want %q", name, p.Status.BundleRevision, want)
 		}
 	}
-	waitForEvent(t, ns, "noise-b", "Warning", controllers.ReasonBundleTooLarge)
+	waitForEvent(t, ns, "noise-b", "Warning", v1alpha1.ReasonBundleTooLarge)
 	if cm, _ := getBundleConfigMap(t, ns); cm.ResourceVersion != prev.ResourceVersion {
 		t.Fatal("the previous bundle was replaced")
 	}
 
 	// Back under the limit: the same content, so the same revisions again.
 	remove(t, noiseB)
-	p := waitForPolicyReady(t, ns, "verbose", controllers.ReasonPublished)
+	p := waitForPolicyReady(t, ns, "verbose", v1alpha1.ReasonPublished)
 	if p.Status.BundleRevision != b.Revision {
 		t.Fatalf("revision %s after removing noise-b, want %s again", p.Status.BundleRevision, b.Revision)
 	}
@@ -124,7 +125,7 @@ func TestFreezeIsPublishedWhileTheBundleIsTooLarge(t *testing.T) {
 	create(t, bigPolicy(ns, "noise-a", 900, true))
 	_, before := waitForBundle(t, ns, "two policies published", func(b engine.Bundle) bool { return len(b.Policies) == 2 })
 	create(t, bigPolicy(ns, "noise-b", 900, true))
-	waitForPolicyReady(t, ns, "noise-b", controllers.ReasonBundleTooLarge)
+	waitForPolicyReady(t, ns, "noise-b", v1alpha1.ReasonBundleTooLarge)
 
 	create(t, frozenAgent(ns, "stop-agent-7", "agent-7", nil))
 	_, b := waitForBundle(t, ns, "the freeze published", func(b engine.Bundle) bool { return len(b.FrozenAgents) == 1 })
@@ -135,9 +136,9 @@ func TestFreezeIsPublishedWhileTheBundleIsTooLarge(t *testing.T) {
 	if r := c.Evaluate(engine.Request{"tool_name": "Bash", "agent_id": "AGENT-7"}, engine.EvalOptions{}); r.Code != engine.CodeAgentFrozen {
 		t.Errorf("the published bundle decides %+v for the frozen agent", r)
 	}
-	f := waitForFrozenReady(t, ns, "stop-agent-7", controllers.ReasonPublished)
+	f := waitForFrozenReady(t, ns, "stop-agent-7", v1alpha1.ReasonPublished)
 	if f.Status.BundleRevision != b.Revision {
 		t.Errorf("FrozenAgent live in %q, bundle is %q", f.Status.BundleRevision, b.Revision)
 	}
-	waitForPolicyReady(t, ns, "noise-b", controllers.ReasonBundleTooLarge)
+	waitForPolicyReady(t, ns, "noise-b", v1alpha1.ReasonBundleTooLarge)
 }

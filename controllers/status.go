@@ -14,16 +14,6 @@ import (
 	"github.com/toolgate/toolgate/engine"
 )
 
-// Condition type and reasons written on Policies and FrozenAgents.
-const (
-	ConditionReady = "Ready"
-
-	ReasonPublished      = "Published"
-	ReasonCompileError   = "CompileError"
-	ReasonBundleTooLarge = "BundleTooLarge"
-	ReasonExpired        = "Expired"
-)
-
 // maxConditionMessage keeps a message with many diagnostics readable and well
 // under the API's 32 KiB limit.
 const maxConditionMessage = 4096
@@ -69,15 +59,15 @@ func (o outcome) describes(obj metav1.Object) bool {
 // into a published bundle is observed; a BundleTooLarge one is not live yet.
 func policyStatus(p *v1alpha1.Policy, o outcome) v1alpha1.PolicyStatus {
 	st := *p.Status.DeepCopy()
-	cond := metav1.Condition{Type: ConditionReady, ObservedGeneration: p.Generation,
+	cond := metav1.Condition{Type: v1alpha1.ConditionReady, ObservedGeneration: p.Generation,
 		LastTransitionTime: metav1.NewTime(o.now)}
 	switch diags := o.diags[p.Name]; {
 	case o.tooLarge != nil:
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonBundleTooLarge, o.tooLarge.Error()
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, v1alpha1.ReasonBundleTooLarge, o.tooLarge.Error()
 	case len(diags) > 0:
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonCompileError, diagnosticsMessage(diags)
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, v1alpha1.ReasonCompileError, diagnosticsMessage(diags)
 	default:
-		cond.Status, cond.Reason = metav1.ConditionTrue, ReasonPublished
+		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.ReasonPublished
 		cond.Message = fmt.Sprintf("live in ConfigMap %s", o.configMap)
 	}
 	if o.tooLarge == nil {
@@ -95,24 +85,24 @@ func policyStatus(p *v1alpha1.Policy, o outcome) v1alpha1.PolicyStatus {
 // out of the bundle, so it is live in no revision.
 func frozenAgentStatus(f *v1alpha1.FrozenAgent, o outcome) v1alpha1.FrozenAgentStatus {
 	st := *f.Status.DeepCopy()
-	cond := metav1.Condition{Type: ConditionReady, ObservedGeneration: f.Generation,
+	cond := metav1.Condition{Type: v1alpha1.ConditionReady, ObservedGeneration: f.Generation,
 		LastTransitionTime: metav1.NewTime(o.now)}
 	switch {
 	case bundle.FrozenAgent(f).Expired(o.now):
-		cond.Status, cond.Reason = metav1.ConditionFalse, ReasonExpired
+		cond.Status, cond.Reason = metav1.ConditionFalse, v1alpha1.ReasonExpired
 		cond.Message = fmt.Sprintf("expired at %s and removed from ConfigMap %s",
 			f.Spec.ExpiresAt.UTC().Format(time.RFC3339), o.configMap)
 		st.ObservedGeneration = f.Generation
 		st.BundleRevision = ""
 	case o.tooLarge != nil && o.freezeRevision == "":
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonBundleTooLarge, o.tooLarge.Error()
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, v1alpha1.ReasonBundleTooLarge, o.tooLarge.Error()
 	case o.tooLarge != nil:
-		cond.Status, cond.Reason = metav1.ConditionTrue, ReasonPublished
+		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.ReasonPublished
 		cond.Message = fmt.Sprintf("live in ConfigMap %s, with the last policies that fit (the namespace's policies are BundleTooLarge)", o.configMap)
 		st.ObservedGeneration = f.Generation
 		st.BundleRevision = o.freezeRevision
 	default:
-		cond.Status, cond.Reason = metav1.ConditionTrue, ReasonPublished
+		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.ReasonPublished
 		cond.Message = fmt.Sprintf("live in ConfigMap %s", o.configMap)
 		st.ObservedGeneration = f.Generation
 		st.BundleRevision = o.revision
@@ -146,7 +136,7 @@ func diagnosticsMessage(diags []engine.Diagnostic) string {
 // readyChanged tells whether the Ready condition moved to another status,
 // reason or message: only then is an event worth emitting.
 func readyChanged(before, after []metav1.Condition) bool {
-	a, b := apimeta.FindStatusCondition(before, ConditionReady), apimeta.FindStatusCondition(after, ConditionReady)
+	a, b := apimeta.FindStatusCondition(before, v1alpha1.ConditionReady), apimeta.FindStatusCondition(after, v1alpha1.ConditionReady)
 	if a == nil || b == nil {
 		return a != b
 	}

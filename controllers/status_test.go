@@ -23,7 +23,7 @@ func testPolicy(gen int64, rules int, st v1alpha1.PolicyStatus) *v1alpha1.Policy
 func ready(t *testing.T, conds []metav1.Condition) metav1.Condition {
 	t.Helper()
 	for _, c := range conds {
-		if c.Type == ConditionReady {
+		if c.Type == v1alpha1.ConditionReady {
 			return c
 		}
 	}
@@ -33,7 +33,7 @@ func ready(t *testing.T, conds []metav1.Condition) metav1.Condition {
 
 func TestPolicyStatus(t *testing.T) {
 	live := v1alpha1.PolicyStatus{ObservedGeneration: 1, BundleRevision: "sha256:old", RuleCount: 1,
-		Conditions: []metav1.Condition{{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonPublished,
+		Conditions: []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonPublished,
 			ObservedGeneration: 1, LastTransitionTime: metav1.NewTime(t0.Add(-time.Hour))}}}
 	diag := engine.Diagnostic{PolicyID: "p", RuleIndex: 2, RuleID: "r2", ConditionIndex: 0,
 		Field: "spec.rules[2].conditions[0].value", Message: "bad pattern"}
@@ -50,19 +50,19 @@ func TestPolicyStatus(t *testing.T) {
 		wantLTT     time.Time
 	}{
 		{"published", testPolicy(2, 3, live), outcome{configMap: "cm", revision: "sha256:new", now: t0},
-			metav1.ConditionTrue, ReasonPublished, "sha256:new", 2, 3, "live in ConfigMap cm", t0.Add(-time.Hour)},
+			metav1.ConditionTrue, v1alpha1.ReasonPublished, "sha256:new", 2, 3, "live in ConfigMap cm", t0.Add(-time.Hour)},
 		{"compile error is live and observed", testPolicy(2, 3, live),
 			outcome{revision: "sha256:new", diags: map[string][]engine.Diagnostic{"p": {diag}}, now: t0},
-			metav1.ConditionFalse, ReasonCompileError, "sha256:new", 2, 3, `rule 2 ("r2"), condition 0`, t0},
+			metav1.ConditionFalse, v1alpha1.ReasonCompileError, "sha256:new", 2, 3, `rule 2 ("r2"), condition 0`, t0},
 		{"diagnostics of another policy do not count", testPolicy(2, 3, live),
 			outcome{revision: "sha256:new", diags: map[string][]engine.Diagnostic{"q": {diag}}, now: t0},
-			metav1.ConditionTrue, ReasonPublished, "sha256:new", 2, 3, "", t0.Add(-time.Hour)},
+			metav1.ConditionTrue, v1alpha1.ReasonPublished, "sha256:new", 2, 3, "", t0.Add(-time.Hour)},
 		{"too large keeps what is live", testPolicy(2, 3, live),
 			outcome{revision: "sha256:new", tooLarge: errors.New("too big"), now: t0},
-			metav1.ConditionFalse, ReasonBundleTooLarge, "sha256:old", 1, 1, "too big", t0},
+			metav1.ConditionFalse, v1alpha1.ReasonBundleTooLarge, "sha256:old", 1, 1, "too big", t0},
 		{"too large wins over compile error", testPolicy(1, 1, v1alpha1.PolicyStatus{}),
 			outcome{tooLarge: errors.New("too big"), diags: map[string][]engine.Diagnostic{"p": {diag}}, now: t0},
-			metav1.ConditionFalse, ReasonBundleTooLarge, "", 0, 0, "too big", t0},
+			metav1.ConditionFalse, v1alpha1.ReasonBundleTooLarge, "", 0, 0, "too big", t0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -104,19 +104,19 @@ func TestFrozenAgentStatus(t *testing.T) {
 		wantRev    string
 		wantObsGen int64
 	}{
-		{"no expiry", frozen(nil, live), outcome{revision: "sha256:new", now: t0}, ReasonPublished, "sha256:new", 3},
-		{"expires later", frozen(at(time.Second), live), outcome{revision: "sha256:new", now: t0}, ReasonPublished, "sha256:new", 3},
-		{"expires now", frozen(at(0), live), outcome{revision: "sha256:new", now: t0}, ReasonExpired, "", 3},
-		{"expired", frozen(at(-time.Hour), live), outcome{revision: "sha256:new", now: t0}, ReasonExpired, "", 3},
-		{"too large", frozen(nil, live), outcome{tooLarge: errors.New("big"), now: t0}, ReasonBundleTooLarge, "sha256:old", 2},
-		{"expired and too large", frozen(at(-time.Hour), live), outcome{tooLarge: errors.New("big"), now: t0}, ReasonExpired, "", 3},
+		{"no expiry", frozen(nil, live), outcome{revision: "sha256:new", now: t0}, v1alpha1.ReasonPublished, "sha256:new", 3},
+		{"expires later", frozen(at(time.Second), live), outcome{revision: "sha256:new", now: t0}, v1alpha1.ReasonPublished, "sha256:new", 3},
+		{"expires now", frozen(at(0), live), outcome{revision: "sha256:new", now: t0}, v1alpha1.ReasonExpired, "", 3},
+		{"expired", frozen(at(-time.Hour), live), outcome{revision: "sha256:new", now: t0}, v1alpha1.ReasonExpired, "", 3},
+		{"too large", frozen(nil, live), outcome{tooLarge: errors.New("big"), now: t0}, v1alpha1.ReasonBundleTooLarge, "sha256:old", 2},
+		{"expired and too large", frozen(at(-time.Hour), live), outcome{tooLarge: errors.New("big"), now: t0}, v1alpha1.ReasonExpired, "", 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			st := frozenAgentStatus(tt.f, tt.out)
 			c := ready(t, st.Conditions)
 			wantStatus := metav1.ConditionFalse
-			if tt.wantReason == ReasonPublished {
+			if tt.wantReason == v1alpha1.ReasonPublished {
 				wantStatus = metav1.ConditionTrue
 			}
 			if c.Reason != tt.wantReason || c.Status != wantStatus || st.BundleRevision != tt.wantRev || st.ObservedGeneration != tt.wantObsGen {
@@ -146,18 +146,18 @@ func utf8Valid(s string) bool { return strings.ToValidUTF8(s, "\uFFFD") == s }
 
 func TestReadyChanged(t *testing.T) {
 	c := func(status metav1.ConditionStatus, reason, msg string) []metav1.Condition {
-		return []metav1.Condition{{Type: ConditionReady, Status: status, Reason: reason, Message: msg}}
+		return []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: status, Reason: reason, Message: msg}}
 	}
 	tests := []struct {
 		name          string
 		before, after []metav1.Condition
 		want          bool
 	}{
-		{"first condition", nil, c("True", ReasonPublished, ""), true},
-		{"same", c("True", ReasonPublished, "m"), c("True", ReasonPublished, "m"), false},
-		{"reason", c("False", ReasonCompileError, "m"), c("False", ReasonBundleTooLarge, "m"), true},
-		{"message", c("False", ReasonCompileError, "a"), c("False", ReasonCompileError, "b"), true},
-		{"status", c("True", ReasonPublished, ""), c("False", ReasonPublished, ""), true},
+		{"first condition", nil, c("True", v1alpha1.ReasonPublished, ""), true},
+		{"same", c("True", v1alpha1.ReasonPublished, "m"), c("True", v1alpha1.ReasonPublished, "m"), false},
+		{"reason", c("False", v1alpha1.ReasonCompileError, "m"), c("False", v1alpha1.ReasonBundleTooLarge, "m"), true},
+		{"message", c("False", v1alpha1.ReasonCompileError, "a"), c("False", v1alpha1.ReasonCompileError, "b"), true},
+		{"status", c("True", v1alpha1.ReasonPublished, ""), c("False", v1alpha1.ReasonPublished, ""), true},
 		{"none", nil, nil, false},
 	}
 	for _, tt := range tests {

@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/toolgate/toolgate/api/v1alpha1"
 )
 
 // statusWriters bounds concurrent status patches per namespace. More would
@@ -66,11 +68,11 @@ func (r *statusReconciler) patchStatus(ctx context.Context, obj, before client.O
 	if !readyChanged(was, now) {
 		return nil
 	}
-	ready := apimeta.FindStatusCondition(now, ConditionReady)
+	ready := apimeta.FindStatusCondition(now, v1alpha1.ConditionReady)
 	switch ready.Reason {
-	case ReasonCompileError, ReasonBundleTooLarge:
+	case v1alpha1.ReasonCompileError, v1alpha1.ReasonBundleTooLarge:
 		emit(r.recorder, obj, corev1.EventTypeWarning, ready.Reason, "Publish", ready.Message)
-	case ReasonExpired:
+	case v1alpha1.ReasonExpired:
 		emit(r.recorder, obj, corev1.EventTypeNormal, ready.Reason, "Expire", ready.Message)
 	}
 	return nil

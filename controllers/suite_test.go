@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/controllers"
 	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/internal/testenv"
@@ -78,7 +79,7 @@ func startManager(t *testing.T, opts controllers.Options, namespaces ...string) 
 	t.Helper()
 	opts.SkipNameValidation = true
 	if opts.ConfigMapName == "" {
-		opts.ConfigMapName = controllers.DefaultConfigMapName
+		opts.ConfigMapName = bundle.DefaultConfigMapName
 	}
 	writes := new(atomic.Int64)
 	cfg := rest.CopyConfig(restCfg)
@@ -161,7 +162,7 @@ func newNamespace(t *testing.T) string {
 func getBundleConfigMap(t *testing.T, ns string) (*corev1.ConfigMap, bool) {
 	t.Helper()
 	var cm corev1.ConfigMap
-	err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: controllers.DefaultConfigMapName}, &cm)
+	err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: bundle.DefaultConfigMapName}, &cm)
 	if apierrors.IsNotFound(err) {
 		return nil, false
 	}
@@ -176,10 +177,10 @@ func getBundleConfigMap(t *testing.T, ns string) (*corev1.ConfigMap, bool) {
 func decodeBundle(cm *corev1.ConfigMap) (engine.Bundle, error) {
 	var doc []byte
 	switch {
-	case cm.Data[controllers.BundleKey] != "" && cm.BinaryData[controllers.BundleGzipKey] == nil:
-		doc = []byte(cm.Data[controllers.BundleKey])
-	case cm.BinaryData[controllers.BundleGzipKey] != nil && cm.Data[controllers.BundleKey] == "":
-		zr, err := gzip.NewReader(bytes.NewReader(cm.BinaryData[controllers.BundleGzipKey]))
+	case cm.Data[bundle.Key] != "" && cm.BinaryData[bundle.GzipKey] == nil:
+		doc = []byte(cm.Data[bundle.Key])
+	case cm.BinaryData[bundle.GzipKey] != nil && cm.Data[bundle.Key] == "":
+		zr, err := gzip.NewReader(bytes.NewReader(cm.BinaryData[bundle.GzipKey]))
 		if err != nil {
 			return engine.Bundle{}, err
 		}
@@ -188,16 +189,16 @@ func decodeBundle(cm *corev1.ConfigMap) (engine.Bundle, error) {
 		}
 	default:
 		return engine.Bundle{}, fmt.Errorf("want exactly one of %s and %s, got data keys %v and binaryData keys %v",
-			controllers.BundleKey, controllers.BundleGzipKey, keys(cm.Data), keys(cm.BinaryData))
+			bundle.Key, bundle.GzipKey, keys(cm.Data), keys(cm.BinaryData))
 	}
 	b, err := engine.Decode(doc)
 	if err != nil {
 		return engine.Bundle{}, err
 	}
-	if got := cm.Annotations[controllers.RevisionAnnotation]; got != b.Revision {
-		return engine.Bundle{}, fmt.Errorf("annotation %s=%q, document revision %q", controllers.RevisionAnnotation, got, b.Revision)
+	if got := cm.Annotations[v1alpha1.RevisionAnnotation]; got != b.Revision {
+		return engine.Bundle{}, fmt.Errorf("annotation %s=%q, document revision %q", v1alpha1.RevisionAnnotation, got, b.Revision)
 	}
-	if cm.Labels[controllers.BundleLabel] != "true" || cm.Labels[controllers.ManagedByLabel] != "toolgate" {
+	if cm.Labels[v1alpha1.BundleLabel] != "true" || cm.Labels[v1alpha1.ManagedByLabel] != "toolgate" {
 		return engine.Bundle{}, fmt.Errorf("labels %v", cm.Labels)
 	}
 	return b, nil
@@ -280,7 +281,7 @@ func remove(t *testing.T, obj client.Object) {
 // readyOf returns an object's Ready condition, or nil.
 func readyOf(conds []metav1.Condition) *metav1.Condition {
 	for i := range conds {
-		if conds[i].Type == controllers.ConditionReady {
+		if conds[i].Type == v1alpha1.ConditionReady {
 			return &conds[i]
 		}
 	}

@@ -155,16 +155,16 @@ func (k *compiler) policy(in *Policy) (cpolicy, []Diagnostic) {
 		out.defaultDeny = true
 		out.defaultReason = fmt.Sprintf("no rule matched and policy %q denies by default", p.ID)
 	default:
-		d.policyf("spec.defaultEffect", "must be allow or deny, not %q", p.DefaultEffect)
+		d.policyf(At("spec", "defaultEffect"), "must be allow or deny, not %q", p.DefaultEffect)
 	}
 	if p.ID == "" {
-		d.policyf("metadata.name", "policy has no name")
+		d.policyf(At("metadata", "name"), "policy has no name")
 	}
 	switch n := len(p.Rules); {
 	case n == 0:
-		d.policyf("spec.rules", "a policy needs at least one rule")
+		d.policyf(At("spec", "rules"), "a policy needs at least one rule")
 	case n > MaxRulesPerPolicy:
-		d.policyf("spec.rules", "%d rules, more than the limit of %d", n, MaxRulesPerPolicy)
+		d.policyf(At("spec", "rules"), "%d rules, more than the limit of %d", n, MaxRulesPerPolicy)
 	}
 	seen := map[string]int{}
 	for ri := range p.Rules {
@@ -295,14 +295,14 @@ func CheckFrozenAgent(f FrozenAgent) []Diagnostic {
 	d.policy = f.ID
 	switch {
 	case f.ID == "":
-		d.policyf("spec.agentId", "agentId is required")
+		d.policyf(At("spec", "agentId"), "agentId is required")
 	case len(f.ID) > MaxAgentIDLength:
-		d.policyf("spec.agentId", "agentId is %d characters long, more than %d", len(f.ID), MaxAgentIDLength)
+		d.policyf(At("spec", "agentId"), "agentId is %d characters long, more than %d", len(f.ID), MaxAgentIDLength)
 	case strings.TrimSpace(f.ID) != f.ID:
-		d.policyf("spec.agentId", "agentId must not start or end with whitespace")
+		d.policyf(At("spec", "agentId"), "agentId must not start or end with whitespace")
 	}
 	if len(f.Reason) > MaxReasonLength {
-		d.policyf("spec.reason", "reason is %d characters long, more than %d", len(f.Reason), MaxReasonLength)
+		d.policyf(At("spec", "reason"), "reason is %d characters long, more than %d", len(f.Reason), MaxReasonLength)
 	}
 	return d.out
 }

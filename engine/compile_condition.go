@@ -2,12 +2,11 @@ package engine
 
 import (
 	"encoding/json"
-	"fmt"
 )
 
 // condFail reports one problem of the condition being compiled, at one of its
-// fields (value, values[2], operator...).
-type condFail func(field, format string, args ...any)
+// fields (At("value"), At("values").Index(2)...).
+type condFail func(at Location, format string, args ...any)
 
 // operandCheck compiles a condition's value for one operand kind into cc and
 // reports what is wrong with it. The operator table says which check runs.
@@ -25,21 +24,21 @@ var operandChecks = map[operandKind]operandCheck{
 // reported through d and left out of the rule).
 func (k *compiler) condition(d *diagnoser, ri int, rid string, ci int, c *Condition) (ccond, bool) {
 	ok := true
-	fail := func(field, format string, args ...any) {
-		d.condf(ri, rid, ci, field, format, args...)
+	fail := func(at Location, format string, args ...any) {
+		d.condf(ri, rid, ci, at, format, args...)
 		ok = false
 	}
 	if _, err := ParsePath(c.Field); err != nil {
-		fail("field", "%v", err)
+		fail(At("field"), "%v", err)
 	}
 	spec, known := operatorSpecs[c.Operator]
 	if !known {
-		fail("operator", "unknown operator %q (want one of %v)", c.Operator, Operators)
+		fail(At("operator"), "unknown operator %q (want one of %v)", c.Operator, Operators)
 		return ccond{}, false
 	}
 	cc := ccond{op: spec.op}
 	if len(c.Value) > 0 && c.Values != nil {
-		fail("values", "set value or values, not both")
+		fail(At("values"), "set value or values, not both")
 		return cc, false
 	}
 	operandChecks[spec.kind](k, c, spec, &cc, fail)
@@ -49,18 +48,18 @@ func (k *compiler) condition(d *diagnoser, ri int, rid string, ci int, c *Condit
 func checkNoOperand(_ *compiler, c *Condition, _ operatorSpec, _ *ccond, fail condFail) {
 	switch {
 	case len(c.Value) > 0:
-		fail("value", "operator %s takes no value", c.Operator)
+		fail(At("value"), "operator %s takes no value", c.Operator)
 	case c.Values != nil:
-		fail("values", "operator %s takes no value (a values list is for in and not_in)", c.Operator)
+		fail(At("values"), "operator %s takes no value (a values list is for in and not_in)", c.Operator)
 	}
 }
 
 // checkListOperand reads values, or value as a one-item list; many values
 // become a set.
 func checkListOperand(_ *compiler, c *Condition, _ operatorSpec, cc *ccond, fail condFail) {
-	raws, field := c.Values, "values"
+	raws, field := c.Values, At("values")
 	if len(c.Value) > 0 {
-		raws, field = []json.RawMessage{c.Value}, "value"
+		raws, field = []json.RawMessage{c.Value}, At("value")
 	}
 	switch {
 	case len(raws) == 0:
@@ -72,8 +71,8 @@ func checkListOperand(_ *compiler, c *Condition, _ operatorSpec, cc *ccond, fail
 	}
 	for i, raw := range raws {
 		at := field
-		if field == "values" {
-			at = fmt.Sprintf("values[%d]", i)
+		if len(c.Value) == 0 {
+			at = field.Index(i)
 		}
 		s, err := parseScalar(raw)
 		if err != nil {
@@ -99,16 +98,16 @@ func checkListOperand(_ *compiler, c *Condition, _ operatorSpec, cc *ccond, fail
 // take; ok=false when it is missing, a list, or not JSON.
 func singleOperand(c *Condition, cc *ccond, fail condFail) bool {
 	if c.Values != nil {
-		fail("values", "operator %s takes a single value, not a list", c.Operator)
+		fail(At("values"), "operator %s takes a single value, not a list", c.Operator)
 		return false
 	}
 	if len(c.Value) == 0 {
-		fail("value", "operator %s needs a value", c.Operator)
+		fail(At("value"), "operator %s needs a value", c.Operator)
 		return false
 	}
 	s, err := parseScalar(c.Value)
 	if err != nil {
-		fail("value", "not valid JSON: %v", err)
+		fail(At("value"), "not valid JSON: %v", err)
 		return false
 	}
 	cc.value = s
@@ -117,7 +116,7 @@ func singleOperand(c *Condition, cc *ccond, fail condFail) bool {
 
 func checkScalarOperand(_ *compiler, c *Condition, _ operatorSpec, cc *ccond, fail condFail) {
 	if singleOperand(c, cc, fail) && !cc.value.isScalar() {
-		fail("value", "operator %s needs a string, number or boolean, not %s", c.Operator, cc.value.kind)
+		fail(At("value"), "operator %s needs a string, number or boolean, not %s", c.Operator, cc.value.kind)
 	}
 }
 
@@ -126,7 +125,7 @@ func checkStringOperand(k *compiler, c *Condition, spec operatorSpec, cc *ccond,
 		return
 	}
 	if cc.value.kind != kindString {
-		fail("value", "operator %s needs a string value, not %s", c.Operator, cc.value.kind)
+		fail(At("value"), "operator %s needs a string value, not %s", c.Operator, cc.value.kind)
 		return
 	}
 	if spec.op != opMatches {
@@ -134,7 +133,7 @@ func checkStringOperand(k *compiler, c *Condition, spec operatorSpec, cc *ccond,
 	}
 	m, err := k.pattern(cc.value.str)
 	if err != nil {
-		fail("value", "pattern %q does not compile: %v", truncate(cc.value.str, 128), err)
+		fail(At("value"), "pattern %q does not compile: %v", truncate(cc.value.str, 128), err)
 		return
 	}
 	cc.matcher = m
@@ -142,6 +141,6 @@ func checkStringOperand(k *compiler, c *Condition, spec operatorSpec, cc *ccond,
 
 func checkNumberOperand(_ *compiler, c *Condition, _ operatorSpec, cc *ccond, fail condFail) {
 	if singleOperand(c, cc, fail) && cc.value.kind != kindNumber {
-		fail("value", "operator %s needs a number value, not %s", c.Operator, cc.value.kind)
+		fail(At("value"), "operator %s needs a number value, not %s", c.Operator, cc.value.kind)
 	}
 }

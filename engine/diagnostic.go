@@ -2,20 +2,69 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
 // Diagnostic is one reason a policy does not compile. It names the policy, the
-// rule (by index and id) and the condition, and carries a field path in the
-// resource's own terms (spec.rules[2].conditions[0].value) so the webhook and
-// the CLI can point at the exact YAML line.
+// rule (by index and id) and the condition, and where in the resource the
+// problem is: Location step by step, for the Kubernetes side to build a
+// field.Path from, and Field, the same as text in the resource's own terms
+// (spec.rules[2].conditions[0].value), for people and the CLI.
 type Diagnostic struct {
-	PolicyID       string `json:"policyId"`
-	RuleIndex      int    `json:"ruleIndex"` // -1: the policy itself
-	RuleID         string `json:"ruleId,omitempty"`
-	ConditionIndex int    `json:"conditionIndex"` // -1: the rule itself
-	Field          string `json:"field"`
-	Message        string `json:"message"`
+	PolicyID       string   `json:"policyId"`
+	RuleIndex      int      `json:"ruleIndex"` // -1: the policy itself
+	RuleID         string   `json:"ruleId,omitempty"`
+	ConditionIndex int      `json:"conditionIndex"` // -1: the rule itself
+	Field          string   `json:"field"`
+	Location       Location `json:"-"`
+	Message        string   `json:"message"`
+}
+
+// Location is a path into a resource from its root: field names, and
+// indexes into lists.
+type Location []Step
+
+// Step is one field name, or (Name == "") one list index.
+type Step struct {
+	Name  string
+	Index int
+}
+
+// At returns the location of a field given by its names from the root.
+func At(names ...string) Location {
+	l := make(Location, len(names))
+	for i, n := range names {
+		l[i] = Step{Name: n}
+	}
+	return l
+}
+
+// Child returns l followed by the field name.
+func (l Location) Child(name string) Location {
+	return append(slices.Clip(l), Step{Name: name})
+}
+
+// Index returns l followed by a list index.
+func (l Location) Index(i int) Location {
+	return append(slices.Clip(l), Step{Index: i})
+}
+
+// String writes l as Kubernetes field paths read: spec.rules[2].value.
+func (l Location) String() string {
+	var b strings.Builder
+	for i, s := range l {
+		switch {
+		case s.Name == "":
+			fmt.Fprintf(&b, "[%d]", s.Index)
+		case i > 0:
+			b.WriteString(".")
+			fallthrough
+		default:
+			b.WriteString(s.Name)
+		}
+	}
+	return b.String()
 }
 
 func (d Diagnostic) String() string {
@@ -43,17 +92,26 @@ type diagnoser struct {
 	out    []Diagnostic
 }
 
-func (d *diagnoser) policyf(field, format string, args ...any) {
-	d.out = append(d.out, Diagnostic{PolicyID: d.policy, RuleIndex: -1, ConditionIndex: -1,
-		Field: field, Message: fmt.Sprintf(format, args...)})
-}
-
-func (d *diagnoser) rulef(ri int, rid, field, format string, args ...any) {
-	d.out = append(d.out, Diagnostic{PolicyID: d.policy, RuleIndex: ri, RuleID: rid, ConditionIndex: -1,
-		Field: fmt.Sprintf("spec.rules[%d].%s", ri, field), Message: fmt.Sprintf(format, args...)})
-}
-
-func (d *diagnoser) condf(ri int, rid string, ci int, field, format string, args ...any) {
+func (d *diagnoser) add(ri int, rid string, ci int, at Location, format string, args []any) {
 	d.out = append(d.out, Diagnostic{PolicyID: d.policy, RuleIndex: ri, RuleID: rid, ConditionIndex: ci,
-		Field: fmt.Sprintf("spec.rules[%d].conditions[%d].%s", ri, ci, field), Message: fmt.Sprintf(format, args...)})
+		Field: at.String(), Location: at, Message: fmt.Sprintf(format, args...)})
+}
+
+// policyf reports a problem of the policy itself, at a location such as
+// At("spec", "defaultEffect").
+func (d *diagnoser) policyf(at Location, format string, args ...any) {
+	d.add(-1, "", -1, at, format, args)
+}
+
+func ruleAt(ri int) Location { return At("spec", "rules").Index(ri) }
+
+// rulef reports a problem of rule ri, at one of its fields.
+func (d *diagnoser) rulef(ri int, rid, field, format string, args ...any) {
+	d.add(ri, rid, -1, ruleAt(ri).Child(field), format, args)
+}
+
+// condf reports a problem of condition ci of rule ri, at at (relative to the
+// condition, such as At("values").Index(2)).
+func (d *diagnoser) condf(ri int, rid string, ci int, at Location, format string, args ...any) {
+	d.add(ri, rid, ci, append(ruleAt(ri).Child("conditions").Index(ci), at...), format, args)
 }

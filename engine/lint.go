@@ -28,7 +28,7 @@ func Lint(p Policy) []Diagnostic {
 					pattern = s.str
 				}
 				if !strings.HasPrefix(pattern, "^") && !strings.HasSuffix(pattern, "$") {
-					d.condf(ri, r.ID, ci, "value", "pattern %q on tool_name is not anchored (^ or $), so it also matches tools whose names merely contain it", pattern)
+					d.condf(ri, r.ID, ci, At("value"), "pattern %q on tool_name is not anchored (^ or $), so it also matches tools whose names merely contain it", pattern)
 				}
 			}
 		}

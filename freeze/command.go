@@ -19,7 +19,6 @@ import (
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/cli"
-	"github.com/toolgate/toolgate/controllers"
 	"github.com/toolgate/toolgate/engine"
 )
 
@@ -150,7 +149,7 @@ func runFreeze(ctx context.Context, out io.Writer, o *freezeOptions, agentID str
 	}
 	fa := &v1alpha1.FrozenAgent{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
-			Labels: map[string]string{"app.kubernetes.io/managed-by": "toolgate-cli"}},
+			Labels: map[string]string{v1alpha1.ManagedByLabel: v1alpha1.ManagedByCLIValue}},
 		Spec: v1alpha1.FrozenAgentSpec{AgentID: agentID, Reason: o.reason, ExpiresAt: expires},
 	}
 	start := time.Now()
@@ -195,12 +194,12 @@ func waitLive(ctx context.Context, c client.Client, key client.ObjectKey, timeou
 	for {
 		var fa v1alpha1.FrozenAgent
 		if err := c.Get(ctx, key, &fa); err == nil {
-			ready := meta.FindStatusCondition(fa.Status.Conditions, controllers.ConditionReady)
+			ready := meta.FindStatusCondition(fa.Status.Conditions, v1alpha1.ConditionReady)
 			switch {
 			case ready == nil || ready.ObservedGeneration != fa.Generation:
 			case ready.Status == metav1.ConditionTrue && fa.Status.BundleRevision != "":
 				return fa.Status.BundleRevision, nil
-			case ready.Reason == controllers.ReasonExpired:
+			case ready.Reason == v1alpha1.ReasonExpired:
 				return "", notDone("FrozenAgent %s has already expired: %s", key, ready.Message)
 			default:
 				last = ready.Reason + ": " + ready.Message

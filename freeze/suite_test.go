@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/controllers"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/manager"
@@ -59,7 +60,7 @@ func run(m *testing.M) int {
 		}
 	}
 	mgr, err := manager.New(cfg, manager.Options{MetricsBindAddress: "0", HealthProbeBindAddress: "0",
-		Namespaces: []string{watched}, Controller: controllers.Options{ConfigMapName: controllers.DefaultConfigMapName}})
+		Namespaces: []string{watched}, Controller: controllers.Options{ConfigMapName: bundle.DefaultConfigMapName}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)
 		return 1

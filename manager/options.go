@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/controllers"
 )
 
@@ -54,7 +55,7 @@ func DefaultOptions() Options {
 	return Options{
 		MetricsBindAddress:     ":8080",
 		HealthProbeBindAddress: ":8081",
-		Controller:             controllers.Options{ConfigMapName: controllers.DefaultConfigMapName},
+		Controller:             controllers.Options{ConfigMapName: bundle.DefaultConfigMapName},
 		Webhooks:               defaultWebhookOptions(),
 	}
 }

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
-	"github.com/toolgate/toolgate/controllers"
+	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -64,13 +64,13 @@ func TestGeneratedRoleIsEnough(t *testing.T) {
 	if err := k8s.Create(ctx, bad); err != nil {
 		t.Fatal(err)
 	}
-	waitForBundle(t, ns, controllers.DefaultConfigMapName)
+	waitForBundle(t, ns, bundle.DefaultConfigMapName)
 	testenv.Eventually(t, "CompileError status and event", func() (bool, string) {
 		var p v1alpha1.Policy
 		if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: "bad"}, &p); err != nil {
 			return false, err.Error()
 		}
-		if len(p.Status.Conditions) == 0 || p.Status.Conditions[0].Reason != controllers.ReasonCompileError {
+		if len(p.Status.Conditions) == 0 || p.Status.Conditions[0].Reason != v1alpha1.ReasonCompileError {
 			return false, "no CompileError status"
 		}
 		var evs eventsv1.EventList
@@ -78,7 +78,7 @@ func TestGeneratedRoleIsEnough(t *testing.T) {
 			return false, err.Error()
 		}
 		for _, e := range evs.Items {
-			if e.Regarding.Name == "bad" && e.Reason == controllers.ReasonCompileError {
+			if e.Regarding.Name == "bad" && e.Reason == v1alpha1.ReasonCompileError {
 				return true, ""
 			}
 		}
@@ -90,7 +90,7 @@ func TestGeneratedRoleIsEnough(t *testing.T) {
 	}
 	testenv.Eventually(t, "bundle deleted", func() (bool, string) {
 		var cm corev1.ConfigMap
-		err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: controllers.DefaultConfigMapName}, &cm)
+		err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: bundle.DefaultConfigMapName}, &cm)
 		return err != nil, "still there"
 	})
 }

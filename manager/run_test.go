@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
-	"github.com/toolgate/toolgate/controllers"
+	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -135,7 +135,7 @@ func TestRunHonoursKUBECONFIG(t *testing.T) {
 	ns := newNamespace(t)
 	runInBackground(t, testOptions(ns))
 	createPolicy(t, ns, "p")
-	waitForBundle(t, ns, controllers.DefaultConfigMapName)
+	waitForBundle(t, ns, bundle.DefaultConfigMapName)
 }
 
 func TestRunFailsOnUnusableConfiguration(t *testing.T) {
@@ -177,7 +177,7 @@ func TestLeaderElection(t *testing.T) {
 	o.LeaderElect, o.LeaderElectionNamespace = true, ns
 	stop := runInBackground(t, o)
 	createPolicy(t, ns, "p")
-	waitForBundle(t, ns, controllers.DefaultConfigMapName) // only the leader publishes
+	waitForBundle(t, ns, bundle.DefaultConfigMapName) // only the leader publishes
 	var lease coordinationv1.Lease
 	key := types.NamespacedName{Namespace: ns, Name: LeaderElectionID}
 	if err := k8s.Get(context.Background(), key, &lease); err != nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {

@@ -14,14 +14,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/toolgate/toolgate/api/v1alpha1"
 )
 
-// Pod annotations that drive injection.
+// The injected container and its volumes (the annotations that drive
+// injection are in api/v1alpha1).
 const (
-	AnnotationInject  = "toolgate.dev/inject"
-	AnnotationAgentID = "toolgate.dev/agent-id"
-	// LabelInjected marks Pods that carry the sidecar, for a PodMonitor.
-	LabelInjected = "toolgate.dev/injected"
 	// MetricsPortName names the sidecar's metrics port, for a PodMonitor.
 	MetricsPortName  = "tg-metrics"
 	SidecarName      = "toolgate-sidecar"
@@ -93,7 +92,7 @@ func SetupPodInjector(mgr ctrl.Manager, o InjectOptions) error {
 // Default implements admission.Defaulter: it is idempotent and leaves Pods
 // without the annotation alone.
 func (p *PodInjector) Default(ctx context.Context, pod *corev1.Pod) error {
-	if pod.Annotations[AnnotationInject] != "true" || hasSidecar(pod) {
+	if pod.Annotations[v1alpha1.AnnotationInject] != "true" || hasSidecar(pod) {
 		return nil
 	}
 	if req, err := admission.RequestFromContext(ctx); err == nil {
@@ -109,14 +108,14 @@ func (p *PodInjector) Default(ctx context.Context, pod *corev1.Pod) error {
 }
 
 // InjectSidecar adds the sidecar container, its cache volume and the
-// LabelInjected label to pod, once.
+// v1alpha1.LabelInjected label to pod, once.
 func InjectSidecar(pod *corev1.Pod, o InjectOptions) {
 	if hasSidecar(pod) {
 		return
 	}
 	agentID := corev1.EnvVar{Name: "TOOLGATE_AGENT_ID",
 		ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.serviceAccountName"}}}
-	if id := pod.Annotations[AnnotationAgentID]; id != "" {
+	if id := pod.Annotations[v1alpha1.AnnotationAgentID]; id != "" {
 		agentID = corev1.EnvVar{Name: "TOOLGATE_AGENT_ID", Value: id}
 	}
 	f, t := false, true
@@ -163,7 +162,7 @@ func InjectSidecar(pod *corev1.Pod, o InjectOptions) {
 	if pod.Labels == nil {
 		pod.Labels = map[string]string{}
 	}
-	pod.Labels[LabelInjected] = "true"
+	pod.Labels[v1alpha1.LabelInjected] = "true"
 	// The sidecar watches its bundle through the API, so it needs a token
 	// where client-go's in-cluster config looks. The ServiceAccount
 	// admission plugin runs before webhooks and mounted one only into the
@@ -244,7 +243,7 @@ func serviceAccount(pod *corev1.Pod) string {
 func (p *PodInjector) grantBundleRead(ctx context.Context, namespace, sa string) error {
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: bundleReaderName}}
 	if _, err := controllerutil.CreateOrUpdate(ctx, p.Client, role, func() error {
-		role.Labels = map[string]string{"app.kubernetes.io/managed-by": "toolgate"}
+		role.Labels = map[string]string{v1alpha1.ManagedByLabel: v1alpha1.ManagedByValue}
 		role.Rules = []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"},
 			ResourceNames: []string{p.Options.BundleConfigMap}, Verbs: []string{"get", "list", "watch"}}}
 		return nil
@@ -253,7 +252,7 @@ func (p *PodInjector) grantBundleRead(ctx context.Context, namespace, sa string)
 	}
 	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: bundleReaderName}}
 	_, err := controllerutil.CreateOrUpdate(ctx, p.Client, binding, func() error {
-		binding.Labels = map[string]string{"app.kubernetes.io/managed-by": "toolgate"}
+		binding.Labels = map[string]string{v1alpha1.ManagedByLabel: v1alpha1.ManagedByValue}
 		binding.RoleRef = rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: bundleReaderName}
 		subject := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: namespace}
 		for _, s := range binding.Subjects {

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/sidecar"
 )
 
@@ -35,7 +36,7 @@ func expand(args []string, env map[string]string) []string {
 // flags and validation: a renamed flag fails here, not in a crash-looping
 // agent pod. The bundle source is swapped for a file so nothing connects.
 func TestInjectedArgsAreAcceptedByTheSidecar(t *testing.T) {
-	p := pod("agent-args", map[string]string{AnnotationInject: "true", AnnotationAgentID: "bot-7"})
+	p := pod("agent-args", map[string]string{v1alpha1.AnnotationInject: "true", v1alpha1.AnnotationAgentID: "bot-7"})
 	stored := admit(t, p)
 	c := sidecarOf(t, &stored)
 	if c == nil || len(c.Args) == 0 || c.Args[0] != "sidecar" {

@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/toolgate/toolgate/api/v1alpha1"
 )
 
 var testInject = InjectOptions{Image: "ghcr.io/toolgate/toolgate:test", BundleConfigMap: "toolgate-bundle",
@@ -57,7 +59,7 @@ func sidecarOf(t *testing.T, p *corev1.Pod) *corev1.Container {
 // create Pods and read back the stored objects.
 func TestInjectsAnnotatedPods(t *testing.T) {
 	ctx := context.Background()
-	p := pod("agent-injected", map[string]string{AnnotationInject: "true"})
+	p := pod("agent-injected", map[string]string{v1alpha1.AnnotationInject: "true"})
 	stored := admit(t, p)
 	c := sidecarOf(t, &stored)
 	if c == nil {
@@ -83,8 +85,8 @@ func TestInjectsAnnotatedPods(t *testing.T) {
 		t.Errorf("POD_NAMESPACE: %+v", env["POD_NAMESPACE"])
 	}
 	// Prometheus finds the sidecar by the Pod label and the port name.
-	if stored.Labels[LabelInjected] != "true" {
-		t.Errorf("pod labels %v lack %s", stored.Labels, LabelInjected)
+	if stored.Labels[v1alpha1.LabelInjected] != "true" {
+		t.Errorf("pod labels %v lack %s", stored.Labels, v1alpha1.LabelInjected)
 	}
 	if len(c.Ports) != 1 || c.Ports[0].Name != MetricsPortName || c.Ports[0].ContainerPort != 9191 {
 		t.Errorf("sidecar ports %+v, want %s 9191", c.Ports, MetricsPortName)
@@ -139,7 +141,7 @@ func TestInjectsAnnotatedPods(t *testing.T) {
 }
 
 func TestAgentIDAnnotationWins(t *testing.T) {
-	p := pod("agent-explicit-id", map[string]string{AnnotationInject: "true", AnnotationAgentID: "billing-bot-7"})
+	p := pod("agent-explicit-id", map[string]string{v1alpha1.AnnotationInject: "true", v1alpha1.AnnotationAgentID: "billing-bot-7"})
 	stored := admit(t, p)
 	c := sidecarOf(t, &stored)
 	if c == nil {
@@ -151,10 +153,10 @@ func TestAgentIDAnnotationWins(t *testing.T) {
 }
 
 func TestLeavesOtherPodsAlone(t *testing.T) {
-	for i, annotations := range []map[string]string{nil, {AnnotationInject: "false"}, {AnnotationInject: "yes"}, {"other": "true"}} {
+	for i, annotations := range []map[string]string{nil, {v1alpha1.AnnotationInject: "false"}, {v1alpha1.AnnotationInject: "yes"}, {"other": "true"}} {
 		p := pod(fmt.Sprintf("plain-%d", i), annotations)
 		stored := admit(t, p)
-		if len(stored.Spec.Containers) != 1 || len(stored.Spec.InitContainers) != 0 || len(stored.Spec.Volumes) != 0 || stored.Labels[LabelInjected] != "" {
+		if len(stored.Spec.Containers) != 1 || len(stored.Spec.InitContainers) != 0 || len(stored.Spec.Volumes) != 0 || stored.Labels[v1alpha1.LabelInjected] != "" {
 			t.Errorf("annotations %v: pod was changed: %+v", annotations, stored.Spec)
 		}
 	}
@@ -163,7 +165,7 @@ func TestLeavesOtherPodsAlone(t *testing.T) {
 func TestInjectionIsIdempotent(t *testing.T) {
 	// A Pod that already carries the sidecar (re-applied from a dump of an
 	// injected Pod) is stored exactly as sent.
-	p := pod("already-injected", map[string]string{AnnotationInject: "true"})
+	p := pod("already-injected", map[string]string{v1alpha1.AnnotationInject: "true"})
 	InjectSidecar(p, testInject)
 	sent := p.DeepCopy()
 	stored := admit(t, p)
@@ -186,7 +188,7 @@ func TestInjectionIsIdempotent(t *testing.T) {
 // With Native off the sidecar is an ordinary container, for clusters
 // older than 1.29; the API server accepts that shape too.
 func TestClassicSidecarIsAnOrdinaryContainer(t *testing.T) {
-	p := pod("classic-sidecar", map[string]string{AnnotationInject: "true"})
+	p := pod("classic-sidecar", map[string]string{v1alpha1.AnnotationInject: "true"})
 	p.Spec.InitContainers = []corev1.Container{{Name: "setup", Image: "busybox"}}
 	o := testInject
 	o.Native = false
@@ -206,7 +208,7 @@ func TestClassicSidecarIsAnOrdinaryContainer(t *testing.T) {
 // A native sidecar goes before the Pod's own init containers, so they can
 // already ask for decisions.
 func TestNativeSidecarPrecedesOtherInitContainers(t *testing.T) {
-	p := pod("native-first", map[string]string{AnnotationInject: "true"})
+	p := pod("native-first", map[string]string{v1alpha1.AnnotationInject: "true"})
 	p.Spec.InitContainers = []corev1.Container{{Name: "setup", Image: "busybox"}}
 	stored := admit(t, p)
 	var names []string
@@ -223,7 +225,7 @@ func TestNativeSidecarPrecedesOtherInitContainers(t *testing.T) {
 // its bundle: the sidecar alone mounts a projected token where client-go's
 // in-cluster config reads it; the agent's containers do not.
 func TestSidecarGetsATokenWhenThePodMountsNone(t *testing.T) {
-	p := pod("no-token", map[string]string{AnnotationInject: "true"})
+	p := pod("no-token", map[string]string{v1alpha1.AnnotationInject: "true"})
 	off := false
 	p.Spec.AutomountServiceAccountToken = &off
 	stored := admit(t, p)
@@ -258,7 +260,7 @@ func TestSidecarGetsATokenWhenThePodMountsNone(t *testing.T) {
 // added later (envtest disables that plugin, so the test plays it): the
 // sidecar reuses that volume, and no second token is added.
 func TestSidecarReusesTheServiceAccountTokenMount(t *testing.T) {
-	p := pod("sa-plugin-token", map[string]string{AnnotationInject: "true"})
+	p := pod("sa-plugin-token", map[string]string{v1alpha1.AnnotationInject: "true"})
 	p.Spec.Volumes = []corev1.Volume{{Name: "kube-api-access-x7k2p", VolumeSource: sidecarTokenVolume().VolumeSource}}
 	p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "kube-api-access-x7k2p", MountPath: tokenMountPath, ReadOnly: true}}
 	stored := admit(t, p)

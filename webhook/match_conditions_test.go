@@ -6,6 +6,8 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/toolgate/toolgate/api/v1alpha1"
 )
 
 // podWebhookCalls is how many admission requests the pod webhook served,
@@ -44,7 +46,7 @@ func label(m *dto.Metric, name string) string {
 // annotated one is sent to it.
 func TestUnannotatedPodsNeverReachTheWebhook(t *testing.T) {
 	before := podWebhookCalls(t)
-	for i, annotations := range []map[string]string{nil, {AnnotationInject: "false"}, {"other": "true"}} {
+	for i, annotations := range []map[string]string{nil, {v1alpha1.AnnotationInject: "false"}, {"other": "true"}} {
 		p := pod("not-asked-"+string(rune('a'+i)), annotations)
 		if err := k8sClient.Create(context.Background(), p); err != nil {
 			t.Fatal(err)
@@ -53,7 +55,7 @@ func TestUnannotatedPodsNeverReachTheWebhook(t *testing.T) {
 	if after := podWebhookCalls(t); after != before {
 		t.Errorf("the pod webhook served %v requests for Pods without the annotation", after-before)
 	}
-	if err := k8sClient.Create(context.Background(), pod("asked", map[string]string{AnnotationInject: "true"})); err != nil {
+	if err := k8sClient.Create(context.Background(), pod("asked", map[string]string{v1alpha1.AnnotationInject: "true"})); err != nil {
 		t.Fatal(err)
 	}
 	if after := podWebhookCalls(t); after != before+1 {

@@ -51,15 +51,14 @@ func Validate(p *v1alpha1.Policy) (admission.Warnings, error) {
 	ep := bundle.Policy(p)
 	var errs field.ErrorList
 	for _, d := range engine.CheckPolicy(ep) {
-		errs = append(errs, &field.Error{Type: field.ErrorTypeInvalid, Field: parseFieldPath(d.Field).String(),
-			BadValue: field.OmitValueType{}, Detail: detail(d)})
+		errs = append(errs, field.Invalid(fieldPath(d.Location), field.OmitValueType{}, detail(d)))
 	}
 	if len(errs) > 0 {
 		return nil, apierrors.NewInvalid(v1alpha1.GroupVersion.WithKind("Policy").GroupKind(), p.Name, errs)
 	}
 	var warnings admission.Warnings
 	for _, w := range engine.Lint(ep) {
-		warnings = append(warnings, fmt.Sprintf("%s: %s", w.Field, w.Message))
+		warnings = append(warnings, fmt.Sprintf("%s: %s", fieldPath(w.Location), w.Message))
 	}
 	return warnings, nil
 }

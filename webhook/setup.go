@@ -6,6 +6,7 @@ import (
 
 	"errors"
 	"fmt"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,6 +15,8 @@ import (
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/toolgate/toolgate/api/v1alpha1"
 )
 
 // Certificate modes.
@@ -157,7 +160,7 @@ func ensureSecret(mgr ctrl.Manager, o Options) error {
 		return err
 	}
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: o.SecretNamespace, Name: o.SecretName,
-		Labels: map[string]string{"app.kubernetes.io/managed-by": "toolgate"}}}
+		Labels: map[string]string{v1alpha1.ManagedByLabel: v1alpha1.ManagedByValue}}}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := c.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/webhook"
 )
 
@@ -219,8 +220,8 @@ func TestPodMonitorScrapesInjectedSidecars(t *testing.T) {
 		t.Errorf("--sidecar-metrics-port=%q, want 9300", got)
 	}
 	pm := find(t, in.objs, "PodMonitor", "")
-	if v := field(t, pm, "spec", "selector", "matchLabels", webhook.LabelInjected); v != "true" {
-		t.Errorf("PodMonitor selects %v, want %s=true", field(t, pm, "spec", "selector"), webhook.LabelInjected)
+	if v := field(t, pm, "spec", "selector", "matchLabels", v1alpha1.LabelInjected); v != "true" {
+		t.Errorf("PodMonitor selects %v, want %s=true", field(t, pm, "spec", "selector"), v1alpha1.LabelInjected)
 	}
 	if field(t, pm, "spec", "namespaceSelector", "any") != true {
 		t.Errorf("PodMonitor namespaces %v, want any", field(t, pm, "spec", "namespaceSelector"))

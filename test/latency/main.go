@@ -36,6 +36,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/controllers"
 	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/internal/testenv"
@@ -93,7 +94,7 @@ func run(c config) error {
 	ns := nsObj.Name
 
 	mgr, err := manager.New(cfg, manager.Options{MetricsBindAddress: "0", HealthProbeBindAddress: "0",
-		Namespaces: []string{ns}, Controller: controllers.Options{ConfigMapName: controllers.DefaultConfigMapName}})
+		Namespaces: []string{ns}, Controller: controllers.Options{ConfigMapName: bundle.DefaultConfigMapName}})
 	if err != nil {
 		return err
 	}
@@ -201,7 +202,7 @@ func watchBundle(ctx context.Context, cfg *rest.Config, ns string) (<-chan obser
 	out := make(chan observed, 4096)
 	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", controllers.DefaultConfigMapName).String()
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", bundle.DefaultConfigMapName).String()
 		}))
 	inf := factory.Core().V1().ConfigMaps().Informer()
 	push := func(obj any) {
@@ -229,8 +230,8 @@ func watchBundle(ctx context.Context, cfg *rest.Config, ns string) (<-chan obser
 }
 
 func decode(cm *corev1.ConfigMap) (engine.Bundle, error) {
-	doc := []byte(cm.Data[controllers.BundleKey])
-	if gz := cm.BinaryData[controllers.BundleGzipKey]; gz != nil {
+	doc := []byte(cm.Data[bundle.Key])
+	if gz := cm.BinaryData[bundle.GzipKey]; gz != nil {
 		zr, err := gzip.NewReader(bytes.NewReader(gz))
 		if err != nil {
 			return engine.Bundle{}, err

@@ -1,0 +1,39 @@
+package v1alpha1
+
+// Condition types and reasons toolgate writes on Policies and FrozenAgents.
+// The operator sets them and the freeze command reads them, so they live
+// with the API rather than with either.
+const (
+	// ConditionReady is True when the object's current generation is live in
+	// the namespace's published bundle.
+	ConditionReady = "Ready"
+
+	ReasonPublished      = "Published"
+	ReasonCompileError   = "CompileError"
+	ReasonBundleTooLarge = "BundleTooLarge"
+	ReasonExpired        = "Expired"
+)
+
+// Labels and annotations toolgate puts on the objects it writes or reads.
+const (
+	// ManagedByLabel marks objects toolgate creates (the bundle ConfigMap,
+	// the sidecar's Role and RoleBinding, webhook certificates).
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	// ManagedByValue is ManagedByLabel's value for the operator's objects.
+	ManagedByValue = "toolgate"
+	// ManagedByCLIValue is ManagedByLabel's value for objects `toolgate
+	// freeze` creates.
+	ManagedByCLIValue = "toolgate-cli"
+
+	// BundleLabel marks the bundle ConfigMap.
+	BundleLabel = "toolgate.dev/bundle"
+	// RevisionAnnotation carries the bundle ConfigMap's revision.
+	RevisionAnnotation = "toolgate.dev/revision"
+
+	// AnnotationInject on a Pod asks for the sidecar.
+	AnnotationInject = "toolgate.dev/inject"
+	// AnnotationAgentID on a Pod names its agent (default: its service account).
+	AnnotationAgentID = "toolgate.dev/agent-id"
+	// LabelInjected marks Pods that carry the injected sidecar.
+	LabelInjected = "toolgate.dev/injected"
+)
