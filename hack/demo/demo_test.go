@@ -2,33 +2,56 @@ package main
 
 import (
 	"bytes"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
 
 // TestDemo runs `make demo` as a newcomer would and checks its story: the
-// decisions are real answers from a sidecar fed by the operator.
-func TestDemo(t *testing.T) { testDemo(t, false) }
+// kubectl commands it prints are the ones the real kubectl ran, their output
+// is kubectl's, and the decisions are real answers from a sidecar fed by the
+// operator.
+func TestDemo(t *testing.T) {
+	kubectl, err := needKubectl()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// kubectl on PATH is a script that records its arguments, then execs
+	// the real kubectl: the test sees every command the demo ran.
+	shim, calls := t.TempDir(), filepath.Join(t.TempDir(), "calls")
+	script := "#!/bin/sh\nprintf '%s\\n' \"$*\" >> '" + calls + "'\nexec '" + kubectl + "' \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(shim, "kubectl"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", shim+string(os.PathListSeparator)+os.Getenv("PATH"))
 
-// TestDemoWithoutKubectl: the same story with the Go client applying the
-// manifests, as on a machine without kubectl.
-func TestDemoWithoutKubectl(t *testing.T) { testDemo(t, true) }
-
-func testDemo(t *testing.T, noKubectl bool) {
 	var out bytes.Buffer
-	if err := run(&out, false, noKubectl); err != nil {
+	if err := run(&out, false); err != nil {
 		t.Fatalf("demo failed: %v\n%s", err, out.String())
 	}
 	story := out.String()
 	for _, want := range []string{
+		// kubectl's own words.
+		"namespace/demo created",
 		"policy.toolgate.dev/default-deny-readonly created",
+		"frozenagent.toolgate.dev/freeze-billing-bot created",
+		"frozenagent.toolgate.dev/freeze-demo-agent created",
+		`frozenagent.toolgate.dev "freeze-demo-agent" deleted`,
+		"policy.toolgate.dev/pay-cap                 True ",
+		// The webhook's message, as kubectl words an Invalid error (the
+		// Go client says `Policy.toolgate.dev "bad-regex" is invalid`).
+		`The Policy "bad-regex" is invalid: spec.rules[0].conditions[0].value: Invalid value: rule "no-secrets"`,
+		"invalid or unsupported Perl syntax",
+		// The sidecar's decisions.
 		"=> ALLOW  (policy default-deny-readonly, rule read-only-shell)",
 		"=> DENY  (policy bash-no-rm-rf, rule no-rm-rf)",
 		"=> DENY  (policy pay-cap, rule pay-over-cap)",
-		`"bad-regex" is invalid`,
-		"spec.rules[0].conditions[0].value",
-		"invalid or unsupported Perl syntax",
 		"=> DENY AGENT_FROZEN: incident INC-7",
+		"ms after kubectl apply started)",
 		"==> stopping everything",
 	} {
 		if !strings.Contains(story, want) {
@@ -38,7 +61,37 @@ func testDemo(t *testing.T, noKubectl bool) {
 	if strings.Count(story, "=> ALLOW") != 2 {
 		t.Errorf("want ls allowed before the freeze and after the unfreeze:\n%s", story)
 	}
+
+	// Every `$ kubectl ...` printed is a command kubectl ran, in order, and
+	// kubectl ran nothing the demo did not print.
+	var printed []string
+	for _, l := range strings.Split(story, "\n") {
+		if cmd, ok := strings.CutPrefix(l, "$ kubectl "); ok {
+			printed = append(printed, strings.TrimSuffix(cmd, " <<'YAML'"))
+		}
+	}
+	ranBytes, err := os.ReadFile(calls)
+	if err != nil {
+		t.Fatalf("kubectl never ran: %v", err)
+	}
+	ran := strings.Split(strings.TrimSpace(string(ranBytes)), "\n")
+	if !slices.Equal(printed, ran) {
+		t.Errorf("the demo printed\n  kubectl %s\nbut ran\n  kubectl %s", strings.Join(printed, "\n  kubectl "), strings.Join(ran, "\n  kubectl "))
+	}
 	if t.Failed() {
 		t.Log(story)
+	}
+}
+
+// TestDemoNeedsKubectl: without kubectl the demo stops at once and says how
+// to install it.
+func TestDemoNeedsKubectl(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	if _, err := exec.LookPath("kubectl"); err == nil {
+		t.Fatal("kubectl still found")
+	}
+	err := run(io.Discard, false)
+	if err == nil || !strings.Contains(err.Error(), "apt-get install kubectl") {
+		t.Fatalf("want an error saying how to install kubectl, got %v", err)
 	}
 }

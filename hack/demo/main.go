@@ -1,6 +1,6 @@
 // Command demo is `make demo`: it brings up toolgate on this machine (a real
 // kube-apiserver and etcd, the operator with its webhooks, a sidecar), applies
-// config/samples with kubectl, and tells the story of real decisions. It stops
+// config/samples with the real kubectl, and tells the story of real decisions. It stops
 // everything it started unless -keep is given.
 package main
 
@@ -21,15 +21,17 @@ import (
 	"syscall"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/toolgate/toolgate/internal/localcluster"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/manifest"
 )
 
 func main() {
 	keep := flag.Bool("keep", false, "keep everything running until Ctrl-C")
-	noKubectl := flag.Bool("no-kubectl", false, "use the Go client even when kubectl is installed")
 	flag.Parse()
-	if err := run(os.Stdout, *keep, *noKubectl); err != nil {
+	if err := run(os.Stdout, *keep); err != nil {
 		fmt.Fprintln(os.Stderr, "demo failed:", err)
 		os.Exit(1)
 	}
@@ -37,13 +39,26 @@ func main() {
 
 type demo struct {
 	out        io.Writer
+	kubectl    string // the kubectl found on PATH
 	kubeconfig string
 	sidecar    string
-	kubectl    string
-	fallback   goKubectl
 }
 
-func run(out io.Writer, keep, noKubectl bool) error {
+// needKubectl is the kubectl on PATH, or an error saying how to get one.
+func needKubectl() (string, error) {
+	path, err := exec.LookPath("kubectl")
+	if err != nil {
+		return "", fmt.Errorf("kubectl is not on PATH: the demo runs the real kubectl, as you would.\n" +
+			"Install it (Debian/Ubuntu: sudo apt-get install kubectl; others: https://kubernetes.io/docs/tasks/tools/) and run make demo again")
+	}
+	return path, nil
+}
+
+func run(out io.Writer, keep bool) error {
+	kubectl, err := needKubectl()
+	if err != nil {
+		return err
+	}
 	dir, err := os.MkdirTemp("", "toolgate-demo")
 	if err != nil {
 		return err
@@ -75,30 +90,23 @@ func run(out io.Writer, keep, noKubectl bool) error {
 		"--kubeconfig", cluster.Kubeconfig, "--listen", addr, "--decision-log", "stdout"); err != nil {
 		return err
 	}
-	d := &demo{out: out, kubeconfig: cluster.Kubeconfig, sidecar: addr, fallback: goKubectl{c: cluster.Client}}
-	if path, err := exec.LookPath("kubectl"); err == nil && !noKubectl {
-		d.kubectl = path
-	} else {
-		say("==> kubectl not found: the demo applies manifests with the Go client instead")
-	}
+	d := &demo{out: out, kubectl: kubectl, kubeconfig: cluster.Kubeconfig, sidecar: addr}
 	say("==> the operator (toolgate manager, with its webhooks) and a sidecar on %s are running", addr)
+	say("==> the kubectl commands below run %s in %s, with", kubectl, testenv.RepoRoot())
+	say("$ export KUBECONFIG=%s", cluster.Kubeconfig)
 
-	if _, err := d.kubectlRun("create", "namespace", "demo"); err != nil {
+	say("")
+	if _, err := d.run("", "create", "namespace", "demo"); err != nil {
 		return err
 	}
 	// Wait for the webhook to serve, so the first apply is validated.
-	if err := waitUntil(30*time.Second, func() bool {
-		_, err := d.kubectlRun("apply", "--dry-run=server", "-n", "demo", "-f", filepath.Join(testenv.RepoRoot(), "config/samples/policy_pay_cap.yaml"))
-		return err == nil
-	}); err != nil {
-		return fmt.Errorf("the webhook never answered: %w\n%s", err, mgr.LogTail(2000))
+	if err := waitUntil(30*time.Second, func() bool { return webhookServes(cluster.Client) == nil }); err != nil {
+		return fmt.Errorf("the webhook never answered: %w: %v\n%s", err, webhookServes(cluster.Client), mgr.LogTail(2000))
 	}
-	say("\n$ kubectl apply -n demo -k config/samples/")
-	applied, err := d.kubectlRun("apply", "-n", "demo", "-k", filepath.Join(testenv.RepoRoot(), "config/samples"))
-	if err != nil {
+	say("")
+	if _, err := d.run("", "apply", "-n", "demo", "-k", "config/samples/"); err != nil {
 		return err
 	}
-	say("%s", indent(applied))
 	pay := map[string]any{"tool_name": "pay", "agent_id": "demo-agent", "kwargs": map[string]any{"amount": 5000}}
 	if err := waitUntil(30*time.Second, func() bool {
 		// kubectl applies one object at a time: wait for a bundle holding them all.
@@ -115,39 +123,24 @@ func run(out io.Writer, keep, noKubectl bool) error {
 	d.show(pay)
 
 	say("\n--- 4. A Policy with a regex RE2 cannot compile is rejected at apply time")
-	bad := filepath.Join(dir, "bad-regex.yaml")
-	if err := os.WriteFile(bad, []byte(badPolicy), 0o600); err != nil {
-		return err
-	}
-	say("$ kubectl apply -n demo -f bad-regex.yaml")
-	msg, err := d.kubectlRun("apply", "-n", "demo", "-f", bad)
-	if err == nil {
+	if msg, err := d.run(badPolicy, "apply", "-n", "demo", "-f", "-"); err == nil {
 		return fmt.Errorf("the bad regex was accepted:\n%s", msg)
 	}
-	say("%s", indent(msg))
 
 	say("\n--- 5. Freeze an agent: every call it makes is denied (AGENT_FROZEN)")
-	freeze := filepath.Join(dir, "freeze.yaml")
-	if err := os.WriteFile(freeze, []byte(freezeManifest), 0o600); err != nil {
-		return err
-	}
-	say("$ kubectl apply -n demo -f freeze.yaml")
 	start := time.Now()
-	if out, err := d.kubectlRun("apply", "-n", "demo", "-f", freeze); err != nil {
+	if _, err := d.run(freezeManifest, "apply", "-n", "demo", "-f", "-"); err != nil {
 		return err
-	} else {
-		say("%s", indent(out))
 	}
 	ls := req("Bash", "demo-agent", "ls -la")
 	if err := waitUntil(10*time.Second, func() bool { return d.decide(ls).Code == "AGENT_FROZEN" }); err != nil {
 		return fmt.Errorf("the freeze never reached the sidecar: %w", err)
 	}
-	say("    (the sidecar denied demo-agent %d ms after kubectl apply)", time.Since(start).Milliseconds())
+	say("    (the sidecar denied demo-agent %d ms after kubectl apply started)", time.Since(start).Milliseconds())
 	d.show(ls)
 
 	say("\n--- 6. Unfreeze: allowed again")
-	say("$ kubectl delete -n demo frozenagent freeze-demo-agent")
-	if _, err := d.kubectlRun("delete", "-n", "demo", "frozenagent", "freeze-demo-agent"); err != nil {
+	if _, err := d.run("", "delete", "-n", "demo", "frozenagent", "freeze-demo-agent"); err != nil {
 		return err
 	}
 	if err := waitUntil(10*time.Second, func() bool { return d.decide(ls).Decision == "allow" }); err != nil {
@@ -155,9 +148,9 @@ func run(out io.Writer, keep, noKubectl bool) error {
 	}
 	d.show(ls)
 
-	say("\n$ kubectl get policies,frozenagents -n demo")
-	if got, err := d.kubectlRun("get", "policies,frozenagents", "-n", "demo"); err == nil {
-		say("%s", indent(got))
+	say("")
+	if _, err := d.run("", "get", "policies,frozenagents", "-n", "demo"); err != nil {
+		return err
 	}
 
 	if keep {
@@ -168,6 +161,18 @@ func run(out io.Writer, keep, noKubectl bool) error {
 	}
 	say("\n==> stopping everything the demo started")
 	return nil
+}
+
+// webhookServes dry-runs the creation of a sample Policy: it succeeds once
+// the API server can call the manager's validating webhook.
+func webhookServes(c client.Client) error {
+	set, err := manifest.Load([]string{filepath.Join(testenv.RepoRoot(), "config/samples/policy_pay_cap.yaml")}, nil)
+	if err != nil {
+		return err
+	}
+	p := set.PolicyObjects()[0]
+	p.Namespace = "demo"
+	return c.Create(context.Background(), &p, client.DryRunAll)
 }
 
 const badPolicy = `apiVersion: toolgate.dev/v1alpha1
@@ -238,36 +243,58 @@ func (d *demo) show(r map[string]any) {
 	fmt.Fprintln(d.out, line)
 }
 
-// kubectlRun runs kubectl when the machine has it, else the Go client
-// stand-in.
-func (d *demo) kubectlRun(args ...string) (string, error) {
-	if d.kubectl == "" {
-		out, err := d.fallback.run(args...)
-		if err != nil {
-			return strings.TrimSpace(out + "\n" + err.Error()), err
-		}
-		return out, nil
+// run prints the command line a user would type, runs exactly that with the
+// kubectl found on PATH (from the repository's top directory, KUBECONFIG set
+// to the local control plane, stdin given as a heredoc), and prints what
+// kubectl wrote to stdout and stderr, indented. It returns that output.
+func (d *demo) run(stdin string, args ...string) (string, error) {
+	line := "$ kubectl " + shellJoin(args)
+	if stdin != "" {
+		line += " <<'YAML'\n" + stdin + "YAML"
 	}
-	cmd := exec.Command(d.kubectl, append([]string{"--kubeconfig", d.kubeconfig}, args...)...)
+	fmt.Fprintln(d.out, line)
+	cmd := exec.Command(d.kubectl, args...)
+	cmd.Dir = testenv.RepoRoot()
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+d.kubeconfig)
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
-	return strings.TrimSpace(filterSkew(out.String())), err
+	got := strings.TrimRight(out.String(), "\n")
+	if got != "" {
+		fmt.Fprintln(d.out, indent(got))
+	}
+	if err != nil {
+		err = fmt.Errorf("%s: %w\n%s", line, err, got)
+	}
+	return got, err
 }
 
-// filterSkew drops kubectl's version-skew warning: the machine's kubectl is
-// older than the API server built here, which is fine for what the demo does.
-func filterSkew(s string) string {
-	var keep []string
-	for _, l := range strings.Split(s, "\n") {
-		if !strings.Contains(l, "version difference") && !strings.Contains(l, "WARNING: version") {
-			keep = append(keep, l)
+// shellJoin quotes, for a POSIX shell, the arguments that need it.
+func shellJoin(args []string) string {
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		quoted[i] = a
+		if a == "" || strings.ContainsFunc(a, func(r rune) bool {
+			return !strings.ContainsRune("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_=,./:@%+", r)
+		}) {
+			quoted[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 		}
 	}
-	return strings.Join(keep, "\n")
+	return strings.Join(quoted, " ")
 }
 
-func indent(s string) string { return "    " + strings.ReplaceAll(s, "\n", "\n    ") }
+func indent(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		if l != "" {
+			lines[i] = "    " + l
+		}
+	}
+	return strings.Join(lines, "\n")
+}
 
 func waitUntil(timeout time.Duration, ok func() bool) error {
 	deadline := time.Now().Add(timeout)
