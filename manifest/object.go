@@ -63,6 +63,10 @@ func admit(prefix string, doc []byte, fail func(field, msg string)) (*unstructur
 	if len(unknown) > 0 {
 		return nil, false // as the API server: a strict decoding error stops there
 	}
+	if err := crdschema.PrepareForCreate(u); err != nil {
+		fail(strings.TrimSuffix(prefix, "."), err.Error())
+		return nil, false
+	}
 	checked := u
 	if u.GetNamespace() == "" {
 		// A manifest without a namespace goes wherever it is applied: check

@@ -3,7 +3,9 @@
 // fields, the CRD's defaults, the OpenAPI schema, list-type invariants and the
 // x-kubernetes-validations (CEL) rules. It builds all of them with
 // k8s.io/apiextensions-apiserver from the CRDs controller-gen generated
-// (config/crd), so no rule of the schema is written twice.
+// (config/crd), so no rule of the schema is written twice. Take an object
+// through Decode, PrepareForCreate and Validate, in that order, as the API
+// server does on create.
 package crdschema
 
 import (

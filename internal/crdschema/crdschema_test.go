@@ -94,7 +94,7 @@ spec: {rules: [{id: a, effect: allow, conditions: [{field: tool_name, operator: 
 spec: {priority: x, rules: [{id: a, effect: allow, conditions: [{field: a..b, operator: like}]}, {id: a, effect: deny}]}}`,
 			[]string{"metadata.name Invalid value", "spec.priority Invalid value", "spec.rules[0].conditions[0].field Invalid value",
 				"spec.rules[0].conditions[0].operator Unsupported value", "spec.rules[1] Duplicate value"}},
-		{"status is not validated on create", `{apiVersion: toolgate.dev/v1alpha1, kind: Policy, metadata: {name: p, namespace: d},
+		{"status is dropped on create", `{apiVersion: toolgate.dev/v1alpha1, kind: Policy, metadata: {name: p, namespace: d},
 spec: {rules: [{id: a, effect: allow}]}, status: {ruleCount: many}}`, nil},
 		{"CEL rule", `{apiVersion: toolgate.dev/v1alpha1, kind: FrozenAgent, metadata: {name: f, namespace: d}, spec: {agentId: " a "}}`,
 			[]string{"spec Invalid value"}},
@@ -108,6 +108,12 @@ spec: {rules: [{id: a, effect: allow}]}, status: {ruleCount: many}}`, nil},
 			u := object(t, tt.doc)
 			if _, err := Decode(u); err != nil {
 				t.Fatal(err)
+			}
+			if err := PrepareForCreate(u); err != nil {
+				t.Fatal(err)
+			}
+			if _, found := u.Object["status"]; found {
+				t.Error("status kept on create")
 			}
 			errs := Validate(context.Background(), u)
 			if got := fields(errs); !slices.Equal(got, tt.want) {

@@ -3,7 +3,6 @@ package crdschema
 import (
 	"context"
 	"fmt"
-	"maps"
 
 	structurallisttype "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/listtype"
 	schemaobjectmeta "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
@@ -21,23 +20,34 @@ import (
 // feature gate, on by default since Kubernetes 1.36.
 const declarativeValidationBeta = true
 
-// Validate returns what the API server rejects u for on create, once decoded
-// (see Decode): its metadata, the OpenAPI schema, list-type invariants and
-// the CRD's CEL rules, in the order and with the messages of
-// apiextensions-apiserver's customResourceStrategy.Validate. Like the API
-// server it ignores status (create cannot set it) and skips the CEL rules when
-// an earlier error means they could not run meaningfully. A namespaced object
-// must name its namespace, as the API server fills it in from the request.
+// PrepareForCreate drops what create cannot set: status, when the CRD has
+// the status subresource (apiextensions-apiserver's
+// customResourceStrategy.PrepareForCreate).
+func PrepareForCreate(u *unstructured.Unstructured) error {
+	k, err := lookup(u.GroupVersionKind())
+	if err != nil {
+		return err
+	}
+	if k.hasStatus {
+		delete(u.Object, "status")
+	}
+	return nil
+}
+
+// Validate returns what the API server rejects u for on create, once
+// decoded and prepared (Decode, PrepareForCreate): its metadata, the OpenAPI
+// schema, list-type invariants and the CRD's CEL rules, in the order and
+// with the messages of apiextensions-apiserver's
+// customResourceStrategy.Validate. Like the API server it skips the CEL rules
+// when an earlier error means they could not run meaningfully. A namespaced
+// object must name its namespace, as the API server fills it in from the
+// request.
 func Validate(ctx context.Context, u *unstructured.Unstructured) field.ErrorList {
 	k, err := lookup(u.GroupVersionKind())
 	if err != nil {
 		return field.ErrorList{field.Invalid(field.NewPath("kind"), u.GetKind(), err.Error())}
 	}
 	obj := u.Object
-	if _, ok := obj["status"]; ok && k.hasStatus {
-		obj = maps.Clone(obj) // PrepareForCreate drops status
-		delete(obj, "status")
-	}
 	var errs field.ErrorList
 	errs = append(errs, validateMeta(ctx, k, obj)...)
 	errs = append(errs, apiservervalidation.ValidateCustomResource(nil, obj, k.validator)...)
