@@ -12,6 +12,10 @@ import (
 
 const head = "apiVersion: toolgate.dev/v1alpha1\nkind: Policy\nmetadata: {name: p}\n"
 
+// notChecked is the API server's note that it skipped the CEL rules after an
+// error that stops them.
+const notChecked = "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"
+
 // TestLoadErrors feeds malformed input of every kind and checks the exact
 // message a user sees: file, document, object, field and reason.
 func TestLoadErrors(t *testing.T) {
@@ -111,7 +115,7 @@ func TestLoadErrors(t *testing.T) {
 			files: map[string]string{"m.yaml": "apiVersion: toolgate.dev/v1alpha1\nkind: FrozenAgent\nmetadata: {name: f}\nspec: {agentId: a, expiresAt: tomorrow}\n"},
 			want: []string{
 				`m.yaml:doc 1: FrozenAgent/f: spec.expiresAt: Invalid value: "tomorrow": spec.expiresAt in body must be of type date-time: "tomorrow"`,
-				`m.yaml:doc 1: FrozenAgent/f: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation`,
+				`m.yaml:doc 1: FrozenAgent/f: Invalid value: null: ` + notChecked,
 			},
 		},
 		{
@@ -119,13 +123,26 @@ func TestLoadErrors(t *testing.T) {
 			files: map[string]string{"m.yaml": "apiVersion: toolgate.dev/v1alpha1\nkind: FrozenAgent\nmetadata: {name: f}\nspec: {agentId: a, expiresAt: 5}\n"},
 			want: []string{
 				`m.yaml:doc 1: FrozenAgent/f: spec.expiresAt: Invalid value: "int64": spec.expiresAt in body must be of type date-time: "int64"`,
-				`m.yaml:doc 1: FrozenAgent/f: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation`,
+				`m.yaml:doc 1: FrozenAgent/f: Invalid value: null: ` + notChecked,
 			},
 		},
 		{
 			name:  "metadata the API server cannot decode",
 			files: map[string]string{"m.yaml": "apiVersion: toolgate.dev/v1alpha1\nkind: FrozenAgent\nmetadata: {name: 5}\nspec: {agentId: a}\n"},
-			want:  []string{`m.yaml:doc 1: FrozenAgent: metadata: json: cannot unmarshal number into Go struct field ObjectMeta.name of type string`},
+			want:  []string{`m.yaml:doc 1: FrozenAgent: metadata.name: json: cannot unmarshal number into Go struct field ObjectMeta.name of type string`},
+		},
+		{
+			name:  "metadata that is not an object",
+			files: map[string]string{"m.yaml": "apiVersion: toolgate.dev/v1alpha1\nkind: FrozenAgent\nmetadata: 5\nspec: {agentId: a}\n"},
+			want:  []string{`m.yaml:doc 1: FrozenAgent: metadata: json: cannot unmarshal number into Go value of type v1.ObjectMeta`},
+		},
+		{
+			name:  "spec that is not an object",
+			files: map[string]string{"m.yaml": "apiVersion: toolgate.dev/v1alpha1\nkind: FrozenAgent\nmetadata: {name: f}\nspec: [agentId]\n"},
+			want: []string{
+				`m.yaml:doc 1: FrozenAgent/f: spec: Invalid value: "array": spec in body must be of type object: "array"`,
+				`m.yaml:doc 1: FrozenAgent/f: Invalid value: null: ` + notChecked,
+			},
 		},
 		{
 			name:  "unknown metadata field",

@@ -53,8 +53,12 @@ func admit(prefix string, doc []byte, fail func(field, msg string)) (*unstructur
 		return nil, false
 	}
 	unknown, err := crdschema.Decode(u)
+	if me := (*crdschema.MetadataError)(nil); errors.As(err, &me) {
+		fail(prefix+me.Field, me.Err.Error())
+		return nil, false
+	}
 	if err != nil {
-		fail(prefix+"metadata", strings.TrimPrefix(err.Error(), "metadata: "))
+		fail(strings.TrimSuffix(prefix, "."), err.Error())
 		return nil, false
 	}
 	for _, f := range unknown {

@@ -91,13 +91,17 @@ func createOnAPIServer(t *testing.T, doc []byte) (accepted bool, fields []string
 	return false, rejectedFields(status), err
 }
 
-// unknownField is how a strict decoding error names a field; it comes with
-// no causes.
-var unknownField = regexp.MustCompile(`unknown field "([^"]+)"`)
+// A decoding error comes with no causes: it names its field only in its
+// message, as unknown (strict field validation) or as the ObjectMeta field
+// that does not decode.
+var (
+	unknownField = regexp.MustCompile(`unknown field "([^"]+)"`)
+	badMetadata  = regexp.MustCompile(`Go struct field ObjectMeta\.(\w+) of type`)
+)
 
 // rejectedFields are the fields a rejection names: its causes' (without the
 // API server's "<nil>" for a message about the whole object), else those its
-// message names as unknown.
+// message names.
 func rejectedFields(status apierrors.APIStatus) []string {
 	s := status.Status()
 	var fields []string
@@ -111,6 +115,9 @@ func rejectedFields(status apierrors.APIStatus) []string {
 	if len(fields) == 0 {
 		for _, m := range unknownField.FindAllStringSubmatch(s.Message, -1) {
 			fields = append(fields, m[1])
+		}
+		for _, m := range badMetadata.FindAllStringSubmatch(s.Message, -1) {
+			fields = append(fields, "metadata."+m[1])
 		}
 	}
 	return testenv.Fields(fields)

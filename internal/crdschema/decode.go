@@ -1,12 +1,15 @@
 package crdschema
 
 import (
-	"fmt"
+	"encoding/json"
+	"maps"
+	"slices"
 
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
 	schemaobjectmeta "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
 	structuralpruning "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -16,8 +19,9 @@ import (
 // paths (strict validation rejects the object for them), drops nulls the
 // schema does not allow, then applies the CRD's defaults. The steps and their
 // order are those of apiextensions-apiserver's unstructuredSchemaCoercer
-// followed by its unstructuredDefaulter. An error means the API server could
-// not decode the object at all.
+// followed by its unstructuredDefaulter. An error (a *MetadataError when
+// metadata is not ObjectMeta) means the API server could not decode the
+// object at all.
 func Decode(u *unstructured.Unstructured) (unknownFields []string, err error) {
 	k, err := lookup(u.GroupVersionKind())
 	if err != nil {
@@ -27,7 +31,7 @@ func Decode(u *unstructured.Unstructured) (unknownFields []string, err error) {
 	meta, foundMeta, unknownMeta, err := schemaobjectmeta.GetObjectMetaWithOptions(obj,
 		schemaobjectmeta.ObjectMetaOptions{ReturnUnknownFieldPaths: true})
 	if err != nil {
-		return nil, fmt.Errorf("metadata: %w", err)
+		return nil, &MetadataError{Field: badMetadataField(obj["metadata"]), Err: err}
 	}
 	unknownFields = append(unknownFields, unknownMeta...)
 	unknownFields = append(unknownFields, structuralpruning.PruneWithOptions(obj, k.structural, true,
@@ -46,6 +50,33 @@ func Decode(u *unstructured.Unstructured) (unknownFields []string, err error) {
 	}
 	structuraldefaulting.Default(obj, k.structural)
 	return unknownFields, nil
+}
+
+// MetadataError is why the API server cannot decode an object's metadata
+// as ObjectMeta: its message, and the field it is about.
+type MetadataError struct {
+	Field string // "metadata" or "metadata.<key>"
+	Err   error
+}
+
+func (e *MetadataError) Error() string { return e.Field + ": " + e.Err.Error() }
+
+func (e *MetadataError) Unwrap() error { return e.Err }
+
+// badMetadataField finds which key of metadata does not decode: the decoder's
+// error names it only as a Go struct field.
+func badMetadataField(metadata any) string {
+	m, ok := metadata.(map[string]any)
+	if !ok {
+		return "metadata"
+	}
+	for _, key := range slices.Sorted(maps.Keys(m)) {
+		one, err := json.Marshal(map[string]any{key: m[key]})
+		if err != nil || json.Unmarshal(one, &metav1.ObjectMeta{}) != nil {
+			return "metadata." + key
+		}
+	}
+	return "metadata"
 }
 
 // Default applies the CRD's defaults (spec.defaultEffect: allow, say) to u,
