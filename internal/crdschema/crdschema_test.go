@@ -27,11 +27,14 @@ func object(t *testing.T, doc string) *unstructured.Unstructured {
 	return u
 }
 
+// fields lists each error's field and type, sorted: the schema validator
+// walks properties in map order.
 func fields(errs field.ErrorList) []string {
 	var out []string
 	for _, e := range errs {
 		out = append(out, e.Field+" "+e.Type.String())
 	}
+	slices.Sort(out)
 	return out
 }
 
@@ -99,9 +102,9 @@ spec: {rules: [{id: a, effect: allow}]}, status: {ruleCount: many}}`, nil},
 		{"CEL rule", `{apiVersion: toolgate.dev/v1alpha1, kind: FrozenAgent, metadata: {name: f, namespace: d}, spec: {agentId: " a "}}`,
 			[]string{"spec Invalid value"}},
 		{"CEL rules skipped after a blocking error", `{apiVersion: toolgate.dev/v1alpha1, kind: FrozenAgent, metadata: {name: f, namespace: d}, spec: {reason: r}}`,
-			[]string{"spec.agentId Required value", "<nil> Invalid value"}},
+			[]string{"<nil> Invalid value", "spec.agentId Required value"}},
 		{"a namespaced object needs its namespace", `{apiVersion: toolgate.dev/v1alpha1, kind: FrozenAgent, metadata: {name: f}, spec: {agentId: a}}`,
-			[]string{"metadata.namespace Required value", "<nil> Invalid value"}},
+			[]string{"<nil> Invalid value", "metadata.namespace Required value"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
