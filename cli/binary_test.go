@@ -63,7 +63,7 @@ func TestBinary(t *testing.T) {
 	}
 
 	dir := testenv.WriteTree(t, map[string]string{"p.yaml": "apiVersion: toolgate.dev/v1alpha1\nkind: Policy\nmetadata: {name: p}\nspec:\n  rules: [{id: r, effect: maybe}]\n"})
-	if o := exe("", "validate", "-f", dir); o.code != ExitProblems || !strings.Contains(o.stdout, `spec.rules[0].effect: must be allow or deny, not "maybe"`) {
+	if o := exe("", "validate", "-f", dir); o.code != ExitProblems || !strings.Contains(o.stdout, `spec.rules[0].effect: Unsupported value: "maybe": supported values: "allow", "deny"`) {
 		t.Errorf("validate: exit %d, stdout %q", o.code, o.stdout)
 	}
 	if o := exe("", "validate", "-f", samplesDir); o.code != 0 {

@@ -22,10 +22,13 @@ func TestValidateCleanManifests(t *testing.T) {
 
 // TestValidateReportsEveryProblem puts one of each problem the API server's
 // schema or the webhook rejects in a manifest set and expects each, located.
+// As in a cluster, the webhook's (engine) checks run only for a Policy the
+// schema accepted: a-schema.yaml breaks the schema, b-engine.yaml only what
+// the engine checks. Within an object, problems are ordered by field.
 func TestValidateReportsEveryProblem(t *testing.T) {
 	long := strings.Repeat("x", 1025)
 	dir := testenv.WriteTree(t, map[string]string{
-		"a-policies.yaml": `apiVersion: toolgate.dev/v1alpha1
+		"a-schema.yaml": `apiVersion: toolgate.dev/v1alpha1
 kind: Policy
 metadata: {name: Bad_Name, namespace: team-a}
 spec:
@@ -40,12 +43,6 @@ spec:
     description: ` + long + `
     conditions:
     - {field: input..command, operator: eq, value: x}
-    - {field: kwargs.amount, operator: gt, value: "1000"}
-    - {field: tool_name, operator: in}
-    - {field: tool_name, operator: eq, value: a, values: [b]}
-    - {field: input.command, operator: matches, value: "(?<=rm)x"}
-    - {field: tool_name, operator: exists, value: x}
-    - {field: input.command, operator: contains, value: [a]}
   - id: dup
     effect: allow
 ---
@@ -55,40 +52,57 @@ metadata: {namespace: team-a}
 spec:
   rules: []
 `,
-		"b-frozen.yaml": `apiVersion: toolgate.dev/v1alpha1
+		"b-engine.yaml": `apiVersion: toolgate.dev/v1alpha1
+kind: Policy
+metadata: {name: engine, namespace: team-a}
+spec:
+  rules:
+  - id: conditions
+    effect: deny
+    conditions:
+    - {field: kwargs.amount, operator: gt, value: "1000"}
+    - {field: tool_name, operator: in}
+    - {field: tool_name, operator: eq, value: a, values: [b]}
+    - {field: input.command, operator: matches, value: "(?<=rm)x"}
+    - {field: tool_name, operator: exists, value: x}
+    - {field: input.command, operator: contains, value: [a]}
+`,
+		"c-frozen.yaml": `apiVersion: toolgate.dev/v1alpha1
 kind: FrozenAgent
 metadata: {name: f}
 spec:
   reason: ` + long + `
 `,
-		"c-broken.yaml": "apiVersion: toolgate.dev/v1alpha1\nkind: Policy\nmetadata: {name: u}\nspec:\n  rules: [{id: a, effect: allow, when: x}]\n",
-		"d-ok.yaml":     fmt.Sprintf(denyBashPolicy, ""),
+		"d-broken.yaml": "apiVersion: toolgate.dev/v1alpha1\nkind: Policy\nmetadata: {name: u}\nspec:\n  rules: [{id: a, effect: allow, when: x}]\n",
+		"e-ok.yaml":     fmt.Sprintf(denyBashPolicy, ""),
 	})
 	o := run(t, "", "validate", "-f", dir)
 	if o.code != ExitProblems {
 		t.Errorf("exit %d, want %d; stderr %q", o.code, ExitProblems, o.stderr)
 	}
-	a, b, c := filepath.Join(dir, "a-policies.yaml"), filepath.Join(dir, "b-frozen.yaml"), filepath.Join(dir, "c-broken.yaml")
+	a, b := filepath.Join(dir, "a-schema.yaml"), filepath.Join(dir, "b-engine.yaml")
+	c, d := filepath.Join(dir, "c-frozen.yaml"), filepath.Join(dir, "d-broken.yaml")
 	want := []string{
 		a + `:doc 1: Policy/Bad_Name: metadata.name: Invalid value: "Bad_Name": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')`,
-		a + `:doc 1: Policy/Bad_Name: spec.defaultEffect: must be allow or deny, not "maybe"`,
-		a + `:doc 1: Policy/Bad_Name: spec.rules[0].id: rule id "Not_A_Label" must be lower-case letters, digits and '-', starting and ending with a letter or digit`,
-		a + `:doc 1: Policy/Bad_Name: spec.rules[0].effect: must be allow or deny, not "permit"`,
-		a + `:doc 1: Policy/Bad_Name: spec.rules[0].conditions[0].operator: unknown operator "like"`,
-		a + `:doc 1: Policy/Bad_Name: spec.rules[1].description: description is 1025 characters long, more than 1024`,
-		a + `:doc 1: Policy/Bad_Name: spec.rules[1].conditions[0].field: `,
-		a + `:doc 1: Policy/Bad_Name: spec.rules[1].conditions[1].value: operator gt needs a number value, not a string`,
-		a + `:doc 1: Policy/Bad_Name: spec.rules[1].conditions[2].values: operator in needs values (a list) or value`,
-		a + `:doc 1: Policy/Bad_Name: spec.rules[1].conditions[3].values: set value or values, not both`,
-		a + `:doc 1: Policy/Bad_Name: spec.rules[1].conditions[4].value: pattern "(?<=rm)x" does not compile: `,
-		a + `:doc 1: Policy/Bad_Name: spec.rules[1].conditions[5].value: operator exists takes no value`,
-		a + `:doc 1: Policy/Bad_Name: spec.rules[1].conditions[6].value: operator contains needs a string value, not `,
-		a + `:doc 1: Policy/Bad_Name: spec.rules[2].id: duplicate rule id "dup" (also rule 1)`,
+		a + `:doc 1: Policy/Bad_Name: spec.defaultEffect: Unsupported value: "maybe": supported values: "allow", "deny"`,
+		a + `:doc 1: Policy/Bad_Name: spec.rules[0].conditions[0].operator: Unsupported value: "like": supported values: "eq", "neq", `,
+		a + `:doc 1: Policy/Bad_Name: spec.rules[0].effect: Unsupported value: "permit": supported values: "allow", "deny"`,
+		a + `:doc 1: Policy/Bad_Name: spec.rules[0].id: Invalid value: "Not_A_Label": spec.rules[0].id in body should match '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'`,
+		a + `:doc 1: Policy/Bad_Name: spec.rules[1].conditions[0].field: Invalid value: "input..command": spec.rules[1].conditions[0].field in body should match `,
+		a + `:doc 1: Policy/Bad_Name: spec.rules[1].description: Too long: may not be more than 1024 bytes`,
+		a + `:doc 1: Policy/Bad_Name: spec.rules[2]: Duplicate value: {"id":"dup"}`,
 		a + `:doc 2: Policy: metadata.name: Required value: name or generateName is required`,
-		a + `:doc 2: Policy: spec.rules: a policy needs at least one rule`,
-		b + `:doc 1: FrozenAgent/f: spec.agentId: agentId is required`,
-		b + `:doc 1: FrozenAgent/f: spec.reason: reason is 1025 characters long, more than 1024`,
-		c + `:doc 1: Policy/u: spec.rules[0].when: unknown field`,
+		a + `:doc 2: Policy: spec.rules: Invalid value: 0: spec.rules in body should have at least 1 items`,
+		b + `:doc 1: Policy/engine: spec.rules[0].conditions[0].value: operator gt needs a number value, not a string`,
+		b + `:doc 1: Policy/engine: spec.rules[0].conditions[1].values: operator in needs values (a list) or value`,
+		b + `:doc 1: Policy/engine: spec.rules[0].conditions[2].values: set value or values, not both`,
+		b + `:doc 1: Policy/engine: spec.rules[0].conditions[3].value: pattern "(?<=rm)x" does not compile: `,
+		b + `:doc 1: Policy/engine: spec.rules[0].conditions[4].value: operator exists takes no value`,
+		b + `:doc 1: Policy/engine: spec.rules[0].conditions[5].value: operator contains needs a string value, not `,
+		c + `:doc 1: FrozenAgent/f: spec.agentId: Required value`,
+		c + `:doc 1: FrozenAgent/f: spec.reason: Too long: may not be more than 1024 bytes`,
+		c + `:doc 1: FrozenAgent/f: Invalid value: null: some validation rules were not checked because the object was invalid`,
+		d + `:doc 1: Policy/u: spec.rules[0].when: unknown field`,
 	}
 	lines := strings.Split(strings.TrimSuffix(o.stdout, "\n"), "\n")
 	if len(lines) != len(want) {
@@ -99,7 +113,8 @@ spec:
 			t.Errorf("problem %d:\n got %s\nwant %s...", i, lines[i], want[i])
 		}
 	}
-	if o.stderr != fmt.Sprintf("%d problem(s) in 3 Policy and 1 FrozenAgent object(s)\n", len(want)) {
+	// Every object read is counted, those the schema rejected included.
+	if o.stderr != fmt.Sprintf("%d problem(s) in 5 Policy and 1 FrozenAgent object(s)\n", len(want)) {
 		t.Errorf("stderr %q", o.stderr)
 	}
 }

@@ -4,12 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"regexp"
-	"strconv"
 	"strings"
-	"time"
-
-	sigsjson "sigs.k8s.io/json"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
 )
@@ -116,142 +111,6 @@ func readHeader(src Source, prefix string, doc []byte, errs *Errors) (header, bo
 	return h, true
 }
 
-// addObject decodes a Policy or FrozenAgent strictly: unknown and duplicate
-// fields are errors, as `kubectl apply` (strict field validation) makes them.
-func (s *Set) addObject(src Source, prefix string, h header, doc []byte, errs *Errors) {
-	fail := func(field, msg string) {
-		*errs = append(*errs, &Error{Source: src, Kind: h.kind, Name: h.name, Field: field, Message: msg})
-	}
-	if h.kind != kindPolicy && h.kind != kindFrozenAgent {
-		fail(prefix+"kind", fmt.Sprintf("unknown kind %q (apiVersion %q): toolgate reads %s and %s of %s",
-			h.kind, h.apiVersion, kindPolicy, kindFrozenAgent, v1alpha1.GroupVersion))
-		return
-	}
-	if h.apiVersion != v1alpha1.GroupVersion.String() {
-		fail(prefix+"apiVersion", fmt.Sprintf("unknown apiVersion %q for %s: want %s", h.apiVersion, h.kind, v1alpha1.GroupVersion))
-		return
-	}
-	var target any
-	var p v1alpha1.Policy
-	var f v1alpha1.FrozenAgent
-	if h.kind == kindPolicy {
-		target = &p
-	} else {
-		if field, msg, bad := checkExpiresAt(doc); bad {
-			fail(prefix+field, msg)
-			return
-		}
-		target = &f
-	}
-	strict, err := sigsjson.UnmarshalStrict(doc, target)
-	if err != nil {
-		field, msg := locateDecodeError(doc, err)
-		if field != "" {
-			field = prefix + field
-		}
-		fail(field, msg)
-		return
-	}
-	if len(strict) > 0 {
-		for _, e := range strict {
-			field, msg := "", e.Error()
-			if fe, ok := e.(sigsjson.FieldError); ok {
-				field = prefix + fe.FieldPath()
-				msg, _, _ = strings.Cut(msg, " \"")
-			}
-			fail(field, msg)
-		}
-		return
-	}
-	if h.kind == kindPolicy {
-		if p.Spec.DefaultEffect == "" {
-			p.Spec.DefaultEffect = v1alpha1.EffectAllow // the CRD default, as the API server applies it
-		}
-		s.Policies = append(s.Policies, Policy{Object: p, Source: src})
-		return
-	}
-	s.FrozenAgents = append(s.FrozenAgents, FrozenAgent{Object: f, Source: src})
-}
-
-// checkExpiresAt reports a spec.expiresAt that is not an RFC 3339 time. The
-// decoder's own error for it names no field.
-func checkExpiresAt(doc []byte) (field, msg string, bad bool) {
-	var v struct {
-		Spec struct {
-			ExpiresAt json.RawMessage `json:"expiresAt"`
-		} `json:"spec"`
-	}
-	if json.Unmarshal(doc, &v) != nil {
-		return "", "", false // the strict decode reports it, with its field
-	}
-	raw := bytes.TrimSpace(v.Spec.ExpiresAt)
-	if len(raw) == 0 || string(raw) == "null" {
-		return "", "", false
-	}
-	var str string
-	if json.Unmarshal(raw, &str) != nil {
-		return "spec.expiresAt", "must be an RFC 3339 time string, not " + jsonKind(raw), true
-	}
-	if _, err := time.Parse(time.RFC3339, str); err != nil {
-		return "spec.expiresAt", fmt.Sprintf("%q is not an RFC 3339 time (like 2030-01-31T17:00:00Z)", str), true
-	}
-	return "", "", false
-}
-
-var typeError = regexp.MustCompile(`^json: cannot unmarshal (\S+)( \S+)? into Go struct field [^ .]*\.(\S+) of type (\S+)$`)
-
-// locateDecodeError turns a decoder type error into the field path of the
-// offending value, with list indices, and a message in the manifest's terms.
-func locateDecodeError(doc []byte, err error) (field, msg string) {
-	m := typeError.FindStringSubmatch(err.Error())
-	if m == nil {
-		return "", strings.TrimPrefix(err.Error(), "json: ")
-	}
-	got, literal, path, want := m[1], strings.TrimSpace(m[2]), m[3], m[4]
-	msg = fmt.Sprintf("must be %s, not %s", goTypeWord(want), withArticle(got))
-	if literal != "" {
-		msg += " (" + literal + ")"
-	}
-	var v any
-	if json.Unmarshal(doc, &v) != nil {
-		return path, msg
-	}
-	if exact, ok := findValue(v, strings.Split(path, "."), "", got); ok {
-		return exact, msg
-	}
-	return path, msg
-}
-
-// findValue finds the first value of JSON kind want at a dotted path that
-// does not spell out list indices, trying each element of each list on the
-// way.
-func findValue(v any, segs []string, at string, want string) (string, bool) {
-	if list, ok := v.([]any); ok {
-		for i, e := range list {
-			if p, ok := findValue(e, segs, at+"["+strconv.Itoa(i)+"]", want); ok {
-				return p, true
-			}
-		}
-		return "", false
-	}
-	if len(segs) == 0 {
-		return at, kindWord(v) == want
-	}
-	obj, ok := v.(map[string]any)
-	if !ok {
-		return "", false
-	}
-	child, ok := obj[segs[0]]
-	if !ok {
-		return "", false
-	}
-	next := segs[0]
-	if at != "" {
-		next = at + "." + segs[0]
-	}
-	return findValue(child, segs[1:], next, want)
-}
-
 func kindWord(v any) string {
 	switch v.(type) {
 	case string:
@@ -286,25 +145,4 @@ func withArticle(kind string) string {
 		return "null"
 	}
 	return "a " + kind
-}
-
-// goTypeWord names a Go type the way a manifest author thinks of it.
-func goTypeWord(t string) string {
-	switch {
-	case t == "string" || t == "v1alpha1.Effect" || t == "v1alpha1.Operator":
-		return "a string"
-	case t == "v1.Time":
-		return "an RFC 3339 time string"
-	case strings.HasPrefix(t, "int") || strings.HasPrefix(t, "uint"):
-		return "an integer (" + t + ")"
-	case strings.HasPrefix(t, "float"):
-		return "a number"
-	case t == "bool":
-		return "a boolean"
-	case strings.HasPrefix(t, "[]"):
-		return "a list"
-	case strings.HasPrefix(t, "map[") || strings.Contains(t, "."):
-		return "an object"
-	}
-	return t
 }

@@ -12,6 +12,10 @@ import (
 
 const head = "apiVersion: toolgate.dev/v1alpha1\nkind: Policy\nmetadata: {name: p}\n"
 
+// notChecked is the API server's note that it skipped the CEL rules after an
+// error that stops them.
+const notChecked = "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"
+
 // TestLoadErrors feeds malformed input of every kind and checks the exact
 // message a user sees: file, document, object, field and reason.
 func TestLoadErrors(t *testing.T) {
@@ -87,27 +91,78 @@ func TestLoadErrors(t *testing.T) {
 		{
 			name:  "wrong type, located with its list index",
 			files: map[string]string{"m.yaml": head + "spec:\n  rules:\n  - {id: a, effect: allow}\n  - {id: b, effect: 5}\n"},
-			want:  []string{`m.yaml:doc 1: Policy/p: spec.rules[1].effect: must be a string, not a number`},
+			want: []string{
+				`m.yaml:doc 1: Policy/p: spec.rules[1].effect: Invalid value: "integer": spec.rules[1].effect in body must be of type string: "integer"`,
+				`m.yaml:doc 1: Policy/p: spec.rules[1].effect: Unsupported value: 5: supported values: "allow", "deny"`,
+			},
 		},
 		{
 			name:  "priority out of int32 range",
 			files: map[string]string{"m.yaml": head + "spec:\n  priority: 3000000000\n  rules: [{id: a, effect: allow}]\n"},
-			want:  []string{`m.yaml:doc 1: Policy/p: spec.priority: must be an integer (int32), not a number (3000000000)`},
+			// The API server's validator names the field only in its message.
+			want: []string{`m.yaml:doc 1: Policy/p: Invalid value: "": Checked value must be of type integer with format int32 in spec.priority`},
 		},
 		{
 			name:  "rule that is not an object",
 			files: map[string]string{"m.yaml": head + "spec:\n  rules: [deny-all]\n"},
-			want:  []string{`m.yaml:doc 1: Policy/p: spec.rules[0]: must be an object, not a string`},
+			want: []string{
+				`m.yaml:doc 1: Policy/p: spec.rules[0]: Invalid value: "string": spec.rules[0] in body must be of type object: "string"`,
+				`m.yaml:doc 1: Policy/p: spec.rules[0]: Invalid value: "deny-all": must be an object for an array of list-type map`,
+			},
 		},
 		{
 			name:  "expiresAt not a time",
 			files: map[string]string{"m.yaml": "apiVersion: toolgate.dev/v1alpha1\nkind: FrozenAgent\nmetadata: {name: f}\nspec: {agentId: a, expiresAt: tomorrow}\n"},
-			want:  []string{`m.yaml:doc 1: FrozenAgent/f: spec.expiresAt: "tomorrow" is not an RFC 3339 time (like 2030-01-31T17:00:00Z)`},
+			want: []string{
+				`m.yaml:doc 1: FrozenAgent/f: spec.expiresAt: Invalid value: "tomorrow": spec.expiresAt in body must be of type date-time: "tomorrow"`,
+				`m.yaml:doc 1: FrozenAgent/f: Invalid value: null: ` + notChecked,
+			},
 		},
 		{
 			name:  "expiresAt a number",
 			files: map[string]string{"m.yaml": "apiVersion: toolgate.dev/v1alpha1\nkind: FrozenAgent\nmetadata: {name: f}\nspec: {agentId: a, expiresAt: 5}\n"},
-			want:  []string{`m.yaml:doc 1: FrozenAgent/f: spec.expiresAt: must be an RFC 3339 time string, not a number`},
+			want: []string{
+				`m.yaml:doc 1: FrozenAgent/f: spec.expiresAt: Invalid value: "int64": spec.expiresAt in body must be of type date-time: "int64"`,
+				`m.yaml:doc 1: FrozenAgent/f: Invalid value: null: ` + notChecked,
+			},
+		},
+		{
+			name:  "metadata the API server cannot decode",
+			files: map[string]string{"m.yaml": "apiVersion: toolgate.dev/v1alpha1\nkind: FrozenAgent\nmetadata: {name: 5}\nspec: {agentId: a}\n"},
+			want:  []string{`m.yaml:doc 1: FrozenAgent: metadata.name: json: cannot unmarshal number into Go struct field ObjectMeta.name of type string`},
+		},
+		{
+			name:  "metadata that is not an object",
+			files: map[string]string{"m.yaml": "apiVersion: toolgate.dev/v1alpha1\nkind: FrozenAgent\nmetadata: 5\nspec: {agentId: a}\n"},
+			want:  []string{`m.yaml:doc 1: FrozenAgent: metadata: json: cannot unmarshal number into Go value of type v1.ObjectMeta`},
+		},
+		{
+			name:  "spec that is not an object",
+			files: map[string]string{"m.yaml": "apiVersion: toolgate.dev/v1alpha1\nkind: FrozenAgent\nmetadata: {name: f}\nspec: [agentId]\n"},
+			want: []string{
+				`m.yaml:doc 1: FrozenAgent/f: spec: Invalid value: "array": spec in body must be of type object: "array"`,
+				`m.yaml:doc 1: FrozenAgent/f: Invalid value: null: ` + notChecked,
+			},
+		},
+		{
+			name:  "unknown metadata field",
+			files: map[string]string{"m.yaml": "apiVersion: toolgate.dev/v1alpha1\nkind: FrozenAgent\nmetadata: {name: f, label: x}\nspec: {agentId: a}\n"},
+			want:  []string{`m.yaml:doc 1: FrozenAgent/f: metadata.label: unknown field`},
+		},
+		{
+			name:  "a CEL rule of the CRD, with its message",
+			files: map[string]string{"m.yaml": "apiVersion: toolgate.dev/v1alpha1\nkind: FrozenAgent\nmetadata: {name: f}\nspec: {agentId: \" a\"}\n"},
+			want:  []string{`m.yaml:doc 1: FrozenAgent/f: spec: Invalid value: agentId must not start or end with whitespace`},
+		},
+		{
+			name: "problems ordered by field, list indices by number",
+			files: map[string]string{"m.yaml": head + "spec:\n  rules: [{id: r0, effect: allow}, {id: r1, effect: allow}, {id: r2, effect: never},\n" +
+				"    {id: r3, effect: allow}, {id: r4, effect: allow}, {id: r5, effect: allow}, {id: r6, effect: allow},\n" +
+				"    {id: r7, effect: allow}, {id: r8, effect: allow}, {id: r9, effect: allow}, {id: r10, effect: never}]\n"},
+			want: []string{
+				`m.yaml:doc 1: Policy/p: spec.rules[2].effect: Unsupported value: "never": supported values: "allow", "deny"`,
+				`m.yaml:doc 1: Policy/p: spec.rules[10].effect: Unsupported value: "never": supported values: "allow", "deny"`,
+			},
 		},
 		{
 			name:  "document that is a scalar",

@@ -1,8 +1,10 @@
 // Package manifest reads Policy and FrozenAgent manifests
 // (toolgate.dev/v1alpha1) from files and directories the way kubectl would
 // send them to the API server: multi-document YAML or JSON, decoded strictly,
-// with the CRD defaults applied. Every problem names its file, document and
-// field, and every object keeps its source so later diagnostics can too.
+// with the CRD defaults applied and checked against the CRD schema as the API
+// server checks it (internal/crdschema). Every problem names its file,
+// document and field, and every object keeps its source so later diagnostics
+// can too.
 package manifest
 
 import (

@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -289,5 +290,23 @@ func TestLoadSkipsKustomizationFilesInDirectories(t *testing.T) {
 	// Named explicitly, it is what it is: an unknown kind.
 	if _, err := Load([]string{filepath.Join(dir, "kustomization.yaml")}, nil); err == nil || !strings.Contains(err.Error(), "Kustomization") {
 		t.Errorf("an explicit kustomization.yaml: %v", err)
+	}
+}
+
+// TestLoadKeepsOnlyWhatTheAPIServerStores: an object the schema rejects is
+// reported and counted, not loaded.
+func TestLoadKeepsOnlyWhatTheAPIServerStores(t *testing.T) {
+	dir := testenv.WriteTree(t, map[string]string{"m.yaml": fmt.Sprintf(policyYAML, "good") + "---\n" +
+		fmt.Sprintf(policyYAML, "Bad_Name") + "---\n" +
+		"apiVersion: toolgate.dev/v1alpha1\nkind: FrozenAgent\nmetadata: {name: f}\nspec: {reason: no agent}\n"})
+	s, err := Load([]string{dir}, nil)
+	if err == nil {
+		t.Fatal("no error for a bad name and a missing agentId")
+	}
+	if len(s.Policies) != 1 || s.Policies[0].Object.Name != "good" || len(s.FrozenAgents) != 0 {
+		t.Errorf("loaded %d policies, %d frozen agents; want only policy good", len(s.Policies), len(s.FrozenAgents))
+	}
+	if want := map[string]int{"Policy": 1, "FrozenAgent": 1}; !maps.Equal(s.Rejected, want) {
+		t.Errorf("Rejected %v, want %v", s.Rejected, want)
 	}
 }

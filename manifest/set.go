@@ -26,6 +26,9 @@ type Set struct {
 	// Skipped are files found in directories that hold no manifest (no
 	// apiVersion, kind, metadata or spec), such as example requests.
 	Skipped []string
+	// Rejected counts, by kind, the objects read that the API server would
+	// reject; Load's Errors say why, and they are in no list above.
+	Rejected map[string]int
 }
 
 // Len is the number of objects.
