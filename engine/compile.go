@@ -209,13 +209,13 @@ func (k *compiler) rule(d *diagnoser, ri int, r *Rule) crule {
 	switch {
 	case r.ID == "":
 		d.rulef(ri, r.ID, "id", "rule has no id")
-	case len(r.ID) > MaxRuleIDLength:
-		d.rulef(ri, r.ID, "id", "rule id is %d characters long, more than %d", len(r.ID), MaxRuleIDLength)
+	case chars(r.ID) > MaxRuleIDLength:
+		d.rulef(ri, r.ID, "id", "rule id is %d characters long, more than %d", chars(r.ID), MaxRuleIDLength)
 	case !ruleIDPattern.MatchString(r.ID):
 		d.rulef(ri, r.ID, "id", "rule id %q must be lower-case letters, digits and '-', starting and ending with a letter or digit", r.ID)
 	}
-	if len(r.Description) > MaxDescriptionLength {
-		d.rulef(ri, r.ID, "description", "description is %d characters long, more than %d", len(r.Description), MaxDescriptionLength)
+	if n := chars(r.Description); n > MaxDescriptionLength {
+		d.rulef(ri, r.ID, "description", "description is %d characters long, more than %d", n, MaxDescriptionLength)
 	}
 	if r.Effect != "allow" && r.Effect != "deny" {
 		d.rulef(ri, r.ID, "effect", "must be allow or deny, not %q", r.Effect)
@@ -270,6 +270,11 @@ func toolKeys(r *Rule) []string {
 	return nil
 }
 
+// chars counts characters as the CRD schema's maxLength does (Unicode code
+// points, not bytes), so a limit means the same in the engine and the API
+// server.
+func chars(s string) int { return utf8.RuneCountInString(s) }
+
 // truncate cuts s to at most n bytes on a rune boundary.
 func truncate(s string, n int) string {
 	if len(s) <= n {
@@ -296,13 +301,13 @@ func CheckFrozenAgent(f FrozenAgent) []Diagnostic {
 	switch {
 	case f.ID == "":
 		d.policyf(At("spec", "agentId"), "agentId is required")
-	case len(f.ID) > MaxAgentIDLength:
-		d.policyf(At("spec", "agentId"), "agentId is %d characters long, more than %d", len(f.ID), MaxAgentIDLength)
+	case chars(f.ID) > MaxAgentIDLength:
+		d.policyf(At("spec", "agentId"), "agentId is %d characters long, more than %d", chars(f.ID), MaxAgentIDLength)
 	case strings.TrimSpace(f.ID) != f.ID:
 		d.policyf(At("spec", "agentId"), "agentId must not start or end with whitespace")
 	}
-	if len(f.Reason) > MaxReasonLength {
-		d.policyf(At("spec", "reason"), "reason is %d characters long, more than %d", len(f.Reason), MaxReasonLength)
+	if n := chars(f.Reason); n > MaxReasonLength {
+		d.policyf(At("spec", "reason"), "reason is %d characters long, more than %d", n, MaxReasonLength)
 	}
 	return d.out
 }

@@ -309,3 +309,23 @@ func TestCheckFrozenAgent(t *testing.T) {
 		})
 	}
 }
+
+// Length limits count characters, as the CRD schema's maxLength does: a
+// multi-byte description within the limit in characters compiles.
+func TestLengthLimitsCountCharacters(t *testing.T) {
+	desc := func(n int) Policy {
+		return Policy{ID: "p", Rules: []Rule{{ID: "r", Effect: "deny", Description: strings.Repeat("é", n)}}}
+	}
+	if d := CheckPolicy(desc(MaxDescriptionLength)); len(d) != 0 {
+		t.Errorf("%d two-byte characters: %v", MaxDescriptionLength, d)
+	}
+	if d := CheckPolicy(desc(MaxDescriptionLength + 1)); len(d) != 1 || !strings.Contains(d[0].Message, "1025 characters") {
+		t.Errorf("%d characters: %v", MaxDescriptionLength+1, d)
+	}
+	if d := CheckFrozenAgent(FrozenAgent{ID: strings.Repeat("é", MaxAgentIDLength), Reason: strings.Repeat("ü", MaxReasonLength)}); len(d) != 0 {
+		t.Errorf("multi-byte agentId and reason within the limits: %v", d)
+	}
+	if d := CheckFrozenAgent(FrozenAgent{ID: strings.Repeat("é", MaxAgentIDLength+1)}); len(d) != 1 {
+		t.Errorf("agentId over the limit: %v", d)
+	}
+}
