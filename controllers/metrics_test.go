@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"testing"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/controllers"
 	"github.com/toolgate/toolgate/internal/testenv"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // The per-namespace gauges follow what is published, and go away with the

@@ -2,8 +2,9 @@ package engine_test
 
 import (
 	"encoding/json"
-	"github.com/toolgate/toolgate/engine"
 	"testing"
+
+	"github.com/toolgate/toolgate/engine"
 )
 
 func TestAppendJSONStringMatchesEncodingJSON(t *testing.T) {

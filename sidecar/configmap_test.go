@@ -2,13 +2,14 @@ package sidecar
 
 import (
 	"context"
-	"github.com/toolgate/toolgate/bundle"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolgate/toolgate/bundle"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"

@@ -2,8 +2,9 @@ package sidecar
 
 import (
 	"errors"
-	"github.com/toolgate/toolgate/bundle"
 	"time"
+
+	"github.com/toolgate/toolgate/bundle"
 
 	"github.com/toolgate/toolgate/engine"
 )

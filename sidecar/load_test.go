@@ -3,11 +3,12 @@ package sidecar
 import (
 	"bytes"
 	"errors"
-	"github.com/toolgate/toolgate/bundle"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/toolgate/toolgate/bundle"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 

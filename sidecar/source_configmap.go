@@ -3,8 +3,9 @@ package sidecar
 import (
 	"context"
 	"fmt"
-	"github.com/toolgate/toolgate/bundle"
 	"sync"
+
+	"github.com/toolgate/toolgate/bundle"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"

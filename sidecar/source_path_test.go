@@ -1,12 +1,13 @@
 package sidecar
 
 import (
-	"github.com/toolgate/toolgate/bundle"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolgate/toolgate/bundle"
 )
 
 // fileOnlyOptions keeps the poll interval long, so a reload in these tests

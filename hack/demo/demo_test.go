@@ -20,12 +20,18 @@ func TestDemo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// kubectl on PATH is a script that records its arguments, then execs
-	// the real kubectl: the test sees every command the demo ran.
-	shim, calls := t.TempDir(), filepath.Join(t.TempDir(), "calls")
-	script := "#!/bin/sh\nprintf '%s\\n' \"$*\" >> '" + calls + "'\nexec '" + kubectl + "' \"$@\"\n"
-	if err := os.WriteFile(filepath.Join(shim, "kubectl"), []byte(script), 0o755); err != nil {
+	curl, err := needCurl()
+	if err != nil {
 		t.Fatal(err)
+	}
+	// kubectl and curl on PATH are scripts that record their arguments,
+	// then exec the real programs: the test sees every command the demo ran.
+	shim, calls := t.TempDir(), t.TempDir()
+	for name, real := range map[string]string{"kubectl": kubectl, "curl": curl} {
+		script := "#!/bin/sh\nprintf '%s\\n' \"$*\" >> '" + filepath.Join(calls, name) + "'\nexec '" + real + "' \"$@\"\n"
+		if err := os.WriteFile(filepath.Join(shim, name), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	t.Setenv("PATH", shim+string(os.PathListSeparator)+os.Getenv("PATH"))
 
@@ -70,13 +76,32 @@ func TestDemo(t *testing.T) {
 			printed = append(printed, strings.TrimSuffix(cmd, " <<'YAML'"))
 		}
 	}
-	ranBytes, err := os.ReadFile(calls)
+	ranBytes, err := os.ReadFile(filepath.Join(calls, "kubectl"))
 	if err != nil {
 		t.Fatalf("kubectl never ran: %v", err)
 	}
 	ran := strings.Split(strings.TrimSpace(string(ranBytes)), "\n")
 	if !slices.Equal(printed, ran) {
 		t.Errorf("the demo printed\n  kubectl %s\nbut ran\n  kubectl %s", strings.Join(printed, "\n  kubectl "), strings.Join(ran, "\n  kubectl "))
+	}
+
+	// The same for curl (the shim records arguments unquoted), and each
+	// answer printed is the sidecar's own JSON, not a summary.
+	var asked []string
+	for _, l := range strings.Split(story, "\n") {
+		if cmd, ok := strings.CutPrefix(l, "$ curl "); ok {
+			asked = append(asked, strings.ReplaceAll(cmd, "'", ""))
+		}
+	}
+	curlBytes, err := os.ReadFile(filepath.Join(calls, "curl"))
+	if err != nil {
+		t.Fatalf("curl never ran: %v", err)
+	}
+	if curled := strings.Split(strings.TrimSpace(string(curlBytes)), "\n"); len(asked) != 5 || !slices.Equal(asked, curled) {
+		t.Errorf("the demo printed 5 curl commands?\n  curl %s\nand ran\n  curl %s", strings.Join(asked, "\n  curl "), strings.Join(curled, "\n  curl "))
+	}
+	if n := strings.Count(story, `"bundleRevision":"sha256:`); n != 5 {
+		t.Errorf("want the sidecar's 5 JSON answers printed, found %d", n)
 	}
 	if t.Failed() {
 		t.Log(story)

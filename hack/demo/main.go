@@ -40,6 +40,7 @@ func main() {
 type demo struct {
 	out        io.Writer
 	kubectl    string // the kubectl found on PATH
+	curl       string // the curl found on PATH
 	kubeconfig string
 	sidecar    string
 }
@@ -54,8 +55,22 @@ func needKubectl() (string, error) {
 	return path, nil
 }
 
+// needCurl is the curl on PATH, or an error saying how to get one.
+func needCurl() (string, error) {
+	path, err := exec.LookPath("curl")
+	if err != nil {
+		return "", fmt.Errorf("curl is not on PATH: the demo asks the sidecar with the real curl, as you would.\n" +
+			"Install it (Debian/Ubuntu: sudo apt-get install curl) and run make demo again")
+	}
+	return path, nil
+}
+
 func run(out io.Writer, keep bool) error {
 	kubectl, err := needKubectl()
+	if err != nil {
+		return err
+	}
+	curl, err := needCurl()
 	if err != nil {
 		return err
 	}
@@ -90,7 +105,7 @@ func run(out io.Writer, keep bool) error {
 		"--kubeconfig", cluster.Kubeconfig, "--listen", addr, "--decision-log", "stdout"); err != nil {
 		return err
 	}
-	d := &demo{out: out, kubectl: kubectl, kubeconfig: cluster.Kubeconfig, sidecar: addr}
+	d := &demo{out: out, kubectl: kubectl, curl: curl, kubeconfig: cluster.Kubeconfig, sidecar: addr}
 	say("==> the operator (toolgate manager, with its webhooks) and a sidecar on %s are running", addr)
 	say("==> the kubectl commands below run %s in %s, with", kubectl, testenv.RepoRoot())
 	say("$ export KUBECONFIG=%s", cluster.Kubeconfig)
@@ -116,11 +131,17 @@ func run(out io.Writer, keep bool) error {
 	}
 
 	say("\n--- 1. Read-only shell commands are allowed")
-	d.show(req("Bash", "demo-agent", "ls -la"))
+	if err := d.show(req("Bash", "demo-agent", "ls -la")); err != nil {
+		return err
+	}
 	say("\n--- 2. rm -rf is denied, with the rule's reason")
-	d.show(req("Bash", "demo-agent", "ls build && rm -rf build"))
+	if err := d.show(req("Bash", "demo-agent", "ls build && rm -rf build")); err != nil {
+		return err
+	}
 	say("\n--- 3. Payments above 1000 are denied")
-	d.show(pay)
+	if err := d.show(pay); err != nil {
+		return err
+	}
 
 	say("\n--- 4. A Policy with a regex RE2 cannot compile is rejected at apply time")
 	if msg, err := d.run(badPolicy, "apply", "-n", "demo", "-f", "-"); err == nil {
@@ -137,7 +158,9 @@ func run(out io.Writer, keep bool) error {
 		return fmt.Errorf("the freeze never reached the sidecar: %w", err)
 	}
 	say("    (the sidecar denied demo-agent %d ms after kubectl apply started)", time.Since(start).Milliseconds())
-	d.show(ls)
+	if err := d.show(ls); err != nil {
+		return err
+	}
 
 	say("\n--- 6. Unfreeze: allowed again")
 	if _, err := d.run("", "delete", "-n", "demo", "frozenagent", "freeze-demo-agent"); err != nil {
@@ -146,7 +169,9 @@ func run(out io.Writer, keep bool) error {
 	if err := waitUntil(10*time.Second, func() bool { return d.decide(ls).Decision == "allow" }); err != nil {
 		return fmt.Errorf("the unfreeze never reached the sidecar: %w", err)
 	}
-	d.show(ls)
+	if err := d.show(ls); err != nil {
+		return err
+	}
 
 	say("")
 	if _, err := d.run("", "get", "policies,frozenagents", "-n", "demo"); err != nil {
@@ -222,25 +247,37 @@ func (d *demo) decide(r map[string]any) decision {
 	return out
 }
 
-func (d *demo) show(r map[string]any) {
+// show prints the curl command a user would type, runs exactly that with
+// the curl on PATH, prints curl's answer, and sums it up in one line.
+func (d *demo) show(r map[string]any) error {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(r)
-	body := strings.TrimSpace(buf.String())
-	got := d.decide(r)
-	fmt.Fprintf(d.out, "$ curl -s -XPOST http://%s/v1/evaluate -d '%s'\n", d.sidecar, body)
-	line := "    => " + strings.ToUpper(got.Decision)
+	args := []string{"-s", "-XPOST", "http://" + d.sidecar + "/v1/evaluate", "-d", strings.TrimSpace(buf.String())}
+	line := "$ curl " + shellJoin(args)
+	fmt.Fprintln(d.out, line)
+	out, err := exec.Command(d.curl, args...).Output()
+	if err != nil {
+		return fmt.Errorf("%s: %w", line, err)
+	}
+	fmt.Fprintln(d.out, indent(strings.TrimSpace(string(out))))
+	var got decision
+	if err := json.Unmarshal(out, &got); err != nil {
+		return fmt.Errorf("%s: the sidecar's answer is not a decision: %w", line, err)
+	}
+	summary := "    => " + strings.ToUpper(got.Decision)
 	if got.Code != "" {
-		line += " " + got.Code
+		summary += " " + got.Code
 	}
 	if got.MatchedRule != "" {
-		line += fmt.Sprintf("  (policy %s, rule %s)", got.MatchedPolicy, got.MatchedRule)
+		summary += fmt.Sprintf("  (policy %s, rule %s)", got.MatchedPolicy, got.MatchedRule)
 	}
 	if got.Reason != "" {
-		line += ": " + got.Reason
+		summary += ": " + got.Reason
 	}
-	fmt.Fprintln(d.out, line)
+	fmt.Fprintln(d.out, summary)
+	return nil
 }
 
 // run prints the command line a user would type, runs exactly that with the
