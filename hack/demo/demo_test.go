@@ -16,11 +16,11 @@ import (
 // is kubectl's, and the decisions are real answers from a sidecar fed by the
 // operator.
 func TestDemo(t *testing.T) {
-	kubectl, err := needKubectl()
+	kubectl, err := need("kubectl")
 	if err != nil {
 		t.Fatal(err)
 	}
-	curl, err := needCurl()
+	curl, err := need("curl")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,32 +45,23 @@ type demo struct {
 	sidecar    string
 }
 
-// needKubectl is the kubectl on PATH, or an error saying how to get one.
-func needKubectl() (string, error) {
-	path, err := exec.LookPath("kubectl")
+// need is the named program on PATH, or an error saying how to get it: the
+// demo runs the real kubectl and curl, as a user would.
+func need(name string) (string, error) {
+	path, err := exec.LookPath(name)
 	if err != nil {
-		return "", fmt.Errorf("kubectl is not on PATH: the demo runs the real kubectl, as you would.\n" +
-			"Install it (Debian/Ubuntu: sudo apt-get install kubectl; others: https://kubernetes.io/docs/tasks/tools/) and run make demo again")
-	}
-	return path, nil
-}
-
-// needCurl is the curl on PATH, or an error saying how to get one.
-func needCurl() (string, error) {
-	path, err := exec.LookPath("curl")
-	if err != nil {
-		return "", fmt.Errorf("curl is not on PATH: the demo asks the sidecar with the real curl, as you would.\n" +
-			"Install it (Debian/Ubuntu: sudo apt-get install curl) and run make demo again")
+		return "", fmt.Errorf("%s is not on PATH: the demo runs the real %s, as you would.\n"+
+			"Install it (Debian/Ubuntu: sudo apt-get install %s; others: your package manager) and run make demo again", name, name, name)
 	}
 	return path, nil
 }
 
 func run(out io.Writer, keep bool) error {
-	kubectl, err := needKubectl()
+	kubectl, err := need("kubectl")
 	if err != nil {
 		return err
 	}
-	curl, err := needCurl()
+	curl, err := need("curl")
 	if err != nil {
 		return err
 	}
