@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/bundle"
-
 	"github.com/toolgate/toolgate/engine"
 )
 

@@ -8,10 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolgate/toolgate/bundle"
-
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/engine"
 )
 

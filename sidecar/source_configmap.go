@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/toolgate/toolgate/bundle"
-
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -14,6 +12,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/toolgate/toolgate/bundle"
 )
 
 // configMapSource watches the one bundle ConfigMap through the API. The
