@@ -75,7 +75,7 @@ func TestMalformedFlagsAreRejectedClearly(t *testing.T) {
 
 func TestValidateReportsEveryProblemAtOnce(t *testing.T) {
 	o := DefaultOptions()
-	o.Listen, o.DecisionLog = "nowhere", "syslog"
+	o.Listen, o.DecisionLog = []string{"nowhere"}, "syslog"
 	err := o.Validate()
 	if err == nil {
 		t.Fatal("accepted")

@@ -189,7 +189,7 @@ func TestDrivesASidecarOnAUnixSocket(t *testing.T) {
 	}
 	sock := filepath.Join(dir, "sidecar.sock")
 	o := sidecar.DefaultOptions()
-	o.Listen, o.BundleFile, o.DecisionLog = "unix:"+sock, bundle, sidecar.DecisionLogNone
+	o.Listen, o.BundleFile, o.DecisionLog = []string{"unix:" + sock}, bundle, sidecar.DecisionLogNone
 	o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)

@@ -63,7 +63,7 @@ func startSelf(ctx context.Context, rules int, logMode string) (string, func() e
 		return "", nil, err
 	}
 	o := sidecar.DefaultOptions()
-	o.Listen, o.BundleFile = "127.0.0.1:0", path
+	o.Listen, o.BundleFile = []string{"127.0.0.1:0"}, path
 	o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	o.DecisionLogWriter = io.Discard
 	if logMode == "none" {
