@@ -115,6 +115,8 @@ type Options struct {
 	// onMetricsListen is told the metrics listener's bound address (tests
 	// listen on port 0).
 	onMetricsListen func(net.Addr)
+	// beforeEvaluate becomes the Server's (tests hold evaluations open).
+	beforeEvaluate func(engine.Request)
 }
 
 // DefaultOptions are the flag defaults.

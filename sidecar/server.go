@@ -87,7 +87,7 @@ func New(opts Options) (*Server, error) {
 	if err := opts.validateServing(); err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, log: opts.Logger, maxEvaluating: int64(opts.MaxEvaluations)}
+	s := &Server{opts: opts, log: opts.Logger, maxEvaluating: int64(opts.MaxEvaluations), beforeEvaluate: opts.beforeEvaluate}
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
