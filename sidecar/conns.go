@@ -12,14 +12,17 @@ import (
 )
 
 // connLimiter caps the connections open on one listener. At the cap, a new
-// connection evicts the open one that has waited longest without a request
-// of it being evaluated: one still sending its headers or body, idle
-// between requests, or slow to take its response. A connection whose
-// request is being decoded and evaluated is never evicted (there are at
-// most --max-evaluations of those). So a flood of slow or idle connections
-// holds at most the cap, and a client that sends its request at once is
-// still served: its connection is the newest, the last to be evicted.
-// Only when every connection is busy evaluating is a new one refused.
+// connection evicts an open one: first the one that has waited longest
+// among those that never had a request evaluated (still sending headers or
+// a body, or silent since they connected), and only when there is none of
+// those, the one idle longest among the connections that did. A connection
+// whose request is being decoded and evaluated is never evicted (there are
+// at most --max-evaluations of those). So a flood of slow or idle
+// connections holds at most the cap without cutting the keep-alive
+// connections of a client that uses them, and a new client that sends its
+// request at once is served: its connection is the newest, the last to be
+// evicted. Only when every connection is busy evaluating is a new one
+// refused.
 //
 // Blocking Accept at the cap instead (netutil.LimitListener) would leave
 // new clients in the kernel's backlog until a timeout cut a slow
@@ -51,6 +54,7 @@ type trackedConn struct {
 	// of it is evaluated.
 	waitingSince atomic.Int64
 	busy         atomic.Bool
+	served       atomic.Bool // a request of it was evaluated
 	closeOnce    sync.Once
 	closeErr     error
 }
@@ -85,14 +89,23 @@ func (l *connLimiter) admit(tc *trackedConn) bool {
 	l.mu.Lock()
 	var victim *trackedConn
 	if len(l.conns) >= l.max {
-		oldest := int64(0)
+		var idle *trackedConn // the longest idle of those that were served
+		oldest, oldestIdle := int64(0), int64(0)
 		for c := range l.conns {
 			if c.busy.Load() {
 				continue
 			}
-			if since := c.waitingSince.Load(); victim == nil || since < oldest {
+			since := c.waitingSince.Load()
+			if c.served.Load() {
+				if idle == nil || since < oldestIdle {
+					idle, oldestIdle = c, since
+				}
+			} else if victim == nil || since < oldest {
 				victim, oldest = c, since
 			}
+		}
+		if victim == nil {
+			victim = idle
 		}
 		if victim == nil {
 			l.mu.Unlock()
@@ -174,6 +187,7 @@ func (c *trackedConn) setBusy() {
 func (c *trackedConn) setWaiting() {
 	if c != nil {
 		c.waitingSince.Store(monoNow())
+		c.served.Store(true)
 		c.busy.Store(false)
 	}
 }

@@ -177,6 +177,58 @@ func TestAConnectionFloodDoesNotLockOutAClient(t *testing.T) {
 	t.Logf("the oldest flooding connection had been closed (read returned after %v)", took)
 }
 
+// A client's keep-alive connection that has been served outlives a flood
+// of connections that never sent a whole request: they are evicted first,
+// however recently they arrived, so the client's next request on the same
+// connection is answered, not reset.
+func TestServedConnectionsAreEvictedLast(t *testing.T) {
+	o := testOptions()
+	o.MaxConnections = 4
+	o.ReadHeaderTimeout, o.ReadTimeout, o.IdleTimeout = time.Minute, time.Minute, time.Minute
+	addr, maddr := limitedRun(t, o)
+
+	client, err := net.Dial("tcp", addr)
+	must(t, err)
+	defer client.Close()
+	br := bufio.NewReader(client)
+	ask := func() string {
+		t.Helper()
+		must(t, client.SetDeadline(time.Now().Add(5*time.Second)))
+		if _, err := client.Write([]byte(rawRequest(`{"tool_name":"Bash"}`))); err != nil {
+			t.Fatalf("writing on the kept-alive connection: %v", err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("the kept-alive connection was cut: %v", err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return string(b)
+	}
+	if got := ask(); !strings.Contains(got, `"decision":"deny"`) {
+		t.Fatalf("first answer %q", got)
+	}
+	time.Sleep(20 * time.Millisecond) // the client's connection is now the oldest
+	var flood []net.Conn
+	defer func() {
+		for _, c := range flood {
+			c.Close()
+		}
+	}()
+	for range 20 {
+		c, err := net.Dial("tcp", addr)
+		must(t, err)
+		_, _ = c.Write([]byte("POST /v1/evaluate HTTP/1.1\r\n"))
+		flood = append(flood, c)
+	}
+	eventually(t, "the flood accepted", func() bool {
+		return metricValue(t, "http://"+maddr, "toolgate_sidecar_connections_evicted_total") >= 20-3
+	})
+	if got := ask(); !strings.Contains(got, `"decision":"deny"`) {
+		t.Errorf("second answer on the same connection %q", got)
+	}
+}
+
 // Connections whose requests are being evaluated are never evicted: when
 // every open connection is busy, a new one is refused instead.
 func TestBusyConnectionsAreNotEvicted(t *testing.T) {
