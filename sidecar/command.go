@@ -26,7 +26,11 @@ bundle, reloaded without blocking decisions. Exactly one bundle source:
 
 Before a bundle is loaded, and after the bundle ConfigMap is deleted, every decision is deny
 NO_POLICIES and /readyz answers 503. A corrupt bundle is rejected and the last good one keeps
-serving; so does an unreachable API server.`,
+serving; so does an unreachable API server.
+
+Serve agents on a Unix socket in a directory they cannot write (--listen unix:///path; a
+loopback port can be taken over by any process in the Pod). Every limit below denies or
+refuses, never waits or allows: past --max-evaluations a request is denied OVERLOADED.`,
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -59,7 +63,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.DecisionLogFlushInterval, "decision-log-flush-interval", o.DecisionLogFlushInterval, "longest an event waits in a partial batch for --decision-log-url")
 	fs.StringSliceVar(&o.LogFields, "log-fields", o.LogFields, "request fields to include in decision log lines (dotted paths, or * for the whole request); default: none beyond tool_name and the ids")
 	fs.StringArrayVar(&o.LogLabels, "decision-log-label", o.LogLabels, "KEY=VALUE added to every decision log line under \"labels\" (repeatable), e.g. cluster=prod-eu")
-	fs.IntVar(&o.MaxConnections, "max-connections", o.MaxConnections, "open connections per --listen address; at the limit a new one evicts the connection that has waited longest without a request being decided")
+	fs.IntVar(&o.MaxConnections, "max-connections", o.MaxConnections, "open connections per --listen address; at the limit a new one evicts the connection waiting longest that never had a request decided, else the one idle longest (never one being evaluated)")
 	fs.IntVar(&o.MetricsMaxConnections, "metrics-max-connections", o.MetricsMaxConnections, "open connections on --metrics-listen, evicted the same way")
 	fs.DurationVar(&o.ReadHeaderTimeout, "read-header-timeout", o.ReadHeaderTimeout, "longest a client may take to send a request's headers (both listeners)")
 	fs.DurationVar(&o.ReadTimeout, "read-timeout", o.ReadTimeout, "longest a client may take to send a whole request, headers and body (both listeners)")
