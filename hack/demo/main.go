@@ -38,7 +38,8 @@ func main() {
 type demo struct {
 	out        io.Writer
 	kubeconfig string
-	sidecar    string
+	socket     string // the sidecar's Unix socket, which the demo asks
+	client     *http.Client
 	kubectl    string
 	fallback   goKubectl
 }
@@ -71,17 +72,20 @@ func run(out io.Writer, keep, noKubectl bool) error {
 	if err != nil {
 		return err
 	}
+	// The socket, as in an injected Pod, where agents should ask; the port
+	// beside it for clients that cannot use one.
+	sock := filepath.Join(dir, "toolgate.sock")
 	if _, err := cluster.StartProcess("sidecar", bin, "sidecar", "--configmap", "demo/toolgate-bundle",
-		"--kubeconfig", cluster.Kubeconfig, "--listen", addr, "--decision-log", "stdout"); err != nil {
+		"--kubeconfig", cluster.Kubeconfig, "--listen", "unix://"+sock, "--listen", addr, "--decision-log", "stdout"); err != nil {
 		return err
 	}
-	d := &demo{out: out, kubeconfig: cluster.Kubeconfig, sidecar: addr, fallback: goKubectl{c: cluster.Client}}
+	d := &demo{out: out, kubeconfig: cluster.Kubeconfig, socket: sock, client: unixClient(sock), fallback: goKubectl{c: cluster.Client}}
 	if path, err := exec.LookPath("kubectl"); err == nil && !noKubectl {
 		d.kubectl = path
 	} else {
 		say("==> kubectl not found: the demo applies manifests with the Go client instead")
 	}
-	say("==> the operator (toolgate manager, with its webhooks) and a sidecar on %s are running", addr)
+	say("==> the operator (toolgate manager, with its webhooks) and a sidecar on %s and %s are running", sock, addr)
 
 	if _, err := d.kubectlRun("create", "namespace", "demo"); err != nil {
 		return err
@@ -161,7 +165,7 @@ func run(out io.Writer, keep, noKubectl bool) error {
 	}
 
 	if keep {
-		say("\n==> still running. Try:\n    export KUBECONFIG=%s\n    curl -s -XPOST http://%s/v1/evaluate -d '{\"tool_name\":\"Bash\",\"input\":{\"command\":\"rm -rf /\"}}'\n    Ctrl-C stops everything.", cluster.Kubeconfig, addr)
+		say("\n==> still running. Try:\n    export KUBECONFIG=%s\n    curl -s --unix-socket %s -XPOST http://sidecar/v1/evaluate -d '{\"tool_name\":\"Bash\",\"input\":{\"command\":\"rm -rf /\"}}'\n    curl -s -XPOST http://%s/v1/evaluate -d '{\"tool_name\":\"Read\"}'\n    Ctrl-C stops everything.", cluster.Kubeconfig, sock, addr)
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		<-ctx.Done()
@@ -207,7 +211,7 @@ type decision struct {
 
 func (d *demo) decide(r map[string]any) decision {
 	body, _ := json.Marshal(r)
-	resp, err := http.Post("http://"+d.sidecar+"/v1/evaluate", "application/json", bytes.NewReader(body))
+	resp, err := d.client.Post("http://sidecar/v1/evaluate", "application/json", bytes.NewReader(body))
 	if err != nil {
 		return decision{Decision: "error: " + err.Error()}
 	}
@@ -224,7 +228,7 @@ func (d *demo) show(r map[string]any) {
 	_ = enc.Encode(r)
 	body := strings.TrimSpace(buf.String())
 	got := d.decide(r)
-	fmt.Fprintf(d.out, "$ curl -s -XPOST http://%s/v1/evaluate -d '%s'\n", d.sidecar, body)
+	fmt.Fprintf(d.out, "$ curl -s --unix-socket %s -XPOST http://sidecar/v1/evaluate -d '%s'\n", d.socket, body)
 	line := "    => " + strings.ToUpper(got.Decision)
 	if got.Code != "" {
 		line += " " + got.Code
@@ -278,6 +282,14 @@ func waitUntil(timeout time.Duration, ok func() bool) error {
 		time.Sleep(50 * time.Millisecond)
 	}
 	return fmt.Errorf("not within %v", timeout)
+}
+
+// unixClient asks over the socket at path.
+func unixClient(path string) *http.Client {
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", path)
+		}}}
 }
 
 // sidecarAddr is 127.0.0.1:8181, the sidecar's default, when it is free.
