@@ -7,6 +7,7 @@ import (
 	"net"
 	"path"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -234,9 +235,11 @@ func InjectSidecar(pod *corev1.Pod, o InjectOptions) {
 // container and init container (kubelet makes an emptyDir 0777: the
 // read-only mount is what keeps the agent from replacing the socket), and
 // points TOOLGATE_URL at the sidecar where a container does not set it.
-// A container that already mounts something at that directory keeps its
-// own mount and gets the TCP address instead, when there is one.
-// Ephemeral containers are added after admission and get neither.
+// A container that already mounts something at that directory, or inside
+// it, keeps its own mounts and gets the TCP address instead, when there is
+// one. A TOOLGATE_URL in a container's env wins; one from envFrom does not
+// (Kubernetes lets env override envFrom), so set it in env. Ephemeral
+// containers are added after admission and get neither.
 func shareSocket(pod *corev1.Pod, o InjectOptions) {
 	tcpURL := ""
 	if o.Listen != "" {
@@ -260,8 +263,12 @@ func shareSocket(pod *corev1.Pod, o InjectOptions) {
 	}
 }
 
+// mountsAt tells whether c mounts anything at dir or inside it.
 func mountsAt(c *corev1.Container, dir string) bool {
-	return slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return path.Clean(m.MountPath) == dir })
+	return slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+		p := path.Clean(m.MountPath)
+		return p == dir || strings.HasPrefix(p, dir+"/")
+	})
 }
 
 // loopback is the address a client in the Pod dials for listen: a

@@ -294,7 +294,8 @@ func TestAgentContainersGetTheSocketReadOnly(t *testing.T) {
 	p.Spec.InitContainers = []corev1.Container{{Name: "setup", Image: "busybox"}}
 	p.Spec.Containers = append(p.Spec.Containers,
 		corev1.Container{Name: "own-url", Image: "python:3.12", Env: []corev1.EnvVar{{Name: EnvURL, Value: "http://127.0.0.1:8181"}}},
-		corev1.Container{Name: "own-dir", Image: "python:3.12", VolumeMounts: []corev1.VolumeMount{{Name: "mine", MountPath: "/var/run/toolgate/"}}})
+		corev1.Container{Name: "own-dir", Image: "python:3.12", VolumeMounts: []corev1.VolumeMount{{Name: "mine", MountPath: "/var/run/toolgate/"}}},
+		corev1.Container{Name: "inside-dir", Image: "python:3.12", VolumeMounts: []corev1.VolumeMount{{Name: "mine", MountPath: "/var/run/toolgate/cfg"}}})
 	p.Spec.Volumes = []corev1.Volume{{Name: "mine", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
 	stored := admit(t, p)
 	c := sidecarOf(t, &stored)
@@ -329,10 +330,11 @@ func TestAgentContainersGetTheSocketReadOnly(t *testing.T) {
 		mounted bool
 		url     string
 	}{
-		"setup":   {true, "unix:///var/run/toolgate/toolgate.sock"},
-		"agent":   {true, "unix:///var/run/toolgate/toolgate.sock"},
-		"own-url": {true, "http://127.0.0.1:8181"},
-		"own-dir": {false, "http://127.0.0.1:8181"},
+		"setup":      {true, "unix:///var/run/toolgate/toolgate.sock"},
+		"agent":      {true, "unix:///var/run/toolgate/toolgate.sock"},
+		"own-url":    {true, "http://127.0.0.1:8181"},
+		"own-dir":    {false, "http://127.0.0.1:8181"},
+		"inside-dir": {false, "http://127.0.0.1:8181"},
 	}
 	seen := 0
 	for _, list := range [][]corev1.Container{stored.Spec.InitContainers, stored.Spec.Containers} {
