@@ -13,9 +13,10 @@ import (
 
 // connLimiter caps the connections open on one listener. At the cap, a new
 // connection evicts an open one: first the one that has waited longest
-// among those that never had a request evaluated (still sending headers or
-// a body, or silent since they connected), and only when there is none of
-// those, the one idle longest among the connections that did. A connection
+// among those in the middle of nothing useful (silent since they
+// connected, or still sending a request's headers or body), and only when
+// there is none of those, the one idle longest among the keep-alive
+// connections waiting between two requests. A connection
 // whose request is being decoded and evaluated is never evicted (there are
 // at most --max-evaluations of those). So a flood of slow or idle
 // connections holds at most the cap without cutting the keep-alive
@@ -54,7 +55,7 @@ type trackedConn struct {
 	// of it is evaluated.
 	waitingSince atomic.Int64
 	busy         atomic.Bool
-	served       atomic.Bool // a request of it was evaluated
+	keptAlive    atomic.Bool // idle between two requests, not sending one
 	closeOnce    sync.Once
 	closeErr     error
 }
@@ -89,14 +90,14 @@ func (l *connLimiter) admit(tc *trackedConn) bool {
 	l.mu.Lock()
 	var victim *trackedConn
 	if len(l.conns) >= l.max {
-		var idle *trackedConn // the longest idle of those that were served
+		var idle *trackedConn // the longest idle of the kept-alive ones
 		oldest, oldestIdle := int64(0), int64(0)
 		for c := range l.conns {
 			if c.busy.Load() {
 				continue
 			}
 			since := c.waitingSince.Load()
-			if c.served.Load() {
+			if c.keptAlive.Load() {
 				if idle == nil || since < oldestIdle {
 					idle, oldestIdle = c, since
 				}
@@ -152,6 +153,9 @@ func trackConnState(c net.Conn, st http.ConnState) {
 	}
 	switch st {
 	case http.StateNew, http.StateActive, http.StateIdle:
+		// Idle comes only after a response: a client keeping its
+		// connection for the next call.
+		tc.keptAlive.Store(st == http.StateIdle)
 		tc.waitingSince.Store(monoNow())
 	case http.StateClosed, http.StateHijacked:
 		tc.l.forget(tc)
@@ -187,7 +191,6 @@ func (c *trackedConn) setBusy() {
 func (c *trackedConn) setWaiting() {
 	if c != nil {
 		c.waitingSince.Store(monoNow())
-		c.served.Store(true)
 		c.busy.Store(false)
 	}
 }

@@ -177,10 +177,10 @@ func TestAConnectionFloodDoesNotLockOutAClient(t *testing.T) {
 	t.Logf("the oldest flooding connection had been closed (read returned after %v)", took)
 }
 
-// A client's keep-alive connection that has been served outlives a flood
-// of connections that never sent a whole request: they are evicted first,
-// however recently they arrived, so the client's next request on the same
-// connection is answered, not reset.
+// A client's keep-alive connection, idle between two requests, outlives a
+// flood of connections that never sent a whole request: they are evicted
+// first, however recently they arrived, so the client's next request on the
+// same connection is answered, not reset.
 func TestServedConnectionsAreEvictedLast(t *testing.T) {
 	o := testOptions()
 	o.MaxConnections = 4
