@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 )
@@ -17,6 +18,12 @@ type EvalOptions struct {
 	Budget time.Duration
 	// Explain records a trace of every rule reached.
 	Explain bool
+	// MaxTrace bounds the trace: each rule in it and each of its
+	// conditions counts one entry (a condition carries up to MaxTraceValue
+	// bytes of resolved value). A rule that would take the trace past it is
+	// left out, with every rule after it, and TraceTruncated is set; the
+	// decision is the same. Zero or less means no bound.
+	MaxTrace int
 }
 
 // budgetCheckEvery is how many rules pass between clock reads: reading the
@@ -40,9 +47,33 @@ func (c *Compiled) Evaluate(req Request, opts EvalOptions) Result {
 	} else {
 		clk.start = clk.now()
 	}
-	res := c.evaluate(req, &opts, &clk)
+	tr := tracer{on: opts.Explain, left: opts.MaxTrace}
+	if tr.left <= 0 {
+		tr.left = math.MaxInt
+	}
+	res := c.evaluate(req, &opts, &clk, &tr)
+	res.Trace, res.TraceTruncated = tr.rules, tr.truncated
 	res.LatencyMs = float64(clk.elapsed().Nanoseconds()) / 1e6
 	return res
+}
+
+// tracer collects the trace of one evaluation, within its bound.
+type tracer struct {
+	on        bool
+	left      int // entries the trace may still take
+	rules     []TraceRule
+	truncated bool
+}
+
+// fits takes room for a rule of n conditions, or reports that there is none
+// left (and that the trace is truncated from here on).
+func (t *tracer) fits(n int) bool {
+	if t.truncated || 1+n > t.left {
+		t.truncated = true
+		return false
+	}
+	t.left -= 1 + n
+	return true
 }
 
 // clock reads the wall clock once, at the start; elapsed time then comes
@@ -59,7 +90,9 @@ func (k *clock) elapsed() time.Duration {
 	return k.now().Sub(k.start)
 }
 
-func (c *Compiled) evaluate(req Request, opts *EvalOptions, clk *clock) Result {
+// evaluate decides; the trace, when asked for, goes to tr, and Evaluate
+// puts it in the result.
+func (c *Compiled) evaluate(req Request, opts *EvalOptions, clk *clock, tr *tracer) Result {
 	start := clk.start
 	if c == nil {
 		return Result{Decision: Deny, Code: CodeNoPolicies, Reason: "no policy bundle is loaded"}
@@ -81,7 +114,6 @@ func (c *Compiled) evaluate(req Request, opts *EvalOptions, clk *clock) Result {
 	defer c.scratch.Put(s)
 	s.reset(req)
 
-	var trace []TraceRule
 	var allowP *cpolicy
 	var allowR *crule
 	tool, toolIsString := req["tool_name"].(string)
@@ -89,53 +121,53 @@ func (c *Compiled) evaluate(req Request, opts *EvalOptions, clk *clock) Result {
 	for pi := range c.policies {
 		p := &c.policies[pi]
 		if p.compileError != "" {
-			if opts.Explain {
-				trace = append(trace, TraceRule{PolicyID: p.id, RuleIndex: -1, CompileError: p.compileError})
+			if tr.on && tr.fits(0) {
+				tr.rules = append(tr.rules, TraceRule{PolicyID: p.id, RuleIndex: -1, CompileError: p.compileError})
 			}
 			return Result{Decision: Deny, Code: CodePolicyCompileError, Reason: p.compileError,
-				MatchedPolicyID: p.id, MatchedPolicyVersion: p.version, Trace: trace}
+				MatchedPolicyID: p.id, MatchedPolicyVersion: p.version}
 		}
 		it := p.candidates(tool, toolIsString)
 		for ri, ok := it.next(); ok; ri, ok = it.next() {
 			r := &p.rules[ri]
 			steps++
 			if steps%budgetCheckEvery == 0 && clk.elapsed() > budget {
-				return timeout(budget, steps, trace)
+				return timeout(budget, steps)
 			}
 			var matched bool
-			if opts.Explain {
+			if tr.on && tr.fits(len(r.conditions)) {
 				var t TraceRule
 				matched, t = c.explainRule(s, p, int(ri), r)
-				trace = append(trace, t)
+				tr.rules = append(tr.rules, t)
 			} else {
 				matched = c.ruleMatches(s, r)
 			}
 			if r.usesRegex && clk.elapsed() > budget {
-				return timeout(budget, steps, trace)
+				return timeout(budget, steps)
 			}
 			if !matched {
 				continue
 			}
 			if r.deny {
 				return Result{Decision: Deny, MatchedPolicyID: p.id, MatchedPolicyVersion: p.version,
-					MatchedRuleID: r.id, Reason: r.reason, Trace: trace}
+					MatchedRuleID: r.id, Reason: r.reason}
 			}
 			allowP, allowR = p, r
 		}
 	}
 	if allowR != nil {
 		return Result{Decision: Allow, MatchedPolicyID: allowP.id, MatchedPolicyVersion: allowP.version,
-			MatchedRuleID: allowR.id, Reason: allowR.reason, Trace: trace}
+			MatchedRuleID: allowR.id, Reason: allowR.reason}
 	}
 	first := &c.policies[0]
 	if first.defaultDeny {
-		return Result{Decision: Deny, Reason: first.defaultReason, Trace: trace}
+		return Result{Decision: Deny, Reason: first.defaultReason}
 	}
-	return Result{Decision: Allow, Trace: trace}
+	return Result{Decision: Allow}
 }
 
-func timeout(budget time.Duration, steps int, trace []TraceRule) Result {
-	return Result{Decision: Deny, Code: CodeEvalTimeout, Trace: trace,
+func timeout(budget time.Duration, steps int) Result {
+	return Result{Decision: Deny, Code: CodeEvalTimeout,
 		Reason: fmt.Sprintf("evaluation exceeded its %v budget after %d rules", budget, steps)}
 }
 

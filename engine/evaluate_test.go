@@ -539,6 +539,49 @@ func TestExplainTrace(t *testing.T) {
 	}
 }
 
+// An explain trace is bounded: past MaxTrace entries (a rule and each of
+// its conditions count one) the rules that follow are evaluated but not
+// traced, traceTruncated says so, and the decision does not change.
+func TestExplainTraceIsBounded(t *testing.T) {
+	t.Parallel()
+	rules := make([]Rule, 500)
+	for i := range rules {
+		rules[i] = allowRule(fmt.Sprintf("r%d", i), cond("tool_name", "eq", "Bash"), cond("input.command", "contains", "ls"))
+	}
+	rules = append(rules, denyRule("last", cond("input.command", "contains", "rm")))
+	c := mustCompile(t, Bundle{Policies: []Policy{{ID: "p", DefaultEffect: "allow", Rules: rules}}})
+	req := Request{"tool_name": "Bash", "input": map[string]any{"command": "ls; rm -rf /"}}
+	full := c.Evaluate(req, EvalOptions{Explain: true})
+	if full.TraceTruncated || len(full.Trace) != 501 || traceEntries(full.Trace) != 1502 {
+		t.Fatalf("unbounded trace: %d rules, %d entries, truncated %v", len(full.Trace), traceEntries(full.Trace), full.TraceTruncated)
+	}
+	for _, max := range []int{1, 2, 3, 4, 100, 1501, 1502} {
+		res := c.Evaluate(req, EvalOptions{Explain: true, MaxTrace: max})
+		if res.Decision != Deny || res.MatchedRuleID != "last" {
+			t.Errorf("max %d: decided %s by %q, want deny by last", max, res.Decision, res.MatchedRuleID)
+		}
+		n := traceEntries(res.Trace)
+		if n > max || n < max-2 || res.TraceTruncated != (max < 1502) {
+			t.Errorf("max %d: %d entries, truncated %v", max, n, res.TraceTruncated)
+		}
+		if len(res.Trace) > 0 && !reflect.DeepEqual(res.Trace, full.Trace[:len(res.Trace)]) {
+			t.Errorf("max %d: the bounded trace is not the start of the full one", max)
+		}
+		out, _ := res.AppendJSON(nil)
+		if strings.Contains(string(out), `"traceTruncated":true`) != res.TraceTruncated {
+			t.Errorf("max %d: JSON %s", max, out[len(out)-40:])
+		}
+	}
+}
+
+func traceEntries(trace []TraceRule) int {
+	n := 0
+	for _, r := range trace {
+		n += 1 + len(r.Conditions)
+	}
+	return n
+}
+
 // TestExplainTraceTruncatesOnRuneBoundary: a truncated multi-byte value must
 // stay valid UTF-8, or the JSON a user reads would carry U+FFFD garbage.
 func TestExplainTraceTruncatesOnRuneBoundary(t *testing.T) {

@@ -279,15 +279,22 @@ func FuzzEvaluate(f *testing.F) {
 			req = m
 		}
 		want := refEvaluate(bundle, req, t0)
-		for _, explain := range []bool{false, true} {
-			res := c.Evaluate(req, EvalOptions{Now: fixedClock(t0), Explain: explain})
+		// A bounded trace (cut short by some requests' length) must not
+		// change the decision either.
+		for _, o := range []EvalOptions{{}, {Explain: true}, {Explain: true, MaxTrace: 1 + len(doc)%5}} {
+			explain := o.Explain
+			o.Now = fixedClock(t0)
+			res := c.Evaluate(req, o)
 			checkInvariants(t, res)
 			got := refOutcome{res.Decision, res.Code, res.MatchedPolicyID, res.MatchedPolicyVersion, res.MatchedRuleID}
 			if got.Code != "" {
 				got.PolicyID, got.Version = "", 0
 			}
 			if got != want {
-				t.Fatalf("explain=%v: engine %+v, reference %+v for %s", explain, got, want, doc)
+				t.Fatalf("explain=%v max trace %d: engine %+v, reference %+v for %s", explain, o.MaxTrace, got, want, doc)
+			}
+			if n := traceEntries(res.Trace); o.MaxTrace > 0 && n > o.MaxTrace {
+				t.Fatalf("trace of %d entries, bound %d", n, o.MaxTrace)
 			}
 			if out, err := res.AppendJSON(nil); err != nil || !json.Valid(out) {
 				t.Fatalf("result JSON %q: %v", out, err)

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math"
 	"strconv"
 	"unicode/utf8"
 )
@@ -8,6 +9,15 @@ import (
 // fastMaxDepth is where the fast decoder hands over to encoding/json, whose
 // own limit (10000) and error then apply.
 const fastMaxDepth = 512
+
+// fastOutcome is how decodeFast ended.
+type fastOutcome int
+
+const (
+	fastDecoded  fastOutcome = iota // the value is exactly encoding/json's
+	fastDeclined                    // ask encoding/json, which also words the error
+	fastTooMany                     // more values than the limit: stop, decode nothing more
+)
 
 // decodeObjectFast decodes a request document without reflection. It
 // handles the common shape and nothing doubtful: on any syntax error,
@@ -17,26 +27,44 @@ const fastMaxDepth = 512
 // encoding/json would produce (FuzzFastDecoder checks this), and the rare
 // cases keep encoding/json's semantics without a copy of them here.
 func decodeObjectFast(doc []byte) (map[string]any, bool) {
-	p := fastParser{s: doc}
+	v, outcome := decodeFast(doc, 0)
+	return v, outcome == fastDecoded
+}
+
+// decodeFast is decodeObjectFast that also counts values: past maxElements
+// (when positive) it stops at once with fastTooMany, so a wide document
+// costs no more than the values it was allowed.
+func decodeFast(doc []byte, maxElements int) (map[string]any, fastOutcome) {
+	p := fastParser{s: doc, left: maxElements - 1} // the object itself is one
+	if maxElements <= 0 {
+		p.left = math.MaxInt
+	}
 	p.space()
 	if p.i >= len(p.s) || p.s[p.i] != '{' {
-		return nil, false
+		return nil, fastDeclined
 	}
 	v, ok := p.object()
 	if !ok {
-		return nil, false
+		if p.tooMany {
+			return nil, fastTooMany
+		}
+		return nil, fastDeclined
 	}
 	p.space()
 	if p.i != len(p.s) {
-		return nil, false
+		return nil, fastDeclined
 	}
-	return v, true
+	return v, fastDecoded
 }
 
 type fastParser struct {
 	s     []byte
 	i     int
 	depth int
+	// left is how many more values may be decoded; tooMany is set when a
+	// value beyond them was met.
+	left    int
+	tooMany bool
 	// scratch holds unescaped string bytes before they become a string.
 	scratch []byte
 }
@@ -54,6 +82,10 @@ func (p *fastParser) space() {
 
 func (p *fastParser) value() (any, bool) {
 	if p.i >= len(p.s) {
+		return nil, false
+	}
+	if p.left--; p.left < 0 {
+		p.tooMany = true
 		return nil, false
 	}
 	switch c := p.s[p.i]; {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -62,7 +63,39 @@ func checkFast(t *testing.T, doc []byte) (accepted bool) {
 	if !sameJSON(got, want) {
 		t.Fatalf("fast decoder read %q as %#v, encoding/json as %#v", doc, got, want)
 	}
+	// The scan the encoding/json fallback limits by counts what the fast
+	// decoder parsed (a repeated key's values included), so the limit
+	// means the same on both paths: the document passes at its count and
+	// fails one below.
+	n := countElements(doc, math.MaxInt)
+	if built := valuesIn(got); built > n { // fewer only when a key repeats
+		t.Fatalf("%q: built %d values, countElements says %d", doc, built, n)
+	}
+	for _, limit := range []int{n - 1, n} {
+		_, fast := DecodeRequestLimit(doc, limit)
+		_, std := decodeRequestStd(doc, limit)
+		want := limit > 0 && n > limit
+		if errors.Is(fast, ErrTooManyElements) != want || errors.Is(std, ErrTooManyElements) != want {
+			t.Fatalf("%q (%d values) with at most %d: fast path %v, encoding/json path %v", doc, n, limit, fast, std)
+		}
+	}
 	return true
+}
+
+// valuesIn counts v and every value inside it.
+func valuesIn(v any) int {
+	n := 1
+	switch x := v.(type) {
+	case []any:
+		for _, e := range x {
+			n += valuesIn(e)
+		}
+	case map[string]any:
+		for _, e := range x {
+			n += valuesIn(e)
+		}
+	}
+	return n
 }
 
 // Documents the fast path must take (or it is dead weight), each checked
@@ -217,7 +250,7 @@ func BenchmarkDecodeRequest(b *testing.B) {
 		for _, dec := range []struct {
 			name string
 			fn   func([]byte) (Request, error)
-		}{{"fast", DecodeRequest}, {"encoding-json", decodeRequestStd}} {
+		}{{"fast", DecodeRequest}, {"encoding-json", func(doc []byte) (Request, error) { return decodeRequestStd(doc, DefaultMaxElements) }}} {
 			b.Run(name+"/"+dec.name, func(b *testing.B) {
 				b.ReportAllocs()
 				b.SetBytes(int64(len(doc)))

@@ -2,7 +2,9 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -77,5 +79,56 @@ func TestRequestValidate(t *testing.T) {
 		if err := tc.req.Validate(); (err == nil) != tc.ok {
 			t.Errorf("Validate(%#v) = %v, want ok=%v", tc.req, err, tc.ok)
 		}
+	}
+}
+
+// Width is bounded like bytes are: a request with more JSON values than the
+// limit is refused on whichever path decodes it, with the error that says
+// so, and one at the limit is accepted.
+func TestDecodeRequestLimitsTheNumberOfValues(t *testing.T) {
+	wide := func(n int, elem, head string) []byte {
+		// The object, tool_name and args are three values; args holds the
+		// rest, after head.
+		return []byte(`{"tool_name":"t"` + head + `,"args":[` + strings.TrimSuffix(strings.Repeat(elem+",", n-3), ",") + `]}`)
+	}
+	for _, tc := range []struct {
+		name string
+		doc  []byte
+		max  int
+		ok   bool
+	}{
+		{"at the limit", wide(100, "{}", ""), 100, true},
+		{"one over", wide(101, "{}", ""), 100, false},
+		{"scalars", wide(10001, "1", ""), DefaultMaxElements, false},
+		{"a megabyte of empty objects", wide(340000, "{}", ""), DefaultMaxElements, false},
+		// A surrogate escape before the array sends the document to
+		// encoding/json: the same limit holds there.
+		{"fallback at the limit", wide(100, "[]", `,"s":"\ud83d\ude42"`), 101, true},
+		{"fallback one over", wide(101, "[]", `,"s":"\ud83d\ude42"`), 100, false},
+		{"fallback, wide", wide(200000, "0", `,"s":"\ud800"`), DefaultMaxElements, false},
+		{"nested values count", []byte(`{"tool_name":"t","a":{"b":[1,[2,{"c":null}]]}}`), 9, true},
+		{"nested values count, one over", []byte(`{"tool_name":"t","a":{"b":[1,[2,{"c":null}]]}}`), 8, false},
+		{"keys do not count", []byte(`{"tool_name":"t","a":{},"b":{},"c":{}}`), 5, true},
+		{"no limit", wide(20000, "{}", ""), 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := DecodeRequestLimit(tc.doc, tc.max)
+			if tc.ok {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				if req["tool_name"] != "t" {
+					t.Errorf("decoded %v", req["tool_name"])
+				}
+				return
+			}
+			if !errors.Is(err, ErrTooManyElements) || !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), fmt.Sprintf("more than %d", tc.max)) {
+				t.Errorf("error %v, want too many values, more than %d", err, tc.max)
+			}
+		})
+	}
+	// DecodeRequest has the default limit.
+	if _, err := DecodeRequest(wide(DefaultMaxElements+1, "0", "")); !errors.Is(err, ErrTooManyElements) {
+		t.Errorf("DecodeRequest past DefaultMaxElements: %v", err)
 	}
 }

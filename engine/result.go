@@ -34,6 +34,9 @@ type Result struct {
 	Reason               string      `json:"reason,omitempty"`
 	LatencyMs            float64     `json:"latencyMs"`
 	Trace                []TraceRule `json:"trace,omitempty"`
+	// TraceTruncated is set when EvalOptions.MaxTrace cut the trace short:
+	// rules after its last entry were evaluated but not traced.
+	TraceTruncated bool `json:"traceTruncated,omitempty"`
 }
 
 // TraceRule explains one rule the evaluation reached.
@@ -100,6 +103,9 @@ func (r Result) AppendJSON(dst []byte) ([]byte, error) {
 		}
 		dst = append(dst, `,"trace":`...)
 		dst = append(dst, t...)
+	}
+	if r.TraceTruncated {
+		dst = append(dst, `,"traceTruncated":true`...)
 	}
 	return append(dst, '}'), nil
 }

@@ -44,6 +44,28 @@ func TestValidateRejectsMalformedOptions(t *testing.T) {
 		{"sidecar metrics port", func(o *Options) { o.Webhooks.SidecarImage, o.Webhooks.SidecarMetrics = "img", 70000 }, "--sidecar-metrics-port"},
 		{"negative sidecar metrics port", func(o *Options) { o.Webhooks.SidecarImage, o.Webhooks.SidecarMetrics = "img", -1 }, "--sidecar-metrics-port"},
 		{"sidecar pull policy", func(o *Options) { o.Webhooks.SidecarImage, o.Webhooks.SidecarPullPolicy = "img", "Sometimes" }, "--sidecar-image-pull-policy"},
+		{"sidecar as root", func(o *Options) { o.Webhooks.SidecarImage, o.Webhooks.SidecarUID = "img", 0 }, "--sidecar-uid"},
+		{"negative sidecar uid", func(o *Options) { o.Webhooks.SidecarImage, o.Webhooks.SidecarUID = "img", -1 }, "--sidecar-uid"},
+		{"sidecar uid too big", func(o *Options) { o.Webhooks.SidecarImage, o.Webhooks.SidecarUID = "img", 1<<40 }, "--sidecar-uid"},
+		{"sidecar group root", func(o *Options) { o.Webhooks.SidecarImage, o.Webhooks.SidecarGID = "img", 0 }, "--sidecar-gid"},
+		{"relative socket", func(o *Options) { o.Webhooks.SidecarImage, o.Webhooks.SidecarSocket = "img", "run/toolgate.sock" }, "--sidecar-socket"},
+		{"socket with a variable", func(o *Options) { o.Webhooks.SidecarImage, o.Webhooks.SidecarSocket = "img", "/var/run/$(X)/tg.sock" }, "--sidecar-socket"},
+		{"socket path not clean", func(o *Options) {
+			o.Webhooks.SidecarImage, o.Webhooks.SidecarSocket = "img", "/var/run/../toolgate/tg.sock"
+		}, "--sidecar-socket"},
+		{"socket in /tmp", func(o *Options) { o.Webhooks.SidecarImage, o.Webhooks.SidecarSocket = "img", "/tmp/tg.sock" }, "--sidecar-socket"},
+		{"socket beside the token", func(o *Options) {
+			o.Webhooks.SidecarImage, o.Webhooks.SidecarSocket = "img", "/var/run/secrets/kubernetes.io/tg.sock"
+		}, "--sidecar-socket"},
+		{"socket in the cache", func(o *Options) {
+			o.Webhooks.SidecarImage, o.Webhooks.SidecarSocket = "img", "/var/cache/toolgate/tg.sock"
+		}, "--sidecar-socket"},
+		{"socket path too long", func(o *Options) {
+			o.Webhooks.SidecarImage, o.Webhooks.SidecarSocket = "img", "/var/run/toolgate/"+strings.Repeat("s", 100)+".sock"
+		}, "--sidecar-socket"},
+		{"neither socket nor port", func(o *Options) {
+			o.Webhooks.SidecarImage, o.Webhooks.SidecarSocket, o.Webhooks.SidecarListen = "img", "", ""
+		}, "--sidecar-socket"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -77,6 +99,14 @@ func TestValidateAcceptsGoodOptions(t *testing.T) {
 		func(o *Options) { o.Webhooks.SidecarImage = "ghcr.io/toolgate/toolgate:v0.1.0" },
 		func(o *Options) { o.Webhooks.SidecarImage, o.Webhooks.ClusterName = "img", "prod-eu_1.b" },
 		func(o *Options) { o.Webhooks.SidecarImage, o.Webhooks.SidecarMetrics = "img", 0 },
+		func(o *Options) { o.Webhooks.SidecarImage, o.Webhooks.SidecarSocket = "img", "" },
+		func(o *Options) { o.Webhooks.SidecarImage, o.Webhooks.SidecarListen = "img", "" },
+		func(o *Options) {
+			o.Webhooks.SidecarImage, o.Webhooks.SidecarSocket = "img", "/run/agent-gate/gate.sock"
+		},
+		func(o *Options) {
+			o.Webhooks.SidecarImage, o.Webhooks.SidecarUID, o.Webhooks.SidecarGID = "img", 1234, 5678
+		},
 	} {
 		o := validDefaults()
 		edit(&o)

@@ -3,6 +3,7 @@ package manager
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 
@@ -31,6 +32,9 @@ type WebhookOptions struct {
 	SidecarImage      string
 	SidecarPullPolicy string
 	SidecarListen     string
+	SidecarSocket     string
+	SidecarUID        int64
+	SidecarGID        int64
 	SidecarNative     bool
 	ClusterName       string
 	SidecarMetrics    int
@@ -46,6 +50,7 @@ func defaultWebhookOptions() WebhookOptions {
 		SecretName: "toolgate-webhook-certs", ServiceName: "toolgate-webhook",
 		ValidatingName: "toolgate-validating-webhook", MutatingName: "toolgate-mutating-webhook",
 		SidecarPullPolicy: string(corev1.PullIfNotPresent), SidecarListen: "127.0.0.1:8181", SidecarNative: true, SidecarMetrics: 9191,
+		SidecarSocket: webhook.DefaultSocket, SidecarUID: webhook.DefaultSidecarUID, SidecarGID: webhook.DefaultSidecarUID,
 		SidecarCPU: "10m", SidecarMemory: "64Mi", SidecarCPULimit: "500m",
 	}
 }
@@ -63,7 +68,10 @@ func (w *WebhookOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&w.MutatingName, "mutating-webhook-configuration", w.MutatingName, "MutatingWebhookConfiguration to keep the CA of")
 	fs.StringVar(&w.SidecarImage, "sidecar-image", w.SidecarImage, `image injected into Pods annotated toolgate.dev/inject: "true"; empty disables injection`)
 	fs.StringVar(&w.SidecarPullPolicy, "sidecar-image-pull-policy", w.SidecarPullPolicy, "pull policy of the injected sidecar")
-	fs.StringVar(&w.SidecarListen, "sidecar-listen", w.SidecarListen, "where the injected sidecar listens, on the Pod's loopback")
+	fs.StringVar(&w.SidecarListen, "sidecar-listen", w.SidecarListen, "where the injected sidecar also listens, on the Pod's loopback, for clients that cannot use the socket; empty: the socket only")
+	fs.StringVar(&w.SidecarSocket, "sidecar-socket", w.SidecarSocket, "the injected sidecar's Unix socket; its directory is an emptyDir mounted read-only into the Pod's other containers, whose TOOLGATE_URL points at it; empty: TCP only")
+	fs.Int64Var(&w.SidecarUID, "sidecar-uid", w.SidecarUID, "user the injected sidecar runs as: its own, neither root nor the agent's")
+	fs.Int64Var(&w.SidecarGID, "sidecar-gid", w.SidecarGID, "group the injected sidecar runs as")
 	fs.BoolVar(&w.SidecarNative, "sidecar-native", w.SidecarNative, "inject the sidecar as a restartable init container (Kubernetes 1.29+), started before the agent's containers; false appends it to the containers")
 	fs.IntVar(&w.SidecarMetrics, "sidecar-metrics-port", w.SidecarMetrics, "port on the Pod's IP where the injected sidecar serves /metrics (named tg-metrics, for a PodMonitor); 0 keeps metrics on its loopback listener only")
 	fs.StringVar(&w.ClusterName, "cluster-name", w.ClusterName, "this cluster's name, added as the label cluster to injected sidecars' decision log lines")
@@ -98,7 +106,22 @@ func (w WebhookOptions) setup(bundleConfigMap string) (webhook.Options, error) {
 	}
 	if w.SidecarImage != "" {
 		inject := &webhook.InjectOptions{Image: w.SidecarImage, ImagePullPolicy: corev1.PullPolicy(w.SidecarPullPolicy),
-			BundleConfigMap: bundleConfigMap, Listen: w.SidecarListen, Native: w.SidecarNative, ClusterName: w.ClusterName, MetricsPort: int32(w.SidecarMetrics)}
+			BundleConfigMap: bundleConfigMap, Listen: w.SidecarListen, Socket: w.SidecarSocket, RunAsUser: w.SidecarUID, RunAsGroup: w.SidecarGID,
+			Native: w.SidecarNative, ClusterName: w.ClusterName, MetricsPort: int32(w.SidecarMetrics)}
+		if w.SidecarSocket == "" && w.SidecarListen == "" {
+			errs = append(errs, errors.New("--sidecar-socket and --sidecar-listen are both empty: the injected sidecar needs one to answer on"))
+		}
+		if w.SidecarSocket != "" {
+			if err := webhook.ValidateSocket(w.SidecarSocket); err != nil {
+				errs = append(errs, fmt.Errorf("--sidecar-socket: %w", err))
+			}
+		}
+		if w.SidecarUID <= 0 || w.SidecarUID > math.MaxInt32 {
+			errs = append(errs, fmt.Errorf("--sidecar-uid: %d is not a user from 1 to %d (the sidecar never runs as root)", w.SidecarUID, math.MaxInt32))
+		}
+		if w.SidecarGID <= 0 || w.SidecarGID > math.MaxInt32 {
+			errs = append(errs, fmt.Errorf("--sidecar-gid: %d is not a group from 1 to %d", w.SidecarGID, math.MaxInt32))
+		}
 		if w.SidecarMetrics < 0 || w.SidecarMetrics > 65535 {
 			errs = append(errs, fmt.Errorf("--sidecar-metrics-port: %d is not 0 (off) or a port up to 65535", w.SidecarMetrics))
 		}

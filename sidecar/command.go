@@ -26,7 +26,11 @@ bundle, reloaded without blocking decisions. Exactly one bundle source:
 
 Before a bundle is loaded, and after the bundle ConfigMap is deleted, every decision is deny
 NO_POLICIES and /readyz answers 503. A corrupt bundle is rejected and the last good one keeps
-serving; so does an unreachable API server.`,
+serving; so does an unreachable API server.
+
+Serve agents on a Unix socket in a directory they cannot write (--listen unix:///path; a
+loopback port can be taken over by any process in the Pod). Every limit below denies or
+refuses, never waits or allows: past --max-evaluations a request is denied OVERLOADED.`,
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -42,7 +46,7 @@ serving; so does an unreachable API server.`,
 
 // AddFlags binds every option to a flag.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.Listen, "listen", o.Listen, "address to serve on: host:port, or unix:/path for a Unix socket")
+	fs.StringArrayVar(&o.Listen, "listen", o.Listen, "address to serve decisions on: host:port, or unix:/path (also unix:///path) for a Unix socket, created 0666; repeat to serve on several")
 	fs.StringVar(&o.MetricsListen, "metrics-listen", o.MetricsListen, "also serve GET /metrics, /healthz and /readyz (never decisions) here, e.g. :9191 for Prometheus; host:port or unix:/path")
 	fs.StringVar(&o.AgentID, "agent-id", o.AgentID, "the agent this sidecar decides for (from the downward API); a request's different agent_id is overridden and logged")
 	fs.StringVar(&o.ConfigMap, "configmap", o.ConfigMap, "bundle source: watch the ConfigMap NAMESPACE/NAME through the API")
@@ -54,9 +58,19 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.DecisionLog, "decision-log", o.DecisionLog, "where decision log lines go: stdout or none")
 	fs.StringVar(&o.DecisionLogURL, "decision-log-url", o.DecisionLogURL, "also POST decision log lines, batched as JSON arrays, to this http(s) URL")
 	fs.IntVar(&o.DecisionLogQueue, "decision-log-queue", o.DecisionLogQueue, "events each decision log sink may hold before it drops (and counts) new ones")
+	fs.IntVar(&o.DecisionLogQueueBytes, "decision-log-queue-bytes", o.DecisionLogQueueBytes, "bytes each decision log sink may hold (events with their strings and logged request fields) before it drops (and counts) new ones")
 	fs.IntVar(&o.DecisionLogBatch, "decision-log-batch", o.DecisionLogBatch, "events per batch sent to --decision-log-url")
 	fs.DurationVar(&o.DecisionLogFlushInterval, "decision-log-flush-interval", o.DecisionLogFlushInterval, "longest an event waits in a partial batch for --decision-log-url")
 	fs.StringSliceVar(&o.LogFields, "log-fields", o.LogFields, "request fields to include in decision log lines (dotted paths, or * for the whole request); default: none beyond tool_name and the ids")
 	fs.StringArrayVar(&o.LogLabels, "decision-log-label", o.LogLabels, "KEY=VALUE added to every decision log line under \"labels\" (repeatable), e.g. cluster=prod-eu")
+	fs.IntVar(&o.MaxConnections, "max-connections", o.MaxConnections, "open connections per --listen address; at the limit a new one evicts the connection waiting longest that never had a request decided, else the one idle longest (never one being evaluated)")
+	fs.IntVar(&o.MetricsMaxConnections, "metrics-max-connections", o.MetricsMaxConnections, "open connections on --metrics-listen, evicted the same way")
+	fs.DurationVar(&o.ReadHeaderTimeout, "read-header-timeout", o.ReadHeaderTimeout, "longest a client may take to send a request's headers (both listeners)")
+	fs.DurationVar(&o.ReadTimeout, "read-timeout", o.ReadTimeout, "longest a client may take to send a whole request, headers and body (both listeners)")
+	fs.DurationVar(&o.WriteTimeout, "write-timeout", o.WriteTimeout, "longest writing a response may take (both listeners)")
+	fs.DurationVar(&o.IdleTimeout, "idle-timeout", o.IdleTimeout, "how long a keep-alive connection may wait for its next request (both listeners)")
+	fs.IntVar(&o.MaxEvaluations, "max-evaluations", o.MaxEvaluations, "requests decoded and evaluated at once; more are denied OVERLOADED at once, never queued")
+	fs.IntVar(&o.MaxRequestElements, "max-request-elements", o.MaxRequestElements, "JSON values one request may hold (each object, array, string, number, boolean, null); more is a 400")
+	fs.IntVar(&o.MaxTrace, "max-trace", o.MaxTrace, "entries an ?explain=true trace may hold (each rule and each of its conditions counts one); past it the trace stops and says traceTruncated")
 	fs.StringSliceVar(&o.Redact, "redact", o.Redact, "request fields to replace with [REDACTED] in what --log-fields logs (a last segment * hides every child, e.g. input.*)")
 }

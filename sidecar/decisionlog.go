@@ -8,7 +8,9 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -40,32 +42,71 @@ type event struct {
 	// req is set only when --log-fields selects request fields. The
 	// handler never touches it after recording, so sinks may read it.
 	req engine.Request
+	// bodyBytes is the size of the request body: what req holds is
+	// counted as that much against the queue's byte bound.
+	bodyBytes int
+}
+
+// eventSize is the struct as a queue slot holds it.
+const eventSize = int64(unsafe.Sizeof(event{}))
+
+// size is what ev costs while it waits in a queue: its slot, the strings
+// it points to, and the request when it is kept for --log-fields.
+func (ev *event) size() int64 {
+	n := eventSize + int64(len(ev.idPrefix)+len(ev.toolName)+len(ev.agentID)+len(ev.requestedAgentID)+
+		len(ev.sessionID)+len(ev.toolUseID)+len(ev.framework)+len(ev.reason)+len(ev.policyID)+
+		len(ev.ruleID)+len(ev.revision)+len(ev.code))
+	if ev.req != nil {
+		n += int64(ev.bodyBytes)
+	}
+	return n
 }
 
 // sink is one destination with its own bounded queue: a slow HTTP sink
 // drops its own events without affecting stdout, and neither ever blocks
-// a decision.
+// a decision. The queue is bounded twice: in events (the channel, whose
+// slots are allocated up front) and in bytes (what the queued events hold,
+// strings and logged requests included, which the event count alone
+// leaves unbounded).
 type sink struct {
-	name    string
-	queue   chan event
-	full    prometheus.Counter
-	stop    chan struct{}
-	stopped chan struct{}
+	name     string
+	queue    chan event
+	bytes    atomic.Int64 // held by queued events, by event.size
+	maxBytes int64
+	full     prometheus.Counter
+	stop     chan struct{}
+	stopped  chan struct{}
 }
 
-func newSink(name string, size int, m *metrics) *sink {
-	return &sink{name: name, queue: make(chan event, size),
+// newSink sizes the channel to the smaller bound, so its slots alone never
+// take more than maxBytes.
+func newSink(name string, events, maxBytes int, m *metrics) *sink {
+	events = int(min(int64(events), max(1, int64(maxBytes)/eventSize)))
+	return &sink{name: name, queue: make(chan event, events), maxBytes: int64(maxBytes),
 		full: m.logDropped.WithLabelValues(name, "queue_full"),
 		stop: make(chan struct{}), stopped: make(chan struct{})}
 }
 
-// offer never waits: a full queue drops the event and counts it.
+// offer never waits: a queue full in events or bytes drops the event and
+// counts it.
 func (k *sink) offer(ev *event) {
+	n := ev.size()
+	if k.bytes.Add(n) > k.maxBytes {
+		k.bytes.Add(-n)
+		k.full.Inc()
+		return
+	}
 	select {
 	case k.queue <- *ev:
 	default:
+		k.bytes.Add(-n)
 		k.full.Inc()
 	}
+}
+
+// take is the only way events leave the queue: it returns their bytes.
+func (k *sink) take(ev *event) {
+	k.bytes.Add(-ev.size())
 }
 
 type decisionLog struct {
@@ -107,12 +148,12 @@ func newDecisionLog(o Options, m *metrics, log *slog.Logger) *decisionLog {
 		if w == nil {
 			w = os.Stdout
 		}
-		k := newSink("stdout", o.DecisionLogQueue, m)
+		k := newSink("stdout", o.DecisionLogQueue, o.DecisionLogQueueBytes, m)
 		go runWriterSink(k, w, format)
 		d.sinks = append(d.sinks, k)
 	}
 	if o.DecisionLogURL != "" {
-		k := newSink("http", o.DecisionLogQueue, m)
+		k := newSink("http", o.DecisionLogQueue, o.DecisionLogQueueBytes, m)
 		h := &httpSink{sink: k, url: o.DecisionLogURL, batch: o.DecisionLogBatch, every: o.DecisionLogFlushInterval,
 			format: format, failed: m.logDropped.WithLabelValues("http", "send_failed"), log: log}
 		go h.run()

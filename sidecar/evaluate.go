@@ -41,8 +41,9 @@ func (s *Server) badRequest(w http.ResponseWriter, format string, args ...any) {
 
 // evaluate answers POST /v1/evaluate. Every client mistake is a 400 with a
 // JSON error; anything else is a decision, including the sidecar's own
-// failures (a recovered panic is deny INTERNAL_ERROR), so a client never gets
-// a 500 or a dropped connection instead of one.
+// failures (a recovered panic is deny INTERNAL_ERROR) and overload (deny
+// OVERLOADED, at once), so a client never gets a 500, a dropped connection
+// or a wait instead of one.
 func (s *Server) evaluate(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	b := s.bufs.Get().(*buffers)
@@ -55,26 +56,51 @@ func (s *Server) evaluate(w http.ResponseWriter, r *http.Request) {
 			s.internalError(w, b, req, &ev, wrote, p)
 		}
 	}()
-	req, explain, ok := s.parse(w, r, b)
+	explain, ok := s.read(w, r, b)
 	if !ok {
 		wrote = true
+		return
+	}
+	ev.bodyBytes = len(b.in)
+	// Decoding and evaluating are what cost CPU and memory; past the cap a
+	// request is denied rather than queued, so a flood cannot build a
+	// backlog that delays every later decision.
+	if s.evaluating.Add(1) > s.maxEvaluating {
+		s.evaluating.Add(-1)
+		wrote = true
+		s.writeDeny(w, b, nil, &ev, CodeOverloaded, fmt.Sprintf(
+			"the sidecar is deciding %d requests already (--max-evaluations); denied to fail closed, retry shortly", s.maxEvaluating))
+		return
+	}
+	defer s.evaluating.Add(-1)
+	conn := connOf(r)
+	conn.setBusy()
+	defer conn.setWaiting()
+	req, err := engine.DecodeRequestLimit(b.in, s.opts.MaxRequestElements)
+	if err != nil {
+		wrote = true
+		if errors.Is(err, engine.ErrTooManyElements) {
+			s.badRequest(w, "%v; this sidecar's --max-request-elements is %d", err, s.opts.MaxRequestElements)
+		} else {
+			s.badRequest(w, "%v", err)
+		}
 		return
 	}
 	ev.toolName = stringField(req, "tool_name")
 	s.decide(w, b, req, explain, &ev, &wrote)
 }
 
-// parse reads and validates the request, answering 400 itself when it is
-// malformed.
-func (s *Server) parse(w http.ResponseWriter, r *http.Request, b *buffers) (engine.Request, bool, bool) {
+// read reads the request body into b.in, answering 400 itself when the
+// request is malformed.
+func (s *Server) read(w http.ResponseWriter, r *http.Request, b *buffers) (explain, ok bool) {
 	if r.ContentLength > MaxRequestBytes {
 		s.badRequest(w, "request body is %d bytes, more than the limit of %d", r.ContentLength, MaxRequestBytes)
-		return nil, false, false
+		return false, false
 	}
 	explain, err := explainParam(r)
 	if err != nil {
 		s.badRequest(w, "%v", err)
-		return nil, false, false
+		return false, false
 	}
 	b.in, err = readBody(b.in[:0], http.MaxBytesReader(w, r.Body, MaxRequestBytes))
 	if err != nil {
@@ -83,14 +109,9 @@ func (s *Server) parse(w http.ResponseWriter, r *http.Request, b *buffers) (engi
 		} else {
 			s.badRequest(w, "reading the request body: %v", err)
 		}
-		return nil, false, false
+		return false, false
 	}
-	req, err := engine.DecodeRequest(b.in)
-	if err != nil {
-		s.badRequest(w, "%v", err)
-		return nil, false, false
-	}
-	return req, explain, true
+	return explain, true
 }
 
 // readBody appends the whole body to dst, growing it as bytes.Buffer would
@@ -145,7 +166,10 @@ func (s *Server) decide(w http.ResponseWriter, b *buffers, req engine.Request, e
 		s.beforeEvaluate(req)
 	}
 	st := s.state.Load()
-	res := st.compiled.Evaluate(req, engine.EvalOptions{Explain: explain})
+	res := st.compiled.Evaluate(req, engine.EvalOptions{Explain: explain, MaxTrace: s.opts.MaxTrace})
+	if res.TraceTruncated {
+		s.metrics.traceTruncated.Inc()
+	}
 	out, err := res.AppendJSON(b.out[:0])
 	if err != nil {
 		panic(fmt.Sprintf("encoding the result: %v", err))
@@ -196,8 +220,13 @@ func (s *Server) internalError(w http.ResponseWriter, b *buffers, req engine.Req
 	if wrote {
 		return
 	}
-	res := engine.Result{Decision: engine.Deny, Code: CodeInternalError,
-		Reason: "the sidecar failed while deciding; denied to fail closed"}
+	s.writeDeny(w, b, req, ev, CodeInternalError, "the sidecar failed while deciding; denied to fail closed")
+}
+
+// writeDeny answers a deny the sidecar made itself, code saying why, and
+// logs it as a decision. req is nil when it was not decoded.
+func (s *Server) writeDeny(w http.ResponseWriter, b *buffers, req engine.Request, ev *event, code engine.Code, reason string) {
+	res := engine.Result{Decision: engine.Deny, Code: code, Reason: reason}
 	st := s.state.Load()
 	out, _ := res.AppendJSON(b.out[:0])
 	ev.id = s.nextID.Add(1)

@@ -28,6 +28,11 @@ type metrics struct {
 	reloadFailures     *prometheus.CounterVec
 	logDropped         *prometheus.CounterVec
 	identityMismatches prometheus.Counter
+	listenerUp         *prometheus.GaugeVec
+	connsOpen          *prometheus.GaugeVec
+	connsEvicted       *prometheus.CounterVec
+	connsRefused       *prometheus.CounterVec
+	traceTruncated     prometheus.Counter
 
 	// Resolving a labelled child hashes its labels; the common ones are
 	// resolved once so the hot path only increments.
@@ -79,15 +84,31 @@ func newMetrics(age func() float64) *metrics {
 	m.logDropped = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: metricPrefix + "decision_log_dropped_total", Help: "Decision log events dropped, by sink and reason.",
 	}, []string{"sink", "reason"})
+	m.listenerUp = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: metricPrefix + "listener_up", Help: "1 while a --listen address is served; 0 while another process holds it (whatever answers there is not toolgate) and it is retried.",
+	}, []string{"addr"})
+	m.connsOpen = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: metricPrefix + "connections_open", Help: "Connections open, by listener (capped by --max-connections and --metrics-max-connections).",
+	}, []string{"listener"})
+	m.connsEvicted = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: metricPrefix + "connections_evicted_total", Help: "Connections closed at the connection cap to admit a new one: the one waiting longest without a request being evaluated.",
+	}, []string{"listener"})
+	m.connsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: metricPrefix + "connections_refused_total", Help: "New connections closed at the connection cap because every open one was being evaluated.",
+	}, []string{"listener"})
+	m.traceTruncated = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: metricPrefix + "trace_truncated_total", Help: "Explain traces cut short at --max-trace entries.",
+	})
 	m.registry.MustRegister(m.decisions, m.latency, m.badRequests, m.internalErrors, m.identityMismatches,
 		m.bundleInfo, m.bundleLoaded, m.lastLoad, bundleAge, m.reloads, m.reloadFailures, m.logDropped,
+		m.listenerUp, m.connsOpen, m.connsEvicted, m.connsRefused, m.traceTruncated,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	m.common = map[decisionKey]prometheus.Counter{}
 	for _, k := range []decisionKey{
 		{engine.Allow, ""}, {engine.Deny, ""}, {engine.Deny, engine.CodeNoPolicies},
 		{engine.Deny, engine.CodeAgentFrozen}, {engine.Deny, engine.CodePolicyCompileError},
-		{engine.Deny, engine.CodeEvalTimeout}, {engine.Deny, CodeInternalError},
+		{engine.Deny, engine.CodeEvalTimeout}, {engine.Deny, CodeInternalError}, {engine.Deny, CodeOverloaded},
 	} {
 		m.common[k] = m.decisions.WithLabelValues(string(k.decision), string(k.code))
 	}

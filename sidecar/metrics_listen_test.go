@@ -48,7 +48,7 @@ func TestMetricsListenMistakes(t *testing.T) {
 		{"127.0.0.1:8181", ":http", "--metrics-listen"},
 	} {
 		o := testOptions()
-		o.BundleFile, o.Listen, o.MetricsListen = "b.json", tc.listen, tc.metrics
+		o.BundleFile, o.Listen, o.MetricsListen = "b.json", []string{tc.listen}, tc.metrics
 		if err := o.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("--listen %s --metrics-listen %s: %v, want %q", tc.listen, tc.metrics, err, tc.want)
 		}
@@ -64,7 +64,7 @@ func TestMetricsListenInUse(t *testing.T) {
 	}
 	defer taken.Close()
 	o := testOptions()
-	o.BundleFile, o.Listen, o.MetricsListen = filepath.Join(t.TempDir(), "b.json"), "127.0.0.1:0", taken.Addr().String()
+	o.BundleFile, o.Listen, o.MetricsListen = filepath.Join(t.TempDir(), "b.json"), []string{"127.0.0.1:0"}, taken.Addr().String()
 	err = Run(t.Context(), o, nil)
 	if err == nil || !strings.Contains(err.Error(), "--metrics-listen") {
 		t.Fatalf("Run with a taken metrics address: %v", err)

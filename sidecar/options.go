@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -26,11 +27,23 @@ const (
 
 const maxDecisionLogQueue = 1_000_000
 
+// Bounds on the limit flags: past them a value is a typo, not a tuning.
+const (
+	maxConnectionsLimit      = 100_000
+	maxEvaluationsLimit      = 100_000
+	minDecisionLogQueueBytes = 64 << 10
+	maxDecisionLogQueueBytes = 1 << 30
+	maxTimeout               = time.Hour
+)
+
 // Options configure one sidecar process. NewCommand fills them from flags;
 // tests and the load generator fill them directly.
 type Options struct {
-	// Listen is host:port, or unix:/path for a Unix socket.
-	Listen string
+	// Listen are the addresses decisions are served on, each host:port,
+	// or unix:/path (also unix:///path) for a Unix socket. Injected
+	// sidecars serve a socket in a directory only they can write, and the
+	// loopback port for clients that cannot use a socket.
+	Listen []string
 	// MetricsListen, when set, also serves /metrics, /healthz and /readyz
 	// (never decisions) there: Prometheus cannot reach a loopback listener.
 	MetricsListen string
@@ -71,6 +84,30 @@ type Options struct {
 	// namespace and pod decided.
 	LogLabels []string
 
+	// DecisionLogQueueBytes bounds each sink's queue in bytes (the events
+	// and the strings and request they hold), beside DecisionLogQueue in
+	// events: whichever is reached first drops new events, counted.
+	DecisionLogQueueBytes int
+
+	// Limits that keep a flood of connections or requests from starving
+	// the sidecar. MaxConnections is per decision listener; at it, a new
+	// connection evicts the one that has waited longest without a request
+	// being evaluated (see connLimiter), so slow or idle connections cannot
+	// lock out a client that sends its request at once.
+	MaxConnections        int
+	MetricsMaxConnections int
+	ReadHeaderTimeout     time.Duration
+	ReadTimeout           time.Duration // the whole request, headers and body
+	WriteTimeout          time.Duration
+	IdleTimeout           time.Duration
+	// MaxEvaluations bounds the requests decoded and evaluated at once;
+	// beyond it a request is denied OVERLOADED at once, never waited for.
+	MaxEvaluations int
+	// MaxRequestElements bounds the JSON values in a request (400 past it).
+	MaxRequestElements int
+	// MaxTrace bounds an explain trace, in entries (engine.EvalOptions).
+	MaxTrace int
+
 	// Not flags: where decision log lines and operational logs go
 	// (os.Stdout and a stderr text logger when nil).
 	DecisionLogWriter io.Writer
@@ -78,17 +115,33 @@ type Options struct {
 	// onMetricsListen is told the metrics listener's bound address (tests
 	// listen on port 0).
 	onMetricsListen func(net.Addr)
+	// beforeEvaluate becomes the Server's (tests hold evaluations open).
+	beforeEvaluate func(engine.Request)
 }
 
 // DefaultOptions are the flag defaults.
 func DefaultOptions() Options {
 	return Options{
-		Listen:                   "127.0.0.1:8181",
+		Listen:                   []string{"127.0.0.1:8181"},
 		PollInterval:             10 * time.Second,
 		DecisionLog:              DecisionLogStdout,
 		DecisionLogQueue:         10000,
+		DecisionLogQueueBytes:    8 << 20,
 		DecisionLogBatch:         100,
 		DecisionLogFlushInterval: time.Second,
+		// One agent's calls arrive over a handful of connections, each
+		// decided in microseconds; these leave ample room for that and
+		// bound what a flood can hold: 128 connections of at most 1 MiB
+		// bodies, 32 decodings of at most 10,000 values.
+		MaxConnections:        128,
+		MetricsMaxConnections: 16,
+		ReadHeaderTimeout:     2 * time.Second,
+		ReadTimeout:           5 * time.Second,
+		WriteTimeout:          5 * time.Second,
+		IdleTimeout:           60 * time.Second,
+		MaxEvaluations:        32,
+		MaxRequestElements:    engine.DefaultMaxElements,
+		MaxTrace:              2000,
 	}
 }
 
@@ -124,16 +177,27 @@ func (o *Options) validateSource() error {
 func (o *Options) validateServing() error {
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if err := validateListen(o.Listen); err != nil {
-		add("--listen: %v", err)
+	if len(o.Listen) == 0 {
+		add("--listen: at least one address is required")
+	}
+	seen := map[string]bool{}
+	for _, addr := range o.Listen {
+		if err := validateListen(addr); err != nil {
+			add("--listen: %v", err)
+		} else if key, fixed := listenKey(addr); fixed && seen[key] {
+			add("--listen %s is given twice", addr)
+		} else {
+			seen[key] = true
+		}
 	}
 	if o.MetricsListen != "" {
 		if err := validateListen(o.MetricsListen); err != nil {
 			add("--metrics-listen: %v", err)
-		} else if o.MetricsListen == o.Listen && !strings.HasSuffix(o.Listen, ":0") { // :0 picks a free port each
-			add("--metrics-listen must differ from --listen (%s)", o.Listen)
+		} else if key, fixed := listenKey(o.MetricsListen); fixed && seen[key] {
+			add("--metrics-listen must differ from --listen (%s)", o.MetricsListen)
 		}
 	}
+	errs = append(errs, o.validateLimits())
 	if len(o.AgentID) > engine.MaxAgentIDLength {
 		add("--agent-id is %d characters long, more than %d", len(o.AgentID), engine.MaxAgentIDLength)
 	}
@@ -172,6 +236,43 @@ func (o *Options) validateServing() error {
 	return errors.Join(errs...)
 }
 
+// validateLimits checks the flags that bound connections, requests and
+// the decision log's memory.
+func (o *Options) validateLimits() error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	for _, c := range []struct {
+		flag      string
+		v, lo, hi int
+	}{
+		{"--max-connections", o.MaxConnections, 1, maxConnectionsLimit},
+		{"--metrics-max-connections", o.MetricsMaxConnections, 1, maxConnectionsLimit},
+		{"--max-evaluations", o.MaxEvaluations, 1, maxEvaluationsLimit},
+		{"--max-request-elements", o.MaxRequestElements, 1, MaxRequestBytes},
+		{"--max-trace", o.MaxTrace, 1, 10_000_000},
+		{"--decision-log-queue-bytes", o.DecisionLogQueueBytes, minDecisionLogQueueBytes, maxDecisionLogQueueBytes},
+	} {
+		if c.v < c.lo || c.v > c.hi {
+			add("%s must be from %d to %d, not %d", c.flag, c.lo, c.hi, c.v)
+		}
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{
+		{"--read-header-timeout", o.ReadHeaderTimeout}, {"--read-timeout", o.ReadTimeout},
+		{"--write-timeout", o.WriteTimeout}, {"--idle-timeout", o.IdleTimeout},
+	} {
+		if d.v <= 0 || d.v > maxTimeout {
+			add("%s must be positive and at most %v, not %v", d.flag, maxTimeout, d.v)
+		}
+	}
+	if o.ReadHeaderTimeout > o.ReadTimeout && o.ReadTimeout > 0 {
+		add("--read-header-timeout (%v) must not exceed --read-timeout (%v), which covers the headers too", o.ReadHeaderTimeout, o.ReadTimeout)
+	}
+	return errors.Join(errs...)
+}
+
 func (o *Options) sourceCount() int {
 	n := 0
 	for _, s := range []string{o.ConfigMap, o.BundleDir, o.BundleFile} {
@@ -200,12 +301,48 @@ func ParseConfigMapRef(ref string) (namespace, name string, err error) {
 // unixPrefix marks a Unix socket in --listen.
 const unixPrefix = "unix:"
 
-func validateListen(addr string) error {
-	if path, ok := strings.CutPrefix(addr, unixPrefix); ok {
-		if path == "" {
-			return fmt.Errorf("%q names no socket path", addr)
+// maxSocketPath is what fits in sockaddr_un's sun_path on Linux (108 bytes
+// with the terminating NUL).
+const maxSocketPath = 107
+
+// socketPath reads a Unix socket address: unix:/abs/path, unix:rel/path,
+// or the URL form unix:///abs/path (TOOLGATE_URL's). isUnix is false for
+// host:port.
+func socketPath(addr string) (path string, isUnix bool, err error) {
+	rest, isUnix := strings.CutPrefix(addr, unixPrefix)
+	if !isUnix {
+		return "", false, nil
+	}
+	if after, isURL := strings.CutPrefix(rest, "//"); isURL {
+		if !strings.HasPrefix(after, "/") {
+			return "", true, fmt.Errorf("%q names a host; a socket URL is unix:///absolute/path", addr)
 		}
-		return nil
+		rest = after
+	}
+	switch {
+	case rest == "":
+		return "", true, fmt.Errorf("%q names no socket path", addr)
+	case len(rest) > maxSocketPath:
+		return "", true, fmt.Errorf("%q: the socket path is %d bytes, more than the %d a Unix socket address holds", addr, len(rest), maxSocketPath)
+	case strings.ContainsRune(rest, 0):
+		return "", true, fmt.Errorf("%q: the socket path holds a NUL byte", addr)
+	}
+	return rest, true, nil
+}
+
+// listenKey identifies an address, so the same socket spelled two ways
+// counts as given twice. Port 0 is never a duplicate: it picks a free port
+// each time.
+func listenKey(addr string) (key string, fixed bool) {
+	if path, isUnix, err := socketPath(addr); isUnix && err == nil {
+		return unixPrefix + filepath.Clean(path), true
+	}
+	return addr, !strings.HasSuffix(addr, ":0")
+}
+
+func validateListen(addr string) error {
+	if _, isUnix, err := socketPath(addr); isUnix {
+		return err
 	}
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {

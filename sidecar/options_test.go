@@ -24,6 +24,30 @@ func TestMalformedFlagsAreRejectedClearly(t *testing.T) {
 		{"listen port not a number", []string{file, "--listen=127.0.0.1:http"}, "port"},
 		{"listen bad host", []string{file, "--listen=bad_host!:80"}, "host"},
 		{"listen empty unix path", []string{file, "--listen=unix:"}, "socket path"},
+		{"listen unix URL with a host", []string{file, "--listen=unix://host/run/toolgate.sock"}, "names a host"},
+		{"listen unix URL without a path", []string{file, "--listen=unix://"}, "names a host"},
+		{"listen socket path too long", []string{file, "--listen=unix:/" + strings.Repeat("s", 120)}, "more than the 107"},
+		{"listen the same socket twice", []string{file, "--listen=unix:/run/tg.sock", "--listen=unix:///run/tg.sock"}, "given twice"},
+		{"listen the same port twice", []string{file, "--listen=127.0.0.1:8181", "--listen=127.0.0.1:8181"}, "given twice"},
+		{"listen one good one bad", []string{file, "--listen=unix:/run/tg.sock", "--listen=8181"}, "--listen"},
+		{"metrics on a decision socket", []string{file, "--listen=unix:/run/tg.sock", "--metrics-listen=unix:/run/tg.sock"}, "must differ"},
+		{"zero connections", []string{file, "--max-connections=0"}, "--max-connections must be from 1"},
+		{"negative connections", []string{file, "--max-connections=-5"}, "--max-connections"},
+		{"connections not a number", []string{file, "--max-connections=lots"}, "invalid argument"},
+		{"huge connections", []string{file, "--max-connections=100000000"}, "--max-connections"},
+		{"zero metrics connections", []string{file, "--metrics-max-connections=0"}, "--metrics-max-connections"},
+		{"zero header timeout", []string{file, "--read-header-timeout=0s"}, "--read-header-timeout must be positive"},
+		{"negative read timeout", []string{file, "--read-timeout=-1s"}, "--read-timeout"},
+		{"day-long write timeout", []string{file, "--write-timeout=24h"}, "--write-timeout"},
+		{"zero idle timeout", []string{file, "--idle-timeout=0"}, "--idle-timeout"},
+		{"timeout without a unit", []string{file, "--read-timeout=5"}, "invalid argument"},
+		{"header timeout above the read timeout", []string{file, "--read-header-timeout=10s", "--read-timeout=5s"}, "must not exceed --read-timeout"},
+		{"zero evaluations", []string{file, "--max-evaluations=0"}, "--max-evaluations"},
+		{"zero request elements", []string{file, "--max-request-elements=0"}, "--max-request-elements"},
+		{"request elements beyond the body limit", []string{file, "--max-request-elements=2000000"}, "--max-request-elements"},
+		{"zero trace", []string{file, "--max-trace=0"}, "--max-trace"},
+		{"tiny decision log bytes", []string{file, "--decision-log-queue-bytes=1000"}, "--decision-log-queue-bytes must be from 65536"},
+		{"huge decision log bytes", []string{file, "--decision-log-queue-bytes=4000000000"}, "--decision-log-queue-bytes"},
 		{"configmap without slash", []string{"--configmap=bundle"}, "NAMESPACE/NAME"},
 		{"configmap without namespace", []string{"--configmap=/bundle"}, "NAMESPACE/NAME"},
 		{"configmap without name", []string{"--configmap=team/"}, "NAMESPACE/NAME"},
@@ -75,7 +99,7 @@ func TestMalformedFlagsAreRejectedClearly(t *testing.T) {
 
 func TestValidateReportsEveryProblemAtOnce(t *testing.T) {
 	o := DefaultOptions()
-	o.Listen, o.DecisionLog = "nowhere", "syslog"
+	o.Listen, o.DecisionLog = []string{"nowhere"}, "syslog"
 	err := o.Validate()
 	if err == nil {
 		t.Fatal("accepted")
@@ -95,6 +119,11 @@ func TestWellFormedFlagsValidate(t *testing.T) {
 		{"--bundle-file=b.json.gz", "--listen=:0", "--decision-log=none", "--decision-log-url=https://logs.example:8443/v1",
 			"--log-fields=*", "--redact=input.*,kwargs.token"},
 		{"--bundle-file=b.json", "--log-fields=input.command,kwargs"},
+		// As injected: the socket and the loopback port, both.
+		{"--bundle-file=b.json", "--listen=unix:///var/run/toolgate/toolgate.sock", "--listen=127.0.0.1:8181", "--metrics-listen=:9191"},
+		{"--bundle-file=b.json", "--listen=:0", "--listen=:0", "--max-connections=1", "--max-evaluations=100000",
+			"--read-header-timeout=1s", "--read-timeout=1s", "--write-timeout=1h", "--idle-timeout=1ms",
+			"--max-request-elements=1", "--max-trace=1", "--decision-log-queue-bytes=65536"},
 	} {
 		o := DefaultOptions()
 		fs := pflag.NewFlagSet("sidecar", pflag.ContinueOnError)

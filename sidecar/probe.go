@@ -22,7 +22,7 @@ var probePaths = map[string]string{"alive": "/healthz", "ready": "/readyz"}
 // reach, so the injected container probes itself with this exec command;
 // the image is distroless and has no curl.
 func newProbeCommand() *cobra.Command {
-	listen := DefaultOptions().Listen
+	listen := DefaultOptions().Listen[0]
 	timeout := 2 * time.Second
 	cmd := &cobra.Command{
 		Use:   "probe alive|ready",
@@ -51,7 +51,7 @@ func newProbeCommand() *cobra.Command {
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&listen, "listen", listen, "the sidecar's --listen address: host:port, or unix:/path")
+	cmd.Flags().StringVar(&listen, "listen", listen, "one of the sidecar's --listen addresses: host:port, or unix:/path (also unix:///path)")
 	cmd.Flags().DurationVar(&timeout, "timeout", timeout, "give up after this long")
 	return cmd
 }
@@ -65,7 +65,11 @@ func Probe(ctx context.Context, listen, which string) (string, error) {
 	}
 	host := listen
 	dial := (&net.Dialer{}).DialContext
-	if sock, isUnix := strings.CutPrefix(listen, unixPrefix); isUnix {
+	sock, isUnix, err := socketPath(listen)
+	if err != nil {
+		return "", err
+	}
+	if isUnix {
 		host = "sidecar"
 		dial = func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, "unix", sock)

@@ -56,8 +56,11 @@ func TestProbeOverAUnixSocket(t *testing.T) {
 	hs := &http.Server{Handler: s, ReadHeaderTimeout: time.Second}
 	go func() { _ = hs.Serve(l) }()
 	t.Cleanup(func() { _ = hs.Close() })
-	if out, err := runProbe("--listen", "unix:"+sock, "alive"); err != nil || !strings.Contains(out, `"ok"`) {
-		t.Fatalf("alive over %s: %q, %v", sock, out, err)
+	// Both spellings: unix:/path, and the URL form injected probes use.
+	for _, listen := range []string{"unix:" + sock, "unix://" + sock} {
+		if out, err := runProbe("--listen", listen, "alive"); err != nil || !strings.Contains(out, `"ok"`) {
+			t.Fatalf("alive over %s: %q, %v", listen, out, err)
+		}
 	}
 }
 
@@ -80,6 +83,7 @@ func TestProbeNamesWhatIsWrong(t *testing.T) {
 		{[]string{"alive", "ready"}, `not "alive ready"`},
 		{[]string{"--listen", "nonsense", "alive"}, "--listen"},
 		{[]string{"--listen", "unix:", "alive"}, "--listen"},
+		{[]string{"--listen", "unix://host/x.sock", "alive"}, "names a host"},
 		{[]string{"--timeout", "0s", "alive"}, "--timeout must be positive"},
 		{[]string{"--timeout", "soon", "alive"}, "invalid argument"},
 		{[]string{"--listen", closed, "alive"}, "is not answering"},

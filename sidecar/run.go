@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"time"
@@ -28,9 +29,17 @@ func newSource(o Options) (source, error) {
 	}
 }
 
-// Run serves decisions until ctx ends or the listener or the source fails.
-// onListen, when not nil, is told the bound address (tests listen on port
-// 0).
+// listenRetry is how often a squatted TCP address is tried again.
+const listenRetry = 2 * time.Second
+
+// maxHeaderBytes bounds a request's headers: a decision request carries a
+// few hundred bytes of them, and net/http's default (1 MiB) times
+// --max-connections would be a lot of memory to hand a flood.
+const maxHeaderBytes = 16 << 10
+
+// Run serves decisions until ctx ends or a listener or the source fails.
+// onListen, when not nil, is told each bound address as it opens (tests
+// listen on port 0).
 func Run(ctx context.Context, opts Options, onListen func(net.Addr)) error {
 	if err := opts.Validate(); err != nil {
 		return err
@@ -44,20 +53,27 @@ func Run(ctx context.Context, opts Options, onListen func(net.Addr)) error {
 		return err
 	}
 	s.loadCache()
-	ln, err := listen(opts.Listen)
+	lns, squatted, err := s.openListeners(opts.Listen)
 	if err != nil {
 		_ = s.Close(context.Background())
 		return err
 	}
-	s.log.Info("serving decisions", "addr", ln.Addr().String(), "agentId", opts.AgentID)
-	if onListen != nil {
-		onListen(ln.Addr())
+	decisions := s.httpServer(s)
+	servers := []*http.Server{decisions}
+	var serving []served
+	for _, ln := range lns {
+		s.log.Info("serving decisions", "addr", ln.Addr().String(), "agentId", opts.AgentID)
+		if onListen != nil {
+			onListen(ln.Addr())
+		}
+		serving = append(serving, served{decisions, ln})
 	}
-	servers := []served{{&http.Server{Handler: s, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 2 * time.Minute}, ln}}
 	if opts.MetricsListen != "" {
 		mln, err := listen(opts.MetricsListen)
 		if err != nil {
-			_ = ln.Close()
+			for _, ln := range lns {
+				_ = ln.Close()
+			}
 			_ = s.Close(context.Background())
 			return fmt.Errorf("--metrics-listen: %w", err)
 		}
@@ -65,16 +81,21 @@ func Run(ctx context.Context, opts Options, onListen func(net.Addr)) error {
 		if opts.onMetricsListen != nil {
 			opts.onMetricsListen(mln.Addr())
 		}
-		servers = append(servers, served{&http.Server{Handler: s.opsHandler(), ReadHeaderTimeout: 5 * time.Second}, mln})
+		ops := s.httpServer(s.opsHandler())
+		servers = append(servers, ops)
+		serving = append(serving, served{ops, newConnLimiter(mln, opts.MetricsMaxConnections, s.metrics, opts.MetricsListen)})
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	srcDone := make(chan error, 1)
 	go func() { srcDone <- src.run(ctx, s) }()
-	srvDone := make(chan error, len(servers))
-	for _, sv := range servers {
+	srvDone := make(chan error, len(serving)+len(squatted))
+	for _, sv := range serving {
 		go func() { srvDone <- sv.srv.Serve(sv.ln) }()
+	}
+	for _, addr := range squatted {
+		go func() { srvDone <- s.retryListen(ctx, addr, decisions, onListen) }()
 	}
 
 	var runErr error
@@ -89,14 +110,14 @@ func Run(ctx context.Context, opts Options, onListen func(net.Addr)) error {
 	grace, stop := context.WithTimeout(context.Background(), shutdownGrace)
 	defer stop()
 	errs := []error{runErr}
-	for _, sv := range servers {
-		errs = append(errs, sv.srv.Shutdown(grace))
+	for _, srv := range servers {
+		errs = append(errs, srv.Shutdown(grace))
 	}
 	cancel()
 	if !srcFinished {
 		errs = append(errs, <-srcDone)
 	}
-	for ; srvFinished < len(servers); srvFinished++ {
+	for ; srvFinished < cap(srvDone); srvFinished++ {
 		errs = append(errs, <-srvDone)
 	}
 	errs = append(errs, s.Close(grace))
@@ -111,6 +132,79 @@ func Run(ctx context.Context, opts Options, onListen func(net.Addr)) error {
 type served struct {
 	srv *http.Server
 	ln  net.Listener
+}
+
+// httpServer serves h with the timeouts and connection tracking both
+// listeners share.
+func (s *Server) httpServer(h http.Handler) *http.Server {
+	o := s.opts
+	return &http.Server{Handler: h,
+		ReadHeaderTimeout: o.ReadHeaderTimeout, ReadTimeout: o.ReadTimeout,
+		WriteTimeout: o.WriteTimeout, IdleTimeout: o.IdleTimeout, MaxHeaderBytes: maxHeaderBytes,
+		ConnState: trackConnState, ConnContext: withConn,
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+}
+
+// openListeners opens every --listen address, each behind its own
+// connection limit. A TCP address another process holds is returned in
+// squatted, to be retried, when a Unix socket opened: the socket's clients
+// keep their sidecar. Any other failure closes what was opened and fails.
+func (s *Server) openListeners(addrs []string) (lns []net.Listener, squatted []string, err error) {
+	var errs []error
+	var taken []string
+	sockets := 0
+	for _, addr := range addrs {
+		ln, err := listen(addr)
+		switch {
+		case err == nil:
+			if _, isUnix, _ := socketPath(addr); isUnix {
+				sockets++
+			}
+			s.metrics.listenerUp.WithLabelValues(addr).Set(1)
+			lns = append(lns, newConnLimiter(ln, s.opts.MaxConnections, s.metrics, addr))
+		case squattable(addr, err):
+			taken = append(taken, addr)
+			errs = append(errs, fmt.Errorf("--listen %s: %w", addr, err))
+		default:
+			errs = append(errs, fmt.Errorf("--listen %s: %w", addr, err))
+		}
+	}
+	if len(errs) > len(taken) || (len(taken) > 0 && sockets == 0) {
+		for _, ln := range lns {
+			_ = ln.Close()
+		}
+		return nil, nil, errors.Join(errs...)
+	}
+	for _, addr := range taken {
+		s.metrics.listenerUp.WithLabelValues(addr).Set(0)
+		s.log.Error("another process holds this address: whatever answers there is NOT toolgate; serving on the Unix socket and retrying",
+			"addr", addr, "retry", listenRetry)
+	}
+	return lns, taken, nil
+}
+
+// retryListen tries a squatted address until it is free, then serves it;
+// nil when ctx ends first.
+func (s *Server) retryListen(ctx context.Context, addr string, srv *http.Server, onListen func(net.Addr)) error {
+	t := time.NewTicker(listenRetry)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		ln, err := listen(addr)
+		if err != nil {
+			continue
+		}
+		s.metrics.listenerUp.WithLabelValues(addr).Set(1)
+		s.log.Info("serving decisions; the address is free again", "addr", ln.Addr().String())
+		if onListen != nil {
+			onListen(ln.Addr())
+		}
+		return srv.Serve(newConnLimiter(ln, s.opts.MaxConnections, s.metrics, addr))
+	}
 }
 
 // opsHandler serves what Prometheus and kubelet need on an address they can

@@ -19,11 +19,11 @@ import (
 // cleanly.
 func startRun(t *testing.T, o Options) string {
 	t.Helper()
-	if o.Listen == DefaultOptions().Listen {
-		o.Listen = "127.0.0.1:0"
+	if slices.Equal(o.Listen, DefaultOptions().Listen) {
+		o.Listen = []string{"127.0.0.1:0"}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	addrs := make(chan net.Addr, 1)
+	addrs := make(chan net.Addr, len(o.Listen))
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, o, func(a net.Addr) { addrs <- a }) }()
 	var addr net.Addr

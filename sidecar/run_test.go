@@ -23,7 +23,7 @@ func TestServesOnAUnixSocket(t *testing.T) {
 	doc, _ := encode(t, denyTools("Bash"))
 	must(t, os.WriteFile(bundle, doc, 0o644))
 	o := testOptions()
-	o.Listen, o.BundleFile = "unix:"+sock, bundle
+	o.Listen, o.BundleFile = []string{"unix:" + sock}, bundle
 	startRun(t, o)
 
 	client := &http.Client{Transport: &http.Transport{
@@ -43,7 +43,7 @@ func TestRunRefusesToReplaceANonSocketFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "important.txt")
 	must(t, os.WriteFile(path, []byte("keep me"), 0o600))
 	o := testOptions()
-	o.Listen, o.BundleFile = "unix:"+path, filepath.Join(t.TempDir(), "b.json")
+	o.Listen, o.BundleFile = []string{"unix:" + path}, filepath.Join(t.TempDir(), "b.json")
 	err := Run(t.Context(), o, nil)
 	if err == nil || !strings.Contains(err.Error(), "not a socket") {
 		t.Errorf("Run on a regular file's path: %v", err)
@@ -55,7 +55,7 @@ func TestRunRefusesToReplaceANonSocketFile(t *testing.T) {
 
 func TestRunFailsWhenItsSourceCannotBeWatched(t *testing.T) {
 	o := testOptions()
-	o.Listen, o.BundleDir = "127.0.0.1:0", filepath.Join(t.TempDir(), "missing")
+	o.Listen, o.BundleDir = []string{"127.0.0.1:0"}, filepath.Join(t.TempDir(), "missing")
 	if err := Run(t.Context(), o, nil); err == nil || !strings.Contains(err.Error(), "missing") {
 		t.Errorf("Run with a missing --bundle-dir: %v", err)
 	}
@@ -66,7 +66,7 @@ func TestRunFailsWhenTheAddressIsTaken(t *testing.T) {
 	must(t, err)
 	defer ln.Close()
 	o := testOptions()
-	o.Listen, o.BundleFile = ln.Addr().String(), filepath.Join(t.TempDir(), "b.json")
+	o.Listen, o.BundleFile = []string{ln.Addr().String()}, filepath.Join(t.TempDir(), "b.json")
 	if err := Run(t.Context(), o, nil); err == nil || !strings.Contains(err.Error(), "in use") {
 		t.Errorf("Run on a taken port: %v", err)
 	}

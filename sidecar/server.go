@@ -22,6 +22,11 @@ import (
 // failed, not because a policy said so.
 const CodeInternalError engine.Code = "INTERNAL_ERROR"
 
+// CodeOverloaded is the code of a deny the sidecar made because it was
+// already evaluating --max-evaluations requests: it answers at once rather
+// than queue, and never allows.
+const CodeOverloaded engine.Code = "OVERLOADED"
+
 // Server answers decisions from the bundle it currently holds. It is an
 // http.Handler; Run wires it to a listener and a bundle source.
 type Server struct {
@@ -42,6 +47,10 @@ type Server struct {
 	// across restarts and replicas without a random read per decision.
 	idPrefix string
 	nextID   atomic.Uint64
+	// evaluating counts the requests being decoded and evaluated, up to
+	// maxEvaluating.
+	evaluating    atomic.Int64
+	maxEvaluating int64
 
 	// beforeEvaluate lets tests make the handler fail; nil in production.
 	beforeEvaluate func(engine.Request)
@@ -78,7 +87,7 @@ func New(opts Options) (*Server, error) {
 	if err := opts.validateServing(); err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, log: opts.Logger}
+	s := &Server{opts: opts, log: opts.Logger, maxEvaluating: int64(opts.MaxEvaluations), beforeEvaluate: opts.beforeEvaluate}
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}

@@ -61,6 +61,7 @@ func (h *httpSink) run() {
 	for {
 		select {
 		case ev := <-h.queue:
+			h.take(&ev)
 			if n == 0 {
 				timer.Reset(h.every)
 			}
@@ -73,6 +74,7 @@ func (h *httpSink) run() {
 		case <-h.stop:
 			for len(h.queue) > 0 { // this goroutine is the only reader
 				ev := <-h.queue
+				h.take(&ev)
 				add(&ev)
 				if n >= h.batch {
 					flush(context.Background())

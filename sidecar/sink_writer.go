@@ -18,6 +18,7 @@ func runWriterSink(k *sink, w io.Writer, format *lineFormat) {
 	for {
 		select {
 		case ev := <-k.queue:
+			k.take(&ev)
 			write(&ev)
 			if len(k.queue) == 0 {
 				_ = bw.Flush()
@@ -25,6 +26,7 @@ func runWriterSink(k *sink, w io.Writer, format *lineFormat) {
 		case <-k.stop:
 			for len(k.queue) > 0 { // this goroutine is the only reader
 				ev := <-k.queue
+				k.take(&ev)
 				write(&ev)
 			}
 			_ = bw.Flush()

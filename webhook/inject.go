@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"path"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -25,11 +28,26 @@ const (
 	MetricsPortName  = "tg-metrics"
 	SidecarName      = "toolgate-sidecar"
 	cacheVolumeName  = "toolgate-bundle-cache"
-	cacheMountPath   = "/var/run/toolgate/bundle"
+	cacheMountPath   = "/var/cache/toolgate"
+	socketVolumeName = "toolgate-socket"
 	tokenVolumeName  = "toolgate-sidecar-token"
 	tokenMountPath   = "/var/run/secrets/kubernetes.io/serviceaccount"
 	bundleReaderName = "toolgate-bundle-reader"
 )
+
+// The decision socket injected Pods use by default, and the variable that
+// tells the agent's clients where the sidecar is.
+const (
+	DefaultSocket = "/var/run/toolgate/toolgate.sock"
+	EnvURL        = "TOOLGATE_URL"
+)
+
+// DefaultSidecarUID is the user (and group) injected sidecars run as. It is
+// their own: not root, and none of the users agent images commonly run as
+// (0, 1000, 1001, 65532 of distroless "nonroot", 65534 "nobody"), so an
+// agent can neither write as the sidecar nor, in a Pod that shares its
+// process namespace, signal or trace it.
+const DefaultSidecarUID = 64181
 
 // +kubebuilder:webhook:path=/mutate-v1-pod,mutating=true,failurePolicy=ignore,sideEffects=NoneOnDryRun,groups="",resources=pods,verbs=create,versions=v1,name=mpod.toolgate.dev,admissionReviewVersions=v1,reinvocationPolicy=Never,timeoutSeconds=5
 
@@ -43,8 +61,17 @@ type InjectOptions struct {
 	Resources       corev1.ResourceRequirements
 	// BundleConfigMap is the operator's bundle ConfigMap name.
 	BundleConfigMap string
-	// Listen is where the sidecar answers, on the Pod's loopback.
+	// Socket is the Unix socket the sidecar answers on; its directory is an
+	// emptyDir only the sidecar mounts read-write (every other container
+	// of the Pod mounts it read-only), so the agent cannot replace the
+	// socket. Empty: no socket.
+	Socket string
+	// Listen is where the sidecar also answers, on the Pod's loopback, for
+	// clients that cannot use a socket. Empty: no TCP listener.
 	Listen string
+	// RunAsUser and RunAsGroup are the sidecar's own user and group
+	// (DefaultSidecarUID): not root, and not the agent's.
+	RunAsUser, RunAsGroup int64
 	// Native runs the sidecar as a restartable init container (Kubernetes
 	// 1.29+): it starts, and is listening, before the agent's containers,
 	// and it stops after them. Otherwise it is appended to the containers.
@@ -119,20 +146,14 @@ func InjectSidecar(pod *corev1.Pod, o InjectOptions) {
 		agentID = corev1.EnvVar{Name: "TOOLGATE_AGENT_ID", Value: id}
 	}
 	f, t := false, true
-	uid := int64(65532)
+	uid, gid := o.RunAsUser, o.RunAsGroup
 	c := corev1.Container{
 		Name:            SidecarName,
 		Image:           o.Image,
 		ImagePullPolicy: o.ImagePullPolicy,
 		Args: []string{"sidecar",
 			"--configmap=$(POD_NAMESPACE)/" + o.BundleConfigMap,
-			"--agent-id=$(TOOLGATE_AGENT_ID)",
-			"--listen=" + o.Listen,
-			"--cache-dir=" + cacheMountPath,
-			// The pod's name comes from the downward API: with generateName
-			// it is not known yet at admission.
-			"--decision-log-label=namespace=$(POD_NAMESPACE)",
-			"--decision-log-label=pod=$(POD_NAME)"},
+			"--agent-id=$(TOOLGATE_AGENT_ID)"},
 		Env: []corev1.EnvVar{
 			{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
 			{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
@@ -141,17 +162,34 @@ func InjectSidecar(pod *corev1.Pod, o InjectOptions) {
 		Resources:    o.Resources,
 		VolumeMounts: []corev1.VolumeMount{{Name: cacheVolumeName, MountPath: cacheMountPath}},
 		SecurityContext: &corev1.SecurityContext{
-			RunAsNonRoot: &t, RunAsUser: &uid, ReadOnlyRootFilesystem: &t, AllowPrivilegeEscalation: &f,
+			RunAsNonRoot: &t, RunAsUser: &uid, RunAsGroup: &gid, ReadOnlyRootFilesystem: &t, AllowPrivilegeEscalation: &f,
 			Capabilities:   &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		},
-		// Startup gates the agent's containers (native mode) on the sidecar
-		// listening; readiness keeps the Pod unready while no bundle is
-		// loaded, when every call would be denied NO_POLICIES.
-		StartupProbe:   probe(o.Listen, "alive", 1, 60),
-		ReadinessProbe: probe(o.Listen, "ready", 5, 1),
-		LivenessProbe:  probe(o.Listen, "alive", 10, 3),
 	}
+	if o.Socket != "" {
+		c.Args = append(c.Args, "--listen=unix://"+o.Socket)
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: socketVolumeName, MountPath: path.Dir(o.Socket)})
+	}
+	if o.Listen != "" {
+		c.Args = append(c.Args, "--listen="+o.Listen)
+	}
+	c.Args = append(c.Args, "--cache-dir="+cacheMountPath,
+		// The pod's name comes from the downward API: with generateName
+		// it is not known yet at admission.
+		"--decision-log-label=namespace=$(POD_NAMESPACE)",
+		"--decision-log-label=pod=$(POD_NAME)")
+	// Startup gates the agent's containers (native mode) on the sidecar
+	// listening; readiness keeps the Pod unready while no bundle is
+	// loaded, when every call would be denied NO_POLICIES. They ask over
+	// the socket when there is one: what the agent will use.
+	probeAt := o.Listen
+	if o.Socket != "" {
+		probeAt = "unix://" + o.Socket
+	}
+	c.StartupProbe = probe(probeAt, "alive", 1, 60)
+	c.ReadinessProbe = probe(probeAt, "ready", 5, 1)
+	c.LivenessProbe = probe(probeAt, "alive", 10, 3)
 	if o.ClusterName != "" {
 		c.Args = append(c.Args, "--decision-log-label=cluster="+o.ClusterName)
 	}
@@ -185,6 +223,61 @@ func InjectSidecar(pod *corev1.Pod, o InjectOptions) {
 	}
 	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: cacheVolumeName,
 		VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	if o.Socket != "" {
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: socketVolumeName,
+			VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	}
+	shareSocket(pod, o)
+}
+
+// shareSocket mounts the socket's directory read-only into every other
+// container and init container (kubelet makes an emptyDir 0777: the
+// read-only mount is what keeps the agent from replacing the socket), and
+// points TOOLGATE_URL at the sidecar where a container does not set it.
+// A container that already mounts something at that directory, or inside
+// it, keeps its own mounts and gets the TCP address instead, when there is
+// one. A TOOLGATE_URL in a container's env wins; one from envFrom does not
+// (Kubernetes lets env override envFrom), so set it in env. Ephemeral
+// containers are added after admission and get neither.
+func shareSocket(pod *corev1.Pod, o InjectOptions) {
+	tcpURL := ""
+	if o.Listen != "" {
+		tcpURL = "http://" + loopback(o.Listen)
+	}
+	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range list {
+			c := &list[i]
+			if c.Name == SidecarName {
+				continue
+			}
+			url := tcpURL
+			if o.Socket != "" && !mountsAt(c, path.Dir(o.Socket)) {
+				c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: socketVolumeName, MountPath: path.Dir(o.Socket), ReadOnly: true})
+				url = "unix://" + o.Socket
+			}
+			if url != "" && !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == EnvURL }) {
+				c.Env = append(c.Env, corev1.EnvVar{Name: EnvURL, Value: url})
+			}
+		}
+	}
+}
+
+// mountsAt tells whether c mounts anything at dir or inside it.
+func mountsAt(c *corev1.Container, dir string) bool {
+	return slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+		p := path.Clean(m.MountPath)
+		return p == dir || strings.HasPrefix(p, dir+"/")
+	})
+}
+
+// loopback is the address a client in the Pod dials for listen: a
+// wildcard host answers on 127.0.0.1.
+func loopback(listen string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil || (host != "" && host != "0.0.0.0" && host != "::") {
+		return listen
+	}
+	return net.JoinHostPort("127.0.0.1", port)
 }
 
 // tokenMount finds the API token mount the ServiceAccount admission plugin

@@ -65,7 +65,8 @@ func TestInjectedArgsAreAcceptedByTheSidecar(t *testing.T) {
 	if err := o.Validate(); err != nil {
 		t.Fatalf("toolgate sidecar %q: %v", args, err)
 	}
-	if o.ConfigMap != ns+"/toolgate-bundle" || o.AgentID != "bot-7" || o.Listen != "127.0.0.1:8181" || o.MetricsListen != ":9191" {
+	if o.ConfigMap != ns+"/toolgate-bundle" || o.AgentID != "bot-7" || o.MetricsListen != ":9191" ||
+		!slices.Equal(o.Listen, []string{"unix:///var/run/toolgate/toolgate.sock", "127.0.0.1:8181"}) {
 		t.Errorf("configmap %q agent %q listen %q metrics %q", o.ConfigMap, o.AgentID, o.Listen, o.MetricsListen)
 	}
 	want := []string{"namespace=" + ns, "pod=agent-args", "cluster=test-cluster"}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,7 +18,7 @@ import (
 )
 
 var testInject = InjectOptions{Image: "ghcr.io/toolgate/toolgate:test", BundleConfigMap: "toolgate-bundle",
-	Listen: "127.0.0.1:8181", Native: true, ClusterName: "test-cluster", MetricsPort: 9191, Resources: corev1.ResourceRequirements{
+	Socket: DefaultSocket, Listen: "127.0.0.1:8181", RunAsUser: DefaultSidecarUID, RunAsGroup: DefaultSidecarUID, Native: true, ClusterName: "test-cluster", MetricsPort: 9191, Resources: corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")}}}
 
 func pod(name string, annotations map[string]string) *corev1.Pod {
@@ -68,7 +69,8 @@ func TestInjectsAnnotatedPods(t *testing.T) {
 	if c.Image != testInject.Image || !c.Resources.Requests.Cpu().Equal(resource.MustParse("10m")) {
 		t.Errorf("image %q, resources %v", c.Image, c.Resources)
 	}
-	for _, want := range []string{"sidecar", "--configmap=$(POD_NAMESPACE)/toolgate-bundle", "--agent-id=$(TOOLGATE_AGENT_ID)", "--listen=127.0.0.1:8181",
+	for _, want := range []string{"sidecar", "--configmap=$(POD_NAMESPACE)/toolgate-bundle", "--agent-id=$(TOOLGATE_AGENT_ID)",
+		"--listen=unix:///var/run/toolgate/toolgate.sock", "--listen=127.0.0.1:8181",
 		"--decision-log-label=namespace=$(POD_NAMESPACE)", "--decision-log-label=pod=$(POD_NAME)", "--decision-log-label=cluster=test-cluster", "--metrics-listen=:9191"} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("args %q lack %q", c.Args, want)
@@ -112,7 +114,7 @@ func TestInjectsAnnotatedPods(t *testing.T) {
 		probe *corev1.Probe
 		which string
 	}{"startup": {c.StartupProbe, "alive"}, "readiness": {c.ReadinessProbe, "ready"}, "liveness": {c.LivenessProbe, "alive"}} {
-		want := []string{"/toolgate", "sidecar", "probe", pr.which, "--listen=127.0.0.1:8181", "--timeout=1s"}
+		want := []string{"/toolgate", "sidecar", "probe", pr.which, "--listen=unix:///var/run/toolgate/toolgate.sock", "--timeout=1s"}
 		if pr.probe == nil || pr.probe.Exec == nil || !slices.Equal(pr.probe.Exec.Command, want) {
 			t.Errorf("%s probe %+v, want exec %q", name, pr.probe, want)
 		}
@@ -281,4 +283,107 @@ func hasMount(c *corev1.Container, volume string) bool {
 	return slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
 		return m.Name == volume && m.MountPath == tokenMountPath && m.ReadOnly
 	})
+}
+
+// The sidecar answers on a socket in a directory the agent cannot write:
+// it runs as its own non-root user with the socket's emptyDir read-write,
+// every other container and init container mounts it read-only and is
+// told where it is by TOOLGATE_URL, unless it says otherwise itself. A
+// container already using that directory keeps it and is sent to the
+// loopback port instead.
+func TestAgentContainersGetTheSocketReadOnly(t *testing.T) {
+	p := pod("socket-pod", map[string]string{AnnotationInject: "true"})
+	p.Spec.InitContainers = []corev1.Container{{Name: "setup", Image: "busybox"}}
+	p.Spec.Containers = append(p.Spec.Containers,
+		corev1.Container{Name: "own-url", Image: "python:3.12", Env: []corev1.EnvVar{{Name: EnvURL, Value: "http://127.0.0.1:8181"}}},
+		corev1.Container{Name: "own-dir", Image: "python:3.12", VolumeMounts: []corev1.VolumeMount{{Name: "mine", MountPath: "/var/run/toolgate/"}}},
+		corev1.Container{Name: "inside-dir", Image: "python:3.12", VolumeMounts: []corev1.VolumeMount{{Name: "mine", MountPath: "/var/run/toolgate/cfg"}}})
+	p.Spec.Volumes = []corev1.Volume{{Name: "mine", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	stored := admit(t, p)
+	c := sidecarOf(t, &stored)
+	if c == nil {
+		t.Fatal("no sidecar")
+	}
+	sc := c.SecurityContext
+	if sc == nil || *sc.RunAsUser != DefaultSidecarUID || *sc.RunAsGroup != DefaultSidecarUID || !*sc.RunAsNonRoot ||
+		*sc.AllowPrivilegeEscalation || !*sc.ReadOnlyRootFilesystem {
+		t.Errorf("sidecar security context %+v", sc)
+	}
+	socketMount := func(c *corev1.Container) *corev1.VolumeMount {
+		for i := range c.VolumeMounts {
+			if c.VolumeMounts[i].Name == socketVolumeName {
+				return &c.VolumeMounts[i]
+			}
+		}
+		return nil
+	}
+	if m := socketMount(c); m == nil || m.ReadOnly || m.MountPath != "/var/run/toolgate" {
+		t.Errorf("the sidecar's socket mount %+v, want /var/run/toolgate read-write", m)
+	}
+	env := func(c *corev1.Container) string {
+		for _, e := range c.Env {
+			if e.Name == EnvURL {
+				return e.Value
+			}
+		}
+		return ""
+	}
+	want := map[string]struct {
+		mounted bool
+		url     string
+	}{
+		"setup":      {true, "unix:///var/run/toolgate/toolgate.sock"},
+		"agent":      {true, "unix:///var/run/toolgate/toolgate.sock"},
+		"own-url":    {true, "http://127.0.0.1:8181"},
+		"own-dir":    {false, "http://127.0.0.1:8181"},
+		"inside-dir": {false, "http://127.0.0.1:8181"},
+	}
+	seen := 0
+	for _, list := range [][]corev1.Container{stored.Spec.InitContainers, stored.Spec.Containers} {
+		for i := range list {
+			c := &list[i]
+			w, ok := want[c.Name]
+			if !ok {
+				continue
+			}
+			seen++
+			m := socketMount(c)
+			if w.mounted != (m != nil) || (m != nil && (!m.ReadOnly || m.MountPath != "/var/run/toolgate")) {
+				t.Errorf("%s: socket mount %+v, want mounted=%v read-only", c.Name, m, w.mounted)
+			}
+			if got := env(c); got != w.url {
+				t.Errorf("%s: %s=%q, want %q", c.Name, EnvURL, got, w.url)
+			}
+		}
+	}
+	if seen != len(want) {
+		t.Errorf("found %d of the %d containers", seen, len(want))
+	}
+	i := slices.IndexFunc(stored.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == socketVolumeName })
+	if i < 0 || stored.Spec.Volumes[i].EmptyDir == nil {
+		t.Errorf("no socket emptyDir: %+v", stored.Spec.Volumes)
+	}
+}
+
+// Without a socket (--sidecar-socket=""), the sidecar answers on the
+// loopback port alone, probed there, and TOOLGATE_URL says so.
+func TestInjectionWithoutASocket(t *testing.T) {
+	p := pod("no-socket", map[string]string{AnnotationInject: "true"})
+	o := testInject
+	o.Socket = ""
+	InjectSidecar(p, o)
+	stored := admit(t, p)
+	c := sidecarOf(t, &stored)
+	if slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--listen=unix:") }) {
+		t.Errorf("args %q", c.Args)
+	}
+	if got := c.ReadinessProbe.Exec.Command; !slices.Contains(got, "--listen=127.0.0.1:8181") {
+		t.Errorf("readiness probe %q", got)
+	}
+	if slices.ContainsFunc(stored.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == socketVolumeName }) {
+		t.Error("a socket volume without a socket")
+	}
+	if e := stored.Spec.Containers[0].Env; len(e) != 1 || e[0] != (corev1.EnvVar{Name: EnvURL, Value: "http://127.0.0.1:8181"}) {
+		t.Errorf("agent env %+v", e)
+	}
 }

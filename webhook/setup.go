@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
@@ -80,11 +83,44 @@ func (o Options) Validate() error {
 		if o.Inject.BundleConfigMap == "" {
 			errs = append(errs, errors.New("sidecar injection needs the bundle ConfigMap name"))
 		}
-		if o.Inject.Listen == "" {
-			errs = append(errs, errors.New("sidecar injection needs a listen address"))
+		if o.Inject.Listen == "" && o.Inject.Socket == "" {
+			errs = append(errs, errors.New("sidecar injection needs a socket or a listen address"))
+		}
+		if o.Inject.Socket != "" {
+			if err := ValidateSocket(o.Inject.Socket); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if o.Inject.RunAsUser <= 0 || o.Inject.RunAsGroup <= 0 {
+			errs = append(errs, fmt.Errorf("the sidecar's user and group must not be root or unset, not %d:%d: the sidecar runs as a user of its own (default %d)",
+				o.Inject.RunAsUser, o.Inject.RunAsGroup, DefaultSidecarUID))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// socketPathPattern keeps the socket path plain: kubelet would expand
+// $(VAR) in the sidecar's args, and a mount path needs no more than this.
+var socketPathPattern = regexp.MustCompile(`^(/[A-Za-z0-9._-]+)+$`)
+
+// ValidateSocket checks the injected socket's path: absolute and plain, in
+// a directory of its own (mounted into every container of the Pod), and
+// short enough for a Unix socket address.
+func ValidateSocket(p string) error {
+	dir := path.Dir(p)
+	switch {
+	case !socketPathPattern.MatchString(p) || path.Clean(p) != p:
+		return fmt.Errorf("socket %q: want a clean absolute path of letters, digits and . _ -", p)
+	case len(p) > 107:
+		return fmt.Errorf("socket %q: %d bytes, more than the 107 a Unix socket address holds", p, len(p))
+	case dir == "/" || strings.Count(dir, "/") < 2:
+		return fmt.Errorf("socket %q: its directory %s is mounted over every container's own; use a directory of its own such as %s", p, dir, path.Dir(DefaultSocket))
+	case dir == cacheMountPath || strings.HasPrefix(dir+"/", cacheMountPath+"/") || strings.HasPrefix(cacheMountPath+"/", dir+"/"):
+		return fmt.Errorf("socket %q: its directory overlaps the sidecar's bundle cache %s", p, cacheMountPath)
+	case strings.HasPrefix(tokenMountPath+"/", dir+"/") || strings.HasPrefix(dir+"/", path.Dir(tokenMountPath)+"/"):
+		return fmt.Errorf("socket %q: its directory overlaps the service account token's %s", p, tokenMountPath)
+	}
+	return nil
 }
 
 // Setup registers the webhooks with mgr. In self mode it also adds the

@@ -42,7 +42,8 @@ type demo struct {
 	kubectl    string // the kubectl found on PATH
 	curl       string // the curl found on PATH
 	kubeconfig string
-	sidecar    string
+	socket     string // the sidecar's Unix socket, which the demo asks
+	client     *http.Client
 }
 
 // need is the named program on PATH, or an error saying how to get it: the
@@ -92,12 +93,15 @@ func run(out io.Writer, keep bool) error {
 	if err != nil {
 		return err
 	}
+	// The socket, as in an injected Pod, where agents should ask; the port
+	// beside it for clients that cannot use one.
+	sock := filepath.Join(dir, "toolgate.sock")
 	if _, err := cluster.StartProcess("sidecar", bin, "sidecar", "--configmap", "demo/toolgate-bundle",
-		"--kubeconfig", cluster.Kubeconfig, "--listen", addr, "--decision-log", "stdout"); err != nil {
+		"--kubeconfig", cluster.Kubeconfig, "--listen", "unix://"+sock, "--listen", addr, "--decision-log", "stdout"); err != nil {
 		return err
 	}
-	d := &demo{out: out, kubectl: kubectl, curl: curl, kubeconfig: cluster.Kubeconfig, sidecar: addr}
-	say("==> the operator (toolgate manager, with its webhooks) and a sidecar on %s are running", addr)
+	d := &demo{out: out, kubectl: kubectl, curl: curl, kubeconfig: cluster.Kubeconfig, socket: sock, client: unixClient(sock)}
+	say("==> the operator (toolgate manager, with its webhooks) and a sidecar on %s and %s are running", sock, addr)
 	say("==> the kubectl commands below run %s in %s, with", kubectl, testenv.RepoRoot())
 	say("$ export KUBECONFIG=%s", cluster.Kubeconfig)
 
@@ -170,7 +174,7 @@ func run(out io.Writer, keep bool) error {
 	}
 
 	if keep {
-		say("\n==> still running. Try:\n    export KUBECONFIG=%s\n    curl -s -XPOST http://%s/v1/evaluate -d '{\"tool_name\":\"Bash\",\"input\":{\"command\":\"rm -rf /\"}}'\n    Ctrl-C stops everything.", cluster.Kubeconfig, addr)
+		say("\n==> still running. Try:\n    export KUBECONFIG=%s\n    curl -s --unix-socket %s -XPOST http://sidecar/v1/evaluate -d '{\"tool_name\":\"Bash\",\"input\":{\"command\":\"rm -rf /\"}}'\n    curl -s -XPOST http://%s/v1/evaluate -d '{\"tool_name\":\"Read\"}'\n    Ctrl-C stops everything.", cluster.Kubeconfig, sock, addr)
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		<-ctx.Done()
@@ -228,7 +232,7 @@ type decision struct {
 
 func (d *demo) decide(r map[string]any) decision {
 	body, _ := json.Marshal(r)
-	resp, err := http.Post("http://"+d.sidecar+"/v1/evaluate", "application/json", bytes.NewReader(body))
+	resp, err := d.client.Post("http://sidecar/v1/evaluate", "application/json", bytes.NewReader(body))
 	if err != nil {
 		return decision{Decision: "error: " + err.Error()}
 	}
@@ -245,7 +249,7 @@ func (d *demo) show(r map[string]any) error {
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(r)
-	args := []string{"-s", "-XPOST", "http://" + d.sidecar + "/v1/evaluate", "-d", strings.TrimSpace(buf.String())}
+	args := []string{"-s", "--unix-socket", d.socket, "-XPOST", "http://sidecar/v1/evaluate", "-d", strings.TrimSpace(buf.String())}
 	line := "$ curl " + shellJoin(args)
 	fmt.Fprintln(d.out, line)
 	out, err := exec.Command(d.curl, args...).Output()
@@ -333,6 +337,14 @@ func waitUntil(timeout time.Duration, ok func() bool) error {
 		time.Sleep(50 * time.Millisecond)
 	}
 	return fmt.Errorf("not within %v", timeout)
+}
+
+// unixClient asks over the socket at path.
+func unixClient(path string) *http.Client {
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", path)
+		}}}
 }
 
 // sidecarAddr is 127.0.0.1:8181, the sidecar's default, when it is free.

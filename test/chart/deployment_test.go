@@ -11,6 +11,8 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/toolgate/toolgate/webhook"
 )
 
 func managerDeployment(t *testing.T, args ...string) (*appsv1.Deployment, *corev1.Container) {
@@ -146,6 +148,11 @@ func TestNonDefaultValuesReachTheDeployment(t *testing.T) {
 	if v, _ := flagValue(c.Args, "cluster-name"); v != "prod-eu-1" {
 		t.Errorf("--cluster-name=%q, want prod-eu-1", v)
 	}
+	for flag, want := range map[string]string{"sidecar-socket": "/run/agent-gate/gate.sock", "sidecar-uid": "4242", "sidecar-gid": "4343"} {
+		if v, _ := flagValue(c.Args, flag); v != want {
+			t.Errorf("--%s=%q, want %q", flag, v, want)
+		}
+	}
 	want := "registry.example.com/platform/toolgate-sidecar@sha256:" + strings.Repeat("ab", 32)
 	if v, _ := flagValue(c.Args, "sidecar-image"); v != want {
 		t.Errorf("--sidecar-image=%q, want %q", v, want)
@@ -162,7 +169,8 @@ func TestSidecarDefaultsToTheManagerImage(t *testing.T) {
 		t.Errorf("--cluster-name=%q passed, yet clusterName is empty by default", v)
 	}
 	for flag, want := range map[string]string{"sidecar-cpu-request": "10m", "sidecar-cpu-limit": "500m",
-		"sidecar-memory": "64Mi", "sidecar-listen": "127.0.0.1:8181", "sidecar-image-pull-policy": "IfNotPresent", "sidecar-native": "true", "sidecar-metrics-port": "9191"} {
+		"sidecar-memory": "64Mi", "sidecar-listen": "127.0.0.1:8181", "sidecar-image-pull-policy": "IfNotPresent", "sidecar-native": "true", "sidecar-metrics-port": "9191",
+		"sidecar-socket": webhook.DefaultSocket, "sidecar-uid": strconv.Itoa(webhook.DefaultSidecarUID), "sidecar-gid": strconv.Itoa(webhook.DefaultSidecarUID)} {
 		if v, _ := flagValue(c.Args, flag); v != want {
 			t.Errorf("--%s=%q, want the values.yaml default %q", flag, v, want)
 		}

@@ -42,6 +42,11 @@ var nonDefault = []string{
 	"--set", "manager.namespaces={team-a,team-b}",
 	"--set", "sidecarInjection.nativeSidecar=false",
 	"--set", "clusterName=prod-eu-1",
+	"--set", "sidecarInjection.socket=/run/agent-gate/gate.sock",
+	"--set", "sidecarInjection.runAsUser=4242",
+	"--set", "sidecarInjection.runAsGroup=4343",
+	"--set", "networkPolicy.enabled=true",
+	"--set", "networkPolicy.monitoringPodSelector.matchLabels.app=prometheus",
 }
 
 // helm runs the helm binary and returns stdout, or an error carrying stderr.

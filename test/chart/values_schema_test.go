@@ -45,6 +45,18 @@ func TestValueMistakesFailTheInstall(t *testing.T) {
 		{"prometheus rule typo", []string{"--set", "metrics.prometheusRule.enabeld=true"}, "enabeld"},
 		{"pod monitor typo", []string{"--set", "metrics.podMonitor.enable=true"}, "enable"},
 		{"unknown issuer kind", []string{"--set", "certManager.issuerRef.kind=Vault"}, "kind"},
+		{"relative socket", []string{"--set", "sidecarInjection.socket=run/toolgate.sock"}, "socket"},
+		{"socket with a variable", []string{"--set", "sidecarInjection.socket=/var/run/$(X)/tg.sock"}, "socket"},
+		{"socket path too long", []string{"--set", "sidecarInjection.socket=/var/run/toolgate/" + strings.Repeat("s", 100)}, "socket"},
+		{"listen as a socket", []string{"--set", "sidecarInjection.listen=unix:/run/x.sock"}, "listen"},
+		{"sidecar as root", []string{"--set", "sidecarInjection.runAsUser=0"}, "runAsUser"},
+		{"sidecar group as a string", []string{"--set-string", "sidecarInjection.runAsGroup=nobody"}, "runAsGroup"},
+		{"network policy typo", []string{"--set", "networkPolicy.enable=true"}, "enable"},
+		{"network policy bad namespace", []string{"--set", "networkPolicy.namespaces={Team_A}"}, "namespaces"},
+		{"network policy selector typo", []string{"--set", "networkPolicy.monitoringNamespaceSelector.matchLabel.a=b"}, "matchLabel"},
+		{"network policy bad operator", []string{"--set", "networkPolicy.monitoringPodSelector.matchExpressions[0].key=app",
+			"--set", "networkPolicy.monitoringPodSelector.matchExpressions[0].operator=Is"}, "operator"},
+		{"allow other ports as a string", []string{"--set-string", "networkPolicy.allowOtherPorts=yes"}, "allowOtherPorts"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -68,6 +80,12 @@ func TestValidValuesPass(t *testing.T) {
 		{"--set", "image.pullPolicy=Always", "--set", "manager.namespaces={team-a}", "--set", "manager.logLevel=debug"},
 		{"--set", "image.digest=sha256:" + strings.Repeat("0", 64), "--set", "manager.extraArgs={--zap-devel=true}"},
 		{"--set", "podDisruptionBudget.minAvailable=50%", "--set", "metrics.serviceMonitor.scrapeTimeout=10s"},
+		{"--set", "sidecarInjection.socket=", "--set", "sidecarInjection.runAsUser=1234", "--set", "sidecarInjection.runAsGroup=1234"},
+		{"--set", "sidecarInjection.listen=", "--set", "sidecarInjection.socket=/run/agent-gate/gate.sock"},
+		{"--set", "networkPolicy.enabled=true", "--set", "networkPolicy.namespaces={agents}",
+			"--set", "networkPolicy.monitoringPodSelector.matchExpressions[0].key=app",
+			"--set", "networkPolicy.monitoringPodSelector.matchExpressions[0].operator=In",
+			"--set", "networkPolicy.monitoringPodSelector.matchExpressions[0].values={prometheus}"},
 	} {
 		if _, err := helmTemplate(args...); err != nil {
 			t.Errorf("%v: %v", args, err)
@@ -119,7 +137,8 @@ func TestSchemaIsClosed(t *testing.T) {
 // TestValuesAreDocumentedAndDeclared: each key of values.yaml is declared in
 // the schema, each leaf has a comment, and each declared property has a
 // default in values.yaml (so it is documented there). A Kubernetes type
-// (resources) is documented as a whole by the comment on its key.
+// (resources, a label selector) is documented as a whole by the comment on
+// its key.
 func TestValuesAreDocumentedAndDeclared(t *testing.T) {
 	t.Parallel()
 	root := loadSchema(t)
@@ -140,11 +159,14 @@ func TestValuesAreDocumentedAndDeclared(t *testing.T) {
 			p := path + key.Value
 			seen[key.Value] = true
 			sub, ok := props[key.Value]
+			if !ok && kubernetesType && freeForm(root, s) {
+				continue // a map's own keys, such as matchLabels'
+			}
 			if !ok {
 				t.Errorf("values.yaml %s is not declared in values.schema.json", p)
 				continue
 			}
-			whole := sub["$ref"] == "#/definitions/resources"
+			whole := sub["$ref"] == "#/definitions/resources" || sub["$ref"] == "#/definitions/labelSelector"
 			leaf := value.Kind != yaml.MappingNode || len(value.Content) == 0
 			if (leaf || whole) && !kubernetesType && strings.TrimSpace(key.HeadComment) == "" {
 				t.Errorf("values.yaml %s has no comment", p)
@@ -160,6 +182,16 @@ func TestValuesAreDocumentedAndDeclared(t *testing.T) {
 		}
 	}
 	walk("", doc.Content[0], root, false)
+}
+
+// freeForm tells whether s (through its $ref) is a map of any keys.
+func freeForm(root, s schema) bool {
+	if ref, ok := s["$ref"].(string); ok {
+		d, _ := root["definitions"].(map[string]any)[strings.TrimPrefix(ref, "#/definitions/")].(map[string]any)
+		return freeForm(root, d)
+	}
+	_, ok := s["additionalProperties"].(map[string]any)
+	return ok
 }
 
 // properties collects the declared properties of s, following $ref and

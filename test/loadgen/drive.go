@@ -20,6 +20,12 @@ type target struct {
 
 func parseTarget(raw string) (target, error) {
 	if path, ok := strings.CutPrefix(raw, "unix:"); ok {
+		if after, isURL := strings.CutPrefix(path, "//"); isURL { // unix:///path, as TOOLGATE_URL says it
+			if !strings.HasPrefix(after, "/") {
+				return target{}, fmt.Errorf("-url %q names a host; a socket URL is unix:///absolute/path", raw)
+			}
+			path = after
+		}
 		if path == "" {
 			return target{}, errors.New("-url unix: needs a socket path")
 		}

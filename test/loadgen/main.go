@@ -4,6 +4,8 @@
 //	go run ./test/loadgen -self -c 8 -d 10s          # in-process sidecar, 1000-rule bundle
 //	go run ./test/loadgen -url http://127.0.0.1:8181 -c 8 -d 10s -body req.json
 //	go run ./test/loadgen -write-bundle /tmp/bundle.json   # for `toolgate sidecar --bundle-file`
+//	go run ./test/loadgen -self -slow 1000          # the same run without, then with, 1000 slow connections
+//	go run ./test/loadgen -self -via unix           # drive the in-process sidecar over its Unix socket
 //
 // Each worker is closed-loop (one request in flight per connection), so
 // the concurrency is the number of connections.
@@ -40,13 +42,16 @@ type config struct {
 	selfLog     string
 	writeBundle string
 	cpuProfile  string
+	via         string
+	slow        int
+	slowEvery   time.Duration
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&c.url, "url", "", "sidecar to drive: http://host:port[/path][?explain=true], or unix:/path")
+	fs.StringVar(&c.url, "url", "", "sidecar to drive: http://host:port[/path][?explain=true], or unix:/path (unix:///path); default $TOOLGATE_URL unless -self")
 	fs.BoolVar(&c.self, "self", false, "start an in-process sidecar with a generated bundle on a loopback port and drive it")
 	fs.IntVar(&c.conc, "c", 8, "concurrency: keep-alive connections, one request in flight each")
 	fs.DurationVar(&c.dur, "d", 10*time.Second, "measured duration")
@@ -56,8 +61,14 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.selfLog, "self-log", "discard", "-self decision log: discard (formatted, then thrown away) or none")
 	fs.StringVar(&c.writeBundle, "write-bundle", "", "write the generated bundle to this file and exit")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured run (with -self it includes the sidecar)")
+	fs.StringVar(&c.via, "via", "tcp", "-self: drive the sidecar over tcp (its loopback port) or unix (its socket)")
+	fs.IntVar(&c.slow, "slow", 0, "measure twice: as usual, then while this many connections trickle requests a byte at a time (or send nothing), as an attacker would; each is reopened when the sidecar cuts it")
+	fs.DurationVar(&c.slowEvery, "slow-interval", 500*time.Millisecond, "-slow: a byte every this long, and a cut connection reopened after this long")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	if c.url == "" && !c.self && c.writeBundle == "" {
+		c.url = os.Getenv("TOOLGATE_URL") // where an injected Pod's sidecar is
 	}
 	var errs []error
 	if fs.NArg() > 0 {
@@ -82,6 +93,18 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if c.rules < 1 || c.rules > engine.MaxRulesPerPolicy {
 		errs = append(errs, fmt.Errorf("-rules %d: want 1 to %d", c.rules, engine.MaxRulesPerPolicy))
+	}
+	if c.via != "tcp" && c.via != "unix" {
+		errs = append(errs, fmt.Errorf("-via %q: want tcp or unix", c.via))
+	}
+	if c.via != "tcp" && !c.self {
+		errs = append(errs, errors.New("-via is for -self; give -url unix:/path to drive a socket"))
+	}
+	if c.slow < 0 || c.slow > 100000 {
+		errs = append(errs, fmt.Errorf("-slow %d: want 0 to 100000", c.slow))
+	}
+	if c.slowEvery <= 0 {
+		errs = append(errs, fmt.Errorf("-slow-interval %v: want a positive duration", c.slowEvery))
 	}
 	if c.selfLog != "discard" && c.selfLog != "none" {
 		errs = append(errs, fmt.Errorf("-self-log %q: want discard or none", c.selfLog))
@@ -132,7 +155,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	url, what := c.url, c.url
 	if c.self {
-		base, stop, err := startSelf(ctx, c.rules, c.selfLog)
+		base, stop, err := startSelf(ctx, c.rules, c.selfLog, c.via == "unix")
 		if err != nil {
 			fmt.Fprintln(stderr, "loadgen:", err)
 			return 1
@@ -143,7 +166,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			}
 		}()
 		url = base
-		what = fmt.Sprintf("%s (in-process sidecar, %d-rule bundle, decision log %s)", base, c.rules, c.selfLog)
+		what = fmt.Sprintf("%s (in-process sidecar, %d-rule bundle, decision log %s, default limits)", base, c.rules, c.selfLog)
 	}
 	t, err := parseTarget(url)
 	if err != nil {
@@ -161,8 +184,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		defer stopProfile()
 	}
 	r := drive(ctx, t, body, c.conc, c.warmup, c.dur)
+	if c.slow == 0 {
+		r.report(stdout)
+		if r.errors > 0 || len(r.latencies) == 0 {
+			return 1
+		}
+		return 0
+	}
+	fmt.Fprintf(stdout, "--- without slow connections\n")
 	r.report(stdout)
-	if r.errors > 0 || len(r.latencies) == 0 {
+	slow, stopSlow := slowClients(ctx, t, c.slow, c.slowEvery)
+	rs := drive(ctx, t, body, c.conc, max(c.warmup, c.slowEvery), c.dur)
+	stopSlow()
+	fmt.Fprintf(stdout, "--- with %d slow connections (a byte every %v; %d opened, %d cut by the sidecar, %d got a response, %d dials failed)\n",
+		c.slow, c.slowEvery, slow.opened.Load(), slow.cut.Load(), slow.answered.Load(), slow.dialFailed.Load())
+	rs.report(stdout)
+	compare(stdout, r, rs)
+	if r.errors > 0 || rs.errors > 0 || len(r.latencies) == 0 || len(rs.latencies) == 0 {
 		return 1
 	}
 	return 0

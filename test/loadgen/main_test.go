@@ -85,13 +85,14 @@ func TestParseTarget(t *testing.T) {
 		"http://localhost:8181/":                 {"tcp", "localhost:8181", "localhost:8181", "/v1/evaluate"},
 		"http://localhost/v1/evaluate?explain=1": {"tcp", "localhost:80", "localhost", "/v1/evaluate?explain=1"},
 		"unix:/run/toolgate.sock":                {"unix", "/run/toolgate.sock", "sidecar", "/v1/evaluate"},
+		"unix:///var/run/toolgate/toolgate.sock": {"unix", "/var/run/toolgate/toolgate.sock", "sidecar", "/v1/evaluate"},
 	}
 	for raw, want := range good {
 		if got, err := parseTarget(raw); err != nil || got != want {
 			t.Errorf("%s: %+v %v, want %+v", raw, got, err, want)
 		}
 	}
-	for _, raw := range []string{"https://x:1", "ftp://x", "http://", "unix:", "127.0.0.1:8181", "http://[::1"} {
+	for _, raw := range []string{"https://x:1", "ftp://x", "http://", "unix:", "unix://", "unix://host/x.sock", "127.0.0.1:8181", "http://[::1"} {
 		if _, err := parseTarget(raw); err == nil {
 			t.Errorf("%s: accepted", raw)
 		}
@@ -99,6 +100,7 @@ func TestParseTarget(t *testing.T) {
 }
 
 func TestMalformedFlagsAndBodies(t *testing.T) {
+	t.Setenv("TOOLGATE_URL", "") // "neither -url nor -self" must not find one
 	dir := t.TempDir()
 	notJSON := filepath.Join(dir, "bad.json")
 	if err := os.WriteFile(notJSON, []byte(`{"tool_name":`), 0o600); err != nil {
@@ -122,6 +124,11 @@ func TestMalformedFlagsAndBodies(t *testing.T) {
 		"missing body file":      {"-self", "-body", filepath.Join(dir, "nope.json")},
 		"body not JSON":          {"-self", "-body", notJSON},
 		"body without tool_name": {"-self", "-body", noTool},
+		"unknown -via":           {"-self", "-via", "udp"},
+		"-via without -self":     {"-url", "http://127.0.0.1:1", "-via", "unix"},
+		"negative -slow":         {"-self", "-slow", "-1"},
+		"huge -slow":             {"-self", "-slow", "1000000"},
+		"zero -slow-interval":    {"-self", "-slow", "10", "-slow-interval", "0s"},
 	}
 	for name, args := range cases {
 		var out, errOut bytes.Buffer
@@ -169,6 +176,32 @@ func TestSelfRun(t *testing.T) {
 	}
 }
 
+// -slow measures the same sidecar twice, the second time beside
+// connections that never finish a request, and prints both side by side;
+// -via unix drives the socket.
+func TestSlowRunReportsBothSideBySide(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := run(t.Context(), []string{"-self", "-via", "unix", "-c", "2", "-d", "300ms", "-warmup", "0s",
+		"-slow", "30", "-slow-interval", "50ms"}, &out, &errOut)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errOut.String())
+	}
+	for _, want := range []string{"toolgate.sock", "--- without slow connections", "--- with 30 slow connections", "--- side by side", "p99 "} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// An injected Pod's TOOLGATE_URL is where loadgen goes without -url.
+func TestURLDefaultsToTOOLGATE_URL(t *testing.T) {
+	t.Setenv("TOOLGATE_URL", "unix:///var/run/toolgate/toolgate.sock")
+	c, err := parseFlags(nil, io.Discard)
+	if err != nil || c.url != "unix:///var/run/toolgate/toolgate.sock" {
+		t.Errorf("url %q, %v", c.url, err)
+	}
+}
+
 func TestRunAgainstADeadServerFails(t *testing.T) {
 	var out bytes.Buffer
 	code := run(t.Context(), []string{"-url", "http://127.0.0.1:1", "-d", "100ms", "-warmup", "0s", "-c", "1"}, &out, &bytes.Buffer{})
@@ -189,7 +222,7 @@ func TestDrivesASidecarOnAUnixSocket(t *testing.T) {
 	}
 	sock := filepath.Join(dir, "sidecar.sock")
 	o := sidecar.DefaultOptions()
-	o.Listen, o.BundleFile, o.DecisionLog = "unix:"+sock, bundle, sidecar.DecisionLogNone
+	o.Listen, o.BundleFile, o.DecisionLog = []string{"unix:" + sock}, bundle, sidecar.DecisionLogNone
 	o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)

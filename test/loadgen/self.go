@@ -45,11 +45,12 @@ func mustJSON(v any) json.RawMessage {
 	return b
 }
 
-// startSelf runs a real sidecar (sidecar.Run, --bundle-file mode) in this
-// process on a loopback port and waits until it is ready. Decision log lines
-// are formatted as in production and written to io.Discard, unless logMode
-// is "none".
-func startSelf(ctx context.Context, rules int, logMode string) (string, func() error, error) {
+// startSelf runs a real sidecar (sidecar.Run, --bundle-file mode, the
+// default limits) in this process on a loopback port, and a Unix socket
+// too, and waits until it is ready. It returns the address to drive: the
+// port, or the socket when viaSocket. Decision log lines are formatted as
+// in production and written to io.Discard, unless logMode is "none".
+func startSelf(ctx context.Context, rules int, logMode string, viaSocket bool) (string, func() error, error) {
 	doc, err := generateBundle(rules)
 	if err != nil {
 		return "", nil, err
@@ -63,14 +64,15 @@ func startSelf(ctx context.Context, rules int, logMode string) (string, func() e
 		return "", nil, err
 	}
 	o := sidecar.DefaultOptions()
-	o.Listen, o.BundleFile = "127.0.0.1:0", path
+	sock := filepath.Join(dir, "toolgate.sock")
+	o.Listen, o.BundleFile = []string{"127.0.0.1:0", "unix://" + sock}, path
 	o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	o.DecisionLogWriter = io.Discard
 	if logMode == "none" {
 		o.DecisionLog = sidecar.DecisionLogNone
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	addrs := make(chan net.Addr, 1)
+	addrs := make(chan net.Addr, len(o.Listen))
 	done := make(chan error, 1)
 	go func() { done <- sidecar.Run(ctx, o, func(a net.Addr) { addrs <- a }) }()
 	stop := func() error {
@@ -92,6 +94,9 @@ func startSelf(ctx context.Context, rules int, logMode string) (string, func() e
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
+				if viaSocket {
+					return "unix:" + sock, stop, nil
+				}
 				return base, stop, nil
 			}
 		}

@@ -53,3 +53,24 @@ func (r *result) report(w io.Writer) {
 	}
 	fmt.Fprintf(w, "statuses %v, decisions %v\n", r.statuses, r.decisions)
 }
+
+// compare prints the slow run beside the plain one.
+func compare(w io.Writer, plain, slow *result) {
+	p, s := plain.latencies, slow.latencies // sorted by report
+	if len(p) == 0 || len(s) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "--- side by side      %14s %14s\n", "without", "with slow")
+	fmt.Fprintf(w, "throughput (/s)       %14.0f %14.0f\n", plain.throughput(), slow.throughput())
+	for _, q := range []float64{50, 99, 99.9} {
+		fmt.Fprintf(w, "p%-5v               %14s %14s\n", q, ms(percentile(p, q)), ms(percentile(s, q)))
+	}
+	fmt.Fprintf(w, "with slow connections, %.1f%% of requests took longer than the plain run's p99\n",
+		100*float64(len(s)-countAtMost(s, percentile(p, 99)))/float64(len(s)))
+}
+
+// countAtMost counts the sorted durations at most d.
+func countAtMost(sorted []time.Duration, d time.Duration) int {
+	n, _ := slices.BinarySearch(sorted, d+1)
+	return n
+}

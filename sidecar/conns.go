@@ -1,0 +1,206 @@
+package sidecar
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// connLimiter caps the connections open on one listener. At the cap, a new
+// connection evicts an open one: first the one that has waited longest
+// among those in the middle of nothing useful (silent since they
+// connected, or still sending a request's headers or body), and only when
+// there is none of those, the one idle longest among the keep-alive
+// connections waiting between two requests. A connection
+// whose request is being decoded and evaluated is never evicted (there are
+// at most --max-evaluations of those). So a flood of slow or idle
+// connections holds at most the cap without cutting the keep-alive
+// connections of a client that uses them, and a new client that sends its
+// request at once is served: its connection is the newest, the last to be
+// evicted. Only when every connection is busy evaluating is a new one
+// refused.
+//
+// Blocking Accept at the cap instead (netutil.LimitListener) would leave
+// new clients in the kernel's backlog until a timeout cut a slow
+// connection, seconds later: exactly the starvation the cap is for.
+type connLimiter struct {
+	net.Listener
+	max     int
+	evicted prometheus.Counter
+	refused prometheus.Counter
+	open    prometheus.Gauge
+
+	mu    sync.Mutex
+	conns map[*trackedConn]struct{}
+}
+
+func newConnLimiter(ln net.Listener, max int, m *metrics, listener string) *connLimiter {
+	return &connLimiter{Listener: ln, max: max, conns: make(map[*trackedConn]struct{}, max),
+		evicted: m.connsEvicted.WithLabelValues(listener), refused: m.connsRefused.WithLabelValues(listener),
+		open: m.connsOpen.WithLabelValues(listener)}
+}
+
+// trackedConn is a connection as the limiter sees it.
+type trackedConn struct {
+	net.Conn
+	l *connLimiter
+	// waitingSince is when the connection last started waiting on its
+	// client (accepted, idle, or its request's headers read), in
+	// nanoseconds since the limiter's epoch; busy is set while a request
+	// of it is evaluated.
+	waitingSince atomic.Int64
+	busy         atomic.Bool
+	keptAlive    atomic.Bool // idle between two requests, not sending one
+	closeOnce    sync.Once
+	closeErr     error
+}
+
+// epoch makes waitingSince a monotonic reading that fits an int64.
+var epoch = time.Now()
+
+func monoNow() int64 { return int64(time.Since(epoch)) }
+
+// Accept returns the next connection, evicting one first when the cap is
+// reached.
+func (l *connLimiter) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		tc := &trackedConn{Conn: c, l: l}
+		tc.waitingSince.Store(monoNow())
+		if l.admit(tc) {
+			return tc, nil
+		}
+		l.refused.Inc()
+		_ = c.Close()
+	}
+}
+
+// admit registers tc, evicting the longest-waiting idle or slow
+// connection when the cap is reached; false when every open connection is
+// being evaluated.
+func (l *connLimiter) admit(tc *trackedConn) bool {
+	l.mu.Lock()
+	var victim *trackedConn
+	if len(l.conns) >= l.max {
+		var idle *trackedConn // the longest idle of the kept-alive ones
+		oldest, oldestIdle := int64(0), int64(0)
+		for c := range l.conns {
+			if c.busy.Load() {
+				continue
+			}
+			since := c.waitingSince.Load()
+			if c.keptAlive.Load() {
+				if idle == nil || since < oldestIdle {
+					idle, oldestIdle = c, since
+				}
+			} else if victim == nil || since < oldest {
+				victim, oldest = c, since
+			}
+		}
+		if victim == nil {
+			victim = idle
+		}
+		if victim == nil {
+			l.mu.Unlock()
+			return false
+		}
+		delete(l.conns, victim)
+	}
+	l.conns[tc] = struct{}{}
+	n := len(l.conns)
+	l.mu.Unlock()
+	l.open.Set(float64(n))
+	if victim != nil {
+		l.evicted.Inc()
+		_ = victim.Conn.Close() // its server goroutine sees the error and ends
+	}
+	return true
+}
+
+func (l *connLimiter) forget(tc *trackedConn) {
+	l.mu.Lock()
+	delete(l.conns, tc)
+	n := len(l.conns)
+	l.mu.Unlock()
+	l.open.Set(float64(n))
+}
+
+// Close closes the connection once and forgets it.
+func (c *trackedConn) Close() error {
+	c.closeOnce.Do(func() {
+		c.closeErr = c.Conn.Close()
+		c.l.forget(c)
+	})
+	return c.closeErr
+}
+
+// trackConnState is the http.Server hook that keeps waitingSince current.
+// net/http reports StateActive once a request's headers are read, so a
+// connection trickling its headers stays in its earlier state, and its
+// earlier time, throughout.
+func trackConnState(c net.Conn, st http.ConnState) {
+	tc, ok := c.(*trackedConn)
+	if !ok {
+		return
+	}
+	switch st {
+	case http.StateNew, http.StateActive, http.StateIdle:
+		// Idle comes only after a response: a client keeping its
+		// connection for the next call.
+		tc.keptAlive.Store(st == http.StateIdle)
+		tc.waitingSince.Store(monoNow())
+	case http.StateClosed, http.StateHijacked:
+		tc.l.forget(tc)
+	}
+}
+
+type connKey struct{}
+
+// withConn is the http.Server hook that lets a handler find its
+// connection, to mark it busy.
+func withConn(ctx context.Context, c net.Conn) context.Context {
+	if tc, ok := c.(*trackedConn); ok {
+		return context.WithValue(ctx, connKey{}, tc)
+	}
+	return ctx
+}
+
+// connOf is the tracked connection r arrived on; nil for a listener
+// without a limiter (tests that serve the handler directly).
+func connOf(r *http.Request) *trackedConn {
+	tc, _ := r.Context().Value(connKey{}).(*trackedConn)
+	return tc
+}
+
+// setBusy protects the connection from eviction while its request is
+// evaluated; setWaiting ends that.
+func (c *trackedConn) setBusy() {
+	if c != nil {
+		c.busy.Store(true)
+	}
+}
+
+func (c *trackedConn) setWaiting() {
+	if c != nil {
+		c.waitingSince.Store(monoNow())
+		c.busy.Store(false)
+	}
+}
+
+// CloseWrite lets net/http half-close a connection it is done with, as it
+// does for a bare TCP connection, so the client reads the last response
+// rather than a reset.
+func (c *trackedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
