@@ -292,7 +292,7 @@ func hasMount(c *corev1.Container, volume string) bool {
 // container already using that directory keeps it and is sent to the
 // loopback port instead.
 func TestAgentContainersGetTheSocketReadOnly(t *testing.T) {
-	p := pod("socket-pod", map[string]string{AnnotationInject: "true"})
+	p := pod("socket-pod", map[string]string{v1alpha1.AnnotationInject: "true"})
 	p.Spec.InitContainers = []corev1.Container{{Name: "setup", Image: "busybox"}}
 	p.Spec.Containers = append(p.Spec.Containers,
 		corev1.Container{Name: "own-url", Image: "python:3.12", Env: []corev1.EnvVar{{Name: EnvURL, Value: "http://127.0.0.1:8181"}}},
@@ -368,7 +368,7 @@ func TestAgentContainersGetTheSocketReadOnly(t *testing.T) {
 // Without a socket (--sidecar-socket=""), the sidecar answers on the
 // loopback port alone, probed there, and TOOLGATE_URL says so.
 func TestInjectionWithoutASocket(t *testing.T) {
-	p := pod("no-socket", map[string]string{AnnotationInject: "true"})
+	p := pod("no-socket", map[string]string{v1alpha1.AnnotationInject: "true"})
 	o := testInject
 	o.Socket = ""
 	InjectSidecar(p, o)

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/toolgate/toolgate/webhook"
+	"github.com/toolgate/toolgate/api/v1alpha1"
 )
 
 // networkPolicies renders the chart and returns its NetworkPolicies by
@@ -59,7 +59,7 @@ func TestNetworkPolicyGuardsTheSidecarMetricsPort(t *testing.T) {
 		t.Fatalf("NetworkPolicies in %v, want team-a and team-b (manager.namespaces)", keys(nps))
 	}
 	for ns, np := range nps {
-		injected := labels.Set{webhook.LabelInjected: "true"}
+		injected := labels.Set{v1alpha1.LabelInjected: "true"}
 		sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
 		if err != nil || !sel.Matches(injected) || sel.Matches(labels.Set{"app": "agent"}) {
 			t.Errorf("%s: selects %v, want the injected Pods only", ns, np.Spec.PodSelector)
