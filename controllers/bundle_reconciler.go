@@ -30,6 +30,9 @@ type bundleReconciler struct {
 	outcomes  *outcomeStore
 	statuses  chan<- event.TypedGenericEvent[string] // namespaces whose statuses are due
 	written   sync.Map                               // ConfigMap key -> the payload last written there
+	// published holds, per namespace, the bundle this process last
+	// published: what a BundleTooLarge namespace's freezes are added to.
+	published sync.Map // namespace -> engine.Bundle
 }
 
 func (r *bundleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -72,6 +75,7 @@ func (r *bundleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 			warnAll(r.recorder, in, "PublishFailed", "Publish", err.Error())
 			return ctrl.Result{}, err
 		}
+		r.published.Store(req.Namespace, b)
 		bundleRules.WithLabelValues(req.Namespace).Set(float64(ruleCount(b)))
 		bundlePolicies.WithLabelValues(req.Namespace).Set(float64(len(b.Policies)))
 		bundleFrozenAgents.WithLabelValues(req.Namespace).Set(float64(len(b.FrozenAgents)))
