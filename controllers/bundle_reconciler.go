@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -25,7 +24,6 @@ import (
 type bundleReconciler struct {
 	client    client.Client
 	apiReader client.Reader // uncached, for when the cache lags our own writes
-	recorder  events.EventRecorder
 	opts      Options
 	outcomes  *outcomeStore
 	statuses  chan<- event.TypedGenericEvent[string] // namespaces whose statuses are due
@@ -65,15 +63,14 @@ func (r *bundleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		publishesTotal.WithLabelValues(resultTooLarge).Inc()
 		// The kill switch must not wait for the policies to shrink.
 		if out.freezeRevision, err = r.publishFreezes(ctx, req.Namespace, b.FrozenAgents, start); err != nil {
-			return ctrl.Result{}, err
+			return r.publishFailed(ctx, req.Namespace, out, err)
 		}
 		bundleFrozenAgents.WithLabelValues(req.Namespace).Set(float64(len(b.FrozenAgents)))
 	case err != nil:
 		return ctrl.Result{}, err
 	default:
 		if err := r.publish(ctx, req.Namespace, p, start); err != nil {
-			warnAll(r.recorder, in, "PublishFailed", "Publish", err.Error())
-			return ctrl.Result{}, err
+			return r.publishFailed(ctx, req.Namespace, out, err)
 		}
 		r.published.Store(req.Namespace, b)
 		bundleRules.WithLabelValues(req.Namespace).Set(float64(ruleCount(b)))
@@ -86,6 +83,18 @@ func (r *bundleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{}, err
 	}
 	return requeueResult(in, now, out.tooLarge)
+}
+
+// publishFailed has the namespace's objects say that the API server refused
+// the write (Ready=False, PublishFailed, with its error), and retries with
+// backoff.
+func (r *bundleReconciler) publishFailed(ctx context.Context, ns string, out outcome, err error) (ctrl.Result, error) {
+	out.publishErr = err
+	r.outcomes.set(ns, out)
+	if serr := r.statusesDue(ctx, ns); serr != nil {
+		return ctrl.Result{}, serr
+	}
+	return ctrl.Result{}, err
 }
 
 // statusesDue hands the namespace to the status controller.

@@ -49,7 +49,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	recorder := mgr.GetEventRecorder(ControllerName)
 	outcomes := newOutcomeStore()
 	statusesDue := make(chan event.TypedGenericEvent[string], statusQueueSize)
-	br := &bundleReconciler{client: mgr.GetClient(), apiReader: mgr.GetAPIReader(), recorder: recorder,
+	br := &bundleReconciler{client: mgr.GetClient(), apiReader: mgr.GetAPIReader(),
 		opts: opts, outcomes: outcomes, statuses: statusesDue}
 	sr := &statusReconciler{client: mgr.GetClient(), recorder: recorder, outcomes: outcomes}
 	controllerOpts := controller.Options{
