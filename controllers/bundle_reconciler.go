@@ -62,7 +62,7 @@ func (r *bundleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		out.tooLarge = err
 		publishesTotal.WithLabelValues(resultTooLarge).Inc()
 		// The kill switch must not wait for the policies to shrink.
-		if out.freezeRevision, err = r.publishFreezes(ctx, req.Namespace, b.FrozenAgents, start); err != nil {
+		if out.freezeRevision, out.freezeAlone, err = r.publishFreezes(ctx, req.Namespace, b.FrozenAgents, start); err != nil {
 			return r.publishFailed(ctx, req.Namespace, out, err)
 		}
 		bundleFrozenAgents.WithLabelValues(req.Namespace).Set(float64(len(b.FrozenAgents)))

@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -129,5 +130,38 @@ func TestAttackTooLargeDoesNotRepublishForgedPolicies(t *testing.T) {
 	_, b = waitForBundle(t, ns, "the freeze published", func(b engine.Bundle) bool { return len(b.FrozenAgents) == 1 })
 	if hasPolicy(b, "forged") || !hasPolicy(b, "small") || !hasPolicy(b, "noise-a") {
 		t.Fatalf("the freeze was published on %d policies, not the last published small and noise-a", len(b.Policies))
+	}
+}
+
+// TestAttackTooLargeAfterRestartDoesNotRepublishForgedPolicies: a manager
+// that restarts while the namespace is BundleTooLarge has published nothing
+// yet to build on. A freeze must still go out at once, and not on top of
+// what the ConfigMap holds: it goes out alone (the other agents are denied
+// NO_POLICIES, failing closed) until the policies fit again.
+func TestAttackTooLargeAfterRestartDoesNotRepublishForgedPolicies(t *testing.T) {
+	ns := newNamespace(t)
+	first := startManager(t, controllers.Options{}, ns)
+	create(t, policy(ns, "small", 1))
+	create(t, bigPolicy(ns, "noise-a", 900, true))
+	waitForBundle(t, ns, "two policies published", func(b engine.Bundle) bool { return len(b.Policies) == 2 })
+	create(t, bigPolicy(ns, "noise-b", 900, true))
+	waitForPolicyReady(t, ns, "noise-b", v1alpha1.ReasonBundleTooLarge)
+	first.stop()
+
+	cm, _ := getBundleConfigMap(t, ns)
+	forged := forgedConfigMap(t, ns)
+	cm.Data, cm.BinaryData, cm.Annotations = forged.Data, nil, forged.Annotations
+	if err := k8s.Update(context.Background(), cm); err != nil {
+		t.Fatal(err)
+	}
+	startManager(t, controllers.Options{}, ns)
+	create(t, frozenAgent(ns, "stop-agent-7", "agent-7", nil))
+	_, b := waitForBundle(t, ns, "the freeze published", func(b engine.Bundle) bool { return len(b.FrozenAgents) == 1 })
+	if hasPolicy(b, "forged") || len(b.Policies) != 0 {
+		t.Fatalf("after a restart, the freeze was published on %d policies from the ConfigMap", len(b.Policies))
+	}
+	f := waitForFrozenReady(t, ns, "stop-agent-7", v1alpha1.ReasonPublished)
+	if msg := readyOf(f.Status.Conditions).Message; !strings.Contains(msg, "without policies") {
+		t.Errorf("the FrozenAgent does not say its bundle carries no policies: %q", msg)
 	}
 }

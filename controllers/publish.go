@@ -130,26 +130,26 @@ func (r *bundleReconciler) deleteBundle(ctx context.Context, ns string) error {
 // the freezes go out alone (the namespace's other agents are denied
 // NO_POLICIES, failing closed) and, without freezes, the ConfigMap is left
 // as it is. It returns the revision published, or "" when it published
-// nothing.
-func (r *bundleReconciler) publishFreezes(ctx context.Context, ns string, frozen []engine.FrozenAgent, start time.Time) (string, error) {
+// nothing, and whether the freezes went out alone.
+func (r *bundleReconciler) publishFreezes(ctx context.Context, ns string, frozen []engine.FrozenAgent, start time.Time) (revision string, alone bool, err error) {
 	var b engine.Bundle
 	if last, ok := r.published.Load(ns); ok {
 		b = last.(engine.Bundle)
 	} else if len(frozen) == 0 {
-		return "", nil
+		return "", false, nil
 	}
 	b.FrozenAgents = frozen
 	doc, revision, err := engine.Encode(b)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	p, err := renderPayload(doc, revision, r.opts.CompressAbove, r.opts.MaxStoredBytes)
 	if err != nil {
-		return "", nil
+		return "", false, nil
 	}
 	if err := r.publish(ctx, ns, p, start); err != nil {
-		return "", err
+		return "", false, err
 	}
 	r.published.Store(ns, b)
-	return revision, nil
+	return revision, len(b.Policies) == 0, nil
 }

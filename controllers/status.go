@@ -30,8 +30,11 @@ type outcome struct {
 	// freezeRevision, with tooLarge, is the revision that carries the
 	// current freezes on top of the last published policies; "" if none.
 	freezeRevision string
-	diags          map[string][]engine.Diagnostic
-	now            time.Time
+	// freezeAlone: that revision carries no policies (none published yet by
+	// this process to build on).
+	freezeAlone bool
+	diags       map[string][]engine.Diagnostic
+	now         time.Time
 	// generations are those of the objects the bundle was built from: a
 	// status describes only what was published.
 	generations map[types.UID]int64
@@ -103,6 +106,9 @@ func frozenAgentStatus(f *v1alpha1.FrozenAgent, o outcome) v1alpha1.FrozenAgentS
 		st.BundleRevision = ""
 	case o.tooLarge != nil && o.freezeRevision == "":
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, v1alpha1.ReasonBundleTooLarge, o.tooLarge.Error()
+	case o.tooLarge != nil && o.freezeAlone:
+		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.ReasonPublished
+		cond.Message = fmt.Sprintf("live in ConfigMap %s, without policies: the namespace's policies are BundleTooLarge and the operator has published none since it started, so other agents are denied NO_POLICIES", o.configMap)
 	case o.tooLarge != nil:
 		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.ReasonPublished
 		cond.Message = fmt.Sprintf("live in ConfigMap %s, with the last policies that fit (the namespace's policies are BundleTooLarge)", o.configMap)
