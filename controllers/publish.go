@@ -17,8 +17,7 @@ import (
 
 // publish makes the namespace's bundle ConfigMap carry p, writing nothing when
 // it already does. It reads the cache first; when the cache lags a write of
-// ours, or hides a ConfigMap whose labels were removed by hand, it falls back
-// to an uncached read.
+// ours (or another's), it falls back to an uncached read.
 func (r *bundleReconciler) publish(ctx context.Context, ns string, p payload, start time.Time) error {
 	key := types.NamespacedName{Namespace: ns, Name: r.opts.ConfigMapName}
 	r.written.Store(key, p) // before the write: its echo may come first
