@@ -123,6 +123,12 @@ func requireChannelGuarded(t *testing.T, objs []*unstructured.Unstructured, m in
 	requireRefused(t, "patch the bundle's labels",
 		attacker.Patch(ctx(t), published.DeepCopy(), client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"labels":null}}`))))
 	requireRefused(t, "delete the bundle", attacker.Delete(ctx(t), published.DeepCopy()))
+	// kubectl delete configmaps --all: a collection delete is admitted item
+	// by item, so the bundle stays.
+	_ = attacker.DeleteAllOf(ctx(t), &corev1.ConfigMap{}, client.InNamespace(app))
+	if err := k8s.Get(ctx(t), client.ObjectKeyFromObject(published), &corev1.ConfigMap{}); err != nil {
+		t.Errorf("after an edit user's delete of every ConfigMap, the bundle: %v", err)
+	}
 
 	// Nor the signing keys in the manager's namespace.
 	keys := channelConfigMap(m.namespace, signingKeysName, "{}")
