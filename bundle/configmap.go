@@ -3,6 +3,7 @@ package bundle
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/binary"
 	"fmt"
 	"io"
 
@@ -21,9 +22,12 @@ const (
 	// GzipKey (in binaryData) holds it gzip-compressed when it is not.
 	GzipKey = "bundle.json.gz"
 
-	// MaxDocumentBytes bounds a decompressed document, so a small gzip bomb
-	// cannot exhaust a reader's memory.
-	MaxDocumentBytes = 64 << 20
+	// MaxDocumentBytes bounds a decompressed document. The operator publishes
+	// nothing larger (BundleTooLarge) and readers refuse anything larger, so a
+	// gzip bomb of a few hundred KiB cannot exhaust a sidecar: reading stays
+	// within about twice this, well under the injected sidecar's 64 MiB
+	// memory limit (TestAttackGzipBombIsRefused measures it).
+	MaxDocumentBytes = 8 << 20
 )
 
 // FromConfigMap returns what a bundle ConfigMap carries: the bytes under Key,
@@ -64,11 +68,21 @@ func ReadDocument(raw []byte, gzipped bool) ([]byte, error) {
 		}
 		return raw, nil
 	}
+	// A gzip stream ends with its inflated size (mod 2^32): one that owns up
+	// to being too large is refused before anything is inflated. The limit
+	// below is what holds against one that lies.
+	var size uint32
+	if len(raw) >= 4 {
+		size = binary.LittleEndian.Uint32(raw[len(raw)-4:])
+		if size > MaxDocumentBytes {
+			return nil, fmt.Errorf("%w: gzip says it decompresses to %d bytes, more than the limit of %d", engine.ErrCorruptBundle, size, MaxDocumentBytes)
+		}
+	}
 	zr, err := gzip.NewReader(bytes.NewReader(raw))
 	if err != nil {
 		return nil, fmt.Errorf("%w: gzip: %v", engine.ErrCorruptBundle, err)
 	}
-	doc, err := io.ReadAll(io.LimitReader(zr, MaxDocumentBytes+1))
+	doc, err := readAtMost(zr, int(size), MaxDocumentBytes)
 	if err != nil {
 		return nil, fmt.Errorf("%w: gzip: %v", engine.ErrCorruptBundle, err)
 	}
@@ -76,4 +90,30 @@ func ReadDocument(raw []byte, gzipped bool) ([]byte, error) {
 		return nil, fmt.Errorf("%w: decompresses to more than the limit of %d bytes", engine.ErrCorruptBundle, MaxDocumentBytes)
 	}
 	return doc, nil
+}
+
+// readAtMost reads r to its end, or to one byte past limit, into a buffer
+// sized for hint bytes; past the hint it grows once, straight to the limit,
+// so reading allocates at most hint+limit bytes, not the doublings of
+// io.ReadAll.
+func readAtMost(r io.Reader, hint, limit int) ([]byte, error) {
+	buf := make([]byte, 0, min(hint, limit)+bytes.MinRead)
+	for {
+		if len(buf) == cap(buf) {
+			if len(buf) > limit {
+				return buf, nil
+			}
+			grown := make([]byte, len(buf), limit+1)
+			copy(grown, buf)
+			buf = grown
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 }

@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -25,11 +24,13 @@ import (
 type bundleReconciler struct {
 	client    client.Client
 	apiReader client.Reader // uncached, for when the cache lags our own writes
-	recorder  events.EventRecorder
 	opts      Options
 	outcomes  *outcomeStore
 	statuses  chan<- event.TypedGenericEvent[string] // namespaces whose statuses are due
 	written   sync.Map                               // ConfigMap key -> the payload last written there
+	// published holds, per namespace, the bundle this process last
+	// published: what a BundleTooLarge namespace's freezes are added to.
+	published sync.Map // namespace -> engine.Bundle
 }
 
 func (r *bundleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -61,17 +62,17 @@ func (r *bundleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		out.tooLarge = err
 		publishesTotal.WithLabelValues(resultTooLarge).Inc()
 		// The kill switch must not wait for the policies to shrink.
-		if out.freezeRevision, err = r.publishFreezes(ctx, req.Namespace, b.FrozenAgents, start); err != nil {
-			return ctrl.Result{}, err
+		if out.freezeRevision, out.freezeAlone, err = r.publishFreezes(ctx, req.Namespace, b.FrozenAgents, start); err != nil {
+			return r.publishFailed(ctx, req.Namespace, out, err)
 		}
 		bundleFrozenAgents.WithLabelValues(req.Namespace).Set(float64(len(b.FrozenAgents)))
 	case err != nil:
 		return ctrl.Result{}, err
 	default:
 		if err := r.publish(ctx, req.Namespace, p, start); err != nil {
-			warnAll(r.recorder, in, "PublishFailed", "Publish", err.Error())
-			return ctrl.Result{}, err
+			return r.publishFailed(ctx, req.Namespace, out, err)
 		}
+		r.published.Store(req.Namespace, b)
 		bundleRules.WithLabelValues(req.Namespace).Set(float64(ruleCount(b)))
 		bundlePolicies.WithLabelValues(req.Namespace).Set(float64(len(b.Policies)))
 		bundleFrozenAgents.WithLabelValues(req.Namespace).Set(float64(len(b.FrozenAgents)))
@@ -82,6 +83,18 @@ func (r *bundleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{}, err
 	}
 	return requeueResult(in, now, out.tooLarge)
+}
+
+// publishFailed has the namespace's objects say that the API server refused
+// the write (Ready=False, PublishFailed, with its error), and retries with
+// backoff.
+func (r *bundleReconciler) publishFailed(ctx context.Context, ns string, out outcome, err error) (ctrl.Result, error) {
+	out.publishErr = err
+	r.outcomes.set(ns, out)
+	if serr := r.statusesDue(ctx, ns); serr != nil {
+		return ctrl.Result{}, serr
+	}
+	return ctrl.Result{}, err
 }
 
 // statusesDue hands the namespace to the status controller.

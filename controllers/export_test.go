@@ -14,7 +14,7 @@ import (
 func NewReconcilersForTest(mgr ctrl.Manager, opts Options) (bundle, status reconcile.Reconciler) {
 	outcomes := newOutcomeStore()
 	rec := mgr.GetEventRecorder("toolgate-test")
-	return &bundleReconciler{client: mgr.GetClient(), apiReader: mgr.GetAPIReader(), recorder: rec,
+	return &bundleReconciler{client: mgr.GetClient(), apiReader: mgr.GetAPIReader(),
 			opts: opts.withDefaults(), outcomes: outcomes},
 		&statusReconciler{client: mgr.GetClient(), recorder: rec, outcomes: outcomes}
 }

@@ -20,19 +20,29 @@ type payload struct {
 	size       int // bytes stored, compressed or not
 }
 
-// errBundleTooLarge means even the compressed document does not fit.
+// errBundleTooLarge means even the compressed document does not fit, or the
+// document is larger than sidecars accept (compressed is then 0).
 type errBundleTooLarge struct {
 	raw, compressed, limit int
 }
 
 func (e *errBundleTooLarge) Error() string {
+	if e.compressed == 0 {
+		return fmt.Sprintf("bundle is %d bytes, more than the %d a sidecar accepts decompressed: split the namespace's policies or shorten descriptions",
+			e.raw, e.limit)
+	}
 	return fmt.Sprintf("bundle is %d bytes (%d gzipped), more than the %d a ConfigMap can hold: split the namespace's policies or shorten descriptions",
 		e.raw, e.compressed, e.limit)
 }
 
 // renderPayload stores small documents as text, so `kubectl get -o yaml`
 // shows them, and larger ones gzipped in binaryData.
+// A document past bundle.MaxDocumentBytes is never published, however well
+// it compresses: sidecars refuse it.
 func renderPayload(doc []byte, revision string, compressAbove, maxStored int) (payload, error) {
+	if len(doc) > bundle.MaxDocumentBytes {
+		return payload{}, &errBundleTooLarge{raw: len(doc), limit: bundle.MaxDocumentBytes}
+	}
 	if len(doc) <= compressAbove && len(doc) <= maxStored {
 		return payload{revision: revision, data: map[string]string{bundle.Key: string(doc)}, size: len(doc)}, nil
 	}

@@ -60,6 +60,16 @@ func TestRenderPayload(t *testing.T) {
 	if !errors.As(err, &tooLarge) || tooLarge.raw != len(doc) || tooLarge.compressed <= 1000 || tooLarge.limit != 1000 {
 		t.Fatalf("incompressible: %v", err)
 	}
+
+	// Compresses to almost nothing, but sidecars refuse to inflate it.
+	huge := bytes.Repeat([]byte("do not run this tool "), bundle.MaxDocumentBytes/21+1)
+	_, err = renderPayload(huge, "sha256:5", DefaultCompressAbove, DefaultMaxStoredBytes)
+	if !errors.As(err, &tooLarge) || tooLarge.limit != bundle.MaxDocumentBytes || !strings.Contains(err.Error(), "a sidecar accepts decompressed") {
+		t.Fatalf("%d bytes that gzip well: %v, want BundleTooLarge at bundle.MaxDocumentBytes", len(huge), err)
+	}
+	if _, err := renderPayload(huge[:bundle.MaxDocumentBytes], "sha256:6", DefaultCompressAbove, DefaultMaxStoredBytes); err != nil {
+		t.Fatalf("exactly bundle.MaxDocumentBytes: %v", err)
+	}
 }
 
 func TestUpToDate(t *testing.T) {

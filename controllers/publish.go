@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,14 +12,12 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/engine"
 )
 
 // publish makes the namespace's bundle ConfigMap carry p, writing nothing when
 // it already does. It reads the cache first; when the cache lags a write of
-// ours, or hides a ConfigMap whose labels were removed by hand, it falls back
-// to an uncached read.
+// ours (or another's), it falls back to an uncached read.
 func (r *bundleReconciler) publish(ctx context.Context, ns string, p payload, start time.Time) error {
 	key := types.NamespacedName{Namespace: ns, Name: r.opts.ConfigMapName}
 	r.written.Store(key, p) // before the write: its echo may come first
@@ -51,8 +50,7 @@ func (r *bundleReconciler) writeCached(ctx context.Context, key types.Namespaced
 	if err != nil || upToDate(&cm, p) {
 		return false, err
 	}
-	applyPayload(&cm, p)
-	return true, r.client.Update(ctx, &cm)
+	return true, r.rewrite(ctx, &cm, p)
 }
 
 func (r *bundleReconciler) writeFresh(ctx context.Context, key types.NamespacedName, p payload) (bool, error) {
@@ -71,11 +69,25 @@ func (r *bundleReconciler) writeFresh(ctx context.Context, key types.NamespacedN
 		if err != nil || upToDate(&cm, p) {
 			return err
 		}
-		applyPayload(&cm, p)
 		written = true
-		return r.client.Update(ctx, &cm)
+		return r.rewrite(ctx, &cm, p)
 	})
 	return written, err
+}
+
+// rewrite makes the existing cm carry p. An immutable one cannot be
+// updated, ever: it is deleted (that very object, by UID) and created anew,
+// or one forged with immutable: true would pin the namespace's bundle.
+func (r *bundleReconciler) rewrite(ctx context.Context, cm *corev1.ConfigMap, p payload) error {
+	if cm.Immutable == nil || !*cm.Immutable {
+		applyPayload(cm, p)
+		return r.client.Update(ctx, cm)
+	}
+	err := r.client.Delete(ctx, cm, client.Preconditions{UID: &cm.UID, ResourceVersion: &cm.ResourceVersion})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting immutable ConfigMap %s/%s to replace it: %w", cm.Namespace, cm.Name, err)
+	}
+	return r.client.Create(ctx, newBundleConfigMap(client.ObjectKeyFromObject(cm), p))
 }
 
 func newBundleConfigMap(key types.NamespacedName, p payload) *corev1.ConfigMap {
@@ -90,6 +102,7 @@ func (r *bundleReconciler) deleteBundle(ctx context.Context, ns string) error {
 	var cm corev1.ConfigMap
 	key := types.NamespacedName{Namespace: ns, Name: r.opts.ConfigMapName}
 	r.written.Delete(key)
+	r.published.Delete(ns)
 	err := r.client.Get(ctx, key, &cm)
 	if apierrors.IsNotFound(err) {
 		forgetNamespace(ns)
@@ -108,45 +121,34 @@ func (r *bundleReconciler) deleteBundle(ctx context.Context, ns string) error {
 }
 
 // publishFreezes is the fallback when the namespace's bundle is too large: it
-// republishes the last published policies with the current frozen agents, so
-// a freeze applies at once even while the policies cannot be updated. It
-// returns the revision published, or "" when there is none to build on (a
-// bundle that does not read back is left for the restore path) or even that
-// does not fit.
-func (r *bundleReconciler) publishFreezes(ctx context.Context, ns string, frozen []engine.FrozenAgent, start time.Time) (string, error) {
-	var prev engine.Bundle
-	var cm corev1.ConfigMap
-	err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: r.opts.ConfigMapName}, &cm)
-	switch {
-	case apierrors.IsNotFound(err):
-		// No bundle yet: sidecars deny NO_POLICIES; with the freezes, frozen
-		// agents get AGENT_FROZEN and the rest still NO_POLICIES.
-	case err != nil:
-		return "", err
-	default:
-		raw, gzipped, err := bundle.FromConfigMap(&cm)
-		if err != nil {
-			return "", nil
-		}
-		doc, err := bundle.ReadDocument(raw, gzipped)
-		if err != nil {
-			return "", nil
-		}
-		if prev, err = engine.Decode(doc); err != nil {
-			return "", nil
-		}
+// republishes the policies this process last published with the current
+// frozen agents, so a freeze applies at once even while the policies cannot
+// be updated. It never builds on what the ConfigMap holds: that may have
+// been written by someone else, and republishing it would make forged
+// policies the operator's own. After a restart, with nothing published yet,
+// the freezes go out alone (the namespace's other agents are denied
+// NO_POLICIES, failing closed) and, without freezes, the ConfigMap is left
+// as it is. It returns the revision published, or "" when it published
+// nothing, and whether the freezes went out alone.
+func (r *bundleReconciler) publishFreezes(ctx context.Context, ns string, frozen []engine.FrozenAgent, start time.Time) (revision string, alone bool, err error) {
+	var b engine.Bundle
+	if last, ok := r.published.Load(ns); ok {
+		b = last.(engine.Bundle)
+	} else if len(frozen) == 0 {
+		return "", false, nil
 	}
-	prev.FrozenAgents = frozen
-	doc, revision, err := engine.Encode(prev)
+	b.FrozenAgents = frozen
+	doc, revision, err := engine.Encode(b)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	p, err := renderPayload(doc, revision, r.opts.CompressAbove, r.opts.MaxStoredBytes)
 	if err != nil {
-		return "", nil
+		return "", false, nil
 	}
 	if err := r.publish(ctx, ns, p, start); err != nil {
-		return "", err
+		return "", false, err
 	}
-	return revision, nil
+	r.published.Store(ns, b)
+	return revision, len(b.Policies) == 0, nil
 }

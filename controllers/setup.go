@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -50,7 +49,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	recorder := mgr.GetEventRecorder(ControllerName)
 	outcomes := newOutcomeStore()
 	statusesDue := make(chan event.TypedGenericEvent[string], statusQueueSize)
-	br := &bundleReconciler{client: mgr.GetClient(), apiReader: mgr.GetAPIReader(), recorder: recorder,
+	br := &bundleReconciler{client: mgr.GetClient(), apiReader: mgr.GetAPIReader(),
 		opts: opts, outcomes: outcomes, statuses: statusesDue}
 	sr := &statusReconciler{client: mgr.GetClient(), recorder: recorder, outcomes: outcomes}
 	controllerOpts := controller.Options{
@@ -110,16 +109,14 @@ const (
 	statusDelay = 200 * time.Millisecond
 )
 
-// CacheByObject limits the manager's ConfigMap cache to bundle ConfigMaps.
-// One whose labels were removed by hand drops out of the cache; the
-// reconciler then finds it with an uncached read and restores it.
+// CacheByObject limits the manager's ConfigMap cache to bundle ConfigMaps,
+// found by name alone: one created or relabelled without the bundle label is
+// still the operator's, seen at once and adopted (overwritten, or deleted in
+// a namespace with nothing to publish), not left for sidecars to serve.
 func CacheByObject(opts Options) map[client.Object]cache.ByObject {
 	opts = opts.withDefaults()
 	return map[client.Object]cache.ByObject{
-		&corev1.ConfigMap{}: {
-			Label: labels.SelectorFromSet(labels.Set{v1alpha1.BundleLabel: "true"}),
-			Field: fields.OneTermEqualSelector("metadata.name", opts.ConfigMapName),
-		},
+		&corev1.ConfigMap{}: {Field: fields.OneTermEqualSelector("metadata.name", opts.ConfigMapName)},
 	}
 }
 

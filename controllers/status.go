@@ -24,11 +24,17 @@ type outcome struct {
 	configMap string
 	revision  string // the revision now live; unused when tooLarge is set
 	tooLarge  error  // the bundle was not published: the previous one stays
+	// publishErr is the API server's refusal of the bundle's write: nothing
+	// of this outcome is live, the previous bundle (if any) stays.
+	publishErr error
 	// freezeRevision, with tooLarge, is the revision that carries the
 	// current freezes on top of the last published policies; "" if none.
 	freezeRevision string
-	diags          map[string][]engine.Diagnostic
-	now            time.Time
+	// freezeAlone: that revision carries no policies (none published yet by
+	// this process to build on).
+	freezeAlone bool
+	diags       map[string][]engine.Diagnostic
+	now         time.Time
 	// generations are those of the objects the bundle was built from: a
 	// status describes only what was published.
 	generations map[types.UID]int64
@@ -62,6 +68,8 @@ func policyStatus(p *v1alpha1.Policy, o outcome) v1alpha1.PolicyStatus {
 	cond := metav1.Condition{Type: v1alpha1.ConditionReady, ObservedGeneration: p.Generation,
 		LastTransitionTime: metav1.NewTime(o.now)}
 	switch diags := o.diags[p.Name]; {
+	case o.publishErr != nil:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, v1alpha1.ReasonPublishFailed, o.publishFailedMessage()
 	case o.tooLarge != nil:
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, v1alpha1.ReasonBundleTooLarge, o.tooLarge.Error()
 	case len(diags) > 0:
@@ -70,14 +78,14 @@ func policyStatus(p *v1alpha1.Policy, o outcome) v1alpha1.PolicyStatus {
 		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.ReasonPublished
 		cond.Message = fmt.Sprintf("live in ConfigMap %s", o.configMap)
 	}
-	if o.tooLarge == nil {
+	if o.tooLarge == nil && o.publishErr == nil {
 		// A policy that does not compile is still published (sidecars deny
 		// POLICY_COMPILE_ERROR when they reach it), so it is live too.
 		st.ObservedGeneration = p.Generation
 		st.BundleRevision = o.revision
 		st.RuleCount = int32(len(p.Spec.Rules))
 	}
-	apimeta.SetStatusCondition(&st.Conditions, cond)
+	st.Conditions = withProgress(st.Conditions, cond)
 	return st
 }
 
@@ -88,6 +96,8 @@ func frozenAgentStatus(f *v1alpha1.FrozenAgent, o outcome) v1alpha1.FrozenAgentS
 	cond := metav1.Condition{Type: v1alpha1.ConditionReady, ObservedGeneration: f.Generation,
 		LastTransitionTime: metav1.NewTime(o.now)}
 	switch {
+	case o.publishErr != nil:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, v1alpha1.ReasonPublishFailed, o.publishFailedMessage()
 	case bundle.FrozenAgent(f).Expired(o.now):
 		cond.Status, cond.Reason = metav1.ConditionFalse, v1alpha1.ReasonExpired
 		cond.Message = fmt.Sprintf("expired at %s and removed from ConfigMap %s",
@@ -96,6 +106,9 @@ func frozenAgentStatus(f *v1alpha1.FrozenAgent, o outcome) v1alpha1.FrozenAgentS
 		st.BundleRevision = ""
 	case o.tooLarge != nil && o.freezeRevision == "":
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, v1alpha1.ReasonBundleTooLarge, o.tooLarge.Error()
+	case o.tooLarge != nil && o.freezeAlone:
+		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.ReasonPublished
+		cond.Message = fmt.Sprintf("live in ConfigMap %s, without policies: the namespace's policies are BundleTooLarge and the operator has published none since it started, so other agents are denied NO_POLICIES", o.configMap)
 	case o.tooLarge != nil:
 		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.ReasonPublished
 		cond.Message = fmt.Sprintf("live in ConfigMap %s, with the last policies that fit (the namespace's policies are BundleTooLarge)", o.configMap)
@@ -107,8 +120,48 @@ func frozenAgentStatus(f *v1alpha1.FrozenAgent, o outcome) v1alpha1.FrozenAgentS
 		st.ObservedGeneration = f.Generation
 		st.BundleRevision = o.revision
 	}
-	apimeta.SetStatusCondition(&st.Conditions, cond)
+	st.Conditions = withProgress(st.Conditions, cond)
 	return st
+}
+
+func (o outcome) publishFailedMessage() string {
+	msg := fmt.Sprintf("the bundle could not be written to ConfigMap %s (retrying): %v", o.configMap, o.publishErr)
+	if len(msg) > maxConditionMessage {
+		msg = strings.ToValidUTF8(msg[:maxConditionMessage-3], "") + "..."
+	}
+	return msg
+}
+
+// withProgress sets ready and the kstatus conditions that follow from it, on
+// a copy of conds: the generation is no longer Reconciling, and it is
+// Stalled, with Ready's reason and message, when it cannot be published.
+func withProgress(conds []metav1.Condition, ready metav1.Condition) []metav1.Condition {
+	conds = append([]metav1.Condition(nil), conds...)
+	apimeta.SetStatusCondition(&conds, ready)
+	apimeta.RemoveStatusCondition(&conds, v1alpha1.ConditionReconciling)
+	switch ready.Reason {
+	case v1alpha1.ReasonCompileError, v1alpha1.ReasonBundleTooLarge, v1alpha1.ReasonPublishFailed:
+		stalled := ready
+		stalled.Type, stalled.Status = v1alpha1.ConditionStalled, metav1.ConditionTrue
+		apimeta.SetStatusCondition(&conds, stalled)
+	default:
+		apimeta.RemoveStatusCondition(&conds, v1alpha1.ConditionStalled)
+	}
+	return conds
+}
+
+// reconciling marks conds' generation as being published, unless they say
+// so already; it returns nil when nothing changes.
+func reconciling(conds []metav1.Condition, generation int64, now time.Time) []metav1.Condition {
+	if c := apimeta.FindStatusCondition(conds, v1alpha1.ConditionReconciling); c != nil &&
+		c.Status == metav1.ConditionTrue && c.ObservedGeneration == generation {
+		return nil
+	}
+	conds = append([]metav1.Condition(nil), conds...)
+	apimeta.SetStatusCondition(&conds, metav1.Condition{Type: v1alpha1.ConditionReconciling, Status: metav1.ConditionTrue,
+		Reason: v1alpha1.ReasonPublishing, Message: fmt.Sprintf("generation %d is being published", generation),
+		ObservedGeneration: generation, LastTransitionTime: metav1.NewTime(now)})
+	return conds
 }
 
 // diagnosticsMessage names every failing rule and condition, as the engine

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
@@ -63,6 +64,12 @@ func TestPolicyStatus(t *testing.T) {
 		{"too large wins over compile error", testPolicy(1, 1, v1alpha1.PolicyStatus{}),
 			outcome{tooLarge: errors.New("too big"), diags: map[string][]engine.Diagnostic{"p": {diag}}, now: t0},
 			metav1.ConditionFalse, v1alpha1.ReasonBundleTooLarge, "", 0, 0, "too big", t0},
+		{"publish failed keeps what is live", testPolicy(2, 3, live),
+			outcome{configMap: "cm", revision: "sha256:new", publishErr: errors.New("quota exceeded"), now: t0},
+			metav1.ConditionFalse, v1alpha1.ReasonPublishFailed, "sha256:old", 1, 1, "could not be written to ConfigMap cm (retrying): quota exceeded", t0},
+		{"publish failed wins over too large", testPolicy(2, 3, live),
+			outcome{publishErr: errors.New("quota exceeded"), tooLarge: errors.New("too big"), now: t0},
+			metav1.ConditionFalse, v1alpha1.ReasonPublishFailed, "sha256:old", 1, 1, "quota exceeded", t0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -80,6 +87,14 @@ func TestPolicyStatus(t *testing.T) {
 			}
 			if st.BundleRevision != tt.wantRev || st.ObservedGeneration != tt.wantObsGen || st.RuleCount != tt.wantRules {
 				t.Errorf("status %+v", st)
+			}
+			stalled := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionStalled)
+			if wantStalled := tt.wantReason != v1alpha1.ReasonPublished; wantStalled != (stalled != nil) ||
+				(stalled != nil && (stalled.Status != metav1.ConditionTrue || stalled.Reason != c.Reason || stalled.Message != c.Message)) {
+				t.Errorf("Stalled = %+v with Ready %s", stalled, c.Reason)
+			}
+			if apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionReconciling) != nil {
+				t.Error("Reconciling left on a generation whose outcome is known")
 			}
 			if len(tt.policy.Status.Conditions) != len(before.Conditions) ||
 				(len(before.Conditions) > 0 && tt.policy.Status.Conditions[0] != before.Conditions[0]) {
@@ -110,6 +125,7 @@ func TestFrozenAgentStatus(t *testing.T) {
 		{"expired", frozen(at(-time.Hour), live), outcome{revision: "sha256:new", now: t0}, v1alpha1.ReasonExpired, "", 3},
 		{"too large", frozen(nil, live), outcome{tooLarge: errors.New("big"), now: t0}, v1alpha1.ReasonBundleTooLarge, "sha256:old", 2},
 		{"expired and too large", frozen(at(-time.Hour), live), outcome{tooLarge: errors.New("big"), now: t0}, v1alpha1.ReasonExpired, "", 3},
+		{"publish failed", frozen(nil, live), outcome{revision: "sha256:new", publishErr: errors.New("refused"), now: t0}, v1alpha1.ReasonPublishFailed, "sha256:old", 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -123,6 +139,27 @@ func TestFrozenAgentStatus(t *testing.T) {
 				t.Errorf("Ready %s %s, status %+v", c.Status, c.Reason, st)
 			}
 		})
+	}
+}
+
+func TestReconcilingMarksANewGeneration(t *testing.T) {
+	published := withProgress(nil, metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue,
+		Reason: v1alpha1.ReasonPublished, ObservedGeneration: 1})
+	conds := reconciling(published, 2, t0)
+	c := apimeta.FindStatusCondition(conds, v1alpha1.ConditionReconciling)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonPublishing || c.ObservedGeneration != 2 {
+		t.Fatalf("Reconciling = %+v", c)
+	}
+	if len(published) != 1 {
+		t.Error("reconciling modified its input")
+	}
+	if reconciling(conds, 2, t0) != nil {
+		t.Error("marking the same generation twice writes again")
+	}
+	done := withProgress(conds, metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue,
+		Reason: v1alpha1.ReasonPublished, ObservedGeneration: 2})
+	if apimeta.FindStatusCondition(done, v1alpha1.ConditionReconciling) != nil {
+		t.Error("Reconciling stays once the generation is published")
 	}
 }
 

@@ -26,13 +26,21 @@ const maxEventNote = 1024
 
 // writeStatuses patches the status of every object whose status changed, and
 // only those: an idle reconcile writes nothing. Objects changed since the
-// outcome was computed are skipped: their next publish brings a new outcome.
+// outcome was computed are only marked Reconciling: their next publish
+// brings a new outcome.
 func (r *statusReconciler) writeStatuses(ctx context.Context, in inputs, out outcome) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(statusWriters)
 	for i := range in.policies {
 		p := &in.policies[i]
 		if !out.describes(p) {
+			if conds := reconciling(p.Status.Conditions, p.Generation, out.now); conds != nil {
+				g.Go(func() error {
+					before := p.DeepCopy()
+					p.Status.Conditions = conds
+					return r.patchStatus(ctx, p, before, nil, nil)
+				})
+			}
 			continue
 		}
 		if st := policyStatus(p, out); !equality.Semantic.DeepEqual(p.Status, st) {
@@ -46,6 +54,13 @@ func (r *statusReconciler) writeStatuses(ctx context.Context, in inputs, out out
 	for i := range in.frozen {
 		f := &in.frozen[i]
 		if !out.describes(f) {
+			if conds := reconciling(f.Status.Conditions, f.Generation, out.now); conds != nil {
+				g.Go(func() error {
+					before := f.DeepCopy()
+					f.Status.Conditions = conds
+					return r.patchStatus(ctx, f, before, nil, nil)
+				})
+			}
 			continue
 		}
 		if st := frozenAgentStatus(f, out); !equality.Semantic.DeepEqual(f.Status, st) {
@@ -70,23 +85,18 @@ func (r *statusReconciler) patchStatus(ctx context.Context, obj, before client.O
 	}
 	ready := apimeta.FindStatusCondition(now, v1alpha1.ConditionReady)
 	switch ready.Reason {
+	case v1alpha1.ReasonPublishFailed:
+		// One event per failure streak: retries that fail again (perhaps
+		// with another error) update the condition, not the event stream.
+		if prev := apimeta.FindStatusCondition(was, v1alpha1.ConditionReady); prev == nil || prev.Reason != ready.Reason {
+			emit(r.recorder, obj, corev1.EventTypeWarning, ready.Reason, "Publish", ready.Message)
+		}
 	case v1alpha1.ReasonCompileError, v1alpha1.ReasonBundleTooLarge:
 		emit(r.recorder, obj, corev1.EventTypeWarning, ready.Reason, "Publish", ready.Message)
 	case v1alpha1.ReasonExpired:
 		emit(r.recorder, obj, corev1.EventTypeNormal, ready.Reason, "Expire", ready.Message)
 	}
 	return nil
-}
-
-// warnAll tells every object of the namespace that the bundle could not be
-// written: they are what users look at.
-func warnAll(rec events.EventRecorder, in inputs, reason, action, note string) {
-	for i := range in.policies {
-		emit(rec, &in.policies[i], corev1.EventTypeWarning, reason, action, note)
-	}
-	for i := range in.frozen {
-		emit(rec, &in.frozen[i], corev1.EventTypeWarning, reason, action, note)
-	}
 }
 
 func emit(rec events.EventRecorder, obj runtime.Object, eventType, reason, action, note string) {

@@ -7,11 +7,24 @@ const (
 	// ConditionReady is True when the object's current generation is live in
 	// the namespace's published bundle.
 	ConditionReady = "Ready"
+	// ConditionReconciling (kstatus) is True while the object's current
+	// generation is being published.
+	ConditionReconciling = "Reconciling"
+	// ConditionStalled (kstatus) is True while the object's current
+	// generation cannot be published: CompileError, BundleTooLarge or
+	// PublishFailed, with Ready's message. kubectl wait, Flux and Argo CD
+	// read it as failed rather than waiting for it.
+	ConditionStalled = "Stalled"
 
 	ReasonPublished      = "Published"
 	ReasonCompileError   = "CompileError"
 	ReasonBundleTooLarge = "BundleTooLarge"
 	ReasonExpired        = "Expired"
+	// ReasonPublishFailed: the API server refused the bundle ConfigMap's
+	// write; the message carries its error. Retried with backoff.
+	ReasonPublishFailed = "PublishFailed"
+	// ReasonPublishing is Reconciling's reason.
+	ReasonPublishing = "Publishing"
 )
 
 // Labels and annotations toolgate puts on the objects it writes or reads.
