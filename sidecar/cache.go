@@ -26,22 +26,44 @@ func cacheFileName(o Options) string {
 
 func (c *bundleCache) path() string { return filepath.Join(c.dir, c.name) }
 
-// read returns nil, nil when nothing is cached.
-func (c *bundleCache) read() ([]byte, error) {
-	doc, err := os.ReadFile(c.path())
+// sigPath holds the bundle's signature beside it: a cached bundle is
+// verified at start like any other.
+func (c *bundleCache) sigPath() string { return c.path() + ".sig" }
+
+// read returns nil, nil, nil when nothing is cached, and a nil sig when
+// the bundle was cached unsigned.
+func (c *bundleCache) read() (doc, sig []byte, err error) {
+	doc, err = os.ReadFile(c.path())
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading the cached bundle: %w", err)
+		return nil, nil, fmt.Errorf("reading the cached bundle: %w", err)
 	}
-	return doc, nil
+	sig, err = os.ReadFile(c.sigPath())
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, fmt.Errorf("reading the cached bundle's signature: %w", err)
+	}
+	return doc, sig, nil
 }
 
-// save writes atomically (temporary file, fsync, rename): a crash never
+// save writes the signature, then the bundle. A crash in between leaves a
+// pair that does not verify, refused at the next start (fail closed).
+func (c *bundleCache) save(doc, sig []byte) error {
+	if sig == nil {
+		if err := os.Remove(c.sigPath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	} else if err := c.write(c.sigPath(), sig); err != nil {
+		return err
+	}
+	return c.write(c.path(), doc)
+}
+
+// write writes atomically (temporary file, fsync, rename): a crash never
 // leaves a half-written cache, which would be rejected at the next start
 // anyway but would lose the last good bundle.
-func (c *bundleCache) save(doc []byte) error {
+func (c *bundleCache) write(path string, data []byte) error {
 	if err := os.MkdirAll(c.dir, 0o700); err != nil {
 		return err
 	}
@@ -50,7 +72,7 @@ func (c *bundleCache) save(doc []byte) error {
 		return err
 	}
 	defer os.Remove(f.Name()) // no-op after the rename
-	if _, err := f.Write(doc); err != nil {
+	if _, err := f.Write(data); err != nil {
 		f.Close()
 		return err
 	}
@@ -61,13 +83,16 @@ func (c *bundleCache) save(doc []byte) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	return os.Rename(f.Name(), c.path())
+	return os.Rename(f.Name(), path)
 }
 
 func (c *bundleCache) remove() error {
 	err := os.Remove(c.path())
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		err = nil
+	}
+	if serr := os.Remove(c.sigPath()); serr != nil && !errors.Is(serr, fs.ErrNotExist) {
+		return errors.Join(err, serr)
 	}
 	return err
 }
