@@ -277,6 +277,19 @@ func eachPEMBlock(data []byte, fn func(int, *pem.Block) error) error {
 // returns the verified signature (whose Counter the caller compares).
 // Errors wrap ErrSignature. An empty namespace is never accepted.
 func (t *TrustedKeys) Verify(sig []byte, namespace, revision string) (Signature, error) {
+	s, err := t.VerifyStatement(sig, namespace)
+	if err != nil {
+		return Signature{}, err
+	}
+	if s.Revision != revision {
+		return Signature{}, fmt.Errorf("%w: it signs revision %s, the document is %s", ErrBadSignature, s.Revision, revision)
+	}
+	return s, nil
+}
+
+// VerifyStatement is Verify without the document: what a publisher needs
+// to trust the counter of the bundle it is about to replace.
+func (t *TrustedKeys) VerifyStatement(sig []byte, namespace string) (Signature, error) {
 	if len(sig) == 0 {
 		return Signature{}, ErrUnsigned
 	}
@@ -293,9 +306,6 @@ func (t *TrustedKeys) Verify(sig []byte, namespace, revision string) (Signature,
 	}
 	if namespace == "" || s.Namespace != namespace {
 		return Signature{}, fmt.Errorf("%w: signed for %q, read in %q", ErrWrongNamespace, s.Namespace, namespace)
-	}
-	if s.Revision != revision {
-		return Signature{}, fmt.Errorf("%w: it signs revision %s, the document is %s", ErrBadSignature, s.Revision, revision)
 	}
 	return s, nil
 }

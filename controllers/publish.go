@@ -21,7 +21,6 @@ import (
 // to an uncached read.
 func (r *bundleReconciler) publish(ctx context.Context, ns string, p payload, start time.Time) error {
 	key := types.NamespacedName{Namespace: ns, Name: r.opts.ConfigMapName}
-	r.written.Store(key, p) // before the write: its echo may come first
 	written, err := r.writeCached(ctx, key, p)
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) || apierrors.IsAlreadyExists(err) {
 		written, err = r.writeFresh(ctx, key, p)
@@ -46,10 +45,13 @@ func (r *bundleReconciler) writeCached(ctx context.Context, key types.Namespaced
 	var cm corev1.ConfigMap
 	err := r.client.Get(ctx, key, &cm)
 	if apierrors.IsNotFound(err) {
-		return true, r.client.Create(ctx, newBundleConfigMap(key, p))
+		return true, r.client.Create(ctx, newBundleConfigMap(key, r.sealed(key, nil, p)))
 	}
-	if err != nil || upToDate(&cm, p) {
+	if err != nil {
 		return false, err
+	}
+	if p = r.sealed(key, &cm, p); upToDate(&cm, p) {
+		return false, nil
 	}
 	applyPayload(&cm, p)
 	return true, r.client.Update(ctx, &cm)
@@ -66,16 +68,28 @@ func (r *bundleReconciler) writeFresh(ctx context.Context, key types.NamespacedN
 		err := r.apiReader.Get(ctx, key, &cm)
 		if apierrors.IsNotFound(err) {
 			written = true
-			return r.client.Create(ctx, newBundleConfigMap(key, p))
+			return r.client.Create(ctx, newBundleConfigMap(key, r.sealed(key, nil, p)))
 		}
-		if err != nil || upToDate(&cm, p) {
+		if err != nil {
 			return err
 		}
-		applyPayload(&cm, p)
+		sp := r.sealed(key, &cm, p)
+		if upToDate(&cm, sp) {
+			return nil
+		}
+		applyPayload(&cm, sp)
 		written = true
 		return r.client.Update(ctx, &cm)
 	})
 	return written, err
+}
+
+// sealed signs p for the ConfigMap it replaces (nil: none) and records it
+// as our write before it is sent: its echo may come first.
+func (r *bundleReconciler) sealed(key types.NamespacedName, cm *corev1.ConfigMap, p payload) payload {
+	p = r.signed(key.Namespace, cm, p)
+	r.written.Store(key, p)
+	return p
 }
 
 func newBundleConfigMap(key types.NamespacedName, p payload) *corev1.ConfigMap {
