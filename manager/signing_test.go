@@ -405,3 +405,38 @@ func TestInjectedSidecarTrustsOperatorKeys(t *testing.T) {
 		t.Fatalf("the sidecar serves %s after the forgery, want %s", r.BundleRevision, signedRev)
 	}
 }
+
+func TestSigningKeyCommandRotates(t *testing.T) {
+	sns := newNamespace(t)
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := NewCommand()
+		var out strings.Builder
+		cmd.SetOut(&out)
+		cmd.SetArgs(append([]string{"signing-key", "-n", sns, "--kubeconfig", writeKubeconfig(t, kubeconfig)}, args...))
+		must(t, cmd.Execute())
+		return out.String()
+	}
+	first := strings.Fields(run("list"))
+	if len(first) != 2 || first[1] != "signing" {
+		t.Fatalf("list on first use: %q, want one new signing key", first)
+	}
+	added := strings.Fields(run("add"))
+	if len(added) != 4 || added[0] != first[0] || added[3] != "trusted" {
+		t.Fatalf("add: %q", added)
+	}
+	promoted := strings.Fields(run("promote", added[2]))
+	if promoted[0] != added[2] || promoted[1] != "signing" {
+		t.Fatalf("promote: %q", promoted)
+	}
+	if got := strings.Fields(run("retire", first[0])); len(got) != 2 || got[0] != added[2] {
+		t.Fatalf("retire: %q", got)
+	}
+	cmd := NewCommand()
+	cmd.SetArgs([]string{"signing-key", "-n", sns, "--kubeconfig", writeKubeconfig(t, kubeconfig), "retire", "ed25519:nope"})
+	cmd.SetOut(new(strings.Builder))
+	cmd.SetErr(new(strings.Builder))
+	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "no key") {
+		t.Fatalf("retiring an unknown key: %v", err)
+	}
+}
