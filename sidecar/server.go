@@ -45,6 +45,7 @@ type Server struct {
 	counter         uint64
 	counterRevision string
 	rejected        atomic.Pointer[rejection]
+	verifications   atomic.Int64 // signatures checked: one per load, never per decision
 
 	// ownAgent is AgentID boxed once, so overriding a request's agent_id
 	// does not allocate.

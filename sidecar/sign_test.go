@@ -1,6 +1,7 @@
 package sidecar
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
 	"os"
@@ -280,5 +281,58 @@ func TestMalformedTrustedKeysStopTheSidecarAtStart(t *testing.T) {
 	o.BundleDir, o.TrustedKeys = t.TempDir(), filepath.Join(t.TempDir(), "missing.pem")
 	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "--bundle-namespace") || !strings.Contains(err.Error(), "missing.pem") {
 		t.Fatalf("Validate: %v, want the missing file and --bundle-namespace named", err)
+	}
+}
+
+// The signature is checked once per bundle load; decisions read only the
+// compiled bundle.
+func TestSignatureIsVerifiedOncePerLoadNotPerDecision(t *testing.T) {
+	ring := keyring(t, 1)
+	o := testOptions()
+	o.BundleFile, o.BundleNamespace = "unused", signedNS
+	o.TrustedKeysPEM = string(ring.PublicPEM())
+	s, base := newTestServer(t, o)
+	files, _ := signed(t, ring.Current(), signedNS, denyTools("Bash"), 1)
+	must(t, s.LoadSignedDocument(files[bundle.Key], false, files[bundle.SignatureKey]))
+	for range 200 {
+		if got := toolDecision(t, base, "Bash"); got != "deny" {
+			t.Fatalf("Bash: %s", got)
+		}
+	}
+	if n := s.verifications.Load(); n != 1 {
+		t.Fatalf("%d signature checks for one load and 200 decisions, want 1", n)
+	}
+}
+
+// BenchmarkSignedLoad is what a bundle costs a sidecar per load (decode,
+// verify when signed, compile a 1000-rule bundle); decisions pay none of it
+// (BenchmarkHandler).
+func BenchmarkSignedLoad(b *testing.B) {
+	ring := keyring(b, 1)
+	docs, revs := make([][]byte, 2), make([]string, 2)
+	for i := range docs {
+		docs[i], revs[i] = encode(b, byToolBundle(1000+i)) // two revisions, so every load compiles
+	}
+	for _, signedLoad := range []bool{false, true} {
+		b.Run(map[bool]string{false: "unsigned", true: "signed"}[signedLoad], func(b *testing.B) {
+			o := testOptions()
+			o.BundleFile, o.BundleNamespace = "unused", signedNS
+			if signedLoad {
+				o.TrustedKeysPEM = string(ring.PublicPEM())
+			}
+			s, err := New(o)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer func() { _ = s.Close(context.Background()) }()
+			for i := 0; b.Loop(); i++ {
+				b.StopTimer()
+				sig := ring.Current().Sign(signedNS, revs[i%2], uint64(i+1))
+				b.StartTimer()
+				if err := s.LoadSignedDocument(docs[i%2], false, sig); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

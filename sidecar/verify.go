@@ -101,6 +101,7 @@ func (s *Server) verify(revision string, sig []byte) (verified, error) {
 	if s.trust == nil {
 		return verified{}, nil
 	}
+	s.verifications.Add(1)
 	v, err := s.trust.Verify(sig, s.namespace, revision)
 	if err != nil {
 		return verified{}, err
