@@ -30,6 +30,31 @@ func (c *bundleCache) path() string { return filepath.Join(c.dir, c.name) }
 // verified at start like any other.
 func (c *bundleCache) sigPath() string { return c.path() + ".sig" }
 
+// counterPath keeps the highest publish counter loaded, and its revision.
+// Unlike the bundle it survives an unload, so a sidecar restarted after the
+// ConfigMap was deleted still refuses an older signed bundle put back.
+func (c *bundleCache) counterPath() string { return c.path() + ".counter" }
+
+func (c *bundleCache) readCounter() (uint64, string, error) {
+	data, err := os.ReadFile(c.counterPath())
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, "", nil
+	}
+	if err != nil {
+		return 0, "", err
+	}
+	var n uint64
+	var rev string
+	if _, err := fmt.Sscanf(string(data), "%d %s", &n, &rev); err != nil {
+		return 0, "", fmt.Errorf("%s: %w", c.counterPath(), err)
+	}
+	return n, rev, nil
+}
+
+func (c *bundleCache) saveCounter(n uint64, rev string) error {
+	return c.write(c.counterPath(), fmt.Appendf(nil, "%d %s\n", n, rev))
+}
+
 // read returns nil, nil, nil when nothing is cached, and a nil sig when
 // the bundle was cached unsigned.
 func (c *bundleCache) read() (doc, sig []byte, err error) {

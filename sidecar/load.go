@@ -129,6 +129,7 @@ func (s *Server) loadCache() {
 	if s.cache == nil {
 		return
 	}
+	s.loadCounter()
 	doc, sig, err := s.cache.read()
 	switch {
 	case err != nil:

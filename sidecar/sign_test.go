@@ -336,3 +336,28 @@ func BenchmarkSignedLoad(b *testing.B) {
 		})
 	}
 }
+
+func TestAttackRollbackAfterDeleteAndRestartIsRefused(t *testing.T) {
+	ring := keyring(t, 1)
+	o := fileOnlyOptions()
+	o.BundleDir, o.BundleNamespace, o.CacheDir = t.TempDir(), signedNS, t.TempDir()
+	o.TrustedKeys = writeFile(t, "keys.pem", ring.PublicPEM())
+	older, _ := signed(t, ring.Current(), signedNS, denyTools("Bash"), 10)
+	newer, _ := signed(t, ring.Current(), signedNS, denyTools("Bash", "Read"), 11)
+
+	s, err := New(o)
+	must(t, err)
+	must(t, s.loadSigned(older[bundle.Key], false, older[bundle.SignatureKey], originBundleDir))
+	must(t, s.loadSigned(newer[bundle.Key], false, newer[bundle.SignatureKey], originBundleDir))
+	s.unload(originBundleDir, "the ConfigMap was deleted") // clears the cached bundle
+	must(t, s.Close(t.Context()))
+
+	restarted, err := New(o)
+	must(t, err)
+	defer func() { _ = restarted.Close(t.Context()) }()
+	restarted.loadCache()
+	err = restarted.loadSigned(older[bundle.Key], false, older[bundle.SignatureKey], originBundleDir)
+	if rejectReason(err) != reasonRollback || restarted.Ready() {
+		t.Fatalf("an older signed bundle after delete and restart: %v, want a rollback refusal", err)
+	}
+}

@@ -122,6 +122,28 @@ func (s *Server) checkCounter(revision string, v verified) error {
 		return fmt.Errorf("%w: publish counter %d (revision %s) is older than %d (revision %s), already served",
 			errRollback, v.counter, revision, s.counter, s.counterRevision)
 	}
+	if s.cache != nil && (v.counter != s.counter || revision != s.counterRevision) {
+		if err := s.cache.saveCounter(v.counter, revision); err != nil {
+			s.log.Warn("saving the publish counter failed; a restart would forget it", "dir", s.cache.dir, "err", err)
+		}
+	}
 	s.counter, s.counterRevision = v.counter, revision
 	return nil
+}
+
+// loadCounter restores the highest publish counter from the cache
+// directory, before anything is loaded. An unreadable one is refused like
+// a tampered cache: the sidecar then starts from the ConfigMap.
+func (s *Server) loadCounter() {
+	if s.trust == nil || s.cache == nil {
+		return
+	}
+	n, rev, err := s.cache.readCounter()
+	if err != nil {
+		s.log.Warn("the saved publish counter is unreadable; rollback protection starts from the next bundle", "err", err)
+		return
+	}
+	s.loadMu.Lock()
+	defer s.loadMu.Unlock()
+	s.counter, s.counterRevision = n, rev
 }
