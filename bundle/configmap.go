@@ -21,6 +21,19 @@ const (
 	Key = "bundle.json"
 	// GzipKey (in binaryData) holds it gzip-compressed when it is not.
 	GzipKey = "bundle.json.gz"
+	// SignatureKey (in data) holds the operator's signature over the
+	// document (see Signature); a mounted volume shows it as a file.
+	SignatureKey = "bundle.sig"
+
+	// SigningKeysConfigMapName is the ConfigMap, in the operator's own
+	// namespace, that publishes the operator's public keys under
+	// SigningKeysKey (PEM, one or more Ed25519 public keys).
+	SigningKeysConfigMapName = "toolgate-signing-keys"
+	SigningKeysKey           = "keys.pem"
+	// SigningKeySecretName is the Secret, in the operator's namespace,
+	// holding its private signing keys under SigningKeySecretKey.
+	SigningKeySecretName = "toolgate-signing-key"
+	SigningKeySecretKey  = "keys.pem"
 
 	// MaxDocumentBytes bounds a decompressed document. The operator publishes
 	// nothing larger (BundleTooLarge) and readers refuse anything larger, so a

@@ -31,6 +31,9 @@ type Options struct {
 	MaxConcurrentReconciles int
 	// SkipNameValidation lets one process run several managers (tests).
 	SkipNameValidation bool
+	// Keys, when set, sign every bundle published (bundle.SignatureKey);
+	// the first key signs, all verify the counter of the bundle replaced.
+	Keys *bundle.Keyring
 }
 
 func (o Options) withDefaults() Options {

@@ -20,7 +20,6 @@ import (
 // ours (or another's), it falls back to an uncached read.
 func (r *bundleReconciler) publish(ctx context.Context, ns string, p payload, start time.Time) error {
 	key := types.NamespacedName{Namespace: ns, Name: r.opts.ConfigMapName}
-	r.written.Store(key, p) // before the write: its echo may come first
 	written, err := r.writeCached(ctx, key, p)
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) || apierrors.IsAlreadyExists(err) {
 		written, err = r.writeFresh(ctx, key, p)
@@ -45,10 +44,13 @@ func (r *bundleReconciler) writeCached(ctx context.Context, key types.Namespaced
 	var cm corev1.ConfigMap
 	err := r.client.Get(ctx, key, &cm)
 	if apierrors.IsNotFound(err) {
-		return true, r.client.Create(ctx, newBundleConfigMap(key, p))
+		return true, r.client.Create(ctx, newBundleConfigMap(key, r.sealed(key, nil, p)))
 	}
-	if err != nil || upToDate(&cm, p) {
+	if err != nil {
 		return false, err
+	}
+	if p = r.sealed(key, &cm, p); upToDate(&cm, p) {
+		return false, nil
 	}
 	return true, r.rewrite(ctx, &cm, p)
 }
@@ -64,13 +66,17 @@ func (r *bundleReconciler) writeFresh(ctx context.Context, key types.NamespacedN
 		err := r.apiReader.Get(ctx, key, &cm)
 		if apierrors.IsNotFound(err) {
 			written = true
-			return r.client.Create(ctx, newBundleConfigMap(key, p))
+			return r.client.Create(ctx, newBundleConfigMap(key, r.sealed(key, nil, p)))
 		}
-		if err != nil || upToDate(&cm, p) {
+		if err != nil {
 			return err
 		}
+		sp := r.sealed(key, &cm, p)
+		if upToDate(&cm, sp) {
+			return nil
+		}
 		written = true
-		return r.rewrite(ctx, &cm, p)
+		return r.rewrite(ctx, &cm, sp)
 	})
 	return written, err
 }
@@ -88,6 +94,14 @@ func (r *bundleReconciler) rewrite(ctx context.Context, cm *corev1.ConfigMap, p 
 		return fmt.Errorf("deleting immutable ConfigMap %s/%s to replace it: %w", cm.Namespace, cm.Name, err)
 	}
 	return r.client.Create(ctx, newBundleConfigMap(client.ObjectKeyFromObject(cm), p))
+}
+
+// sealed signs p for the ConfigMap it replaces (nil: none) and records it
+// as our write before it is sent: its echo may come first.
+func (r *bundleReconciler) sealed(key types.NamespacedName, cm *corev1.ConfigMap, p payload) payload {
+	p = r.signed(key.Namespace, cm, p)
+	r.written.Store(key, p)
+	return p
 }
 
 func newBundleConfigMap(key types.NamespacedName, p payload) *corev1.ConfigMap {

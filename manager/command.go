@@ -34,6 +34,7 @@ whether it is live (kubectl get policies,frozenagents).`,
 		},
 	}
 	o.AddFlags(cmd.Flags())
+	cmd.AddCommand(newSigningKeyCommand())
 	zfs := flag.NewFlagSet("zap", flag.ContinueOnError)
 	zapOpts.BindFlags(zfs)
 	cmd.Flags().AddGoFlagSet(zfs)

@@ -13,11 +13,13 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/controllers"
 	"github.com/toolgate/toolgate/webhook"
 )
@@ -61,6 +63,16 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
+	var trustedPEM string
+	if ns := o.Signing.namespace(); ns != "" {
+		ring, err := signingKeys(cfg, scheme, ns, o.Signing.SecretName)
+		if err != nil {
+			return nil, err
+		}
+		o.Controller.Keys, trustedPEM = ring, string(ring.PublicPEM())
+	} else {
+		ctrl.Log.WithName("signing").Info("no --signing-namespace and no POD_NAMESPACE: bundles are published unsigned; sidecars with --trusted-keys will refuse them")
+	}
 	cacheOpts := cache.Options{ByObject: controllers.CacheByObject(o.Controller)}
 	if len(o.Namespaces) > 0 {
 		cacheOpts.DefaultNamespaces = make(map[string]cache.Config, len(o.Namespaces))
@@ -96,7 +108,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		return nil, err
 	}
 	if o.Webhooks.Enabled {
-		if err := setupWebhooks(mgr, o); err != nil {
+		if err := setupWebhooks(mgr, o, trustedPEM); err != nil {
 			return nil, err
 		}
 	}
@@ -111,10 +123,13 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 // setupWebhooks registers the webhooks, and a readiness check that holds the
 // pod out of its Service until they serve (in self mode, until the
 // certificates exist).
-func setupWebhooks(mgr ctrl.Manager, o Options) error {
+func setupWebhooks(mgr ctrl.Manager, o Options, trustedPEM string) error {
 	wo, err := o.Webhooks.setup(o.Controller.ConfigMapName)
 	if err != nil {
 		return err
+	}
+	if wo.Inject != nil {
+		wo.Inject.TrustedKeysPEM = trustedPEM
 	}
 	registered, err := webhook.Setup(mgr, wo)
 	if err != nil {
@@ -128,6 +143,27 @@ func setupWebhooks(mgr ctrl.Manager, o Options) error {
 			return errors.New("webhook certificates are not ready yet")
 		}
 	})
+}
+
+// signingKeys reads (creating on first start) the keyring and publishes its
+// public keys, before anything is signed with it.
+func signingKeys(cfg *rest.Config, scheme *runtime.Scheme, ns, secret string) (*bundle.Keyring, error) {
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), signingTimeout)
+	defer cancel()
+	ring, err := EnsureSigningKeys(ctx, c, ns, secret)
+	if err != nil {
+		return nil, err
+	}
+	if err := PublishSigningKeys(ctx, c, ns, ring); err != nil {
+		return nil, err
+	}
+	ctrl.Log.WithName("signing").Info("signing bundles", "key", ring.Current().ID(), "trusted", ring.Trusted().IDs(),
+		"publicKeys", ns+"/"+bundle.SigningKeysConfigMapName)
+	return ring, nil
 }
 
 // informersSynced is ready once the cache has listed everything it watches:

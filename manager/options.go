@@ -42,6 +42,8 @@ type Options struct {
 	Controller controllers.Options
 	// Webhooks configure the admission webhooks.
 	Webhooks WebhookOptions
+	// Signing says where the bundle signing keys live.
+	Signing SigningOptions
 	// Extensions run after the controllers are registered, before the
 	// manager starts.
 	Extensions []Extension
@@ -57,6 +59,7 @@ func DefaultOptions() Options {
 		HealthProbeBindAddress: ":8081",
 		Controller:             controllers.Options{ConfigMapName: bundle.DefaultConfigMapName},
 		Webhooks:               defaultWebhookOptions(),
+		Signing:                SigningOptions{SecretName: bundle.SigningKeySecretName},
 	}
 }
 
@@ -77,6 +80,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig,
 		"kubeconfig file (default: $KUBECONFIG, in-cluster config, then ~/.kube/config)")
 	o.Webhooks.addFlags(fs)
+	fs.StringVar(&o.Signing.Namespace, "signing-namespace", o.Signing.Namespace,
+		"namespace of the bundle signing key Secret and of the published "+bundle.SigningKeysConfigMapName+" ConfigMap (default: $POD_NAMESPACE; with neither, bundles are published unsigned)")
+	fs.StringVar(&o.Signing.SecretName, "signing-key-secret", o.Signing.SecretName,
+		"Secret holding the bundle signing keys (created with one key on first start)")
 }
 
 // Validate reports every flag that cannot work, so a typo fails at start-up
@@ -109,6 +116,14 @@ func (o Options) Validate() error {
 	if o.Kubeconfig != "" {
 		if _, err := os.Stat(o.Kubeconfig); err != nil {
 			errs = append(errs, fmt.Errorf("--kubeconfig: %w", err))
+		}
+	}
+	if ns := o.Signing.namespace(); ns != "" {
+		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--signing-namespace %q: %s", ns, msgs[0]))
+		}
+		if msgs := validation.IsDNS1123Subdomain(o.Signing.SecretName); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--signing-key-secret %q: %s", o.Signing.SecretName, msgs[0]))
 		}
 	}
 	if o.Webhooks.Enabled {

@@ -30,7 +30,13 @@ serving; so does an unreachable API server.
 
 Serve agents on a Unix socket in a directory they cannot write (--listen unix:///path; a
 loopback port can be taken over by any process in the Pod). Every limit below denies or
-refuses, never waits or allows: past --max-evaluations a request is denied OVERLOADED.`,
+refuses, never waits or allows: past --max-evaluations a request is denied OVERLOADED.
+
+With --trusted-keys (or --trusted-keys-pem), a bundle must carry the operator's signature
+(bundle.sig) by one of those keys, for this namespace, with a publish counter not lower than
+the one served: an unsigned, wrongly signed, unknown-key or rolled-back bundle is refused like
+a corrupt one (counted in toolgate_sidecar_bundle_rejected_total{reason}, logged, shown in
+/readyz as lastRejected) and the last good one keeps serving.`,
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -54,6 +60,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.BundleFile, "bundle-file", o.BundleFile, "bundle source: a bundle document (gzip when the name ends in .gz)")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig for --configmap (default: KUBECONFIG, ~/.kube/config, then in-cluster)")
 	fs.DurationVar(&o.PollInterval, "poll-interval", o.PollInterval, "re-read --bundle-dir or --bundle-file this often even without a file event")
+	fs.StringVar(&o.TrustedKeys, "trusted-keys", o.TrustedKeys, "PEM file of one or more Ed25519 public keys (the operator's toolgate-signing-keys keys.pem): only bundles signed by one of them load; without it (or --trusted-keys-pem) unsigned bundles are accepted")
+	fs.StringVar(&o.TrustedKeysPEM, "trusted-keys-pem", o.TrustedKeysPEM, "the same keys inline, as PEM text (what the injector puts in the Pod spec)")
+	fs.StringVar(&o.BundleNamespace, "bundle-namespace", o.BundleNamespace, "with trusted keys and --bundle-dir or --bundle-file: the namespace the bundle must be signed for")
 	fs.StringVar(&o.CacheDir, "cache-dir", o.CacheDir, "keep the last good bundle here and serve it at start until the source answers")
 	fs.StringVar(&o.DecisionLog, "decision-log", o.DecisionLog, "where decision log lines go: stdout or none")
 	fs.StringVar(&o.DecisionLogURL, "decision-log-url", o.DecisionLogURL, "also POST decision log lines, batched as JSON arrays, to this http(s) URL")

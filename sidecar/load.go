@@ -19,35 +19,58 @@ const (
 
 // LoadDocument decodes a bundle document (gzip-compressed when gzipped),
 // compiles it and swaps it in. A document that does not decode is rejected
-// and counted, and the bundle being served stays.
+// and counted, and the bundle being served stays. With trusted keys, an
+// unsigned document is refused: use LoadSignedDocument.
 func (s *Server) LoadDocument(raw []byte, gzipped bool) error {
 	return s.load(raw, gzipped, originAPI)
 }
 
+// LoadSignedDocument is LoadDocument with the bundle's signature document
+// (bundle.sig), checked against the trusted keys when there are any.
+func (s *Server) LoadSignedDocument(raw []byte, gzipped bool, sig []byte) error {
+	return s.loadSigned(raw, gzipped, sig, originAPI)
+}
+
 func (s *Server) load(raw []byte, gzipped bool, origin string) error {
+	return s.loadSigned(raw, gzipped, nil, origin)
+}
+
+// loadSigned verifies the signature once, here, for the whole bundle: the
+// decision path never sees it.
+func (s *Server) loadSigned(raw []byte, gzipped bool, sig []byte, origin string) error {
 	doc, err := bundle.ReadDocument(raw, gzipped)
 	if err == nil {
 		var b engine.Bundle
 		if b, err = engine.Decode(doc); err == nil {
-			s.swap(b, doc, origin)
-			return nil
+			var v verified
+			if v, err = s.verify(b.Revision, sig); err == nil {
+				if err = s.swap(b, doc, v, origin); err == nil {
+					return nil
+				}
+			}
 		}
 	}
 	s.reject(origin, err)
 	return err
 }
 
-func (s *Server) swap(b engine.Bundle, doc []byte, origin string) {
+func (s *Server) swap(b engine.Bundle, doc []byte, v verified, origin string) error {
 	s.loadMu.Lock()
 	defer s.loadMu.Unlock()
+	if err := s.checkCounter(b.Revision, v); err != nil {
+		return err
+	}
+	s.rejected.Store(nil)
 	cur := s.state.Load()
 	if cur.compiled != nil && cur.revision == b.Revision {
-		// A resync or a re-read of the same content; only note that the
-		// source now vouches for what the cache served.
+		// A resync or a re-read of the same content (or the same content
+		// re-signed); only note that the source now vouches for what the
+		// cache served.
 		if cur.origin != origin {
 			s.state.Store(newState(cur.compiled, cur.revision, origin, cur.loadedAt, s.idPrefix))
 		}
-		return
+		s.saveCache(doc, v.sig, origin)
+		return nil
 	}
 	started := time.Now()
 	compiled, diags := engine.Compile(b)
@@ -61,8 +84,13 @@ func (s *Server) swap(b engine.Bundle, doc []byte, origin string) {
 		// evaluation reaches it; the webhook should have stopped it earlier.
 		s.log.Warn("policy does not compile; decisions reaching it deny", "source", origin, "diagnostic", d.String())
 	}
+	s.saveCache(doc, v.sig, origin)
+	return nil
+}
+
+func (s *Server) saveCache(doc, sig []byte, origin string) {
 	if origin != originCache && s.cache != nil {
-		if err := s.cache.save(doc); err != nil {
+		if err := s.cache.save(doc, sig); err != nil {
 			s.log.Warn("caching the bundle failed", "dir", s.cache.dir, "err", err)
 		}
 	}
@@ -88,9 +116,12 @@ func (s *Server) unload(origin, why string) {
 }
 
 func (s *Server) reject(origin string, err error) {
+	reason := rejectReason(err)
 	s.metrics.reloadFailures.WithLabelValues(origin).Inc()
+	s.metrics.rejected.WithLabelValues(reason).Inc()
+	s.rejected.Store(&rejection{Reason: reason, Source: origin, Error: err.Error(), At: time.Now().UTC()})
 	s.log.Error("bundle rejected; the last good bundle keeps serving", "source", origin,
-		"serving", s.Revision(), "err", err, "corrupt", errors.Is(err, engine.ErrCorruptBundle))
+		"serving", s.Revision(), "reason", reason, "err", err, "corrupt", errors.Is(err, engine.ErrCorruptBundle))
 }
 
 // loadCache serves the cached bundle, if any, until the source answers.
@@ -98,11 +129,12 @@ func (s *Server) loadCache() {
 	if s.cache == nil {
 		return
 	}
-	doc, err := s.cache.read()
+	s.loadCounter()
+	doc, sig, err := s.cache.read()
 	switch {
 	case err != nil:
 		s.reject(originCache, err)
 	case doc != nil:
-		_ = s.load(doc, false, originCache)
+		_ = s.loadSigned(doc, false, sig, originCache)
 	}
 }

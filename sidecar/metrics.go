@@ -26,6 +26,7 @@ type metrics struct {
 	lastLoad           prometheus.Gauge
 	reloads            prometheus.Counter
 	reloadFailures     *prometheus.CounterVec
+	rejected           *prometheus.CounterVec
 	logDropped         *prometheus.CounterVec
 	identityMismatches prometheus.Counter
 	listenerUp         *prometheus.GaugeVec
@@ -81,6 +82,9 @@ func newMetrics(age func() float64) *metrics {
 	m.reloadFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: metricPrefix + "bundle_reload_failures_total", Help: "Bundles rejected (corrupt, unreadable); the last good one kept serving.",
 	}, []string{"source"})
+	m.rejected = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: metricPrefix + "bundle_rejected_total", Help: "Bundles refused, by reason (unsigned, unknown_key, bad_signature, wrong_namespace, rollback, corrupt, unreadable); the last good one kept serving.",
+	}, []string{"reason"})
 	m.logDropped = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: metricPrefix + "decision_log_dropped_total", Help: "Decision log events dropped, by sink and reason.",
 	}, []string{"sink", "reason"})
@@ -100,7 +104,7 @@ func newMetrics(age func() float64) *metrics {
 		Name: metricPrefix + "trace_truncated_total", Help: "Explain traces cut short at --max-trace entries.",
 	})
 	m.registry.MustRegister(m.decisions, m.latency, m.badRequests, m.internalErrors, m.identityMismatches,
-		m.bundleInfo, m.bundleLoaded, m.lastLoad, bundleAge, m.reloads, m.reloadFailures, m.logDropped,
+		m.bundleInfo, m.bundleLoaded, m.lastLoad, bundleAge, m.reloads, m.reloadFailures, m.rejected, m.logDropped,
 		m.listenerUp, m.connsOpen, m.connsEvicted, m.connsRefused, m.traceTruncated,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 

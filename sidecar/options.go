@@ -67,6 +67,15 @@ type Options struct {
 	// at start until the source answers.
 	CacheDir string
 
+	// TrustedKeys is a PEM file of Ed25519 public keys, TrustedKeysPEM the
+	// same inline (what the injector bakes into the Pod spec). With either,
+	// only bundles signed by one of them for BundleNamespace (the
+	// ConfigMap's namespace with ConfigMap) load; without, unsigned bundles
+	// are accepted.
+	TrustedKeys     string
+	TrustedKeysPEM  string
+	BundleNamespace string
+
 	DecisionLog              string // stdout or none
 	DecisionLogURL           string
 	DecisionLogQueue         int
@@ -170,6 +179,17 @@ func (o *Options) validateSource() error {
 	if o.PollInterval <= 0 {
 		add("--poll-interval must be positive, not %v", o.PollInterval)
 	}
+	signed := o.TrustedKeys != "" || o.TrustedKeysPEM != ""
+	switch {
+	case o.BundleNamespace != "" && o.ConfigMap != "":
+		add("--bundle-namespace is only used with --bundle-dir and --bundle-file (with --configmap the namespace is the ConfigMap's)")
+	case o.BundleNamespace != "":
+		if msgs := validation.IsDNS1123Label(o.BundleNamespace); len(msgs) > 0 {
+			add("--bundle-namespace %q: %s", o.BundleNamespace, strings.Join(msgs, "; "))
+		}
+	case signed && o.ConfigMap == "" && o.sourceCount() == 1:
+		add("--trusted-keys with --bundle-dir or --bundle-file needs --bundle-namespace: signatures name the namespace a bundle was published for")
+	}
 	return errors.Join(errs...)
 }
 
@@ -232,6 +252,9 @@ func (o *Options) validateServing() error {
 		if _, err := parseRedactPath(f); err != nil {
 			add("--redact: %v", err)
 		}
+	}
+	if _, err := o.loadTrustedKeys(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/engine"
 )
 
@@ -39,6 +40,17 @@ type Server struct {
 	metricsH  http.Handler
 	bufs      sync.Pool
 	loadMu    sync.Mutex // serialises reloads; decisions never take it
+
+	// trust, when set, are the keys a bundle must be signed with, for
+	// namespace; counter and counterRevision are the highest publish
+	// counter loaded (guarded by loadMu). rejected is the last refusal
+	// since the last load, for /readyz.
+	trust           *bundle.TrustedKeys
+	namespace       string
+	counter         uint64
+	counterRevision string
+	rejected        atomic.Pointer[rejection]
+	verifications   atomic.Int64 // signatures checked: one per load, never per decision
 
 	// ownAgent is AgentID boxed once, so overriding a request's agent_id
 	// does not allocate.
@@ -87,6 +99,7 @@ func New(opts Options) (*Server, error) {
 	if err := opts.validateServing(); err != nil {
 		return nil, err
 	}
+	var err error
 	s := &Server{opts: opts, log: opts.Logger, maxEvaluating: int64(opts.MaxEvaluations), beforeEvaluate: opts.beforeEvaluate}
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -107,6 +120,16 @@ func New(opts Options) (*Server, error) {
 		s.cache = &bundleCache{dir: opts.CacheDir, name: cacheFileName(opts)}
 	}
 	s.decisions = newDecisionLog(opts, s.metrics, s.log)
+	if s.trust, err = opts.loadTrustedKeys(); err != nil {
+		_ = s.decisions.close(context.Background())
+		return nil, err
+	}
+	s.namespace = opts.bundleNamespace()
+	if s.trust == nil {
+		s.log.Warn("no --trusted-keys: unsigned bundles are accepted (local use with `toolgate bundle` output only)")
+	} else {
+		s.log.Info("bundles must be signed by a trusted key", "keys", s.trust.IDs(), "namespace", s.namespace)
+	}
 	return s, nil
 }
 
@@ -152,11 +175,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		st := s.state.Load()
+		body := map[string]any{"ready": st.compiled != nil}
+		if rej := s.rejected.Load(); rej != nil {
+			// The last good bundle keeps serving; say what was refused.
+			body["lastRejected"] = rej
+		}
 		if st.compiled == nil {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "reason": "no bundle is loaded"})
+			body["reason"] = "no bundle is loaded"
+			writeJSON(w, http.StatusServiceUnavailable, body)
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"ready": true, "bundleRevision": st.revision, "source": st.origin})
+		body["bundleRevision"], body["source"] = st.revision, st.origin
+		writeJSON(w, http.StatusOK, body)
 	case "/metrics":
 		if !getOrHead(w, r) {
 			return

@@ -116,5 +116,9 @@ func (c *configMapSource) apply(s *Server, obj any) {
 		s.reject(originConfigMap, err)
 		return
 	}
-	_ = s.load(raw, gz, originConfigMap)
+	var sig []byte
+	if v, ok := cm.Data[bundle.SignatureKey]; ok {
+		sig = []byte(v)
+	}
+	_ = s.loadSigned(raw, gz, sig, originConfigMap)
 }

@@ -30,13 +30,15 @@ type pathSource struct {
 	origin   string
 	watchDir string
 	poll     time.Duration
-	// read returns the bundle bytes, whether they are gzip, and found=false
-	// when the source has no bundle at all.
-	read func() (raw []byte, gzipped, found bool, err error)
+	// read returns the bundle bytes, its signature (nil when there is
+	// none), whether they are gzip, and found=false when the source has no
+	// bundle at all.
+	read func() (raw, sig []byte, gzipped, found bool, err error)
 	// relevant filters events; nil means every event in watchDir.
 	relevant func(fsnotify.Event) bool
 
 	last     []byte
+	lastSig  []byte
 	lastGzip bool
 	seen     bool
 }
@@ -46,22 +48,38 @@ func newFileSource(path string, poll time.Duration) *pathSource {
 	gz := strings.HasSuffix(path, ".gz")
 	return &pathSource{
 		origin: originBundleFile, watchDir: filepath.Dir(path), poll: poll,
-		read: func() ([]byte, bool, bool, error) {
+		read: func() ([]byte, []byte, bool, bool, error) {
 			raw, err := os.ReadFile(path)
 			if errors.Is(err, fs.ErrNotExist) {
-				return nil, false, false, nil
+				return nil, nil, false, false, nil
 			}
-			return raw, gz, err == nil, err
+			if err != nil {
+				return nil, nil, false, false, err
+			}
+			sig, err := readOptional(path + ".sig")
+			return raw, sig, gz, err == nil, err
 		},
 		// Editors and kubectl cp replace a file by renaming another over it,
 		// so the directory is watched and events are matched by name.
-		relevant: func(ev fsnotify.Event) bool { return filepath.Clean(ev.Name) == path },
+		relevant: func(ev fsnotify.Event) bool {
+			name := filepath.Clean(ev.Name)
+			return name == path || name == path+".sig"
+		},
 	}
 }
 
 func newDirSource(dir string, poll time.Duration) *pathSource {
 	return &pathSource{origin: originBundleDir, watchDir: dir, poll: poll,
-		read: func() ([]byte, bool, bool, error) { return readBundleDir(dir) }}
+		read: func() ([]byte, []byte, bool, bool, error) { return readBundleDir(dir) }}
+}
+
+// readOptional reads a file that may be missing (nil, nil).
+func readOptional(path string) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return data, err
 }
 
 // readBundleDir reads bundle.json or bundle.json.gz from a ConfigMap volume.
@@ -69,38 +87,44 @@ func newDirSource(dir string, poll time.Duration) *pathSource {
 // points to and checks the link did not move meanwhile, so both keys come
 // from one published version: reading the top-level symlinks during a swap
 // could see neither key and wrongly conclude the bundle was deleted.
-func readBundleDir(dir string) ([]byte, bool, bool, error) {
+func readBundleDir(dir string) ([]byte, []byte, bool, bool, error) {
 	for range maxSnapshotTries {
 		target, err := os.Readlink(filepath.Join(dir, kubeletDataLink))
 		if errors.Is(err, fs.ErrNotExist) {
 			return readBundleKeys(dir) // a plain directory
 		}
 		if err != nil {
-			return nil, false, false, fmt.Errorf("reading %s: %w", kubeletDataLink, err)
+			return nil, nil, false, false, fmt.Errorf("reading %s: %w", kubeletDataLink, err)
 		}
 		if !filepath.IsAbs(target) {
 			target = filepath.Join(dir, target)
 		}
-		raw, gz, found, err := readBundleKeys(target)
+		raw, sig, gz, found, err := readBundleKeys(target)
 		after, lerr := os.Readlink(filepath.Join(dir, kubeletDataLink))
 		if lerr == nil && (after == target || filepath.Join(dir, after) == target) {
-			return raw, gz, found, err
+			return raw, sig, gz, found, err
 		}
 	}
-	return nil, false, false, fmt.Errorf("%s kept moving while it was read", filepath.Join(dir, kubeletDataLink))
+	return nil, nil, false, false, fmt.Errorf("%s kept moving while it was read", filepath.Join(dir, kubeletDataLink))
 }
 
-func readBundleKeys(dir string) ([]byte, bool, bool, error) {
+// readBundleKeys reads the bundle keys and the signature of one version.
+func readBundleKeys(dir string) ([]byte, []byte, bool, bool, error) {
 	plain, perr := os.ReadFile(filepath.Join(dir, bundle.Key))
 	zipped, zerr := os.ReadFile(filepath.Join(dir, bundle.GzipKey))
 	plainMissing, zipMissing := errors.Is(perr, fs.ErrNotExist), errors.Is(zerr, fs.ErrNotExist)
 	switch {
 	case perr != nil && !plainMissing:
-		return nil, false, false, perr
+		return nil, nil, false, false, perr
 	case zerr != nil && !zipMissing:
-		return nil, false, false, zerr
+		return nil, nil, false, false, zerr
 	}
-	return bundle.PickKey(dir, plain, !plainMissing, zipped, !zipMissing)
+	sig, err := readOptional(filepath.Join(dir, bundle.SignatureKey))
+	if err != nil {
+		return nil, nil, false, false, err
+	}
+	raw, gz, found, err := bundle.PickKey(dir, plain, !plainMissing, zipped, !zipMissing)
+	return raw, sig, gz, found, err
 }
 
 func (p *pathSource) run(ctx context.Context, s *Server) error {
@@ -143,16 +167,16 @@ func (p *pathSource) run(ctx context.Context, s *Server) error {
 // sync reads the source and loads it when its bytes changed. Bytes already
 // rejected are not rejected again at every poll.
 func (p *pathSource) sync(s *Server) {
-	raw, gz, found, err := p.read()
+	raw, sig, gz, found, err := p.read()
 	switch {
 	case err != nil:
 		s.reject(p.origin, err)
 	case !found:
-		p.last, p.seen = nil, false
+		p.last, p.lastSig, p.seen = nil, nil, false
 		s.unload(p.origin, "no bundle in "+p.watchDir)
-	case p.seen && gz == p.lastGzip && bytes.Equal(raw, p.last):
+	case p.seen && gz == p.lastGzip && bytes.Equal(raw, p.last) && bytes.Equal(sig, p.lastSig):
 	default:
-		p.last, p.lastGzip, p.seen = raw, gz, true
-		_ = s.load(raw, gz, p.origin)
+		p.last, p.lastSig, p.lastGzip, p.seen = raw, sig, gz, true
+		_ = s.loadSigned(raw, gz, sig, p.origin)
 	}
 }

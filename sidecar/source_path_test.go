@@ -82,7 +82,7 @@ func TestBundleDirReadDuringASwapSeesOneVersion(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, bundle.Key)); !os.IsNotExist(err) {
 		t.Fatalf("the test did not reach the dangling state: %v", err)
 	}
-	raw, gz, found, err := readBundleDir(dir)
+	raw, _, gz, found, err := readBundleDir(dir)
 	if err != nil || !found || !gz || string(raw) != string(zb) {
 		t.Errorf("mid-swap read: found=%v gz=%v err=%v, want the new gzip bundle", found, gz, err)
 	}
@@ -92,12 +92,12 @@ func TestBundleDirWithBothKeysIsRejected(t *testing.T) {
 	dir := t.TempDir()
 	a, _ := encode(t, denyTools("Bash"))
 	(&fakeKubelet{t: t, dir: dir}).publish(map[string][]byte{bundle.Key: a, bundle.GzipKey: gzipped(t, a)})
-	if _, _, _, err := readBundleDir(dir); err == nil || !strings.Contains(err.Error(), "both") {
+	if _, _, _, _, err := readBundleDir(dir); err == nil || !strings.Contains(err.Error(), "both") {
 		t.Errorf("both keys: err %v", err)
 	}
 	plain := t.TempDir() // no ..data: read the files directly
 	must(t, os.WriteFile(filepath.Join(plain, bundle.Key), a, 0o644))
-	if raw, gz, found, err := readBundleDir(plain); err != nil || !found || gz || string(raw) != string(a) {
+	if raw, _, gz, found, err := readBundleDir(plain); err != nil || !found || gz || string(raw) != string(a) {
 		t.Errorf("plain directory: found=%v gz=%v err=%v", found, gz, err)
 	}
 }

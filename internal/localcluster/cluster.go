@@ -73,13 +73,19 @@ func Start(dir string) (*Cluster, error) {
 	return c, nil
 }
 
+// SigningNamespace stands for the manager's namespace.
+const SigningNamespace = "default"
+
 // ManagerArgs are the flags that run `toolgate manager` against this
 // cluster with its webhooks served where the API server expects them.
 func (c *Cluster) ManagerArgs() []string {
 	return []string{"manager", "--kubeconfig", c.Kubeconfig,
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
 		"--webhook-cert-mode", "provided", "--webhook-cert-dir", c.WebhookCertDir,
-		"--webhook-host", c.WebhookHost, "--webhook-port", fmt.Sprint(c.WebhookPort)}
+		"--webhook-host", c.WebhookHost, "--webhook-port", fmt.Sprint(c.WebhookPort),
+		// Its "own" namespace: the signing key Secret and the published
+		// public keys (toolgate-signing-keys) live there.
+		"--signing-namespace", SigningNamespace}
 }
 
 // Stop ends every process started here, then the control plane.

@@ -258,6 +258,24 @@ func requireCanGrantBundleRead(t *testing.T, m installedManager, appNamespace, b
 	}
 }
 
+// requireSigningAccess checks what bundle signing needs in the manager's
+// namespace: create and read the key Secret, publish the public keys.
+func requireSigningAccess(t *testing.T, m installedManager) {
+	t.Helper()
+	for _, a := range []access{
+		{"create", "", "secrets", m.namespace, ""},
+		{"get", "", "secrets", m.namespace, "toolgate-signing-key"},
+		{"create", "", "configmaps", m.namespace, ""},
+		{"get", "", "configmaps", m.namespace, "toolgate-signing-keys"},
+		{"update", "", "configmaps", m.namespace, "toolgate-signing-keys"},
+	} {
+		if !canEventually(t, m, a.verb, a.group, a.resource, a.namespace, a.name) {
+			t.Errorf("%s cannot %s %s %q in %s, which bundle signing needs", m.user(), a.verb, a.resource, a.name, a.namespace)
+		}
+	}
+	requireDenied(t, m, []access{{"update", "", "secrets", m.namespace, "toolgate-signing-key"}})
+}
+
 func TestChartRBACGrantsWhatTheCodeNeedsAndNoMore(t *testing.T) {
 	t.Parallel()
 	const app = "rbac-chart-app"
@@ -266,6 +284,7 @@ func TestChartRBACGrantsWhatTheCodeNeedsAndNoMore(t *testing.T) {
 	requireGeneratedRules(t, m, app)
 	requireDenied(t, m, beyondNeeds(m, app))
 	requireCanGrantBundleRead(t, m, app, "toolgate-bundle")
+	requireSigningAccess(t, m)
 }
 
 func TestChartRBACConfinedToWatchedNamespaces(t *testing.T) {
@@ -281,6 +300,7 @@ func TestChartRBACConfinedToWatchedNamespaces(t *testing.T) {
 		access{"create", "rbac.authorization.k8s.io", "roles", other, ""},
 	))
 	requireCanGrantBundleRead(t, m, watched, "toolgate-bundle")
+	requireSigningAccess(t, m)
 }
 
 func TestChartRBACWithCertManagerLeavesSecretsAlone(t *testing.T) {
@@ -291,6 +311,7 @@ func TestChartRBACWithCertManagerLeavesSecretsAlone(t *testing.T) {
 		{"list", "", "secrets", m.namespace, ""},
 		{"update", "admissionregistration.k8s.io", "validatingwebhookconfigurations", "", m.validating},
 	})
+	requireSigningAccess(t, m)
 }
 
 func TestKustomizeRBACGrantsWhatTheCodeNeeds(t *testing.T) {

@@ -1,14 +1,17 @@
 // Package e2e runs toolgate end to end with real processes: envtest's
 // kube-apiserver and etcd, the CRDs and webhook configurations installed, the
-// toolgate binary as the manager, and two sidecars, one watching the bundle
-// ConfigMap through the API and one reading a kubelet-style volume.
+// toolgate binary as the manager, and three sidecars: one watching the bundle
+// ConfigMap through the API, one reading a kubelet-style volume, and one
+// watching through the API that loads only bundles the manager signed.
 package e2e
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -21,6 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/bundle"
+	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/internal/localcluster"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
@@ -79,7 +84,20 @@ func TestEndToEnd(t *testing.T) {
 		"--listen", volAddr, "--poll-interval", "500ms", "--decision-log", "none"); err != nil {
 		t.Fatal(err)
 	}
-	sidecars := map[string]string{"--configmap": apiAddr, "--bundle-dir": volAddr}
+	// The signed sidecar trusts the keys the manager published, as an
+	// injected one is given them.
+	var keys corev1.ConfigMap
+	testenv.Eventually(t, "the published signing keys", func() (bool, string) {
+		err := c.Get(ctx, client.ObjectKey{Namespace: localcluster.SigningNamespace, Name: bundle.SigningKeysConfigMapName}, &keys)
+		return err == nil, fmt.Sprint(err)
+	})
+	signedAddr := testenv.FreeLoopbackAddr(t)
+	if _, err := cluster.StartProcess("sidecar-signed", bin, "sidecar", "--configmap", ns+"/toolgate-bundle",
+		"--kubeconfig", cluster.Kubeconfig, "--listen", signedAddr, "--decision-log", "none",
+		"--trusted-keys-pem", keys.Data[bundle.SigningKeysKey]); err != nil {
+		t.Fatal(err)
+	}
+	sidecars := map[string]string{"--configmap": apiAddr, "--bundle-dir": volAddr, "--trusted-keys": signedAddr}
 	ls := map[string]any{"tool_name": "Bash", "agent_id": "agent-7", "input": map[string]any{"command": "ls -la"}}
 	rm := map[string]any{"tool_name": "Bash", "agent_id": "agent-7", "input": map[string]any{"command": "rm -rf /"}}
 	other := map[string]any{"tool_name": "Bash", "agent_id": "agent-8", "input": map[string]any{"command": "ls"}}
@@ -174,6 +192,62 @@ func TestEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("a namespace editor's forged and rolled-back bundles are refused", func(t *testing.T) {
+		key := client.ObjectKey{Namespace: ns, Name: "toolgate-bundle"}
+		var older corev1.ConfigMap
+		if err := c.Get(ctx, key, &older); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Create(ctx, policy("guardrails-extra", "")); err != nil {
+			t.Fatal(err)
+		}
+		var newer corev1.ConfigMap
+		testenv.Eventually(t, "the signed sidecar serving the newer bundle", func() (bool, string) {
+			if err := c.Get(ctx, key, &newer); err != nil {
+				return false, err.Error()
+			}
+			rev := newer.Annotations[v1alpha1.RevisionAnnotation]
+			return rev != older.Annotations[v1alpha1.RevisionAnnotation] && servedRevision(signedAddr) == rev, servedRevision(signedAddr)
+		})
+		served := servedRevision(signedAddr)
+		allowAll, _, err := engine.Encode(engine.Bundle{Policies: []engine.Policy{{ID: "allow-all", Version: 1, DefaultEffect: "allow"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		write := func(data map[string]string) {
+			t.Helper()
+			testenv.Eventually(t, "writing the bundle ConfigMap", func() (bool, string) {
+				var cm corev1.ConfigMap
+				if err := c.Get(ctx, key, &cm); err != nil {
+					return false, err.Error()
+				}
+				cm.Data, cm.BinaryData = data, nil
+				err := c.Update(ctx, &cm) // the manager repairs it at once: retry a conflict
+				return err == nil, fmt.Sprint(err)
+			})
+		}
+		for _, attack := range []struct {
+			reason string
+			data   map[string]string
+		}{
+			{"rollback", older.Data}, // genuinely signed, older
+			{"unsigned", map[string]string{"bundle.json": string(allowAll)}},
+		} {
+			write(attack.data)
+			testenv.Eventually(t, "the "+attack.reason+" bundle refused", func() (bool, string) {
+				m := metricsOf(signedAddr)
+				return strings.Contains(m, `toolgate_sidecar_bundle_rejected_total{reason="`+attack.reason+`"}`), "not yet"
+			})
+			if d, err := evaluate(signedAddr, rm); err != nil || !is("deny", "", "no-rm-rf")(d) {
+				t.Fatalf("after the %s attack: %v %v", attack.reason, d, err)
+			}
+		}
+		// The manager repaired the ConfigMap; every sidecar serves its bundle.
+		testenv.Eventually(t, "the repaired bundle served", func() (bool, string) {
+			return servedRevision(signedAddr) == served && servedRevision(apiAddr) == served, servedRevision(apiAddr)
+		})
+	})
+
 	t.Run("delete every Policy: NO_POLICIES", func(t *testing.T) {
 		if err := c.DeleteAllOf(ctx, &v1alpha1.Policy{}, client.InNamespace(ns)); err != nil {
 			t.Fatal(err)
@@ -216,7 +290,7 @@ func TestEndToEnd(t *testing.T) {
 		}
 	})
 	if t.Failed() {
-		for _, name := range []string{"manager", "sidecar-api", "sidecar-volume"} {
+		for _, name := range []string{"manager", "sidecar-api", "sidecar-volume", "sidecar-signed"} {
 			if b, err := os.ReadFile(dir + "/" + name + ".log"); err == nil {
 				t.Logf("%s log (tail):\n%s", name, tail(string(b), 2000))
 			}
@@ -229,4 +303,28 @@ func tail(s string, n int) string {
 		return s[len(s)-n:]
 	}
 	return s
+}
+
+// servedRevision is the revision a sidecar's /readyz reports, "" when none.
+func servedRevision(addr string) string {
+	resp, err := http.Get("http://" + addr + "/readyz")
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	var r struct {
+		BundleRevision string `json:"bundleRevision"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&r)
+	return r.BundleRevision
+}
+
+func metricsOf(addr string) string {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }
