@@ -79,7 +79,9 @@ func requireChannelGuarded(t *testing.T, objs []*unstructured.Unstructured, m in
 			requireRefused(t, "create the bundle", err)
 			break
 		}
-		if err := k8s.Delete(ctx(t), forged.DeepCopy()); err != nil {
+		// As the manager: the policy may have become active since the
+		// create, and then refuses anyone else's delete.
+		if err := manager.Delete(ctx(t), forged.DeepCopy()); err != nil {
 			t.Fatal(err)
 		}
 		if time.Now().After(deadline) {
