@@ -17,6 +17,10 @@ type EvalOptions struct {
 	Budget time.Duration
 	// Explain records a trace of every rule reached.
 	Explain bool
+	// ServiceAccount is the ServiceAccount the caller runs as, vouched for
+	// by the caller (the sidecar's --service-account), never read from the
+	// request: a freeze naming it denies whatever agent_id says.
+	ServiceAccount string
 }
 
 // budgetCheckEvery is how many rules pass between clock reads: reading the
@@ -66,6 +70,11 @@ func (c *Compiled) evaluate(req Request, opts *EvalOptions, clk *clock) Result {
 	}
 	if agent, ok := req["agent_id"].(string); ok {
 		if e := c.frozenEntry(agent, start); e != nil {
+			return Result{Decision: Deny, Code: CodeAgentFrozen, Reason: e.Reason}
+		}
+	}
+	if opts.ServiceAccount != "" {
+		if e := unexpired(c.frozen.byServiceAccount[opts.ServiceAccount], start); e != nil {
 			return Result{Decision: Deny, Code: CodeAgentFrozen, Reason: e.Reason}
 		}
 	}
@@ -142,16 +151,21 @@ func timeout(budget time.Duration, steps int, trace []TraceRule) Result {
 // frozenEntry finds an unexpired freeze for agent, comparing as
 // strings.EqualFold does, without allocating for ordinary ids.
 func (c *Compiled) frozenEntry(agent string, now time.Time) *frozenEntry {
-	if len(c.frozen) == 0 {
+	if len(c.frozen.byAgent) == 0 {
 		return nil
 	}
 	var entries []frozenEntry
 	if k, ok := asciiFoldKey(agent); ok {
-		entries = c.frozen[k]
+		entries = c.frozen.byAgent[k]
 	} else {
 		var buf [128]byte
-		entries = c.frozen[string(appendFoldKey(buf[:0], agent))]
+		entries = c.frozen.byAgent[string(appendFoldKey(buf[:0], agent))]
 	}
+	return unexpired(entries, now)
+}
+
+// unexpired is the first of entries that has not expired at now.
+func unexpired(entries []frozenEntry, now time.Time) *frozenEntry {
 	for i := range entries {
 		if e := &entries[i]; !e.Expired(now) {
 			return e
