@@ -83,7 +83,7 @@ func exactlyOneAgent(_ *cobra.Command, args []string) error {
 // checkFreeze runs the engine's FrozenAgent checks, the ones `toolgate
 // validate` and the operator apply, before anything reaches the cluster.
 func checkFreeze(agentID, reason string) error {
-	flags := map[string]string{"spec.agentId": "AGENT_ID", "spec.reason": "--reason"}
+	flags := map[string]string{"spec": "AGENT_ID", "spec.agentId": "AGENT_ID", "spec.reason": "--reason"}
 	var errs []error
 	for _, d := range engine.CheckFrozenAgent(engine.FrozenAgent{ID: agentID, Reason: reason}) {
 		errs = append(errs, fmt.Errorf("%s: %s", flags[d.Field], d.Message))

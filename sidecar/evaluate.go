@@ -145,7 +145,9 @@ func (s *Server) decide(w http.ResponseWriter, b *buffers, req engine.Request, e
 		s.beforeEvaluate(req)
 	}
 	st := s.state.Load()
-	res := st.compiled.Evaluate(req, engine.EvalOptions{Explain: explain})
+	// The service account is the sidecar's own (--service-account, set by
+	// the injector from the Pod spec), never the request's.
+	res := st.compiled.Evaluate(req, engine.EvalOptions{Explain: explain, ServiceAccount: s.opts.ServiceAccount})
 	out, err := res.AppendJSON(b.out[:0])
 	if err != nil {
 		panic(fmt.Sprintf("encoding the result: %v", err))

@@ -28,6 +28,10 @@ type metrics struct {
 	reloadFailures     *prometheus.CounterVec
 	logDropped         *prometheus.CounterVec
 	identityMismatches prometheus.Counter
+	// The FrozenAgent watch of a --configmap sidecar.
+	frozenWatchUp       prometheus.Gauge
+	frozenWatchFailures prometheus.Counter
+	apiFrozenAgents     prometheus.Gauge
 
 	// Resolving a labelled child hashes its labels; the common ones are
 	// resolved once so the hot path only increments.
@@ -79,6 +83,16 @@ func newMetrics(age func() float64) *metrics {
 	m.logDropped = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: metricPrefix + "decision_log_dropped_total", Help: "Decision log events dropped, by sink and reason.",
 	}, []string{"sink", "reason"})
+	m.frozenWatchUp = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: metricPrefix + "frozen_watch_up", Help: "1 while FrozenAgents are watched through the API (--configmap); 0 when the watch fails and only the bundle's freezes are current.",
+	})
+	m.frozenWatchFailures = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: metricPrefix + "frozen_watch_failures_total", Help: "Failed lists or watches of FrozenAgents (forbidden, unreachable); each is retried with backoff.",
+	})
+	m.apiFrozenAgents = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: metricPrefix + "api_frozen_agents", Help: "FrozenAgents applied from the API watch, beside the bundle's.",
+	})
+	m.registry.MustRegister(m.frozenWatchUp, m.frozenWatchFailures, m.apiFrozenAgents)
 	m.registry.MustRegister(m.decisions, m.latency, m.badRequests, m.internalErrors, m.identityMismatches,
 		m.bundleInfo, m.bundleLoaded, m.lastLoad, bundleAge, m.reloads, m.reloadFailures, m.logDropped,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -35,6 +35,13 @@ type Server struct {
 	bufs      sync.Pool
 	loadMu    sync.Mutex // serialises reloads; decisions never take it
 
+	// bundleCompiled is the bundle's own compiled form and apiFrozen the
+	// FrozenAgents watched through the API; state.compiled merges them.
+	// Both are guarded by loadMu.
+	bundleCompiled *engine.Compiled
+	apiFrozen      []engine.FrozenAgent
+	frozenWatch    frozenWatch
+
 	// ownAgent is AgentID boxed once, so overriding a request's agent_id
 	// does not allocate.
 	ownAgent any
@@ -147,7 +154,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "reason": "no bundle is loaded"})
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"ready": true, "bundleRevision": st.revision, "source": st.origin})
+		body := map[string]any{"ready": true, "bundleRevision": st.revision, "source": st.origin}
+		if fw := s.frozenWatch.status(); fw != nil {
+			body["frozenAgentWatch"] = fw
+		}
+		writeJSON(w, http.StatusOK, body)
 	case "/metrics":
 		if !getOrHead(w, r) {
 			return
