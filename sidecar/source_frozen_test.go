@@ -24,7 +24,9 @@ func agentDecision(t *testing.T, base, agent string) engine.Result {
 	return evaluate(t, base, fmt.Sprintf(`{"tool_name":"Read","agent_id":%q}`, agent)).Result
 }
 
-func frozen(r engine.Result) bool { return r.Decision == engine.Deny && r.Code == engine.CodeAgentFrozen }
+func frozen(r engine.Result) bool {
+	return r.Decision == engine.Deny && r.Code == engine.CodeAgentFrozen
+}
 
 // FrozenAgents reach a --configmap sidecar straight from the API, with no
 // operator running in this test at all: the bundle ConfigMap is written by

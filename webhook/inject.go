@@ -92,8 +92,11 @@ func SetupPodInjector(mgr ctrl.Manager, o InjectOptions) error {
 // Default implements admission.Defaulter: it is idempotent and leaves Pods
 // without the annotation alone.
 func (p *PodInjector) Default(ctx context.Context, pod *corev1.Pod) error {
-	if pod.Annotations[v1alpha1.AnnotationInject] != "true" || hasSidecar(pod) {
+	if pod.Annotations[v1alpha1.AnnotationInject] != "true" {
 		return nil
+	}
+	if err := refuseInjection(pod); err != nil {
+		return err
 	}
 	if req, err := admission.RequestFromContext(ctx); err == nil {
 		// On create the Pod may not carry its namespace yet; the request does.
@@ -127,6 +130,9 @@ func InjectSidecar(pod *corev1.Pod, o InjectOptions) {
 		Args: []string{"sidecar",
 			"--configmap=$(POD_NAMESPACE)/" + o.BundleConfigMap,
 			"--agent-id=$(TOOLGATE_AGENT_ID)",
+			// A FrozenAgent may name the service account; the agent cannot
+			// change a container's args once the Pod exists.
+			"--service-account=" + serviceAccount(pod),
 			"--listen=" + o.Listen,
 			"--cache-dir=" + cacheMountPath,
 			// The pod's name comes from the downward API: with generateName
@@ -239,13 +245,16 @@ func serviceAccount(pod *corev1.Pod) string {
 }
 
 // grantBundleRead lets the service account get, list and watch the bundle
-// ConfigMap of its namespace, and nothing else.
+// ConfigMap and the FrozenAgents of its namespace, and nothing else.
 func (p *PodInjector) grantBundleRead(ctx context.Context, namespace, sa string) error {
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: bundleReaderName}}
 	if _, err := controllerutil.CreateOrUpdate(ctx, p.Client, role, func() error {
 		role.Labels = map[string]string{v1alpha1.ManagedByLabel: v1alpha1.ManagedByValue}
 		role.Rules = []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"},
-			ResourceNames: []string{p.Options.BundleConfigMap}, Verbs: []string{"get", "list", "watch"}}}
+			ResourceNames: []string{p.Options.BundleConfigMap}, Verbs: []string{"get", "list", "watch"}},
+			// The sidecar applies FrozenAgents straight from the API, so
+			// the kill switch does not wait for the operator.
+			{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"frozenagents"}, Verbs: []string{"get", "list", "watch"}}}
 		return nil
 	}); err != nil {
 		return err
