@@ -74,17 +74,23 @@ func TestAttackPodDeclaringOwnSidecarIsRefused(t *testing.T) {
 // mounts the sidecar's API token (to act as the sidecar's identity) or its
 // bundle cache (to plant a bundle served at the next restart).
 func TestAttackPodMountingSidecarVolumesIsRefused(t *testing.T) {
+	// Mounting without declaring: the injector then declared the volume
+	// itself, and the Pod ran with the agent sharing it (admitted before).
+	never := false
 	token := pod("mounts-token", injectMe)
-	token.Spec.Volumes = []corev1.Volume{sidecarTokenVolume()}
+	token.Spec.AutomountServiceAccountToken = &never
 	token.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: tokenVolumeName, MountPath: "/stolen"}}
-	refused(t, token, `spec.containers[0].volumeMounts[0].name: Forbidden: volume "toolgate-sidecar-token" is the sidecar's API token`,
-		`spec.volumes[0].name: Forbidden: volume name "toolgate-sidecar-token" is reserved`)
+	refused(t, token, `spec.containers[0].volumeMounts[0].name: Forbidden: volume "toolgate-sidecar-token" is the sidecar's API token: only the injected toolgate-sidecar container may mount it`)
 
 	cache := pod("mounts-cache", injectMe)
-	cache.Spec.Volumes = []corev1.Volume{{Name: cacheVolumeName, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
 	cache.Spec.InitContainers = []corev1.Container{{Name: "plant", Image: "busybox",
 		VolumeMounts: []corev1.VolumeMount{{Name: cacheVolumeName, MountPath: "/cache"}}}}
 	refused(t, cache, `spec.initContainers[0].volumeMounts[0].name: Forbidden: volume "toolgate-bundle-cache" is the sidecar's bundle cache`)
+
+	// Declaring them: a clear refusal, not the API server's duplicate name.
+	declared := pod("declares-cache", injectMe)
+	declared.Spec.Volumes = []corev1.Volume{{Name: cacheVolumeName, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	refused(t, declared, `spec.volumes[0].name: Forbidden: volume name "toolgate-bundle-cache" is reserved for the sidecar's bundle cache`)
 
 	// The agent's own service account token is its own: mounting it stays
 	// allowed, and the sidecar reuses it.
