@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
@@ -183,34 +184,63 @@ func runFreeze(ctx context.Context, out io.Writer, o *freezeOptions, agentID str
 	return nil
 }
 
-// waitLive polls the FrozenAgent until its Ready condition says it is
+// waitLive watches the FrozenAgent until its Ready condition says it is
 // published for its current generation, and returns the bundle revision.
-func waitLive(ctx context.Context, c client.Client, key client.ObjectKey, timeout time.Duration) (string, error) {
+// A watch, not polling: the answer arrives as soon as the operator writes
+// its status (which it batches, see statusDelay in controllers/setup.go),
+// so the time reported is the operator's, not a poll interval's.
+func waitLive(ctx context.Context, c client.WithWatch, key client.ObjectKey, timeout time.Duration) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
 	last := "no status yet: is the toolgate operator running and watching this namespace?"
 	for {
-		var fa v1alpha1.FrozenAgent
-		if err := c.Get(ctx, key, &fa); err == nil {
-			ready := meta.FindStatusCondition(fa.Status.Conditions, v1alpha1.ConditionReady)
-			switch {
-			case ready == nil || ready.ObservedGeneration != fa.Generation:
-			case ready.Status == metav1.ConditionTrue && fa.Status.BundleRevision != "":
-				return fa.Status.BundleRevision, nil
-			case ready.Reason == v1alpha1.ReasonExpired:
-				return "", notDone("FrozenAgent %s has already expired: %s", key, ready.Message)
-			default:
-				last = ready.Reason + ": " + ready.Message
+		var list v1alpha1.FrozenAgentList
+		// No resourceVersion: the watch starts with the object as it is.
+		w, err := c.Watch(ctx, &list, client.InNamespace(key.Namespace),
+			client.MatchingFields{"metadata.name": key.Name})
+		if err != nil {
+			if ctx.Err() != nil {
+				return "", notDone("FrozenAgent %s is not confirmed live after %v (%s)", key, timeout, last)
 			}
-		} else if apierrors.IsNotFound(err) {
-			return "", notDone("FrozenAgent %s was deleted while waiting", key)
+			return "", notDone("watching FrozenAgent %s: %v", key, err)
 		}
-		select {
-		case <-ctx.Done():
+		rev, done, err := watchLive(w.ResultChan(), key, &last)
+		w.Stop()
+		switch {
+		case done:
+			return rev, err
+		case ctx.Err() != nil:
 			return "", notDone("FrozenAgent %s is not confirmed live after %v (%s)", key, timeout, last)
-		case <-tick.C:
+		}
+		// The watch ended (the API server closes watches now and then):
+		// start another.
+	}
+}
+
+// watchLive reads events until the freeze is live, gone or expired (done),
+// or the watch ends (not done). last is updated with the latest reason.
+func watchLive(events <-chan watch.Event, key client.ObjectKey, last *string) (string, bool, error) {
+	for ev := range events {
+		switch ev.Type {
+		case watch.Deleted:
+			return "", true, notDone("FrozenAgent %s was deleted while waiting", key)
+		case watch.Error:
+			return "", false, nil
+		}
+		fa, ok := ev.Object.(*v1alpha1.FrozenAgent)
+		if !ok {
+			continue
+		}
+		ready := meta.FindStatusCondition(fa.Status.Conditions, v1alpha1.ConditionReady)
+		switch {
+		case ready == nil || ready.ObservedGeneration != fa.Generation:
+		case ready.Status == metav1.ConditionTrue && fa.Status.BundleRevision != "":
+			return fa.Status.BundleRevision, true, nil
+		case ready.Reason == v1alpha1.ReasonExpired:
+			return "", true, notDone("FrozenAgent %s has already expired: %s", key, ready.Message)
+		default:
+			*last = ready.Reason + ": " + ready.Message
 		}
 	}
+	return "", false, nil
 }
