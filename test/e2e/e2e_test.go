@@ -160,6 +160,7 @@ func TestEndToEnd(t *testing.T) {
 		if err != nil || !strings.Contains(string(out), "agent-8 is frozen in "+ns+": live in bundle sha256:") {
 			t.Fatalf("toolgate freeze: %v\n%s", err, out)
 		}
+		t.Logf("toolgate freeze said: %s", strings.TrimSpace(string(out)))
 		for mode, addr := range sidecars {
 			d := eventually(t, addr, other, "AGENT_FROZEN", is("deny", "AGENT_FROZEN", ""))
 			if d.Reason != "INC-99 from the CLI" {
