@@ -180,7 +180,7 @@ func runFreeze(ctx context.Context, out io.Writer, o *freezeOptions, agentID str
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "%s is frozen in %s: live in bundle %s after %d ms\n", agentID, ns, rev, time.Since(start).Milliseconds())
+	fmt.Fprintf(out, "%s is frozen in %s: the operator confirmed it live in bundle %s after %d ms\n", agentID, ns, rev, time.Since(start).Milliseconds())
 	return nil
 }
 

@@ -69,7 +69,7 @@ func frozenAgent(t *testing.T, ns, id string) *engine.FrozenAgent {
 func TestFreezeWaitsUntilLiveThenUnfreeze(t *testing.T) {
 	code, out := toolgate(t, "freeze", "billing-bot-7", "-n", watched, "--kubeconfig", kubeconfig,
 		"--reason", "INC-1234: looping on refunds", "--for", "2h")
-	if code != 0 || !regexp.MustCompile(`billing-bot-7 is frozen in agents: live in bundle sha256:[0-9a-f]{64} after \d+ ms`).MatchString(out) {
+	if code != 0 || !regexp.MustCompile(`billing-bot-7 is frozen in agents: the operator confirmed it live in bundle sha256:[0-9a-f]{64} after \d+ ms`).MatchString(out) {
 		t.Fatalf("freeze: exit %d\n%s", code, out)
 	}
 	// Live means published: the bundle the sidecars read already has it.
