@@ -35,6 +35,7 @@ func notDone(format string, args ...any) error {
 
 type freezeOptions struct {
 	conn    connection
+	sa      string
 	reason  string
 	dur     time.Duration
 	until   string
@@ -48,7 +49,7 @@ type freezeOptions struct {
 func NewFreezeCommand() *cobra.Command {
 	o := freezeOptions{wait: true, timeout: 30 * time.Second, now: time.Now}
 	cmd := &cobra.Command{
-		Use:   "freeze AGENT_ID",
+		Use:   "freeze AGENT_ID | --service-account NAME",
 		Short: "Deny every tool call of an agent in a namespace (creates a FrozenAgent) and wait until it is live",
 		Long: `Create a FrozenAgent for AGENT_ID in the namespace and, by default, wait until the operator
 reports it published in the namespace's bundle: from then on every sidecar watching that bundle
@@ -58,13 +59,23 @@ FrozenAgent of that name waits for that one.
 Exit status: 0 live, 1 not confirmed live within --timeout, 2 the command could not run.`,
 		Example: `  toolgate freeze billing-bot-7 -n agents --reason "INC-1234: looping on refunds"
   toolgate freeze billing-bot-7 -n agents --for 2h`,
-		Args: exactlyOneAgent,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if o.sa != "" && len(args) == 0 {
+				return nil // by service account alone
+			}
+			return exactlyOneAgent(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runFreeze(cmd.Context(), cmd.OutOrStdout(), &o, args[0])
+			agentID := ""
+			if len(args) == 1 {
+				agentID = args[0]
+			}
+			return runFreeze(cmd.Context(), cmd.OutOrStdout(), &o, agentID)
 		},
 	}
 	o.conn.addFlags(cmd)
 	f := cmd.Flags()
+	f.StringVar(&o.sa, "service-account", "", "also (or, without AGENT_ID, only) freeze every sidecar running as this ServiceAccount, whatever its agent id")
 	f.StringVar(&o.reason, "reason", "", "why: returned to the agent as the deny reason and kept on the FrozenAgent")
 	f.DurationVar(&o.dur, "for", 0, "end the freeze after this long (sets expiresAt)")
 	f.StringVar(&o.until, "until", "", "end the freeze at this RFC 3339 time (sets expiresAt)")
@@ -83,10 +94,10 @@ func exactlyOneAgent(_ *cobra.Command, args []string) error {
 
 // checkFreeze runs the engine's FrozenAgent checks, the ones `toolgate
 // validate` and the operator apply, before anything reaches the cluster.
-func checkFreeze(agentID, reason string) error {
-	flags := map[string]string{"spec": "AGENT_ID", "spec.agentId": "AGENT_ID", "spec.reason": "--reason"}
+func checkFreeze(agentID, sa, reason string) error {
+	flags := map[string]string{"spec": "AGENT_ID", "spec.agentId": "AGENT_ID", "spec.serviceAccount": "--service-account", "spec.reason": "--reason"}
 	var errs []error
-	for _, d := range engine.CheckFrozenAgent(engine.FrozenAgent{ID: agentID, Reason: reason}) {
+	for _, d := range engine.CheckFrozenAgent(engine.FrozenAgent{ID: agentID, ServiceAccount: sa, Reason: reason}) {
 		errs = append(errs, fmt.Errorf("%s: %s", flags[d.Field], d.Message))
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -96,7 +107,7 @@ func checkFreeze(agentID, reason string) error {
 }
 
 func (o *freezeOptions) validate(agentID string) (*metav1.Time, error) {
-	if err := checkFreeze(agentID, o.reason); err != nil {
+	if err := checkFreeze(agentID, o.sa, o.reason); err != nil {
 		return nil, err
 	}
 	var errs []error
@@ -145,13 +156,21 @@ func runFreeze(ctx context.Context, out io.Writer, o *freezeOptions, agentID str
 		return err
 	}
 	name := o.name
-	if name == "" {
+	switch {
+	case name != "":
+	case agentID != "":
 		name = ObjectName(agentID)
+	default:
+		name = ObjectName("sa-" + o.sa)
+	}
+	what := agentID
+	if o.sa != "" {
+		what = engine.FrozenAgent{ID: agentID, ServiceAccount: o.sa}.Describe()
 	}
 	fa := &v1alpha1.FrozenAgent{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
 			Labels: map[string]string{v1alpha1.ManagedByLabel: v1alpha1.ManagedByCLIValue}},
-		Spec: v1alpha1.FrozenAgentSpec{AgentID: agentID, Reason: o.reason, ExpiresAt: expires},
+		Spec: v1alpha1.FrozenAgentSpec{AgentID: agentID, ServiceAccount: o.sa, Reason: o.reason, ExpiresAt: expires},
 	}
 	start := time.Now()
 	switch err := c.Create(ctx, fa); {
@@ -160,14 +179,18 @@ func runFreeze(ctx context.Context, out io.Writer, o *freezeOptions, agentID str
 		if err := c.Get(ctx, client.ObjectKeyFromObject(fa), &existing); err != nil {
 			return notDone("FrozenAgent %s/%s exists but cannot be read: %v", ns, name, err)
 		}
-		if !engine.SameAgent(existing.Spec.AgentID, agentID) {
-			return usage("FrozenAgent %s/%s already freezes %q, not %q: choose another --name", ns, name, existing.Spec.AgentID, agentID)
+		if !engine.SameAgent(existing.Spec.AgentID, agentID) || existing.Spec.ServiceAccount != o.sa {
+			have := engine.FrozenAgent{ID: existing.Spec.AgentID, ServiceAccount: existing.Spec.ServiceAccount}
+			if o.sa == "" && existing.Spec.ServiceAccount == "" {
+				return usage("FrozenAgent %s/%s already freezes %q, not %q: choose another --name", ns, name, existing.Spec.AgentID, agentID)
+			}
+			return usage("FrozenAgent %s/%s already freezes %s, not %s: choose another --name", ns, name, have.Describe(), what)
 		}
 		note := ""
 		if o.reason != "" || expires != nil {
 			note = " (its reason and expiry are kept: unfreeze first, or give another --name)"
 		}
-		fmt.Fprintf(out, "frozenagent %s/%s already freezes %s%s\n", ns, name, existing.Spec.AgentID, note)
+		fmt.Fprintf(out, "frozenagent %s/%s already freezes %s%s\n", ns, name, what, note)
 	case err != nil:
 		return notDone("creating FrozenAgent %s/%s: %v", ns, name, err)
 	default:
@@ -180,7 +203,7 @@ func runFreeze(ctx context.Context, out io.Writer, o *freezeOptions, agentID str
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "%s is frozen in %s: the operator confirmed it live in bundle %s after %d ms\n", agentID, ns, rev, time.Since(start).Milliseconds())
+	fmt.Fprintf(out, "%s is frozen in %s: the operator confirmed it live in bundle %s after %d ms\n", what, ns, rev, time.Since(start).Milliseconds())
 	return nil
 }
 

@@ -203,3 +203,29 @@ func TestFreezeWithoutACluster(t *testing.T) {
 		t.Fatalf("exit %d\n%s", code, out)
 	}
 }
+
+// toolgate freeze --service-account freezes by service account, alone or
+// beside an agent id, and the operator publishes it in the bundle.
+func TestFreezeByServiceAccount(t *testing.T) {
+	code, out := toolgate(t, "freeze", "--service-account", "billing-bot", "-n", watched, "--kubeconfig", kubeconfig, "--reason", "INC-SA")
+	if code != 0 || !strings.Contains(out, `frozenagent agents/freeze-sa-billing-bot created`) ||
+		!strings.Contains(out, `service account "billing-bot" is frozen in agents: the operator confirmed it live in bundle sha256:`) {
+		t.Fatalf("freeze --service-account: exit %d\n%s", code, out)
+	}
+	found := false
+	for _, f := range frozenIn(t, watched) {
+		found = found || (f.ID == "" && f.ServiceAccount == "billing-bot" && f.Reason == "INC-SA")
+	}
+	if !found {
+		t.Errorf("bundle freezes %+v", frozenIn(t, watched))
+	}
+	code, out = toolgate(t, "freeze", "--service-account", "Not A Name", "-n", watched, "--kubeconfig", kubeconfig)
+	if code != 2 || !strings.Contains(out, "--service-account: serviceAccount \"Not A Name\" is not a ServiceAccount name") {
+		t.Errorf("bad --service-account: exit %d\n%s", code, out)
+	}
+	// The same name for another target is refused, not reused.
+	code, out = toolgate(t, "freeze", "--service-account", "other-bot", "--name", "freeze-sa-billing-bot", "-n", watched, "--kubeconfig", kubeconfig)
+	if code != 2 || !strings.Contains(out, `already freezes service account "billing-bot", not service account "other-bot"`) {
+		t.Errorf("name taken: exit %d\n%s", code, out)
+	}
+}
