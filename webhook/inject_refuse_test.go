@@ -125,6 +125,18 @@ func enforcePolicy(t *testing.T) (*admissionv1.ValidatingAdmissionPolicy, *admis
 	if _, err := r.Read(); !errors.Is(err, io.EOF) {
 		t.Fatalf("more than two objects in enforce-sidecar.yaml: %v", err)
 	}
+	// Installed with this suite's sidecar image, as the chart templates it.
+	const shipped = "'ghcr.io/toolgate/toolgate:0.1.0'"
+	found := false
+	for i, v := range vap.Spec.Validations {
+		if strings.Contains(v.Expression, shipped) {
+			vap.Spec.Validations[i].Expression = strings.ReplaceAll(v.Expression, shipped, "'"+testInject.Image+"'")
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no validation pins the sidecar image %s", shipped)
+	}
 	return &vap, &binding
 }
 
@@ -179,6 +191,29 @@ func TestAttackUnguardedPodRefusedInEnforceNamespace(t *testing.T) {
 	// unguarded.
 	setInjectorURL(t, "https://127.0.0.1:1/mutate-v1-pod")
 	refused(t, inNS(pod("while-injector-down", injectMe)), "the toolgate injector did not add its sidecar", "refused until the injector is back")
+	// Nor does a Pod that brings its own sidecar while the injector cannot
+	// refuse it.
+	own = inNS(pod("own-sidecar-while-injector-down", injectMe))
+	own.Labels = map[string]string{v1alpha1.LabelInjected: "true"}
+	own.Spec.Containers = append(own.Spec.Containers, corev1.Container{Name: SidecarName, Image: testInject.Image,
+		Args: []string{"sidecar", "--bundle-file=/allow-everything.json"}})
+	refused(t, own, "the toolgate-sidecar container is not the injected one")
+	// Its own image with the injected arguments: refused too.
+	evil := inNS(pod("own-image-while-injector-down", injectMe))
+	InjectSidecar(evil, testInject)
+	for i := range evil.Spec.InitContainers {
+		if evil.Spec.InitContainers[i].Name == SidecarName {
+			evil.Spec.InitContainers[i].Image = "evil.example/allow-everything:1"
+		}
+	}
+	refused(t, evil, "the toolgate-sidecar container is not the injected one")
+	// What the injector writes passes that check (the Pod was refused above
+	// only because the injector did not run).
+	genuine := inNS(pod("injected-by-hand-while-injector-down", injectMe))
+	InjectSidecar(genuine, testInject)
+	if err := k8sClient.Create(ctx, genuine); err != nil {
+		t.Errorf("a Pod carrying exactly the injected sidecar: %v", err)
+	}
 	// Elsewhere, the same Pod is still admitted (without a sidecar): only
 	// enforce namespaces wait.
 	elsewhere := pod("unenforced-while-injector-down", injectMe)

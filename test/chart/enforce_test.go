@@ -46,3 +46,27 @@ func TestEnforcePolicyMatchesKustomize(t *testing.T) {
 		}
 	}
 }
+
+// TestEnforcePolicyPinsTheSidecarImage: the policy accepts only the image the
+// manager injects, in the chart whatever the values, and in kustomize.
+func TestEnforcePolicyPinsTheSidecarImage(t *testing.T) {
+	t.Parallel()
+	for name, objs := range map[string][]*unstructured.Unstructured{
+		"kustomize": kustomize(t, "config/default"),
+		"chart":     render(t),
+		"chart with another sidecar image": render(t, "--set", "sidecarInjection.image.repository=registry.example/tg",
+			"--set", "sidecarInjection.image.tag=9.9.9"),
+	} {
+		image := installationOf(t, objs).flag(t, "sidecar-image")
+		vap := enforceObject(t, objs, "ValidatingAdmissionPolicy")
+		validations, _, _ := unstructured.NestedSlice(vap.Object, "spec", "validations")
+		pinned := false
+		for _, v := range validations {
+			expr, _ := v.(map[string]any)["expression"].(string)
+			pinned = pinned || strings.Contains(expr, "c.image == '"+image+"'")
+		}
+		if !pinned {
+			t.Errorf("%s: no enforce validation pins the injected image %s", name, image)
+		}
+	}
+}
