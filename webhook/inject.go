@@ -89,8 +89,9 @@ func SetupPodInjector(mgr ctrl.Manager, o InjectOptions) error {
 		Complete()
 }
 
-// Default implements admission.Defaulter: it is idempotent and leaves Pods
-// without the annotation alone.
+// Default implements admission.Defaulter: it leaves Pods without the
+// annotation alone, and refuses an annotated Pod that already declares the
+// sidecar or its volumes (refuseInjection) rather than skipping it.
 func (p *PodInjector) Default(ctx context.Context, pod *corev1.Pod) error {
 	if pod.Annotations[v1alpha1.AnnotationInject] != "true" {
 		return nil
