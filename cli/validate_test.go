@@ -71,6 +71,7 @@ spec:
 kind: FrozenAgent
 metadata: {name: f}
 spec:
+  serviceAccount: Not A Name
   reason: ` + long + `
 `,
 		"d-broken.yaml": "apiVersion: toolgate.dev/v1alpha1\nkind: Policy\nmetadata: {name: u}\nspec:\n  rules: [{id: a, effect: allow, when: x}]\n",
@@ -99,8 +100,8 @@ spec:
 		b + `:doc 1: Policy/engine: spec.rules[0].conditions[3].value: pattern "(?<=rm)x" does not compile: `,
 		b + `:doc 1: Policy/engine: spec.rules[0].conditions[4].value: operator exists takes no value`,
 		b + `:doc 1: Policy/engine: spec.rules[0].conditions[5].value: operator contains needs a string value, not `,
-		c + `:doc 1: FrozenAgent/f: spec.agentId: Required value`,
 		c + `:doc 1: FrozenAgent/f: spec.reason: Too long: may not be more than 1024 bytes`,
+		c + `:doc 1: FrozenAgent/f: spec.serviceAccount: Invalid value: "Not A Name": spec.serviceAccount in body should match`,
 		c + `:doc 1: FrozenAgent/f: Invalid value: null: some validation rules were not checked because the object was invalid`,
 		d + `:doc 1: Policy/u: spec.rules[0].when: unknown field`,
 	}

@@ -68,11 +68,32 @@ type Condition struct {
 	Values   []json.RawMessage `json:"values,omitempty"`
 }
 
-// FrozenAgent denies everything to one agent until it expires.
+// FrozenAgent denies everything to one agent until it expires. It names the
+// agent by ID (its agent_id, compared as SameAgent does), by ServiceAccount
+// (every sidecar running as that ServiceAccount in the namespace, whatever
+// agent_id it decides for), or both: either one matching freezes.
 type FrozenAgent struct {
-	ID        string     `json:"id"`
-	Reason    string     `json:"reason,omitempty"`
-	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+	ID string `json:"id"`
+	// ServiceAccount is compared exactly (it is a DNS label) with the
+	// ServiceAccount the caller vouches for in EvalOptions, never with a
+	// request field. Empty in bundles written before it existed, and
+	// omitted then, so their documents and revisions are unchanged.
+	ServiceAccount string     `json:"serviceAccount,omitempty"`
+	Reason         string     `json:"reason,omitempty"`
+	ExpiresAt      *time.Time `json:"expiresAt,omitempty"`
+}
+
+// Describe names what the freeze stops, for its default reason and for
+// messages: the agent id, the ServiceAccount, or both.
+func (f FrozenAgent) Describe() string {
+	switch {
+	case f.ServiceAccount == "":
+		return fmt.Sprintf("agent %q", f.ID)
+	case f.ID == "":
+		return fmt.Sprintf("service account %q", f.ServiceAccount)
+	default:
+		return fmt.Sprintf("agent %q and service account %q", f.ID, f.ServiceAccount)
+	}
 }
 
 // Expired reports whether the freeze has ended at now. A freeze ends at its
@@ -89,6 +110,9 @@ func (b *Bundle) Sort() {
 	slices.SortStableFunc(b.Policies, comparePolicies)
 	slices.SortStableFunc(b.FrozenAgents, func(x, y FrozenAgent) int {
 		if c := cmp.Compare(x.ID, y.ID); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(x.ServiceAccount, y.ServiceAccount); c != 0 {
 			return c
 		}
 		if c := cmp.Compare(expiryKey(x.ExpiresAt), expiryKey(y.ExpiresAt)); c != 0 {

@@ -30,14 +30,51 @@ var ruleIDPattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 type Compiled struct {
 	revision string
 	policies []cpolicy
-	frozen   map[string][]frozenEntry
-	paths    []Path // one slot per distinct field path
-	scratch  sync.Pool
+	frozen   freezes
+	// bundleFrozen are the bundle's own freezes, kept for WithFrozen.
+	bundleFrozen []FrozenAgent
+	paths        []Path // one slot per distinct field path
+	scratch      sync.Pool
 }
 
 // frozenEntry is a FrozenAgent whose Reason is filled in.
 type frozenEntry struct {
 	FrozenAgent
+}
+
+// freezes index frozen agents by folded agent id and by service account; a
+// freeze naming both is in both.
+type freezes struct {
+	byAgent          map[string][]frozenEntry
+	byServiceAccount map[string][]frozenEntry
+}
+
+func newFreezes(lists ...[]FrozenAgent) freezes {
+	var fz freezes
+	for _, list := range lists {
+		for _, f := range list {
+			e := frozenEntry{f}
+			if e.Reason == "" {
+				e.Reason = f.Describe() + " is frozen"
+			}
+			// An empty id without a service account is how every bundle
+			// before serviceAccount read: it freezes agent_id "".
+			if f.ID != "" || f.ServiceAccount == "" {
+				if fz.byAgent == nil {
+					fz.byAgent = map[string][]frozenEntry{}
+				}
+				key := foldKey(f.ID)
+				fz.byAgent[key] = append(fz.byAgent[key], e)
+			}
+			if f.ServiceAccount != "" {
+				if fz.byServiceAccount == nil {
+					fz.byServiceAccount = map[string][]frozenEntry{}
+				}
+				fz.byServiceAccount[f.ServiceAccount] = append(fz.byServiceAccount[f.ServiceAccount], e)
+			}
+		}
+	}
+	return fz
 }
 
 type cpolicy struct {
@@ -74,15 +111,8 @@ type ccond struct {
 // POLICY_COMPILE_ERROR when it reaches it, and each problem is returned as a
 // Diagnostic.
 func Compile(b Bundle) (*Compiled, []Diagnostic) {
-	c := &Compiled{revision: b.Revision, frozen: make(map[string][]frozenEntry, len(b.FrozenAgents))}
-	for _, f := range b.FrozenAgents {
-		e := frozenEntry{f}
-		if e.Reason == "" {
-			e.Reason = fmt.Sprintf("agent %q is frozen", f.ID)
-		}
-		key := foldKey(f.ID)
-		c.frozen[key] = append(c.frozen[key], e)
-	}
+	c := &Compiled{revision: b.Revision, frozen: newFreezes(b.FrozenAgents)}
+	c.bundleFrozen = b.FrozenAgents
 
 	policies := slices.Clone(b.Policies)
 	slices.SortStableFunc(policies, comparePolicies)
@@ -97,6 +127,23 @@ func Compile(b Bundle) (*Compiled, []Diagnostic) {
 	nslots := len(c.paths)
 	c.scratch.New = func() any { return newScratch(nslots) }
 	return c, diags
+}
+
+// WithFrozen returns a copy of c that also freezes extra, beside the
+// bundle's own frozen agents: the sidecar merges the FrozenAgents it
+// watches through the API this way. Only the freeze index is rebuilt; the
+// compiled policies are shared, so it costs what the freezes cost. Extra
+// freezes do not change Revision. A nil c stays nil: without a bundle
+// every decision is deny NO_POLICIES anyway.
+func (c *Compiled) WithFrozen(extra []FrozenAgent) *Compiled {
+	if c == nil {
+		return nil
+	}
+	out := &Compiled{revision: c.revision, policies: c.policies, paths: c.paths,
+		bundleFrozen: c.bundleFrozen, frozen: newFreezes(c.bundleFrozen, extra)}
+	nslots := len(out.paths)
+	out.scratch.New = func() any { return newScratch(nslots) }
+	return out
 }
 
 // CheckPolicy returns every reason p would not compile; none means it is
@@ -288,9 +335,14 @@ func truncate(s string, n int) string {
 
 // Limits on FrozenAgent fields, mirrored by the CRD schema.
 const (
-	MaxAgentIDLength = 253
-	MaxReasonLength  = 1024
+	MaxAgentIDLength        = 253
+	MaxReasonLength         = 1024
+	MaxServiceAccountLength = 253
 )
+
+// serviceAccountPattern is a DNS-1123 subdomain, what the API server
+// accepts as a ServiceAccount name.
+var serviceAccountPattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
 
 // CheckFrozenAgent returns what the schema would reject in a freeze. The
 // cluster enforces it with the CRD schema alone (no webhook) so the kill
@@ -298,13 +350,23 @@ const (
 func CheckFrozenAgent(f FrozenAgent) []Diagnostic {
 	var d diagnoser
 	d.policy = f.ID
+	if d.policy == "" {
+		d.policy = f.ServiceAccount
+	}
 	switch {
+	case f.ID == "" && f.ServiceAccount == "":
+		d.policyf(At("spec"), "agentId or serviceAccount is required")
 	case f.ID == "":
-		d.policyf(At("spec", "agentId"), "agentId is required")
 	case chars(f.ID) > MaxAgentIDLength:
 		d.policyf(At("spec", "agentId"), "agentId is %d characters long, more than %d", chars(f.ID), MaxAgentIDLength)
 	case strings.TrimSpace(f.ID) != f.ID:
 		d.policyf(At("spec", "agentId"), "agentId must not start or end with whitespace")
+	}
+	if f.ServiceAccount != "" {
+		if len(f.ServiceAccount) > MaxServiceAccountLength || !serviceAccountPattern.MatchString(f.ServiceAccount) {
+			d.policyf(At("spec", "serviceAccount"), "serviceAccount %q is not a ServiceAccount name: at most %d lowercase letters, digits, '-' and '.', starting and ending with a letter or digit",
+				f.ServiceAccount, MaxServiceAccountLength)
+		}
 	}
 	if n := chars(f.Reason); n > MaxReasonLength {
 		d.policyf(At("spec", "reason"), "reason is %d characters long, more than %d", n, MaxReasonLength)

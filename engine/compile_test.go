@@ -292,7 +292,11 @@ func TestCheckFrozenAgent(t *testing.T) {
 		field string
 	}{
 		{"valid", FrozenAgent{ID: "agent-1", Reason: "incident"}, ""},
-		{"no id", FrozenAgent{}, "spec.agentId"},
+		{"no id and no service account", FrozenAgent{}, "spec"},
+		{"service account only", FrozenAgent{ServiceAccount: "billing-bot"}, ""},
+		{"both", FrozenAgent{ID: "a", ServiceAccount: "billing-bot"}, ""},
+		{"bad service account", FrozenAgent{ServiceAccount: "Billing Bot"}, "spec.serviceAccount"},
+		{"long service account", FrozenAgent{ServiceAccount: strings.Repeat("a", MaxServiceAccountLength+1)}, "spec.serviceAccount"},
 		{"long id", FrozenAgent{ID: strings.Repeat("a", MaxAgentIDLength+1)}, "spec.agentId"},
 		{"long reason", FrozenAgent{ID: "a", Reason: strings.Repeat("r", MaxReasonLength+1)}, "spec.reason"},
 		{"limits are inclusive", FrozenAgent{ID: strings.Repeat("a", MaxAgentIDLength), Reason: strings.Repeat("r", MaxReasonLength)}, ""},

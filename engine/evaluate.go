@@ -24,6 +24,10 @@ type EvalOptions struct {
 	// left out, with every rule after it, and TraceTruncated is set; the
 	// decision is the same. Zero or less means no bound.
 	MaxTrace int
+	// ServiceAccount is the ServiceAccount the caller runs as, vouched for
+	// by the caller (the sidecar's --service-account), never read from the
+	// request: a freeze naming it denies whatever agent_id says.
+	ServiceAccount string
 }
 
 // budgetCheckEvery is how many rules pass between clock reads: reading the
@@ -102,6 +106,11 @@ func (c *Compiled) evaluate(req Request, opts *EvalOptions, clk *clock, tr *trac
 			return Result{Decision: Deny, Code: CodeAgentFrozen, Reason: e.Reason}
 		}
 	}
+	if opts.ServiceAccount != "" {
+		if e := unexpired(c.frozen.byServiceAccount[opts.ServiceAccount], start); e != nil {
+			return Result{Decision: Deny, Code: CodeAgentFrozen, Reason: e.Reason}
+		}
+	}
 	if len(c.policies) == 0 {
 		return Result{Decision: Deny, Code: CodeNoPolicies, Reason: "the bundle has no policies"}
 	}
@@ -174,16 +183,21 @@ func timeout(budget time.Duration, steps int) Result {
 // frozenEntry finds an unexpired freeze for agent, comparing as
 // strings.EqualFold does, without allocating for ordinary ids.
 func (c *Compiled) frozenEntry(agent string, now time.Time) *frozenEntry {
-	if len(c.frozen) == 0 {
+	if len(c.frozen.byAgent) == 0 {
 		return nil
 	}
 	var entries []frozenEntry
 	if k, ok := asciiFoldKey(agent); ok {
-		entries = c.frozen[k]
+		entries = c.frozen.byAgent[k]
 	} else {
 		var buf [128]byte
-		entries = c.frozen[string(appendFoldKey(buf[:0], agent))]
+		entries = c.frozen.byAgent[string(appendFoldKey(buf[:0], agent))]
 	}
+	return unexpired(entries, now)
+}
+
+// unexpired is the first of entries that has not expired at now.
+func unexpired(entries []frozenEntry, now time.Time) *frozenEntry {
 	for i := range entries {
 		if e := &entries[i]; !e.Expired(now) {
 			return e

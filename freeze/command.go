@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
@@ -34,6 +35,7 @@ func notDone(format string, args ...any) error {
 
 type freezeOptions struct {
 	conn    connection
+	sa      string
 	reason  string
 	dur     time.Duration
 	until   string
@@ -47,7 +49,7 @@ type freezeOptions struct {
 func NewFreezeCommand() *cobra.Command {
 	o := freezeOptions{wait: true, timeout: 30 * time.Second, now: time.Now}
 	cmd := &cobra.Command{
-		Use:   "freeze AGENT_ID",
+		Use:   "freeze AGENT_ID | --service-account NAME",
 		Short: "Deny every tool call of an agent in a namespace (creates a FrozenAgent) and wait until it is live",
 		Long: `Create a FrozenAgent for AGENT_ID in the namespace and, by default, wait until the operator
 reports it published in the namespace's bundle: from then on every sidecar watching that bundle
@@ -57,13 +59,23 @@ FrozenAgent of that name waits for that one.
 Exit status: 0 live, 1 not confirmed live within --timeout, 2 the command could not run.`,
 		Example: `  toolgate freeze billing-bot-7 -n agents --reason "INC-1234: looping on refunds"
   toolgate freeze billing-bot-7 -n agents --for 2h`,
-		Args: exactlyOneAgent,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if o.sa != "" && len(args) == 0 {
+				return nil // by service account alone
+			}
+			return exactlyOneAgent(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runFreeze(cmd.Context(), cmd.OutOrStdout(), &o, args[0])
+			agentID := ""
+			if len(args) == 1 {
+				agentID = args[0]
+			}
+			return runFreeze(cmd.Context(), cmd.OutOrStdout(), &o, agentID)
 		},
 	}
 	o.conn.addFlags(cmd)
 	f := cmd.Flags()
+	f.StringVar(&o.sa, "service-account", "", "also (or, without AGENT_ID, only) freeze every sidecar running as this ServiceAccount, whatever its agent id")
 	f.StringVar(&o.reason, "reason", "", "why: returned to the agent as the deny reason and kept on the FrozenAgent")
 	f.DurationVar(&o.dur, "for", 0, "end the freeze after this long (sets expiresAt)")
 	f.StringVar(&o.until, "until", "", "end the freeze at this RFC 3339 time (sets expiresAt)")
@@ -82,10 +94,10 @@ func exactlyOneAgent(_ *cobra.Command, args []string) error {
 
 // checkFreeze runs the engine's FrozenAgent checks, the ones `toolgate
 // validate` and the operator apply, before anything reaches the cluster.
-func checkFreeze(agentID, reason string) error {
-	flags := map[string]string{"spec.agentId": "AGENT_ID", "spec.reason": "--reason"}
+func checkFreeze(agentID, sa, reason string) error {
+	flags := map[string]string{"spec": "AGENT_ID", "spec.agentId": "AGENT_ID", "spec.serviceAccount": "--service-account", "spec.reason": "--reason"}
 	var errs []error
-	for _, d := range engine.CheckFrozenAgent(engine.FrozenAgent{ID: agentID, Reason: reason}) {
+	for _, d := range engine.CheckFrozenAgent(engine.FrozenAgent{ID: agentID, ServiceAccount: sa, Reason: reason}) {
 		errs = append(errs, fmt.Errorf("%s: %s", flags[d.Field], d.Message))
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -95,7 +107,7 @@ func checkFreeze(agentID, reason string) error {
 }
 
 func (o *freezeOptions) validate(agentID string) (*metav1.Time, error) {
-	if err := checkFreeze(agentID, o.reason); err != nil {
+	if err := checkFreeze(agentID, o.sa, o.reason); err != nil {
 		return nil, err
 	}
 	var errs []error
@@ -144,13 +156,21 @@ func runFreeze(ctx context.Context, out io.Writer, o *freezeOptions, agentID str
 		return err
 	}
 	name := o.name
-	if name == "" {
+	switch {
+	case name != "":
+	case agentID != "":
 		name = ObjectName(agentID)
+	default:
+		name = ObjectName("sa-" + o.sa)
+	}
+	what := agentID
+	if o.sa != "" {
+		what = engine.FrozenAgent{ID: agentID, ServiceAccount: o.sa}.Describe()
 	}
 	fa := &v1alpha1.FrozenAgent{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
 			Labels: map[string]string{v1alpha1.ManagedByLabel: v1alpha1.ManagedByCLIValue}},
-		Spec: v1alpha1.FrozenAgentSpec{AgentID: agentID, Reason: o.reason, ExpiresAt: expires},
+		Spec: v1alpha1.FrozenAgentSpec{AgentID: agentID, ServiceAccount: o.sa, Reason: o.reason, ExpiresAt: expires},
 	}
 	start := time.Now()
 	switch err := c.Create(ctx, fa); {
@@ -159,14 +179,18 @@ func runFreeze(ctx context.Context, out io.Writer, o *freezeOptions, agentID str
 		if err := c.Get(ctx, client.ObjectKeyFromObject(fa), &existing); err != nil {
 			return notDone("FrozenAgent %s/%s exists but cannot be read: %v", ns, name, err)
 		}
-		if !engine.SameAgent(existing.Spec.AgentID, agentID) {
-			return usage("FrozenAgent %s/%s already freezes %q, not %q: choose another --name", ns, name, existing.Spec.AgentID, agentID)
+		if !engine.SameAgent(existing.Spec.AgentID, agentID) || existing.Spec.ServiceAccount != o.sa {
+			have := engine.FrozenAgent{ID: existing.Spec.AgentID, ServiceAccount: existing.Spec.ServiceAccount}
+			if o.sa == "" && existing.Spec.ServiceAccount == "" {
+				return usage("FrozenAgent %s/%s already freezes %q, not %q: choose another --name", ns, name, existing.Spec.AgentID, agentID)
+			}
+			return usage("FrozenAgent %s/%s already freezes %s, not %s: choose another --name", ns, name, have.Describe(), what)
 		}
 		note := ""
 		if o.reason != "" || expires != nil {
 			note = " (its reason and expiry are kept: unfreeze first, or give another --name)"
 		}
-		fmt.Fprintf(out, "frozenagent %s/%s already freezes %s%s\n", ns, name, existing.Spec.AgentID, note)
+		fmt.Fprintf(out, "frozenagent %s/%s already freezes %s%s\n", ns, name, what, note)
 	case err != nil:
 		return notDone("creating FrozenAgent %s/%s: %v", ns, name, err)
 	default:
@@ -179,38 +203,67 @@ func runFreeze(ctx context.Context, out io.Writer, o *freezeOptions, agentID str
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "%s is frozen in %s: live in bundle %s after %d ms\n", agentID, ns, rev, time.Since(start).Milliseconds())
+	fmt.Fprintf(out, "%s is frozen in %s: the operator confirmed it live in bundle %s after %d ms\n", what, ns, rev, time.Since(start).Milliseconds())
 	return nil
 }
 
-// waitLive polls the FrozenAgent until its Ready condition says it is
+// waitLive watches the FrozenAgent until its Ready condition says it is
 // published for its current generation, and returns the bundle revision.
-func waitLive(ctx context.Context, c client.Client, key client.ObjectKey, timeout time.Duration) (string, error) {
+// A watch, not polling: the answer arrives as soon as the operator writes
+// its status (which it batches, see statusDelay in controllers/setup.go),
+// so the time reported is the operator's, not a poll interval's.
+func waitLive(ctx context.Context, c client.WithWatch, key client.ObjectKey, timeout time.Duration) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
 	last := "no status yet: is the toolgate operator running and watching this namespace?"
 	for {
-		var fa v1alpha1.FrozenAgent
-		if err := c.Get(ctx, key, &fa); err == nil {
-			ready := meta.FindStatusCondition(fa.Status.Conditions, v1alpha1.ConditionReady)
-			switch {
-			case ready == nil || ready.ObservedGeneration != fa.Generation:
-			case ready.Status == metav1.ConditionTrue && fa.Status.BundleRevision != "":
-				return fa.Status.BundleRevision, nil
-			case ready.Reason == v1alpha1.ReasonExpired:
-				return "", notDone("FrozenAgent %s has already expired: %s", key, ready.Message)
-			default:
-				last = ready.Reason + ": " + ready.Message
+		var list v1alpha1.FrozenAgentList
+		// No resourceVersion: the watch starts with the object as it is.
+		w, err := c.Watch(ctx, &list, client.InNamespace(key.Namespace),
+			client.MatchingFields{"metadata.name": key.Name})
+		if err != nil {
+			if ctx.Err() != nil {
+				return "", notDone("FrozenAgent %s is not confirmed live after %v (%s)", key, timeout, last)
 			}
-		} else if apierrors.IsNotFound(err) {
-			return "", notDone("FrozenAgent %s was deleted while waiting", key)
+			return "", notDone("watching FrozenAgent %s: %v", key, err)
 		}
-		select {
-		case <-ctx.Done():
+		rev, done, err := watchLive(w.ResultChan(), key, &last)
+		w.Stop()
+		switch {
+		case done:
+			return rev, err
+		case ctx.Err() != nil:
 			return "", notDone("FrozenAgent %s is not confirmed live after %v (%s)", key, timeout, last)
-		case <-tick.C:
+		}
+		// The watch ended (the API server closes watches now and then):
+		// start another.
+	}
+}
+
+// watchLive reads events until the freeze is live, gone or expired (done),
+// or the watch ends (not done). last is updated with the latest reason.
+func watchLive(events <-chan watch.Event, key client.ObjectKey, last *string) (string, bool, error) {
+	for ev := range events {
+		switch ev.Type {
+		case watch.Deleted:
+			return "", true, notDone("FrozenAgent %s was deleted while waiting", key)
+		case watch.Error:
+			return "", false, nil
+		}
+		fa, ok := ev.Object.(*v1alpha1.FrozenAgent)
+		if !ok {
+			continue
+		}
+		ready := meta.FindStatusCondition(fa.Status.Conditions, v1alpha1.ConditionReady)
+		switch {
+		case ready == nil || ready.ObservedGeneration != fa.Generation:
+		case ready.Status == metav1.ConditionTrue && fa.Status.BundleRevision != "":
+			return fa.Status.BundleRevision, true, nil
+		case ready.Reason == v1alpha1.ReasonExpired:
+			return "", true, notDone("FrozenAgent %s has already expired: %s", key, ready.Message)
+		default:
+			*last = ready.Reason + ": " + ready.Message
 		}
 	}
+	return "", false, nil
 }

@@ -29,7 +29,7 @@ func (c *connection) addFlags(cmd *cobra.Command) {
 	f.StringVarP(&c.namespace, "namespace", "n", "", "the agent's namespace (default: the context's, else default)")
 }
 
-func (c *connection) client() (client.Client, string, error) {
+func (c *connection) client() (client.WithWatch, string, error) {
 	if c.namespace != "" {
 		if msgs := validation.IsDNS1123Label(c.namespace); len(msgs) > 0 {
 			return nil, "", usage("--namespace %q: %s", c.namespace, msgs[0])
@@ -51,7 +51,7 @@ func (c *connection) client() (client.Client, string, error) {
 	if err := v1alpha1.AddToScheme(s); err != nil {
 		return nil, "", err
 	}
-	cl, err := client.New(rest, client.Options{Scheme: s})
+	cl, err := client.NewWithWatch(rest, client.Options{Scheme: s})
 	if err != nil {
 		return nil, "", fmt.Errorf("connecting to %s: %w", rest.Host, err)
 	}

@@ -69,7 +69,7 @@ func frozenAgent(t *testing.T, ns, id string) *engine.FrozenAgent {
 func TestFreezeWaitsUntilLiveThenUnfreeze(t *testing.T) {
 	code, out := toolgate(t, "freeze", "billing-bot-7", "-n", watched, "--kubeconfig", kubeconfig,
 		"--reason", "INC-1234: looping on refunds", "--for", "2h")
-	if code != 0 || !regexp.MustCompile(`billing-bot-7 is frozen in agents: live in bundle sha256:[0-9a-f]{64} after \d+ ms`).MatchString(out) {
+	if code != 0 || !regexp.MustCompile(`billing-bot-7 is frozen in agents: the operator confirmed it live in bundle sha256:[0-9a-f]{64} after \d+ ms`).MatchString(out) {
 		t.Fatalf("freeze: exit %d\n%s", code, out)
 	}
 	// Live means published: the bundle the sidecars read already has it.
@@ -164,7 +164,7 @@ func TestFreezeRejectsMalformedInput(t *testing.T) {
 	}{
 		{[]string{"freeze"}, "exactly one agent id, not 0"},
 		{[]string{"freeze", "a", "b"}, "exactly one agent id, not 2"},
-		{[]string{"freeze", ""}, "AGENT_ID: agentId is required"},
+		{[]string{"freeze", ""}, "AGENT_ID: agentId or serviceAccount is required"},
 		{[]string{"freeze", " bob"}, "whitespace"},
 		{[]string{"freeze", strings.Repeat("a", engine.MaxAgentIDLength+1)}, "more than"},
 		{[]string{"freeze", "bob", "--reason", strings.Repeat("r", engine.MaxReasonLength+1)}, "--reason: reason is"},
@@ -201,5 +201,31 @@ func TestFreezeWithoutACluster(t *testing.T) {
 	code, out := toolgate(t, "freeze", "bob", "--kubeconfig", "/nonexistent/kubeconfig")
 	if code != 2 || !strings.Contains(out, "no cluster to talk to") {
 		t.Fatalf("exit %d\n%s", code, out)
+	}
+}
+
+// toolgate freeze --service-account freezes by service account, alone or
+// beside an agent id, and the operator publishes it in the bundle.
+func TestFreezeByServiceAccount(t *testing.T) {
+	code, out := toolgate(t, "freeze", "--service-account", "billing-bot", "-n", watched, "--kubeconfig", kubeconfig, "--reason", "INC-SA")
+	if code != 0 || !strings.Contains(out, `frozenagent agents/freeze-sa-billing-bot created`) ||
+		!strings.Contains(out, `service account "billing-bot" is frozen in agents: the operator confirmed it live in bundle sha256:`) {
+		t.Fatalf("freeze --service-account: exit %d\n%s", code, out)
+	}
+	found := false
+	for _, f := range frozenIn(t, watched) {
+		found = found || (f.ID == "" && f.ServiceAccount == "billing-bot" && f.Reason == "INC-SA")
+	}
+	if !found {
+		t.Errorf("bundle freezes %+v", frozenIn(t, watched))
+	}
+	code, out = toolgate(t, "freeze", "--service-account", "Not A Name", "-n", watched, "--kubeconfig", kubeconfig)
+	if code != 2 || !strings.Contains(out, "--service-account: serviceAccount \"Not A Name\" is not a ServiceAccount name") {
+		t.Errorf("bad --service-account: exit %d\n%s", code, out)
+	}
+	// The same name for another target is refused, not reused.
+	code, out = toolgate(t, "freeze", "--service-account", "other-bot", "--name", "freeze-sa-billing-bot", "-n", watched, "--kubeconfig", kubeconfig)
+	if code != 2 || !strings.Contains(out, `already freezes service account "billing-bot", not service account "other-bot"`) {
+		t.Errorf("name taken: exit %d\n%s", code, out)
 	}
 }

@@ -34,7 +34,7 @@ Exit status: 0 deleted, 1 no FrozenAgent froze it, 2 the command could not run.`
 }
 
 func runUnfreeze(ctx context.Context, out io.Writer, conn *connection, agentID string) error {
-	if err := checkFreeze(agentID, ""); err != nil {
+	if err := checkFreeze(agentID, "", ""); err != nil {
 		return err
 	}
 	c, ns, err := conn.client()

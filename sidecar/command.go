@@ -19,7 +19,9 @@ func NewCommand() *cobra.Command {
 bundle, reloaded without blocking decisions. Exactly one bundle source:
 
   --configmap NAMESPACE/NAME   watch the bundle ConfigMap through the API: a change applies as
-                               soon as the watch delivers it (needs get/list/watch on it only)
+                               soon as the watch delivers it (needs get/list/watch on it); also
+                               watches the namespace's FrozenAgents (get/list/watch on them) and
+                               applies them at once, without the operator
   --bundle-dir DIR             a mounted ConfigMap volume: kubelet refreshes it only every
                                60-120 s, so a freeze takes that long to bite
   --bundle-file FILE           a bundle document on disk (gzip when it ends in .gz), for local use
@@ -55,6 +57,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&o.Listen, "listen", o.Listen, "address to serve decisions on: host:port, or unix:/path (also unix:///path) for a Unix socket, created 0666; repeat to serve on several")
 	fs.StringVar(&o.MetricsListen, "metrics-listen", o.MetricsListen, "also serve GET /metrics, /healthz and /readyz (never decisions) here, e.g. :9191 for Prometheus; host:port or unix:/path")
 	fs.StringVar(&o.AgentID, "agent-id", o.AgentID, "the agent this sidecar decides for (from the downward API); a request's different agent_id is overridden and logged")
+	fs.StringVar(&o.ServiceAccount, "service-account", o.ServiceAccount, "the ServiceAccount this sidecar runs as (the injector sets it from the Pod spec): a FrozenAgent naming it freezes this sidecar whatever the request's agent_id")
 	fs.StringVar(&o.ConfigMap, "configmap", o.ConfigMap, "bundle source: watch the ConfigMap NAMESPACE/NAME through the API")
 	fs.StringVar(&o.BundleDir, "bundle-dir", o.BundleDir, "bundle source: a mounted ConfigMap volume holding bundle.json or bundle.json.gz")
 	fs.StringVar(&o.BundleFile, "bundle-file", o.BundleFile, "bundle source: a bundle document (gzip when the name ends in .gz)")

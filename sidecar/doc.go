@@ -8,7 +8,10 @@
 // is deny with a code. A bundle comes from one source per process (a
 // ConfigMap watched through the API, a mounted ConfigMap volume, or a file);
 // a corrupt one is rejected and counted while the last good one keeps
-// serving.
+// serving. In ConfigMap mode it also watches the namespace's FrozenAgents
+// and merges them into the compiled bundle (engine.Compiled.WithFrozen), so
+// a freeze does not wait for the operator; a failing watch leaves the
+// bundle's freezes in force and is reported, never fatal.
 //
 // Every decision is written as one JSON line to the decision log (stdout,
 // and optionally batched to an HTTP sink). Log sinks sit behind bounded

@@ -166,7 +166,9 @@ func (s *Server) decide(w http.ResponseWriter, b *buffers, req engine.Request, e
 		s.beforeEvaluate(req)
 	}
 	st := s.state.Load()
-	res := st.compiled.Evaluate(req, engine.EvalOptions{Explain: explain, MaxTrace: s.opts.MaxTrace})
+	// The service account is the sidecar's own (--service-account, set by
+	// the injector from the Pod spec), never the request's.
+	res := st.compiled.Evaluate(req, engine.EvalOptions{Explain: explain, MaxTrace: s.opts.MaxTrace, ServiceAccount: s.opts.ServiceAccount})
 	if res.TraceTruncated {
 		s.metrics.traceTruncated.Inc()
 	}

@@ -34,6 +34,10 @@ type metrics struct {
 	connsEvicted       *prometheus.CounterVec
 	connsRefused       *prometheus.CounterVec
 	traceTruncated     prometheus.Counter
+	// The FrozenAgent watch of a --configmap sidecar.
+	frozenWatchUp       prometheus.Gauge
+	frozenWatchFailures prometheus.Counter
+	apiFrozenAgents     prometheus.Gauge
 
 	// Resolving a labelled child hashes its labels; the common ones are
 	// resolved once so the hot path only increments.
@@ -103,6 +107,16 @@ func newMetrics(age func() float64) *metrics {
 	m.traceTruncated = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: metricPrefix + "trace_truncated_total", Help: "Explain traces cut short at --max-trace entries.",
 	})
+	m.frozenWatchUp = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: metricPrefix + "frozen_watch_up", Help: "1 while FrozenAgents are watched through the API (--configmap); 0 when the watch fails and only the bundle's freezes are current.",
+	})
+	m.frozenWatchFailures = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: metricPrefix + "frozen_watch_failures_total", Help: "Failed lists or watches of FrozenAgents (forbidden, unreachable); each is retried with backoff.",
+	})
+	m.apiFrozenAgents = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: metricPrefix + "api_frozen_agents", Help: "FrozenAgents applied from the API watch, beside the bundle's.",
+	})
+	m.registry.MustRegister(m.frozenWatchUp, m.frozenWatchFailures, m.apiFrozenAgents)
 	m.registry.MustRegister(m.decisions, m.latency, m.badRequests, m.internalErrors, m.identityMismatches,
 		m.bundleInfo, m.bundleLoaded, m.lastLoad, bundleAge, m.reloads, m.reloadFailures, m.rejected, m.logDropped,
 		m.listenerUp, m.connsOpen, m.connsEvicted, m.connsRefused, m.traceTruncated,

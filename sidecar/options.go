@@ -51,6 +51,11 @@ type Options struct {
 	// request naming another one is decided as AgentID and the mismatch is
 	// logged.
 	AgentID string
+	// ServiceAccount is the ServiceAccount this sidecar runs as (the
+	// injector passes the Pod's serviceAccountName): a FrozenAgent naming
+	// it freezes this sidecar whatever agent_id a request carries. A
+	// request cannot set it.
+	ServiceAccount string
 
 	// Exactly one bundle source.
 	ConfigMap  string // NAMESPACE/NAME
@@ -220,6 +225,11 @@ func (o *Options) validateServing() error {
 	errs = append(errs, o.validateLimits())
 	if len(o.AgentID) > engine.MaxAgentIDLength {
 		add("--agent-id is %d characters long, more than %d", len(o.AgentID), engine.MaxAgentIDLength)
+	}
+	if o.ServiceAccount != "" {
+		if msgs := validation.IsDNS1123Subdomain(o.ServiceAccount); len(msgs) > 0 {
+			add("--service-account %q is not a ServiceAccount name: %s", o.ServiceAccount, strings.Join(msgs, "; "))
+		}
 	}
 	if o.DecisionLog != DecisionLogStdout && o.DecisionLog != DecisionLogNone {
 		add("--decision-log must be %s or %s, not %q", DecisionLogStdout, DecisionLogNone, o.DecisionLog)

@@ -52,6 +52,13 @@ type Server struct {
 	rejected        atomic.Pointer[rejection]
 	verifications   atomic.Int64 // signatures checked: one per load, never per decision
 
+	// bundleCompiled is the bundle's own compiled form and apiFrozen the
+	// FrozenAgents watched through the API; state.compiled merges them.
+	// Both are guarded by loadMu.
+	bundleCompiled *engine.Compiled
+	apiFrozen      []engine.FrozenAgent
+	frozenWatch    frozenWatch
+
 	// ownAgent is AgentID boxed once, so overriding a request's agent_id
 	// does not allocate.
 	ownAgent any
@@ -186,6 +193,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		body["bundleRevision"], body["source"] = st.revision, st.origin
+		if fw := s.frozenWatch.status(); fw != nil {
+			body["frozenAgentWatch"] = fw
+		}
 		writeJSON(w, http.StatusOK, body)
 	case "/metrics":
 		if !getOrHead(w, r) {

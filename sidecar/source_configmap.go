@@ -83,6 +83,13 @@ func (c *configMapSource) run(ctx context.Context, s *Server) error {
 		defer close(done)
 		informer.RunWithContext(ctx)
 	}()
+	// FrozenAgents of the same namespace, straight from the API.
+	frozenDone := make(chan struct{})
+	go func() {
+		defer close(frozenDone)
+		_ = (&frozenSource{namespace: c.namespace, config: c.config}).run(ctx, s)
+	}()
+	defer func() { <-frozenDone }()
 	if cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
 		c.afterSync(s)
 	}

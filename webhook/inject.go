@@ -121,11 +121,15 @@ func SetupPodInjector(mgr ctrl.Manager, o InjectOptions) error {
 		Complete()
 }
 
-// Default implements admission.Defaulter: it is idempotent and leaves Pods
-// without the annotation alone.
+// Default implements admission.Defaulter: it leaves Pods without the
+// annotation alone, and refuses an annotated Pod that already declares the
+// sidecar or its volumes (refuseInjection) rather than skipping it.
 func (p *PodInjector) Default(ctx context.Context, pod *corev1.Pod) error {
-	if pod.Annotations[v1alpha1.AnnotationInject] != "true" || hasSidecar(pod) {
+	if pod.Annotations[v1alpha1.AnnotationInject] != "true" {
 		return nil
+	}
+	if err := refuseInjection(pod); err != nil {
+		return err
 	}
 	if req, err := admission.RequestFromContext(ctx); err == nil {
 		// On create the Pod may not carry its namespace yet; the request does.
@@ -158,7 +162,10 @@ func InjectSidecar(pod *corev1.Pod, o InjectOptions) {
 		ImagePullPolicy: o.ImagePullPolicy,
 		Args: []string{"sidecar",
 			"--configmap=$(POD_NAMESPACE)/" + o.BundleConfigMap,
-			"--agent-id=$(TOOLGATE_AGENT_ID)"},
+			"--agent-id=$(TOOLGATE_AGENT_ID)",
+			// A FrozenAgent may name the service account; the agent cannot
+			// change a container's args once the Pod exists.
+			"--service-account=" + serviceAccount(pod)},
 		Env: []corev1.EnvVar{
 			{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
 			{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
@@ -340,13 +347,16 @@ func serviceAccount(pod *corev1.Pod) string {
 }
 
 // grantBundleRead lets the service account get, list and watch the bundle
-// ConfigMap of its namespace, and nothing else.
+// ConfigMap and the FrozenAgents of its namespace, and nothing else.
 func (p *PodInjector) grantBundleRead(ctx context.Context, namespace, sa string) error {
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: bundleReaderName}}
 	if _, err := controllerutil.CreateOrUpdate(ctx, p.Client, role, func() error {
 		role.Labels = map[string]string{v1alpha1.ManagedByLabel: v1alpha1.ManagedByValue}
 		role.Rules = []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"},
-			ResourceNames: []string{p.Options.BundleConfigMap}, Verbs: []string{"get", "list", "watch"}}}
+			ResourceNames: []string{p.Options.BundleConfigMap}, Verbs: []string{"get", "list", "watch"}},
+			// The sidecar applies FrozenAgents straight from the API, so
+			// the kill switch does not wait for the operator.
+			{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"frozenagents"}, Verbs: []string{"get", "list", "watch"}}}
 		return nil
 	}); err != nil {
 		return err

@@ -226,8 +226,8 @@ func TestFrozenAgentBypassesWebhooks(t *testing.T) {
 	bad := f.DeepCopy()
 	bad.SetName("freeze-bad")
 	bad.Object["spec"] = map[string]any{"reason": "no agent"}
-	if err := k8sClient.Create(context.Background(), bad); err == nil || !strings.Contains(err.Error(), "spec.agentId") {
-		t.Errorf("a FrozenAgent without agentId: %v", err)
+	if err := k8sClient.Create(context.Background(), bad); err == nil || !strings.Contains(err.Error(), "agentId or serviceAccount is required") {
+		t.Errorf("a FrozenAgent without agentId or serviceAccount: %v", err)
 	}
 	bad.Object["spec"] = map[string]any{"agentId": " agent-7"}
 	if err := k8sClient.Create(context.Background(), bad); err == nil || !strings.Contains(err.Error(), "must not start or end with whitespace") {

@@ -49,4 +49,8 @@ const (
 	AnnotationAgentID = "toolgate.dev/agent-id"
 	// LabelInjected marks Pods that carry the injected sidecar.
 	LabelInjected = "toolgate.dev/injected"
+	// LabelEnforce on a Namespace ("true") makes the enforce-sidecar
+	// ValidatingAdmissionPolicy refuse every Pod there that lacks the
+	// injected sidecar (config/enforce, the chart's enforce-sidecar.yaml).
+	LabelEnforce = "toolgate.dev/enforce"
 )

@@ -4,15 +4,29 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// FrozenAgentSpec names the agent to stop.
-// +kubebuilder:validation:XValidation:rule="self.agentId == self.agentId.trim()",message="agentId must not start or end with whitespace"
-// +kubebuilder:validation:XValidation:rule="self.agentId == oldSelf.agentId",message="agentId is immutable: create another FrozenAgent to freeze another agent"
+// FrozenAgentSpec names the agent to stop: by agentId, by serviceAccount,
+// or both (either one matching freezes).
+// +kubebuilder:validation:XValidation:rule="has(self.agentId) || has(self.serviceAccount)",message="agentId or serviceAccount is required"
+// +kubebuilder:validation:XValidation:rule="!has(self.agentId) || self.agentId == self.agentId.trim()",message="agentId must not start or end with whitespace"
+// +kubebuilder:validation:XValidation:rule="has(self.agentId) == has(oldSelf.agentId) && (!has(self.agentId) || self.agentId == oldSelf.agentId)",message="agentId is immutable: create another FrozenAgent to freeze another agent"
+// +kubebuilder:validation:XValidation:rule="has(self.serviceAccount) == has(oldSelf.serviceAccount) && (!has(self.serviceAccount) || self.serviceAccount == oldSelf.serviceAccount)",message="serviceAccount is immutable: create another FrozenAgent to freeze another service account"
 type FrozenAgentSpec struct {
-	// agentId is the agent to deny everything to, compared case-insensitively.
-	// +required
+	// agentId is the agent to deny everything to, compared case-insensitively
+	// with the agent id a sidecar decides for.
+	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
-	AgentID string `json:"agentId"`
+	AgentID string `json:"agentId,omitempty"`
+
+	// serviceAccount freezes every sidecar running as this ServiceAccount in
+	// the namespace, whatever agent id it decides for: the injector passes
+	// the Pod's serviceAccountName to its sidecar, which the agent cannot
+	// change.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	ServiceAccount string `json:"serviceAccount,omitempty"`
 
 	// reason is returned with every AGENT_FROZEN deny.
 	// +optional
@@ -50,6 +64,7 @@ type FrozenAgentStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=tgfreeze;frozen,categories=toolgate
 // +kubebuilder:printcolumn:name="Agent",type=string,JSONPath=`.spec.agentId`
+// +kubebuilder:printcolumn:name="ServiceAccount",type=string,JSONPath=`.spec.serviceAccount`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.spec.expiresAt`

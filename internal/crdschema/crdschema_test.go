@@ -101,8 +101,10 @@ spec: {priority: x, rules: [{id: a, effect: allow, conditions: [{field: a..b, op
 spec: {rules: [{id: a, effect: allow}]}, status: {ruleCount: many}}`, nil},
 		{"CEL rule", `{apiVersion: toolgate.dev/v1alpha1, kind: FrozenAgent, metadata: {name: f, namespace: d}, spec: {agentId: " a "}}`,
 			[]string{"spec Invalid value"}},
-		{"CEL rules skipped after a blocking error", `{apiVersion: toolgate.dev/v1alpha1, kind: FrozenAgent, metadata: {name: f, namespace: d}, spec: {reason: r}}`,
-			[]string{"<nil> Invalid value", "spec.agentId Required value"}},
+		{"CEL rules skipped after a blocking error", `{apiVersion: toolgate.dev/v1alpha1, kind: FrozenAgent, metadata: {name: f, namespace: d}, spec: {agentId: " a ", reason: 5}}`,
+			[]string{"<nil> Invalid value", "spec.reason Invalid value"}},
+		{"agentId or serviceAccount", `{apiVersion: toolgate.dev/v1alpha1, kind: FrozenAgent, metadata: {name: f, namespace: d}, spec: {reason: r}}`,
+			[]string{"spec Invalid value"}},
 		{"a namespaced object needs its namespace", `{apiVersion: toolgate.dev/v1alpha1, kind: FrozenAgent, metadata: {name: f}, spec: {agentId: a}}`,
 			[]string{"<nil> Invalid value", "metadata.namespace Required value"}},
 	}

@@ -175,9 +175,10 @@ func TestEndToEnd(t *testing.T) {
 	t.Run("toolgate freeze and unfreeze, the binary, against the running manager", func(t *testing.T) {
 		out, err := exec.Command(bin, "freeze", "agent-8", "-n", ns, "--kubeconfig", cluster.Kubeconfig,
 			"--reason", "INC-99 from the CLI").CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "agent-8 is frozen in "+ns+": live in bundle sha256:") {
+		if err != nil || !strings.Contains(string(out), "agent-8 is frozen in "+ns+": the operator confirmed it live in bundle sha256:") {
 			t.Fatalf("toolgate freeze: %v\n%s", err, out)
 		}
+		t.Logf("toolgate freeze said: %s", strings.TrimSpace(string(out)))
 		for mode, addr := range sidecars {
 			d := eventually(t, addr, other, "AGENT_FROZEN", is("deny", "AGENT_FROZEN", ""))
 			if d.Reason != "INC-99 from the CLI" {

@@ -20,8 +20,9 @@ the installed chart grants every rule of role.yaml.
   verbs: [create, patch]
 {{- if .Values.sidecarInjection.enabled }}
 # Injection grants each injected pod's service account read access to its
-# namespace's bundle ConfigMap; holding that access (configmaps above) is what
-# lets the manager grant it without bind or escalate.
+# namespace's bundle ConfigMap and FrozenAgents; holding that access
+# (configmaps and frozenagents above) is what lets the manager grant it
+# without bind or escalate.
 - apiGroups: [rbac.authorization.k8s.io]
   resources: [roles, rolebindings]
   verbs: [get, create, update]

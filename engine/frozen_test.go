@@ -1,0 +1,136 @@
+package engine
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+func saBundle() Bundle {
+	return Bundle{Revision: "r1", Policies: []Policy{{ID: "p", DefaultEffect: "allow", Rules: []Rule{{ID: "r", Effect: "deny",
+		Conditions: []Condition{{Field: "tool_name", Operator: "eq", Value: json.RawMessage(`"Nope"`)}}}}}}}
+}
+
+// A freeze naming a service account denies whatever agent_id the request
+// carries, but only when the caller says it runs as that service account:
+// the request cannot name it.
+func TestFreezeByServiceAccount(t *testing.T) {
+	t.Parallel()
+	b := saBundle()
+	b.FrozenAgents = []FrozenAgent{{ServiceAccount: "billing-bot", Reason: "INC-7"}}
+	c, _ := Compile(b)
+	for _, tc := range []struct {
+		sa, agent string
+		frozen    bool
+	}{
+		{"billing-bot", "anything", true},
+		{"billing-bot", "", true},
+		{"other", "billing-bot", false}, // agent ids are not service accounts
+		{"", "billing-bot", false},
+		{"Billing-Bot", "x", false}, // names are exact, as the API server's
+	} {
+		res := c.Evaluate(Request{"tool_name": "Bash", "agent_id": tc.agent, "serviceAccount": "billing-bot"},
+			EvalOptions{ServiceAccount: tc.sa})
+		if got := res.Code == CodeAgentFrozen; got != tc.frozen {
+			t.Errorf("sa %q agent %q: %+v, want frozen=%v", tc.sa, tc.agent, res, tc.frozen)
+		} else if got && res.Reason != "INC-7" {
+			t.Errorf("reason %q", res.Reason)
+		}
+	}
+	// Default reasons name what was frozen.
+	b.FrozenAgents = []FrozenAgent{{ServiceAccount: "sa-1"}, {ID: "a-2", ServiceAccount: "sa-2"}}
+	c, _ = Compile(b)
+	if r := c.Evaluate(Request{}, EvalOptions{ServiceAccount: "sa-1"}); r.Reason != `service account "sa-1" is frozen` {
+		t.Errorf("reason %q", r.Reason)
+	}
+	// Both named: either one matching freezes.
+	if r := c.Evaluate(Request{"agent_id": "A-2"}, EvalOptions{}); r.Code != CodeAgentFrozen {
+		t.Errorf("by agent id: %+v", r)
+	}
+	if r := c.Evaluate(Request{"agent_id": "x"}, EvalOptions{ServiceAccount: "sa-2"}); r.Code != CodeAgentFrozen {
+		t.Errorf("by service account: %+v", r)
+	}
+}
+
+// A bundle without service-account freezes encodes as it did before the
+// field existed: same bytes, same revision.
+func TestServiceAccountLeavesOldBundlesUnchanged(t *testing.T) {
+	t.Parallel()
+	doc, _, err := Encode(Bundle{FrozenAgents: []FrozenAgent{{ID: "a", Reason: "r"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(doc), "serviceAccount") {
+		t.Errorf("document names serviceAccount: %s", doc)
+	}
+	const want = `{"schemaVersion":1,"revision":"sha256:`
+	if !strings.HasPrefix(string(doc), want) || !strings.HasSuffix(string(doc), `"policies":[],"frozenAgents":[{"id":"a","reason":"r"}]}`) {
+		t.Errorf("document %s", doc)
+	}
+	b, err := Decode(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withSA := b
+	withSA.FrozenAgents = []FrozenAgent{{ID: "a", ServiceAccount: "s", Reason: "r"}}
+	_, rev2, _ := Encode(withSA)
+	if rev2 == b.Revision {
+		t.Error("a service account does not change the revision")
+	}
+}
+
+// WithFrozen adds freezes to a compiled bundle without recompiling its
+// policies; the original is untouched, expiry reads the evaluation's clock.
+func TestWithFrozen(t *testing.T) {
+	t.Parallel()
+	b := saBundle()
+	b.FrozenAgents = []FrozenAgent{{ID: "from-bundle"}}
+	c, _ := Compile(b)
+	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	end := at.Add(time.Minute)
+	m := c.WithFrozen([]FrozenAgent{{ID: "from-api", ExpiresAt: &end}, {ServiceAccount: "sa"}})
+	now := func() time.Time { return at }
+	later := func() time.Time { return end }
+	for _, tc := range []struct {
+		c      *Compiled
+		agent  string
+		sa     string
+		clock  func() time.Time
+		frozen bool
+	}{
+		{m, "from-bundle", "", now, true},
+		{m, "FROM-API", "", now, true},
+		{m, "from-api", "", later, false},
+		{m, "x", "sa", now, true},
+		{m, "x", "", now, false},
+		{c, "from-api", "sa", now, false},
+		{c, "from-bundle", "", now, true},
+	} {
+		r := tc.c.Evaluate(Request{"tool_name": "Bash", "agent_id": tc.agent}, EvalOptions{Now: tc.clock, ServiceAccount: tc.sa})
+		if got := r.Code == CodeAgentFrozen; got != tc.frozen {
+			t.Errorf("%q/%q: %+v, want frozen=%v", tc.agent, tc.sa, r, tc.frozen)
+		}
+	}
+	if m.Revision() != c.Revision() {
+		t.Errorf("revision %q", m.Revision())
+	}
+	if (*Compiled)(nil).WithFrozen([]FrozenAgent{{ID: "a"}}) != nil {
+		t.Error("nil WithFrozen is not nil")
+	}
+}
+
+// The freeze checks on the decision path allocate nothing, by agent id or
+// by service account.
+func TestFrozenCheckAllocs(t *testing.T) {
+	b := saBundle()
+	c, _ := Compile(b)
+	c = c.WithFrozen([]FrozenAgent{{ID: "other"}, {ServiceAccount: "frozen-sa"}})
+	req := Request{"tool_name": "Bash", "agent_id": "agent-1"}
+	for _, sa := range []string{"ok-sa", "frozen-sa"} {
+		opts := EvalOptions{ServiceAccount: sa}
+		if n := testing.AllocsPerRun(200, func() { _ = c.Evaluate(req, opts) }); n != 0 {
+			t.Errorf("service account %s: %v allocations per evaluation", sa, n)
+		}
+	}
+}

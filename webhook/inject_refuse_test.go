@@ -1,0 +1,251 @@
+package webhook
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/testenv"
+)
+
+// refused creates p through the API server and wants it refused with every
+// one of msgs in the error, and not stored.
+func refused(t *testing.T, p *corev1.Pod, msgs ...string) {
+	t.Helper()
+	err := k8sClient.Create(context.Background(), p)
+	if err == nil {
+		t.Fatalf("pod %s/%s was admitted: %+v", p.Namespace, p.Name, p.Spec)
+	}
+	for _, m := range msgs {
+		if !strings.Contains(err.Error(), m) {
+			t.Errorf("pod %s: error %q lacks %q", p.Name, err, m)
+		}
+	}
+	var stored corev1.Pod
+	if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(p), &stored); !apierrors.IsNotFound(err) {
+		t.Errorf("pod %s is stored: %v", p.Name, err)
+	}
+}
+
+var injectMe = map[string]string{v1alpha1.AnnotationInject: "true"}
+
+// TestAttackPodDeclaringOwnSidecarIsRefused: a Pod author declares the
+// sidecar themselves (with their own flags, or none, or a dump of an
+// injected Pod re-applied) so that the guard next to their agent is theirs.
+// The injector once skipped such a Pod silently and it ran with that
+// container; now the API server refuses it with the reason.
+func TestAttackPodDeclaringOwnSidecarIsRefused(t *testing.T) {
+	fake := corev1.Container{Name: SidecarName, Image: testInject.Image,
+		Args: []string{"sidecar", "--bundle-file=/allow-everything.json", "--listen=127.0.0.1:8181"}}
+	asContainer := pod("own-sidecar", injectMe)
+	asContainer.Spec.Containers = append(asContainer.Spec.Containers, fake)
+	refused(t, asContainer, `spec.containers[1].name: Forbidden: "toolgate-sidecar" is the container toolgate injects`)
+
+	asInit := pod("own-native-sidecar", injectMe)
+	always := corev1.ContainerRestartPolicyAlways
+	native := fake
+	native.RestartPolicy = &always
+	asInit.Spec.InitContainers = []corev1.Container{native}
+	refused(t, asInit, `spec.initContainers[0].name: Forbidden`, "may not declare its own")
+
+	dump := pod("reapplied-dump", injectMe)
+	InjectSidecar(dump, testInject)
+	refused(t, dump, `"toolgate-sidecar" is the container toolgate injects`)
+}
+
+// TestAttackPodMountingSidecarVolumesIsRefused: the agent's container
+// mounts the sidecar's API token (to act as the sidecar's identity) or its
+// bundle cache (to plant a bundle served at the next restart).
+func TestAttackPodMountingSidecarVolumesIsRefused(t *testing.T) {
+	// Mounting without declaring: the injector then declared the volume
+	// itself, and the Pod ran with the agent sharing it (admitted before).
+	never := false
+	token := pod("mounts-token", injectMe)
+	token.Spec.AutomountServiceAccountToken = &never
+	token.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: tokenVolumeName, MountPath: "/stolen"}}
+	refused(t, token, `spec.containers[0].volumeMounts[0].name: Forbidden: volume "toolgate-sidecar-token" is the sidecar's API token: only the injected toolgate-sidecar container may mount it`)
+
+	cache := pod("mounts-cache", injectMe)
+	cache.Spec.InitContainers = []corev1.Container{{Name: "plant", Image: "busybox",
+		VolumeMounts: []corev1.VolumeMount{{Name: cacheVolumeName, MountPath: "/cache"}}}}
+	refused(t, cache, `spec.initContainers[0].volumeMounts[0].name: Forbidden: volume "toolgate-bundle-cache" is the sidecar's bundle cache`)
+
+	// Declaring them: a clear refusal, not the API server's duplicate name.
+	declared := pod("declares-cache", injectMe)
+	declared.Spec.Volumes = []corev1.Volume{{Name: cacheVolumeName, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	refused(t, declared, `spec.volumes[0].name: Forbidden: volume name "toolgate-bundle-cache" is reserved for the sidecar's bundle cache`)
+
+	// The agent's own service account token is its own: mounting it stays
+	// allowed, and the sidecar reuses it.
+	ok := pod("own-token-ok", injectMe)
+	ok.Spec.AutomountServiceAccountToken = nil
+	stored := admit(t, ok)
+	if sidecarOf(t, &stored) == nil {
+		t.Error("an ordinary annotated pod was not injected")
+	}
+}
+
+// enforcePolicy reads the shipped enforce-sidecar objects (config/enforce;
+// the chart renders the same, see test/chart).
+func enforcePolicy(t *testing.T) (*admissionv1.ValidatingAdmissionPolicy, *admissionv1.ValidatingAdmissionPolicyBinding) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "enforce", "enforce-sidecar.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vap admissionv1.ValidatingAdmissionPolicy
+	var binding admissionv1.ValidatingAdmissionPolicyBinding
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(raw)))
+	for _, into := range []any{&vap, &binding} {
+		doc, err := r.Read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.UnmarshalStrict(doc, into); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := r.Read(); !errors.Is(err, io.EOF) {
+		t.Fatalf("more than two objects in enforce-sidecar.yaml: %v", err)
+	}
+	// Installed with this suite's sidecar image, as the chart templates it.
+	const shipped = "'ghcr.io/toolgate/toolgate:0.1.0'"
+	found := false
+	for i, v := range vap.Spec.Validations {
+		if strings.Contains(v.Expression, shipped) {
+			vap.Spec.Validations[i].Expression = strings.ReplaceAll(v.Expression, shipped, "'"+testInject.Image+"'")
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no validation pins the sidecar image %s", shipped)
+	}
+	return &vap, &binding
+}
+
+// TestAttackUnguardedPodRefusedInEnforceNamespace: in a namespace labelled
+// toolgate.dev/enforce=true an agent Pod never runs without the sidecar:
+// not when it skips the annotation, not when it declares its own sidecar
+// without it, and not when the injector is down (its webhook fails open).
+// Without the shipped policy every one of these Pods is admitted.
+func TestAttackUnguardedPodRefusedInEnforceNamespace(t *testing.T) {
+	ctx := context.Background()
+	const enforced = "enforced"
+	if err := k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: enforced,
+		Labels: map[string]string{v1alpha1.LabelEnforce: "true"}}}); err != nil {
+		t.Fatal(err)
+	}
+	vap, binding := enforcePolicy(t)
+	for _, o := range []client.Object{vap, binding} {
+		if err := k8sClient.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = k8sClient.Delete(ctx, o) })
+	}
+	inNS := func(p *corev1.Pod) *corev1.Pod { p.Namespace = enforced; return p }
+
+	// The policy takes effect once the API server has compiled it.
+	n := 0
+	testenv.Eventually(t, "the enforce policy to refuse a plain Pod", func() (bool, string) {
+		n++
+		p := inNS(pod("probe-"+strings.Repeat("x", n%50+1), nil))
+		err := k8sClient.Create(ctx, p)
+		if err == nil {
+			_ = k8sClient.Delete(ctx, p)
+			return false, "admitted"
+		}
+		return strings.Contains(err.Error(), "enforce-sidecar"), err.Error()
+	})
+
+	refused(t, inNS(pod("plain", nil)), `must be annotated toolgate.dev/inject: "true"`, "toolgate.dev/enforce=true")
+	own := inNS(pod("own-sidecar-unannotated", nil))
+	own.Labels = map[string]string{v1alpha1.LabelInjected: "true"}
+	own.Spec.Containers = append(own.Spec.Containers, corev1.Container{Name: SidecarName, Image: "evil"})
+	refused(t, own, `must be annotated toolgate.dev/inject: "true"`)
+
+	// The injector up: the annotated Pod is injected, then admitted.
+	stored := admit(t, inNS(pod("guarded", injectMe)))
+	if sidecarOf(t, &stored) == nil {
+		t.Fatal("admitted without a sidecar")
+	}
+
+	// The injector down: the API server ignores the failed call (failurePolicy
+	// Ignore) and the policy refuses the Pod instead of letting it run
+	// unguarded.
+	setInjectorURL(t, "https://127.0.0.1:1/mutate-v1-pod")
+	refused(t, inNS(pod("while-injector-down", injectMe)), "the toolgate injector did not add its sidecar", "refused until the injector is back")
+	// Nor does a Pod that brings its own sidecar while the injector cannot
+	// refuse it.
+	own = inNS(pod("own-sidecar-while-injector-down", injectMe))
+	own.Labels = map[string]string{v1alpha1.LabelInjected: "true"}
+	own.Spec.Containers = append(own.Spec.Containers, corev1.Container{Name: SidecarName, Image: testInject.Image,
+		Args: []string{"sidecar", "--bundle-file=/allow-everything.json"}})
+	refused(t, own, "the toolgate-sidecar container is not the injected one")
+	// Its own image with the injected arguments: refused too.
+	evil := inNS(pod("own-image-while-injector-down", injectMe))
+	InjectSidecar(evil, testInject)
+	for i := range evil.Spec.InitContainers {
+		if evil.Spec.InitContainers[i].Name == SidecarName {
+			evil.Spec.InitContainers[i].Image = "evil.example/allow-everything:1"
+		}
+	}
+	refused(t, evil, "the toolgate-sidecar container is not the injected one")
+	// What the injector writes passes that check (the Pod was refused above
+	// only because the injector did not run).
+	genuine := inNS(pod("injected-by-hand-while-injector-down", injectMe))
+	InjectSidecar(genuine, testInject)
+	if err := k8sClient.Create(ctx, genuine); err != nil {
+		t.Errorf("a Pod carrying exactly the injected sidecar: %v", err)
+	}
+	// Elsewhere, the same Pod is still admitted (without a sidecar): only
+	// enforce namespaces wait.
+	elsewhere := pod("unenforced-while-injector-down", injectMe)
+	if err := k8sClient.Create(ctx, elsewhere); err != nil {
+		t.Errorf("outside an enforce namespace: %v", err)
+	}
+}
+
+// setInjectorURL points the pod webhook at url until the test ends.
+func setInjectorURL(t *testing.T, url string) {
+	t.Helper()
+	ctx := context.Background()
+	var saved *string
+	change := func(to func(*string) *string) {
+		t.Helper()
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			var m admissionv1.MutatingWebhookConfiguration
+			if err := k8sClient.Get(ctx, client.ObjectKey{Name: "mutating-webhook-configuration"}, &m); err != nil {
+				return err
+			}
+			for i := range m.Webhooks {
+				if strings.Contains(m.Webhooks[i].Name, "mpod") {
+					m.Webhooks[i].ClientConfig.URL = to(m.Webhooks[i].ClientConfig.URL)
+				}
+			}
+			return k8sClient.Update(ctx, &m)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	change(func(old *string) *string { saved = old; return &url })
+	t.Cleanup(func() { change(func(*string) *string { return saved }) })
+	time.Sleep(2 * time.Second) // the API server's webhook configuration cache
+}
