@@ -123,11 +123,11 @@ func TestAttackTooLargeDoesNotRepublishForgedPolicies(t *testing.T) {
 	if err := k8s.Update(context.Background(), cm); err != nil {
 		t.Fatal(err)
 	}
-	_, b := waitForBundle(t, ns, "the last published policies back", func(b engine.Bundle) bool {
+	waitForBundle(t, ns, "the last published policies back", func(b engine.Bundle) bool {
 		return b.Revision == before.Revision
 	})
 	create(t, frozenAgent(ns, "stop-agent-7", "agent-7", nil))
-	_, b = waitForBundle(t, ns, "the freeze published", func(b engine.Bundle) bool { return len(b.FrozenAgents) == 1 })
+	_, b := waitForBundle(t, ns, "the freeze published", func(b engine.Bundle) bool { return len(b.FrozenAgents) == 1 })
 	if hasPolicy(b, "forged") || !hasPolicy(b, "small") || !hasPolicy(b, "noise-a") {
 		t.Fatalf("the freeze was published on %d policies, not the last published small and noise-a", len(b.Policies))
 	}
