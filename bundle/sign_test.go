@@ -12,27 +12,11 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/bundle"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
-func newKeyring(t testing.TB, n int) *bundle.Keyring {
-	t.Helper()
-	var keys []bundle.SigningKey
-	for range n {
-		k, err := bundle.GenerateSigningKey()
-		if err != nil {
-			t.Fatal(err)
-		}
-		keys = append(keys, k)
-	}
-	r, err := bundle.NewKeyring(keys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
 func TestSignatureVerifies(t *testing.T) {
-	r := newKeyring(t, 2)
+	r := testenv.Keyring(t, 2)
 	trusted, err := bundle.ParseTrustedKeys(r.PublicPEM())
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +39,7 @@ func TestSignatureVerifies(t *testing.T) {
 		{"other revision", sig, "agents", "sha256:bb", bundle.ErrBadSignature},
 		{"other namespace", sig, "prod", "sha256:aa", bundle.ErrWrongNamespace},
 		{"no namespace", sig, "", "sha256:aa", bundle.ErrWrongNamespace},
-		{"unknown key", newKeyring(t, 1).Current().Sign("agents", "sha256:aa", 7), "agents", "sha256:aa", bundle.ErrUnknownKey},
+		{"unknown key", testenv.Keyring(t, 1).Current().Sign("agents", "sha256:aa", 7), "agents", "sha256:aa", bundle.ErrUnknownKey},
 		{"counter edited", edit(t, sig, func(s *bundle.Signature) { s.Counter = 1 << 62 }), "agents", "sha256:aa", bundle.ErrBadSignature},
 		{"not JSON", []byte("hello"), "agents", "sha256:aa", bundle.ErrBadSignature},
 		{"short signature", edit(t, sig, func(s *bundle.Signature) { s.Sig = s.Sig[:10] }), "agents", "sha256:aa", bundle.ErrBadSignature},
@@ -84,7 +68,7 @@ func edit(t *testing.T, sig []byte, f func(*bundle.Signature)) []byte {
 }
 
 func TestKeyringRoundTrips(t *testing.T) {
-	r := newKeyring(t, 3)
+	r := testenv.Keyring(t, 3)
 	back, err := bundle.ParseKeyring(r.PrivatePEM())
 	if err != nil {
 		t.Fatal(err)
@@ -109,14 +93,14 @@ func TestMalformedTrustedKeysAreRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	ecPEM := string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
-	good := string(newKeyring(t, 1).PublicPEM())
+	good := string(testenv.Keyring(t, 1).PublicPEM())
 	for _, c := range []struct{ name, data, want string }{
 		{"empty", "", "empty"},
 		{"blank", " \n\t", "empty"},
 		{"not PEM", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI", "not PEM"},
 		{"wrong key type", ecPEM, "not Ed25519"},
 		{"a good key then a wrong one", good + ecPEM, "block 2"},
-		{"private key", string(newKeyring(t, 1).PrivatePEM()), "not PUBLIC KEY"},
+		{"private key", string(testenv.Keyring(t, 1).PrivatePEM()), "not PUBLIC KEY"},
 		{"junk after a key", good + "junk", "not a PEM block"},
 		{"corrupt DER", "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n", "block 1"},
 	} {
@@ -132,7 +116,7 @@ func TestMalformedTrustedKeysAreRefused(t *testing.T) {
 // BenchmarkVerify is the cost a sidecar pays once per bundle load (never
 // per decision).
 func BenchmarkVerify(b *testing.B) {
-	r := newKeyring(b, 2)
+	r := testenv.Keyring(b, 2)
 	trusted := r.Trusted()
 	sig := r.Current().Sign("agents", "sha256:aa", 7)
 	for b.Loop() {

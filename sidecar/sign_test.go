@@ -11,6 +11,7 @@ import (
 
 	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // The attacks below are what someone who can edit ConfigMaps in an agent's
@@ -21,23 +22,6 @@ import (
 // API server in manager's TestInjectedSidecarTrustsOperatorKeys.
 
 const signedNS = "agents"
-
-func keyring(t testing.TB, n int) *bundle.Keyring {
-	t.Helper()
-	var keys []bundle.SigningKey
-	for range n {
-		k, err := bundle.GenerateSigningKey()
-		if err != nil {
-			t.Fatal(err)
-		}
-		keys = append(keys, k)
-	}
-	r, err := bundle.NewKeyring(keys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
 
 func writeFile(t *testing.T, name string, data []byte) string {
 	t.Helper()
@@ -116,7 +100,7 @@ func allowAll() engine.Bundle {
 }
 
 func TestAttackForgedUnsignedBundleIsRefused(t *testing.T) {
-	ring := keyring(t, 1)
+	ring := testenv.Keyring(t, 1)
 	k, base, _, rev := startWithGoodBundle(t, ring)
 	doc, _ := encode(t, allowAll())
 	k.publish(map[string][]byte{bundle.Key: doc}) // the operator's signature dropped
@@ -124,16 +108,16 @@ func TestAttackForgedUnsignedBundleIsRefused(t *testing.T) {
 }
 
 func TestAttackBundleSignedWithUnknownKeyIsRefused(t *testing.T) {
-	ring := keyring(t, 1)
+	ring := testenv.Keyring(t, 1)
 	k, base, _, rev := startWithGoodBundle(t, ring)
-	attacker := keyring(t, 1).Current()
+	attacker := testenv.Keyring(t, 1).Current()
 	files, _ := signed(t, attacker, signedNS, allowAll(), 1<<40)
 	k.publish(files)
 	expectRefused(t, base, reasonUnknownKey, rev)
 }
 
 func TestAttackTamperedSignedBundleIsRefused(t *testing.T) {
-	ring := keyring(t, 1)
+	ring := testenv.Keyring(t, 1)
 	k, base, good, rev := startWithGoodBundle(t, ring)
 
 	// The operator's signature kept, the document replaced.
@@ -157,7 +141,7 @@ func TestAttackTamperedSignedBundleIsRefused(t *testing.T) {
 }
 
 func TestAttackBundleSignedForAnotherNamespaceIsRefused(t *testing.T) {
-	ring := keyring(t, 1)
+	ring := testenv.Keyring(t, 1)
 	k, base, _, rev := startWithGoodBundle(t, ring)
 	// A genuine, newer bundle of another namespace, copied over.
 	files, _ := signed(t, ring.Current(), "permissive-team", allowAll(), 99)
@@ -166,7 +150,7 @@ func TestAttackBundleSignedForAnotherNamespaceIsRefused(t *testing.T) {
 }
 
 func TestAttackRollbackToOlderSignedBundleIsRefused(t *testing.T) {
-	ring := keyring(t, 1)
+	ring := testenv.Keyring(t, 1)
 	k, base, older, _ := startWithGoodBundle(t, ring) // counter 10: denies Bash
 
 	// The operator publishes a stricter bundle (counter 11).
@@ -198,7 +182,7 @@ func TestAttackRollbackToOlderSignedBundleIsRefused(t *testing.T) {
 }
 
 func TestSameContentReSignedByANewKeyIsServed(t *testing.T) {
-	old, next := keyring(t, 1).Current(), keyring(t, 1).Current()
+	old, next := testenv.Keyring(t, 1).Current(), testenv.Keyring(t, 1).Current()
 	both, err := bundle.NewKeyring([]bundle.SigningKey{next, old})
 	must(t, err)
 	k, base := signedSidecar(t, both.PublicPEM())
@@ -216,7 +200,7 @@ func TestSameContentReSignedByANewKeyIsServed(t *testing.T) {
 }
 
 func TestCachedSignedBundleIsVerifiedAtStart(t *testing.T) {
-	ring := keyring(t, 1)
+	ring := testenv.Keyring(t, 1)
 	o := fileOnlyOptions()
 	o.BundleDir, o.BundleNamespace, o.CacheDir = t.TempDir(), signedNS, t.TempDir()
 	o.TrustedKeys = writeFile(t, "keys.pem", ring.PublicPEM())
@@ -260,7 +244,7 @@ func TestWithoutTrustedKeysUnsignedBundlesLoadAndTheSidecarSaysSo(t *testing.T) 
 }
 
 func TestMalformedTrustedKeysStopTheSidecarAtStart(t *testing.T) {
-	ring := keyring(t, 1)
+	ring := testenv.Keyring(t, 1)
 	for _, c := range []struct{ name, data, want string }{
 		{"empty", "", "--trusted-keys"},
 		{"not PEM", "not a key", "not PEM"},
@@ -287,7 +271,7 @@ func TestMalformedTrustedKeysStopTheSidecarAtStart(t *testing.T) {
 // The signature is checked once per bundle load; decisions read only the
 // compiled bundle.
 func TestSignatureIsVerifiedOncePerLoadNotPerDecision(t *testing.T) {
-	ring := keyring(t, 1)
+	ring := testenv.Keyring(t, 1)
 	o := testOptions()
 	o.BundleFile, o.BundleNamespace = "unused", signedNS
 	o.TrustedKeysPEM = string(ring.PublicPEM())
@@ -308,7 +292,7 @@ func TestSignatureIsVerifiedOncePerLoadNotPerDecision(t *testing.T) {
 // verify when signed, compile a 1000-rule bundle); decisions pay none of it
 // (BenchmarkHandler).
 func BenchmarkSignedLoad(b *testing.B) {
-	ring := keyring(b, 1)
+	ring := testenv.Keyring(b, 1)
 	docs, revs := make([][]byte, 2), make([]string, 2)
 	for i := range docs {
 		docs[i], revs[i] = encode(b, byToolBundle(1000+i)) // two revisions, so every load compiles
@@ -338,7 +322,7 @@ func BenchmarkSignedLoad(b *testing.B) {
 }
 
 func TestAttackRollbackAfterDeleteAndRestartIsRefused(t *testing.T) {
-	ring := keyring(t, 1)
+	ring := testenv.Keyring(t, 1)
 	o := fileOnlyOptions()
 	o.BundleDir, o.BundleNamespace, o.CacheDir = t.TempDir(), signedNS, t.TempDir()
 	o.TrustedKeys = writeFile(t, "keys.pem", ring.PublicPEM())

@@ -51,15 +51,7 @@ func policy(name, description string) *v1alpha1.Policy {
 
 func TestEndToEnd(t *testing.T) {
 	dir := t.TempDir()
-	bin, err := localcluster.BuildToolgate(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cluster, err := localcluster.Start(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Stop()
+	bin, cluster := startCluster(t, dir)
 
 	c := cluster.Client
 	ctx, cancel := context.WithCancel(context.Background())

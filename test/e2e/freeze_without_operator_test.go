@@ -47,15 +47,7 @@ func impersonatingKubeconfig(t *testing.T, cluster *localcluster.Cluster, user s
 func TestAttackFreezeReachesSidecarWithoutOperator(t *testing.T) {
 	const ns, sa = "incident", "billing-bot"
 	dir := t.TempDir()
-	bin, err := localcluster.BuildToolgate(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cluster, err := localcluster.Start(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Stop()
+	bin, cluster := startCluster(t, dir)
 	c := cluster.Client
 	ctx := context.Background()
 	for _, o := range []client.Object{

@@ -16,6 +16,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/toolgate/toolgate/internal/localcluster"
 )
 
 // decision is what the tests read from a sidecar's answer.
@@ -142,4 +144,20 @@ func (k *kubelet) project(files map[string][]byte) error {
 		}
 	}
 	return nil
+}
+
+// startCluster builds toolgate and starts a local control plane in dir,
+// stopped when the test ends.
+func startCluster(t *testing.T, dir string) (bin string, cluster *localcluster.Cluster) {
+	t.Helper()
+	bin, err := localcluster.BuildToolgate(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster, err = localcluster.Start(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cluster.Stop)
+	return bin, cluster
 }
