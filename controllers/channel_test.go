@@ -109,13 +109,7 @@ func TestAttackUnlabelledBundleIsAdopted(t *testing.T) {
 // carry freezes. Before, it took that bundle from the ConfigMap, so a
 // forged one became its own; now it takes what it last published itself.
 func TestAttackTooLargeDoesNotRepublishForgedPolicies(t *testing.T) {
-	ns := newNamespace(t)
-	startManager(t, controllers.Options{}, ns)
-	create(t, policy(ns, "small", 1))
-	create(t, bigPolicy(ns, "noise-a", 900, true))
-	_, before := waitForBundle(t, ns, "two policies published", func(b engine.Bundle) bool { return len(b.Policies) == 2 })
-	create(t, bigPolicy(ns, "noise-b", 900, true))
-	waitForPolicyReady(t, ns, "noise-b", v1alpha1.ReasonBundleTooLarge)
+	ns, before := tooLargeNamespace(t)
 
 	cm, _ := getBundleConfigMap(t, ns)
 	forged := forgedConfigMap(t, ns)

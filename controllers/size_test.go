@@ -119,13 +119,7 @@ func TestOversizedBundleKeepsThePreviousOne(t *testing.T) {
 // The kill switch must work in a namespace whose policies no longer fit: the
 // freeze is published on top of the last policies that did.
 func TestFreezeIsPublishedWhileTheBundleIsTooLarge(t *testing.T) {
-	ns := newNamespace(t)
-	startManager(t, controllers.Options{}, ns)
-	create(t, policy(ns, "small", 1))
-	create(t, bigPolicy(ns, "noise-a", 900, true))
-	_, before := waitForBundle(t, ns, "two policies published", func(b engine.Bundle) bool { return len(b.Policies) == 2 })
-	create(t, bigPolicy(ns, "noise-b", 900, true))
-	waitForPolicyReady(t, ns, "noise-b", v1alpha1.ReasonBundleTooLarge)
+	ns, before := tooLargeNamespace(t)
 
 	create(t, frozenAgent(ns, "stop-agent-7", "agent-7", nil))
 	_, b := waitForBundle(t, ns, "the freeze published", func(b engine.Bundle) bool { return len(b.FrozenAgents) == 1 })
@@ -141,4 +135,18 @@ func TestFreezeIsPublishedWhileTheBundleIsTooLarge(t *testing.T) {
 		t.Errorf("FrozenAgent live in %q, bundle is %q", f.Status.BundleRevision, b.Revision)
 	}
 	waitForPolicyReady(t, ns, "noise-b", v1alpha1.ReasonBundleTooLarge)
+}
+
+// tooLargeNamespace is a namespace whose published bundle holds the policies
+// small and noise-a (before), and whose policy noise-b is BundleTooLarge.
+func tooLargeNamespace(t *testing.T) (ns string, before engine.Bundle) {
+	t.Helper()
+	ns = newNamespace(t)
+	startManager(t, controllers.Options{}, ns)
+	create(t, policy(ns, "small", 1))
+	create(t, bigPolicy(ns, "noise-a", 900, true))
+	_, before = waitForBundle(t, ns, "two policies published", func(b engine.Bundle) bool { return len(b.Policies) == 2 })
+	create(t, bigPolicy(ns, "noise-b", 900, true))
+	waitForPolicyReady(t, ns, "noise-b", v1alpha1.ReasonBundleTooLarge)
+	return ns, before
 }
