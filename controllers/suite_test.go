@@ -24,7 +24,6 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
@@ -43,25 +42,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
-	env, cfg, err := testenv.Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "envtest:", err)
-		os.Exit(1)
-	}
-	restCfg = rest.CopyConfig(cfg)
-	restCfg.QPS = -1 // the tests' own writes must not be throttled
-	k8s, err = client.New(restCfg, client.Options{Scheme: testenv.Scheme()})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "client:", err)
-		_ = env.Stop()
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping envtest:", err)
-	}
-	os.Exit(code)
+	os.Exit(testenv.Main(m, func(s testenv.Suite) { restCfg, k8s = s.Config, s.Client }))
 }
 
 // testManager is a running manager and the number of writes (any request

@@ -22,14 +22,7 @@ const secretRequest = `{"tool_name":"Bash","agent_id":"agent-1","session_id":"se
 	"input":{"command":"deploy","password":"hunter2"},"kwargs":{"token":"tok-123","amount":5}}`
 
 func TestDecisionLogLinesAndDefaultRedaction(t *testing.T) {
-	o := testOptions()
-	logs := &lineBuffer{}
-	o.DecisionLog, o.DecisionLogWriter = DecisionLogStdout, logs
-	s, base := newTestServer(t, o)
-	doc, rev := encode(t, denyTools("Bash"))
-	if err := s.LoadDocument(doc, false); err != nil {
-		t.Fatal(err)
-	}
+	s, base, rev, logs := denyBashLoggingToStdout(t)
 	d := evaluate(t, base, secretRequest)
 	evaluate(t, base, `{"tool_name":"Read\u0000\"x"}`)
 	if err := s.Close(t.Context()); err != nil {

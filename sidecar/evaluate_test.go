@@ -244,14 +244,7 @@ func TestAgentIdentityIsOverriddenAndTheMismatchLogged(t *testing.T) {
 }
 
 func TestAPanicInTheHandlerIsADenyWithACode(t *testing.T) {
-	o := testOptions()
-	logs := &lineBuffer{}
-	o.DecisionLog, o.DecisionLogWriter = DecisionLogStdout, logs
-	s, base := newTestServer(t, o)
-	doc, rev := encode(t, denyTools("Bash"))
-	if err := s.LoadDocument(doc, false); err != nil {
-		t.Fatal(err)
-	}
+	s, base, rev, logs := denyBashLoggingToStdout(t)
 	s.beforeEvaluate = func(r engine.Request) {
 		if r["tool_name"] == "boom" {
 			panic("injected failure")

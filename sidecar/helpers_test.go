@@ -238,3 +238,19 @@ func sumOf(t testing.TB, c prometheus.Collector) float64 {
 	}
 	return sum
 }
+
+// denyBashLoggingToStdout is a test server that writes its decision log
+// (stdout sink) to logs and serves a bundle denying Bash, of revision rev.
+func denyBashLoggingToStdout(t *testing.T) (s *Server, base, rev string, logs *lineBuffer) {
+	t.Helper()
+	o := testOptions()
+	logs = &lineBuffer{}
+	o.DecisionLog, o.DecisionLogWriter = DecisionLogStdout, logs
+	s, base = newTestServer(t, o)
+	var doc []byte
+	doc, rev = encode(t, denyTools("Bash"))
+	if err := s.LoadDocument(doc, false); err != nil {
+		t.Fatal(err)
+	}
+	return s, base, rev, logs
+}
