@@ -32,7 +32,8 @@ serving; so does an unreachable API server.
 
 Serve agents on a Unix socket in a directory they cannot write (--listen unix:///path; a
 loopback port can be taken over by any process in the Pod). Every limit below denies or
-refuses, never waits or allows: past --max-evaluations a request is denied OVERLOADED.
+refuses, never waits or allows: past --max-evaluations, or when its body would take the
+bodies being read past --max-body-bytes-in-flight, a request is denied OVERLOADED.
 
 With --trusted-keys (or --trusted-keys-pem), a bundle must carry the operator's signature
 (bundle.sig) by one of those keys, for this namespace, with a publish counter not lower than
@@ -82,6 +83,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.WriteTimeout, "write-timeout", o.WriteTimeout, "longest writing a response may take (both listeners)")
 	fs.DurationVar(&o.IdleTimeout, "idle-timeout", o.IdleTimeout, "how long a keep-alive connection may wait for its next request (both listeners)")
 	fs.IntVar(&o.MaxEvaluations, "max-evaluations", o.MaxEvaluations, "requests decoded and evaluated at once; more are denied OVERLOADED at once, never queued")
+	fs.IntVar(&o.MaxBodyBytesInFlight, "max-body-bytes-in-flight", o.MaxBodyBytesInFlight, "bytes request bodies larger than 64 KiB may hold while read and decided, all listeners together (from 1 MiB, the largest body, to 1 GiB); a body that would go past it is denied OVERLOADED at once, never waited for")
 	fs.IntVar(&o.MaxRequestElements, "max-request-elements", o.MaxRequestElements, "JSON values one request may hold (each object, array, string, number, boolean, null); more is a 400")
 	fs.IntVar(&o.MaxTrace, "max-trace", o.MaxTrace, "entries an ?explain=true trace may hold (each rule and each of its conditions counts one); past it the trace stops and says traceTruncated")
 	fs.StringSliceVar(&o.Redact, "redact", o.Redact, "request fields to replace with [REDACTED] in what --log-fields logs (a last segment * hides every child, e.g. input.*)")

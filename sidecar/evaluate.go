@@ -25,13 +25,56 @@ const maxPooledBuffer = 64 << 10
 type buffers struct {
 	in  []byte
 	out []byte
+	// reserved is what in holds of --max-body-bytes-in-flight: its
+	// capacity once that is past maxPooledBuffer, else 0.
+	reserved int64
+	// probe is one byte of scratch for readBody to see the end of a body
+	// that fills in exactly.
+	probe [1]byte
 }
 
+// putBuffers releases the request's body reservation and pools b, unless
+// a buffer grew past maxPooledBuffer: then it is left to the collector, so
+// idle memory does not stay at the high-water mark.
 func (s *Server) putBuffers(b *buffers) {
+	if b.reserved > 0 {
+		s.bodyBytes.Add(-b.reserved)
+		b.reserved = 0
+	}
 	if cap(b.in) > maxPooledBuffer || cap(b.out) > maxPooledBuffer {
 		return
 	}
 	s.bufs.Put(b)
+}
+
+// reserveBody is asked before b.in grows to newCap bytes. Buffers up to
+// maxPooledBuffer are free (at most one per connection, bounded by
+// --max-connections); past it the request holds its whole capacity against
+// --max-body-bytes-in-flight, and is refused when that would exceed it.
+func (s *Server) reserveBody(b *buffers, newCap int) bool {
+	if newCap <= maxPooledBuffer {
+		return true
+	}
+	need := int64(newCap) - b.reserved
+	for {
+		held := s.bodyBytes.Load()
+		if held+need > s.bodyBudget {
+			return false
+		}
+		if s.bodyBytes.CompareAndSwap(held, held+need) {
+			b.reserved = int64(newCap)
+			if s.onBodyReserve != nil {
+				s.onBodyReserve(held + need)
+			}
+			return true
+		}
+	}
+}
+
+// overloaded answers deny OVERLOADED at once: the sidecar is at one of its
+// limits (flag names it) and fails closed rather than queue or allow.
+func (s *Server) overloaded(w http.ResponseWriter, b *buffers, ev *event, reason string) {
+	s.writeDeny(w, b, nil, ev, CodeOverloaded, reason+"; denied to fail closed, retry shortly")
 }
 
 func (s *Server) badRequest(w http.ResponseWriter, format string, args ...any) {
@@ -56,7 +99,7 @@ func (s *Server) evaluate(w http.ResponseWriter, r *http.Request) {
 			s.internalError(w, b, req, &ev, wrote, p)
 		}
 	}()
-	explain, ok := s.read(w, r, b)
+	explain, ok := s.read(w, r, b, &ev)
 	if !ok {
 		wrote = true
 		return
@@ -68,8 +111,7 @@ func (s *Server) evaluate(w http.ResponseWriter, r *http.Request) {
 	if s.evaluating.Add(1) > s.maxEvaluating {
 		s.evaluating.Add(-1)
 		wrote = true
-		s.writeDeny(w, b, nil, &ev, CodeOverloaded, fmt.Sprintf(
-			"the sidecar is deciding %d requests already (--max-evaluations); denied to fail closed, retry shortly", s.maxEvaluating))
+		s.overloaded(w, b, &ev, fmt.Sprintf("the sidecar is deciding %d requests already (--max-evaluations)", s.maxEvaluating))
 		return
 	}
 	defer s.evaluating.Add(-1)
@@ -91,8 +133,9 @@ func (s *Server) evaluate(w http.ResponseWriter, r *http.Request) {
 }
 
 // read reads the request body into b.in, answering 400 itself when the
-// request is malformed.
-func (s *Server) read(w http.ResponseWriter, r *http.Request, b *buffers) (explain, ok bool) {
+// request is malformed, and deny OVERLOADED when its body would take the
+// bodies being read past --max-body-bytes-in-flight.
+func (s *Server) read(w http.ResponseWriter, r *http.Request, b *buffers, ev *event) (explain, ok bool) {
 	if r.ContentLength > MaxRequestBytes {
 		s.badRequest(w, "request body is %d bytes, more than the limit of %d", r.ContentLength, MaxRequestBytes)
 		return false, false
@@ -102,10 +145,23 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, b *buffers) (expla
 		s.badRequest(w, "%v", err)
 		return false, false
 	}
-	b.in, err = readBody(b.in[:0], http.MaxBytesReader(w, r.Body, MaxRequestBytes))
+	// A declared length is read into a buffer of that size, reserved up
+	// front; otherwise the buffer doubles, reserving before each growth.
+	size, limit := -1, MaxRequestBytes
+	if r.ContentLength >= 0 {
+		size, limit = int(r.ContentLength), int(r.ContentLength)
+	}
+	reserve := func(newCap int) bool { return s.reserveBody(b, newCap) }
+	b.in, err = readBody(b.in[:0], http.MaxBytesReader(w, r.Body, MaxRequestBytes), size, limit, b.probe[:], reserve)
 	if err != nil {
 		if tooBig := (*http.MaxBytesError)(nil); errors.As(err, &tooBig) {
 			s.badRequest(w, "request body is more than the limit of %d bytes", MaxRequestBytes)
+		} else if err == errBodyBudget {
+			// The rest of the body is not read: the connection closes
+			// after this answer, which is sent first.
+			w.Header().Set("Connection", "close")
+			s.overloaded(w, b, ev, fmt.Sprintf("request bodies being read hold %d of %d bytes (--max-body-bytes-in-flight)",
+				s.bodyBytes.Load(), s.bodyBudget))
 		} else {
 			s.badRequest(w, "reading the request body: %v", err)
 		}
@@ -114,12 +170,39 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, b *buffers) (expla
 	return explain, true
 }
 
-// readBody appends the whole body to dst, growing it as bytes.Buffer would
-// but keeping the slice for reuse.
-func readBody(dst []byte, r io.Reader) ([]byte, error) {
+// errBodyBudget ends a read whose buffer would take the request bodies
+// being read past --max-body-bytes-in-flight.
+var errBodyBudget = errors.New("request bodies in flight are at --max-body-bytes-in-flight")
+
+// readBody appends the whole body to dst, keeping the slice for reuse. The
+// buffer grows to size at once when that is known (a Content-Length; -1
+// when not), else by doubling, and never past limit: a longer body is r's
+// to refuse. Before each growth reserve is asked for the new capacity; a
+// refusal ends the read with errBodyBudget, before anything is allocated.
+// probe is one byte of scratch to see the end of a body that fills the
+// buffer at limit.
+func readBody(dst []byte, r io.Reader, size, limit int, probe []byte, reserve func(newCap int) bool) ([]byte, error) {
 	for {
-		if len(dst) == cap(dst) {
-			dst = append(dst, 0)[:len(dst)]
+		if len(dst) == cap(dst) || size > cap(dst) {
+			if cap(dst) >= limit {
+				n, err := r.Read(probe)
+				switch {
+				case n > 0:
+					return dst, fmt.Errorf("the body is longer than %d bytes", limit)
+				case err == io.EOF:
+					return dst, nil
+				case err != nil:
+					return dst, err
+				}
+				continue
+			}
+			newCap := min(max(2*cap(dst), 512, size), limit)
+			if !reserve(newCap) {
+				return dst, errBodyBudget
+			}
+			grown := make([]byte, len(dst), newCap)
+			copy(grown, dst)
+			dst = grown
 		}
 		n, err := r.Read(dst[len(dst):cap(dst)])
 		dst = dst[:len(dst)+n]

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -300,14 +301,7 @@ func TestOverloadIsAnImmediateDenyNeverAnAllow(t *testing.T) {
 	if took > time.Second {
 		t.Errorf("the overload deny took %v", took)
 	}
-	var series float64
-	for _, line := range strings.Split(getBody(t, "http://"+maddr+"/metrics"), "\n") {
-		if strings.HasPrefix(line, `toolgate_sidecar_decisions_total{code="OVERLOADED",decision="deny"} `) {
-			_, err := fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &series)
-			must(t, err)
-		}
-	}
-	if series != 1 {
+	if series := overloadedDecisions(t, "http://"+maddr); series != 1 {
 		t.Errorf("decisions_total{code=OVERLOADED} = %v, want 1", series)
 	}
 	close(release)
@@ -315,6 +309,149 @@ func TestOverloadIsAnImmediateDenyNeverAnAllow(t *testing.T) {
 	if got := toolDecision(t, base, "Read"); got != "allow" {
 		t.Errorf("once the evaluations ended: %s", got)
 	}
+}
+
+// A client holding connections that each declare a 1 MiB body and trickle
+// it cannot make the sidecar hold more than --max-body-bytes-in-flight of
+// bodies: a declared length is reserved before any of it is read, and the
+// requests past the budget are denied OVERLOADED at once, never allowed,
+// never queued. A small request from another client is still decided
+// meanwhile; a body of unknown length reserves as its buffer grows; and the
+// budget is free again once the trickling connections go.
+func TestBodyBytesInFlightAreBounded(t *testing.T) {
+	const budget, size, conns = 3 << 20, 1 << 20, 8
+	o := testOptions()
+	o.MaxBodyBytesInFlight = budget
+	o.ReadHeaderTimeout, o.ReadTimeout, o.IdleTimeout = time.Minute, time.Minute, time.Minute
+	var peak atomic.Int64
+	o.onBodyReserve = func(n int64) {
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+	}
+	addr, maddr := limitedRun(t, o)
+	base, mbase := "http://"+addr, "http://"+maddr
+	const gauge = "toolgate_sidecar_body_bytes_in_flight"
+
+	type answer struct {
+		body string
+		took time.Duration
+	}
+	answers := make(chan answer, conns)
+	stop := make(chan struct{})
+	var held []net.Conn
+	defer func() {
+		close(stop)
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	opening := fmt.Sprintf("POST /v1/evaluate HTTP/1.1\r\nHost: sidecar\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{\"tool_name\":\"Read\",\"pad\":\"", size)
+	start := time.Now()
+	for range conns {
+		c, err := net.Dial("tcp", addr)
+		must(t, err)
+		held = append(held, c)
+		sent := time.Now()
+		_, err = c.Write([]byte(opening))
+		must(t, err)
+		go drip(c, 'x', 20*time.Millisecond, stop)
+		go func() {
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				return // a trickling connection, closed when the test ends
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			answers <- answer{string(b), time.Since(sent)}
+		}()
+	}
+	var slowest time.Duration
+	for range conns - budget/size {
+		select {
+		case a := <-answers:
+			d := decodeDecision(t, []byte(a.body))
+			if d.Decision != engine.Deny || d.Code != CodeOverloaded || !strings.Contains(d.Reason, "--max-body-bytes-in-flight") {
+				t.Errorf("a body past the budget: %s", a.body)
+			}
+			slowest = max(slowest, a.took)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%v after the flood began, not every body past the budget was denied (peak %d bytes in flight, budget %d)", time.Since(start), peak.Load(), budget)
+		}
+	}
+	if slowest > time.Second {
+		t.Errorf("an OVERLOADED deny took %v", slowest)
+	}
+	if v := metricValue(t, mbase, gauge); v != budget {
+		t.Errorf("%s = %v with %d bodies of %d bytes being read, want the budget %d", gauge, v, budget/size, size, budget)
+	}
+	select {
+	case a := <-answers:
+		t.Errorf("a trickling body within the budget was answered: %s", a.body)
+	default:
+	}
+
+	// Meanwhile another client's small requests are decided.
+	if got := toolDecision(t, base, "Bash"); got != "deny" {
+		t.Errorf("Bash meanwhile: %s", got)
+	}
+	if got := toolDecision(t, base, "Read"); got != "allow" {
+		t.Errorf("Read meanwhile: %s", got)
+	}
+	// A body of unknown length (chunked) past a pooled buffer is refused
+	// when its buffer would grow past the budget.
+	chunked := func(n int) *http.Response {
+		t.Helper()
+		head := `{"tool_name":"Read","pad":"`
+		body := io.MultiReader(strings.NewReader(head), strings.NewReader(strings.Repeat("x", n-len(head)-2)), strings.NewReader(`"}`))
+		resp, err := (&http.Client{Timeout: 5 * time.Second}).Post(base+"/v1/evaluate", "application/json", body)
+		must(t, err)
+		return resp
+	}
+	resp := chunked(200 << 10)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if d := decodeDecision(t, b); d.Decision != engine.Deny || d.Code != CodeOverloaded {
+		t.Errorf("a chunked 200 KiB body at the budget: %s", b)
+	}
+	if n := overloadedDecisions(t, mbase); n != conns-budget/size+1 {
+		t.Errorf("decisions_total{code=OVERLOADED} = %v, want %d", n, conns-budget/size+1)
+	}
+	if p := peak.Load(); p > budget {
+		t.Errorf("%d body bytes were in flight, the budget is %d", p, budget)
+	}
+	t.Logf("%d bodies of 1 MiB trickled against a %d MiB budget: %d denied OVERLOADED within %v of being sent, peak %d bytes in flight",
+		conns, budget>>20, conns-budget/size, slowest.Round(time.Microsecond), peak.Load())
+
+	// Once the trickling connections go, the budget is free again: a body
+	// of exactly 1 MiB, even chunked, is decided.
+	close(stop)
+	for _, c := range held {
+		c.Close()
+	}
+	held = nil
+	stop = make(chan struct{})
+	eventually(t, "the budget released", func() bool { return metricValue(t, mbase, gauge) == 0 })
+	resp = chunked(size)
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if d := decodeDecision(t, b); d.Decision != engine.Allow {
+		t.Errorf("a chunked 1 MiB body with the budget free: %s", b)
+	}
+	eventually(t, "the budget released again", func() bool { return metricValue(t, mbase, gauge) == 0 })
+}
+
+// overloadedDecisions reads decisions_total{code="OVERLOADED"} from the
+// metrics at base.
+func overloadedDecisions(t *testing.T, base string) float64 {
+	t.Helper()
+	var series float64
+	for _, line := range strings.Split(getBody(t, base+"/metrics"), "\n") {
+		if strings.HasPrefix(line, `toolgate_sidecar_decisions_total{code="OVERLOADED",decision="deny"} `) {
+			_, err := fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &series)
+			must(t, err)
+		}
+	}
+	return series
 }
 
 func getBody(t *testing.T, url string) string {

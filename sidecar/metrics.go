@@ -50,7 +50,7 @@ type decisionKey struct {
 	code     engine.Code
 }
 
-func newMetrics(age func() float64) *metrics {
+func newMetrics(age, bodyBytes func() float64) *metrics {
 	m := &metrics{registry: prometheus.NewRegistry()}
 	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: metricPrefix + "decisions_total", Help: "Decisions made, by decision and code (empty code: decided by a rule or a default effect).",
@@ -80,6 +80,9 @@ func newMetrics(age func() float64) *metrics {
 	bundleAge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: metricPrefix + "bundle_age_seconds", Help: "Seconds since the current bundle was loaded; -1 when none is.",
 	}, age)
+	bodyInFlight := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: metricPrefix + "body_bytes_in_flight", Help: "Bytes held by request bodies larger than 64 KiB being read or decided, at most --max-body-bytes-in-flight; past it a request is denied OVERLOADED. Smaller bodies use pooled buffers, one per connection at most, and are not counted.",
+	}, bodyBytes)
 	m.reloads = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: metricPrefix + "bundle_reloads_total", Help: "Bundles loaded (a new revision swapped in) or unloaded.",
 	})
@@ -118,7 +121,7 @@ func newMetrics(age func() float64) *metrics {
 	})
 	m.registry.MustRegister(m.frozenWatchUp, m.frozenWatchFailures, m.apiFrozenAgents)
 	m.registry.MustRegister(m.decisions, m.latency, m.badRequests, m.internalErrors, m.identityMismatches,
-		m.bundleInfo, m.bundleLoaded, m.lastLoad, bundleAge, m.reloads, m.reloadFailures, m.rejected, m.logDropped,
+		m.bundleInfo, m.bundleLoaded, m.lastLoad, bundleAge, bodyInFlight, m.reloads, m.reloadFailures, m.rejected, m.logDropped,
 		m.listenerUp, m.connsOpen, m.connsEvicted, m.connsRefused, m.traceTruncated,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 

@@ -29,11 +29,12 @@ const maxDecisionLogQueue = 1_000_000
 
 // Bounds on the limit flags: past them a value is a typo, not a tuning.
 const (
-	maxConnectionsLimit      = 100_000
-	maxEvaluationsLimit      = 100_000
-	minDecisionLogQueueBytes = 64 << 10
-	maxDecisionLogQueueBytes = 1 << 30
-	maxTimeout               = time.Hour
+	maxConnectionsLimit       = 100_000
+	maxEvaluationsLimit       = 100_000
+	maxBodyBytesInFlightLimit = 1 << 30
+	minDecisionLogQueueBytes  = 64 << 10
+	maxDecisionLogQueueBytes  = 1 << 30
+	maxTimeout                = time.Hour
 )
 
 // Options configure one sidecar process. NewCommand fills them from flags;
@@ -117,6 +118,11 @@ type Options struct {
 	// MaxEvaluations bounds the requests decoded and evaluated at once;
 	// beyond it a request is denied OVERLOADED at once, never waited for.
 	MaxEvaluations int
+	// MaxBodyBytesInFlight bounds the bytes request bodies larger than a
+	// pooled buffer (64 KiB) hold while read and decided, all listeners
+	// together; a body that would take them past it is denied OVERLOADED
+	// at once, never waited for.
+	MaxBodyBytesInFlight int
 	// MaxRequestElements bounds the JSON values in a request (400 past it).
 	MaxRequestElements int
 	// MaxTrace bounds an explain trace, in entries (engine.EvalOptions).
@@ -131,6 +137,8 @@ type Options struct {
 	onMetricsListen func(net.Addr)
 	// beforeEvaluate becomes the Server's (tests hold evaluations open).
 	beforeEvaluate func(engine.Request)
+	// onBodyReserve becomes the Server's (tests watch the body budget).
+	onBodyReserve func(inFlight int64)
 }
 
 // DefaultOptions are the flag defaults.
@@ -145,8 +153,9 @@ func DefaultOptions() Options {
 		DecisionLogFlushInterval: time.Second,
 		// One agent's calls arrive over a handful of connections, each
 		// decided in microseconds; these leave ample room for that and
-		// bound what a flood can hold: 128 connections of at most 1 MiB
-		// bodies, 32 decodings of at most 10,000 values.
+		// bound what a flood can hold: 128 connections, 16 MiB of
+		// request bodies (each at most 1 MiB), 32 decodings of at most
+		// 10,000 values.
 		MaxConnections:        128,
 		MetricsMaxConnections: 16,
 		ReadHeaderTimeout:     2 * time.Second,
@@ -154,6 +163,7 @@ func DefaultOptions() Options {
 		WriteTimeout:          5 * time.Second,
 		IdleTimeout:           60 * time.Second,
 		MaxEvaluations:        32,
+		MaxBodyBytesInFlight:  16 << 20,
 		MaxRequestElements:    engine.DefaultMaxElements,
 		MaxTrace:              2000,
 	}
@@ -281,6 +291,7 @@ func (o *Options) validateLimits() error {
 		{"--max-connections", o.MaxConnections, 1, maxConnectionsLimit},
 		{"--metrics-max-connections", o.MetricsMaxConnections, 1, maxConnectionsLimit},
 		{"--max-evaluations", o.MaxEvaluations, 1, maxEvaluationsLimit},
+		{"--max-body-bytes-in-flight", o.MaxBodyBytesInFlight, MaxRequestBytes, maxBodyBytesInFlightLimit},
 		{"--max-request-elements", o.MaxRequestElements, 1, MaxRequestBytes},
 		{"--max-trace", o.MaxTrace, 1, 10_000_000},
 		{"--decision-log-queue-bytes", o.DecisionLogQueueBytes, minDecisionLogQueueBytes, maxDecisionLogQueueBytes},

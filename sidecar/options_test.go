@@ -43,6 +43,11 @@ func TestMalformedFlagsAreRejectedClearly(t *testing.T) {
 		{"timeout without a unit", []string{file, "--read-timeout=5"}, "invalid argument"},
 		{"header timeout above the read timeout", []string{file, "--read-header-timeout=10s", "--read-timeout=5s"}, "must not exceed --read-timeout"},
 		{"zero evaluations", []string{file, "--max-evaluations=0"}, "--max-evaluations"},
+		{"zero body bytes in flight", []string{file, "--max-body-bytes-in-flight=0"}, "--max-body-bytes-in-flight must be from 1048576"},
+		{"body bytes in flight below one body", []string{file, "--max-body-bytes-in-flight=1048575"}, "--max-body-bytes-in-flight must be from 1048576"},
+		{"negative body bytes in flight", []string{file, "--max-body-bytes-in-flight=-1"}, "--max-body-bytes-in-flight"},
+		{"huge body bytes in flight", []string{file, "--max-body-bytes-in-flight=2147483648"}, "--max-body-bytes-in-flight"},
+		{"body bytes in flight with a unit", []string{file, "--max-body-bytes-in-flight=16Mi"}, "invalid argument"},
 		{"zero request elements", []string{file, "--max-request-elements=0"}, "--max-request-elements"},
 		{"request elements beyond the body limit", []string{file, "--max-request-elements=2000000"}, "--max-request-elements"},
 		{"zero trace", []string{file, "--max-trace=0"}, "--max-trace"},
@@ -124,6 +129,8 @@ func TestWellFormedFlagsValidate(t *testing.T) {
 		{"--bundle-file=b.json", "--listen=:0", "--listen=:0", "--max-connections=1", "--max-evaluations=100000",
 			"--read-header-timeout=1s", "--read-timeout=1s", "--write-timeout=1h", "--idle-timeout=1ms",
 			"--max-request-elements=1", "--max-trace=1", "--decision-log-queue-bytes=65536"},
+		{"--bundle-file=b.json", "--max-body-bytes-in-flight=1048576"},
+		{"--bundle-file=b.json", "--max-body-bytes-in-flight=1073741824"},
 	} {
 		o := DefaultOptions()
 		fs := pflag.NewFlagSet("sidecar", pflag.ContinueOnError)

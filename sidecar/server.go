@@ -70,9 +70,16 @@ type Server struct {
 	// maxEvaluating.
 	evaluating    atomic.Int64
 	maxEvaluating int64
+	// bodyBytes is what request bodies being read and decided hold of
+	// bodyBudget (--max-body-bytes-in-flight); see reserveBody.
+	bodyBytes  atomic.Int64
+	bodyBudget int64
 
 	// beforeEvaluate lets tests make the handler fail; nil in production.
 	beforeEvaluate func(engine.Request)
+	// onBodyReserve is told the bytes in flight after each body
+	// reservation; nil in production.
+	onBodyReserve func(inFlight int64)
 }
 
 // state is what one decision reads with a single atomic load.
@@ -107,7 +114,8 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	var err error
-	s := &Server{opts: opts, log: opts.Logger, maxEvaluating: int64(opts.MaxEvaluations), beforeEvaluate: opts.beforeEvaluate}
+	s := &Server{opts: opts, log: opts.Logger, maxEvaluating: int64(opts.MaxEvaluations),
+		bodyBudget: int64(opts.MaxBodyBytesInFlight), beforeEvaluate: opts.beforeEvaluate, onBodyReserve: opts.onBodyReserve}
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
@@ -120,7 +128,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s.idPrefix = hex.EncodeToString(rnd[:]) + "-"
 	s.state.Store(newState(nil, "", "", time.Time{}, s.idPrefix))
-	s.metrics = newMetrics(s.bundleAge)
+	s.metrics = newMetrics(s.bundleAge, func() float64 { return float64(s.bodyBytes.Load()) })
 	s.metricsH = promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{})
 	s.bufs.New = func() any { return new(buffers) }
 	if opts.CacheDir != "" {
