@@ -88,6 +88,13 @@ func (l *lineBuffer) Write(p []byte) (int, error) {
 	return l.buf.Write(p)
 }
 
+// String is everything written so far.
+func (l *lineBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
 // lines parses every complete line as a JSON object, failing on any that
 // is not one.
 func (l *lineBuffer) lines(t testing.TB) []map[string]any {
@@ -106,12 +113,6 @@ func (l *lineBuffer) lines(t testing.TB) []map[string]any {
 		out = append(out, m)
 	}
 	return out
-}
-
-func (l *lineBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

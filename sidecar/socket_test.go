@@ -1,7 +1,6 @@
 package sidecar
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -200,8 +199,9 @@ func TestTheAgentCannotReplaceTheSocket(t *testing.T) {
 			sidecar := helperProcess(t, bin, "sidecar", map[string]string{"TOOLGATE_TEST_ARGS": strings.Join([]string{
 				"--bundle-file=" + bundle, "--listen=unix://" + sock, "--decision-log=none"}, "\n")})
 			sidecar.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: sidecarUID, Gid: sidecarUID}}
-			var logs bytes.Buffer
-			sidecar.Stderr = &logs
+			// The process writes its log while the test reads it.
+			logs := &lineBuffer{}
+			sidecar.Stderr = logs
 			must(t, sidecar.Start())
 			t.Cleanup(func() {
 				_ = sidecar.Process.Signal(syscall.SIGTERM)
