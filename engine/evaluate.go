@@ -101,15 +101,8 @@ func (c *Compiled) evaluate(req Request, opts *EvalOptions, clk *clock, tr *trac
 	if c == nil {
 		return Result{Decision: Deny, Code: CodeNoPolicies, Reason: "no policy bundle is loaded"}
 	}
-	if agent, ok := req["agent_id"].(string); ok {
-		if e := c.frozenEntry(agent, start); e != nil {
-			return Result{Decision: Deny, Code: CodeAgentFrozen, Reason: e.Reason}
-		}
-	}
-	if opts.ServiceAccount != "" {
-		if e := unexpired(c.frozen.byServiceAccount[opts.ServiceAccount], start); e != nil {
-			return Result{Decision: Deny, Code: CodeAgentFrozen, Reason: e.Reason}
-		}
+	if e := c.frozenFor(req, opts.ServiceAccount, start); e != nil {
+		return Result{Decision: Deny, Code: CodeAgentFrozen, Reason: e.Reason}
 	}
 	if len(c.policies) == 0 {
 		return Result{Decision: Deny, Code: CodeNoPolicies, Reason: "the bundle has no policies"}
@@ -182,6 +175,21 @@ func timeout(budget time.Duration, steps int) Result {
 
 // frozenEntry finds an unexpired freeze for agent, comparing as
 // strings.EqualFold does, without allocating for ordinary ids.
+// frozenFor is the unexpired freeze that stops this call, if any: one
+// naming the request's agent_id, or the caller's service account (which the
+// caller vouches for; a request cannot name it).
+func (c *Compiled) frozenFor(req Request, serviceAccount string, now time.Time) *frozenEntry {
+	if agent, ok := req["agent_id"].(string); ok {
+		if e := c.frozenEntry(agent, now); e != nil {
+			return e
+		}
+	}
+	if serviceAccount == "" {
+		return nil
+	}
+	return unexpired(c.frozen.byServiceAccount[serviceAccount], now)
+}
+
 func (c *Compiled) frozenEntry(agent string, now time.Time) *frozenEntry {
 	if len(c.frozen.byAgent) == 0 {
 		return nil
