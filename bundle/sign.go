@@ -166,25 +166,34 @@ func (r *Keyring) PublicPEM() []byte { return r.Trusted().PEM() }
 // PKCS #8 private key.
 func ParseKeyring(data []byte) (*Keyring, error) {
 	var keys []SigningKey
-	err := eachPEMBlock(data, func(i int, b *pem.Block) error {
-		if b.Type != "PRIVATE KEY" {
-			return fmt.Errorf("block %d is %q, not PRIVATE KEY", i+1, b.Type)
-		}
-		k, err := x509.ParsePKCS8PrivateKey(b.Bytes)
-		if err != nil {
-			return fmt.Errorf("block %d: %w", i+1, err)
-		}
-		priv, ok := k.(ed25519.PrivateKey)
-		if !ok {
-			return fmt.Errorf("block %d is a %T, not an Ed25519 key", i+1, k)
-		}
+	err := eachEd25519Key(data, "PRIVATE KEY", x509.ParsePKCS8PrivateKey, func(priv ed25519.PrivateKey) {
 		keys = append(keys, SigningKey{priv: priv})
-		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	return NewKeyring(keys)
+}
+
+// eachEd25519Key hands use every key of data, which must be PEM blocks of
+// blockType that parse decodes to a K (ed25519.PrivateKey or PublicKey).
+// Any other block or key type is an error naming the block.
+func eachEd25519Key[K any](data []byte, blockType string, parse func([]byte) (any, error), use func(K)) error {
+	return eachPEMBlock(data, func(i int, b *pem.Block) error {
+		if b.Type != blockType {
+			return fmt.Errorf("block %d is %q, not %s (an Ed25519 key)", i+1, b.Type, blockType)
+		}
+		k, err := parse(b.Bytes)
+		if err != nil {
+			return fmt.Errorf("block %d: %w", i+1, err)
+		}
+		key, ok := k.(K)
+		if !ok {
+			return fmt.Errorf("block %d is a %T key, not Ed25519", i+1, k)
+		}
+		use(key)
+		return nil
+	})
 }
 
 // TrustedKeys are the public keys a sidecar accepts signatures from, by
@@ -224,22 +233,7 @@ func (t *TrustedKeys) PEM() []byte {
 // start trusting fewer keys than its operator meant.
 func ParseTrustedKeys(data []byte) (*TrustedKeys, error) {
 	t := &TrustedKeys{keys: map[string]ed25519.PublicKey{}}
-	err := eachPEMBlock(data, func(i int, b *pem.Block) error {
-		if b.Type != "PUBLIC KEY" {
-			return fmt.Errorf("block %d is %q, not PUBLIC KEY (an Ed25519 public key)", i+1, b.Type)
-		}
-		k, err := x509.ParsePKIXPublicKey(b.Bytes)
-		if err != nil {
-			return fmt.Errorf("block %d: %w", i+1, err)
-		}
-		pub, ok := k.(ed25519.PublicKey)
-		if !ok {
-			return fmt.Errorf("block %d is a %T key, not Ed25519", i+1, k)
-		}
-		t.add(pub)
-		return nil
-	})
-	if err != nil {
+	if err := eachEd25519Key(data, "PUBLIC KEY", x509.ParsePKIXPublicKey, t.add); err != nil {
 		return nil, err
 	}
 	return t, nil
