@@ -106,12 +106,12 @@ func frozenAgentStatus(f *v1alpha1.FrozenAgent, o outcome) v1alpha1.FrozenAgentS
 		st.BundleRevision = ""
 	case o.tooLarge != nil && o.freezeRevision == "":
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, v1alpha1.ReasonBundleTooLarge, o.tooLarge.Error()
-	case o.tooLarge != nil && o.freezeAlone:
-		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.ReasonPublished
-		cond.Message = fmt.Sprintf("live in ConfigMap %s, without policies: the namespace's policies are BundleTooLarge and the operator has published none since it started, so other agents are denied NO_POLICIES", o.configMap)
 	case o.tooLarge != nil:
 		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.ReasonPublished
 		cond.Message = fmt.Sprintf("live in ConfigMap %s, with the last policies that fit (the namespace's policies are BundleTooLarge)", o.configMap)
+		if o.freezeAlone {
+			cond.Message = fmt.Sprintf("live in ConfigMap %s, without policies: the namespace's policies are BundleTooLarge and the operator has published none since it started, so other agents are denied NO_POLICIES", o.configMap)
+		}
 		st.ObservedGeneration = f.Generation
 		st.BundleRevision = o.freezeRevision
 	default:

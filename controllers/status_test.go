@@ -125,6 +125,10 @@ func TestFrozenAgentStatus(t *testing.T) {
 		{"expired", frozen(at(-time.Hour), live), outcome{revision: "sha256:new", now: t0}, v1alpha1.ReasonExpired, "", 3},
 		{"too large", frozen(nil, live), outcome{tooLarge: errors.New("big"), now: t0}, v1alpha1.ReasonBundleTooLarge, "sha256:old", 2},
 		{"expired and too large", frozen(at(-time.Hour), live), outcome{tooLarge: errors.New("big"), now: t0}, v1alpha1.ReasonExpired, "", 3},
+		// Published alone after a restart: live in that revision, which
+		// toolgate freeze waits for.
+		{"too large, freeze alone", frozen(nil, live), outcome{tooLarge: errors.New("big"), freezeRevision: "sha256:alone", freezeAlone: true, now: t0}, v1alpha1.ReasonPublished, "sha256:alone", 3},
+		{"too large, freeze on the last policies", frozen(nil, live), outcome{tooLarge: errors.New("big"), freezeRevision: "sha256:last", now: t0}, v1alpha1.ReasonPublished, "sha256:last", 3},
 		{"publish failed", frozen(nil, live), outcome{revision: "sha256:new", publishErr: errors.New("refused"), now: t0}, v1alpha1.ReasonPublishFailed, "sha256:old", 2},
 	}
 	for _, tt := range tests {
