@@ -296,18 +296,30 @@ func loopback(listen string) string {
 }
 
 // tokenMount finds the API token mount the ServiceAccount admission plugin
-// gave the Pod's containers.
+// gave the Pod's containers: a mount at the token path of a projected
+// volume with a service account token, which no container can write. Any
+// other volume there (an emptyDir the agent mounted at that path) is the
+// agent's, and would let it rewrite the sidecar's credentials.
 func tokenMount(pod *corev1.Pod) (corev1.VolumeMount, bool) {
 	for _, list := range [][]corev1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
 		for _, c := range list {
 			for _, m := range c.VolumeMounts {
-				if m.MountPath == tokenMountPath {
+				if m.MountPath == tokenMountPath && projectsServiceAccountToken(pod, m.Name) {
 					return corev1.VolumeMount{Name: m.Name, MountPath: tokenMountPath, ReadOnly: true}, true
 				}
 			}
 		}
 	}
 	return corev1.VolumeMount{}, false
+}
+
+func projectsServiceAccountToken(pod *corev1.Pod, volume string) bool {
+	for _, v := range pod.Spec.Volumes {
+		if v.Name == volume && v.Projected != nil {
+			return slices.ContainsFunc(v.Projected.Sources, func(p corev1.VolumeProjection) bool { return p.ServiceAccountToken != nil })
+		}
+	}
+	return false
 }
 
 // sidecarTokenVolume is what kubelet mounts for an automounted token: a

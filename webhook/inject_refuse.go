@@ -13,14 +13,15 @@ import (
 // write: any --agent-id, --service-account, bundle or none at all), or it
 // declares or mounts the volumes the injector gives the sidecar alone (its
 // API token and its bundle cache, which another container could read or
-// poison). Skipping such a Pod silently, as the injector once did, let a
+// poison, and the socket's directory, which it could make writable). Skipping such a Pod silently, as the injector once did, let a
 // Pod author pick the guard that guards them.
 func refuseInjection(pod *corev1.Pod) error {
 	spec := field.NewPath("spec")
 	var errs field.ErrorList
 	reserved := map[string]string{
-		tokenVolumeName: "the sidecar's API token",
-		cacheVolumeName: "the sidecar's bundle cache",
+		tokenVolumeName:  "the sidecar's API token",
+		cacheVolumeName:  "the sidecar's bundle cache",
+		socketVolumeName: "the sidecar's decision socket directory (read-only in other containers)",
 	}
 	for _, list := range []struct {
 		path       *field.Path

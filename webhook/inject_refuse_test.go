@@ -87,6 +87,26 @@ func TestAttackPodMountingSidecarVolumesIsRefused(t *testing.T) {
 		VolumeMounts: []corev1.VolumeMount{{Name: cacheVolumeName, MountPath: "/cache"}}}}
 	refused(t, cache, `spec.initContainers[0].volumeMounts[0].name: Forbidden: volume "toolgate-bundle-cache" is the sidecar's bundle cache`)
 
+	// Mounted writable, the socket's directory would let the agent replace
+	// the socket (admitted before: the injector then declared the volume).
+	sock := pod("mounts-socket", injectMe)
+	sock.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: socketVolumeName, MountPath: "/mnt/s"}}
+	refused(t, sock, `spec.containers[0].volumeMounts[0].name: Forbidden: volume "toolgate-socket" is the sidecar's decision socket directory`)
+
+	// A volume of the agent's own at the token path is not a token: the
+	// sidecar gets a projected token of its own instead of credentials the
+	// agent could rewrite (before, it mounted the agent's emptyDir).
+	fake := pod("fake-token", injectMe)
+	fake.Spec.AutomountServiceAccountToken = &never
+	fake.Spec.Volumes = []corev1.Volume{{Name: "mine", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	fake.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "mine", MountPath: tokenMountPath}}
+	stored := admit(t, fake)
+	for _, m := range sidecarOf(t, &stored).VolumeMounts {
+		if m.MountPath == tokenMountPath && m.Name != tokenVolumeName {
+			t.Errorf("the sidecar's token comes from the agent's volume %q", m.Name)
+		}
+	}
+
 	// Declaring them: a clear refusal, not the API server's duplicate name.
 	declared := pod("declares-cache", injectMe)
 	declared.Spec.Volumes = []corev1.Volume{{Name: cacheVolumeName, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
@@ -96,7 +116,7 @@ func TestAttackPodMountingSidecarVolumesIsRefused(t *testing.T) {
 	// allowed, and the sidecar reuses it.
 	ok := pod("own-token-ok", injectMe)
 	ok.Spec.AutomountServiceAccountToken = nil
-	stored := admit(t, ok)
+	stored = admit(t, ok)
 	if sidecarOf(t, &stored) == nil {
 		t.Error("an ordinary annotated pod was not injected")
 	}
