@@ -124,9 +124,14 @@ func Compile(b Bundle) (*Compiled, []Diagnostic) {
 		diags = append(diags, d...)
 	}
 	c.paths = k.paths
+	c.initScratch()
+	return c, diags
+}
+
+// initScratch sizes the pooled per-evaluation scratch to c's field paths.
+func (c *Compiled) initScratch() {
 	nslots := len(c.paths)
 	c.scratch.New = func() any { return newScratch(nslots) }
-	return c, diags
 }
 
 // WithFrozen returns a copy of c that also freezes extra, beside the
@@ -141,8 +146,7 @@ func (c *Compiled) WithFrozen(extra []FrozenAgent) *Compiled {
 	}
 	out := &Compiled{revision: c.revision, policies: c.policies, paths: c.paths,
 		bundleFrozen: c.bundleFrozen, frozen: newFreezes(c.bundleFrozen, extra)}
-	nslots := len(out.paths)
-	out.scratch.New = func() any { return newScratch(nslots) }
+	out.initScratch()
 	return out
 }
 

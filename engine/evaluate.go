@@ -173,8 +173,6 @@ func timeout(budget time.Duration, steps int) Result {
 		Reason: fmt.Sprintf("evaluation exceeded its %v budget after %d rules", budget, steps)}
 }
 
-// frozenEntry finds an unexpired freeze for agent, comparing as
-// strings.EqualFold does, without allocating for ordinary ids.
 // frozenFor is the unexpired freeze that stops this call, if any: one
 // naming the request's agent_id, or the caller's service account (which the
 // caller vouches for; a request cannot name it).
@@ -190,6 +188,8 @@ func (c *Compiled) frozenFor(req Request, serviceAccount string, now time.Time) 
 	return unexpired(c.frozen.byServiceAccount[serviceAccount], now)
 }
 
+// frozenEntry finds an unexpired freeze for agent, comparing as
+// strings.EqualFold does, without allocating for ordinary ids.
 func (c *Compiled) frozenEntry(agent string, now time.Time) *frozenEntry {
 	if len(c.frozen.byAgent) == 0 {
 		return nil

@@ -75,7 +75,7 @@ func (s *Server) swap(b engine.Bundle, doc []byte, v verified, origin string) er
 	started := time.Now()
 	compiled, diags := engine.Compile(b)
 	now := time.Now()
-	s.state.Store(newState(s.withAPIFreezes(compiled), b.Revision, origin, now, s.idPrefix))
+	s.state.Store(newState(compiled.WithFrozen(s.apiFrozen), b.Revision, origin, now, s.idPrefix))
 	s.metrics.setBundle(b.Revision, now)
 	s.log.Info("bundle loaded", "source", origin, "revision", b.Revision, "policies", len(b.Policies),
 		"frozenAgents", len(b.FrozenAgents), "compile", now.Sub(started))
@@ -110,7 +110,6 @@ func (s *Server) unload(origin, why string) {
 	if s.state.Load().compiled == nil {
 		return
 	}
-	s.bundleCompiled = nil
 	s.state.Store(newState(nil, "", origin, time.Now(), s.idPrefix))
 	s.metrics.setBundle("", time.Time{})
 	s.log.Warn("bundle unloaded; every decision is deny "+string(engine.CodeNoPolicies), "source", origin, "why", why)

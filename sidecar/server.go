@@ -52,12 +52,11 @@ type Server struct {
 	rejected        atomic.Pointer[rejection]
 	verifications   atomic.Int64 // signatures checked: one per load, never per decision
 
-	// bundleCompiled is the bundle's own compiled form and apiFrozen the
-	// FrozenAgents watched through the API; state.compiled merges them.
-	// Both are guarded by loadMu.
-	bundleCompiled *engine.Compiled
-	apiFrozen      []engine.FrozenAgent
-	frozenWatch    frozenWatch
+	// apiFrozen are the FrozenAgents watched through the API, merged into
+	// state.compiled with engine's WithFrozen (which always starts from the
+	// bundle's own freezes). Guarded by loadMu.
+	apiFrozen   []engine.FrozenAgent
+	frozenWatch frozenWatch
 
 	// ownAgent is AgentID boxed once, so overriding a request's agent_id
 	// does not allocate.

@@ -174,19 +174,10 @@ func (s *Server) setAPIFreezes(list []engine.FrozenAgent) {
 	s.apiFrozen = list
 	s.metrics.apiFrozenAgents.Set(float64(len(list)))
 	cur := s.state.Load()
-	if s.bundleCompiled == nil {
+	if cur.compiled == nil {
 		return // no bundle: every decision is deny NO_POLICIES already
 	}
-	s.state.Store(newState(s.bundleCompiled.WithFrozen(list), cur.revision, cur.origin, cur.loadedAt, s.idPrefix))
+	s.state.Store(newState(cur.compiled.WithFrozen(list), cur.revision, cur.origin, cur.loadedAt, s.idPrefix))
 	s.log.Info("FrozenAgents applied from the API", "count", len(list))
 }
 
-// withAPIFreezes merges the watched FrozenAgents into a freshly compiled
-// bundle; callers hold loadMu.
-func (s *Server) withAPIFreezes(c *engine.Compiled) *engine.Compiled {
-	s.bundleCompiled = c
-	if len(s.apiFrozen) == 0 {
-		return c
-	}
-	return c.WithFrozen(s.apiFrozen)
-}
