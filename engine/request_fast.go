@@ -19,21 +19,15 @@ const (
 	fastTooMany                     // more values than the limit: stop, decode nothing more
 )
 
-// decodeObjectFast decodes a request document without reflection. It
-// handles the common shape and nothing doubtful: on any syntax error,
-// invalid UTF-8, a \u escape of a surrogate, a number float64 cannot hold,
-// or deep nesting it returns ok=false and DecodeRequest asks encoding/json,
-// which also words the error. So when ok is true the value is exactly what
-// encoding/json would produce (FuzzFastDecoder checks this), and the rare
-// cases keep encoding/json's semantics without a copy of them here.
-func decodeObjectFast(doc []byte) (map[string]any, bool) {
-	v, outcome := decodeFast(doc, 0)
-	return v, outcome == fastDecoded
-}
-
-// decodeFast is decodeObjectFast that also counts values: past maxElements
-// (when positive) it stops at once with fastTooMany, so a wide document
-// costs no more than the values it was allowed.
+// decodeFast decodes a request document without reflection. It handles the
+// common shape and nothing doubtful: on any syntax error, invalid UTF-8, a
+// \u escape of a surrogate, a number float64 cannot hold, or deep nesting it
+// gives up and DecodeRequest asks encoding/json, which also words the error.
+// So when it decodes, the value is exactly what encoding/json would produce
+// (FuzzFastDecoder checks this), and the rare cases keep encoding/json's
+// semantics without a copy of them here. It also counts values: past
+// maxElements (when positive) it stops at once with fastTooMany, so a wide
+// document costs no more than the values it was allowed.
 func decodeFast(doc []byte, maxElements int) (map[string]any, fastOutcome) {
 	p := fastParser{s: doc, left: maxElements - 1} // the object itself is one
 	if maxElements <= 0 {

@@ -146,7 +146,7 @@ func (s *Set) addTyped(src Source, prefix string, u *unstructured.Unstructured, 
 // located is where e points, under prefix; an error about the whole object
 // (the API server's "some validation rules were not checked") has no field.
 func located(prefix string, e *field.Error) string {
-	if e.Field == "" || e.Field == "<nil>" {
+	if noField(e) {
 		return strings.TrimSuffix(prefix, ".")
 	}
 	return prefix + e.Field

@@ -11,7 +11,6 @@ import (
 // those naming none last: the schema validator walks an object's properties
 // in map order, so its own order changes from run to run.
 func byField(a, b *field.Error) int {
-	noField := func(e *field.Error) bool { return e.Field == "" || e.Field == "<nil>" }
 	if c := cmp.Compare(boolInt(noField(a)), boolInt(noField(b))); c != 0 {
 		return c
 	}
@@ -48,3 +47,7 @@ func boolInt(b bool) int {
 	}
 	return 0
 }
+
+// noField is true for an error about the whole object (a nil field.Path
+// prints as "<nil>").
+func noField(e *field.Error) bool { return e.Field == "" || e.Field == "<nil>" }

@@ -58,7 +58,7 @@ func Validate(p *v1alpha1.Policy) (admission.Warnings, error) {
 	}
 	var warnings admission.Warnings
 	for _, w := range engine.Lint(ep) {
-		warnings = append(warnings, fmt.Sprintf("%s: %s", fieldPath(w.Location), w.Message))
+		warnings = append(warnings, fmt.Sprintf("%s: %s", w.Field, w.Message))
 	}
 	return warnings, nil
 }
