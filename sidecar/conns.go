@@ -181,11 +181,21 @@ func connOf(r *http.Request) *trackedConn {
 }
 
 // setBusy protects the connection from eviction while its request is
-// evaluated; setWaiting ends that.
-func (c *trackedConn) setBusy() {
-	if c != nil {
-		c.busy.Store(true)
+// evaluated; setWaiting ends that. It takes the limiter's lock, which admit
+// holds while it picks and removes a victim, so the two cannot cross: false
+// means the connection was evicted first (it is being closed), and the
+// request is not evaluated.
+func (c *trackedConn) setBusy() bool {
+	if c == nil {
+		return true
 	}
+	c.l.mu.Lock()
+	defer c.l.mu.Unlock()
+	if _, open := c.l.conns[c]; !open {
+		return false
+	}
+	c.busy.Store(true)
+	return true
 }
 
 func (c *trackedConn) setWaiting() {

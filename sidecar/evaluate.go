@@ -116,7 +116,11 @@ func (s *Server) evaluate(w http.ResponseWriter, r *http.Request) {
 	}
 	defer s.evaluating.Add(-1)
 	conn := connOf(r)
-	conn.setBusy()
+	if !conn.setBusy() {
+		wrote = true
+		s.overloaded(w, b, &ev, "this connection was closed at the connection cap (--max-connections) before its request was evaluated")
+		return
+	}
 	defer conn.setWaiting()
 	req, err := engine.DecodeRequestLimit(b.in, s.opts.MaxRequestElements)
 	if err != nil {

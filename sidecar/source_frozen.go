@@ -180,4 +180,3 @@ func (s *Server) setAPIFreezes(list []engine.FrozenAgent) {
 	s.state.Store(newState(cur.compiled.WithFrozen(list), cur.revision, cur.origin, cur.loadedAt, s.idPrefix))
 	s.log.Info("FrozenAgents applied from the API", "count", len(list))
 }
-
