@@ -34,38 +34,62 @@ type Policy struct {
 	Version       int64  `json:"version"`
 	Priority      int32  `json:"priority"`
 	DefaultEffect string `json:"defaultEffect"`
-	Rules         []Rule `json:"rules"`
+	// Evaluation is ordered (the default, written as "") or tiered.
+	Evaluation string `json:"evaluation,omitempty"`
+	Rules      []Rule `json:"rules"`
 }
 
 // WithDefaults returns p with its omitted fields as the engine reads them:
 // version 0 is 1 (a manifest not yet applied has no generation) and an empty
-// defaultEffect is allow (the CRD's default). Compile and the bundle builder
-// both call it, so a published bundle states what evaluation assumes.
+// defaultEffect is allow for an ordered policy and deny for a tiered one
+// (seed 001: zero matches is an implicit deny). Compile and the bundle
+// builder both call it, so a published bundle states what evaluation
+// assumes. Evaluation stays as written: "" is ordered, and writing it out
+// would change the revision of every bundle published before it existed.
 func (p Policy) WithDefaults() Policy {
 	if p.Version == 0 {
 		p.Version = 1
 	}
 	if p.DefaultEffect == "" {
 		p.DefaultEffect = string(Allow)
+		if p.Evaluation == EvaluationTiered {
+			p.DefaultEffect = string(Deny)
+		}
 	}
 	return p
 }
 
-// Rule is a list of AND-ed conditions and the effect when all hold.
+// Tiered reports whether p is evaluated in tiers.
+func (p *Policy) Tiered() bool { return p.Evaluation == EvaluationTiered }
+
+// Rule is a set of filters (subjects, targets, select, when, conditions)
+// and the effect when all hold. A rule with none of them matches every call.
 type Rule struct {
-	ID          string      `json:"id"`
-	Description string      `json:"description,omitempty"`
-	Effect      string      `json:"effect"`
-	Conditions  []Condition `json:"conditions,omitempty"`
+	ID          string `json:"id"`
+	Description string `json:"description,omitempty"`
+	// Priority is the rule's tier in a tiered policy; ordered policies
+	// leave it 0.
+	Priority   int32       `json:"priority,omitempty"`
+	Effect     string      `json:"effect"`
+	Subjects   *Subjects   `json:"subjects,omitempty"`
+	Targets    *Targets    `json:"targets,omitempty"`
+	Select     *Select     `json:"select,omitempty"`
+	When       *When       `json:"when,omitempty"`
+	Conditions []Condition `json:"conditions,omitempty"`
 }
 
-// Condition tests one request field. Value and Values hold raw JSON so the
-// engine, not a decoder, decides what a well-typed value is.
+// Condition tests one request field (Field, Operator, Value or Values), or
+// is a group: Any holds when one of its members does, each a test or an All
+// group; All holds when every one of its tests does. Nesting stops there.
+// Value and Values hold raw JSON so the engine, not a decoder, decides what
+// a well-typed value is.
 type Condition struct {
-	Field    string            `json:"field"`
-	Operator string            `json:"operator"`
+	Field    string            `json:"field,omitempty"`
+	Operator string            `json:"operator,omitempty"`
 	Value    json.RawMessage   `json:"value,omitempty"`
 	Values   []json.RawMessage `json:"values,omitempty"`
+	Any      []Condition       `json:"any,omitzero"`
+	All      []Condition       `json:"all,omitzero"`
 }
 
 // FrozenAgent denies everything to one agent until it expires. It names the

@@ -28,6 +28,9 @@ type EvalOptions struct {
 	// by the caller (the sidecar's --service-account), never read from the
 	// request: a freeze naming it denies whatever agent_id says.
 	ServiceAccount string
+	// Usage answers rateLimit and tokenBudget conditions; nil counts
+	// nothing as used.
+	Usage Usage
 }
 
 // budgetCheckEvery is how many rules pass between clock reads: reading the

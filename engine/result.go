@@ -26,14 +26,27 @@ const (
 // Result is the outcome of one evaluation. Empty matched ids are written as
 // JSON null.
 type Result struct {
-	Decision             Decision    `json:"decision"`
+	Decision Decision `json:"decision"`
+	// Effect is the deciding verdict's effect: deny with every deny, and
+	// allow, warn or audit when the call is allowed.
+	Effect               Effect      `json:"effect"`
 	MatchedPolicyID      string      `json:"matchedPolicyId"`
 	MatchedPolicyVersion int64       `json:"matchedPolicyVersion"`
 	MatchedRuleID        string      `json:"matchedRuleId"`
-	Code                 Code        `json:"code,omitempty"`
+	// MatchedResource is the resource whose evaluation decided, when a
+	// tiered policy decided for one resource of a multi-target call.
+	MatchedResource ResourceRef `json:"matchedResource"`
+	Code            Code        `json:"code,omitempty"`
 	Reason               string      `json:"reason,omitempty"`
 	LatencyMs            float64     `json:"latencyMs"`
-	Trace                []TraceRule `json:"trace,omitempty"`
+	// Warnings are the reasons of every warn verdict reached, in scan
+	// order, whatever decided.
+	Warnings []string    `json:"warnings,omitempty"`
+	Trace    []TraceRule `json:"trace,omitempty"`
+	// Verdicts explain, with the trace, each verdict a tiered policy
+	// reached: per evaluation (the call, each resource) the tier that
+	// decided, or why none did.
+	Verdicts []TraceVerdict `json:"verdicts,omitempty"`
 	// TraceTruncated is set when EvalOptions.MaxTrace cut the trace short:
 	// rules after its last entry were evaluated but not traced.
 	TraceTruncated bool `json:"traceTruncated,omitempty"`
@@ -45,10 +58,38 @@ type TraceRule struct {
 	RuleIndex    int              `json:"ruleIndex"`
 	RuleID       string           `json:"ruleId,omitempty"`
 	Effect       string           `json:"effect,omitempty"`
-	Matched      bool             `json:"matched"`
+	Priority     int32            `json:"priority,omitempty"`
+	// Resource is the resource under evaluation, in a tiered policy's
+	// per-resource evaluation.
+	Resource *ResourceRef `json:"resource,omitempty"`
+	Matched  bool         `json:"matched"`
+	// Failed names the first filter that did not hold: subjects, targets,
+	// select, when or conditions. Empty when the rule matched.
+	Failed       string           `json:"failed,omitempty"`
 	CompileError string           `json:"compileError,omitempty"`
 	Conditions   []TraceCondition `json:"conditions,omitempty"`
 }
+
+// TraceVerdict is one verdict of a tiered policy: for the call (Resource
+// nil) or one resource, the tier that decided and its deciding rule, or
+// Outcome no-match, no-opinion (no rule bound to the resource) or
+// implicit-deny (rules bound to it, none matched).
+type TraceVerdict struct {
+	PolicyID string       `json:"policyId"`
+	Resource *ResourceRef `json:"resource,omitempty"`
+	Outcome  string       `json:"outcome"`
+	Tier     *int32       `json:"tier,omitempty"`
+	RuleID   string       `json:"ruleId,omitempty"`
+	Effect   Effect       `json:"effect,omitempty"`
+}
+
+// Verdict outcomes in a trace.
+const (
+	OutcomeMatch        = "match"
+	OutcomeNoMatch      = "no-match"
+	OutcomeNoOpinion    = "no-opinion"
+	OutcomeImplicitDeny = "implicit-deny"
+)
 
 // TraceCondition shows one condition: what the field resolved to and whether
 // it held.
@@ -76,6 +117,8 @@ func (r Result) MarshalJSON() ([]byte, error) {
 func (r Result) AppendJSON(dst []byte) ([]byte, error) {
 	dst = append(dst, `{"decision":`...)
 	dst = AppendJSONString(dst, string(r.Decision))
+	dst = append(dst, `,"effect":`...)
+	dst = AppendJSONString(dst, string(r.effect()))
 	dst = append(dst, `,"matchedPolicyId":`...)
 	dst = AppendNullableJSONString(dst, r.MatchedPolicyID)
 	dst = append(dst, `,"matchedPolicyVersion":`...)
@@ -86,6 +129,13 @@ func (r Result) AppendJSON(dst []byte) ([]byte, error) {
 	}
 	dst = append(dst, `,"matchedRuleId":`...)
 	dst = AppendNullableJSONString(dst, r.MatchedRuleID)
+	if r.MatchedResource != (ResourceRef{}) {
+		dst = append(dst, `,"matchedResource":{"type":`...)
+		dst = AppendJSONString(dst, r.MatchedResource.Type)
+		dst = append(dst, `,"name":`...)
+		dst = AppendJSONString(dst, r.MatchedResource.Name)
+		dst = append(dst, '}')
+	}
 	if r.Code != "" {
 		dst = append(dst, `,"code":`...)
 		dst = AppendJSONString(dst, string(r.Code))
@@ -96,6 +146,16 @@ func (r Result) AppendJSON(dst []byte) ([]byte, error) {
 	}
 	dst = append(dst, `,"latencyMs":`...)
 	dst = strconv.AppendFloat(dst, r.LatencyMs, 'f', -1, 64)
+	if r.Warnings != nil {
+		dst = append(dst, `,"warnings":[`...)
+		for i, w := range r.Warnings {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = AppendJSONString(dst, w)
+		}
+		dst = append(dst, ']')
+	}
 	if r.Trace != nil {
 		t, err := json.Marshal(r.Trace)
 		if err != nil {
@@ -104,10 +164,30 @@ func (r Result) AppendJSON(dst []byte) ([]byte, error) {
 		dst = append(dst, `,"trace":`...)
 		dst = append(dst, t...)
 	}
+	if r.Verdicts != nil {
+		t, err := json.Marshal(r.Verdicts)
+		if err != nil {
+			return nil, err
+		}
+		dst = append(dst, `,"verdicts":`...)
+		dst = append(dst, t...)
+	}
 	if r.TraceTruncated {
 		dst = append(dst, `,"traceTruncated":true`...)
 	}
 	return append(dst, '}'), nil
+}
+
+// effect is Effect, or the decision's when it was left unset (a Result
+// built by hand): a written result always states one.
+func (r Result) effect() Effect {
+	if r.Effect != "" {
+		return r.Effect
+	}
+	if r.Decision == Allow {
+		return EffectAllow
+	}
+	return EffectDeny
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
@@ -118,6 +198,7 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 		MatchedPolicyID      *string `json:"matchedPolicyId"`
 		MatchedPolicyVersion *int64  `json:"matchedPolicyVersion"`
 		MatchedRuleID        *string `json:"matchedRuleId"`
+		MatchedResource      *ResourceRef `json:"matchedResource"`
 	}
 	if err := json.Unmarshal(b, &p); err != nil {
 		return err
@@ -131,6 +212,9 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 	}
 	if p.MatchedRuleID != nil {
 		r.MatchedRuleID = *p.MatchedRuleID
+	}
+	if p.MatchedResource != nil {
+		r.MatchedResource = *p.MatchedResource
 	}
 	return nil
 }
