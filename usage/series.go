@@ -1,0 +1,131 @@
+package usage
+
+import "math"
+
+// event is the end of one allowed call (or, after an overflow or at one
+// instant, of several): at is Unix nanoseconds, cum the series' running
+// total up to and including it. Running totals make a window's sum two
+// binary searches and a subtraction, whatever it holds.
+type event struct {
+	at  int64
+	cum float64
+}
+
+// series is one counter's events, oldest first, in a ring that grows by
+// doubling up to its cap. Times never decrease: an event recorded earlier
+// than the newest is stamped with the newest time, so a count can only
+// look newer, never older, than it was.
+type series struct {
+	buf   []event
+	start int // index in buf of the oldest event
+	n     int // events held
+	// base is the running total before the oldest event held: what
+	// pruned events added.
+	base float64
+
+	// The ledger's list of series, most recently recorded first.
+	key        seriesKey
+	prev, next *series
+}
+
+// at is the i-th event, 0 the oldest.
+func (s *series) at(i int) *event { return &s.buf[(s.start+i)%len(s.buf)] }
+
+func (s *series) newest() int64 {
+	if s.n == 0 {
+		return math.MinInt64
+	}
+	return s.at(s.n - 1).at
+}
+
+func (s *series) total() float64 {
+	if s.n == 0 {
+		return s.base
+	}
+	return s.at(s.n - 1).cum
+}
+
+// add records n at time at, first dropping events at or before horizon (no
+// window reaches them). When the series holds maxEvents, its oldest event
+// merges into the next one, which keeps its later time: counts can only be
+// over-estimated by it, never under-estimated.
+func (s *series) add(at int64, n float64, horizon int64, maxEvents int) {
+	s.prune(horizon)
+	cum := saturatingAdd(s.total(), n)
+	if s.n > 0 && at <= s.newest() {
+		// The same instant (or a clock stepped back): no second slot.
+		s.at(s.n - 1).cum = cum
+		return
+	}
+	if s.n == maxEvents {
+		// Dropping the oldest without moving base leaves its amount in
+		// the next event's running total: the two are merged, at the
+		// later time.
+		s.drop()
+	}
+	if s.n == len(s.buf) {
+		s.grow(maxEvents)
+	}
+	*s.at(s.n) = event{at: at, cum: cum}
+	s.n++
+}
+
+func (s *series) drop() {
+	s.start = (s.start + 1) % len(s.buf)
+	s.n--
+}
+
+func (s *series) prune(horizon int64) {
+	for s.n > 0 && s.at(0).at <= horizon {
+		s.base = s.at(0).cum
+		s.drop()
+	}
+}
+
+// grow doubles the ring (from 4), at most to maxEvents: most counters stay
+// small, so memory is spent only where calls are.
+func (s *series) grow(maxEvents int) {
+	buf := make([]event, min(max(2*len(s.buf), 4), maxEvents))
+	for i := range s.n {
+		buf[i] = *s.at(i)
+	}
+	s.buf, s.start = buf, 0
+}
+
+// sum is what the events in (from, to] add up to. A running total that
+// saturated reads as +Inf: too much to count is over every limit.
+func (s *series) sum(from, to int64) float64 {
+	hi, lo := s.totalAt(to), s.totalAt(from)
+	if hi == math.MaxFloat64 {
+		return math.Inf(1)
+	}
+	return hi - lo
+}
+
+// totalAt is the running total at time t: that of the newest event at or
+// before t, or base when there is none.
+func (s *series) totalAt(t int64) float64 {
+	// The first event after t, by binary search over the ring.
+	i, j := 0, s.n
+	for i < j {
+		h := int(uint(i+j) >> 1)
+		if s.at(h).at <= t {
+			i = h + 1
+		} else {
+			j = h
+		}
+	}
+	if i == 0 {
+		return s.base
+	}
+	return s.at(i - 1).cum
+}
+
+// saturatingAdd keeps a running total finite: tokens are any finite
+// number, and two huge ones would otherwise make +Inf, and +Inf - +Inf NaN.
+func saturatingAdd(a, b float64) float64 {
+	if c := a + b; c <= math.MaxFloat64 {
+		return c
+	}
+	return math.MaxFloat64
+}
