@@ -95,13 +95,16 @@ const (
 // it held.
 type TraceCondition struct {
 	Index    int               `json:"index"`
-	Field    string            `json:"field"`
-	Operator string            `json:"operator"`
+	Field    string            `json:"field,omitempty"`
+	Operator string            `json:"operator,omitempty"`
 	Value    json.RawMessage   `json:"value,omitempty"`
 	Values   []json.RawMessage `json:"values,omitempty"`
 	Present  bool              `json:"present"`
 	Resolved string            `json:"resolved,omitempty"` // stringified, truncated
 	Held     bool              `json:"held"`
+	// Group is any or all for a group, whose Members are traced in turn.
+	Group   string           `json:"group,omitempty"`
+	Members []TraceCondition `json:"members,omitempty"`
 }
 
 // MaxTraceValue bounds how much of a resolved value a trace repeats.
