@@ -2,11 +2,10 @@ package engine
 
 import (
 	"fmt"
-	"slices"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
-
 	_ "time/tzdata" // schedules name zones; the sidecar image has no zoneinfo
 )
 

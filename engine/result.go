@@ -29,16 +29,16 @@ type Result struct {
 	Decision Decision `json:"decision"`
 	// Effect is the deciding verdict's effect: deny with every deny, and
 	// allow, warn or audit when the call is allowed.
-	Effect               Effect      `json:"effect"`
-	MatchedPolicyID      string      `json:"matchedPolicyId"`
-	MatchedPolicyVersion int64       `json:"matchedPolicyVersion"`
-	MatchedRuleID        string      `json:"matchedRuleId"`
+	Effect               Effect `json:"effect"`
+	MatchedPolicyID      string `json:"matchedPolicyId"`
+	MatchedPolicyVersion int64  `json:"matchedPolicyVersion"`
+	MatchedRuleID        string `json:"matchedRuleId"`
 	// MatchedResource is the resource whose evaluation decided, when a
 	// tiered policy decided for one resource of a multi-target call.
 	MatchedResource ResourceRef `json:"matchedResource"`
 	Code            Code        `json:"code,omitempty"`
-	Reason               string      `json:"reason,omitempty"`
-	LatencyMs            float64     `json:"latencyMs"`
+	Reason          string      `json:"reason,omitempty"`
+	LatencyMs       float64     `json:"latencyMs"`
 	// Warnings are the reasons of every warn verdict reached, in scan
 	// order, whatever decided.
 	Warnings []string    `json:"warnings,omitempty"`
@@ -54,11 +54,11 @@ type Result struct {
 
 // TraceRule explains one rule the evaluation reached.
 type TraceRule struct {
-	PolicyID     string           `json:"policyId"`
-	RuleIndex    int              `json:"ruleIndex"`
-	RuleID       string           `json:"ruleId,omitempty"`
-	Effect       string           `json:"effect,omitempty"`
-	Priority     int32            `json:"priority,omitempty"`
+	PolicyID  string `json:"policyId"`
+	RuleIndex int    `json:"ruleIndex"`
+	RuleID    string `json:"ruleId,omitempty"`
+	Effect    string `json:"effect,omitempty"`
+	Priority  int32  `json:"priority,omitempty"`
 	// Resource is the resource under evaluation, in a tiered policy's
 	// per-resource evaluation.
 	Resource *ResourceRef `json:"resource,omitempty"`
@@ -198,9 +198,9 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 	type plain Result
 	var p struct {
 		plain
-		MatchedPolicyID      *string `json:"matchedPolicyId"`
-		MatchedPolicyVersion *int64  `json:"matchedPolicyVersion"`
-		MatchedRuleID        *string `json:"matchedRuleId"`
+		MatchedPolicyID      *string      `json:"matchedPolicyId"`
+		MatchedPolicyVersion *int64       `json:"matchedPolicyVersion"`
+		MatchedRuleID        *string      `json:"matchedRuleId"`
 		MatchedResource      *ResourceRef `json:"matchedResource"`
 	}
 	if err := json.Unmarshal(b, &p); err != nil {
