@@ -34,6 +34,9 @@ type Compiled struct {
 	// bundleFrozen are the bundle's own freezes, kept for WithFrozen.
 	bundleFrozen []FrozenAgent
 	paths        []Path // one slot per distinct field path
+	// resourceSlot marks the paths rooted at resource, which read the
+	// resource under evaluation in a per-resource evaluation.
+	resourceSlot []bool
 	scratch      sync.Pool
 }
 
@@ -83,18 +86,32 @@ type cpolicy struct {
 	defaultDeny   bool
 	defaultReason string
 	compileError  string // non-empty: every evaluation reaching it denies
+	tiered        bool
 	rules         []crule
 	byTool        map[string][]int32 // rules that need tool_name to be the key
 	anyTool       []int32            // rules that do not constrain tool_name
+	// byResource indexes a tiered policy's rules bound to resources, by
+	// type then name; those rules are in neither byTool nor anyTool, since
+	// they never take part at tool level.
+	byResource map[string]map[string][]int32
 }
 
 type crule struct {
 	id         string
 	deny       bool
+	effect     Effect
+	priority   int32
 	reason     string // returned when this rule decides
 	usesRegex  bool
 	conditions []ccond
 	source     *Rule // for explain traces
+	// filtered: the rule has subjects, targets, select or when, so it
+	// needs more than its conditions checked.
+	filtered bool
+	subjects *csubjects
+	targets  *ctargets
+	sel      *cselect
+	when     *cwhen
 }
 
 type ccond struct {
@@ -104,6 +121,7 @@ type ccond struct {
 	set     map[string]struct{} // in/not_in with many values
 	list    []string            // in/not_in with few values
 	matcher *matcher
+	sub     []ccond // the members of an any or all group
 }
 
 // Compile turns a bundle into its evaluable form. It never fails as a whole:
@@ -124,6 +142,10 @@ func Compile(b Bundle) (*Compiled, []Diagnostic) {
 		diags = append(diags, d...)
 	}
 	c.paths = k.paths
+	c.resourceSlot = make([]bool, len(k.paths))
+	for i, p := range k.paths {
+		c.resourceSlot[i] = p[0].Key == "resource"
+	}
 	c.initScratch()
 	return c, diags
 }
@@ -144,7 +166,7 @@ func (c *Compiled) WithFrozen(extra []FrozenAgent) *Compiled {
 	if c == nil {
 		return nil
 	}
-	out := &Compiled{revision: c.revision, policies: c.policies, paths: c.paths,
+	out := &Compiled{revision: c.revision, policies: c.policies, paths: c.paths, resourceSlot: c.resourceSlot,
 		bundleFrozen: c.bundleFrozen, frozen: newFreezes(c.bundleFrozen, extra)}
 	out.initScratch()
 	return out
@@ -199,7 +221,12 @@ func (k *compiler) policy(in *Policy) (cpolicy, []Diagnostic) {
 	defaulted := in.WithDefaults()
 	p := &defaulted
 	d := &diagnoser{policy: p.ID}
-	out := cpolicy{id: p.ID, version: p.Version, byTool: map[string][]int32{}}
+	out := cpolicy{id: p.ID, version: p.Version, byTool: map[string][]int32{}, tiered: p.Tiered()}
+	switch p.Evaluation {
+	case "", EvaluationOrdered, EvaluationTiered:
+	default:
+		d.policyf(At("spec", "evaluation"), "must be ordered or tiered, not %q", p.Evaluation)
+	}
 	switch p.DefaultEffect {
 	case "allow":
 	case "deny":
@@ -225,10 +252,12 @@ func (k *compiler) policy(in *Policy) (cpolicy, []Diagnostic) {
 		} else {
 			seen[r.ID] = ri
 		}
-		cr := k.rule(d, ri, r)
+		cr := k.rule(d, ri, r, out.tiered)
 		cr.reason = ruleReason(p.ID, r)
 		idx := int32(len(out.rules))
-		if keys := toolKeys(r); keys != nil {
+		if out.tiered && r.Targets != nil && r.Targets.Resources != nil {
+			out.indexResources(idx, r.Targets.Resources)
+		} else if keys := toolKeys(r); keys != nil {
 			for _, tool := range keys {
 				if l := out.byTool[tool]; len(l) == 0 || l[len(l)-1] != idx {
 					out.byTool[tool] = append(l, idx)
@@ -245,18 +274,44 @@ func (k *compiler) policy(in *Policy) (cpolicy, []Diagnostic) {
 	return out, d.out
 }
 
+// indexResources files rule idx under every resource it is bound to.
+func (p *cpolicy) indexResources(idx int32, targets []ResourceTarget) {
+	if p.byResource == nil {
+		p.byResource = map[string]map[string][]int32{}
+	}
+	for _, t := range targets {
+		names := p.byResource[t.Type]
+		if names == nil {
+			names = map[string][]int32{}
+			p.byResource[t.Type] = names
+		}
+		for _, n := range t.Names {
+			if l := names[n]; len(l) == 0 || l[len(l)-1] != idx {
+				names[n] = append(l, idx)
+			}
+		}
+	}
+}
+
+// ruleReason is what a result decided by r says: its description, or a
+// sentence naming it; an allow says nothing.
 func ruleReason(policyID string, r *Rule) string {
 	if r.Description != "" {
 		return r.Description
 	}
-	if r.Effect == "deny" {
+	switch Effect(r.Effect) {
+	case EffectDeny:
 		return fmt.Sprintf("denied by rule %q of policy %q", r.ID, policyID)
+	case EffectWarn:
+		return fmt.Sprintf("warned by rule %q of policy %q", r.ID, policyID)
+	case EffectAudit:
+		return fmt.Sprintf("audited by rule %q of policy %q", r.ID, policyID)
 	}
 	return ""
 }
 
-func (k *compiler) rule(d *diagnoser, ri int, r *Rule) crule {
-	cr := crule{id: r.ID, deny: r.Effect == "deny", source: r}
+func (k *compiler) rule(d *diagnoser, ri int, r *Rule, tiered bool) crule {
+	cr := crule{id: r.ID, deny: r.Effect == "deny", effect: Effect(r.Effect), priority: r.Priority, source: r}
 	switch {
 	case r.ID == "":
 		d.rulef(ri, r.ID, "id", "rule has no id")
@@ -268,19 +323,21 @@ func (k *compiler) rule(d *diagnoser, ri int, r *Rule) crule {
 	if n := chars(r.Description); n > MaxDescriptionLength {
 		d.rulef(ri, r.ID, "description", "description is %d characters long, more than %d", n, MaxDescriptionLength)
 	}
-	if r.Effect != "allow" && r.Effect != "deny" {
-		d.rulef(ri, r.ID, "effect", "must be allow or deny, not %q", r.Effect)
+	switch Effect(r.Effect) {
+	case EffectAllow, EffectDeny, EffectWarn, EffectAudit:
+	default:
+		d.rulef(ri, r.ID, "effect", "must be allow, deny, warn or audit, not %q", r.Effect)
 	}
 	if n := len(r.Conditions); n > MaxConditionsPerRule {
 		d.rulef(ri, r.ID, "conditions", "%d conditions, more than the limit of %d", n, MaxConditionsPerRule)
 	}
+	k.gatewayRule(d, ri, r, &cr, tiered)
 	for ci := range r.Conditions {
-		cond, ok := k.condition(d, ri, r.ID, ci, &r.Conditions[ci])
+		cond, ok := k.conditionTree(d, ri, r.ID, ci, nil, &r.Conditions[ci], 0)
 		if !ok {
 			continue
 		}
-		cond.slot = k.slot(r.Conditions[ci].Field)
-		cr.usesRegex = cr.usesRegex || cond.op == opMatches
+		cr.usesRegex = cr.usesRegex || cond.usesRegex()
 		cr.conditions = append(cr.conditions, cond)
 	}
 	return cr
@@ -291,6 +348,9 @@ func (k *compiler) rule(d *diagnoser, ri int, r *Rule) crule {
 // tool. Evaluation uses it to skip rules for other tools while keeping the
 // scan order.
 func toolKeys(r *Rule) []string {
+	if r.Targets != nil && len(r.Targets.Tools) > 0 {
+		return r.Targets.Tools
+	}
 	for _, c := range r.Conditions {
 		if c.Field != "tool_name" {
 			continue
