@@ -28,17 +28,25 @@ type event struct {
 	agentID          string
 	requestedAgentID string
 	mismatch         bool
-	sessionID        string
-	toolUseID        string
-	framework        string
-	decision         engine.Decision
-	code             engine.Code
-	reason           string
-	policyID         string
-	policyVersion    int64
-	ruleID           string
-	revision         string
-	latency          time.Duration
+	// What the client sent for a field --roles or --environment bound,
+	// when it differed.
+	requestedRoles       string
+	rolesMismatch        bool
+	requestedEnvironment string
+	environmentMismatch  bool
+	sessionID            string
+	toolUseID            string
+	framework            string
+	decision             engine.Decision
+	effect               engine.Effect
+	warnings             []string
+	code                 engine.Code
+	reason               string
+	policyID             string
+	policyVersion        int64
+	ruleID               string
+	revision             string
+	latency              time.Duration
 	// req is set only when --log-fields selects request fields. The
 	// handler never touches it after recording, so sinks may read it.
 	req engine.Request
@@ -55,7 +63,10 @@ const eventSize = int64(unsafe.Sizeof(event{}))
 func (ev *event) size() int64 {
 	n := eventSize + int64(len(ev.idPrefix)+len(ev.toolName)+len(ev.agentID)+len(ev.requestedAgentID)+
 		len(ev.sessionID)+len(ev.toolUseID)+len(ev.framework)+len(ev.reason)+len(ev.policyID)+
-		len(ev.ruleID)+len(ev.revision)+len(ev.code))
+		len(ev.ruleID)+len(ev.revision)+len(ev.code)+len(ev.requestedRoles)+len(ev.requestedEnvironment))
+	for _, w := range ev.warnings {
+		n += int64(len(w)) + 16 // the string header
+	}
 	if ev.req != nil {
 		n += int64(ev.bodyBytes)
 	}
@@ -204,6 +215,14 @@ func appendEvent(dst []byte, ev *event, f *lineFormat) []byte {
 		dst = append(dst, `,"requested_agent_id":`...)
 		dst = engine.AppendJSONString(dst, ev.requestedAgentID)
 	}
+	if ev.rolesMismatch {
+		dst = append(dst, `,"requested_roles":`...)
+		dst = engine.AppendJSONString(dst, ev.requestedRoles)
+	}
+	if ev.environmentMismatch {
+		dst = append(dst, `,"requested_environment":`...)
+		dst = engine.AppendJSONString(dst, ev.requestedEnvironment)
+	}
 	dst = append(dst, `,"tool_name":`...)
 	dst = engine.AppendJSONString(dst, ev.toolName)
 	if ev.toolUseID != "" {
@@ -216,6 +235,8 @@ func appendEvent(dst []byte, ev *event, f *lineFormat) []byte {
 	}
 	dst = append(dst, `,"decision":`...)
 	dst = engine.AppendJSONString(dst, string(ev.decision))
+	dst = append(dst, `,"effect":`...)
+	dst = engine.AppendJSONString(dst, string(ev.effect))
 	if ev.code != "" {
 		dst = append(dst, `,"code":`...)
 		dst = engine.AppendJSONString(dst, string(ev.code))
@@ -223,6 +244,16 @@ func appendEvent(dst []byte, ev *event, f *lineFormat) []byte {
 	if ev.reason != "" {
 		dst = append(dst, `,"reason":`...)
 		dst = engine.AppendJSONString(dst, ev.reason)
+	}
+	if ev.warnings != nil {
+		dst = append(dst, `,"warnings":[`...)
+		for i, w := range ev.warnings {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = engine.AppendJSONString(dst, w)
+		}
+		dst = append(dst, ']')
 	}
 	dst = append(dst, `,"matched_policy_id":`...)
 	dst = engine.AppendNullableJSONString(dst, ev.policyID)

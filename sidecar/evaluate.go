@@ -239,23 +239,20 @@ func explainParam(r *http.Request) (bool, error) {
 }
 
 func (s *Server) decide(w http.ResponseWriter, b *buffers, req engine.Request, explain bool, ev *event, wrote *bool) {
-	if s.ownAgent != nil {
-		got, present := req["agent_id"]
-		if id, isString := got.(string); !isString || id != s.opts.AgentID {
-			if present {
-				ev.mismatch, ev.requestedAgentID = true, engine.Stringify(got)
-				s.metrics.identityMismatches.Inc()
-			}
-			req["agent_id"] = s.ownAgent
-		}
-	}
+	s.bind(req, ev)
 	if s.beforeEvaluate != nil {
 		s.beforeEvaluate(req)
 	}
 	st := s.state.Load()
 	// The service account is the sidecar's own (--service-account, set by
 	// the injector from the Pod spec), never the request's.
-	res := st.compiled.Evaluate(req, engine.EvalOptions{Explain: explain, MaxTrace: s.opts.MaxTrace, ServiceAccount: s.opts.ServiceAccount})
+	res := st.compiled.Evaluate(req, engine.EvalOptions{Explain: explain, MaxTrace: s.opts.MaxTrace,
+		ServiceAccount: s.opts.ServiceAccount, Now: s.now, Usage: s.usage})
+	if res.Decision == engine.Allow {
+		// Only allowed calls count (a warn or an audit is allowed too),
+		// read from the clock the decision was made with.
+		s.usage.Record(req, s.clock())
+	}
 	if res.TraceTruncated {
 		s.metrics.traceTruncated.Inc()
 	}
@@ -281,7 +278,8 @@ func (s *Server) closeResponse(out []byte, st *state, id uint64) []byte {
 
 func (s *Server) finish(ev *event, req engine.Request, res *engine.Result, revision string) {
 	took := time.Since(ev.at)
-	s.metrics.observeDecision(res.Decision, res.Code, took)
+	effect := effectOf(res)
+	s.metrics.observeDecision(res.Decision, res.Code, effect, took)
 	if !s.decisions.enabled() {
 		return
 	}
@@ -291,6 +289,7 @@ func (s *Server) finish(ev *event, req engine.Request, res *engine.Result, revis
 	ev.toolUseID = stringField(req, "tool_use_id")
 	ev.framework = stringField(req, "framework")
 	ev.decision, ev.code, ev.reason = res.Decision, res.Code, res.Reason
+	ev.effect, ev.warnings = effect, res.Warnings
 	ev.policyID, ev.policyVersion, ev.ruleID = res.MatchedPolicyID, res.MatchedPolicyVersion, res.MatchedRuleID
 	ev.revision = revision
 	ev.latency = took
@@ -323,6 +322,26 @@ func (s *Server) writeDeny(w http.ResponseWriter, b *buffers, req engine.Request
 	w.Header()["Content-Type"] = jsonContentType
 	_, _ = w.Write(b.out)
 	s.finish(ev, req, &res, st.revision)
+}
+
+// clock is the time decisions are made and calls counted at.
+func (s *Server) clock() time.Time {
+	if s.now != nil {
+		return s.now()
+	}
+	return time.Now()
+}
+
+// effectOf is the effect a response states: engine.Result writes the
+// decision's own when Effect is unset (the sidecar's own denies).
+func effectOf(res *engine.Result) engine.Effect {
+	switch {
+	case res.Effect != "":
+		return res.Effect
+	case res.Decision == engine.Allow:
+		return engine.EffectAllow
+	}
+	return engine.EffectDeny
 }
 
 func stringField(req engine.Request, key string) string {

@@ -261,7 +261,7 @@ func TestAPanicInTheHandlerIsADenyWithACode(t *testing.T) {
 	if got := testutil.ToFloat64(s.metrics.internalErrors); got != 1 {
 		t.Errorf("internal_errors_total = %v, want 1", got)
 	}
-	if got := testutil.ToFloat64(s.metrics.common[decisionKey{engine.Deny, CodeInternalError}]); got != 1 {
+	if got := testutil.ToFloat64(s.metrics.common[decisionKey{engine.Deny, CodeInternalError, engine.EffectDeny}]); got != 1 {
 		t.Errorf("decisions_total{deny,INTERNAL_ERROR} = %v, want 1", got)
 	}
 	_ = s.Close(t.Context())
@@ -288,8 +288,8 @@ func TestMetricsEndpoint(t *testing.T) {
 		t.Fatalf("metrics: %d", status)
 	}
 	for _, want := range []string{
-		`toolgate_sidecar_decisions_total{code="",decision="deny"} 2`,
-		`toolgate_sidecar_decisions_total{code="",decision="allow"} 1`,
+		`toolgate_sidecar_decisions_total{code="",decision="deny",effect="deny"} 2`,
+		`toolgate_sidecar_decisions_total{code="",decision="allow",effect="allow"} 1`,
 		`toolgate_sidecar_decision_duration_seconds_count 3`,
 		fmt.Sprintf(`toolgate_sidecar_bundle_info{revision=%q} 1`, rev),
 		`toolgate_sidecar_bundle_loaded 1`,

@@ -19,6 +19,7 @@ import (
 
 	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/usage"
 )
 
 func raw(v any) json.RawMessage {
@@ -254,4 +255,13 @@ func denyBashLoggingToStdout(t *testing.T) (s *Server, base, rev string, logs *l
 		t.Fatal(err)
 	}
 	return s, base, rev, logs
+}
+
+// newTestMetrics are metrics of no server.
+func newTestMetrics() *metrics {
+	l, err := usage.New(usage.DefaultMaxKeys, usage.DefaultMaxEventsPerKey)
+	if err != nil {
+		panic(err)
+	}
+	return newMetrics(func() float64 { return 0 }, func() float64 { return 0 }, l)
 }

@@ -446,7 +446,7 @@ func overloadedDecisions(t *testing.T, base string) float64 {
 	t.Helper()
 	var series float64
 	for _, line := range strings.Split(getBody(t, base+"/metrics"), "\n") {
-		if strings.HasPrefix(line, `toolgate_sidecar_decisions_total{code="OVERLOADED",decision="deny"} `) {
+		if strings.HasPrefix(line, `toolgate_sidecar_decisions_total{code="OVERLOADED",decision="deny",effect="deny"} `) {
 			_, err := fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &series)
 			must(t, err)
 		}
@@ -579,7 +579,7 @@ func TestDecisionLogQueueIsBoundedInBytes(t *testing.T) {
 // OVERLOADED, not evaluated on a closing connection), and a busy one is
 // never chosen.
 func TestEvictionAndEvaluationDoNotCross(t *testing.T) {
-	l := newConnLimiter(nil, 1, newMetrics(func() float64 { return 0 }, func() float64 { return 0 }), "test")
+	l := newConnLimiter(nil, 1, newTestMetrics(), "test")
 	conn := func() *trackedConn {
 		a, b := net.Pipe()
 		t.Cleanup(func() { _, _ = a.Close(), b.Close() })

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/usage"
 )
 
 const metricPrefix = "toolgate_sidecar_"
@@ -29,11 +30,13 @@ type metrics struct {
 	rejected           *prometheus.CounterVec
 	logDropped         *prometheus.CounterVec
 	identityMismatches prometheus.Counter
-	listenerUp         *prometheus.GaugeVec
-	connsOpen          *prometheus.GaugeVec
-	connsEvicted       *prometheus.CounterVec
-	connsRefused       *prometheus.CounterVec
-	traceTruncated     prometheus.Counter
+	// bindingOverrides are by field: bindRoles, bindEnvironment.
+	bindingOverrides [2]prometheus.Counter
+	listenerUp       *prometheus.GaugeVec
+	connsOpen        *prometheus.GaugeVec
+	connsEvicted     *prometheus.CounterVec
+	connsRefused     *prometheus.CounterVec
+	traceTruncated   prometheus.Counter
 	// The FrozenAgent watch of a --configmap sidecar.
 	frozenWatchUp       prometheus.Gauge
 	frozenWatchFailures prometheus.Counter
@@ -48,13 +51,20 @@ type metrics struct {
 type decisionKey struct {
 	decision engine.Decision
 	code     engine.Code
+	effect   engine.Effect
 }
 
-func newMetrics(age, bodyBytes func() float64) *metrics {
+// Indexes of metrics.bindingOverrides.
+const (
+	bindRoles = iota
+	bindEnvironment
+)
+
+func newMetrics(age, bodyBytes func() float64, ledger *usage.Ledger) *metrics {
 	m := &metrics{registry: prometheus.NewRegistry()}
 	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: metricPrefix + "decisions_total", Help: "Decisions made, by decision and code (empty code: decided by a rule or a default effect).",
-	}, []string{"decision", "code"})
+		Name: metricPrefix + "decisions_total", Help: "Decisions made, by decision, code (empty: decided by a rule or a default effect) and effect (allow, deny, warn, audit).",
+	}, []string{"decision", "code", "effect"})
 	m.latency = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: metricPrefix + "decision_duration_seconds", Help: "Time from reading a request to writing its decision.",
 		Buckets: []float64{10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3},
@@ -68,6 +78,18 @@ func newMetrics(age, bodyBytes func() float64) *metrics {
 	m.identityMismatches = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: metricPrefix + "agent_id_overrides_total", Help: "Requests whose agent_id differed from --agent-id and was overridden.",
 	})
+	overrides := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: metricPrefix + "binding_overrides_total", Help: "Requests whose roles or environment differed from --roles or --environment and were overridden, by field.",
+	}, []string{"field"})
+	m.bindingOverrides[bindRoles] = overrides.WithLabelValues("roles")
+	m.bindingOverrides[bindEnvironment] = overrides.WithLabelValues("environment")
+	usageEvictions := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: metricPrefix + "usage_evictions_total", Help: "Counters of allowed calls (for rateLimit and tokenBudget) forgotten at --usage-max-keys while they still held calls a window reaches: that agent or session counts from zero again.",
+	}, func() float64 { return float64(ledger.Evictions()) })
+	usageKeys := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: metricPrefix + "usage_keys", Help: "Counters of allowed calls held, at most --usage-max-keys.",
+	}, func() float64 { return float64(ledger.Keys()) })
+	m.registry.MustRegister(overrides, usageEvictions, usageKeys)
 	m.bundleInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: metricPrefix + "bundle_info", Help: "The revision of the bundle being served (1 for the current one).",
 	}, []string{"revision"})
@@ -127,20 +149,22 @@ func newMetrics(age, bodyBytes func() float64) *metrics {
 
 	m.common = map[decisionKey]prometheus.Counter{}
 	for _, k := range []decisionKey{
-		{engine.Allow, ""}, {engine.Deny, ""}, {engine.Deny, engine.CodeNoPolicies},
-		{engine.Deny, engine.CodeAgentFrozen}, {engine.Deny, engine.CodePolicyCompileError},
-		{engine.Deny, engine.CodeEvalTimeout}, {engine.Deny, CodeInternalError}, {engine.Deny, CodeOverloaded},
+		{engine.Allow, "", engine.EffectAllow}, {engine.Allow, "", engine.EffectWarn}, {engine.Allow, "", engine.EffectAudit},
+		{engine.Deny, "", engine.EffectDeny}, {engine.Deny, engine.CodeNoPolicies, engine.EffectDeny},
+		{engine.Deny, engine.CodeAgentFrozen, engine.EffectDeny}, {engine.Deny, engine.CodePolicyCompileError, engine.EffectDeny},
+		{engine.Deny, engine.CodeEvalTimeout, engine.EffectDeny}, {engine.Deny, engine.CodeImplicitDeny, engine.EffectDeny},
+		{engine.Deny, CodeInternalError, engine.EffectDeny}, {engine.Deny, CodeOverloaded, engine.EffectDeny},
 	} {
-		m.common[k] = m.decisions.WithLabelValues(string(k.decision), string(k.code))
+		m.common[k] = m.decisions.WithLabelValues(string(k.decision), string(k.code), string(k.effect))
 	}
 	return m
 }
 
-func (m *metrics) observeDecision(d engine.Decision, c engine.Code, took time.Duration) {
-	if ctr, ok := m.common[decisionKey{d, c}]; ok {
+func (m *metrics) observeDecision(d engine.Decision, c engine.Code, e engine.Effect, took time.Duration) {
+	if ctr, ok := m.common[decisionKey{d, c, e}]; ok {
 		ctr.Inc()
 	} else {
-		m.decisions.WithLabelValues(string(d), string(c)).Inc()
+		m.decisions.WithLabelValues(string(d), string(c), string(e)).Inc()
 	}
 	m.latency.Observe(took.Seconds())
 }

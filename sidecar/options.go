@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/usage"
 )
 
 // Decision log destinations for --decision-log.
@@ -57,6 +58,17 @@ type Options struct {
 	// it freezes this sidecar whatever agent_id a request carries. A
 	// request cannot set it.
 	ServiceAccount string
+	// Roles, when not nil, are the only roles this sidecar decides with:
+	// they replace a request's roles (an empty list binds no roles). Nil
+	// leaves a request's roles as the client sent them.
+	Roles []string
+	// Environment, when set, replaces a request's environment.
+	Environment string
+
+	// UsageMaxKeys and UsageMaxEventsPerKey bound the counters of allowed
+	// calls that rateLimit and tokenBudget read (usage.Ledger).
+	UsageMaxKeys         int
+	UsageMaxEventsPerKey int
 
 	// Exactly one bundle source.
 	ConfigMap  string // NAMESPACE/NAME
@@ -139,6 +151,9 @@ type Options struct {
 	beforeEvaluate func(engine.Request)
 	// onBodyReserve becomes the Server's (tests watch the body budget).
 	onBodyReserve func(inFlight int64)
+	// now, when set, is the clock decisions are made and calls counted
+	// at (tests move it past a rate limit's window).
+	now func() time.Time
 }
 
 // DefaultOptions are the flag defaults.
@@ -166,6 +181,8 @@ func DefaultOptions() Options {
 		MaxBodyBytesInFlight:  16 << 20,
 		MaxRequestElements:    engine.DefaultMaxElements,
 		MaxTrace:              2000,
+		UsageMaxKeys:          usage.DefaultMaxKeys,
+		UsageMaxEventsPerKey:  usage.DefaultMaxEventsPerKey,
 	}
 }
 
@@ -235,6 +252,22 @@ func (o *Options) validateServing() error {
 	errs = append(errs, o.validateLimits())
 	if len(o.AgentID) > engine.MaxAgentIDLength {
 		add("--agent-id is %d characters long, more than %d", len(o.AgentID), engine.MaxAgentIDLength)
+	}
+	for _, r := range o.Roles {
+		if err := CheckBindingName(r); err != nil {
+			add("--roles: %v", err)
+		}
+	}
+	if len(o.Roles) > maxRoles {
+		add("--roles: %d roles, more than %d", len(o.Roles), maxRoles)
+	}
+	if o.Environment != "" {
+		if err := CheckBindingName(o.Environment); err != nil {
+			add("--environment: %v", err)
+		}
+	}
+	if err := usage.CheckCaps(o.UsageMaxKeys, o.UsageMaxEventsPerKey); err != nil {
+		errs = append(errs, err)
 	}
 	if o.ServiceAccount != "" {
 		if msgs := validation.IsDNS1123Subdomain(o.ServiceAccount); len(msgs) > 0 {

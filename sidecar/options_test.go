@@ -3,6 +3,7 @@ package sidecar
 import (
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -81,6 +82,18 @@ func TestMalformedFlagsAreRejectedClearly(t *testing.T) {
 		{"log label huge value", []string{file, "--decision-log-label=a=" + strings.Repeat("v", 1025)}, "more than 1024"},
 		{"log label not UTF-8", []string{file, "--decision-log-label=a=\xff"}, "not UTF-8"},
 		{"agent id too long", []string{file, "--agent-id=" + strings.Repeat("a", 254)}, "--agent-id"},
+		{"an empty role", []string{file, "--roles=ci,,builder"}, "role 2 of \"ci,,builder\": a name is empty"},
+		{"a trailing comma", []string{file, "--roles=ci,"}, "role 2"},
+		{"a role with a space", []string{file, "--roles=ci, builder"}, "may hold only letters"},
+		{"a role kubelet would expand", []string{file, "--roles=$(POD_NAME)"}, "may hold only letters"},
+		{"a huge role", []string{file, "--roles=" + strings.Repeat("r", 254)}, "more than 253"},
+		{"too many roles", []string{file, "--roles=" + strings.Repeat("r,", 64) + "r"}, "65 roles, more than 64"},
+		{"an environment with a comma", []string{file, "--environment=prod,dev"}, "--environment"},
+		{"an environment with a newline", []string{file, "--environment=prod\n"}, "may hold only letters"},
+		{"zero usage keys", []string{file, "--usage-max-keys=0"}, "--usage-max-keys must be from 1"},
+		{"huge usage keys", []string{file, "--usage-max-keys=2000000"}, "--usage-max-keys"},
+		{"one event per key", []string{file, "--usage-max-events-per-key=1"}, "--usage-max-events-per-key must be from 2"},
+		{"usage events not a number", []string{file, "--usage-max-events-per-key=many"}, "invalid argument"},
 		{"unknown flag", []string{file, "--bundle=x"}, "unknown flag"},
 		{"positional argument", []string{file, "extra"}, "unknown command"},
 		{"missing kubeconfig file", []string{"--configmap=team/bundle", "--kubeconfig=" + filepath.Join(t.TempDir(), "nope")}, "API access"},
@@ -130,6 +143,8 @@ func TestWellFormedFlagsValidate(t *testing.T) {
 			"--read-header-timeout=1s", "--read-timeout=1s", "--write-timeout=1h", "--idle-timeout=1ms",
 			"--max-request-elements=1", "--max-trace=1", "--decision-log-queue-bytes=65536"},
 		{"--bundle-file=b.json", "--max-body-bytes-in-flight=1048576"},
+		{"--bundle-file=b.json", "--roles=ci,analyst:eu,team/a@x.y_z-1", "--environment=prod", "--usage-max-keys=1", "--usage-max-events-per-key=2"},
+		{"--bundle-file=b.json", "--roles=", "--usage-max-keys=1048576", "--usage-max-events-per-key=1048576"},
 		{"--bundle-file=b.json", "--max-body-bytes-in-flight=1073741824"},
 	} {
 		o := DefaultOptions()
@@ -141,5 +156,35 @@ func TestWellFormedFlagsValidate(t *testing.T) {
 		if err := o.Validate(); err != nil {
 			t.Errorf("%v: %v", args, err)
 		}
+	}
+}
+
+// --roles unset leaves a request's roles alone (nil); --roles= binds none.
+func TestRolesFlagTellsUnsetFromEmpty(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{{nil, nil}, {[]string{"--roles="}, []string{}}, {[]string{"--roles=ci,analyst"}, []string{"ci", "analyst"}}} {
+		o := DefaultOptions()
+		fs := pflag.NewFlagSet("sidecar", pflag.ContinueOnError)
+		o.AddFlags(fs)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		if (o.Roles == nil) != (tc.want == nil) || !slices.Equal(o.Roles, tc.want) {
+			t.Errorf("%v: roles %#v, want %#v", tc.args, o.Roles, tc.want)
+		}
+		if got := fs.Lookup("roles").Value.String(); got != strings.Join(tc.want, ",") {
+			t.Errorf("%v: the flag prints %q", tc.args, got)
+		}
+	}
+}
+
+func TestValidateChecksRolesSetDirectly(t *testing.T) {
+	o := DefaultOptions()
+	o.BundleFile, o.Roles, o.Environment = "b.json", []string{"ci", "bad role"}, "p rod"
+	err := o.Validate()
+	if err == nil || !strings.Contains(err.Error(), "--roles") || !strings.Contains(err.Error(), "--environment") {
+		t.Errorf("Validate: %v, want --roles and --environment refused", err)
 	}
 }

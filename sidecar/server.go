@@ -17,6 +17,7 @@ import (
 
 	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/usage"
 )
 
 // CodeInternalError is the code of a deny the sidecar made because it
@@ -58,9 +59,14 @@ type Server struct {
 	apiFrozen   []engine.FrozenAgent
 	frozenWatch frozenWatch
 
-	// ownAgent is AgentID boxed once, so overriding a request's agent_id
-	// does not allocate.
-	ownAgent any
+	// binding is what replaces a request's agent_id, roles and
+	// environment (--agent-id, --roles, --environment).
+	binding binding
+	// usage counts the calls this sidecar allowed, for rateLimit and
+	// tokenBudget; now is the clock they are decided and counted at (nil:
+	// the real one).
+	usage *usage.Ledger
+	now   func() time.Time
 	// Decision ids are a per-process random prefix and a counter: unique
 	// across restarts and replicas without a random read per decision.
 	idPrefix string
@@ -118,8 +124,10 @@ func New(opts Options) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
-	if opts.AgentID != "" {
-		s.ownAgent = opts.AgentID
+	s.binding = newBinding(opts)
+	s.now = opts.now
+	if s.usage, err = usage.New(opts.UsageMaxKeys, opts.UsageMaxEventsPerKey); err != nil {
+		return nil, err
 	}
 	var rnd [6]byte
 	if _, err := rand.Read(rnd[:]); err != nil {
@@ -127,7 +135,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s.idPrefix = hex.EncodeToString(rnd[:]) + "-"
 	s.state.Store(newState(nil, "", "", time.Time{}, s.idPrefix))
-	s.metrics = newMetrics(s.bundleAge, func() float64 { return float64(s.bodyBytes.Load()) })
+	s.metrics = newMetrics(s.bundleAge, func() float64 { return float64(s.bodyBytes.Load()) }, s.usage)
 	s.metricsH = promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{})
 	s.bufs.New = func() any { return new(buffers) }
 	if opts.CacheDir != "" {

@@ -1,0 +1,152 @@
+package sidecar
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/toolgate/toolgate/engine"
+)
+
+// Bounds on --roles and --environment (and the Pod annotations the
+// injector turns into them).
+const (
+	maxRoles       = 64
+	maxBindingName = 253
+)
+
+// ParseRoles reads a --roles value: role names separated by commas. ""
+// is no roles at all (which still binds: a request's own roles are then
+// replaced by none).
+func ParseRoles(s string) ([]string, error) {
+	if s == "" {
+		return []string{}, nil
+	}
+	roles := strings.Split(s, ",")
+	if len(roles) > maxRoles {
+		return nil, fmt.Errorf("%d roles, more than %d", len(roles), maxRoles)
+	}
+	for i, r := range roles {
+		if err := CheckBindingName(r); err != nil {
+			return nil, fmt.Errorf("role %d of %q: %w", i+1, s, err)
+		}
+	}
+	return roles, nil
+}
+
+// CheckBindingName checks one role or environment name. The character
+// set is narrow on purpose: the names travel through Pod annotations into
+// container args, where kubelet would expand $(VAR), and a space or comma
+// would be a typo.
+func CheckBindingName(s string) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("a name is empty")
+	case len(s) > maxBindingName:
+		return fmt.Errorf("%q is %d bytes long, more than %d", s[:32]+"...", len(s), maxBindingName)
+	}
+	for _, c := range []byte(s) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-_.:/@", c) >= 0) {
+			return fmt.Errorf("%q holds %q: a name may hold only letters, digits and - _ . : / @", s, c)
+		}
+	}
+	return nil
+}
+
+// rolesFlag binds --roles to Options.Roles: nil when the flag is not
+// given, so the request's own roles are used.
+type rolesFlag struct{ roles *[]string }
+
+func (f rolesFlag) String() string {
+	if f.roles == nil || *f.roles == nil {
+		return ""
+	}
+	return strings.Join(*f.roles, ",")
+}
+
+func (f rolesFlag) Set(s string) error {
+	roles, err := ParseRoles(s)
+	if err != nil {
+		return err
+	}
+	*f.roles = roles
+	return nil
+}
+
+func (rolesFlag) Type() string { return "role,role" }
+
+// binding is what the sidecar puts into every request in place of what
+// the client sent: its agent_id, roles and environment, each boxed once so
+// overriding a request does not allocate. A nil field binds nothing.
+type binding struct {
+	agentID     any
+	roles       any // []any of strings
+	environment any
+}
+
+func newBinding(o Options) binding {
+	var b binding
+	if o.AgentID != "" {
+		b.agentID = o.AgentID
+	}
+	if o.Roles != nil {
+		roles := make([]any, len(o.Roles))
+		for i, r := range o.Roles {
+			roles[i] = r
+		}
+		b.roles = roles
+	}
+	if o.Environment != "" {
+		b.environment = o.Environment
+	}
+	return b
+}
+
+// apply replaces the request's bound fields, noting in ev (for the
+// decision log) and in the metrics what a client asked for that differed.
+func (s *Server) bind(req engine.Request, ev *event) {
+	b := &s.binding
+	if b.agentID != nil {
+		got, present := req["agent_id"]
+		if id, isString := got.(string); !isString || id != s.opts.AgentID {
+			if present {
+				ev.mismatch, ev.requestedAgentID = true, engine.Stringify(got)
+				s.metrics.identityMismatches.Inc()
+			}
+			req["agent_id"] = b.agentID
+		}
+	}
+	if b.roles != nil {
+		got, present := req["roles"]
+		if !sameRoles(got, s.opts.Roles) {
+			if present {
+				ev.rolesMismatch, ev.requestedRoles = true, engine.Stringify(got)
+				s.metrics.bindingOverrides[bindRoles].Inc()
+			}
+			req["roles"] = b.roles
+		}
+	}
+	if b.environment != nil {
+		got, present := req["environment"]
+		if env, isString := got.(string); !isString || env != s.opts.Environment {
+			if present {
+				ev.environmentMismatch, ev.requestedEnvironment = true, engine.Stringify(got)
+				s.metrics.bindingOverrides[bindEnvironment].Inc()
+			}
+			req["environment"] = b.environment
+		}
+	}
+}
+
+// sameRoles tells whether a request's roles are exactly want, in order.
+func sameRoles(got any, want []string) bool {
+	list, ok := got.([]any)
+	if !ok || len(list) != len(want) {
+		return false
+	}
+	for i, r := range list {
+		if s, ok := r.(string); !ok || s != want[i] {
+			return false
+		}
+	}
+	return true
+}
