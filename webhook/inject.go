@@ -179,6 +179,13 @@ func InjectSidecar(pod *corev1.Pod, o InjectOptions) {
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		},
 	}
+	// refuseInjection has checked both: they go into args as they are.
+	if roles, ok := pod.Annotations[v1alpha1.AnnotationRoles]; ok {
+		c.Args = append(c.Args, "--roles="+roles)
+	}
+	if env, ok := pod.Annotations[v1alpha1.AnnotationEnvironment]; ok {
+		c.Args = append(c.Args, "--environment="+env)
+	}
 	if o.Socket != "" {
 		c.Args = append(c.Args, "--listen=unix://"+o.Socket)
 		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: socketVolumeName, MountPath: path.Dir(o.Socket)})

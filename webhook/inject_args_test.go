@@ -36,7 +36,8 @@ func expand(args []string, env map[string]string) []string {
 // flags and validation: a renamed flag fails here, not in a crash-looping
 // agent pod. The bundle source is swapped for a file so nothing connects.
 func TestInjectedArgsAreAcceptedByTheSidecar(t *testing.T) {
-	p := pod("agent-args", map[string]string{v1alpha1.AnnotationInject: "true", v1alpha1.AnnotationAgentID: "bot-7"})
+	p := pod("agent-args", map[string]string{v1alpha1.AnnotationInject: "true", v1alpha1.AnnotationAgentID: "bot-7",
+		v1alpha1.AnnotationRoles: "ci,analyst:eu", v1alpha1.AnnotationEnvironment: "prod"})
 	stored := admit(t, p)
 	c := sidecarOf(t, &stored)
 	if c == nil || len(c.Args) == 0 || c.Args[0] != "sidecar" {
@@ -68,6 +69,9 @@ func TestInjectedArgsAreAcceptedByTheSidecar(t *testing.T) {
 	if o.ConfigMap != ns+"/toolgate-bundle" || o.AgentID != "bot-7" || o.MetricsListen != ":9191" ||
 		!slices.Equal(o.Listen, []string{"unix:///var/run/toolgate/toolgate.sock", "127.0.0.1:8181"}) {
 		t.Errorf("configmap %q agent %q listen %q metrics %q", o.ConfigMap, o.AgentID, o.Listen, o.MetricsListen)
+	}
+	if !slices.Equal(o.Roles, []string{"ci", "analyst:eu"}) || o.Environment != "prod" {
+		t.Errorf("roles %q environment %q, want [ci analyst:eu] and prod", o.Roles, o.Environment)
 	}
 	want := []string{"namespace=" + ns, "pod=agent-args", "cluster=test-cluster"}
 	if !slices.Equal(o.LogLabels, want) {

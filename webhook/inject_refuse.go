@@ -6,6 +6,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/sidecar"
 )
 
 // refuseInjection returns why an annotated Pod must not be admitted: it
@@ -42,6 +45,7 @@ func refuseInjection(pod *corev1.Pod) error {
 			}
 		}
 	}
+	errs = append(errs, refuseBindings(pod)...)
 	for i, v := range pod.Spec.Volumes {
 		if what, ok := reserved[v.Name]; ok {
 			errs = append(errs, field.Forbidden(spec.Child("volumes").Index(i).Child("name"), fmt.Sprintf(
@@ -56,4 +60,26 @@ func refuseInjection(pod *corev1.Pod) error {
 		name = pod.GenerateName
 	}
 	return apierrors.NewInvalid(corev1.SchemeGroupVersion.WithKind("Pod").GroupKind(), name, errs)
+}
+
+// refuseBindings checks the annotations that become the sidecar's --roles
+// and --environment with the sidecar's own parsing: a value it would
+// refuse would otherwise crash-loop the Pod's sidecar instead of being
+// refused here, with the annotation named.
+func refuseBindings(pod *corev1.Pod) field.ErrorList {
+	annotations := field.NewPath("metadata", "annotations")
+	var errs field.ErrorList
+	if roles, ok := pod.Annotations[v1alpha1.AnnotationRoles]; ok {
+		if _, err := sidecar.ParseRoles(roles); err != nil {
+			errs = append(errs, field.Invalid(annotations.Key(v1alpha1.AnnotationRoles), roles,
+				fmt.Sprintf("%v (roles are comma separated, e.g. ci,analyst; empty binds none)", err)))
+		}
+	}
+	if env, ok := pod.Annotations[v1alpha1.AnnotationEnvironment]; ok {
+		if err := sidecar.CheckBindingName(env); err != nil {
+			errs = append(errs, field.Invalid(annotations.Key(v1alpha1.AnnotationEnvironment), env,
+				fmt.Sprintf("%v (one environment, e.g. prod; remove the annotation to bind none)", err)))
+		}
+	}
+	return errs
 }

@@ -269,3 +269,28 @@ func setInjectorURL(t *testing.T, url string) {
 	t.Cleanup(func() { change(func(*string) *string { return saved }) })
 	time.Sleep(2 * time.Second) // the API server's webhook configuration cache
 }
+
+// Malformed roles or environment annotations are refused at admission,
+// naming the annotation, rather than crash-looping the sidecar, and
+// nothing in them reaches the sidecar's args (where kubelet would expand
+// $(VAR)).
+func TestMalformedBindingAnnotationsAreRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name, key, value, want string
+	}{
+		{"empty role", v1alpha1.AnnotationRoles, "ci,,analyst", "role 2 of"},
+		{"trailing comma", v1alpha1.AnnotationRoles, "ci,", "a name is empty"},
+		{"spaces", v1alpha1.AnnotationRoles, "ci, analyst", "may hold only letters"},
+		{"variable", v1alpha1.AnnotationRoles, "$(POD_NAME)", "may hold only letters"},
+		{"too many", v1alpha1.AnnotationRoles, strings.Repeat("r,", 64) + "r", "more than 64"},
+		{"empty environment", v1alpha1.AnnotationEnvironment, "", "a name is empty"},
+		{"two environments", v1alpha1.AnnotationEnvironment, "prod,dev", "may hold only letters"},
+		{"long environment", v1alpha1.AnnotationEnvironment, strings.Repeat("e", 254), "more than 253"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := pod("bad-binding-"+strings.ReplaceAll(tc.name, " ", "-"),
+				map[string]string{v1alpha1.AnnotationInject: "true", tc.key: tc.value})
+			refused(t, p, "metadata.annotations["+tc.key+"]: Invalid value", tc.want)
+		})
+	}
+}

@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -154,6 +155,42 @@ func TestAgentIDAnnotationWins(t *testing.T) {
 	}
 	if !slices.Contains(c.Env, corev1.EnvVar{Name: "TOOLGATE_AGENT_ID", Value: "billing-bot-7"}) {
 		t.Errorf("env %+v", c.Env)
+	}
+}
+
+// The roles and environment annotations become the sidecar's --roles and
+// --environment; an empty roles annotation binds no roles, and a Pod
+// without them gets neither flag (requests' own values are used).
+func TestRolesAndEnvironmentAnnotationsBecomeFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		annotations map[string]string
+		want, not   []string
+	}{
+		{"both", map[string]string{v1alpha1.AnnotationRoles: "ci,analyst", v1alpha1.AnnotationEnvironment: "prod"},
+			[]string{"--roles=ci,analyst", "--environment=prod"}, nil},
+		{"no roles", map[string]string{v1alpha1.AnnotationRoles: ""}, []string{"--roles="}, []string{"--environment="}},
+		{"neither", map[string]string{}, nil, []string{"--roles=", "--environment="}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			annotations := map[string]string{v1alpha1.AnnotationInject: "true"}
+			maps.Copy(annotations, tc.annotations)
+			stored := admit(t, pod("agent-binding-"+strings.ReplaceAll(tc.name, " ", "-"), annotations))
+			c := sidecarOf(t, &stored)
+			if c == nil {
+				t.Fatal("no sidecar")
+			}
+			for _, want := range tc.want {
+				if !slices.Contains(c.Args, want) {
+					t.Errorf("args %q lack %q", c.Args, want)
+				}
+			}
+			for _, not := range tc.not {
+				if slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, not) }) {
+					t.Errorf("args %q hold %s", c.Args, not)
+				}
+			}
+		})
 	}
 }
 

@@ -47,6 +47,13 @@ const (
 	AnnotationInject = "toolgate.dev/inject"
 	// AnnotationAgentID on a Pod names its agent (default: its service account).
 	AnnotationAgentID = "toolgate.dev/agent-id"
+	// AnnotationRoles on a Pod names its agent's roles, comma separated
+	// (the sidecar's --roles): they replace whatever roles a request
+	// claims; an empty value binds no roles. Absent: requests' own roles.
+	AnnotationRoles = "toolgate.dev/roles"
+	// AnnotationEnvironment on a Pod names the environment its agent runs
+	// in, e.g. prod (the sidecar's --environment).
+	AnnotationEnvironment = "toolgate.dev/environment"
 	// LabelInjected marks Pods that carry the injected sidecar.
 	LabelInjected = "toolgate.dev/injected"
 	// LabelEnforce on a Namespace ("true") makes the enforce-sidecar
