@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,6 +24,9 @@ type EvalOptions struct {
 	Explain bool
 	// Now is the clock as an RFC 3339 time; empty means the real clock.
 	Now string
+	// History is a file of earlier allowed calls (or "-" for stdin) that
+	// rateLimit and tokenBudget count, as a sidecar would have.
+	History string
 }
 
 func newEvalCommand() *cobra.Command {
@@ -43,6 +48,8 @@ func newEvalCommand() *cobra.Command {
 	cmd.Flags().StringVar(&o.Request, "request", "", "request JSON file, or - for stdin (required)")
 	cmd.Flags().BoolVar(&o.Explain, "explain", false, "add a trace of every rule reached and every condition")
 	cmd.Flags().StringVar(&o.Now, "now", "", "evaluate at this RFC 3339 time instead of the real clock")
+	cmd.Flags().StringVar(&o.History, "history", "", "JSON array of earlier allowed calls, each {time, agent_id, session_id, tool_name, tokens}, "+
+		"counted by rateLimit and tokenBudget at --now as the sidecar counts them (with its default caps); - for stdin")
 	return cmd
 }
 
@@ -53,12 +60,18 @@ func runEval(cmd *cobra.Command, o *EvalOptions, s streams) error {
 	if o.Request == "" {
 		return usageErrorf("%s: --request FILE|- is required", cmd.CommandPath())
 	}
-	stdinTaken := false
-	for _, p := range o.Paths {
-		stdinTaken = stdinTaken || p == manifest.Stdin
+	var stdin []string
+	if slices.Contains(o.Paths, manifest.Stdin) {
+		stdin = append(stdin, "-f -")
 	}
-	if stdinTaken && o.Request == manifest.Stdin {
-		return usageErrorf("%s: -f - and --request - cannot both read stdin", cmd.CommandPath())
+	if o.Request == manifest.Stdin {
+		stdin = append(stdin, "--request -")
+	}
+	if o.History == manifest.Stdin {
+		stdin = append(stdin, "--history -")
+	}
+	if len(stdin) > 1 {
+		return usageErrorf("%s: %s cannot both read stdin", cmd.CommandPath(), strings.Join(stdin, " and "))
 	}
 	now, err := parseNow(o.Now)
 	if err != nil {
@@ -72,10 +85,16 @@ func runEval(cmd *cobra.Command, o *EvalOptions, s streams) error {
 	if err != nil {
 		return err
 	}
+	var used engine.Usage
+	if o.History != "" {
+		if used, err = readHistory(o.History, s.in, now); err != nil {
+			return err
+		}
+	}
 
 	compiled, diags := engine.Compile(bundle.Build(set.PolicyObjects(), set.FrozenAgentObjects(), now))
 	printDiagnostics(s.err, set, diags)
-	res := compiled.Evaluate(req, engine.EvalOptions{Now: clockFrom(now), Explain: o.Explain})
+	res := compiled.Evaluate(req, engine.EvalOptions{Now: clockFrom(now), Explain: o.Explain, Usage: used})
 	out, err := res.AppendJSON(nil)
 	if err != nil {
 		return fmt.Errorf("encoding the result: %w", err)
