@@ -18,11 +18,12 @@ import (
 
 // Defaults of the sidecar's --usage-max-keys and --usage-max-events-per-key.
 // A counter costs 16 bytes an event, so the worst case is
-// DefaultMaxKeys * DefaultMaxEventsPerKey * 16 bytes (32 MiB); counters grow
-// only as calls arrive, and most stay small.
+// DefaultMaxKeys * DefaultMaxEventsPerKey * 16 bytes (16 MiB, a quarter of
+// an injected sidecar's memory limit); counters grow only as calls
+// arrive, and most stay small.
 const (
 	DefaultMaxKeys         = 1024
-	DefaultMaxEventsPerKey = 2048
+	DefaultMaxEventsPerKey = 1024
 )
 
 // Bounds on the caps: a cap of one event could not merge, and past these
@@ -38,9 +39,11 @@ const (
 // all tools. It implements engine.Usage and is safe for concurrent use.
 //
 // Memory is bounded. Each counter (a key's calls to one tool, or a key's
-// tokens) holds at most maxEvents events: past it, its two oldest events
-// merge into one stamped with the later time, so a count can only be
-// over-estimated (a limit fails closed), never under-estimated. At most
+// tokens) holds at most maxEvents events: past it, events merge into
+// their next neighbours, stamped with the later time, so a count can only
+// be over-estimated (a limit fails closed), never under-estimated; the
+// events merged are those whose times move least relative to their age,
+// so the error stays a small fraction of a window (see series.merge). At most
 // maxKeys counters are kept: past it, the one recorded least recently is
 // forgotten and counted in Evictions (its key starts again from nothing).
 // Events older than engine.MaxLimitWindow, which no window reaches, are
@@ -55,6 +58,7 @@ type Ledger struct {
 	series map[seriesKey]*series
 	// head is the most recently recorded counter, tail the least.
 	head, tail *series
+	scratch    scratch
 
 	evictions atomic.Uint64
 }
@@ -109,10 +113,10 @@ func (l *Ledger) Record(req engine.Request, now time.Time) {
 		sk := seriesKey{session: k.Session, id: l.hash(k.ID)}
 		calls := sk
 		calls.tool = toolHash
-		l.counter(calls, horizon).add(at, 1, horizon, l.maxEvents)
+		l.counter(calls, horizon).add(at, 1, horizon, l.maxEvents, &l.scratch)
 		if tokens > 0 {
 			sk.tokens = true
-			l.counter(sk, horizon).add(at, tokens, horizon, l.maxEvents)
+			l.counter(sk, horizon).add(at, tokens, horizon, l.maxEvents, &l.scratch)
 		}
 	}
 }

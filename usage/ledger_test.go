@@ -349,3 +349,24 @@ func TestCountingDoesNotAllocate(t *testing.T) {
 		t.Errorf("Tokens allocates %v times", n)
 	}
 }
+
+// TestOverflowStaysCloseForEveryWindow: a counter far past its event cap
+// (a call a minute for ten days, 64 events kept) still counts each window
+// within a fraction of the truth, never under it: merging keeps every
+// event near its time instead of folding the whole history into one.
+func TestOverflowStaysCloseForEveryWindow(t *testing.T) {
+	l := newLedger(t, 10, 64)
+	const calls = 10 * 24 * 60
+	for i := range calls {
+		l.Record(call("a", "", "t", 1), t0.Add(time.Duration(i)*time.Minute))
+	}
+	now := t0.Add((calls - 1) * time.Minute)
+	for _, w := range []time.Duration{time.Minute, 10 * time.Minute, time.Hour, 6 * time.Hour, 24 * time.Hour, 7 * 24 * time.Hour, 30 * 24 * time.Hour} {
+		want := min(int64(w/time.Minute), calls)
+		got := l.Calls(agentKey("a"), "t", w, now)
+		if got < want || float64(got) > 1.25*float64(want) {
+			t.Errorf("window %v: %d calls, really %d: want at most 25%% over", w, got, want)
+		}
+		t.Logf("window %v: %d calls, really %d", w, got, want)
+	}
+}

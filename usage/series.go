@@ -11,6 +11,12 @@ type event struct {
 	cum float64
 }
 
+// scratch is merge's working space, one per ledger (merges run under its
+// lock), so a merge does not allocate.
+type scratch struct {
+	costs, sorted []float64
+}
+
 // series is one counter's events, oldest first, in a ring that grows by
 // doubling up to its cap. Times never decrease: an event recorded earlier
 // than the newest is stamped with the newest time, so a count can only
@@ -46,10 +52,10 @@ func (s *series) total() float64 {
 }
 
 // add records n at time at, first dropping events at or before horizon (no
-// window reaches them). When the series holds maxEvents, its oldest event
-// merges into the next one, which keeps its later time: counts can only be
-// over-estimated by it, never under-estimated.
-func (s *series) add(at int64, n float64, horizon int64, maxEvents int) {
+// window reaches them). When the series holds maxEvents, one event merges
+// into the next one, which keeps its later time (see merge): counts can
+// only be over-estimated by it, never under-estimated.
+func (s *series) add(at int64, n float64, horizon int64, maxEvents int, sc *scratch) {
 	s.prune(horizon)
 	cum := saturatingAdd(s.total(), n)
 	if s.n > 0 && at <= s.newest() {
@@ -58,16 +64,54 @@ func (s *series) add(at int64, n float64, horizon int64, maxEvents int) {
 		return
 	}
 	if s.n == maxEvents {
-		// Dropping the oldest without moving base leaves its amount in
-		// the next event's running total: the two are merged, at the
-		// later time.
-		s.drop()
+		s.merge(at, sc)
 	}
 	if s.n == len(s.buf) {
 		s.grow(maxEvents)
 	}
 	*s.at(s.n) = event{at: at, cum: cum}
 	s.n++
+}
+
+// merge makes room for an event at now by merging events into the next
+// ones: removing an event from the running totals leaves its amount in the
+// next one's, at that later time. The events merged are those whose time
+// moves by the smallest fraction of their age, so every event stays within
+// a small fraction of its age of its true time, and recent ones (which
+// short windows count) stay exact longest. (Always merging the two oldest
+// instead would fold everything ever recorded into one event re-stamped
+// with ever later times: once a counter overflowed, every window would
+// count all of its history.) Up to an eighth of the events merge at once,
+// so the scan is paid once per that many calls.
+func (s *series) merge(now int64, sc *scratch) {
+	costs := sc.costs[:0]
+	for i := 0; i < s.n-1; i++ {
+		t, next := s.at(i).at, s.at(i+1).at
+		// now > next > t: the age is positive, the cost below 1.
+		costs = append(costs, float64(next-t)/float64(now-t))
+	}
+	// Candidates are the quarter of events that move least; at most an
+	// eighth merge, as neighbours among them are skipped.
+	sorted := append(sc.sorted[:0], costs...)
+	sc.costs, sc.sorted = costs, sorted
+	k := max(1, s.n/8)
+	threshold := nthSmallest(sorted, min(2*k, len(sorted))-1)
+	// Compact in place, keeping the newest event always (nothing after it
+	// could take its amount) and never merging two neighbours in one pass
+	// (the first would move twice as far as its cost says).
+	w, merged, prevMerged := 0, 0, false
+	for r := 0; r < s.n; r++ {
+		if r < s.n-1 && merged < k && !prevMerged && costs[r] <= threshold {
+			merged, prevMerged = merged+1, true
+			continue
+		}
+		prevMerged = false
+		if w != r {
+			*s.at(w) = *s.at(r)
+		}
+		w++
+	}
+	s.n = w
 }
 
 func (s *series) drop() {
@@ -128,4 +172,35 @@ func saturatingAdd(a, b float64) float64 {
 		return c
 	}
 	return math.MaxFloat64
+}
+
+// nthSmallest is the n-th smallest of xs (0 the smallest), by quickselect:
+// it reorders xs.
+func nthSmallest(xs []float64, n int) float64 {
+	lo, hi := 0, len(xs)-1
+	for lo < hi {
+		pivot := xs[lo+(hi-lo)/2]
+		i, j := lo, hi
+		for i <= j {
+			for xs[i] < pivot {
+				i++
+			}
+			for xs[j] > pivot {
+				j--
+			}
+			if i <= j {
+				xs[i], xs[j] = xs[j], xs[i]
+				i, j = i+1, j-1
+			}
+		}
+		switch {
+		case n <= j:
+			hi = j
+		case n >= i:
+			lo = i
+		default:
+			return xs[n]
+		}
+	}
+	return xs[n]
 }
