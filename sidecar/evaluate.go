@@ -246,13 +246,8 @@ func (s *Server) decide(w http.ResponseWriter, b *buffers, req engine.Request, e
 	st := s.state.Load()
 	// The service account is the sidecar's own (--service-account, set by
 	// the injector from the Pod spec), never the request's.
-	res := st.compiled.Evaluate(req, engine.EvalOptions{Explain: explain, MaxTrace: s.opts.MaxTrace,
+	res := s.decideAndCount(st, req, engine.EvalOptions{Explain: explain, MaxTrace: s.opts.MaxTrace,
 		ServiceAccount: s.opts.ServiceAccount, Now: s.now, Usage: s.usage})
-	if res.Decision == engine.Allow {
-		// Only allowed calls count (a warn or an audit is allowed too),
-		// read from the clock the decision was made with.
-		s.usage.Record(req, s.clock())
-	}
 	if res.TraceTruncated {
 		s.metrics.traceTruncated.Inc()
 	}
@@ -322,6 +317,36 @@ func (s *Server) writeDeny(w http.ResponseWriter, b *buffers, req engine.Request
 	w.Header()["Content-Type"] = jsonContentType
 	_, _ = w.Write(b.out)
 	s.finish(ev, req, &res, st.revision)
+}
+
+// decideAndCount evaluates req and counts it when allowed (a warn or an
+// audit is allowed too), at the clock the decision was made with. While
+// the bundle has limits the two are one step: calls decided at once would
+// otherwise all see the count from before any of them, and together pass
+// the limit. The lock is released by defer, so a panicking evaluation
+// cannot keep it.
+func (s *Server) decideAndCount(st *state, req engine.Request, opts engine.EvalOptions) engine.Result {
+	if st.limits {
+		s.usageMu.Lock()
+		defer s.usageMu.Unlock()
+	}
+	res := st.compiled.Evaluate(req, opts)
+	if res.Decision == engine.Allow {
+		s.usage.Record(req, s.clock())
+	}
+	return res
+}
+
+// hasLimits tells whether a rule of b has a rateLimit or a tokenBudget.
+func hasLimits(b engine.Bundle) bool {
+	for _, p := range b.Policies {
+		for _, r := range p.Rules {
+			if r.When != nil && (r.When.RateLimit != nil || r.When.TokenBudget != nil) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // clock is the time decisions are made and calls counted at.

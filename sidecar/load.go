@@ -67,7 +67,9 @@ func (s *Server) swap(b engine.Bundle, doc []byte, v verified, origin string) er
 		// re-signed); only note that the source now vouches for what the
 		// cache served.
 		if cur.origin != origin {
-			s.state.Store(newState(cur.compiled, cur.revision, origin, cur.loadedAt, s.idPrefix))
+			st := newState(cur.compiled, cur.revision, origin, cur.loadedAt, s.idPrefix)
+			st.limits = cur.limits
+			s.state.Store(st)
 		}
 		s.saveCache(doc, v.sig, origin)
 		return nil
@@ -75,7 +77,9 @@ func (s *Server) swap(b engine.Bundle, doc []byte, v verified, origin string) er
 	started := time.Now()
 	compiled, diags := engine.Compile(b)
 	now := time.Now()
-	s.state.Store(newState(compiled.WithFrozen(s.apiFrozen), b.Revision, origin, now, s.idPrefix))
+	st := newState(compiled.WithFrozen(s.apiFrozen), b.Revision, origin, now, s.idPrefix)
+	st.limits = hasLimits(b)
+	s.state.Store(st)
 	s.metrics.setBundle(b.Revision, now)
 	s.log.Info("bundle loaded", "source", origin, "revision", b.Revision, "policies", len(b.Policies),
 		"frozenAgents", len(b.FrozenAgents), "compile", now.Sub(started))

@@ -67,6 +67,9 @@ type Server struct {
 	// the real one).
 	usage *usage.Ledger
 	now   func() time.Time
+	// usageMu makes deciding and counting one step while the bundle has
+	// limits (state.limits).
+	usageMu sync.Mutex
 	// Decision ids are a per-process random prefix and a counter: unique
 	// across restarts and replicas without a random read per decision.
 	idPrefix string
@@ -93,6 +96,9 @@ type state struct {
 	revision string
 	origin   string
 	loadedAt time.Time
+	// limits is whether a rule of the bundle has a rateLimit or a
+	// tokenBudget: then deciding and counting a call are one step.
+	limits bool
 	// suffix closes a response: `,"bundleRevision":...,"decisionId":"<prefix>`,
 	// encoded once per load instead of once per decision.
 	suffix []byte

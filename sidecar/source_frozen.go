@@ -177,6 +177,8 @@ func (s *Server) setAPIFreezes(list []engine.FrozenAgent) {
 	if cur.compiled == nil {
 		return // no bundle: every decision is deny NO_POLICIES already
 	}
-	s.state.Store(newState(cur.compiled.WithFrozen(list), cur.revision, cur.origin, cur.loadedAt, s.idPrefix))
+	st := newState(cur.compiled.WithFrozen(list), cur.revision, cur.origin, cur.loadedAt, s.idPrefix)
+	st.limits = cur.limits
+	s.state.Store(st)
 	s.log.Info("FrozenAgents applied from the API", "count", len(list))
 }

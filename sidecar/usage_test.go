@@ -250,3 +250,43 @@ func TestEmptyRolesBindNoRoles(t *testing.T) {
 		})
 	}
 }
+
+// Calls decided at once cannot pass a limit together: with a rate limit
+// in the bundle, deciding and counting a call are one step.
+func TestConcurrentCallsDoNotPassALimit(t *testing.T) {
+	// A slow clock (read when a decision starts and when its call is
+	// counted) holds every decision open long enough for the others to
+	// overlap it.
+	_, base, _, _ := limitsServer(t, func(o *Options) {
+		o.MaxEvaluations = 100
+		fixed := o.now
+		o.now = func() time.Time {
+			time.Sleep(2 * time.Millisecond)
+			return fixed()
+		}
+	})
+	const calls = 40
+	var wg sync.WaitGroup
+	decisions := make(chan engine.Decision, calls)
+	for range calls {
+		wg.Go(func() {
+			status, data := post(t, base+"/v1/evaluate", `{"tool_name":"pay","agent_id":"agent-1"}`)
+			if status != 200 {
+				t.Errorf("status %d: %s", status, data)
+				return
+			}
+			decisions <- decodeDecision(t, data).Decision
+		})
+	}
+	wg.Wait()
+	close(decisions)
+	allowed := 0
+	for d := range decisions {
+		if d == engine.Allow {
+			allowed++
+		}
+	}
+	if allowed != 10 {
+		t.Errorf("%d of %d concurrent pay calls allowed, want exactly 10", allowed, calls)
+	}
+}
