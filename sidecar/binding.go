@@ -2,6 +2,7 @@ package sidecar
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/toolgate/toolgate/engine"
@@ -137,14 +138,21 @@ func (s *Server) bind(req engine.Request, ev *event) {
 	}
 }
 
-// sameRoles tells whether a request's roles are exactly want, in order.
+// sameRoles tells whether a request's roles are the strings of want, in
+// any order: roles are a set, and a client listing them in another order
+// claims nothing else.
 func sameRoles(got any, want []string) bool {
 	list, ok := got.([]any)
 	if !ok || len(list) != len(want) {
 		return false
 	}
-	for i, r := range list {
-		if s, ok := r.(string); !ok || s != want[i] {
+	for _, r := range list {
+		if s, ok := r.(string); !ok || !slices.Contains(want, s) {
+			return false
+		}
+	}
+	for _, w := range want {
+		if !slices.Contains(list, any(w)) {
 			return false
 		}
 	}

@@ -192,8 +192,10 @@ func TestRolesAndEnvironmentAreBoundAndTheDifferenceLogged(t *testing.T) {
 		{`{"tool_name":"Bash","session_id":"s2"}`, "no-bash-in-prod", nil, nil},
 		{`{"tool_name":"pay","session_id":"s3","roles":["admin"]}`, "ci-may-not-pay", `["admin"]`, nil},
 		{`{"tool_name":"pay","session_id":"s4","roles":["ci","builder"],"environment":"prod"}`, "ci-may-not-pay", nil, nil},
-		{`{"tool_name":"pay","session_id":"s5","roles":["builder","ci"],"environment":7}`, "ci-may-not-pay", `["builder","ci"]`, "7"},
+		{`{"tool_name":"pay","session_id":"s5","roles":["builder","ci"],"environment":7}`, "ci-may-not-pay", nil, "7"}, // a set: the same roles
 		{`{"tool_name":"pay","session_id":"s6","roles":null}`, "ci-may-not-pay", "null", nil},
+		{`{"tool_name":"pay","session_id":"s7","roles":["ci","ci"]}`, "ci-may-not-pay", `["ci","ci"]`, nil},
+		{`{"tool_name":"pay","session_id":"s8","roles":["ci","builder",1]}`, "ci-may-not-pay", `["ci","builder",1]`, nil},
 	}
 	for _, tc := range cases {
 		if d := evaluate(t, base, tc.body); d.Decision != engine.Deny || d.MatchedRuleID != tc.rule {
@@ -213,7 +215,7 @@ func TestRolesAndEnvironmentAreBoundAndTheDifferenceLogged(t *testing.T) {
 			t.Errorf("%s: requested_environment %v, want %v", tc.body, got, tc.env)
 		}
 	}
-	for field, want := range map[string]float64{"roles": 3, "environment": 2} {
+	for field, want := range map[string]float64{"roles": 4, "environment": 2} {
 		if got := metricValue(t, base, fmt.Sprintf(`toolgate_sidecar_binding_overrides_total{field=%q}`, field)); got != want {
 			t.Errorf("binding_overrides_total{field=%s} = %v, want %v", field, got, want)
 		}
