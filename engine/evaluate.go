@@ -135,7 +135,7 @@ func (c *Compiled) evaluate(req Request, opts *EvalOptions, clk *clock, tr *trac
 				MatchedPolicyID: p.id, MatchedPolicyVersion: p.version, Warnings: e.warnings}
 		}
 		var v verdict
-		ok := true
+		var ok bool
 		if p.tiered {
 			v, ok = e.tiered(p)
 		} else {
