@@ -92,7 +92,7 @@ func (s *scratch) targetsHold(t *ctargets, m mode) bool {
 	}
 	switch m {
 	case modeResource:
-		return touches(t.resources, &v.resources[s.cur])
+		return true // the rule was found by the resource's index entry
 	case modeTool:
 		return false
 	}
