@@ -458,7 +458,9 @@ func (c *Compiled) explainRule(s *scratch, p *cpolicy, index int, r *crule, m mo
 		t.Conditions = append(t.Conditions, tc)
 		t.Matched = t.Matched && tc.Held
 	}
-	if !t.Matched {
+	// A plain rule of an ordered policy can only fail its conditions; its
+	// trace stays exactly what it was before the gateway model.
+	if !t.Matched && (r.filtered || p.tiered) {
 		t.Failed = filterConditions.String()
 	}
 	return t.Matched, t
