@@ -607,6 +607,7 @@ func newScratch(n int) *scratch {
 
 func (s *scratch) reset(req Request, now time.Time, usage Usage) {
 	s.req, s.now, s.usage = req, now, usage
+	s.leaveResource() // in case a panic left the last evaluation inside one
 	clear(s.warnings) // drop references to the last request's reasons
 	s.warnings = s.warnings[:0]
 	if s.view.ready {
