@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -33,11 +34,21 @@ type Compiled struct {
 	frozen   freezes
 	// bundleFrozen are the bundle's own freezes, kept for WithFrozen.
 	bundleFrozen []FrozenAgent
-	paths        []Path // one slot per distinct field path
+	// byTool finds, with one lookup per evaluation, the policies that have
+	// rules pinned to a tool and those rules; policies without a hit and
+	// without rules for any tool are skipped.
+	byTool map[string][]toolHit
+	paths  []Path // one slot per distinct field path
 	// resourceSlot marks the paths rooted at resource, which read the
 	// resource under evaluation in a per-resource evaluation.
 	resourceSlot []bool
 	scratch      sync.Pool
+}
+
+// toolHit is one policy's rules pinned to a tool.
+type toolHit struct {
+	policy int32
+	rules  []int32
 }
 
 // frozenEntry is a FrozenAgent whose Reason is filled in.
@@ -94,6 +105,15 @@ type cpolicy struct {
 	// type then name; those rules are in neither byTool nor anyTool, since
 	// they never take part at tool level.
 	byResource map[string]map[string][]int32
+	// rank is a tiered policy's evaluation order: rule i is rank[i]-th by
+	// priority (descending), effect (deny, warn, audit, allow) and index,
+	// so the first match is the decider. byTool, anyTool, byResource and
+	// toolLevel (every rule not bound to resources) are sorted by it.
+	rank      []int32
+	toolLevel []int32
+	// skippable: only rules pinned to tools, so a call to another tool
+	// cannot reach any rule of this policy.
+	skippable bool
 }
 
 type crule struct {
@@ -141,6 +161,15 @@ func Compile(b Bundle) (*Compiled, []Diagnostic) {
 		c.policies = append(c.policies, p)
 		diags = append(diags, d...)
 	}
+	c.byTool = map[string][]toolHit{}
+	for pi := range c.policies {
+		p := &c.policies[pi]
+		for tool, rules := range p.byTool {
+			c.byTool[tool] = append(c.byTool[tool], toolHit{policy: int32(pi), rules: rules})
+		}
+		p.byTool = nil // c.byTool holds them now
+		p.skippable = p.compileError == "" && len(p.anyTool) == 0 && p.byResource == nil
+	}
 	c.paths = k.paths
 	c.resourceSlot = make([]bool, len(k.paths))
 	for i, p := range k.paths {
@@ -166,7 +195,7 @@ func (c *Compiled) WithFrozen(extra []FrozenAgent) *Compiled {
 	if c == nil {
 		return nil
 	}
-	out := &Compiled{revision: c.revision, policies: c.policies, paths: c.paths, resourceSlot: c.resourceSlot,
+	out := &Compiled{revision: c.revision, policies: c.policies, byTool: c.byTool, paths: c.paths, resourceSlot: c.resourceSlot,
 		bundleFrozen: c.bundleFrozen, frozen: newFreezes(c.bundleFrozen, extra)}
 	out.initScratch()
 	return out
@@ -268,10 +297,50 @@ func (k *compiler) policy(in *Policy) (cpolicy, []Diagnostic) {
 		}
 		out.rules = append(out.rules, cr)
 	}
+	if out.tiered {
+		out.rankRules()
+	}
 	if len(d.out) > 0 {
 		out.compileError = fmt.Sprintf("policy %q failed to compile: %s", p.ID, d.out[0].String())
 	}
 	return out, d.out
+}
+
+// rankRules orders a tiered policy's rules as evaluation sees them.
+func (p *cpolicy) rankRules() {
+	order := make([]int32, len(p.rules))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortStableFunc(order, func(x, y int32) int {
+		a, b := &p.rules[x], &p.rules[y]
+		if c := cmp.Compare(b.priority, a.priority); c != 0 {
+			return c
+		}
+		return cmp.Compare(effectRank(b.effect), effectRank(a.effect))
+	})
+	p.rank = make([]int32, len(order))
+	for pos, i := range order {
+		p.rank[i] = int32(pos)
+	}
+	byRank := func(l []int32) {
+		slices.SortFunc(l, func(x, y int32) int { return cmp.Compare(p.rank[x], p.rank[y]) })
+	}
+	for _, l := range p.byTool {
+		byRank(l)
+	}
+	byRank(p.anyTool)
+	for _, names := range p.byResource {
+		for _, l := range names {
+			byRank(l)
+		}
+	}
+	p.toolLevel = nil
+	for _, i := range order {
+		if r := p.rules[i].source; r.Targets == nil || r.Targets.Resources == nil {
+			p.toolLevel = append(p.toolLevel, i)
+		}
+	}
 }
 
 // indexResources files rule idx under every resource it is bound to.

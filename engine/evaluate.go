@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 )
@@ -58,7 +59,8 @@ func (c *Compiled) Evaluate(req Request, opts EvalOptions) Result {
 	if tr.left <= 0 {
 		tr.left = math.MaxInt
 	}
-	res := c.evaluate(req, &opts, &clk, &tr)
+	var res Result
+	c.evaluate(req, &opts, &clk, &tr, &res)
 	if res.Effect == "" {
 		res.Effect = res.effect()
 	}
@@ -101,41 +103,64 @@ func (k *clock) elapsed() time.Duration {
 	return k.now().Sub(k.start)
 }
 
-// evaluate decides; the trace, when asked for, goes to tr, and Evaluate
-// puts it in the result.
-func (c *Compiled) evaluate(req Request, opts *EvalOptions, clk *clock, tr *tracer) Result {
-	start := clk.start
+// evaluate decides into out (zero on entry); the trace, when asked for,
+// goes to tr, and Evaluate puts it in the result. Results are written in
+// place, never returned by value: a Result is some 250 bytes, and copies
+// and zeroed temporaries of it cost the fast paths more than deciding.
+func (c *Compiled) evaluate(req Request, opts *EvalOptions, clk *clock, tr *tracer, out *Result) {
 	if c == nil {
-		return Result{Decision: Deny, Code: CodeNoPolicies, Reason: "no policy bundle is loaded"}
+		out.Decision, out.Code, out.Reason = Deny, CodeNoPolicies, "no policy bundle is loaded"
+		return
 	}
-	if e := c.frozenFor(req, opts.ServiceAccount, start); e != nil {
-		return Result{Decision: Deny, Code: CodeAgentFrozen, Reason: e.Reason}
+	if e := c.frozenFor(req, opts.ServiceAccount, clk.start); e != nil {
+		out.Decision, out.Code, out.Reason = Deny, CodeAgentFrozen, e.Reason
+		return
 	}
 	if len(c.policies) == 0 {
-		return Result{Decision: Deny, Code: CodeNoPolicies, Reason: "the bundle has no policies"}
+		out.Decision, out.Code, out.Reason = Deny, CodeNoPolicies, "the bundle has no policies"
+		return
 	}
+	c.scan(req, opts, clk, tr, out)
+}
+
+// scan is the scan of the policies: the first deny decides, otherwise the
+// last allow (warn, audit), otherwise the first policy's default.
+func (c *Compiled) scan(req Request, opts *EvalOptions, clk *clock, tr *tracer, out *Result) {
 	budget := opts.Budget
 	if budget <= 0 {
 		budget = DefaultBudget
 	}
-
 	s := c.scratch.Get().(*scratch)
 	defer c.scratch.Put(s)
-	s.reset(req, start, opts.Usage)
+	s.reset(req, clk.start, opts.Usage)
 
 	e := run{c: c, s: s, clk: clk, tr: tr, budget: budget}
+	e.tool, e.toolOK = req["tool_name"].(string)
+	var hits []toolHit
+	if e.toolOK {
+		hits = c.byTool[e.tool]
+	}
 	var kept verdict
 	for pi := range c.policies {
 		p := &c.policies[pi]
+		e.pinned = nil
+		if len(hits) > 0 && hits[0].policy == int32(pi) {
+			e.pinned, hits = hits[0].rules, hits[1:]
+		}
+		if e.toolOK && e.pinned == nil && p.skippable {
+			continue
+		}
 		if p.compileError != "" {
 			if tr.on && tr.fits(0) {
 				tr.rules = append(tr.rules, TraceRule{PolicyID: p.id, RuleIndex: -1, CompileError: p.compileError})
 			}
-			return Result{Decision: Deny, Code: CodePolicyCompileError, Reason: p.compileError,
-				MatchedPolicyID: p.id, MatchedPolicyVersion: p.version, Warnings: e.warnings}
+			out.Decision, out.Code, out.Reason = Deny, CodePolicyCompileError, p.compileError
+			out.MatchedPolicyID, out.MatchedPolicyVersion = p.id, p.version
+			out.Warnings = s.warningList()
+			return
 		}
 		var v verdict
-		ok := true
+		var ok bool
 		if p.tiered {
 			v, ok = e.tiered(p)
 		} else {
@@ -143,39 +168,52 @@ func (c *Compiled) evaluate(req Request, opts *EvalOptions, clk *clock, tr *trac
 		}
 		switch {
 		case !ok:
-			out := timeout(budget, e.steps)
-			out.Warnings = e.warnings
-			return out
+			out.Decision, out.Code = Deny, CodeEvalTimeout
+			out.Reason = fmt.Sprintf("evaluation exceeded its %v budget after %d rules", budget, e.steps)
+			out.Warnings = s.warningList()
+			return
 		case !v.set:
 			continue
 		case v.effect == EffectDeny:
-			out := v.result(s)
-			out.Warnings = e.warnings
-			return out
+			v.fill(out, s)
+			return
 		}
 		kept = v
 	}
 	if kept.set {
-		out := kept.result(s)
-		out.Warnings = e.warnings
-		return out
+		kept.fill(out, s)
+		return
 	}
-	first := &c.policies[0]
-	if first.defaultDeny {
-		return Result{Decision: Deny, Reason: first.defaultReason, Warnings: e.warnings}
+	out.Decision, out.Warnings = Allow, s.warningList()
+	if first := &c.policies[0]; first.defaultDeny {
+		out.Decision, out.Reason = Deny, first.defaultReason
 	}
-	return Result{Decision: Allow, Warnings: e.warnings}
 }
 
 // run is one evaluation's progress through the policies.
 type run struct {
-	c        *Compiled
-	s        *scratch
-	clk      *clock
-	tr       *tracer
-	budget   time.Duration
-	steps    int
-	warnings []string
+	c      *Compiled
+	s      *scratch
+	clk    *clock
+	tr     *tracer
+	budget time.Duration
+	steps  int
+	tool   string
+	toolOK bool    // tool_name is a string
+	pinned []int32 // the current policy's rules pinned to tool
+}
+
+// warn lists a warn verdict's reason. The list lives in the pooled scratch,
+// not in run: the result would otherwise hold run's memory, and escape
+// analysis would move the clock and tracer to the heap on every call.
+func (e *run) warn(reason string) { e.s.warnings = append(e.s.warnings, reason) }
+
+// warnings is the result's copy of the list, nil when it is empty.
+func (s *scratch) warningList() []string {
+	if len(s.warnings) == 0 {
+		return nil
+	}
+	return slices.Clone(s.warnings)
 }
 
 // step counts a rule reached; false once the budget is spent (checked
@@ -203,7 +241,7 @@ func (e *run) check(p *cpolicy, ri int32, r *crule, m mode) bool {
 // policy's verdict.
 func (e *run) ordered(p *cpolicy) (verdict, bool) {
 	var kept verdict
-	it := p.candidates(e.s.req)
+	it := e.candidates(p)
 	for ri, ok := it.next(); ok; ri, ok = it.next() {
 		r := &p.rules[ri]
 		if !e.step(r, false) {
@@ -218,7 +256,7 @@ func (e *run) ordered(p *cpolicy) (verdict, bool) {
 		}
 		v := verdict{set: true, policy: p, rule: r, effect: r.effect, res: -1}
 		if r.effect == EffectWarn {
-			e.warnings = append(e.warnings, r.reason)
+			e.warn(r.reason)
 		}
 		if r.deny {
 			return v, true
@@ -235,7 +273,7 @@ func (e *run) ordered(p *cpolicy) (verdict, bool) {
 func (e *run) tiered(p *cpolicy) (verdict, bool) {
 	s := e.s
 	v := s.loadView()
-	best, ok := e.tier(p, p.candidates(s.req), modeTool, -1)
+	best, ok := e.tier(p, e.candidates(p), modeTool, -1)
 	if !ok || p.byResource == nil {
 		return best, ok
 	}
@@ -260,8 +298,10 @@ func (e *run) tiered(p *cpolicy) (verdict, bool) {
 
 // tier is one evaluation of a tiered policy: among the matching rules,
 // those of the highest priority decide, deny > warn > audit > allow, the
-// first in spec order with that effect. For a resource (m is modeResource)
-// rules bound to it of which none matches are its implicit deny.
+// first in spec order with that effect; it sees the rules in that order
+// (cpolicy.rank) and stops at the first match. For a resource (m is
+// modeResource) rules bound to it of which none matches are its implicit
+// deny.
 func (e *run) tier(p *cpolicy, it ruleIter, m mode, res int) (verdict, bool) {
 	top := verdict{res: res}
 	bound := 0
@@ -280,10 +320,9 @@ func (e *run) tier(p *cpolicy, it ruleIter, m mode, res int) (verdict, bool) {
 		if !matched {
 			continue
 		}
-		if !top.set || r.priority > top.priority ||
-			(r.priority == top.priority && effectRank(r.effect) > effectRank(top.effect)) {
-			top = verdict{set: true, policy: p, rule: r, effect: r.effect, res: res, priority: r.priority}
-		}
+		// Rules come in rank order, so the first match is the decider.
+		top = verdict{set: true, policy: p, rule: r, effect: r.effect, res: res, priority: r.priority}
+		break
 	}
 	outcome := OutcomeMatch
 	switch {
@@ -296,7 +335,7 @@ func (e *run) tier(p *cpolicy, it ruleIter, m mode, res int) (verdict, bool) {
 		outcome = OutcomeNoMatch
 	}
 	if top.effect == EffectWarn {
-		e.warnings = append(e.warnings, top.reason(e.s))
+		e.warn(top.reason(e.s))
 	}
 	e.traceVerdict(p, res, top, outcome)
 	return top, true
@@ -317,11 +356,6 @@ func (e *run) traceVerdict(p *cpolicy, res int, v verdict, outcome string) {
 		t.Tier = &tier
 	}
 	e.tr.verdicts = append(e.tr.verdicts, t)
-}
-
-func timeout(budget time.Duration, steps int) Result {
-	return Result{Decision: Deny, Code: CodeEvalTimeout,
-		Reason: fmt.Sprintf("evaluation exceeded its %v budget after %d rules", budget, steps)}
 }
 
 // frozenFor is the unexpired freeze that stops this call, if any: one
@@ -365,22 +399,25 @@ func unexpired(entries []frozenEntry, now time.Time) *frozenEntry {
 	return nil
 }
 
-// ruleIter yields a policy's candidate rules in their original order: the
-// rules indexed under the request's tool merged with the rules that accept
-// any tool.
+// ruleIter yields a policy's candidate rules in evaluation order (spec
+// order, or a tiered policy's rank order): the rules indexed under the
+// request's tool merged with the rules that accept any tool.
 type ruleIter struct {
 	a, b []int32
+	rank []int32 // a tiered policy's order; nil: by index
 	i, j int
 	all  int32 // when >= 0, yield 0..n-1 instead of merging
 	n    int32
 }
 
-func (p *cpolicy) candidates(req Request) ruleIter {
-	tool, toolIsString := req["tool_name"].(string)
-	if !toolIsString {
+func (e *run) candidates(p *cpolicy) ruleIter {
+	switch {
+	case p.tiered && !e.toolOK:
+		return ruleIter{a: p.toolLevel, all: -1}
+	case !e.toolOK:
 		return ruleIter{all: 0, n: int32(len(p.rules))}
 	}
-	return ruleIter{a: p.byTool[tool], b: p.anyTool, all: -1}
+	return ruleIter{a: e.pinned, b: p.anyTool, rank: p.rank, all: -1}
 }
 
 func (it *ruleIter) next() (int32, bool) {
@@ -392,7 +429,7 @@ func (it *ruleIter) next() (int32, bool) {
 		return it.all - 1, true
 	}
 	switch {
-	case it.i < len(it.a) && (it.j >= len(it.b) || it.a[it.i] < it.b[it.j]):
+	case it.i < len(it.a) && (it.j >= len(it.b) || it.before(it.a[it.i], it.b[it.j])):
 		it.i++
 		return it.a[it.i-1], true
 	case it.j < len(it.b):
@@ -400,6 +437,13 @@ func (it *ruleIter) next() (int32, bool) {
 		return it.b[it.j-1], true
 	}
 	return 0, false
+}
+
+func (it *ruleIter) before(x, y int32) bool {
+	if it.rank == nil {
+		return x < y
+	}
+	return it.rank[x] < it.rank[y]
 }
 
 func (c *Compiled) explainRule(s *scratch, p *cpolicy, index int, r *crule, m mode) (bool, TraceRule) {
@@ -419,7 +463,9 @@ func (c *Compiled) explainRule(s *scratch, p *cpolicy, index int, r *crule, m mo
 		t.Conditions = append(t.Conditions, tc)
 		t.Matched = t.Matched && tc.Held
 	}
-	if !t.Matched {
+	// A plain rule of an ordered policy can only fail its conditions; its
+	// trace stays exactly what it was before the gateway model.
+	if !t.Matched && (r.filtered || p.tiered) {
 		t.Failed = filterConditions.String()
 	}
 	return t.Matched, t
@@ -542,20 +588,21 @@ func (cc *ccond) member(s string) bool {
 // stringified form, so a thousand rules over input.command resolve it once.
 // It is pooled so evaluation does not allocate.
 type scratch struct {
-	req     Request
-	now     time.Time
-	usage   Usage
-	view    view
-	tick    uint32   // last generation handed out
-	gen     uint32   // this evaluation's: slots read from the request
-	rgen    uint32   // this resource's: slots rooted at resource
-	cur     int      // the resource under evaluation, in modeResource
-	curRes  Request  // its object; nil outside a per-resource evaluation
-	seen    []uint32 // == generation: vals/present valid
-	strSeen []uint32 // == generation: strs valid
-	vals    []any
-	present []bool
-	strs    []string
+	req      Request
+	now      time.Time
+	warnings []string // reasons of warn verdicts, in scan order
+	usage    Usage
+	view     view
+	tick     uint32   // last generation handed out
+	gen      uint32   // this evaluation's: slots read from the request
+	rgen     uint32   // this resource's: slots rooted at resource
+	cur      int      // the resource under evaluation, in modeResource
+	curRes   Request  // its object; nil outside a per-resource evaluation
+	seen     []uint32 // == generation: vals/present valid
+	strSeen  []uint32 // == generation: strs valid
+	vals     []any
+	present  []bool
+	strs     []string
 }
 
 func newScratch(n int) *scratch {
@@ -565,6 +612,9 @@ func newScratch(n int) *scratch {
 
 func (s *scratch) reset(req Request, now time.Time, usage Usage) {
 	s.req, s.now, s.usage = req, now, usage
+	s.leaveResource() // in case a panic left the last evaluation inside one
+	clear(s.warnings) // drop references to the last request's reasons
+	s.warnings = s.warnings[:0]
 	if s.view.ready {
 		s.view.clear()
 	}
