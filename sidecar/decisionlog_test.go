@@ -41,7 +41,7 @@ func TestDecisionLogLinesAndDefaultRedaction(t *testing.T) {
 	}
 	want := map[string]any{
 		"decision_id": d.DecisionID, "session_id": "sess-9", "agent_id": "agent-1", "tool_name": "Bash",
-		"tool_use_id": "tu-1", "decision": "deny", "matched_policy_id": "deny-tools",
+		"tool_use_id": "tu-1", "decision": "deny", "effect": "deny", "matched_policy_id": "deny-tools",
 		"matched_policy_version": 1.0, "matched_rule_id": "deny-0", "bundle_revision": rev,
 	}
 	for k, v := range want {
@@ -52,12 +52,12 @@ func TestDecisionLogLinesAndDefaultRedaction(t *testing.T) {
 	if ms, ok := l["latency_ms"].(float64); !ok || ms <= 0 {
 		t.Errorf("latency_ms = %v", l["latency_ms"])
 	}
-	for _, absent := range []string{"request", "requested_agent_id", "code"} {
+	for _, absent := range []string{"request", "requested_agent_id", "requested_roles", "requested_environment", "code", "warnings"} {
 		if _, ok := l[absent]; ok {
 			t.Errorf("unexpected %s in %v", absent, l)
 		}
 	}
-	if lines[1]["tool_name"] != "Read\u0000\"x" || lines[1]["session_id"] != nil || lines[1]["matched_rule_id"] != nil {
+	if lines[1]["tool_name"] != "Read\u0000\"x" || lines[1]["session_id"] != nil || lines[1]["matched_rule_id"] != nil || lines[1]["effect"] != "allow" {
 		t.Errorf("second line: %v", lines[1])
 	}
 }

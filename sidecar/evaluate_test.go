@@ -266,7 +266,7 @@ func TestAPanicInTheHandlerIsADenyWithACode(t *testing.T) {
 	}
 	_ = s.Close(t.Context())
 	lines := logs.lines(t)
-	if len(lines) != 2 || lines[0]["code"] != string(CodeInternalError) || lines[0]["session_id"] != "s1" {
+	if len(lines) != 2 || lines[0]["code"] != string(CodeInternalError) || lines[0]["session_id"] != "s1" || lines[0]["effect"] != "deny" {
 		t.Errorf("decision log: %v", lines)
 	}
 }
