@@ -370,3 +370,24 @@ func TestOverflowStaysCloseForEveryWindow(t *testing.T) {
 		t.Logf("window %v: %d calls, really %d", w, got, want)
 	}
 }
+
+// TestMergingAWrappedRing: the ring is rotated before a merge; whatever
+// its start, the counts stay those of an exact count or above, and the
+// newest calls exact.
+func TestMergingAWrappedRing(t *testing.T) {
+	for _, cap := range []int{2, 3, 5, 8, 16} {
+		l := newLedger(t, 10, cap)
+		for i := range 200 {
+			at := t0.Add(time.Duration(i) * time.Second)
+			l.Record(call("a", "", "t", 1), at)
+			// A call a second: the last one is always exact, and a
+			// window of everything counts everything.
+			if got := l.Calls(agentKey("a"), "t", 500*time.Millisecond, at); got != 1 {
+				t.Fatalf("cap %d, call %d: the newest second holds %d calls, want 1", cap, i, got)
+			}
+			if got := l.Calls(agentKey("a"), "t", time.Hour, at); got != int64(i+1) {
+				t.Fatalf("cap %d, call %d: the hour holds %d calls, want %d", cap, i, got, i+1)
+			}
+		}
+	}
+}

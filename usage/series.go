@@ -81,37 +81,53 @@ func (s *series) add(at int64, n float64, horizon int64, maxEvents int, sc *scra
 // short windows count) stay exact longest. (Always merging the two oldest
 // instead would fold everything ever recorded into one event re-stamped
 // with ever later times: once a counter overflowed, every window would
-// count all of its history.) Up to an eighth of the events merge at once,
+// count all of its history.) Up to a quarter of the events merge at once,
 // so the scan is paid once per that many calls.
 func (s *series) merge(now int64, sc *scratch) {
+	ev := s.linear()
 	costs := sc.costs[:0]
-	for i := 0; i < s.n-1; i++ {
-		t, next := s.at(i).at, s.at(i+1).at
-		// now > next > t: the age is positive, the cost below 1.
-		costs = append(costs, float64(next-t)/float64(now-t))
+	for i := 0; i < len(ev)-1; i++ {
+		// now > ev[i+1].at > ev[i].at: the age is positive, the cost below 1.
+		costs = append(costs, float64(ev[i+1].at-ev[i].at)/float64(now-ev[i].at))
 	}
-	// Candidates are the quarter of events that move least; at most an
-	// eighth merge, as neighbours among them are skipped.
+	// Candidates are the half of events that move least; at most a
+	// quarter merge, as neighbours among them are skipped.
 	sorted := append(sc.sorted[:0], costs...)
 	sc.costs, sc.sorted = costs, sorted
-	k := max(1, s.n/8)
+	k := max(1, len(ev)/4)
 	threshold := nthSmallest(sorted, min(2*k, len(sorted))-1)
 	// Compact in place, keeping the newest event always (nothing after it
 	// could take its amount) and never merging two neighbours in one pass
 	// (the first would move twice as far as its cost says).
 	w, merged, prevMerged := 0, 0, false
-	for r := 0; r < s.n; r++ {
-		if r < s.n-1 && merged < k && !prevMerged && costs[r] <= threshold {
+	for r := range ev {
+		if r < len(ev)-1 && merged < k && !prevMerged && costs[r] <= threshold {
 			merged, prevMerged = merged+1, true
 			continue
 		}
 		prevMerged = false
-		if w != r {
-			*s.at(w) = *s.at(r)
-		}
+		ev[w] = ev[r]
 		w++
 	}
 	s.n = w
+}
+
+// linear rotates the ring so its events start at buf[0], and returns them.
+func (s *series) linear() []event {
+	if s.start != 0 {
+		// Rotating left by start, in place: buf[i] becomes event i.
+		reverse(s.buf[:s.start])
+		reverse(s.buf[s.start:])
+		reverse(s.buf)
+		s.start = 0
+	}
+	return s.buf[:s.n]
+}
+
+func reverse(ev []event) {
+	for i, j := 0, len(ev)-1; i < j; i, j = i+1, j-1 {
+		ev[i], ev[j] = ev[j], ev[i]
+	}
 }
 
 func (s *series) drop() {
