@@ -62,7 +62,8 @@ func Run(ctx context.Context, opts Options, onListen func(net.Addr)) error {
 	servers := []*http.Server{decisions}
 	var serving []served
 	for _, ln := range lns {
-		s.log.Info("serving decisions", "addr", ln.Addr().String(), "agentId", opts.AgentID)
+		s.log.Info("serving decisions", "addr", ln.Addr().String(), "agentId", opts.AgentID,
+			"roles", opts.Roles, "environment", opts.Environment)
 		if onListen != nil {
 			onListen(ln.Addr())
 		}
