@@ -38,7 +38,8 @@ func newEvalCommand() *cobra.Command {
 			"operator uses, compiles it, decides the request and prints the result as one JSON object.\n" +
 			"Any decision exits 0; compile diagnostics go to stderr. Unreadable or malformed input exits 2.",
 		Example: "  toolgate eval -f config/samples --request config/samples/requests/bash_rm_rf.json --explain\n" +
-			`  echo '{"tool_name":"pay","kwargs":{"amount":5000}}' | toolgate eval -f config/samples --request -`,
+			`  echo '{"tool_name":"pay","kwargs":{"amount":5000}}' | toolgate eval -f config/samples --request -` + "\n" +
+			"  toolgate eval -f policies/ --request req.json --history calls.json --now 2030-01-31T10:00:00Z",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.addArgs(args)
 			return runEval(cmd, o, streamsOf(cmd))
