@@ -102,7 +102,7 @@ func newBinding(o Options) binding {
 	return b
 }
 
-// apply replaces the request's bound fields, noting in ev (for the
+// bind replaces the request's bound fields, noting in ev (for the
 // decision log) and in the metrics what a client asked for that differed.
 func (s *Server) bind(req engine.Request, ev *event) {
 	b := &s.binding
