@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +28,14 @@ func differential(b Bundle, reqs []map[string]any) string {
 	}
 	for _, req := range reqs {
 		want := refEvaluate(b, req, t0)
+		// Seed 000's model, as it was, must say the same: the new one
+		// changed nothing for a bundle that does not use it.
+		old, oldReason := refEvaluate000(b, req, t0)
+		full := refGateway(b, req, t0, nil)
+		if old != want || (old.Code == "" && oldReason != full.Reason) {
+			return fmt.Sprintf("reference: seed 000 gives %+v (reason %q), issue 9's model %+v\nbundle: %s\nrequest: %s",
+				old, oldReason, full, mustJSON(b), mustJSON(req))
+		}
 		for _, explain := range []bool{false, true} {
 			res := c.Evaluate(Request(req), EvalOptions{Now: fixedClock(t0), Budget: time.Hour, Explain: explain})
 			got := refOutcome{res.Decision, res.Code, res.MatchedPolicyID, res.MatchedPolicyVersion, res.MatchedRuleID}
@@ -41,9 +50,162 @@ func differential(b Bundle, reqs []map[string]any) string {
 				return fmt.Sprintf("explain=%v: engine %+v (reason %q), reference %+v\nbundle: %s\nrequest: %s",
 					explain, got, res.Reason, want, mustJSON(b), mustJSON(req))
 			}
+			if msg := compareGateway(res, full); msg != "" {
+				return fmt.Sprintf("explain=%v: %s\nbundle: %s\nrequest: %s", explain, msg, mustJSON(b), mustJSON(req))
+			}
 		}
 	}
 	return ""
+}
+
+// compareGateway describes how res differs from the reference's result in
+// what the contract fixes, or returns "". Reasons of freezes and empty
+// bundles are the engine's to word; a compile error's must name the policy.
+func compareGateway(res Result, want refResult) string {
+	got := refOutcome{res.Decision, res.Code, res.MatchedPolicyID, res.MatchedPolicyVersion, res.MatchedRuleID}
+	describe := func(what string) string {
+		return fmt.Sprintf("%s: engine %+v effect %q resource %+v reason %q warnings %q; reference %+v effect %q resource %+v reason %q warnings %q",
+			what, got, res.Effect, res.MatchedResource, res.Reason, res.Warnings,
+			want.refOutcome, want.Effect, want.Resource, want.Reason, want.Warnings)
+	}
+	if got.Decision != want.Decision || got.Code != want.Code {
+		return describe("decision or code")
+	}
+	if res.Effect != want.Effect {
+		return describe("effect")
+	}
+	switch want.Code {
+	case "", CodeImplicitDeny:
+	case CodePolicyCompileError:
+		if !strings.Contains(res.Reason, want.PolicyID) {
+			return describe("compile error reason")
+		}
+		return ""
+	default:
+		return ""
+	}
+	switch {
+	case got != want.refOutcome:
+		return describe("matched ids")
+	case res.MatchedResource != want.Resource:
+		return describe("matchedResource")
+	case res.Reason != want.Reason:
+		return describe("reason")
+	case (res.Warnings == nil) != (want.Warnings == nil) || !slices.Equal(res.Warnings, want.Warnings):
+		return describe("warnings")
+	}
+	return ""
+}
+
+// gatewayDifferential holds the engine to the reference on a bundle that
+// uses issue 9's fields, judged at now with u's earlier calls.
+func gatewayDifferential(b Bundle, reqs []map[string]any, now time.Time, u *refUsage) string {
+	c, diags := Compile(b)
+	anyInvalid := false
+	for _, p := range b.Policies {
+		engineOK, refOK := len(CheckPolicy(p)) == 0, len(refPolicyProblems(p)) == 0
+		if engineOK != refOK {
+			return fmt.Sprintf("policy %q: engine valid=%v (%v), reference valid=%v (%v)\n%s",
+				p.ID, engineOK, CheckPolicy(p), refOK, refPolicyProblems(p), mustJSON(p))
+		}
+		anyInvalid = anyInvalid || !refOK
+	}
+	if anyInvalid != (len(diags) > 0) {
+		return fmt.Sprintf("Compile diagnostics %v, but per-policy validity says invalid=%v", diags, anyInvalid)
+	}
+	var usage Usage
+	if len(u.calls) > 0 {
+		usage = u
+	}
+	for _, req := range reqs {
+		want := refGateway(b, req, now, u)
+		for _, explain := range []bool{false, true} {
+			res := c.Evaluate(Request(req), EvalOptions{Now: fixedClock(now), Budget: time.Hour, Explain: explain, Usage: usage})
+			if msg := compareGateway(res, want); msg != "" {
+				return fmt.Sprintf("explain=%v now=%s: %s\nbundle: %s\nrequest: %s\nusage: %s",
+					explain, now.Format(time.RFC3339), msg, mustJSON(b), mustJSON(req), mustJSON(u.calls))
+			}
+		}
+	}
+	return ""
+}
+
+func generatedGatewayCase(data []byte) (Bundle, []map[string]any, time.Time, *refUsage) {
+	g := &genSource{data: data}
+	now := pickFrom(g, gwNows...)
+	b := g.gwBundle(now)
+	u := g.gwUsage(now)
+	reqs := []map[string]any{g.gwRequest(), g.gwRequest(), g.gwRequest()}
+	return b, reqs, now, u
+}
+
+// gatewayOutcome classifies a reference result, for the coverage check.
+func gatewayOutcome(out refResult) []string {
+	keys := []string{string(out.Decision) + "/" + string(out.Effect) + "/" + string(out.Code)}
+	if out.RuleID != "" {
+		keys = append(keys, "rule/"+string(out.Effect))
+	}
+	if out.Resource != (ResourceRef{}) {
+		keys = append(keys, "resource/"+string(out.Effect))
+	}
+	if len(out.Warnings) > 0 {
+		keys = append(keys, "warnings/"+string(out.Decision))
+	}
+	if len(out.Warnings) > 1 {
+		keys = append(keys, "warnings>1")
+	}
+	return keys
+}
+
+// TestGatewayDifferential runs the engine and the reference on pseudo-random
+// bundles using issue 9's fields, ordered and tiered, from a fixed seed.
+func TestGatewayDifferential(t *testing.T) {
+	t.Parallel()
+	const cases = 3000
+	var mismatches []string
+	outcomes := map[string]int{}
+	for _, data := range gatewayInputs(cases) {
+		b, reqs, now, u := generatedGatewayCase(data)
+		if msg := gatewayDifferential(b, reqs, now, u); msg != "" {
+			mismatches = append(mismatches, msg)
+		}
+		for _, req := range reqs {
+			for _, k := range gatewayOutcome(refGateway(b, req, now, u)) {
+				outcomes[k]++
+			}
+		}
+	}
+	for i, m := range mismatches[:min(len(mismatches), 3)] {
+		t.Errorf("mismatch %d: %s", i, m)
+	}
+	if len(mismatches) > 0 {
+		t.Errorf("%d of %d cases differ", len(mismatches), cases)
+	}
+	t.Logf("reference outcomes over %d requests: %v", 3*cases, outcomes)
+	// Agreement means little unless the generator reaches every kind of
+	// result the model has.
+	for _, k := range []string{"allow/allow/", "allow/warn/", "allow/audit/", "deny/deny/", "deny/deny/IMPLICIT_DENY",
+		"deny/deny/POLICY_COMPILE_ERROR", "rule/allow", "rule/deny", "rule/warn", "rule/audit",
+		"resource/deny", "resource/allow", "resource/warn", "resource/audit",
+		"warnings/allow", "warnings/deny", "warnings>1"} {
+		if outcomes[k] < cases/300 {
+			t.Errorf("outcome %s happened %d times in %d requests: %v", k, outcomes[k], 3*cases, outcomes)
+		}
+	}
+}
+
+func FuzzGatewayDifferential(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte("toolgate gateway seed: mcp__db__query orders pii 23:59 Europe/Berlin"))
+	for _, seed := range gatewayInputs(100) {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		b, reqs, now, u := generatedGatewayCase(data)
+		if msg := gatewayDifferential(b, reqs, now, u); msg != "" {
+			t.Fatal(msg)
+		}
+	})
 }
 
 func mustJSON(v any) string {
@@ -67,6 +229,21 @@ func differentialInputs(n int) [][]byte {
 	out := make([][]byte, n)
 	for k := range out {
 		out[k] = make([]byte, 160)
+		for i := range out[k] {
+			out[k][i] = byte(rng.Uint32())
+		}
+	}
+	return out
+}
+
+// gatewayInputs is like differentialInputs, with inputs long enough for a
+// gateway case's many choices (an input that runs out makes every later
+// choice the first option).
+func gatewayInputs(n int) [][]byte {
+	rng := rand.New(rand.NewPCG(20261201, 9))
+	out := make([][]byte, n)
+	for k := range out {
+		out[k] = make([]byte, 1024)
 		for i := range out[k] {
 			out[k][i] = byte(rng.Uint32())
 		}
