@@ -936,7 +936,12 @@ func TestGatewayCheckPolicy(t *testing.T) {
 		{"evaluation", func(p *Policy) { p.Evaluation = "gateway" }, "spec.evaluation"},
 		{"evaluation case", func(p *Policy) { p.Evaluation = "Tiered" }, "spec.evaluation"},
 		{"priority in an ordered policy", func(p *Policy) { p.Evaluation = "" }, "spec.rules[0].priority"},
-		{"priority in an explicitly ordered policy", func(p *Policy) { p.Evaluation = EvaluationOrdered; p.Rules[0].Priority = 0; p.Rules[1].Priority = 0; p.Rules[2].Priority = 3 }, "spec.rules[2].priority"},
+		{"priority in an explicitly ordered policy", func(p *Policy) {
+			p.Evaluation = EvaluationOrdered
+			p.Rules[0].Priority = 0
+			p.Rules[1].Priority = 0
+			p.Rules[2].Priority = 3
+		}, "spec.rules[2].priority"},
 		{"effect", r0(func(r *Rule) { r.Effect = "block" }), "spec.rules[0].effect"},
 		{"effect case", r0(func(r *Rule) { r.Effect = "Warn" }), "spec.rules[0].effect"},
 		{"empty agents", r0(func(r *Rule) { r.Subjects.Agents = []string{} }), "spec.rules[0].subjects.agents"},
