@@ -219,7 +219,9 @@ func mustJSON(v any) string {
 func generatedCase(data []byte) (Bundle, []map[string]any) {
 	g := &genSource{data: data}
 	b := g.bundle(t0)
-	reqs := []map[string]any{g.request(), g.request(), g.request()}
+	// The last request carries issue 9's fields, which a bundle that does
+	// not use them must not notice.
+	reqs := []map[string]any{g.request(), g.request(), g.request(), g.gwRequest()}
 	return b, reqs
 }
 
@@ -278,12 +280,12 @@ func TestDifferential(t *testing.T) {
 	if len(mismatches) > 0 {
 		t.Errorf("%d of %d cases differ", len(mismatches), cases)
 	}
-	t.Logf("reference outcomes over %d requests: %v", 3*cases, decisions)
+	t.Logf("reference outcomes over %d requests: %v", 4*cases, decisions)
 	// The generator must reach every kind of outcome, or agreement means
 	// little.
 	for _, k := range []string{"allow/", "deny/", "allow//rule", "deny//rule", "deny/AGENT_FROZEN", "deny/NO_POLICIES", "deny/POLICY_COMPILE_ERROR"} {
 		if decisions[k] < cases/100 {
-			t.Errorf("outcome %s happened %d times in %d requests: %v", k, decisions[k], 3*cases, decisions)
+			t.Errorf("outcome %s happened %d times in %d requests: %v", k, decisions[k], 4*cases, decisions)
 		}
 	}
 }

@@ -320,7 +320,7 @@ func TestGatewayRolesUnresolved(t *testing.T) {
 				p = tiered("p", gwRule("r", effect, opts...))
 				p.DefaultEffect = "allow"
 			}
-			return []Policy{p, Policy{ID: "zz-fallback", Version: 1, Priority: -100, Rules: []Rule{{ID: "fallback", Effect: "audit"}}}}
+			return []Policy{p, {ID: "zz-fallback", Version: 1, Priority: -100, Rules: []Rule{{ID: "fallback", Effect: "audit"}}}}
 		}
 		fb := auditedBy("zz-fallback", "fallback")
 		for _, rc := range []struct {
