@@ -121,10 +121,60 @@ func gatewayDifferential(b Bundle, reqs []map[string]any, now time.Time, u *refU
 		want := refGateway(b, req, now, u)
 		for _, explain := range []bool{false, true} {
 			res := c.Evaluate(Request(req), EvalOptions{Now: fixedClock(now), Budget: time.Hour, Explain: explain, Usage: usage})
-			if msg := compareGateway(res, want); msg != "" {
+			msg := compareGateway(res, want)
+			if msg == "" && explain {
+				msg = compareTrace(b, res.Trace, req, now, u)
+			}
+			if msg != "" {
 				return fmt.Sprintf("explain=%v now=%s: %s\nbundle: %s\nrequest: %s\nusage: %s",
 					explain, now.Format(time.RFC3339), msg, mustJSON(b), mustJSON(req), mustJSON(u.calls))
 			}
+		}
+	}
+	return ""
+}
+
+// compareTrace checks that every rule the trace shows names the first
+// filter that failed as the reference finds it (or none when it matched).
+// A tiered policy's rules bound to resources are left out at its tool
+// level: they are never candidates there, and the contract does not say
+// whether the trace shows them or as which filter.
+func compareTrace(b Bundle, trace []TraceRule, req map[string]any, now time.Time, u *refUsage) string {
+	call := refRead(req)
+	for _, tr := range trace {
+		if tr.RuleIndex < 0 {
+			continue
+		}
+		var p *Policy
+		for i := range b.Policies {
+			if b.Policies[i].ID == tr.PolicyID {
+				p = &b.Policies[i]
+			}
+		}
+		if p == nil || tr.RuleIndex >= len(p.Rules) {
+			return fmt.Sprintf("trace names rule %d of policy %q, which does not exist", tr.RuleIndex, tr.PolicyID)
+		}
+		r := p.Rules[tr.RuleIndex]
+		sc := refScope{mode: "ordered"}
+		if p.Evaluation == EvaluationTiered {
+			sc.mode = "tool"
+			if tr.Resource != nil {
+				sc.mode = "resource"
+				for i := range call.resources {
+					if call.resources[i].ref == *tr.Resource {
+						sc.resource = &call.resources[i]
+					}
+				}
+				if sc.resource == nil {
+					return fmt.Sprintf("trace of rule %q names resource %+v, which the request does not touch", r.ID, *tr.Resource)
+				}
+			} else if refHasResourceTargets(r) {
+				continue
+			}
+		}
+		if want := refFilter(r, call, sc, now, u); tr.Failed != want || tr.Matched != (want == "") {
+			return fmt.Sprintf("trace of rule %q of policy %q (resource %v): failed %q matched %v, reference: failed %q",
+				r.ID, p.ID, tr.Resource, tr.Failed, tr.Matched, want)
 		}
 	}
 	return ""
