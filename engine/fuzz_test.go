@@ -146,10 +146,15 @@ func compareTrace(b Bundle, trace []TraceRule, req map[string]any, now time.Time
 			continue
 		}
 		var p *Policy
+		same := 0
 		for i := range b.Policies {
 			if b.Policies[i].ID == tr.PolicyID {
 				p = &b.Policies[i]
+				same++
 			}
+		}
+		if same > 1 {
+			continue // which of the namesakes is not in the trace
 		}
 		if p == nil || tr.RuleIndex >= len(p.Rules) {
 			return fmt.Sprintf("trace names rule %d of policy %q, which does not exist", tr.RuleIndex, tr.PolicyID)
