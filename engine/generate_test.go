@@ -578,9 +578,11 @@ func (g *genSource) gwUsage(now time.Time) *refUsage {
 	u := &refUsage{}
 	ages := []time.Duration{0, time.Second, 30 * time.Second, 89 * time.Second, 90 * time.Second, 59 * time.Minute,
 		time.Hour, 2 * time.Hour, 23 * time.Hour, 24 * time.Hour, 6 * 24 * time.Hour, 40 * 24 * time.Hour, -time.Second}
-	for range g.intn(12) {
-		c := refUsed{At: now.Add(-pickFrom(g, ages...)), Agent: pickFrom(g, gwAgents...), Session: pickFrom(g, gwSessions...),
-			Tool: pickFrom(g, gwTools...), Tokens: pickFrom[float64](g, 0, 50, 100, 150)}
+	// A few agents and tools take most calls, so limits are reached.
+	for range g.intn(16) {
+		c := refUsed{At: now.Add(-pickFrom(g, ages...)), Agent: pickFrom(g, "agent-1", "AGENT-1", "build-agent", pickFrom(g, gwAgents...)),
+			Session: pickFrom(g, gwSessions...), Tool: pickFrom(g, "Bash", "mcp__db__query", pickFrom(g, gwTools...)),
+			Tokens: pickFrom[float64](g, 0, 50, 100, 150)}
 		if g.rare(6) {
 			c.Agent = ""
 		}
@@ -628,10 +630,10 @@ func (g *genSource) gwResourceItem() any {
 func (g *genSource) gwRequest() map[string]any {
 	req := g.request()
 	if g.intn(5) != 0 {
-		req["tool_name"] = pickFrom(g, gwTools...)
+		req["tool_name"] = pickFrom(g, "Bash", "mcp__db__query", pickFrom(g, gwTools...), pickFrom(g, gwTools...))
 	}
 	if g.intn(4) != 0 {
-		req["agent_id"] = pickFrom(g, gwAgents...)
+		req["agent_id"] = pickFrom(g, "agent-1", pickFrom(g, gwAgents...), pickFrom(g, gwAgents...))
 	}
 	if g.intn(3) == 0 {
 		req["session_id"] = pickFrom(g, gwSessions...)
