@@ -160,26 +160,32 @@ func compareTrace(b Bundle, trace []TraceRule, req map[string]any, now time.Time
 			return fmt.Sprintf("trace names rule %d of policy %q, which does not exist", tr.RuleIndex, tr.PolicyID)
 		}
 		r := p.Rules[tr.RuleIndex]
-		sc := refScope{mode: "ordered"}
+		// Scopes the entry may be about: a request may list one resource
+		// twice, with different tags.
+		scopes := []refScope{{mode: "ordered"}}
 		if p.Evaluation == EvaluationTiered {
-			sc.mode = "tool"
+			scopes = []refScope{{mode: "tool"}}
 			if tr.Resource != nil {
-				sc.mode = "resource"
+				scopes = nil
 				for i := range call.resources {
 					if call.resources[i].ref == *tr.Resource {
-						sc.resource = &call.resources[i]
+						scopes = append(scopes, refScope{mode: "resource", resource: &call.resources[i]})
 					}
 				}
-				if sc.resource == nil {
+				if scopes == nil {
 					return fmt.Sprintf("trace of rule %q names resource %+v, which the request does not touch", r.ID, *tr.Resource)
 				}
 			} else if refHasResourceTargets(r) {
 				continue
 			}
 		}
-		if want := refFilter(r, call, sc, now, u); tr.Failed != want || tr.Matched != (want == "") {
+		var wants []string
+		for _, sc := range scopes {
+			wants = append(wants, refFilter(r, call, sc, now, u))
+		}
+		if !slices.Contains(wants, tr.Failed) || tr.Matched != (tr.Failed == "") {
 			return fmt.Sprintf("trace of rule %q of policy %q (resource %v): failed %q matched %v, reference: failed %q",
-				r.ID, p.ID, tr.Resource, tr.Failed, tr.Matched, want)
+				r.ID, p.ID, tr.Resource, tr.Failed, tr.Matched, wants)
 		}
 	}
 	return ""

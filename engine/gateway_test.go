@@ -240,7 +240,7 @@ func TestGatewayFilters(t *testing.T) {
 		{name: "targets/server derived up to the next __", policies: deny(withServers("a")), req: `{"tool_name":"mcp__a__b__c"}`, want: hit},
 		{name: "targets/no server: mcp__a", policies: deny(withServers("a")), req: `{"tool_name":"mcp__a"}`, want: miss},
 		{name: "targets/no server: mcp__a__", policies: deny(withServers("a")), req: `{"tool_name":"mcp__a__"}`, want: miss},
-		{name: "targets/no server: mcp____b", policies: deny(withServers("b", "")), req: `{"tool_name":"mcp____b"}`, want: miss},
+		{name: "targets/no server: mcp____b", policies: deny(withServers("b", "__b")), req: `{"tool_name":"mcp____b"}`, want: miss},
 		{name: "targets/server field wins", policies: deny(withServers("db")), req: `{"tool_name":"mcp__github__x","server":"db"}`, want: hit},
 		{name: "targets/server field wins against", policies: deny(withServers("github")), req: `{"tool_name":"mcp__github__x","server":"db"}`, want: miss},
 		{name: "targets/non-string server is none", policies: deny(withServers("github")), req: `{"tool_name":"mcp__github__x","server":5}`, want: miss},
@@ -855,18 +855,21 @@ func TestGatewayWarningsOrder(t *testing.T) {
 }
 
 // TestGatewayTraceNamesFailedFilter: the explain trace says which filter
-// failed first, in the order subjects, targets, select, when, conditions.
+// failed first, in the order subjects, targets, select, when, conditions:
+// each request fails its filter and every later one. Targets are a server,
+// not a tool: a rule bound to other tools is, like a tool_name condition
+// today, never reached through the tool index and so not in the trace.
 func TestGatewayTraceNamesFailedFilter(t *testing.T) {
 	t.Parallel()
-	rule := gwRule("r", "deny", withRoles("ci"), withTools("Bash"), withSelect(Select{Action: []string{"call"}}),
+	rule := gwRule("r", "deny", withRoles("ci"), withServers("db"), withSelect(Select{Action: []string{"call"}}),
 		withWhen(When{Environments: []string{"prod"}}), withConds(cond("input.command", "contains", "rm")))
 	for _, tc := range []struct{ req, failed string }{
-		{`{"tool_name":"Edit","roles":["dev"],"action":"read","environment":"dev"}`, "subjects"},
-		{`{"tool_name":"Edit","roles":["ci"],"action":"read","environment":"dev"}`, "targets"},
-		{`{"tool_name":"Bash","roles":["ci"],"action":"read","environment":"dev"}`, "select"},
-		{`{"tool_name":"Bash","roles":["ci"],"environment":"dev"}`, "when"},
-		{`{"tool_name":"Bash","roles":["ci"],"environment":"prod","input":{"command":"ls"}}`, "conditions"},
-		{`{"tool_name":"Bash","roles":["ci"],"environment":"prod","input":{"command":"rm"}}`, ""},
+		{`{"tool_name":"mcp__fs__q","roles":["dev"],"action":"read","environment":"dev"}`, "subjects"},
+		{`{"tool_name":"mcp__fs__q","roles":["ci"],"action":"read","environment":"dev"}`, "targets"},
+		{`{"tool_name":"mcp__db__q","roles":["ci"],"action":"read","environment":"dev"}`, "select"},
+		{`{"tool_name":"mcp__db__q","roles":["ci"],"environment":"dev"}`, "when"},
+		{`{"tool_name":"mcp__db__q","roles":["ci"],"environment":"prod","input":{"command":"ls"}}`, "conditions"},
+		{`{"tool_name":"mcp__db__q","roles":["ci"],"environment":"prod","input":{"command":"rm"}}`, ""},
 	} {
 		for _, p := range []Policy{ordered("p", rule), tiered("p", rule)} {
 			c := mustCompile(t, Bundle{Policies: []Policy{p}})
@@ -916,6 +919,14 @@ func gatewayValidPolicy() Policy {
 	}}
 }
 
+// unprioritized puts every rule of p in tier 0, so a case about the
+// evaluation mode or one priority gets one diagnostic.
+func unprioritized(p *Policy) {
+	for i := range p.Rules {
+		p.Rules[i].Priority = 0
+	}
+}
+
 // TestGatewayCheckPolicy: every malformed new field is refused with its
 // field path (issue 9 section 4).
 func TestGatewayCheckPolicy(t *testing.T) {
@@ -933,9 +944,9 @@ func TestGatewayCheckPolicy(t *testing.T) {
 		mutate func(*Policy)
 		field  string // exact Field of the one diagnostic
 	}{
-		{"evaluation", func(p *Policy) { p.Evaluation = "gateway" }, "spec.evaluation"},
-		{"evaluation case", func(p *Policy) { p.Evaluation = "Tiered" }, "spec.evaluation"},
-		{"priority in an ordered policy", func(p *Policy) { p.Evaluation = "" }, "spec.rules[0].priority"},
+		{"evaluation", func(p *Policy) { unprioritized(p); p.Evaluation = "gateway" }, "spec.evaluation"},
+		{"evaluation case", func(p *Policy) { unprioritized(p); p.Evaluation = "Tiered" }, "spec.evaluation"},
+		{"priority in an ordered policy", func(p *Policy) { unprioritized(p); p.Rules[3].Priority = 1; p.Evaluation = "" }, "spec.rules[3].priority"},
 		{"priority in an explicitly ordered policy", func(p *Policy) {
 			p.Evaluation = EvaluationOrdered
 			p.Rules[0].Priority = 0
