@@ -1128,3 +1128,80 @@ func (r *recordingUsage) Tokens(key UsageKey, window time.Duration, now time.Tim
 	r.asked = append(r.asked, fmt.Sprintf("tokens %+v %s %s", key, window, now.UTC().Format(time.RFC3339Nano)))
 	return 0
 }
+
+// TestGatewayCodesDenyEffect: every coded result's effect is deny.
+func TestGatewayCodesDenyEffect(t *testing.T) {
+	t.Parallel()
+	many := ordered("many")
+	for i := range 200 {
+		many.Rules = append(many.Rules, gwRule(fmt.Sprintf("r%d", i), "allow"))
+	}
+	broken := tiered("broken", gwRule("r", "warn", withSelect(Select{Tool: "/(/"})))
+	var nilCompiled *Compiled
+	for _, tc := range []struct {
+		code Code
+		c    *Compiled
+		req  Request
+		opts EvalOptions
+	}{
+		{CodeNoPolicies, nilCompiled, Request{"tool_name": "x"}, EvalOptions{}},
+		{CodeNoPolicies, mustCompile(t, Bundle{}), Request{"tool_name": "x"}, EvalOptions{}},
+		{CodeAgentFrozen, mustCompile(t, Bundle{Policies: []Policy{tiered("p", gwRule("a", "allow"))}, FrozenAgents: []FrozenAgent{{ID: "agent-1"}}}),
+			Request{"tool_name": "x", "agent_id": "Agent-1"}, EvalOptions{}},
+		{CodePolicyCompileError, func() *Compiled { c, _ := Compile(Bundle{Policies: []Policy{broken}}); return c }(), Request{"tool_name": "x"}, EvalOptions{}},
+		{CodeEvalTimeout, mustCompile(t, Bundle{Policies: []Policy{many}}), Request{"tool_name": "x"}, EvalOptions{Now: tickingClock(t0, time.Second)}},
+	} {
+		opts := tc.opts
+		if opts.Now == nil {
+			opts.Now = fixedClock(t0)
+		}
+		res := tc.c.Evaluate(tc.req, opts)
+		if res.Code != tc.code || res.Decision != Deny || res.Effect != EffectDeny {
+			t.Errorf("%s: %+v, want a deny with effect deny", tc.code, res)
+		}
+		doc, err := res.AppendJSON(nil)
+		if err != nil || !strings.Contains(string(doc), `"effect":"deny"`) {
+			t.Errorf("%s: %s (%v)", tc.code, doc, err)
+		}
+	}
+}
+
+// TestGatewayResultJSON: effect always written, matchedResource when a
+// resource decided, warnings only when there are some.
+func TestGatewayResultJSON(t *testing.T) {
+	t.Parallel()
+	c := mustCompile(t, Bundle{Policies: []Policy{tiered("p", gwRule("a", "allow"), gwRule("r", "allow", boundTo("table", "orders"), withRoles("x")),
+		gwRule("w", "warn", withTools("Write")))}})
+	for _, tc := range []struct {
+		req  string
+		want []string
+		not  []string
+	}{
+		{`{"tool_name":"q","resources":[{"type":"table","name":"orders"}]}`,
+			[]string{`"decision":"deny"`, `"effect":"deny"`, `"matchedRuleId":null`, `"matchedResource":{"type":"table","name":"orders"}`, `"code":"IMPLICIT_DENY"`,
+				`"reason":"no rule bound to resource table/orders matched in policy \"p\""`},
+			[]string{`"warnings"`}},
+		{`{"tool_name":"q"}`, []string{`"decision":"allow"`, `"effect":"allow"`, `"matchedRuleId":"a"`}, []string{`"warnings"`, `"matchedResource"`, `"code"`}},
+		{`{"tool_name":"Write"}`, []string{`"effect":"warn"`, `"warnings":["warned by rule \"w\" of policy \"p\""]`}, []string{`"matchedResource"`}},
+	} {
+		res := c.Evaluate(gwRequest(t, tc.req), EvalOptions{Now: fixedClock(t0)})
+		doc, err := res.AppendJSON(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(string(doc), w) {
+				t.Errorf("%s: %s lacks %s", tc.req, doc, w)
+			}
+		}
+		for _, n := range tc.not {
+			if strings.Contains(string(doc), n) {
+				t.Errorf("%s: %s has %s", tc.req, doc, n)
+			}
+		}
+		var back Result
+		if err := json.Unmarshal(doc, &back); err != nil || back.Effect != res.Effect || back.MatchedResource != res.MatchedResource || !slices.Equal(back.Warnings, res.Warnings) {
+			t.Errorf("%s: round trip %+v (%v), want %+v", tc.req, back, err, res)
+		}
+	}
+}
