@@ -125,6 +125,9 @@ func gatewayDifferential(b Bundle, reqs []map[string]any, now time.Time, u *refU
 			if msg == "" && explain {
 				msg = compareTrace(b, res.Trace, req, now, u)
 			}
+			if msg == "" && explain && want.Code != CodePolicyCompileError {
+				msg = compareVerdicts(res.Verdicts, want.Verdicts)
+			}
 			if msg != "" {
 				return fmt.Sprintf("explain=%v now=%s: %s\nbundle: %s\nrequest: %s\nusage: %s",
 					explain, now.Format(time.RFC3339), msg, mustJSON(b), mustJSON(req), mustJSON(u.calls))
@@ -187,6 +190,66 @@ func compareTrace(b Bundle, trace []TraceRule, req map[string]any, now time.Time
 			return fmt.Sprintf("trace of rule %q of policy %q (resource %v): failed %q matched %v, reference: failed %q",
 				r.ID, p.ID, tr.Resource, tr.Failed, tr.Matched, wants)
 		}
+	}
+	return ""
+}
+
+// compareVerdicts: the trace's verdicts are the reference's, evaluation by
+// evaluation: the outcome, and for a match the deciding tier, rule and
+// effect (what a verdict without a match carries besides is the engine's).
+// The engine may leave out a policy that contributed nothing (no match and
+// no opinion everywhere), such as one without rules for the tool.
+func compareVerdicts(got []TraceVerdict, want [][]TraceVerdict) string {
+	show := func(vs []TraceVerdict) string {
+		var out []string
+		for _, v := range vs {
+			s := v.PolicyID + ":" + v.Outcome
+			if v.Resource != nil {
+				s += "@" + v.Resource.Type + "/" + v.Resource.Name
+			}
+			if v.Outcome == OutcomeMatch && v.Tier != nil {
+				s += fmt.Sprintf("[%d %s %s]", *v.Tier, v.RuleID, v.Effect)
+			}
+			out = append(out, s)
+		}
+		return strings.Join(out, " ")
+	}
+	same := func(g, w TraceVerdict) bool {
+		ok := g.PolicyID == w.PolicyID && g.Outcome == w.Outcome && (g.Resource == nil) == (w.Resource == nil) &&
+			(g.Resource == nil || *g.Resource == *w.Resource)
+		if ok && w.Outcome == OutcomeMatch {
+			ok = g.Tier != nil && *g.Tier == *w.Tier && g.RuleID == w.RuleID && g.Effect == w.Effect
+		}
+		return ok
+	}
+	var all []TraceVerdict
+	for _, group := range want {
+		all = append(all, group...)
+	}
+	// fits: got[at:] is want[g:] with some silent groups left out (tried
+	// both ways: policies may share a name).
+	var fits func(g, at int) bool
+	fits = func(g, at int) bool {
+		if g == len(want) {
+			return at == len(got)
+		}
+		group := want[g]
+		if len(got)-at >= len(group) {
+			eq := true
+			for i := range group {
+				eq = eq && same(got[at+i], group[i])
+			}
+			if eq && fits(g+1, at+len(group)) {
+				return true
+			}
+		}
+		silent := !slices.ContainsFunc(group, func(w TraceVerdict) bool {
+			return w.Outcome == OutcomeMatch || w.Outcome == OutcomeImplicitDeny
+		})
+		return silent && fits(g+1, at)
+	}
+	if !fits(0, 0) {
+		return fmt.Sprintf("verdicts: engine %s; reference %s", show(got), show(all))
 	}
 	return ""
 }

@@ -26,6 +26,10 @@ type refResult struct {
 	Resource ResourceRef
 	Reason   string
 	Warnings []string
+	// Verdicts are the verdicts of the tiered policies the scan reached,
+	// one list per policy, per evaluation, as the explain trace reports
+	// them.
+	Verdicts [][]TraceVerdict
 }
 
 // refUsed is one earlier allowed call, as the sidecar would have recorded it.
@@ -492,8 +496,22 @@ func refHasResourceTargets(r Rule) bool { return r.Targets != nil && len(r.Targe
 
 // refTiered is a tiered policy's verdict (nil: no match) and the warnings
 // its evaluations reached.
-func refTiered(p Policy, version int64, call *refRequest, now time.Time, u *refUsage) (*refResult, []string) {
+func refTiered(p Policy, version int64, call *refRequest, now time.Time, u *refUsage) (*refResult, []string, []TraceVerdict) {
 	var verdicts []*refResult
+	var traced []TraceVerdict
+	trace := func(res *ResourceRef, outcome string, v *refResult) {
+		tv := TraceVerdict{PolicyID: p.ID, Resource: res, Outcome: outcome}
+		if v != nil && outcome == OutcomeMatch {
+			tv.RuleID, tv.Effect = v.RuleID, v.Effect
+			for _, r := range p.Rules {
+				if r.ID == v.RuleID {
+					tier := r.Priority
+					tv.Tier = &tier
+				}
+			}
+		}
+		traced = append(traced, tv)
+	}
 	var cands []Rule
 	for _, r := range p.Rules {
 		if !refHasResourceTargets(r) && refFilter(r, call, refScope{mode: "tool"}, now, u) == "" {
@@ -501,6 +519,11 @@ func refTiered(p Policy, version int64, call *refRequest, now time.Time, u *refU
 		}
 	}
 	verdicts = append(verdicts, refTopTier(p, version, cands, ResourceRef{}))
+	if verdicts[0] == nil {
+		trace(nil, OutcomeNoMatch, nil)
+	} else {
+		trace(nil, OutcomeMatch, verdicts[0])
+	}
 	for i := range call.resources {
 		res := &call.resources[i]
 		sc := refScope{mode: "resource", resource: res}
@@ -515,16 +538,25 @@ func refTiered(p Policy, version int64, call *refRequest, now time.Time, u *refU
 				cands = append(cands, r)
 			}
 		}
+		ref := res.ref
 		switch {
 		case !bound:
 			verdicts = append(verdicts, nil)
+			// A policy binding no resource at all has no per-resource
+			// evaluations to explain; the contract leaves the trace of
+			// such a policy's resources open.
+			if slices.ContainsFunc(p.Rules, refHasResourceTargets) {
+				trace(&ref, OutcomeNoOpinion, nil)
+			}
 		case len(cands) == 0:
+			trace(&ref, OutcomeImplicitDeny, nil)
 			verdicts = append(verdicts, &refResult{
 				refOutcome: refOutcome{Decision: Deny, Code: CodeImplicitDeny, PolicyID: p.ID, Version: version},
 				Effect:     EffectDeny, Resource: res.ref,
 				Reason: fmt.Sprintf("no rule bound to resource %s/%s matched in policy %q", res.ref.Type, res.ref.Name, p.ID)})
 		default:
 			verdicts = append(verdicts, refTopTier(p, version, cands, res.ref))
+			trace(&ref, OutcomeMatch, verdicts[len(verdicts)-1])
 		}
 	}
 	var warnings []string
@@ -540,7 +572,7 @@ func refTiered(p Policy, version int64, call *refRequest, now time.Time, u *refU
 			best = v
 		}
 	}
-	return best, warnings
+	return best, warnings, traced
 }
 
 // refGateway evaluates under issue 9's model: the namespace scan of seed
@@ -568,6 +600,7 @@ func refGateway(b Bundle, req map[string]any, now time.Time, u *refUsage) refRes
 	})
 	call := refRead(req)
 	var warnings []string
+	var traced [][]TraceVerdict
 	var remembered *refResult
 	for _, p := range policies {
 		if len(refPolicyProblems(p)) > 0 {
@@ -580,13 +613,14 @@ func refGateway(b Bundle, req map[string]any, now time.Time, u *refUsage) refRes
 			version = 1
 		}
 		if p.Evaluation == "tiered" {
-			v, w := refTiered(p, version, call, now, u)
+			v, w, tv := refTiered(p, version, call, now, u)
 			warnings = append(warnings, w...)
+			traced = append(traced, tv)
 			if v == nil {
 				continue
 			}
 			if v.Decision == Deny {
-				v.Warnings = warnings
+				v.Warnings, v.Verdicts = warnings, traced
 				return *v
 			}
 			remembered = v
@@ -601,7 +635,7 @@ func refGateway(b Bundle, req map[string]any, now time.Time, u *refUsage) refRes
 				warnings = append(warnings, out.Reason)
 			}
 			if out.Decision == Deny {
-				out.Warnings = warnings
+				out.Warnings, out.Verdicts = warnings, traced
 				return out
 			}
 			remembered = &out
@@ -609,7 +643,7 @@ func refGateway(b Bundle, req map[string]any, now time.Time, u *refUsage) refRes
 	}
 	if remembered != nil {
 		out := *remembered
-		out.Warnings = warnings
+		out.Warnings, out.Verdicts = warnings, traced
 		return out
 	}
 	first := policies[0]
@@ -621,10 +655,10 @@ func refGateway(b Bundle, req map[string]any, now time.Time, u *refUsage) refRes
 		}
 	}
 	if def == "deny" {
-		return refResult{refOutcome: refOutcome{Decision: Deny}, Effect: EffectDeny, Warnings: warnings,
+		return refResult{refOutcome: refOutcome{Decision: Deny}, Effect: EffectDeny, Warnings: warnings, Verdicts: traced,
 			Reason: fmt.Sprintf("no rule matched and policy %q denies by default", first.ID)}
 	}
-	return refResult{refOutcome: refOutcome{Decision: Allow}, Effect: EffectAllow, Warnings: warnings}
+	return refResult{refOutcome: refOutcome{Decision: Allow}, Effect: EffectAllow, Warnings: warnings, Verdicts: traced}
 }
 
 var (
