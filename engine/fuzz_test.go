@@ -440,6 +440,8 @@ func FuzzCompile(f *testing.F) {
 		{Policies: []Policy{samplePolicy()}, FrozenAgents: []FrozenAgent{{ID: "agent-1", Reason: "incident"}}},
 		{Policies: []Policy{{ID: "p", DefaultEffect: "deny", Rules: []Rule{{ID: "r", Effect: "allow", Conditions: []Condition{
 			{Field: "input..x", Operator: "matches", Value: raw("(?=x)")}, {Field: "tool_name", Operator: "in", Values: []json.RawMessage{raw(5), raw("Bash")}}}}}}}},
+		// A version 2 document, so mutations reach every new field.
+		{Policies: []Policy{gatewayValidPolicy(), samplePolicy()}},
 	} {
 		doc, _, err := Encode(b)
 		if err != nil {
