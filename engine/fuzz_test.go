@@ -133,6 +133,17 @@ func gatewayDifferential(b Bundle, reqs []map[string]any, now time.Time, u *refU
 					explain, now.Format(time.RFC3339), msg, mustJSON(b), mustJSON(req), mustJSON(u.calls))
 			}
 		}
+		// A trace cut short changes nothing else.
+		bound := 1 + len(mustJSON(req))%4
+		res := c.Evaluate(Request(req), EvalOptions{Now: fixedClock(now), Budget: time.Hour, Explain: true, MaxTrace: bound, Usage: usage})
+		msg := compareGateway(res, want)
+		if n := traceEntries(res.Trace); msg == "" && n > bound {
+			msg = fmt.Sprintf("trace of %d entries, bound %d", n, bound)
+		}
+		if msg != "" {
+			return fmt.Sprintf("max trace %d now=%s: %s\nbundle: %s\nrequest: %s\nusage: %s",
+				bound, now.Format(time.RFC3339), msg, mustJSON(b), mustJSON(req), mustJSON(u.calls))
+		}
 	}
 	return ""
 }
