@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -409,6 +410,8 @@ func TestGatewayTiers(t *testing.T) {
 			req:      `{"tool_name":"x"}`, want: expectOf("p", "first", e)})
 	}
 	cases = append(cases,
+		gwCase{name: "extreme tiers", policies: []Policy{tiered("p", gwRule("d", "deny", withPriority(math.MinInt32)), gwRule("a", "audit", withPriority(math.MaxInt32)))},
+			req: `{"tool_name":"x"}`, want: auditedBy("p", "a")},
 		gwCase{name: "negative tiers", policies: []Policy{tiered("p", gwRule("d", "deny", withPriority(-5)), gwRule("a", "allow", withPriority(-4)))},
 			req: `{"tool_name":"x"}`, want: allowedBy("p", "a")},
 		gwCase{name: "non-matching higher tier does not count", policies: []Policy{tiered("p",
@@ -724,6 +727,13 @@ func TestGatewaySchedule(t *testing.T) {
 		{"la: UTC Monday morning is Sunday there", []Window{{Days: []string{"mon"}, From: "00:00", To: "12:00", TimeZone: "America/Los_Angeles"}}, "2026-11-02T07:00:00Z", false},
 		{"la: spring forward, 03:00 PDT", []Window{{From: "03:00", To: "04:00", TimeZone: "America/Los_Angeles"}}, "2026-03-08T10:00:00Z", true},
 		{"utc named", []Window{{From: "11:00", To: "12:01", TimeZone: "UTC"}}, "2026-11-03T12:00:00Z", true},
+		// The week wraps: Sunday's window runs into Monday, Saturday's into Sunday.
+		{"week wrap: sunday into monday", []Window{{Days: []string{"sun"}, From: "22:00", To: "02:00"}}, "2026-11-02T01:00:00Z", true},
+		{"week wrap: saturday into sunday", []Window{{Days: []string{"sat"}, From: "22:00", To: "02:00"}}, "2026-11-08T01:00:00Z", true},
+		{"week wrap: not monday's", []Window{{Days: []string{"mon"}, From: "22:00", To: "02:00"}}, "2026-11-02T01:00:00Z", false},
+		// Crossing midnight into the spring DST night in Berlin.
+		{"berlin spring night: 01:59:59 CET", []Window{{Days: []string{"sat"}, From: "22:00", To: "03:00", TimeZone: "Europe/Berlin"}}, "2026-03-29T00:59:59Z", true},
+		{"berlin spring night: 03:00 CEST", []Window{{Days: []string{"sat"}, From: "22:00", To: "03:00", TimeZone: "Europe/Berlin"}}, "2026-03-29T01:00:00Z", false},
 	} {
 		want := miss
 		if c.hit {
