@@ -1215,3 +1215,20 @@ func TestGatewayResultJSON(t *testing.T) {
 		}
 	}
 }
+
+// A select.tool regex reads tool_name as matches does: a tool_name that is
+// not a string is missing, so even /.*/ does not hold.
+func TestGatewaySelectToolNeedsStringTool(t *testing.T) {
+	t.Parallel()
+	c := mustCompile(t, Bundle{Policies: []Policy{{ID: "p", Rules: []Rule{
+		{ID: "any-tool", Effect: "deny", Select: &Select{Tool: "/.*/"}},
+	}}}})
+	for _, req := range []Request{{"agent_id": "a"}, {"tool_name": 5.0}} {
+		if got := c.Evaluate(req, EvalOptions{}); got.Decision != Allow || got.MatchedRuleID != "" {
+			t.Errorf("%v: %+v, want the default allow", req, got)
+		}
+	}
+	if got := c.Evaluate(Request{"tool_name": "Bash"}, EvalOptions{}); got.MatchedRuleID != "any-tool" {
+		t.Errorf("a string tool_name: %+v, want rule any-tool", got)
+	}
+}
