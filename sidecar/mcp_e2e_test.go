@@ -1,0 +1,215 @@
+package sidecar
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/engine"
+)
+
+// TestMCPProxyDecidesCalls: over both protocol versions, an allowed call
+// reaches the server and returns its result; pay over the cap is denied on
+// its argument, never reaches the server, and the agent reads why; a freeze
+// applies to the open session at its next call.
+func TestMCPProxyDecidesCalls(t *testing.T) {
+	for _, version := range mcpVersions {
+		t.Run(version, func(t *testing.T) {
+			up := startMCPServer(t)
+			rig := startMCPRig(t, up.endpoint(version), mcpTestBundle(), nil)
+			cs := rig.connect(version, nil, nil)
+
+			if got := resultText(t, callTool(t, cs, "pay", map[string]any{"amount": 40})); got != "paid 40" {
+				t.Fatalf("allowed pay answered %q, want paid 40", got)
+			}
+			d := deniedDecision(t, callTool(t, cs, "pay", map[string]any{"amount": 5000}),
+				"pay-cap: payments over 100 need a human")
+			if d["matchedRuleId"] != "pay-cap" || d["matchedPolicyId"] != "payments" {
+				t.Fatalf("deny decision %v, want policy payments rule pay-cap", d)
+			}
+			if got := up.stats(t).Calls["pay"]; got != 1 {
+				t.Fatalf("the server saw %d pay calls, want only the allowed one", got)
+			}
+			// Logged like any decision, with the MCP request's fields.
+			eventually(t, "the deny is logged", func() bool {
+				for _, l := range rig.logs.lines(t) {
+					req, _ := l["request"].(map[string]any)
+					if l["decision"] == "deny" && l["tool_name"] == "pay" && l["framework"] == "mcp" && l["agent_id"] == mcpAgent &&
+						req["server"] == "pay" && req["action"] == "call" {
+						return true
+					}
+				}
+				return false
+			})
+
+			frozen := mcpTestBundle()
+			frozen.FrozenAgents = []engine.FrozenAgent{{ID: mcpAgent, Reason: "INC-13: looping on payments"}}
+			rig.publish(frozen)
+			deniedDecision(t, callTool(t, cs, "read_file", map[string]any{"path": "/etc/motd"}),
+				"AGENT_FROZEN: INC-13: looping on payments")
+			if got := up.stats(t).Calls["read_file"]; got != 0 {
+				t.Fatalf("the server saw %d read_file calls from a frozen agent", got)
+			}
+			rig.publish(mcpTestBundle())
+			if got := resultText(t, callTool(t, cs, "read_file", map[string]any{"path": "/etc/motd"})); got != "contents of /etc/motd" {
+				t.Fatalf("after the unfreeze read_file answered %q", got)
+			}
+		})
+	}
+}
+
+// TestMCPProxyStreamsUnbuffered: a progress notification the tool sends
+// reaches the agent while the tool is still running.
+func TestMCPProxyStreamsUnbuffered(t *testing.T) {
+	for _, version := range mcpVersions {
+		t.Run(version, func(t *testing.T) {
+			up := startMCPServer(t)
+			rig := startMCPRig(t, up.endpoint(version), mcpTestBundle(), nil)
+			progress := make(chan string, 1)
+			cs := rig.connect(version, &mcp.ClientOptions{
+				ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+					progress <- req.Params.Message
+				}}, nil)
+			done := make(chan *mcp.CallToolResult, 1)
+			go func() {
+				params := &mcp.CallToolParams{Name: "stream", Arguments: map[string]any{"note": "n1"}}
+				params.SetProgressToken("tok-1")
+				res, err := cs.CallTool(context.Background(), params)
+				if err != nil {
+					t.Errorf("stream call: %v", err)
+				}
+				done <- res
+			}()
+			select {
+			case msg := <-progress:
+				if msg != "started n1" {
+					t.Fatalf("progress %q", msg)
+				}
+			case <-done:
+				t.Fatal("the call returned before its progress notification arrived")
+			case <-time.After(20 * time.Second):
+				t.Fatal("the progress notification did not arrive while the tool ran: the stream is buffered")
+			}
+			up.release(t)
+			select {
+			case res := <-done:
+				if res != nil && resultText(t, res) != "streamed n1" {
+					t.Fatalf("stream answered %q", resultText(t, res))
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("the stream call did not return after release")
+			}
+		})
+	}
+}
+
+// TestMCPProxyCredentials: the upstream sees the sidecar's credential, not
+// the agent's, and nothing the agent receives carries it.
+func TestMCPProxyCredentials(t *testing.T) {
+	up := startMCPServer(t)
+	auth := filepath.Join(t.TempDir(), "github-mcp-token")
+	must(t, os.WriteFile(auth, []byte("Authorization: "+upstreamSecret+"\n"), 0o600))
+	for _, version := range mcpVersions {
+		rig := startMCPRig(t, up.endpoint(version), mcpTestBundle(), func(o *Options) {
+			o.MCP.UpstreamAuth = []string{"pay=" + auth}
+		})
+		tr := &recordingTransport{agentAuth: "Bearer agent-guess"}
+		cs := rig.connect(version, nil, tr)
+		if got := resultText(t, callTool(t, cs, "read_file", map[string]any{"path": "a"})); got != "contents of a" {
+			t.Fatalf("%s: read_file answered %q", version, got)
+		}
+		if strings.Contains(tr.headers(), "upstream-secret") {
+			t.Fatalf("%s: the agent received the upstream credential in:\n%s", version, tr.headers())
+		}
+	}
+	if got := up.stats(t).Authorization; len(got) != 1 || got[0] != upstreamSecret {
+		t.Fatalf("the upstream saw Authorization %q, want only the sidecar's", got)
+	}
+}
+
+// TestMCPProxyRefusesSmuggling: a call whose headers disagree with its
+// body, or whose body two parsers could read differently, is refused with
+// 400 and never reaches the server.
+func TestMCPProxyRefusesSmuggling(t *testing.T) {
+	up := startMCPServer(t)
+	rig := startMCPRig(t, up.endpoint("2026-07-28"), mcpTestBundle(), nil)
+	for _, c := range []struct {
+		name    string
+		headers map[string]string
+		body    string
+		want    string
+	}{
+		{"Mcp-Name disagrees", map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "read_file"},
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"pay","arguments":{"amount":5}}}`, "Mcp-Name"},
+		{"Mcp-Name base64 disagrees", map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "=?base64?cmVhZF9maWxl?="},
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"pay","arguments":{"amount":5}}}`, "Mcp-Name"},
+		{"Mcp-Method disagrees", map[string]string{"Mcp-Method": "tools/list"},
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"pay","arguments":{"amount":5}}}`, "Mcp-Method"},
+		{"case-folded duplicate key", nil,
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_file","Name":"pay","arguments":{"amount":5}}}`, "twice"},
+		{"duplicate argument", nil,
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"pay","arguments":{"amount":5,"amount":5000}}}`, "twice"},
+		{"case-folded argument", nil,
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"pay","arguments":{"amount":5,"Amount":5000}}}`, "twice"},
+	} {
+		req, err := http.NewRequest(http.MethodPost, rig.proxy, strings.NewReader(c.body))
+		must(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+		for k, v := range c.headers {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		must(t, err)
+		body := readAll(t, resp)
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, c.want) || !strings.Contains(body, "toolgate") {
+			t.Errorf("%s: %d %s, want 400 from toolgate naming %s", c.name, resp.StatusCode, body, c.want)
+		}
+	}
+	if got := up.stats(t).Calls; len(got) != 0 {
+		t.Fatalf("the server saw calls %v; every one was refused", got)
+	}
+}
+
+// TestMCPProxyUpstreamDown: a call to an upstream that does not answer
+// fails as a JSON-RPC error.
+func TestMCPProxyUpstreamDown(t *testing.T) {
+	for _, version := range mcpVersions {
+		t.Run(version, func(t *testing.T) {
+			up := startMCPServer(t)
+			rig := startMCPRig(t, up.endpoint(version), mcpTestBundle(), nil)
+			// Without the session's GET stream, whose end would close the
+			// SDK client's session before the call is made.
+			rig.noStandaloneSSE = true
+			cs := rig.connect(version, nil, nil)
+			up.stop()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "read_file", Arguments: map[string]any{"path": "a"}})
+			if err == nil || !strings.Contains(err.Error(), `toolgate: MCP upstream "pay" did not answer`) {
+				t.Fatalf("call with the upstream down: %v, want toolgate's JSON-RPC error", err)
+			}
+		})
+	}
+}
+
+func readAll(t testing.TB, resp *http.Response) string {
+	t.Helper()
+	defer func() { _ = resp.Body.Close() }()
+	var sb strings.Builder
+	buf := make([]byte, 4096)
+	for {
+		n, err := resp.Body.Read(buf)
+		sb.Write(buf[:n])
+		if err != nil {
+			return sb.String()
+		}
+	}
+}

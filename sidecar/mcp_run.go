@@ -1,0 +1,33 @@
+package sidecar
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+)
+
+// openMCP opens the MCP proxy's listener and server; nil, nil without
+// --mcp-upstream. The proxy has a server of its own because its streams
+// outlive any write timeout: it bounds headers and idle connections, and
+// each POST body by --read-timeout (mcpProxy.readBody).
+func (s *Server) openMCP() (*http.Server, net.Listener, error) {
+	if s.mcp == nil {
+		return nil, nil, nil
+	}
+	ln, err := listen(s.opts.MCP.Listen)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--mcp-listen: %w", err)
+	}
+	for _, rt := range s.mcp.routes {
+		s.log.Info("serving MCP upstream", "addr", ln.Addr().String(), "path", mcpPathPrefix+rt.up.name,
+			"upstream", rt.up.url.Redacted(), "credential", rt.up.authName)
+	}
+	if s.opts.MCP.onListen != nil {
+		s.opts.MCP.onListen(ln.Addr())
+	}
+	srv := &http.Server{Handler: s.mcp,
+		ReadHeaderTimeout: s.opts.ReadHeaderTimeout, IdleTimeout: s.opts.IdleTimeout, MaxHeaderBytes: maxHeaderBytes,
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	return srv, ln, nil
+}
