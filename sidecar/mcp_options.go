@@ -44,6 +44,25 @@ func (o *MCPOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&o.UpstreamAuth, "mcp-upstream-auth", o.UpstreamAuth, "NAME=FILE: add the header line in FILE (e.g. \"Authorization: Bearer ...\") to every request to upstream NAME, replacing any the agent sent (repeatable)")
 }
 
+// validateMCP checks the MCP flags, and that the proxy's address is not
+// one the decisions or metrics are served on.
+func (o *Options) validateMCP() error {
+	_, err := o.MCP.parse()
+	if err != nil || len(o.MCP.Upstreams) == 0 {
+		return err
+	}
+	key, fixed := listenKey(o.MCP.Listen)
+	if !fixed {
+		return nil
+	}
+	for _, addr := range append([]string{o.MetricsListen}, o.Listen...) {
+		if k, _ := listenKey(addr); k == key {
+			return fmt.Errorf("--mcp-listen %s is also a --listen or --metrics-listen address; the proxy needs its own (it is served on the Unix socket too)", o.MCP.Listen)
+		}
+	}
+	return nil
+}
+
 // mcpUpstream is one parsed --mcp-upstream, with its credential header.
 type mcpUpstream struct {
 	name string

@@ -280,9 +280,7 @@ func (o *Options) validateServing() error {
 	if _, err := o.loadTrustedKeys(); err != nil {
 		errs = append(errs, err)
 	}
-	if _, err := o.MCP.parse(); err != nil {
-		errs = append(errs, err)
-	}
+	errs = append(errs, o.validateMCP())
 	return errors.Join(errs...)
 }
 
