@@ -26,6 +26,9 @@ type mcpInfo struct {
 	batch bool
 	// listID is the id of a tools/list request, whose answer is filtered.
 	listID json.RawMessage
+	// listenID is the id of a subscriptions/listen request that asked for
+	// tool list changes: its stream gets the proxy's too.
+	listenID json.RawMessage
 }
 
 type mcpInfoKey struct{}
@@ -220,10 +223,20 @@ func (p *mcpProxy) answerDenied(w http.ResponseWriter, msgs []mcpMessage, denied
 func (p *mcpProxy) modifyResponse(rt *mcpRoute) func(*http.Response) error {
 	return func(resp *http.Response) error {
 		info := mcpInfoOf(resp.Request.Context())
-		if info == nil || info.listID == nil {
-			return nil
+		stream := resp.StatusCode == http.StatusOK && mediaType(resp.Header.Get("Content-Type")) == "text/event-stream"
+		switch {
+		case info == nil:
+			// A 2025-11-25 session's GET stream: where the server's own
+			// notifications go, and the proxy's.
+			if stream && resp.Request.Method == http.MethodGet {
+				p.watchListStream(resp, nil)
+			}
+		case info.listID != nil:
+			return p.filterList(rt, resp, info.listID)
+		case info.listenID != nil && stream:
+			p.watchListStream(resp, info.listenID)
 		}
-		return p.filterList(rt, resp, info.listID)
+		return nil
 	}
 }
 

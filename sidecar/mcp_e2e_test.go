@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -212,4 +213,59 @@ func readAll(t testing.TB, resp *http.Response) string {
 			return sb.String()
 		}
 	}
+}
+
+// TestMCPProxyFiltersToolsList: a tool the bundle denies this agent
+// whatever the arguments is hidden, one decided on its arguments stays; a
+// bundle change re-filters and tells the open session, and a hidden tool
+// called anyway is denied like any other.
+func TestMCPProxyFiltersToolsList(t *testing.T) {
+	for _, version := range mcpVersions {
+		t.Run(version, func(t *testing.T) {
+			up := startMCPServer(t)
+			rig := startMCPRig(t, up.endpoint(version), mcpTestBundle(), nil)
+			changed := make(chan struct{}, 8)
+			cs := rig.connect(version, &mcp.ClientOptions{
+				ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+			}, nil)
+			if got, want := listTools(t, cs), "pay read_file stream"; got != want {
+				t.Fatalf("tools/list through the proxy: %s, want %s (delete_file hidden)", got, want)
+			}
+			deniedDecision(t, callTool(t, cs, "delete_file", map[string]any{"path": "/tmp/x"}),
+				"no-delete: files are never deleted by agents")
+
+			// Another agent's rule hides nothing here; this agent's does.
+			b := mcpTestBundle()
+			b.Policies[0].Rules = append(b.Policies[0].Rules,
+				engine.Rule{ID: "others-no-read", Effect: "deny", Subjects: &engine.Subjects{Agents: []string{"someone-else"}},
+					Conditions: []engine.Condition{{Field: "tool_name", Operator: "eq", Value: raw("read_file")}}},
+				engine.Rule{ID: "bot-no-stream", Effect: "deny", Subjects: &engine.Subjects{Agents: []string{mcpAgent}},
+					Conditions: []engine.Condition{{Field: "tool_name", Operator: "eq", Value: raw("stream")}}})
+			rig.publish(b)
+			select {
+			case <-changed:
+			case <-time.After(20 * time.Second):
+				t.Fatal("no notifications/tools/list_changed after the bundle changed what is hidden")
+			}
+			if got, want := listTools(t, cs), "pay read_file"; got != want {
+				t.Fatalf("tools/list after the change: %s, want %s", got, want)
+			}
+		})
+	}
+}
+
+func listTools(t testing.TB, cs *mcp.ClientSession) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatalf("tools/list: %v", err)
+	}
+	var names []string
+	for _, tool := range res.Tools {
+		names = append(names, tool.Name)
+	}
+	slices.Sort(names)
+	return strings.Join(names, " ")
 }

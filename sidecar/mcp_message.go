@@ -31,9 +31,20 @@ type toolCallParams struct {
 }
 
 const (
-	methodToolsCall = "tools/call"
-	methodToolsList = "tools/list"
+	methodToolsCall           = "tools/call"
+	methodToolsList           = "tools/list"
+	methodSubscriptionsListen = "subscriptions/listen"
 )
+
+// wantsToolListChanges reads a subscriptions/listen request's params.
+func wantsToolListChanges(params json.RawMessage) bool {
+	var p struct {
+		Notifications struct {
+			ToolsListChanged bool `json:"toolsListChanged"`
+		} `json:"notifications"`
+	}
+	return json.Unmarshal(params, &p) == nil && p.Notifications.ToolsListChanged
+}
 
 // errAmbiguousJSON refuses a body two JSON parsers could read differently:
 // a key given twice in one object, or two keys differing only in case.

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -24,6 +25,10 @@ import (
 type mcpProxy struct {
 	s      *Server
 	routes map[string]*mcpRoute
+	// static filters tools/list answers (mcp_list.go); streams are the
+	// session streams told when that changes.
+	static  atomic.Pointer[mcpStatic]
+	streams listStreams
 }
 
 type mcpRoute struct {
@@ -157,6 +162,10 @@ func (p *mcpProxy) post(w http.ResponseWriter, r *http.Request, rt *mcpRoute) {
 		case methodToolsList:
 			if !batch && len(m.ID) > 0 {
 				info.listID = m.ID
+			}
+		case methodSubscriptionsListen:
+			if !batch && len(m.ID) > 0 && wantsToolListChanges(m.Params) {
+				info.listenID = m.ID
 			}
 		}
 	}
