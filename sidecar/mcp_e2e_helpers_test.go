@@ -141,6 +141,8 @@ type mcpRig struct {
 	logs       *lineBuffer
 	// noStandaloneSSE: connect opens no GET stream.
 	noStandaloneSSE bool
+	// dial, when set, is how the agent's client connects.
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // mcpTestBundle: pay is capped at 100 (decided on its argument),
@@ -236,8 +238,13 @@ func (rt *recordingTransport) headers() string {
 func (r *mcpRig) connect(version string, opts *mcp.ClientOptions, tr *recordingTransport) *mcp.ClientSession {
 	r.t.Helper()
 	hc := &http.Client{}
+	var base http.RoundTripper = http.DefaultTransport
+	if r.dial != nil {
+		base = &http.Transport{DialContext: r.dial}
+	}
+	hc.Transport = base
 	if tr != nil {
-		tr.base = http.DefaultTransport
+		tr.base = base
 		hc.Transport = tr
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "toolgate-test-agent", Version: "1.0.0"}, opts)

@@ -2,6 +2,8 @@ package sidecar
 
 import (
 	"context"
+	"encoding/json"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -268,4 +270,67 @@ func listTools(t testing.TB, cs *mcp.ClientSession) string {
 	}
 	slices.Sort(names)
 	return strings.Join(names, " ")
+}
+
+// TestMCPProxyBatchesAndLimits: a batch holding a denied call is not
+// forwarded at all, a denied notification is dropped, the sidecar's body
+// limit holds, and unknown upstreams are 404.
+func TestMCPProxyBatchesAndLimits(t *testing.T) {
+	up := startMCPServer(t)
+	rig := startMCPRig(t, up.endpoint("2026-07-28"), mcpTestBundle(), nil)
+	status, body := post(t, rig.proxy, `[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"pay","arguments":{"amount":5000}}},`+
+		`{"jsonrpc":"2.0","id":"two","method":"tools/call","params":{"name":"read_file","arguments":{"path":"a"}}},`+
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}]`)
+	var answers []struct {
+		ID     any `json:"id"`
+		Result *struct {
+			IsError bool `json:"isError"`
+		} `json:"result"`
+		Error *struct {
+			Code int `json:"code"`
+		} `json:"error"`
+	}
+	must(t, json.Unmarshal(body, &answers))
+	if status != http.StatusOK || len(answers) != 2 || answers[0].ID != 1.0 || answers[0].Result == nil || !answers[0].Result.IsError ||
+		answers[1].ID != "two" || answers[1].Error == nil || answers[1].Error.Code != rpcNotForwarded {
+		t.Fatalf("batch with a denied call: %d %s", status, body)
+	}
+	status, body = post(t, rig.proxy, `{"jsonrpc":"2.0","method":"tools/call","params":{"name":"pay","arguments":{"amount":5000}}}`)
+	if status != http.StatusAccepted || len(body) != 0 {
+		t.Fatalf("denied notification: %d %s", status, body)
+	}
+	status, body = post(t, rig.proxy, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"`+
+		strings.Repeat("a", MaxRequestBytes)+`"}}}`)
+	if status != http.StatusRequestEntityTooLarge || !strings.Contains(string(body), "limit") {
+		t.Fatalf("oversized body: %d %s", status, body)
+	}
+	status, body = post(t, rig.proxy, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{"path":"a"}}}`)
+	if status != http.StatusOK || !strings.Contains(string(body), `"code":-32602`) {
+		t.Fatalf("tools/call without a name: %d %s", status, body)
+	}
+	if status, text := get(t, strings.TrimSuffix(rig.proxy, "/pay")+"/nope"); status != http.StatusNotFound || !strings.Contains(text, "/mcp/pay") {
+		t.Fatalf("unknown upstream: %d %s", status, text)
+	}
+	if got := up.stats(t).Calls; len(got) != 0 {
+		t.Fatalf("the server saw calls %v", got)
+	}
+}
+
+// TestMCPProxyOnTheSocket: the proxy is served on the decision Unix
+// socket too, which code in the Pod cannot take over.
+func TestMCPProxyOnTheSocket(t *testing.T) {
+	up := startMCPServer(t)
+	sock := filepath.Join(t.TempDir(), "toolgate.sock")
+	rig := startMCPRig(t, up.endpoint("2025-11-25"), mcpTestBundle(), func(o *Options) {
+		o.Listen = []string{"127.0.0.1:0", "unix://" + sock}
+	})
+	rig.proxy = "http://sidecar/mcp/pay"
+	rig.dial = func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}
+	cs := rig.connect("2025-11-25", nil, nil)
+	if got := resultText(t, callTool(t, cs, "pay", map[string]any{"amount": 3})); got != "paid 3" {
+		t.Fatalf("pay over the socket: %q", got)
+	}
+	deniedDecision(t, callTool(t, cs, "pay", map[string]any{"amount": 300}), "pay-cap: payments over 100 need a human")
 }
