@@ -238,7 +238,7 @@ func (rt *recordingTransport) headers() string {
 func (r *mcpRig) connect(version string, opts *mcp.ClientOptions, tr *recordingTransport) *mcp.ClientSession {
 	r.t.Helper()
 	hc := &http.Client{}
-	base := http.RoundTripper(http.DefaultTransport)
+	base := http.DefaultTransport
 	if r.dial != nil {
 		base = &http.Transport{DialContext: r.dial}
 	}
