@@ -61,8 +61,8 @@ func (p *mcpProxy) decideCall(r *http.Request, rt *mcpRoute, m *mcpMessage, body
 			}
 		}
 	}()
-	var params toolCallParams
-	if err := json.Unmarshal(m.Params, &params); err != nil || params.Name == nil {
+	params := m.call
+	if params == nil {
 		s.metrics.badRequests.Inc()
 		return p.refuse(m.ID, "toolgate: tools/call params must be an object with a string name; not forwarded"), false
 	}

@@ -243,12 +243,11 @@ func checkMCPHeaders(h http.Header, msgs []mcpMessage, batch bool) error {
 	if err != nil {
 		return err
 	}
-	var params toolCallParams
-	if err := json.Unmarshal(m.Params, &params); err != nil || params.Name == nil {
+	if m.call == nil {
 		return nil // decideCall refuses it
 	}
-	if hname != *params.Name {
-		return fmt.Errorf("the Mcp-Name header %q does not match the body's tool %q; refused so the call decided is the call run", hname, *params.Name)
+	if hname != *m.call.Name {
+		return fmt.Errorf("the Mcp-Name header %q does not match the body's tool %q; refused so the call decided is the call run", hname, *m.call.Name)
 	}
 	return nil
 }
