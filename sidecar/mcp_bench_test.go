@@ -34,7 +34,8 @@ func BenchmarkMCPDecideCall(b *testing.B) {
 		if err := checkMCPHeaders(r.Header, msgs, batch); err != nil {
 			b.Fatal(err)
 		}
-		if _, ok := s.mcp.decideCall(r, rt, &msgs[0], len(body)); !ok {
+		var pending []*event
+		if _, ok := s.mcp.decideCall(r, rt, &msgs[0], len(body), &pending); !ok {
 			b.Fatal("denied")
 		}
 	}
