@@ -65,7 +65,6 @@ func (p *mcpProxy) decideCall(r *http.Request, rt *mcpRoute, m *mcpMessage, body
 	}()
 	params := m.call
 	if params == nil {
-		s.metrics.badRequests.Inc()
 		return p.refuse(m.ID, "toolgate: tools/call params must be an object with a string name; not forwarded"), false
 	}
 	ev.toolName = *params.Name
@@ -88,7 +87,6 @@ func (p *mcpProxy) decideCall(r *http.Request, rt *mcpRoute, m *mcpMessage, body
 	doc := mcpRequestDoc(*params.Name, rt.up.name, params.Arguments, session, agent)
 	req, err := engine.DecodeRequestLimit(doc, s.opts.MaxRequestElements)
 	if err != nil {
-		s.metrics.badRequests.Inc()
 		return p.refuse(m.ID, fmt.Sprintf("toolgate: the call cannot be decided: %v (--max-request-elements is %d); not forwarded", err, s.opts.MaxRequestElements)), false
 	}
 	res, st := s.evaluateRequest(req, false, &ev)

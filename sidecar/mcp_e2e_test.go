@@ -199,6 +199,9 @@ func TestMCPProxyUpstreamDown(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), `toolgate: MCP upstream "pay" did not answer`) {
 				t.Fatalf("call with the upstream down: %v, want toolgate's JSON-RPC error", err)
 			}
+			if _, metrics := get(t, rig.decisions+"/metrics"); !strings.Contains(metrics, `toolgate_sidecar_mcp_requests_total{outcome="upstream_error",upstream="pay"} 1`+"\n") {
+				t.Errorf("upstream_error not counted once:\n%s", metrics)
+			}
 		})
 	}
 }
@@ -313,6 +316,16 @@ func TestMCPProxyBatchesAndLimits(t *testing.T) {
 	}
 	if got := up.stats(t).Calls; len(got) != 0 {
 		t.Fatalf("the server saw calls %v", got)
+	}
+	_, metrics := get(t, rig.decisions+"/metrics")
+	for _, want := range []string{
+		`toolgate_sidecar_mcp_requests_total{outcome="denied",upstream="pay"} 3`,
+		`toolgate_sidecar_mcp_requests_total{outcome="refused",upstream="pay"} 1`,
+		`toolgate_sidecar_mcp_requests_total{outcome="forwarded",upstream="pay"} 0`,
+	} {
+		if !strings.Contains(metrics, want+"\n") {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 }
 

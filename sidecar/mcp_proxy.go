@@ -32,8 +32,9 @@ type mcpProxy struct {
 }
 
 type mcpRoute struct {
-	up mcpUpstream
-	rp *httputil.ReverseProxy
+	up      mcpUpstream
+	rp      *httputil.ReverseProxy
+	counted mcpCounters
 }
 
 const mcpPathPrefix = "/mcp/"
@@ -44,8 +45,9 @@ const mcpDialTimeout = 5 * time.Second
 
 func newMCPProxy(s *Server, ups []mcpUpstream) *mcpProxy {
 	p := &mcpProxy{s: s, routes: make(map[string]*mcpRoute, len(ups))}
+	requests := mcpRequestsVec{newMCPRequests(s.metrics.registry)}
 	for _, up := range ups {
-		rt := &mcpRoute{up: up}
+		rt := &mcpRoute{up: up, counted: requests.counters(up.name)}
 		tr := &http.Transport{
 			Proxy:                 http.ProxyFromEnvironment,
 			DialContext:           (&net.Dialer{Timeout: mcpDialTimeout, KeepAlive: 30 * time.Second}).DialContext,
@@ -128,16 +130,17 @@ func (p *mcpProxy) post(w http.ResponseWriter, r *http.Request, rt *mcpRoute) {
 	}()
 	body, ok := p.readBody(w, r, b)
 	if !ok {
+		rt.counted.refused.Inc()
 		return
 	}
 	msgs, batch, err := parseMCPBody(body)
 	if err != nil {
-		s.metrics.badRequests.Inc()
+		rt.counted.refused.Inc()
 		writeRPCError(w, http.StatusBadRequest, nil, rpcInvalidRequest, "toolgate: the body is not JSON-RPC the proxy can read unambiguously: "+err.Error())
 		return
 	}
 	if err := checkMCPHeaders(r.Header, msgs, batch); err != nil {
-		s.metrics.badRequests.Inc()
+		rt.counted.refused.Inc()
 		var id json.RawMessage
 		if !batch {
 			id = msgs[0].ID
@@ -177,9 +180,11 @@ func (p *mcpProxy) post(w http.ResponseWriter, r *http.Request, rt *mcpRoute) {
 		}
 	}
 	if anyDenied {
+		rt.counted.denied.Inc()
 		p.answerDenied(w, msgs, denied, batch)
 		return
 	}
+	rt.counted.forwarded.Inc()
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
 	r.Header.Del("Transfer-Encoding")
@@ -192,7 +197,6 @@ func (p *mcpProxy) post(w http.ResponseWriter, r *http.Request, rt *mcpRoute) {
 func (p *mcpProxy) readBody(w http.ResponseWriter, r *http.Request, b *buffers) ([]byte, bool) {
 	s := p.s
 	if r.ContentLength > MaxRequestBytes {
-		s.metrics.badRequests.Inc()
 		writeRPCError(w, http.StatusRequestEntityTooLarge, nil, rpcInvalidRequest,
 			fmt.Sprintf("toolgate: the body is %d bytes, more than the proxy's limit of %d", r.ContentLength, MaxRequestBytes))
 		return nil, false
@@ -212,14 +216,12 @@ func (p *mcpProxy) readBody(w http.ResponseWriter, r *http.Request, b *buffers) 
 	}
 	switch tooBig := (*http.MaxBytesError)(nil); {
 	case errors.As(err, &tooBig):
-		s.metrics.badRequests.Inc()
 		writeRPCError(w, http.StatusRequestEntityTooLarge, nil, rpcInvalidRequest, fmt.Sprintf("toolgate: the body is more than the proxy's limit of %d bytes", MaxRequestBytes))
 	case err == errBodyBudget:
 		w.Header().Set("Connection", "close")
 		writeRPCError(w, http.StatusServiceUnavailable, nil, rpcOverloaded,
 			fmt.Sprintf("toolgate: request bodies being read hold %d of %d bytes (--max-body-bytes-in-flight); not forwarded, retry shortly", s.bodyBytes.Load(), s.bodyBudget))
 	default:
-		s.metrics.badRequests.Inc()
 		writeRPCError(w, http.StatusBadRequest, nil, rpcInvalidRequest, "toolgate: reading the body: "+err.Error())
 	}
 	return nil, false
@@ -294,6 +296,7 @@ func appendRPCError(dst []byte, id json.RawMessage, code int, msg string) []byte
 // 502 otherwise.
 func (p *mcpProxy) upstreamError(rt *mcpRoute) func(http.ResponseWriter, *http.Request, error) {
 	return func(w http.ResponseWriter, r *http.Request, err error) {
+		rt.counted.upstreamError.Inc()
 		p.s.log.Warn("MCP upstream did not answer", "upstream", rt.up.name, "method", r.Method, "err", err)
 		msg := fmt.Sprintf("toolgate: MCP upstream %q did not answer: %v", rt.up.name, err)
 		if r.Method != http.MethodPost {
