@@ -118,9 +118,11 @@ func TestMCPProxyCredentials(t *testing.T) {
 	up := startMCPServer(t)
 	auth := filepath.Join(t.TempDir(), "github-mcp-token")
 	must(t, os.WriteFile(auth, []byte("Authorization: "+upstreamSecret+"\n"), 0o600))
+	var rig *mcpRig
 	for _, version := range mcpVersions {
-		rig := startMCPRig(t, up.endpoint(version), mcpTestBundle(), func(o *Options) {
+		rig = startMCPRig(t, up.endpoint(version), mcpTestBundle(), func(o *Options) {
 			o.MCP.UpstreamAuth = []string{"pay=" + auth}
+			o.MCP.authRecheck = 20 * time.Millisecond
 		})
 		tr := &recordingTransport{agentAuth: "Bearer agent-guess"}
 		cs := rig.connect(version, nil, tr)
@@ -133,6 +135,22 @@ func TestMCPProxyCredentials(t *testing.T) {
 	}
 	if got := up.stats(t).Authorization; len(got) != 1 || got[0] != upstreamSecret {
 		t.Fatalf("the upstream saw Authorization %q, want only the sidecar's", got)
+	}
+
+	// A rotated Secret is followed without a restart; a broken one is
+	// refused and the last good credential kept.
+	replace := func(content string) {
+		must(t, os.WriteFile(auth+".new", []byte(content), 0o600))
+		must(t, os.Rename(auth+".new", auth))
+		time.Sleep(50 * time.Millisecond)
+	}
+	cs := rig.connect("2026-07-28", nil, nil)
+	replace("Authorization: Bearer rotated-2\n")
+	callTool(t, cs, "read_file", map[string]any{"path": "b"})
+	replace("not a header line\n")
+	callTool(t, cs, "read_file", map[string]any{"path": "c"})
+	if got := up.stats(t).Authorization; !slices.Equal(got, []string{upstreamSecret, "Bearer rotated-2"}) {
+		t.Fatalf("after rotating the credential the upstream saw %q", got)
 	}
 }
 

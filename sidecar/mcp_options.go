@@ -4,12 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"net/textproto"
 	"net/url"
 	"os"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 	"golang.org/x/net/http/httpguts"
@@ -36,6 +36,9 @@ type MCPOptions struct {
 
 	// onListen is told the proxy's bound address (tests listen on port 0).
 	onListen func(net.Addr)
+	// authRecheck is how often credential files are looked at again
+	// (defaultAuthRecheck when 0; tests shorten it).
+	authRecheck time.Duration
 }
 
 func (o *MCPOptions) addFlags(fs *pflag.FlagSet) {
@@ -67,9 +70,9 @@ func (o *Options) validateMCP() error {
 type mcpUpstream struct {
 	name string
 	url  *url.URL
-	// authName is canonical ("" without --mcp-upstream-auth); authValue
-	// is never logged.
-	authName, authValue string
+	// auth is the credential header (nil without --mcp-upstream-auth);
+	// its value is never logged.
+	auth *mcpAuth
 }
 
 // upstreamName is what fits a URL path segment and a metric label.
@@ -135,7 +138,7 @@ func (o *MCPOptions) parse() ([]mcpUpstream, error) {
 			add("--mcp-upstream-auth %s: %v", name, err)
 			continue
 		}
-		ups[i].authName, ups[i].authValue = hname, hvalue
+		ups[i].auth = newMCPAuth(file, hname, hvalue, o.authRecheck)
 	}
 	return ups, errors.Join(errs...)
 }
@@ -203,13 +206,4 @@ func reservedUpstreamHeader(canonical string) bool {
 		return true
 	}
 	return strings.HasPrefix(canonical, "Mcp-Param-")
-}
-
-// authHeaderFor is what an upstream's requests carry instead of the
-// agent's same header.
-func (u *mcpUpstream) setAuth(h http.Header) {
-	if u.authName == "" {
-		return
-	}
-	h[u.authName] = []string{u.authValue}
 }

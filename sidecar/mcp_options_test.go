@@ -75,8 +75,8 @@ func TestMCPOptionsParse(t *testing.T) {
 	}
 	ups, err := (&MCPOptions{Listen: DefaultMCPListen, Upstreams: []string{"pay=http://127.0.0.1:9/mcp"}, UpstreamAuth: []string{"pay=" + crlf}}).parse()
 	must(t, err)
-	if ups[0].authName != "X-Api-Key" || ups[0].authValue != "k1" {
-		t.Fatalf("parsed credential %q: %q", ups[0].authName, ups[0].authValue)
+	if h := ups[0].auth.current(); h.name != "X-Api-Key" || h.value != "k1" {
+		t.Fatalf("parsed credential %q: %q", h.name, h.value)
 	}
 }
 

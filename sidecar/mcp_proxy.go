@@ -47,6 +47,9 @@ func newMCPProxy(s *Server, ups []mcpUpstream) *mcpProxy {
 	p := &mcpProxy{s: s, routes: make(map[string]*mcpRoute, len(ups))}
 	requests := mcpRequestsVec{newMCPRequests(s.metrics.registry)}
 	for _, up := range ups {
+		if up.auth != nil {
+			up.auth.log = s.log
+		}
 		rt := &mcpRoute{up: up, counted: requests.counters(up.name)}
 		tr := &http.Transport{
 			Proxy:                 http.ProxyFromEnvironment,
@@ -80,9 +83,8 @@ func (rt *mcpRoute) rewrite(pr *httputil.ProxyRequest) {
 	}
 	pr.Out.URL = &u
 	pr.Out.Host = ""
-	if rt.up.authName != "" {
-		pr.Out.Header.Del(rt.up.authName)
-		rt.up.setAuth(pr.Out.Header)
+	if rt.up.auth != nil {
+		rt.up.auth.apply(pr.Out.Header)
 	}
 	if info := mcpInfoOf(pr.In.Context()); info != nil && info.listID != nil {
 		// The tools/list answer is read to filter it: have the transport

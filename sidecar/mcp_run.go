@@ -20,8 +20,12 @@ func (s *Server) openMCP() (*http.Server, net.Listener, error) {
 		return nil, nil, fmt.Errorf("--mcp-listen: %w", err)
 	}
 	for _, rt := range s.mcp.routes {
+		credential := ""
+		if rt.up.auth != nil {
+			credential = rt.up.auth.current().name + " from " + rt.up.auth.file
+		}
 		s.log.Info("serving MCP upstream", "addr", ln.Addr().String(), "path", mcpPathPrefix+rt.up.name,
-			"upstream", rt.up.url.Redacted(), "credential", rt.up.authName)
+			"upstream", rt.up.url.Redacted(), "credential", credential)
 	}
 	if s.opts.MCP.onListen != nil {
 		s.opts.MCP.onListen(ln.Addr())
