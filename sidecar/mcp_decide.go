@@ -24,8 +24,9 @@ const rpcInvalidParams = -32602
 type mcpInfo struct {
 	msgs  []mcpMessage
 	batch bool
-	// listID is the id of a tools/list request, whose answer is filtered.
-	listID json.RawMessage
+	// listIDs are the ids of the tools/list requests in the POST, whose
+	// answers are filtered.
+	listIDs []json.RawMessage
 	// listenID is the id of a subscriptions/listen request that asked for
 	// tool list changes: its stream gets the proxy's too.
 	listenID json.RawMessage
@@ -231,14 +232,15 @@ func (p *mcpProxy) modifyResponse(rt *mcpRoute) func(*http.Response) error {
 		switch {
 		case info == nil:
 			// A 2025-11-25 session's GET stream: where the server's own
-			// notifications go, and the proxy's.
+			// notifications go, and the proxy's; and where a resumed
+			// POST stream replays its answers, tools/list's filtered too.
 			if stream && resp.Request.Method == http.MethodGet {
-				p.watchListStream(resp, nil)
+				p.watchListStream(resp, rt, nil)
 			}
-		case info.listID != nil:
-			return p.filterList(rt, resp, info.listID)
+		case info.listIDs != nil:
+			return p.filterList(rt, resp, info.listIDs)
 		case info.listenID != nil && stream:
-			p.watchListStream(resp, info.listenID)
+			p.watchListStream(resp, rt, info.listenID)
 		}
 		return nil
 	}

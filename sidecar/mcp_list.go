@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -76,13 +77,14 @@ func (p *mcpProxy) hidden(st *mcpStatic, rt *mcpRoute, tool string) bool {
 	return res.Decision == engine.Deny && res.Code == "" && res.MatchedRuleID != ""
 }
 
-// filterList rewrites the answer to a tools/list request (id): a JSON
-// body whole, an event stream event by event as it passes.
-func (p *mcpProxy) filterList(rt *mcpRoute, resp *http.Response, id json.RawMessage) error {
+// filterList rewrites the answers to the POST's tools/list requests
+// (ids): a JSON body whole, an event stream event by event as it passes.
+func (p *mcpProxy) filterList(rt *mcpRoute, resp *http.Response, ids []json.RawMessage) error {
 	if resp.StatusCode != http.StatusOK {
 		return nil
 	}
 	st := p.static.Load()
+	filter := func(msg []byte) []byte { return p.filterAnswers(st, rt, ids, msg) }
 	switch mediaType(resp.Header.Get("Content-Type")) {
 	case "application/json":
 		body, err := io.ReadAll(io.LimitReader(resp.Body, maxListBytes+1))
@@ -93,21 +95,54 @@ func (p *mcpProxy) filterList(rt *mcpRoute, resp *http.Response, id json.RawMess
 		if len(body) > maxListBytes {
 			return fmt.Errorf("the tools/list answer is more than %d bytes", maxListBytes)
 		}
-		out := p.filterMessage(st, rt, id, body)
+		out := filter(body)
 		resp.Body = io.NopCloser(bytes.NewReader(out))
 		resp.ContentLength = int64(len(out))
 		resp.Header.Set("Content-Length", strconv.Itoa(len(out)))
 	case "text/event-stream":
-		resp.Body = newSSERewriter(resp.Body, func(data []byte) []byte { return p.filterMessage(st, rt, id, data) }, nil)
+		resp.Body = newSSERewriter(resp.Body, filter, nil)
 	}
 	return nil
 }
 
-// filterMessage removes hidden tools from msg when it is the answer to
-// id; anything else comes back unchanged.
-func (p *mcpProxy) filterMessage(st *mcpStatic, rt *mcpRoute, id json.RawMessage, msg []byte) []byte {
+// filterAnswers filters msg, one message or a batch of them: each answer
+// to one of ids (any answer when ids is nil) holding a tools list.
+func (p *mcpProxy) filterAnswers(st *mcpStatic, rt *mcpRoute, ids []json.RawMessage, msg []byte) []byte {
+	trimmed := bytes.TrimSpace(msg)
+	if len(trimmed) == 0 || trimmed[0] != '[' {
+		return p.filterMessage(st, rt, ids, msg)
+	}
+	var batch []json.RawMessage
+	if json.Unmarshal(trimmed, &batch) != nil {
+		return msg
+	}
+	changed := false
+	for i, m := range batch {
+		if out := p.filterMessage(st, rt, ids, m); !bytes.Equal(out, m) {
+			batch[i], changed = out, true
+		}
+	}
+	if !changed {
+		return msg
+	}
+	out, err := json.Marshal(batch)
+	if err != nil {
+		return msg
+	}
+	return out
+}
+
+// filterMessage removes hidden tools from msg when it answers one of ids
+// (any id when ids is nil) with a tools list; anything else comes back
+// unchanged.
+func (p *mcpProxy) filterMessage(st *mcpStatic, rt *mcpRoute, ids []json.RawMessage, msg []byte) []byte {
 	var top map[string]json.RawMessage
-	if json.Unmarshal(msg, &top) != nil || !bytes.Equal(bytes.TrimSpace(top["id"]), bytes.TrimSpace(id)) || top["result"] == nil {
+	if json.Unmarshal(msg, &top) != nil || top["result"] == nil || top["method"] != nil {
+		return msg
+	}
+	if ids != nil && !slices.ContainsFunc(ids, func(id json.RawMessage) bool {
+		return bytes.Equal(bytes.TrimSpace(top["id"]), bytes.TrimSpace(id))
+	}) {
 		return msg
 	}
 	var result map[string]json.RawMessage
@@ -335,11 +370,12 @@ func listChangedEvent(listenID json.RawMessage) []byte {
 }
 
 // watchListStream makes a session stream carry list_changed notifications
-// when the bundle changes what is hidden.
-func (p *mcpProxy) watchListStream(resp *http.Response, listenID json.RawMessage) {
+// when the bundle changes what is hidden, and filters any tools list
+// answered on it.
+func (p *mcpProxy) watchListStream(resp *http.Response, rt *mcpRoute, listenID json.RawMessage) {
 	note := listChangedEvent(listenID)
 	ch := p.streams.add(note)
-	rw := newSSERewriter(resp.Body, nil, ch)
+	rw := newSSERewriter(resp.Body, func(msg []byte) []byte { return p.filterAnswers(p.static.Load(), rt, nil, msg) }, ch)
 	resp.Body = &closeHook{ReadCloser: rw, onClose: func() { p.streams.remove(ch) }}
 }
 

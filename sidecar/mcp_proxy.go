@@ -86,7 +86,7 @@ func (rt *mcpRoute) rewrite(pr *httputil.ProxyRequest) {
 	if rt.up.auth != nil {
 		rt.up.auth.apply(pr.Out.Header)
 	}
-	if info := mcpInfoOf(pr.In.Context()); info != nil && info.listID != nil {
+	if info := mcpInfoOf(pr.In.Context()); info != nil && info.listIDs != nil {
 		// The tools/list answer is read to filter it: have the transport
 		// decompress rather than pass gzip through.
 		pr.Out.Header.Del("Accept-Encoding")
@@ -172,8 +172,8 @@ func (p *mcpProxy) post(w http.ResponseWriter, r *http.Request, rt *mcpRoute) {
 				denied[i], anyDenied = answer, true
 			}
 		case methodToolsList:
-			if !batch && len(m.ID) > 0 {
-				info.listID = m.ID
+			if len(m.ID) > 0 {
+				info.listIDs = append(info.listIDs, m.ID)
 			}
 		case methodSubscriptionsListen:
 			if !batch && len(m.ID) > 0 && wantsToolListChanges(m.Params) {
