@@ -39,7 +39,13 @@ With --trusted-keys (or --trusted-keys-pem), a bundle must carry the operator's 
 (bundle.sig) by one of those keys, for this namespace, with a publish counter not lower than
 the one served: an unsigned, wrongly signed, unknown-key or rolled-back bundle is refused like
 a corrupt one (counted in toolgate_sidecar_bundle_rejected_total{reason}, logged, shown in
-/readyz as lastRejected) and the last good one keeps serving.`,
+/readyz as lastRejected) and the last good one keeps serving.
+
+With --mcp-upstream NAME=URL the sidecar is also an MCP proxy (Streamable HTTP) at
+http://<--mcp-listen>/mcp/NAME and on the Unix socket: every tools/call is decided on its
+arguments before it is forwarded (a deny is answered as a CallToolResult with isError), tools
+the bundle denies whatever the arguments are hidden from tools/list, and --mcp-upstream-auth
+adds the upstream credential the agent never holds.`,
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {

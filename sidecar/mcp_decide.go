@@ -60,7 +60,7 @@ func (p *mcpProxy) decideCall(r *http.Request, rt *mcpRoute, m *mcpMessage, body
 			s.metrics.internalErrors.Inc()
 			s.log.Error("MCP call decision failed; denied "+string(CodeInternalError), "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 			if !recorded {
-				answer, allowed = p.selfDeny(m.ID, &ev, req, CodeInternalError, "the sidecar failed while deciding; denied to fail closed"), false
+				answer, allowed = p.selfDeny(r, m.ID, &ev, req, CodeInternalError, "the sidecar failed while deciding; denied to fail closed"), false
 			}
 		}
 	}()
@@ -73,7 +73,7 @@ func (p *mcpProxy) decideCall(r *http.Request, rt *mcpRoute, m *mcpMessage, body
 	if s.evaluating.Add(1) > s.maxEvaluating {
 		s.evaluating.Add(-1)
 		recorded = true
-		return p.selfDeny(m.ID, &ev, nil, CodeOverloaded,
+		return p.selfDeny(r, m.ID, &ev, nil, CodeOverloaded,
 			fmt.Sprintf("the sidecar is deciding %d requests already (--max-evaluations); denied to fail closed, retry shortly", s.maxEvaluating)), false
 	}
 	defer s.evaluating.Add(-1)
@@ -93,7 +93,7 @@ func (p *mcpProxy) decideCall(r *http.Request, rt *mcpRoute, m *mcpMessage, body
 	res, st := s.evaluateRequest(req, false, &ev)
 	ev.id = s.nextID.Add(1)
 	if res.Decision != engine.Allow {
-		answer = denyCallResult(m.ID, &res, s.closeResponse(mustAppendJSON(&res), st, ev.id))
+		answer = denyCallResult(m.ID, &res, s.closeResponse(mustAppendJSON(&res), st, ev.id), modernMCP(r))
 	}
 	recorded = true
 	if answer != nil || res.Decision != engine.Allow {
@@ -138,12 +138,12 @@ func mustAppendJSON(res *engine.Result) []byte {
 
 // selfDeny is a deny the sidecar made itself (overload, failure), logged
 // and counted as a decision like /v1/evaluate's.
-func (p *mcpProxy) selfDeny(id json.RawMessage, ev *event, req engine.Request, code engine.Code, reason string) json.RawMessage {
+func (p *mcpProxy) selfDeny(r *http.Request, id json.RawMessage, ev *event, req engine.Request, code engine.Code, reason string) json.RawMessage {
 	s := p.s
 	res := engine.Result{Decision: engine.Deny, Code: code, Reason: reason}
 	st := s.state.Load()
 	ev.id = s.nextID.Add(1)
-	answer := denyCallResult(id, &res, s.closeResponse(mustAppendJSON(&res), st, ev.id))
+	answer := denyCallResult(id, &res, s.closeResponse(mustAppendJSON(&res), st, ev.id), modernMCP(r))
 	s.finish(ev, req, &res, st.revision)
 	return answer
 }
@@ -156,11 +156,17 @@ func (p *mcpProxy) refuse(id json.RawMessage, msg string) json.RawMessage {
 	return appendRPCError(nil, id, rpcInvalidParams, msg)
 }
 
+// modernMCP tells a 2026-07-28 (or later) request, whose results say they
+// are complete (resultType), as the SDKs' servers write them.
+func modernMCP(r *http.Request) bool {
+	return r.Header.Get("Mcp-Protocol-Version") >= "2026-07-28"
+}
+
 // denyCallResult is a deny as the model reads it: a CallToolResult with
 // isError, text naming the rule (or the code) and the reason, and the
 // decision object under _meta. decision is the /v1/evaluate answer, with
 // its trailing newline.
-func denyCallResult(id json.RawMessage, res *engine.Result, decision []byte) json.RawMessage {
+func denyCallResult(id json.RawMessage, res *engine.Result, decision []byte, modern bool) json.RawMessage {
 	if len(id) == 0 {
 		return nil
 	}
@@ -177,7 +183,11 @@ func denyCallResult(id json.RawMessage, res *engine.Result, decision []byte) jso
 	out = append(out, id...)
 	out = append(out, `,"result":{"content":[{"type":"text","text":`...)
 	out = engine.AppendJSONString(out, text)
-	out = append(out, `}],"isError":true,"_meta":{"`+mcpMetaDecision+`":`...)
+	out = append(out, `}],"isError":true,`...)
+	if modern {
+		out = append(out, `"resultType":"complete",`...)
+	}
+	out = append(out, `"_meta":{"`+mcpMetaDecision+`":`...)
 	for len(decision) > 0 && decision[len(decision)-1] == '\n' {
 		decision = decision[:len(decision)-1]
 	}

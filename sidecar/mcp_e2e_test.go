@@ -316,6 +316,17 @@ func TestMCPProxyBatchesAndLimits(t *testing.T) {
 		answers[1].ID != "two" || answers[1].Error == nil || answers[1].Error.Code != rpcNotForwarded {
 		t.Fatalf("batch with a denied call: %d %s", status, body)
 	}
+	// A 2026-07-28 deny says its result is complete, as the SDKs' servers do.
+	req, err := http.NewRequest(http.MethodPost, rig.proxy, strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"pay","arguments":{"amount":5000}}}`))
+	must(t, err)
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "tools/call")
+	req.Header.Set("Mcp-Name", "pay")
+	resp, err := http.DefaultClient.Do(req)
+	must(t, err)
+	if text := readAll(t, resp); resp.StatusCode != http.StatusOK || !strings.Contains(text, `"isError":true,"resultType":"complete"`) {
+		t.Fatalf("2026-07-28 deny: %d %s", resp.StatusCode, text)
+	}
 	status, body = post(t, rig.proxy, `{"jsonrpc":"2.0","method":"tools/call","params":{"name":"pay","arguments":{"amount":5000}}}`)
 	if status != http.StatusAccepted || len(body) != 0 {
 		t.Fatalf("denied notification: %d %s", status, body)
@@ -337,7 +348,7 @@ func TestMCPProxyBatchesAndLimits(t *testing.T) {
 	}
 	_, metrics := get(t, rig.decisions+"/metrics")
 	for _, want := range []string{
-		`toolgate_sidecar_mcp_requests_total{outcome="denied",upstream="pay"} 3`,
+		`toolgate_sidecar_mcp_requests_total{outcome="denied",upstream="pay"} 4`,
 		`toolgate_sidecar_mcp_requests_total{outcome="refused",upstream="pay"} 1`,
 		`toolgate_sidecar_mcp_requests_total{outcome="forwarded",upstream="pay"} 0`,
 	} {

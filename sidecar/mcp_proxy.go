@@ -66,7 +66,10 @@ func newMCPProxy(s *Server, ups []mcpUpstream) *mcpProxy {
 			Transport:      tr,
 			ErrorHandler:   p.upstreamError(rt),
 			ModifyResponse: p.modifyResponse(rt),
-			ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+			// Every write is flushed at once: an event stream, or any
+			// answer sent in pieces, reaches the agent as it arrives.
+			FlushInterval: -1,
+			ErrorLog:      slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 		}
 		p.routes[up.name] = rt
 	}
