@@ -255,5 +255,3 @@ func (p *mcpProxy) modifyResponse(rt *mcpRoute) func(*http.Response) error {
 		return nil
 	}
 }
-
-func appendJSONText(dst []byte, s string) []byte { return engine.AppendJSONString(dst, s) }

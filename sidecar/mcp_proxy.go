@@ -10,9 +10,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/toolgate/toolgate/engine"
 )
 
 // mcpProxy serves each upstream MCP server at /mcp/NAME (Streamable HTTP,
@@ -39,7 +42,7 @@ type mcpRoute struct {
 
 const mcpPathPrefix = "/mcp/"
 
-// mcpUpstreamTimeout bounds connecting to an upstream, so a call to a dead
+// mcpDialTimeout bounds connecting to an upstream, so a call to a dead
 // one fails as a JSON-RPC error quickly rather than hang the agent.
 const mcpDialTimeout = 5 * time.Second
 
@@ -60,6 +63,10 @@ func newMCPProxy(s *Server, ups []mcpUpstream) *mcpProxy {
 			IdleConnTimeout:       90 * time.Second,
 			TLSHandshakeTimeout:   mcpDialTimeout,
 			ExpectContinueTimeout: time.Second,
+			// Nothing is compressed upstream: streams are read event by
+			// event (tools/list filtered, list_changed added), and on
+			// loopback to the agent compression would only add latency.
+			DisableCompression: true,
 		}
 		rt.rp = &httputil.ReverseProxy{
 			Rewrite:        rt.rewrite,
@@ -89,11 +96,7 @@ func (rt *mcpRoute) rewrite(pr *httputil.ProxyRequest) {
 	if rt.up.auth != nil {
 		rt.up.auth.apply(pr.Out.Header)
 	}
-	if info := mcpInfoOf(pr.In.Context()); info != nil && info.listIDs != nil {
-		// The tools/list answer is read to filter it: have the transport
-		// decompress rather than pass gzip through.
-		pr.Out.Header.Del("Accept-Encoding")
-	}
+	pr.Out.Header.Del("Accept-Encoding") // see the transport's DisableCompression
 }
 
 func (p *mcpProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -120,6 +123,7 @@ func (p *mcpProxy) paths() string {
 	for name := range p.routes {
 		out = append(out, mcpPathPrefix+name)
 	}
+	slices.Sort(out)
 	return strings.Join(out, ", ")
 }
 
@@ -292,7 +296,7 @@ func appendRPCError(dst []byte, id json.RawMessage, code int, msg string) []byte
 	dst = append(dst, `,"error":{"code":`...)
 	dst = fmt.Appendf(dst, "%d", code)
 	dst = append(dst, `,"message":`...)
-	dst = appendJSONText(dst, msg)
+	dst = engine.AppendJSONString(dst, msg)
 	return append(dst, "}}"...)
 }
 
