@@ -376,3 +376,37 @@ func TestMCPProxyOnTheSocket(t *testing.T) {
 	}
 	deniedDecision(t, callTool(t, cs, "pay", map[string]any{"amount": 300}), "pay-cap: payments over 100 need a human")
 }
+
+// TestMCPProxyStreamsSurviveAConnectionFlood: at --max-connections a flood
+// of silent connections evicts its own kind, never a session's open
+// stream, and calls still get through.
+func TestMCPProxyStreamsSurviveAConnectionFlood(t *testing.T) {
+	up := startMCPServer(t)
+	rig := startMCPRig(t, up.endpoint("2025-11-25"), mcpTestBundle(), func(o *Options) { o.MaxConnections = 4 })
+	changed := make(chan struct{}, 8)
+	cs := rig.connect("2025-11-25", &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+	}, nil)
+	listTools(t, cs) // the GET stream is open by now
+	host := strings.TrimSuffix(strings.TrimPrefix(rig.proxy, "http://"), "/mcp/pay")
+	for range 20 {
+		c, err := net.Dial("tcp", host)
+		must(t, err)
+		t.Cleanup(func() { _ = c.Close() })
+	}
+	if got := resultText(t, callTool(t, cs, "pay", map[string]any{"amount": 1})); got != "paid 1" {
+		t.Fatalf("call during the flood: %q", got)
+	}
+	b := mcpTestBundle()
+	b.Policies[0].Rules = append(b.Policies[0].Rules, engine.Rule{ID: "no-stream", Effect: "deny",
+		Conditions: []engine.Condition{{Field: "tool_name", Operator: "eq", Value: raw("stream")}}})
+	rig.publish(b)
+	select {
+	case <-changed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the session's GET stream was evicted by the flood: no list_changed")
+	}
+	if n := metricValue(t, rig.decisions, "toolgate_sidecar_connections_evicted_total"); n < 10 {
+		t.Fatalf("%v connections evicted; the flood should have been", n)
+	}
+}

@@ -106,6 +106,14 @@ func (p *mcpProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no MCP upstream is served at %q; the proxy serves %s", r.URL.Path, p.paths()))
 		return
 	}
+	// A request being proxied, a stream included, is never evicted at
+	// --max-connections, as a request being evaluated is not: at the cap a
+	// new connection evicts one that is idle or still sending headers.
+	conn := connOf(r)
+	if !conn.setBusy() {
+		return
+	}
+	defer conn.setWaiting()
 	// Streams live as long as the session: only the decision listeners'
 	// write timeout would cut them.
 	rc := http.NewResponseController(w)

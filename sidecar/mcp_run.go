@@ -9,8 +9,9 @@ import (
 
 // openMCP opens the MCP proxy's listener and server; nil, nil without
 // --mcp-upstream. The proxy has a server of its own because its streams
-// outlive any write timeout: it bounds headers and idle connections, and
-// each POST body by --read-timeout (mcpProxy.readBody).
+// outlive any write timeout: it bounds headers and idle connections, each
+// POST body by --read-timeout (mcpProxy.readBody), and its connections by
+// --max-connections, like each --listen address.
 func (s *Server) openMCP() (*http.Server, net.Listener, error) {
 	if s.mcp == nil {
 		return nil, nil, nil
@@ -32,6 +33,7 @@ func (s *Server) openMCP() (*http.Server, net.Listener, error) {
 	}
 	srv := &http.Server{Handler: s.mcp,
 		ReadHeaderTimeout: s.opts.ReadHeaderTimeout, IdleTimeout: s.opts.IdleTimeout, MaxHeaderBytes: maxHeaderBytes,
+		ConnState: trackConnState, ConnContext: withConn,
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
-	return srv, ln, nil
+	return srv, newConnLimiter(ln, s.opts.MaxConnections, s.metrics, s.opts.MCP.Listen), nil
 }
