@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"path"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -186,12 +187,28 @@ func volumeSecrets(v corev1.Volume) []string {
 	return out
 }
 
+// EnvMCPURL tells the agent's containers where the proxy serves the
+// upstreams: "${TOOLGATE_MCP_URL}NAME" is upstream NAME.
+const (
+	EnvMCPURL     = "TOOLGATE_MCP_URL"
+	defaultMCPURL = "http://127.0.0.1:8182/mcp/"
+)
+
 // injectMCP adds each upstream to the sidecar's arguments and mounts its
-// Secret into the sidecar alone. The annotation was checked by refuseMCP.
+// Secret into the sidecar alone, and points the Pod's other containers at
+// the proxy (where they do not set EnvMCPURL in env themselves). The
+// annotation was checked by refuseMCP.
 func injectMCP(pod *corev1.Pod, c *corev1.Container) {
 	v, ok := pod.Annotations[AnnotationMCPUpstreams]
 	if !ok {
 		return
+	}
+	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range list {
+			if !slices.ContainsFunc(list[i].Env, func(e corev1.EnvVar) bool { return e.Name == EnvMCPURL }) {
+				list[i].Env = append(list[i].Env, corev1.EnvVar{Name: EnvMCPURL, Value: defaultMCPURL})
+			}
+		}
 	}
 	ups, _ := parseMCPUpstreams(v)
 	readable := int32(0o444) // the sidecar runs as its own user; no other container mounts it

@@ -55,6 +55,13 @@ func TestInjectsMCPUpstreams(t *testing.T) {
 	if !mounted(*c, "toolgate-mcp-github") || !mounted(*c, "toolgate-mcp-pay") {
 		t.Fatalf("the sidecar does not mount the credentials: %+v", c.VolumeMounts)
 	}
+	agent := stored.Spec.Containers[0]
+	if !slices.Contains(agent.Env, corev1.EnvVar{Name: EnvMCPURL, Value: "http://127.0.0.1:8182/mcp/"}) {
+		t.Errorf("the agent container is not pointed at the proxy: %+v", agent.Env)
+	}
+	if slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == EnvMCPURL }) {
+		t.Errorf("the sidecar got %s", EnvMCPURL)
+	}
 	for _, other := range append(append([]corev1.Container{}, stored.Spec.Containers...), stored.Spec.InitContainers...) {
 		if other.Name != SidecarName && (mounted(other, "toolgate-mcp-github") || mounted(other, "toolgate-mcp-pay")) {
 			t.Fatalf("container %s mounts an upstream credential", other.Name)
