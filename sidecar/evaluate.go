@@ -289,19 +289,10 @@ func (s *Server) closeResponse(out []byte, st *state, id uint64) []byte {
 }
 
 func (s *Server) finish(ev *event, req engine.Request, res *engine.Result, revision string) {
-	if s.settle(ev, req, res, revision) {
-		s.decisions.record(ev)
-	}
-}
-
-// settle counts the decision and fills ev for the log; it reports whether
-// ev is to be recorded. The MCP proxy records an allowed call only once it
-// is forwarded, so the log's writer does not wake up in its way.
-func (s *Server) settle(ev *event, req engine.Request, res *engine.Result, revision string) bool {
 	took := time.Since(ev.at)
 	s.metrics.observeDecision(res.Decision, res.Code, took)
 	if !s.decisions.enabled() {
-		return false
+		return
 	}
 	ev.idPrefix = s.idPrefix
 	ev.agentID = stringField(req, "agent_id")
@@ -315,7 +306,7 @@ func (s *Server) settle(ev *event, req engine.Request, res *engine.Result, revis
 	if s.decisions.wantsRequest() {
 		ev.req = req
 	}
-	return true
+	s.decisions.record(ev)
 }
 
 // internalError turns a panic into a deny, so the client still gets a

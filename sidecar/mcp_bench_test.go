@@ -34,8 +34,7 @@ func BenchmarkMCPDecideCall(b *testing.B) {
 		if err := checkMCPHeaders(r.Header, msgs, batch); err != nil {
 			b.Fatal(err)
 		}
-		var pending []*event
-		if _, ok := s.mcp.decideCall(r, rt, &msgs[0], len(body), &pending); !ok {
+		if _, ok := s.mcp.decideCall(r, rt, &msgs[0], len(body)); !ok {
 			b.Fatal("denied")
 		}
 	}

@@ -47,10 +47,8 @@ func mcpInfoOf(ctx context.Context) *mcpInfo {
 // decision path (evaluateRequest, then finish: decision log and metrics),
 // as {tool_name, server, action: call, input, agent_id, session_id,
 // framework: mcp}. Not allowed, it returns the JSON-RPC answer the client
-// gets instead (nil for a notification, which gets none). Allowed, the
-// decision is counted at once and its log event appended to *pending, for
-// the caller to record once the call is forwarded.
-func (p *mcpProxy) decideCall(r *http.Request, rt *mcpRoute, m *mcpMessage, bodyBytes int, pending *[]*event) (answer json.RawMessage, allowed bool) {
+// gets instead (nil for a notification, which gets none).
+func (p *mcpProxy) decideCall(r *http.Request, rt *mcpRoute, m *mcpMessage, bodyBytes int) (answer json.RawMessage, allowed bool) {
 	s := p.s
 	ev := event{at: time.Now(), bodyBytes: bodyBytes, framework: mcpFramework}
 	var req engine.Request
@@ -96,11 +94,7 @@ func (p *mcpProxy) decideCall(r *http.Request, rt *mcpRoute, m *mcpMessage, body
 		answer = denyCallResult(m.ID, &res, s.closeResponse(mustAppendJSON(&res), st, ev.id), modernMCP(r))
 	}
 	recorded = true
-	if answer != nil || res.Decision != engine.Allow {
-		s.finish(&ev, req, &res, st.revision)
-	} else if s.settle(&ev, req, &res, st.revision) {
-		*pending = append(*pending, &ev)
-	}
+	s.finish(&ev, req, &res, st.revision)
 	return answer, res.Decision == engine.Allow
 }
 

@@ -168,18 +168,11 @@ func (p *mcpProxy) post(w http.ResponseWriter, r *http.Request, rt *mcpRoute) {
 	info := &mcpInfo{msgs: msgs, batch: batch}
 	var denied []json.RawMessage // per message: its answer when denied
 	anyDenied := false
-	// Allowed calls' log events, recorded once the POST is answered.
-	var pending []*event
-	defer func() {
-		for _, ev := range pending {
-			s.decisions.record(ev)
-		}
-	}()
 	for i := range msgs {
 		m := &msgs[i]
 		switch m.Method {
 		case methodToolsCall:
-			answer, allowed := p.decideCall(r, rt, m, len(body), &pending)
+			answer, allowed := p.decideCall(r, rt, m, len(body))
 			if !allowed {
 				if denied == nil {
 					denied = make([]json.RawMessage, len(msgs))
