@@ -80,6 +80,7 @@ func (s *Server) swap(b engine.Bundle, doc []byte, v verified, origin string) er
 	st := newState(compiled.WithFrozen(s.apiFrozen), b.Revision, origin, now, s.idPrefix)
 	st.limits = hasLimits(b)
 	s.state.Store(st)
+	s.mcpBundleLoaded(b)
 	s.metrics.setBundle(b.Revision, now)
 	s.log.Info("bundle loaded", "source", origin, "revision", b.Revision, "policies", len(b.Policies),
 		"frozenAgents", len(b.FrozenAgents), "compile", now.Sub(started))

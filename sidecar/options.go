@@ -140,6 +140,9 @@ type Options struct {
 	// MaxTrace bounds an explain trace, in entries (engine.EvalOptions).
 	MaxTrace int
 
+	// MCP configures the MCP proxy (mcp_options.go).
+	MCP MCPOptions
+
 	// Not flags: where decision log lines and operational logs go
 	// (os.Stdout and a stderr text logger when nil).
 	DecisionLogWriter io.Writer
@@ -183,6 +186,7 @@ func DefaultOptions() Options {
 		MaxTrace:              2000,
 		UsageMaxKeys:          usage.DefaultMaxKeys,
 		UsageMaxEventsPerKey:  usage.DefaultMaxEventsPerKey,
+		MCP:                   MCPOptions{Listen: DefaultMCPListen},
 	}
 }
 
@@ -309,6 +313,7 @@ func (o *Options) validateServing() error {
 	if _, err := o.loadTrustedKeys(); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, o.validateMCP())
 	return errors.Join(errs...)
 }
 
