@@ -67,11 +67,14 @@ type Rule struct {
 // and the API server rejects CEL rules over untyped fields ("undefined
 // field"); the engine checks them.
 
-// Condition tests one field of the tool call, or is an any group. The
+// Condition tests one field of the tool call, or is an any group. Three CEL
+// rules rather than one so that each error names its field. The
 // schema rejects malformed paths itself (so they fail even with the webhook
 // bypassed); the webhook adds what needs the engine: value types, regexes,
 // forbidden segments.
-// +kubebuilder:validation:XValidation:rule="has(self.any) ? !has(self.field) && !has(self.operator) : has(self.field) && has(self.operator)",message="a condition is either a test (field and operator) or a group (any), not both"
+// +kubebuilder:validation:XValidation:rule="has(self.any) || has(self.field)",fieldPath=".field",message="field is required: a condition is a test (field and operator) or a group (any)"
+// +kubebuilder:validation:XValidation:rule="has(self.any) || has(self.operator)",fieldPath=".operator",message="operator is required: a condition is a test (field and operator) or a group (any)"
+// +kubebuilder:validation:XValidation:rule="!has(self.any) || (!has(self.field) && !has(self.operator))",fieldPath=".any",message="a group (any) takes no field or operator: move the test into the group"
 type Condition struct {
 	// field is a dot-path into the request: tool_name, agent_id,
 	// input.command, kwargs.amount, args.0.
@@ -102,7 +105,9 @@ type Condition struct {
 }
 
 // AnyCondition is a member of an any group: a test, or an all group.
-// +kubebuilder:validation:XValidation:rule="has(self.all) ? !has(self.field) && !has(self.operator) : has(self.field) && has(self.operator)",message="a member of any is either a test (field and operator) or a group (all), not both"
+// +kubebuilder:validation:XValidation:rule="has(self.all) || has(self.field)",fieldPath=".field",message="field is required: a member of any is a test (field and operator) or a group (all)"
+// +kubebuilder:validation:XValidation:rule="has(self.all) || has(self.operator)",fieldPath=".operator",message="operator is required: a member of any is a test (field and operator) or a group (all)"
+// +kubebuilder:validation:XValidation:rule="!has(self.all) || (!has(self.field) && !has(self.operator))",fieldPath=".all",message="a group (all) takes no field or operator: move the test into the group"
 type AnyCondition struct {
 	// field is a dot-path into the request, as in a condition.
 	// +optional
