@@ -39,7 +39,7 @@ func TestBuildConvertsAndOrders(t *testing.T) {
 		t.Errorf("unset generation gives version %d, want 1", a.Version)
 	}
 	if a.DefaultEffect != "allow" {
-		t.Errorf("unset defaultEffect gives %q, want the CRD default allow", a.DefaultEffect)
+		t.Errorf("unset defaultEffect of an ordered policy gives %q, want allow", a.DefaultEffect)
 	}
 	if b.Policies[2].Version != 3 {
 		t.Errorf("version %d, want generation 3", b.Policies[2].Version)
