@@ -27,6 +27,9 @@ type decision struct {
 	MatchedRuleID  string `json:"matchedRuleId"`
 	Reason         string `json:"reason"`
 	BundleRevision string `json:"bundleRevision"`
+	// Effect and Warnings: issue 9's gateway model.
+	Effect   string   `json:"effect"`
+	Warnings []string `json:"warnings"`
 }
 
 func (d decision) String() string {
