@@ -59,8 +59,11 @@ type Rule struct {
 // Conditions nest at most any -> all -> leaf (seed 002's "or", one level).
 // controller-gen cannot generate a recursive schema, so each level is its
 // own type: Condition may hold any, AnyCondition may hold all, LeafCondition
-// holds neither. Deeper nesting is an unknown field the schema prunes (and
-// strict field validation, kubectl's default, refuses).
+// holds neither. The groups a level may not hold are declared with
+// maxItems 0 rather than left out: a field the schema does not know is
+// pruned, silently unless the client asks for strict field validation, and
+// a pruned group changes what the condition means; a declared one is
+// refused with its path whatever the client.
 //
 // Not in CEL: "in needs values", "a group takes no value" and the like.
 // value and values hold any JSON scalar, so they are untyped in the schema,
@@ -102,6 +105,12 @@ type Condition struct {
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=16
 	Any []AnyCondition `json:"any,omitempty"`
+
+	// all is only allowed inside any (a rule's conditions are already all
+	// AND-ed); see above for why it is declared.
+	// +optional
+	// +kubebuilder:validation:MaxItems=0
+	All []apiextensionsv1.JSON `json:"all,omitempty"`
 }
 
 // AnyCondition is a member of an any group: a test, or an all group.
@@ -134,6 +143,12 @@ type AnyCondition struct {
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=16
 	All []LeafCondition `json:"all,omitempty"`
+
+	// any is not allowed in any (nesting stops at any -> all -> leaf); see
+	// above for why it is declared.
+	// +optional
+	// +kubebuilder:validation:MaxItems=0
+	Any []apiextensionsv1.JSON `json:"any,omitempty"`
 }
 
 // LeafCondition is a test inside an all group.
@@ -157,4 +172,13 @@ type LeafCondition struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=1024
 	Values []apiextensionsv1.JSON `json:"values,omitempty"`
+
+	// any and all are not allowed in a test of an all group (nesting stops
+	// at any -> all -> leaf); see above for why they are declared.
+	// +optional
+	// +kubebuilder:validation:MaxItems=0
+	Any []apiextensionsv1.JSON `json:"any,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxItems=0
+	All []apiextensionsv1.JSON `json:"all,omitempty"`
 }
