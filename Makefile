@@ -91,6 +91,14 @@ measure-freeze: ## Freeze-to-deny over 50 FrozenAgents: real manager and sidecar
 measure-sidecar: ## Load a sidecar with a 1000-rule bundle over loopback: throughput, p50/p99 (target >= 20k/s, p99 <= 2ms).
 	go run ./test/loadgen -self
 
+.PHONY: diff-engine
+diff-engine: ## Old vs new engine on 20,000 random ordered bundles (decisions, ids, reasons, codes, traces must be identical).
+	./hack/diff-engine.sh
+
+.PHONY: compare-engine
+compare-engine: ## Engine benchmarks at the last commit before the gateway model and now, alternating, median change.
+	./hack/compare-engine.sh
+
 .PHONY: compare-opa
 compare-opa: ## OPA (opa bench, built into bin/) and the engine on the same 1000-rule scenario, side by side.
 	./hack/compare-opa.sh

@@ -15,7 +15,7 @@ import (
 // out: they no longer apply and republishing without them is what expiry
 // means. A zero now keeps every freeze.
 func Build(policies []v1alpha1.Policy, frozen []v1alpha1.FrozenAgent, now time.Time) engine.Bundle {
-	b := engine.Bundle{SchemaVersion: engine.SchemaVersion,
+	b := engine.Bundle{
 		Policies: make([]engine.Policy, 0, len(policies)), FrozenAgents: make([]engine.FrozenAgent, 0, len(frozen))}
 	for i := range policies {
 		b.Policies = append(b.Policies, Policy(&policies[i]))
@@ -28,6 +28,7 @@ func Build(policies []v1alpha1.Policy, frozen []v1alpha1.FrozenAgent, now time.T
 		b.FrozenAgents = append(b.FrozenAgents, f)
 	}
 	b.Sort()
+	b.SchemaVersion = b.NeededSchemaVersion()
 	return b
 }
 

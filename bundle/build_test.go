@@ -48,7 +48,7 @@ func TestBuildConvertsAndOrders(t *testing.T) {
 	if string(c[0].Value) != "1000" || len(c[1].Values) != 2 || string(c[1].Values[1]) != `"transfer"` {
 		t.Errorf("conditions not carried over: %+v", c)
 	}
-	if b.SchemaVersion != engine.SchemaVersion || b.FrozenAgents == nil {
+	if b.SchemaVersion != engine.SchemaVersionOrdered || b.FrozenAgents == nil {
 		t.Errorf("schema version %d, frozen %v", b.SchemaVersion, b.FrozenAgents)
 	}
 }

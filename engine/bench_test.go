@@ -39,6 +39,63 @@ func byToolBundle(n int) Bundle {
 	return Bundle{Policies: []Policy{{ID: "p", Version: 1, DefaultEffect: "allow", Rules: rules}}}
 }
 
+// byToolPolicies is byToolBundle's rules over several policies of n rules
+// each (a policy holds at most MaxRulesPerPolicy): rule i of the whole set
+// pins tool_i.
+func byToolPolicies(policies, n int) Bundle {
+	var out Bundle
+	for p := range policies {
+		pol := byToolBundle(n).Policies[0]
+		pol.ID = fmt.Sprintf("p%02d", p)
+		for i := range pol.Rules {
+			k := p*n + i
+			pol.Rules[i].Conditions[0].Value = raw(fmt.Sprintf("tool_%d", k))
+			pol.Rules[i].Conditions[1].Value = raw(fmt.Sprintf("danger_%d", k))
+			pol.Rules[i].Conditions[2].Value = raw(k)
+		}
+		out.Policies = append(out.Policies, pol)
+	}
+	return out
+}
+
+// tieredByToolBundle: n tiered rules, rule i bound to tool_i, scoped to
+// agent-i or the ci role, with one condition; odd rules sit a tier higher.
+func tieredByToolBundle(n int) Bundle {
+	rules := make([]Rule, n)
+	for i := range rules {
+		rules[i] = Rule{ID: fmt.Sprintf("r%d", i), Effect: "deny", Priority: int32(i % 2),
+			Subjects: &Subjects{Agents: []string{fmt.Sprintf("agent-%d", i)}, Roles: []string{"ci"}},
+			Targets:  &Targets{Tools: []string{fmt.Sprintf("tool_%d", i)}},
+			Conditions: []Condition{
+				{Field: "input.command", Operator: "contains", Value: raw(fmt.Sprintf("danger_%d", i))},
+			}}
+	}
+	return Bundle{Policies: []Policy{{ID: "p", Version: 1, Evaluation: EvaluationTiered, Rules: rules}}}
+}
+
+// tieredResourceBundle: n rules bound to tables t0..t(tables-1) in turn
+// (n/tables rules per table), allowing the analyst role in tier 0 and
+// denying DROP in tier 1.
+func tieredResourceBundle(n, tables int) Bundle {
+	rules := make([]Rule, n)
+	for i := range rules {
+		r := Rule{ID: fmt.Sprintf("r%d", i), Effect: "allow", Priority: 0,
+			Subjects: &Subjects{Roles: []string{"analyst"}},
+			Targets: &Targets{Servers: []string{"db"},
+				Resources: []ResourceTarget{{Type: "table", Names: []string{fmt.Sprintf("t%d", i%tables)}}}},
+			When: &When{Sensitivity: []string{"pii"}},
+			Conditions: []Condition{
+				{Field: "resource.name", Operator: "starts_with", Value: raw("t")},
+			}}
+		if (i/tables)%2 == 1 {
+			r.Effect, r.Priority = "deny", 1
+			r.Conditions = []Condition{{Field: "input.sql", Operator: "contains", Value: raw("DROP")}}
+		}
+		rules[i] = r
+	}
+	return Bundle{Policies: []Policy{{ID: "p", Version: 1, Evaluation: EvaluationTiered, Rules: rules}}}
+}
+
 func scanBundle(n int) Bundle {
 	rules := make([]Rule, n)
 	for i := range rules {
@@ -67,6 +124,28 @@ func BenchmarkEvaluate(b *testing.B) {
 		req := Request{"tool_name": "tool_500", "agent_id": "agent-1",
 			"input": map[string]any{"command": "run danger_500 now"}, "kwargs": map[string]any{"amount": 5000.0}}
 		run(b, c, req, Deny)
+	})
+	b.Run("rules=10000/by-tool", func(b *testing.B) {
+		c := mustCompile(b, byToolPolicies(10, 1000))
+		req := Request{"tool_name": "tool_9500", "agent_id": "agent-1",
+			"input": map[string]any{"command": "run danger_9500 now"}, "kwargs": map[string]any{"amount": 10000.0}}
+		run(b, c, req, Deny)
+	})
+	b.Run("tiered/rules=1000/by-tool", func(b *testing.B) {
+		c := mustCompile(b, tieredByToolBundle(1000))
+		req := Request{"tool_name": "tool_500", "agent_id": "agent-500", "roles": []any{"ci"},
+			"input": map[string]any{"command": "run danger_500 now"}}
+		run(b, c, req, Deny)
+	})
+	b.Run("tiered/resources=10", func(b *testing.B) {
+		c := mustCompile(b, tieredResourceBundle(100, 10))
+		resources := make([]any, 10)
+		for i := range resources {
+			resources[i] = map[string]any{"type": "table", "name": fmt.Sprintf("t%d", i), "sensitivity": []any{"pii"}}
+		}
+		req := Request{"tool_name": "mcp__db__query", "agent_id": "analyst-1", "roles": []any{"analyst"},
+			"resources": resources, "input": map[string]any{"sql": "SELECT * FROM t1"}}
+		run(b, c, req, Allow)
 	})
 	b.Run("rules=1000/scan", func(b *testing.B) {
 		c := mustCompile(b, scanBundle(1000))

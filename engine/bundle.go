@@ -12,9 +12,49 @@ import (
 	"time"
 )
 
-// SchemaVersion is the version of the bundle document. A sidecar rejects a
-// bundle with any other version rather than guessing at its meaning.
-const SchemaVersion = 1
+// SchemaVersion is the newest version of the bundle document this engine
+// reads. A bundle is written with the lowest version that holds it: 1 when
+// it uses nothing of the gateway model (so sidecars not yet upgraded keep
+// serving it during a rolling upgrade), 2 when it does. A sidecar rejects
+// a version it does not know rather than guessing at its meaning.
+const SchemaVersion = 2
+
+// SchemaVersionOrdered is the version of bundles that use only seed 000's
+// ordered model: every bundle written before the gateway model.
+const SchemaVersionOrdered = 1
+
+// NeededSchemaVersion is the lowest version that holds b: what Encode
+// writes and Decode insists on.
+func (b *Bundle) NeededSchemaVersion() int {
+	for i := range b.Policies {
+		if b.Policies[i].usesGateway() {
+			return SchemaVersion
+		}
+	}
+	return SchemaVersionOrdered
+}
+
+// usesGateway tells whether p needs version 2 to be read as written.
+func (p *Policy) usesGateway() bool {
+	if p.Evaluation != "" {
+		return true
+	}
+	for i := range p.Rules {
+		r := &p.Rules[i]
+		if r.Priority != 0 || r.Subjects != nil || r.Targets != nil || r.Select != nil || r.When != nil {
+			return true
+		}
+		if e := Effect(r.Effect); e == EffectWarn || e == EffectAudit {
+			return true
+		}
+		for j := range r.Conditions {
+			if c := &r.Conditions[j]; c.Any != nil || c.All != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // Bundle is everything one namespace's sidecars need to decide: its policies
 // and frozen agents. It is also the wire format published in the bundle
@@ -164,7 +204,7 @@ func expiryKey(t *time.Time) int64 {
 // the document with an empty revision. Equal bundles give byte-identical
 // output, so a publisher can skip writes when nothing changed.
 func Encode(b Bundle) ([]byte, string, error) {
-	b.SchemaVersion = SchemaVersion
+	b.SchemaVersion = b.NeededSchemaVersion()
 	b.Policies = slices.Clone(b.Policies)
 	b.FrozenAgents = slices.Clone(b.FrozenAgents)
 	for i, f := range b.FrozenAgents {
@@ -215,8 +255,11 @@ func Decode(doc []byte) (Bundle, error) {
 	if rest := bytes.TrimLeft(doc[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
 		return Bundle{}, fmt.Errorf("%w: trailing data after the document", ErrCorruptBundle)
 	}
-	if b.SchemaVersion != SchemaVersion {
-		return Bundle{}, fmt.Errorf("%w: schemaVersion %d is not supported (want %d)", ErrCorruptBundle, b.SchemaVersion, SchemaVersion)
+	if b.SchemaVersion < SchemaVersionOrdered || b.SchemaVersion > SchemaVersion {
+		return Bundle{}, fmt.Errorf("%w: schemaVersion %d is not supported (want %d to %d)", ErrCorruptBundle, b.SchemaVersion, SchemaVersionOrdered, SchemaVersion)
+	}
+	if want := b.NeededSchemaVersion(); b.SchemaVersion != want {
+		return Bundle{}, fmt.Errorf("%w: schemaVersion %d does not match its content, which needs %d", ErrCorruptBundle, b.SchemaVersion, want)
 	}
 	_, rev, err := Encode(b)
 	if err != nil {

@@ -100,8 +100,8 @@ func TestEncodeShape(t *testing.T) {
 	if err := json.Unmarshal(doc, &m); err != nil {
 		t.Fatal(err)
 	}
-	if m["schemaVersion"] != float64(SchemaVersion) || m["revision"] != rev {
-		t.Errorf("header %v %v, want %d %s", m["schemaVersion"], m["revision"], SchemaVersion, rev)
+	if m["schemaVersion"] != float64(SchemaVersionOrdered) || m["revision"] != rev {
+		t.Errorf("header %v %v, want %d %s", m["schemaVersion"], m["revision"], SchemaVersionOrdered, rev)
 	}
 	if p, ok := m["policies"].([]any); !ok || len(p) != 0 {
 		t.Errorf("policies = %#v, want []", m["policies"])
@@ -136,8 +136,8 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Decode: %v\n%s", err, doc)
 	}
-	if out.Revision != rev || out.SchemaVersion != SchemaVersion {
-		t.Errorf("decoded header %d %q, want %d %q", out.SchemaVersion, out.Revision, SchemaVersion, rev)
+	if out.Revision != rev || out.SchemaVersion != SchemaVersionOrdered {
+		t.Errorf("decoded header %d %q, want %d %q", out.SchemaVersion, out.Revision, SchemaVersionOrdered, rev)
 	}
 	again, rev2, err := Encode(out)
 	if err != nil || !bytes.Equal(again, doc) || rev2 != rev {

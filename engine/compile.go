@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -33,8 +34,21 @@ type Compiled struct {
 	frozen   freezes
 	// bundleFrozen are the bundle's own freezes, kept for WithFrozen.
 	bundleFrozen []FrozenAgent
-	paths        []Path // one slot per distinct field path
+	// byTool finds, with one lookup per evaluation, the policies that have
+	// rules pinned to a tool and those rules; policies without a hit and
+	// without rules for any tool are skipped.
+	byTool map[string][]toolHit
+	paths  []Path // one slot per distinct field path
+	// resourceSlot marks the paths rooted at resource, which read the
+	// resource under evaluation in a per-resource evaluation.
+	resourceSlot []bool
 	scratch      sync.Pool
+}
+
+// toolHit is one policy's rules pinned to a tool.
+type toolHit struct {
+	policy int32
+	rules  []int32
 }
 
 // frozenEntry is a FrozenAgent whose Reason is filled in.
@@ -83,18 +97,41 @@ type cpolicy struct {
 	defaultDeny   bool
 	defaultReason string
 	compileError  string // non-empty: every evaluation reaching it denies
+	tiered        bool
 	rules         []crule
 	byTool        map[string][]int32 // rules that need tool_name to be the key
 	anyTool       []int32            // rules that do not constrain tool_name
+	// byResource indexes a tiered policy's rules bound to resources, by
+	// type then name; those rules are in neither byTool nor anyTool, since
+	// they never take part at tool level.
+	byResource map[string]map[string][]int32
+	// rank is a tiered policy's evaluation order: rule i is rank[i]-th by
+	// priority (descending), effect (deny, warn, audit, allow) and index,
+	// so the first match is the decider. byTool, anyTool, byResource and
+	// toolLevel (every rule not bound to resources) are sorted by it.
+	rank      []int32
+	toolLevel []int32
+	// skippable: only rules pinned to tools, so a call to another tool
+	// cannot reach any rule of this policy.
+	skippable bool
 }
 
 type crule struct {
 	id         string
 	deny       bool
+	effect     Effect
+	priority   int32
 	reason     string // returned when this rule decides
 	usesRegex  bool
 	conditions []ccond
 	source     *Rule // for explain traces
+	// filtered: the rule has subjects, targets, select or when, so it
+	// needs more than its conditions checked.
+	filtered bool
+	subjects *csubjects
+	targets  *ctargets
+	sel      *cselect
+	when     *cwhen
 }
 
 type ccond struct {
@@ -104,6 +141,7 @@ type ccond struct {
 	set     map[string]struct{} // in/not_in with many values
 	list    []string            // in/not_in with few values
 	matcher *matcher
+	sub     []ccond // the members of an any or all group
 }
 
 // Compile turns a bundle into its evaluable form. It never fails as a whole:
@@ -123,7 +161,20 @@ func Compile(b Bundle) (*Compiled, []Diagnostic) {
 		c.policies = append(c.policies, p)
 		diags = append(diags, d...)
 	}
+	c.byTool = map[string][]toolHit{}
+	for pi := range c.policies {
+		p := &c.policies[pi]
+		for tool, rules := range p.byTool {
+			c.byTool[tool] = append(c.byTool[tool], toolHit{policy: int32(pi), rules: rules})
+		}
+		p.byTool = nil // c.byTool holds them now
+		p.skippable = p.compileError == "" && len(p.anyTool) == 0 && p.byResource == nil
+	}
 	c.paths = k.paths
+	c.resourceSlot = make([]bool, len(k.paths))
+	for i, p := range k.paths {
+		c.resourceSlot[i] = p[0].Key == "resource"
+	}
 	c.initScratch()
 	return c, diags
 }
@@ -144,7 +195,7 @@ func (c *Compiled) WithFrozen(extra []FrozenAgent) *Compiled {
 	if c == nil {
 		return nil
 	}
-	out := &Compiled{revision: c.revision, policies: c.policies, paths: c.paths,
+	out := &Compiled{revision: c.revision, policies: c.policies, byTool: c.byTool, paths: c.paths, resourceSlot: c.resourceSlot,
 		bundleFrozen: c.bundleFrozen, frozen: newFreezes(c.bundleFrozen, extra)}
 	out.initScratch()
 	return out
@@ -199,7 +250,12 @@ func (k *compiler) policy(in *Policy) (cpolicy, []Diagnostic) {
 	defaulted := in.WithDefaults()
 	p := &defaulted
 	d := &diagnoser{policy: p.ID}
-	out := cpolicy{id: p.ID, version: p.Version, byTool: map[string][]int32{}}
+	out := cpolicy{id: p.ID, version: p.Version, byTool: map[string][]int32{}, tiered: p.Tiered()}
+	switch p.Evaluation {
+	case "", EvaluationOrdered, EvaluationTiered:
+	default:
+		d.policyf(At("spec", "evaluation"), "must be ordered or tiered, not %q", p.Evaluation)
+	}
 	switch p.DefaultEffect {
 	case "allow":
 	case "deny":
@@ -225,10 +281,12 @@ func (k *compiler) policy(in *Policy) (cpolicy, []Diagnostic) {
 		} else {
 			seen[r.ID] = ri
 		}
-		cr := k.rule(d, ri, r)
+		cr := k.rule(d, ri, r, out.tiered)
 		cr.reason = ruleReason(p.ID, r)
 		idx := int32(len(out.rules))
-		if keys := toolKeys(r); keys != nil {
+		if out.tiered && r.Targets != nil && r.Targets.Resources != nil {
+			out.indexResources(idx, r.Targets.Resources)
+		} else if keys := toolKeys(r); keys != nil {
 			for _, tool := range keys {
 				if l := out.byTool[tool]; len(l) == 0 || l[len(l)-1] != idx {
 					out.byTool[tool] = append(l, idx)
@@ -239,24 +297,90 @@ func (k *compiler) policy(in *Policy) (cpolicy, []Diagnostic) {
 		}
 		out.rules = append(out.rules, cr)
 	}
+	if out.tiered {
+		out.rankRules()
+	}
 	if len(d.out) > 0 {
 		out.compileError = fmt.Sprintf("policy %q failed to compile: %s", p.ID, d.out[0].String())
 	}
 	return out, d.out
 }
 
+// rankRules orders a tiered policy's rules as evaluation sees them.
+func (p *cpolicy) rankRules() {
+	order := make([]int32, len(p.rules))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortStableFunc(order, func(x, y int32) int {
+		a, b := &p.rules[x], &p.rules[y]
+		if c := cmp.Compare(b.priority, a.priority); c != 0 {
+			return c
+		}
+		return cmp.Compare(effectRank(b.effect), effectRank(a.effect))
+	})
+	p.rank = make([]int32, len(order))
+	for pos, i := range order {
+		p.rank[i] = int32(pos)
+	}
+	byRank := func(l []int32) {
+		slices.SortFunc(l, func(x, y int32) int { return cmp.Compare(p.rank[x], p.rank[y]) })
+	}
+	for _, l := range p.byTool {
+		byRank(l)
+	}
+	byRank(p.anyTool)
+	for _, names := range p.byResource {
+		for _, l := range names {
+			byRank(l)
+		}
+	}
+	p.toolLevel = nil
+	for _, i := range order {
+		if r := p.rules[i].source; r.Targets == nil || r.Targets.Resources == nil {
+			p.toolLevel = append(p.toolLevel, i)
+		}
+	}
+}
+
+// indexResources files rule idx under every resource it is bound to.
+func (p *cpolicy) indexResources(idx int32, targets []ResourceTarget) {
+	if p.byResource == nil {
+		p.byResource = map[string]map[string][]int32{}
+	}
+	for _, t := range targets {
+		names := p.byResource[t.Type]
+		if names == nil {
+			names = map[string][]int32{}
+			p.byResource[t.Type] = names
+		}
+		for _, n := range t.Names {
+			if l := names[n]; len(l) == 0 || l[len(l)-1] != idx {
+				names[n] = append(l, idx)
+			}
+		}
+	}
+}
+
+// ruleReason is what a result decided by r says: its description, or a
+// sentence naming it; an allow says nothing.
 func ruleReason(policyID string, r *Rule) string {
 	if r.Description != "" {
 		return r.Description
 	}
-	if r.Effect == "deny" {
+	switch Effect(r.Effect) {
+	case EffectDeny:
 		return fmt.Sprintf("denied by rule %q of policy %q", r.ID, policyID)
+	case EffectWarn:
+		return fmt.Sprintf("warned by rule %q of policy %q", r.ID, policyID)
+	case EffectAudit:
+		return fmt.Sprintf("audited by rule %q of policy %q", r.ID, policyID)
 	}
 	return ""
 }
 
-func (k *compiler) rule(d *diagnoser, ri int, r *Rule) crule {
-	cr := crule{id: r.ID, deny: r.Effect == "deny", source: r}
+func (k *compiler) rule(d *diagnoser, ri int, r *Rule, tiered bool) crule {
+	cr := crule{id: r.ID, deny: r.Effect == "deny", effect: Effect(r.Effect), priority: r.Priority, source: r}
 	switch {
 	case r.ID == "":
 		d.rulef(ri, r.ID, "id", "rule has no id")
@@ -268,19 +392,21 @@ func (k *compiler) rule(d *diagnoser, ri int, r *Rule) crule {
 	if n := chars(r.Description); n > MaxDescriptionLength {
 		d.rulef(ri, r.ID, "description", "description is %d characters long, more than %d", n, MaxDescriptionLength)
 	}
-	if r.Effect != "allow" && r.Effect != "deny" {
-		d.rulef(ri, r.ID, "effect", "must be allow or deny, not %q", r.Effect)
+	switch Effect(r.Effect) {
+	case EffectAllow, EffectDeny, EffectWarn, EffectAudit:
+	default:
+		d.rulef(ri, r.ID, "effect", "must be allow, deny, warn or audit, not %q", r.Effect)
 	}
 	if n := len(r.Conditions); n > MaxConditionsPerRule {
 		d.rulef(ri, r.ID, "conditions", "%d conditions, more than the limit of %d", n, MaxConditionsPerRule)
 	}
+	k.gatewayRule(d, ri, r, &cr, tiered)
 	for ci := range r.Conditions {
-		cond, ok := k.condition(d, ri, r.ID, ci, &r.Conditions[ci])
+		cond, ok := k.conditionTree(d, ri, r.ID, ci, nil, &r.Conditions[ci], 0)
 		if !ok {
 			continue
 		}
-		cond.slot = k.slot(r.Conditions[ci].Field)
-		cr.usesRegex = cr.usesRegex || cond.op == opMatches
+		cr.usesRegex = cr.usesRegex || cond.usesRegex()
 		cr.conditions = append(cr.conditions, cond)
 	}
 	return cr
@@ -291,6 +417,9 @@ func (k *compiler) rule(d *diagnoser, ri int, r *Rule) crule {
 // tool. Evaluation uses it to skip rules for other tools while keeping the
 // scan order.
 func toolKeys(r *Rule) []string {
+	if r.Targets != nil && len(r.Targets.Tools) > 0 {
+		return r.Targets.Tools
+	}
 	for _, c := range r.Conditions {
 		if c.Field != "tool_name" {
 			continue

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/json"
+	"slices"
 )
 
 // condFail reports one problem of the condition being compiled, at one of its
@@ -20,12 +21,78 @@ var operandChecks = map[operandKind]operandCheck{
 	needsNumber:  checkNumberOperand,
 }
 
-// condition compiles one condition; ok=false when it has a problem (then
-// reported through d and left out of the rule).
-func (k *compiler) condition(d *diagnoser, ri int, rid string, ci int, c *Condition) (ccond, bool) {
+// conditionTree compiles condition ci of a rule, or one member of a group
+// in it (base is the member's location in condition ci): a test, or an any
+// group (at the top) of tests and all groups (inside any) of tests.
+func (k *compiler) conditionTree(d *diagnoser, ri int, rid string, ci int, base Location, c *Condition, depth int) (ccond, bool) {
+	if c.Any == nil && c.All == nil {
+		cc, ok := k.condition(d, ri, rid, ci, base, c)
+		if ok {
+			cc.slot = k.slot(c.Field)
+		}
+		return cc, ok
+	}
+	fail := func(at Location, format string, args ...any) {
+		d.condf(ri, rid, ci, append(slices.Clip(base), at...), format, args...)
+	}
+	name, members, cop := "any", c.Any, opAny
+	if c.Any == nil {
+		name, members, cop = "all", c.All, opAll
+	}
+	switch {
+	case c.Any != nil && c.All != nil:
+		fail(At("all"), "set any or all, not both")
+		return ccond{}, false
+	case c.Field != "" || c.Operator != "" || len(c.Value) > 0 || c.Values != nil:
+		fail(At(name), "a group has no field, operator, value or values of its own")
+		return ccond{}, false
+	case depth == 0 && cop == opAll:
+		fail(At("all"), "all at the top level is what conditions already mean: list its members as conditions")
+		return ccond{}, false
+	case depth == 1 && cop == opAny:
+		fail(At("any"), "any inside any: list its members in the outer any")
+		return ccond{}, false
+	case depth >= 2:
+		fail(At(name), "groups nest at most any -> all -> test")
+		return ccond{}, false
+	case len(members) == 0:
+		fail(At(name), "a group needs at least one member")
+		return ccond{}, false
+	case len(members) > MaxGroupMembers:
+		fail(At(name), "%d members, more than the limit of %d", len(members), MaxGroupMembers)
+		return ccond{}, false
+	}
+	out := ccond{op: cop}
+	ok := true
+	for i := range members {
+		sub, subOK := k.conditionTree(d, ri, rid, ci, append(slices.Clip(base), At(name).Index(i)...), &members[i], depth+1)
+		ok = ok && subOK
+		out.sub = append(out.sub, sub)
+	}
+	return out, ok
+}
+
+// usesRegex tells whether evaluating cc may run a regex (the budget is
+// checked after such rules).
+func (cc *ccond) usesRegex() bool {
+	if cc.op == opMatches {
+		return true
+	}
+	for i := range cc.sub {
+		if cc.sub[i].usesRegex() {
+			return true
+		}
+	}
+	return false
+}
+
+// condition compiles one test; ok=false when it has a problem (then
+// reported through d and left out of the rule). base is where it is in
+// condition ci (nil: it is condition ci).
+func (k *compiler) condition(d *diagnoser, ri int, rid string, ci int, base Location, c *Condition) (ccond, bool) {
 	ok := true
 	fail := func(at Location, format string, args ...any) {
-		d.condf(ri, rid, ci, at, format, args...)
+		d.condf(ri, rid, ci, append(slices.Clip(base), at...), format, args...)
 		ok = false
 	}
 	if _, err := ParsePath(c.Field); err != nil {

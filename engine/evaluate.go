@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 )
@@ -59,7 +60,10 @@ func (c *Compiled) Evaluate(req Request, opts EvalOptions) Result {
 		tr.left = math.MaxInt
 	}
 	res := c.evaluate(req, &opts, &clk, &tr)
-	res.Trace, res.TraceTruncated = tr.rules, tr.truncated
+	if res.Effect == "" {
+		res.Effect = res.effect()
+	}
+	res.Trace, res.Verdicts, res.TraceTruncated = tr.rules, tr.verdicts, tr.truncated
 	res.LatencyMs = float64(clk.elapsed().Nanoseconds()) / 1e6
 	return res
 }
@@ -69,6 +73,7 @@ type tracer struct {
 	on        bool
 	left      int // entries the trace may still take
 	rules     []TraceRule
+	verdicts  []TraceVerdict
 	truncated bool
 }
 
@@ -117,58 +122,230 @@ func (c *Compiled) evaluate(req Request, opts *EvalOptions, clk *clock, tr *trac
 
 	s := c.scratch.Get().(*scratch)
 	defer c.scratch.Put(s)
-	s.reset(req)
+	s.reset(req, start, opts.Usage)
 
-	var allowP *cpolicy
-	var allowR *crule
-	tool, toolIsString := req["tool_name"].(string)
-	steps := 0
+	e := run{c: c, s: s, clk: clk, tr: tr, budget: budget}
+	e.tool, e.toolOK = req["tool_name"].(string)
+	var hits []toolHit
+	if e.toolOK {
+		hits = c.byTool[e.tool]
+	}
+	var kept verdict
 	for pi := range c.policies {
 		p := &c.policies[pi]
+		e.pinned = nil
+		if len(hits) > 0 && hits[0].policy == int32(pi) {
+			e.pinned, hits = hits[0].rules, hits[1:]
+		}
+		if e.toolOK && e.pinned == nil && p.skippable {
+			continue
+		}
 		if p.compileError != "" {
 			if tr.on && tr.fits(0) {
 				tr.rules = append(tr.rules, TraceRule{PolicyID: p.id, RuleIndex: -1, CompileError: p.compileError})
 			}
 			return Result{Decision: Deny, Code: CodePolicyCompileError, Reason: p.compileError,
-				MatchedPolicyID: p.id, MatchedPolicyVersion: p.version}
+				MatchedPolicyID: p.id, MatchedPolicyVersion: p.version, Warnings: s.warningList()}
 		}
-		it := p.candidates(tool, toolIsString)
-		for ri, ok := it.next(); ok; ri, ok = it.next() {
-			r := &p.rules[ri]
-			steps++
-			if steps%budgetCheckEvery == 0 && clk.elapsed() > budget {
-				return timeout(budget, steps)
-			}
-			var matched bool
-			if tr.on && tr.fits(len(r.conditions)) {
-				var t TraceRule
-				matched, t = c.explainRule(s, p, int(ri), r)
-				tr.rules = append(tr.rules, t)
-			} else {
-				matched = c.ruleMatches(s, r)
-			}
-			if r.usesRegex && clk.elapsed() > budget {
-				return timeout(budget, steps)
-			}
-			if !matched {
-				continue
-			}
-			if r.deny {
-				return Result{Decision: Deny, MatchedPolicyID: p.id, MatchedPolicyVersion: p.version,
-					MatchedRuleID: r.id, Reason: r.reason}
-			}
-			allowP, allowR = p, r
+		var v verdict
+		var ok bool
+		if p.tiered {
+			v, ok = e.tiered(p)
+		} else {
+			v, ok = e.ordered(p)
 		}
+		switch {
+		case !ok:
+			out := timeout(budget, e.steps)
+			out.Warnings = s.warningList()
+			return out
+		case !v.set:
+			continue
+		case v.effect == EffectDeny:
+			out := v.result(s)
+			out.Warnings = s.warningList()
+			return out
+		}
+		kept = v
 	}
-	if allowR != nil {
-		return Result{Decision: Allow, MatchedPolicyID: allowP.id, MatchedPolicyVersion: allowP.version,
-			MatchedRuleID: allowR.id, Reason: allowR.reason}
+	if kept.set {
+		out := kept.result(s)
+		out.Warnings = s.warningList()
+		return out
 	}
 	first := &c.policies[0]
 	if first.defaultDeny {
-		return Result{Decision: Deny, Reason: first.defaultReason}
+		return Result{Decision: Deny, Reason: first.defaultReason, Warnings: s.warningList()}
 	}
-	return Result{Decision: Allow}
+	return Result{Decision: Allow, Warnings: s.warningList()}
+}
+
+// run is one evaluation's progress through the policies.
+type run struct {
+	c      *Compiled
+	s      *scratch
+	clk    *clock
+	tr     *tracer
+	budget time.Duration
+	steps  int
+	tool   string
+	toolOK bool    // tool_name is a string
+	pinned []int32 // the current policy's rules pinned to tool
+}
+
+// warn lists a warn verdict's reason. The list lives in the pooled scratch,
+// not in run: the result would otherwise hold run's memory, and escape
+// analysis would move the clock and tracer to the heap on every call.
+func (e *run) warn(reason string) { e.s.warnings = append(e.s.warnings, reason) }
+
+// warnings is the result's copy of the list, nil when it is empty.
+func (s *scratch) warningList() []string {
+	if len(s.warnings) == 0 {
+		return nil
+	}
+	return slices.Clone(s.warnings)
+}
+
+// step counts a rule reached; false once the budget is spent (checked
+// every budgetCheckEvery rules, and after every rule that ran a regex).
+func (e *run) step(r *crule, after bool) bool {
+	if !after {
+		e.steps++
+		return e.steps%budgetCheckEvery != 0 || e.clk.elapsed() <= e.budget
+	}
+	return !r.usesRegex || e.clk.elapsed() <= e.budget
+}
+
+// check decides whether r matches in mode m, tracing it when asked.
+func (e *run) check(p *cpolicy, ri int32, r *crule, m mode) bool {
+	if e.tr.on && e.tr.fits(len(r.conditions)) {
+		matched, t := e.c.explainRule(e.s, p, int(ri), r, m)
+		e.tr.rules = append(e.tr.rules, t)
+		return matched
+	}
+	return e.c.failed(e.s, r, m) == filterNone
+}
+
+// ordered is seed 000's scan of one policy: the first matching deny
+// decides at once; otherwise the last matching allow, warn or audit is the
+// policy's verdict.
+func (e *run) ordered(p *cpolicy) (verdict, bool) {
+	var kept verdict
+	it := e.candidates(p)
+	for ri, ok := it.next(); ok; ri, ok = it.next() {
+		r := &p.rules[ri]
+		if !e.step(r, false) {
+			return verdict{}, false
+		}
+		matched := e.check(p, ri, r, modeOrdered)
+		if !e.step(r, true) {
+			return verdict{}, false
+		}
+		if !matched {
+			continue
+		}
+		v := verdict{set: true, policy: p, rule: r, effect: r.effect, res: -1}
+		if r.effect == EffectWarn {
+			e.warn(r.reason)
+		}
+		if r.deny {
+			return v, true
+		}
+		kept = v
+	}
+	return kept, true
+}
+
+// tiered is seed 001's verdict of one policy: one evaluation at tool level
+// and one per resource the call touches, each decided by its top tier, then
+// combined: any deny wins, otherwise the strongest effect, ties to the
+// earliest evaluation.
+func (e *run) tiered(p *cpolicy) (verdict, bool) {
+	s := e.s
+	v := s.loadView()
+	best, ok := e.tier(p, e.candidates(p), modeTool, -1)
+	if !ok || p.byResource == nil {
+		return best, ok
+	}
+	defer s.leaveResource()
+	for i := range v.resources {
+		bound := p.byResource[v.resources[i].typ][v.resources[i].name]
+		if len(bound) == 0 {
+			e.traceVerdict(p, i, verdict{}, OutcomeNoOpinion)
+			continue
+		}
+		s.enterResource(i)
+		rv, ok := e.tier(p, ruleIter{a: bound, all: -1}, modeResource, i)
+		if !ok {
+			return verdict{}, false
+		}
+		if rv.set && rv.stronger(&best) {
+			best = rv
+		}
+	}
+	return best, true
+}
+
+// tier is one evaluation of a tiered policy: among the matching rules,
+// those of the highest priority decide, deny > warn > audit > allow, the
+// first in spec order with that effect; it sees the rules in that order
+// (cpolicy.rank) and stops at the first match. For a resource (m is
+// modeResource) rules bound to it of which none matches are its implicit
+// deny.
+func (e *run) tier(p *cpolicy, it ruleIter, m mode, res int) (verdict, bool) {
+	top := verdict{res: res}
+	bound := 0
+	for ri, ok := it.next(); ok; ri, ok = it.next() {
+		r := &p.rules[ri]
+		if !e.step(r, false) {
+			return verdict{}, false
+		}
+		if m == modeResource && e.s.targetsHold(r.targets, m) {
+			bound++
+		}
+		matched := e.check(p, ri, r, m)
+		if !e.step(r, true) {
+			return verdict{}, false
+		}
+		if !matched {
+			continue
+		}
+		// Rules come in rank order, so the first match is the decider.
+		top = verdict{set: true, policy: p, rule: r, effect: r.effect, res: res, priority: r.priority}
+		break
+	}
+	outcome := OutcomeMatch
+	switch {
+	case !top.set && bound > 0:
+		top = verdict{set: true, policy: p, effect: EffectDeny, res: res, implicit: true}
+		outcome = OutcomeImplicitDeny
+	case !top.set && m == modeResource:
+		outcome = OutcomeNoOpinion
+	case !top.set:
+		outcome = OutcomeNoMatch
+	}
+	if top.effect == EffectWarn {
+		e.warn(top.reason(e.s))
+	}
+	e.traceVerdict(p, res, top, outcome)
+	return top, true
+}
+
+func (e *run) traceVerdict(p *cpolicy, res int, v verdict, outcome string) {
+	if !e.tr.on || !e.tr.fits(0) {
+		return
+	}
+	t := TraceVerdict{PolicyID: p.id, Outcome: outcome, Effect: v.effect}
+	if res >= 0 {
+		ref := e.s.view.resources[res].ref()
+		t.Resource = &ref
+	}
+	if v.rule != nil {
+		t.RuleID = v.rule.id
+		tier := v.priority
+		t.Tier = &tier
+	}
+	e.tr.verdicts = append(e.tr.verdicts, t)
 }
 
 func timeout(budget time.Duration, steps int) Result {
@@ -217,21 +394,25 @@ func unexpired(entries []frozenEntry, now time.Time) *frozenEntry {
 	return nil
 }
 
-// ruleIter yields a policy's candidate rules in their original order: the
-// rules indexed under the request's tool merged with the rules that accept
-// any tool.
+// ruleIter yields a policy's candidate rules in evaluation order (spec
+// order, or a tiered policy's rank order): the rules indexed under the
+// request's tool merged with the rules that accept any tool.
 type ruleIter struct {
 	a, b []int32
+	rank []int32 // a tiered policy's order; nil: by index
 	i, j int
 	all  int32 // when >= 0, yield 0..n-1 instead of merging
 	n    int32
 }
 
-func (p *cpolicy) candidates(tool string, toolIsString bool) ruleIter {
-	if !toolIsString {
+func (e *run) candidates(p *cpolicy) ruleIter {
+	switch {
+	case p.tiered && !e.toolOK:
+		return ruleIter{a: p.toolLevel, all: -1}
+	case !e.toolOK:
 		return ruleIter{all: 0, n: int32(len(p.rules))}
 	}
-	return ruleIter{a: p.byTool[tool], b: p.anyTool, all: -1}
+	return ruleIter{a: e.pinned, b: p.anyTool, rank: p.rank, all: -1}
 }
 
 func (it *ruleIter) next() (int32, bool) {
@@ -243,7 +424,7 @@ func (it *ruleIter) next() (int32, bool) {
 		return it.all - 1, true
 	}
 	switch {
-	case it.i < len(it.a) && (it.j >= len(it.b) || it.a[it.i] < it.b[it.j]):
+	case it.i < len(it.a) && (it.j >= len(it.b) || it.before(it.a[it.i], it.b[it.j])):
 		it.i++
 		return it.a[it.i-1], true
 	case it.j < len(it.b):
@@ -253,35 +434,80 @@ func (it *ruleIter) next() (int32, bool) {
 	return 0, false
 }
 
-func (c *Compiled) ruleMatches(s *scratch, r *crule) bool {
-	for i := range r.conditions {
-		if !c.holds(s, &r.conditions[i]) {
-			return false
-		}
+func (it *ruleIter) before(x, y int32) bool {
+	if it.rank == nil {
+		return x < y
 	}
-	return true
+	return it.rank[x] < it.rank[y]
 }
 
-func (c *Compiled) explainRule(s *scratch, p *cpolicy, index int, r *crule) (bool, TraceRule) {
-	t := TraceRule{PolicyID: p.id, RuleIndex: index, RuleID: r.id, Effect: r.source.Effect, Matched: true}
-	for i := range r.conditions {
-		cc := &r.conditions[i]
-		src := &r.source.Conditions[i]
-		held := c.holds(s, cc)
-		v, present := s.value(c, cc.slot)
-		tc := TraceCondition{Index: i, Field: src.Field, Operator: src.Operator,
-			Value: src.Value, Values: src.Values, Present: present, Held: held}
-		if present {
-			tc.Resolved = truncate(Stringify(v), MaxTraceValue)
+func (c *Compiled) explainRule(s *scratch, p *cpolicy, index int, r *crule, m mode) (bool, TraceRule) {
+	t := TraceRule{PolicyID: p.id, RuleIndex: index, RuleID: r.id, Effect: r.source.Effect, Priority: r.priority, Matched: true}
+	if m == modeResource {
+		ref := s.view.resources[s.cur].ref()
+		t.Resource = &ref
+	}
+	if r.filtered {
+		if f := s.gatewayFailed(r, m); f != filterNone {
+			t.Matched, t.Failed = false, f.String()
+			return false, t
 		}
+	}
+	for i := range r.conditions {
+		tc := c.traceCondition(s, &r.conditions[i], &r.source.Conditions[i], i)
 		t.Conditions = append(t.Conditions, tc)
-		t.Matched = t.Matched && held
+		t.Matched = t.Matched && tc.Held
+	}
+	// A plain rule of an ordered policy can only fail its conditions; its
+	// trace stays exactly what it was before the gateway model.
+	if !t.Matched && (r.filtered || p.tiered) {
+		t.Failed = filterConditions.String()
 	}
 	return t.Matched, t
 }
 
+// traceCondition explains one test or group: what the field resolved to
+// and whether it held; a group lists its members.
+func (c *Compiled) traceCondition(s *scratch, cc *ccond, src *Condition, index int) TraceCondition {
+	held := c.holds(s, cc)
+	if cc.op == opAny || cc.op == opAll {
+		members := src.Any
+		tc := TraceCondition{Index: index, Group: "any", Held: held}
+		if cc.op == opAll {
+			members, tc.Group = src.All, "all"
+		}
+		for i := range cc.sub {
+			tc.Members = append(tc.Members, c.traceCondition(s, &cc.sub[i], &members[i], i))
+		}
+		return tc
+	}
+	v, present := s.value(c, cc.slot)
+	tc := TraceCondition{Index: index, Field: src.Field, Operator: src.Operator,
+		Value: src.Value, Values: src.Values, Present: present, Held: held}
+	if present {
+		tc.Resolved = truncate(Stringify(v), MaxTraceValue)
+	}
+	return tc
+}
+
 // holds evaluates one condition.
 func (c *Compiled) holds(s *scratch, cc *ccond) bool {
+	switch cc.op {
+	case opAny:
+		for i := range cc.sub {
+			if c.holds(s, &cc.sub[i]) {
+				return true
+			}
+		}
+		return false
+	case opAll:
+		for i := range cc.sub {
+			if !c.holds(s, &cc.sub[i]) {
+				return false
+			}
+		}
+		return true
+	}
 	v, present := s.value(c, cc.slot)
 	switch cc.op {
 	case opExists:
@@ -357,13 +583,21 @@ func (cc *ccond) member(s string) bool {
 // stringified form, so a thousand rules over input.command resolve it once.
 // It is pooled so evaluation does not allocate.
 type scratch struct {
-	req     Request
-	gen     uint32
-	seen    []uint32 // == gen: vals/present valid
-	strSeen []uint32 // == gen: strs valid
-	vals    []any
-	present []bool
-	strs    []string
+	req      Request
+	now      time.Time
+	warnings []string // reasons of warn verdicts, in scan order
+	usage    Usage
+	view     view
+	tick     uint32   // last generation handed out
+	gen      uint32   // this evaluation's: slots read from the request
+	rgen     uint32   // this resource's: slots rooted at resource
+	cur      int      // the resource under evaluation, in modeResource
+	curRes   Request  // its object; nil outside a per-resource evaluation
+	seen     []uint32 // == generation: vals/present valid
+	strSeen  []uint32 // == generation: strs valid
+	vals     []any
+	present  []bool
+	strs     []string
 }
 
 func newScratch(n int) *scratch {
@@ -371,20 +605,52 @@ func newScratch(n int) *scratch {
 		vals: make([]any, n), present: make([]bool, n), strs: make([]string, n)}
 }
 
-func (s *scratch) reset(req Request) {
-	s.req = req
-	s.gen++
-	if s.gen == 0 { // wrapped: stale marks could look current
+func (s *scratch) reset(req Request, now time.Time, usage Usage) {
+	s.req, s.now, s.usage = req, now, usage
+	clear(s.warnings) // drop references to the last request's reasons
+	s.warnings = s.warnings[:0]
+	if s.view.ready {
+		s.view.clear()
+	}
+	s.gen = s.next()
+}
+
+// next hands out a generation no slot holds yet.
+func (s *scratch) next() uint32 {
+	s.tick++
+	if s.tick == 0 { // wrapped: stale marks could look current
 		clear(s.seen)
 		clear(s.strSeen)
-		s.gen = 1
+		s.tick = 1
 	}
+	return s.tick
+}
+
+// enterResource makes paths rooted at resource read resource i of the
+// request; leaveResource makes them read the request again.
+func (s *scratch) enterResource(i int) {
+	s.cur, s.curRes, s.rgen = i, s.view.resources[i].obj, s.next()
+}
+
+func (s *scratch) leaveResource() { s.cur, s.curRes = 0, nil }
+
+// generation is the mark valid for slot now: a slot rooted at resource
+// changes with the resource under evaluation.
+func (s *scratch) generation(c *Compiled, slot int32) uint32 {
+	if s.curRes != nil && c.resourceSlot[slot] {
+		return s.rgen
+	}
+	return s.gen
 }
 
 func (s *scratch) value(c *Compiled, slot int32) (any, bool) {
-	if s.seen[slot] != s.gen {
-		s.vals[slot], s.present[slot] = c.paths[slot].Resolve(s.req)
-		s.seen[slot] = s.gen
+	if g := s.generation(c, slot); s.seen[slot] != g {
+		if g == s.gen {
+			s.vals[slot], s.present[slot] = c.paths[slot].Resolve(s.req)
+		} else {
+			s.vals[slot], s.present[slot] = c.paths[slot][1:].Resolve(s.curRes)
+		}
+		s.seen[slot] = g
 	}
 	return s.vals[slot], s.present[slot]
 }
@@ -393,14 +659,14 @@ func (s *scratch) str(c *Compiled, slot int32, v any) string {
 	if str, ok := v.(string); ok {
 		return str
 	}
-	return s.stringified(slot, v)
+	return s.stringified(c, slot, v)
 }
 
 // stringified caches Stringify per slot: for a number or object it allocates.
-func (s *scratch) stringified(slot int32, v any) string {
-	if s.strSeen[slot] != s.gen {
+func (s *scratch) stringified(c *Compiled, slot int32, v any) string {
+	if g := s.generation(c, slot); s.strSeen[slot] != g {
 		s.strs[slot] = Stringify(v)
-		s.strSeen[slot] = s.gen
+		s.strSeen[slot] = g
 	}
 	return s.strs[slot]
 }

@@ -13,34 +13,114 @@ import (
 func Lint(p Policy) []Diagnostic {
 	d := &diagnoser{policy: p.ID}
 	blockedBy := -1
+	tiered := p.Tiered()
 	for ri := range p.Rules {
 		r := &p.Rules[ri]
+		lintGateway(d, ri, r, tiered)
+		if tiered {
+			// Order does not decide in a tiered policy: the scan-order
+			// checks below do not apply.
+			lintPatterns(d, ri, r)
+			continue
+		}
 		if blockedBy >= 0 {
 			d.rulef(ri, r.ID, "id", "rule %q can never match: rule %d (%q) denies every call before it",
 				r.ID, blockedBy, p.Rules[blockedBy].ID)
-		} else if r.Effect == "deny" && len(r.Conditions) == 0 {
+		} else if r.Effect == "deny" && len(r.Conditions) == 0 && !r.hasFilters() {
 			blockedBy = ri
 		}
-		for ci, c := range r.Conditions {
-			if c.Field == "tool_name" && c.Operator == "matches" {
-				var pattern string
-				if s, err := parseScalar(c.Value); err == nil && s.kind == kindString {
-					pattern = s.str
-				}
-				if !strings.HasPrefix(pattern, "^") && !strings.HasSuffix(pattern, "$") {
-					d.condf(ri, r.ID, ci, At("value"), "pattern %q on tool_name is not anchored (^ or $), so it also matches tools whose names merely contain it", pattern)
-				}
-			}
-		}
+		lintPatterns(d, ri, r)
 		for earlier := range ri {
 			e := &p.Rules[earlier]
-			if e.Effect != r.Effect && sameConditions(e.Conditions, r.Conditions) {
+			if e.Effect != r.Effect && !e.hasFilters() && !r.hasFilters() && sameConditions(e.Conditions, r.Conditions) {
 				d.rulef(ri, r.ID, "conditions", "rule %q has the same conditions as rule %d (%q) with the opposite effect; %s",
 					r.ID, earlier, e.ID, oppositeOutcome(e, r))
 			}
 		}
 	}
+	if tiered {
+		lintResources(d, p.Rules)
+	}
 	return d.out
+}
+
+func (r *Rule) hasFilters() bool {
+	return r.Subjects != nil || r.Targets != nil || r.Select != nil || r.When != nil
+}
+
+// lintPatterns warns about tool_name patterns that match more than their
+// author likely meant.
+func lintPatterns(d *diagnoser, ri int, r *Rule) {
+	for ci, c := range r.Conditions {
+		if c.Field == "tool_name" && c.Operator == "matches" {
+			var pattern string
+			if s, err := parseScalar(c.Value); err == nil && s.kind == kindString {
+				pattern = s.str
+			}
+			if !strings.HasPrefix(pattern, "^") && !strings.HasSuffix(pattern, "$") {
+				d.condf(ri, r.ID, ci, At("value"), "pattern %q on tool_name is not anchored (^ or $), so it also matches tools whose names merely contain it", pattern)
+			}
+		}
+	}
+}
+
+// lintGateway warns about gateway filters that cannot do what they say.
+func lintGateway(d *diagnoser, ri int, r *Rule, tiered bool) {
+	at := func(names ...string) Location { return append(ruleAt(ri), At(names...)...) }
+	boundToResources := r.Targets != nil && r.Targets.Resources != nil
+	if tiered && r.Select != nil && r.Select.ResourceType != "" && !boundToResources {
+		d.add(ri, r.ID, -1, at("select", "resourceType"),
+			"rule %q can never apply: in a tiered policy select.resourceType holds only in a resource's evaluation, which sees only rules with targets.resources", []any{r.ID})
+	}
+	if r.When == nil || Effect(r.Effect) != EffectAllow {
+		return
+	}
+	if r.When.RateLimit != nil {
+		d.add(ri, r.ID, -1, at("when", "rateLimit"),
+			"an allow rule with rateLimit applies only once the limit is reached; to allow calls while under it, allow them and add a deny rule with the limit in a higher tier", nil)
+	}
+	if r.When.TokenBudget != nil {
+		d.add(ri, r.ID, -1, at("when", "tokenBudget"),
+			"an allow rule with tokenBudget applies only once the budget is exceeded; to allow calls within it, allow them and add a deny rule with the budget in a higher tier", nil)
+	}
+}
+
+// lintResources warns about resources that only deny, warn or audit rules
+// are bound to in a tiered policy: a call touching one that none of them
+// matches is denied (IMPLICIT_DENY).
+func lintResources(d *diagnoser, rules []Rule) {
+	type binding struct {
+		first  int
+		allows bool
+	}
+	bound := map[ResourceRef]*binding{}
+	var order []ResourceRef
+	for ri := range rules {
+		r := &rules[ri]
+		if r.Targets == nil {
+			continue
+		}
+		for _, t := range r.Targets.Resources {
+			for _, n := range t.Names {
+				ref := ResourceRef{Type: t.Type, Name: n}
+				b := bound[ref]
+				if b == nil {
+					b = &binding{first: ri}
+					bound[ref] = b
+					order = append(order, ref)
+				}
+				b.allows = b.allows || Effect(r.Effect) == EffectAllow
+			}
+		}
+	}
+	for _, ref := range order {
+		if b := bound[ref]; !b.allows {
+			r := &rules[b.first]
+			d.add(b.first, r.ID, -1, append(ruleAt(b.first), At("targets", "resources")...),
+				"resource %s/%s is bound only by deny, warn or audit rules: a call touching it that none of them matches is denied (IMPLICIT_DENY); bind an allow rule to it for the calls to let through",
+				[]any{ref.Type, ref.Name})
+		}
+	}
 }
 
 func oppositeOutcome(earlier, later *Rule) string {

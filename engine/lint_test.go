@@ -9,44 +9,79 @@ func TestLint(t *testing.T) {
 	t.Parallel()
 	bash := Condition{Field: "tool_name", Operator: "eq", Value: raw("Bash")}
 	rmrf := Condition{Field: "input.command", Operator: "contains", Value: raw("rm -rf")}
+	tiered := func(rules ...Rule) []Rule { return rules } // marks the cases evaluated as tiered
+	table := func(names ...string) *Targets {
+		return &Targets{Resources: []ResourceTarget{{Type: "table", Names: names}}}
+	}
 	tests := []struct {
-		name  string
-		rules []Rule
-		want  []string // substrings, one per expected warning, in order
+		name   string
+		rules  []Rule
+		want   []string // substrings, one per expected warning, in order
+		tiered bool
 	}{
 		{"clean", []Rule{
 			{ID: "a", Effect: "deny", Conditions: []Condition{bash, rmrf}},
 			{ID: "b", Effect: "allow", Conditions: []Condition{bash}},
-		}, nil},
+		}, nil, false},
 		{"unreachable after unconditional deny", []Rule{
 			{ID: "stop", Effect: "deny"},
 			{ID: "never", Effect: "allow", Conditions: []Condition{bash}},
 			{ID: "never-either", Effect: "deny", Conditions: []Condition{rmrf}},
-		}, []string{`rule "never" can never match: rule 0 ("stop")`, `rule "never-either" can never match`}},
+		}, []string{`rule "never" can never match: rule 0 ("stop")`, `rule "never-either" can never match`}, false},
 		{"unanchored tool_name regex", []Rule{
 			{ID: "gh", Effect: "deny", Conditions: []Condition{{Field: "tool_name", Operator: "matches", Value: raw("mcp__github__")}}},
 			{ID: "anchored", Effect: "deny", Conditions: []Condition{{Field: "tool_name", Operator: "matches", Value: raw("^mcp__github__delete_.*$")}}},
 			{ID: "prefix", Effect: "deny", Conditions: []Condition{{Field: "tool_name", Operator: "matches", Value: raw("^mcp__github__(create|delete)_")}}},
 			{ID: "suffix", Effect: "deny", Conditions: []Condition{{Field: "tool_name", Operator: "matches", Value: raw("_delete$")}}},
 			{ID: "other-field", Effect: "deny", Conditions: []Condition{{Field: "input.command", Operator: "matches", Value: raw("rm")}}},
-		}, []string{`pattern "mcp__github__" on tool_name is not anchored`}},
+		}, []string{`pattern "mcp__github__" on tool_name is not anchored`}, false},
 		{"identical conditions, opposite effects, any order", []Rule{
 			{ID: "no", Effect: "deny", Conditions: []Condition{bash, rmrf}},
 			{ID: "yes", Effect: "allow", Conditions: []Condition{rmrf, bash}},
-		}, []string{`rule "yes" has the same conditions as rule 0 ("no") with the opposite effect; rule "no" always wins`}},
+		}, []string{`rule "yes" has the same conditions as rule 0 ("no") with the opposite effect; rule "no" always wins`}, false},
 		{"same effect is not a conflict", []Rule{
 			{ID: "a", Effect: "deny", Conditions: []Condition{bash}},
 			{ID: "b", Effect: "deny", Conditions: []Condition{bash}},
-		}, nil},
+		}, nil, false},
 		{"numbers compare by value", []Rule{
 			{ID: "a", Effect: "allow", Conditions: []Condition{{Field: "kwargs.amount", Operator: "gt", Value: raw(1000)}}},
 			{ID: "b", Effect: "deny", Conditions: []Condition{{Field: "kwargs.amount", Operator: "gt", Value: []byte("1000.0")}}},
-		}, []string{`rule "b" always wins`}},
+		}, []string{`rule "b" always wins`}, false},
+		{"a scoped deny does not block the rules after it", []Rule{
+			{ID: "stop-bots", Effect: "deny", Subjects: &Subjects{Roles: []string{"bot"}}},
+			{ID: "yes", Effect: "allow", Conditions: []Condition{bash}},
+			{ID: "no", Effect: "deny", Targets: &Targets{Tools: []string{"Bash"}}, Conditions: []Condition{bash}},
+		}, nil, false},
+		{"allow rules with limits apply only past them", []Rule{
+			{ID: "pay", Effect: "allow", When: &When{RateLimit: &Limit{Max: 10, Window: "1h"}}},
+			{ID: "chat", Effect: "allow", When: &When{TokenBudget: &Limit{Max: 1000, Window: "1d"}}},
+			{ID: "cap", Effect: "deny", When: &When{RateLimit: &Limit{Max: 10, Window: "1h"}}},
+		}, []string{`spec.rules[0].when.rateLimit: an allow rule with rateLimit applies only once the limit is reached`,
+			`spec.rules[1].when.tokenBudget: an allow rule with tokenBudget applies only once the budget`}, false},
+		{"tiered: resourceType without a resource binding never holds", tiered(
+			Rule{ID: "tables", Effect: "allow", Select: &Select{ResourceType: "table"}},
+			Rule{ID: "bound", Effect: "allow", Targets: table("orders"), Select: &Select{ResourceType: "table"}},
+		), []string{`spec.rules[0].select.resourceType: rule "tables" can never apply`}, true},
+		{"tiered: a resource bound only by deny, warn or audit rules", tiered(
+			Rule{ID: "no-drop", Effect: "deny", Priority: 10, Targets: table("orders", "invoices")},
+			Rule{ID: "audit", Effect: "audit", Targets: table("invoices")},
+			Rule{ID: "read", Effect: "allow", Targets: table("orders")},
+		), []string{`resource table/invoices is bound only by deny, warn or audit rules`}, true},
+		{"tiered: order-based checks do not apply", tiered(
+			Rule{ID: "stop", Effect: "deny"},
+			Rule{ID: "exception", Effect: "allow", Priority: 1},
+			Rule{ID: "same", Effect: "deny", Conditions: []Condition{bash}},
+			Rule{ID: "opposite", Effect: "allow", Conditions: []Condition{bash}},
+		), nil, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got := Lint(Policy{ID: "p", Rules: tt.rules})
+			p := Policy{ID: "p", Rules: tt.rules}
+			if tt.tiered {
+				p.Evaluation = EvaluationTiered
+			}
+			got := Lint(p)
 			if len(got) != len(tt.want) {
 				t.Fatalf("got %d warnings, want %d: %v", len(got), len(tt.want), got)
 			}

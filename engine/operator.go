@@ -22,6 +22,9 @@ const (
 	opIsEmpty
 	opIsNotEmpty
 	opIsValidJSON
+	// Groups, not in the operator table: a condition with any or all.
+	opAny
+	opAll
 )
 
 // operandKind is what an operator needs as its value.

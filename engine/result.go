@@ -29,16 +29,16 @@ type Result struct {
 	Decision Decision `json:"decision"`
 	// Effect is the deciding verdict's effect: deny with every deny, and
 	// allow, warn or audit when the call is allowed.
-	Effect               Effect      `json:"effect"`
-	MatchedPolicyID      string      `json:"matchedPolicyId"`
-	MatchedPolicyVersion int64       `json:"matchedPolicyVersion"`
-	MatchedRuleID        string      `json:"matchedRuleId"`
+	Effect               Effect `json:"effect"`
+	MatchedPolicyID      string `json:"matchedPolicyId"`
+	MatchedPolicyVersion int64  `json:"matchedPolicyVersion"`
+	MatchedRuleID        string `json:"matchedRuleId"`
 	// MatchedResource is the resource whose evaluation decided, when a
 	// tiered policy decided for one resource of a multi-target call.
 	MatchedResource ResourceRef `json:"matchedResource"`
 	Code            Code        `json:"code,omitempty"`
-	Reason               string      `json:"reason,omitempty"`
-	LatencyMs            float64     `json:"latencyMs"`
+	Reason          string      `json:"reason,omitempty"`
+	LatencyMs       float64     `json:"latencyMs"`
 	// Warnings are the reasons of every warn verdict reached, in scan
 	// order, whatever decided.
 	Warnings []string    `json:"warnings,omitempty"`
@@ -54,11 +54,11 @@ type Result struct {
 
 // TraceRule explains one rule the evaluation reached.
 type TraceRule struct {
-	PolicyID     string           `json:"policyId"`
-	RuleIndex    int              `json:"ruleIndex"`
-	RuleID       string           `json:"ruleId,omitempty"`
-	Effect       string           `json:"effect,omitempty"`
-	Priority     int32            `json:"priority,omitempty"`
+	PolicyID  string `json:"policyId"`
+	RuleIndex int    `json:"ruleIndex"`
+	RuleID    string `json:"ruleId,omitempty"`
+	Effect    string `json:"effect,omitempty"`
+	Priority  int32  `json:"priority,omitempty"`
 	// Resource is the resource under evaluation, in a tiered policy's
 	// per-resource evaluation.
 	Resource *ResourceRef `json:"resource,omitempty"`
@@ -95,13 +95,16 @@ const (
 // it held.
 type TraceCondition struct {
 	Index    int               `json:"index"`
-	Field    string            `json:"field"`
-	Operator string            `json:"operator"`
+	Field    string            `json:"field,omitempty"`
+	Operator string            `json:"operator,omitempty"`
 	Value    json.RawMessage   `json:"value,omitempty"`
 	Values   []json.RawMessage `json:"values,omitempty"`
 	Present  bool              `json:"present"`
 	Resolved string            `json:"resolved,omitempty"` // stringified, truncated
 	Held     bool              `json:"held"`
+	// Group is any or all for a group, whose Members are traced in turn.
+	Group   string           `json:"group,omitempty"`
+	Members []TraceCondition `json:"members,omitempty"`
 }
 
 // MaxTraceValue bounds how much of a resolved value a trace repeats.
@@ -195,9 +198,9 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 	type plain Result
 	var p struct {
 		plain
-		MatchedPolicyID      *string `json:"matchedPolicyId"`
-		MatchedPolicyVersion *int64  `json:"matchedPolicyVersion"`
-		MatchedRuleID        *string `json:"matchedRuleId"`
+		MatchedPolicyID      *string      `json:"matchedPolicyId"`
+		MatchedPolicyVersion *int64       `json:"matchedPolicyVersion"`
+		MatchedRuleID        *string      `json:"matchedRuleId"`
 		MatchedResource      *ResourceRef `json:"matchedResource"`
 	}
 	if err := json.Unmarshal(b, &p); err != nil {

@@ -1,0 +1,380 @@
+package engine
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+	_ "time/tzdata" // schedules name zones; the sidecar image has no zoneinfo
+)
+
+// Limits on the gateway fields, mirrored by the CRD schema.
+const (
+	MaxBindingValues  = 256 // agents, roles, servers, tools, names, tags per list
+	MaxResourceTarget = 64
+	MaxScheduleWindow = 16
+	MaxContextKeys    = 32
+	MaxGroupMembers   = 16
+)
+
+// filter names a rule's filters in the order they are checked (and the
+// trace reports the first that failed).
+type filter uint8
+
+const (
+	filterNone filter = iota
+	filterSubjects
+	filterTargets
+	filterSelect
+	filterWhen
+	filterConditions
+)
+
+var filterNames = [...]string{"", "subjects", "targets", "select", "when", "conditions"}
+
+func (f filter) String() string { return filterNames[f] }
+
+// effectRank orders effects for a tiered policy: deny > warn > audit > allow.
+func effectRank(e Effect) int {
+	switch e {
+	case EffectDeny:
+		return 3
+	case EffectWarn:
+		return 2
+	case EffectAudit:
+		return 1
+	}
+	return 0
+}
+
+// stringSet is a small list or, past a few members, a map.
+type stringSet struct {
+	list []string
+	set  map[string]struct{}
+}
+
+func newStringSet(items []string) stringSet {
+	if len(items) <= 8 {
+		return stringSet{list: items}
+	}
+	m := make(map[string]struct{}, len(items))
+	for _, s := range items {
+		m[s] = struct{}{}
+	}
+	return stringSet{set: m}
+}
+
+func (s *stringSet) has(x string) bool {
+	if s.set != nil {
+		_, ok := s.set[x]
+		return ok
+	}
+	for _, y := range s.list {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *stringSet) empty() bool { return s.set == nil && s.list == nil }
+
+type csubjects struct {
+	agents stringSet // fold keys
+	roles  stringSet
+}
+
+type ctargets struct {
+	servers, tools stringSet
+	resources      map[string]stringSet // type -> names
+}
+
+type cselect struct {
+	action, sideEffect stringSet
+	tool               string
+	toolMatcher        *matcher
+	resourceType       string
+	context            []ctxLiteral
+}
+
+type ctxLiteral struct {
+	key   string
+	value scalar
+}
+
+type cwhen struct {
+	schedule     []cwindow
+	environments stringSet
+	sensitivity  stringSet
+	confidence   stringSet
+	rateLimit    *climit
+	tokenBudget  *climit
+}
+
+type cwindow struct {
+	days     uint8 // bit per time.Weekday
+	from, to int32 // seconds of the day
+	loc      *time.Location
+}
+
+type climit struct {
+	max     int64
+	window  time.Duration
+	session bool
+}
+
+var weekdays = map[string]time.Weekday{"sun": time.Sunday, "mon": time.Monday, "tue": time.Tuesday,
+	"wed": time.Wednesday, "thu": time.Thursday, "fri": time.Friday, "sat": time.Saturday}
+
+var hhmm = regexp.MustCompile(`^([01][0-9]|2[0-3]):[0-5][0-9]$`)
+
+// gatewayRule compiles a rule's subjects, targets, select and when into cr,
+// reporting problems through d.
+func (k *compiler) gatewayRule(d *diagnoser, ri int, r *Rule, cr *crule, tiered bool) {
+	at := func(names ...string) Location { return At(names...) }
+	fail := func(loc Location, format string, args ...any) {
+		d.add(ri, r.ID, -1, append(ruleAt(ri), loc...), format, args)
+	}
+	if r.Priority != 0 && !tiered {
+		fail(at("priority"), "priority %d is only meaningful in a tiered policy (spec.evaluation: tiered); an ordered policy scans rules in order", r.Priority)
+	}
+	if s := r.Subjects; s != nil {
+		cs := &csubjects{}
+		folded := make([]string, 0, len(s.Agents))
+		for _, a := range strings_(fail, at("subjects", "agents"), s.Agents, s.Agents != nil) {
+			folded = append(folded, foldKey(a))
+		}
+		cs.agents = setOf(folded, s.Agents)
+		cs.roles = setOf(strings_(fail, at("subjects", "roles"), s.Roles, s.Roles != nil), s.Roles)
+		if s.Agents == nil && s.Roles == nil {
+			fail(at("subjects"), "subjects needs agents or roles (omit subjects to apply to everyone)")
+		}
+		cr.subjects = cs
+	}
+	if t := r.Targets; t != nil {
+		ct := &ctargets{}
+		ct.servers = setOf(strings_(fail, at("targets", "servers"), t.Servers, t.Servers != nil), t.Servers)
+		ct.tools = setOf(strings_(fail, at("targets", "tools"), t.Tools, t.Tools != nil), t.Tools)
+		if t.Resources != nil {
+			base := at("targets", "resources")
+			switch n := len(t.Resources); {
+			case n == 0:
+				fail(base, "must not be empty (omit it to bind no resource)")
+			case n > MaxResourceTarget:
+				fail(base, "%d resource targets, more than the limit of %d", n, MaxResourceTarget)
+			}
+			names := map[string][]string{}
+			for i, rt := range t.Resources {
+				if rt.Type == "" {
+					fail(base.Index(i).Child("type"), "resource type is empty")
+				}
+				names[rt.Type] = append(names[rt.Type], strings_(fail, base.Index(i).Child("names"), rt.Names, true)...)
+			}
+			ct.resources = make(map[string]stringSet, len(names))
+			for typ, list := range names {
+				ct.resources[typ] = newStringSet(list)
+			}
+		}
+		if t.Servers == nil && t.Tools == nil && t.Resources == nil {
+			fail(at("targets"), "targets needs servers, tools or resources (omit targets to apply to every call)")
+		}
+		cr.targets = ct
+	}
+	if s := r.Select; s != nil {
+		cs := &cselect{resourceType: s.ResourceType, tool: s.Tool}
+		cs.action = setOf(strings_(fail, at("select", "action"), s.Action, s.Action != nil), s.Action)
+		cs.sideEffect = setOf(strings_(fail, at("select", "sideEffect"), s.SideEffect, s.SideEffect != nil), s.SideEffect)
+		if pat, ok := regexOf(s.Tool); ok {
+			m, err := k.pattern(pat)
+			if err != nil {
+				fail(at("select", "tool"), "pattern %q does not compile: %v", truncate(pat, 128), err)
+			}
+			cs.toolMatcher = m
+			cr.usesRegex = true
+		}
+		if s.Context != nil {
+			if len(s.Context) == 0 {
+				fail(at("select", "context"), "must not be empty (omit it to select any context)")
+			}
+			if len(s.Context) > MaxContextKeys {
+				fail(at("select", "context"), "%d keys, more than the limit of %d", len(s.Context), MaxContextKeys)
+			}
+			for _, key := range sortedKeys(s.Context) {
+				loc := at("select", "context", key)
+				if key == "" || strings.Contains(key, ".") || forbiddenSegments[key] {
+					fail(loc, "context key %q must be one non-empty key without '.' (and not __proto__, constructor or prototype)", key)
+					continue
+				}
+				v, err := parseScalar(s.Context[key])
+				switch {
+				case err != nil:
+					fail(loc, "not valid JSON: %v", err)
+				case !v.isScalar():
+					fail(loc, "must be a string, number or boolean, not %s", v.kind)
+				default:
+					cs.context = append(cs.context, ctxLiteral{key: key, value: v})
+				}
+			}
+		}
+		if s.Action == nil && s.SideEffect == nil && s.Tool == "" && s.ResourceType == "" && s.Context == nil {
+			fail(at("select"), "select needs at least one key (omit select to select every call)")
+		}
+		cr.sel = cs
+	}
+	if w := r.When; w != nil {
+		cr.when = k.when(fail, w)
+	}
+	cr.filtered = cr.subjects != nil || cr.targets != nil || cr.sel != nil || cr.when != nil
+}
+
+func (k *compiler) when(fail func(Location, string, ...any), w *When) *cwhen {
+	cw := &cwhen{}
+	if w.Schedule != nil {
+		base := At("when", "schedule")
+		switch n := len(w.Schedule); {
+		case n == 0:
+			fail(base, "must not be empty (omit it for any time)")
+		case n > MaxScheduleWindow:
+			fail(base, "%d windows, more than the limit of %d", n, MaxScheduleWindow)
+		}
+		for i := range w.Schedule {
+			if win, ok := window(fail, base.Index(i), &w.Schedule[i]); ok {
+				cw.schedule = append(cw.schedule, win)
+			}
+		}
+	}
+	cw.environments = setOf(strings_(fail, At("when", "environments"), w.Environments, w.Environments != nil), w.Environments)
+	cw.sensitivity = setOf(strings_(fail, At("when", "sensitivity"), w.Sensitivity, w.Sensitivity != nil), w.Sensitivity)
+	cw.confidence = setOf(strings_(fail, At("when", "actorConfidence"), w.ActorConfidence, w.ActorConfidence != nil), w.ActorConfidence)
+	cw.rateLimit = limit(fail, At("when", "rateLimit"), w.RateLimit)
+	cw.tokenBudget = limit(fail, At("when", "tokenBudget"), w.TokenBudget)
+	if w.Schedule == nil && w.Environments == nil && w.Sensitivity == nil && w.ActorConfidence == nil &&
+		w.RateLimit == nil && w.TokenBudget == nil {
+		fail(At("when"), "when needs at least one key (omit when to apply at any time)")
+	}
+	return cw
+}
+
+func window(fail func(Location, string, ...any), at Location, w *Window) (cwindow, bool) {
+	ok := true
+	out := cwindow{loc: time.UTC}
+	if w.Days == nil {
+		out.days = 0x7f
+	} else if len(w.Days) == 0 {
+		fail(at.Child("days"), "must not be empty (omit it for every day)")
+		ok = false
+	}
+	for i, day := range w.Days {
+		wd, known := weekdays[day]
+		if !known {
+			fail(at.Child("days").Index(i), "unknown day %q (want mon, tue, wed, thu, fri, sat or sun)", day)
+			ok = false
+			continue
+		}
+		out.days |= 1 << wd
+	}
+	clock := func(field, s string) int32 {
+		if !hhmm.MatchString(s) {
+			fail(at.Child(field), "%q is not a time of day as HH:MM (00:00 to 23:59)", s)
+			ok = false
+			return -1
+		}
+		return int32((int(s[0]-'0')*10+int(s[1]-'0'))*3600 + (int(s[3]-'0')*10+int(s[4]-'0'))*60)
+	}
+	out.from, out.to = clock("from", w.From), clock("to", w.To)
+	if ok && out.from == out.to {
+		fail(at.Child("to"), "from and to are both %s: the window is empty (a window crossing midnight has to before from)", w.From)
+		ok = false
+	}
+	if w.TimeZone != "" {
+		loc, err := loadZone(w.TimeZone)
+		if err != nil {
+			fail(at.Child("timeZone"), "unknown time zone %q (want an IANA name such as Europe/Berlin)", w.TimeZone)
+			ok = false
+		}
+		out.loc = loc
+	}
+	return out, ok
+}
+
+// loadZone refuses names LoadLocation reads from the local filesystem or
+// environment ("Local", paths), so a zone means the same everywhere.
+func loadZone(name string) (*time.Location, error) {
+	if name == "Local" || strings.HasPrefix(name, "/") || strings.Contains(name, "..") {
+		return nil, fmt.Errorf("not an IANA zone")
+	}
+	return time.LoadLocation(name)
+}
+
+func limit(fail func(Location, string, ...any), at Location, l *Limit) *climit {
+	if l == nil {
+		return nil
+	}
+	out := &climit{max: l.Max}
+	if l.Max < 1 {
+		fail(at.Child("max"), "max must be at least 1, not %d", l.Max)
+	}
+	d, err := ParseWindow(l.Window)
+	switch {
+	case err != nil:
+		fail(at.Child("window"), "%v", err)
+	case d < MinLimitWindow:
+		fail(at.Child("window"), "window %q is shorter than %v", l.Window, MinLimitWindow)
+	case d > MaxLimitWindow:
+		fail(at.Child("window"), "window %q is longer than %d days", l.Window, MaxLimitWindowDays)
+	}
+	out.window = d
+	switch l.Per {
+	case "", PerAgent:
+	case PerSession:
+		out.session = true
+	default:
+		fail(at.Child("per"), "per must be agent or session, not %q", l.Per)
+	}
+	return out
+}
+
+// strings_ checks a list the schema calls a list of names: when present, it
+// holds 1 to MaxBindingValues non-empty strings.
+func strings_(fail func(Location, string, ...any), at Location, items []string, present bool) []string {
+	if !present {
+		return nil
+	}
+	switch n := len(items); {
+	case n == 0:
+		fail(at, "must not be empty (omit it instead)")
+	case n > MaxBindingValues:
+		fail(at, "%d values, more than the limit of %d", n, MaxBindingValues)
+	}
+	for i, s := range items {
+		if s == "" {
+			fail(at.Index(i), "must not be empty")
+		}
+	}
+	return items
+}
+
+func setOf(items, source []string) stringSet {
+	if source == nil {
+		return stringSet{}
+	}
+	return newStringSet(items)
+}
+
+// regexOf tells whether select.tool is a /regex/, and returns the pattern.
+func regexOf(tool string) (string, bool) {
+	if len(tool) >= 2 && tool[0] == '/' && tool[len(tool)-1] == '/' {
+		return tool[1 : len(tool)-1], true
+	}
+	return "", false
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

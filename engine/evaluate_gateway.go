@@ -1,0 +1,274 @@
+package engine
+
+import "fmt"
+
+// mode is where in an evaluation a rule is being checked: the ordered scan,
+// a tiered policy's tool level, or one of its per-resource evaluations.
+type mode uint8
+
+const (
+	modeOrdered mode = iota
+	modeTool
+	modeResource
+)
+
+// failed returns the first of r's filters that does not hold for the
+// request in s (filterNone: r matches). The caller has reached r in mode m;
+// in modeResource, s.cur is the resource under evaluation.
+func (c *Compiled) failed(s *scratch, r *crule, m mode) filter {
+	if r.filtered {
+		if f := s.gatewayFailed(r, m); f != filterNone {
+			return f
+		}
+	}
+	for i := range r.conditions {
+		if !c.holds(s, &r.conditions[i]) {
+			return filterConditions
+		}
+	}
+	return filterNone
+}
+
+func (s *scratch) gatewayFailed(r *crule, m mode) filter {
+	v := s.loadView()
+	if r.subjects != nil && !v.subjectsHold(r.subjects, r.deny) {
+		return filterSubjects
+	}
+	if r.targets != nil && !s.targetsHold(r.targets, m) {
+		return filterTargets
+	}
+	if r.sel != nil && !s.selectHolds(r.sel, m) {
+		return filterSelect
+	}
+	if r.when != nil && !s.whenHolds(r.when, m) {
+		return filterWhen
+	}
+	return filterNone
+}
+
+func (s *scratch) loadView() *view {
+	if !s.view.ready {
+		s.view.load(s.req)
+	}
+	return &s.view
+}
+
+// subjectsHold: the agent or one of the roles is listed. A deny also holds
+// when an identity it is scoped by is missing, so missing identity never
+// lifts a deny.
+func (v *view) subjectsHold(cs *csubjects, deny bool) bool {
+	if !cs.agents.empty() {
+		if !v.agentOK {
+			if deny {
+				return true
+			}
+		} else if cs.agents.has(v.agentFold) {
+			return true
+		}
+	}
+	if !cs.roles.empty() {
+		if !v.rolesOK {
+			return deny
+		}
+		for _, x := range v.roles {
+			if role, ok := x.(string); ok && cs.roles.has(role) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (s *scratch) targetsHold(t *ctargets, m mode) bool {
+	v := &s.view
+	if !t.servers.empty() && !(v.serverOK && t.servers.has(v.server)) {
+		return false
+	}
+	if !t.tools.empty() && !t.tools.has(v.tool) {
+		return false
+	}
+	if t.resources == nil {
+		return true
+	}
+	switch m {
+	case modeResource:
+		return true // the rule was found by the resource's index entry
+	case modeTool:
+		return false
+	}
+	for i := range v.resources {
+		if touches(t.resources, &v.resources[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+func touches(targets map[string]stringSet, r *resource) bool {
+	names, ok := targets[r.typ]
+	return ok && names.has(r.name)
+}
+
+func (s *scratch) selectHolds(sel *cselect, m mode) bool {
+	v := &s.view
+	if !sel.action.empty() && !sel.action.has(v.action) {
+		return false
+	}
+	if !sel.sideEffect.empty() && !(v.sideOK && sel.sideEffect.has(v.sideEffect)) {
+		return false
+	}
+	switch {
+	case sel.toolMatcher != nil:
+		if !sel.toolMatcher.match(v.tool) {
+			return false
+		}
+	case sel.tool != "" && sel.tool != v.tool:
+		return false
+	}
+	if sel.resourceType != "" && !s.resourceTypeIs(sel.resourceType, m) {
+		return false
+	}
+	for i := range sel.context {
+		got, ok := v.context[sel.context[i].key]
+		if !ok || !sel.context[i].value.equal(got) {
+			return false
+		}
+	}
+	return true
+}
+
+// resourceTypeIs: the resource under evaluation has type typ; at a tiered
+// policy's tool level never; in an ordered policy, any touched resource.
+func (s *scratch) resourceTypeIs(typ string, m mode) bool {
+	v := &s.view
+	switch m {
+	case modeResource:
+		return v.resources[s.cur].typ == typ
+	case modeTool:
+		return false
+	}
+	for i := range v.resources {
+		if v.resources[i].typ == typ {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *scratch) whenHolds(w *cwhen, m mode) bool {
+	v := &s.view
+	if w.schedule != nil && !s.inSchedule(w.schedule) {
+		return false
+	}
+	if !w.environments.empty() && !(v.envOK && w.environments.has(v.env)) {
+		return false
+	}
+	if !w.confidence.empty() && !w.confidence.has(v.confidence) {
+		return false
+	}
+	if !w.sensitivity.empty() && !s.tagged(&w.sensitivity, m) {
+		return false
+	}
+	if l := w.rateLimit; l != nil {
+		var used int64
+		if s.usage != nil {
+			used = s.usage.Calls(s.usageKey(l.session), v.tool, l.window, s.now)
+		}
+		if used < l.max {
+			return false
+		}
+	}
+	if l := w.tokenBudget; l != nil {
+		used := 0.0
+		if s.usage != nil {
+			used = s.usage.Tokens(s.usageKey(l.session), l.window, s.now)
+		}
+		if used+CallTokens(s.req) <= float64(l.max) {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *scratch) inSchedule(windows []cwindow) bool {
+	for i := range windows {
+		if windows[i].holdsAt(s.now) {
+			return true
+		}
+	}
+	return false
+}
+
+// tagged: the call's sensitivity tags, or those of the resource under
+// evaluation (any touched resource outside one), meet the listed ones.
+func (s *scratch) tagged(listed *stringSet, m mode) bool {
+	v := &s.view
+	if anyListed(listed, v.tags) {
+		return true
+	}
+	switch m {
+	case modeResource:
+		return anyListed(listed, v.resources[s.cur].tags)
+	case modeTool:
+		// The tool level reads every touched resource's tags, as ordered
+		// policies do: only the per-resource evaluation narrows to one.
+	}
+	for i := range v.resources {
+		if anyListed(listed, v.resources[i].tags) {
+			return true
+		}
+	}
+	return false
+}
+
+func anyListed(listed *stringSet, tags []any) bool {
+	for _, t := range tags {
+		if str, ok := t.(string); ok && listed.has(str) {
+			return true
+		}
+	}
+	return false
+}
+
+// verdict is what one policy (or one evaluation of a tiered policy)
+// contributes: a rule's effect, or a resource's implicit deny.
+type verdict struct {
+	set      bool
+	policy   *cpolicy
+	rule     *crule // nil for an implicit deny
+	effect   Effect
+	res      int // index in the view's resources, -1 at tool level
+	implicit bool
+	priority int32
+}
+
+func (v *verdict) stronger(than *verdict) bool {
+	return !than.set || effectRank(v.effect) > effectRank(than.effect)
+}
+
+func (v *verdict) reason(s *scratch) string {
+	if v.implicit {
+		r := &s.view.resources[v.res]
+		return fmt.Sprintf("no rule bound to resource %s/%s matched in policy %q", r.typ, r.name, v.policy.id)
+	}
+	return v.rule.reason
+}
+
+// result turns the deciding verdict into the result.
+func (v *verdict) result(s *scratch) Result {
+	out := Result{Decision: Allow, Effect: v.effect, MatchedPolicyID: v.policy.id,
+		MatchedPolicyVersion: v.policy.version, Reason: v.reason(s)}
+	if v.effect == EffectDeny {
+		out.Decision = Deny
+	}
+	if v.rule != nil {
+		out.MatchedRuleID = v.rule.id
+	}
+	if v.implicit {
+		out.Code = CodeImplicitDeny
+	}
+	if v.res >= 0 {
+		out.MatchedResource = s.view.resources[v.res].ref()
+	}
+	return out
+}

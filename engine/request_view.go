@@ -1,0 +1,133 @@
+package engine
+
+import (
+	"strings"
+	"time"
+)
+
+// view is what the gateway filters read from a request, worked out once per
+// evaluation and only when a rule with such a filter is reached, so
+// policies without them pay nothing.
+type view struct {
+	ready      bool
+	tool       string
+	agent      string
+	agentOK    bool // agent_id is a string
+	agentFold  string
+	roles      []any
+	rolesOK    bool // roles is an array ([] included): resolved
+	server     string
+	serverOK   bool
+	action     string
+	sideEffect string
+	sideOK     bool
+	env        string
+	envOK      bool
+	confidence string
+	tags       []any
+	context    map[string]any
+	resources  []resource // reused across evaluations
+	keysReady  bool
+	agentKey   UsageKey
+	sessionKey UsageKey
+}
+
+// resource is one valid entry of the request's resources.
+type resource struct {
+	typ, name string
+	obj       map[string]any
+	tags      []any
+}
+
+func (r *resource) ref() ResourceRef { return ResourceRef{Type: r.typ, Name: r.name} }
+
+// clear forgets the request, keeping the resources buffer.
+func (v *view) clear() {
+	res := v.resources[:0]
+	clear(v.resources[:cap(v.resources)])
+	*v = view{resources: res}
+}
+
+// load reads req. Each reading is what SPEC and README state: a field of
+// the wrong type counts as absent.
+func (v *view) load(req Request) {
+	v.ready = true
+	v.tool, _ = req["tool_name"].(string)
+	v.agent, v.agentOK = req["agent_id"].(string)
+	if v.agentOK {
+		v.agentFold = foldKey(v.agent)
+	}
+	v.roles, v.rolesOK = req["roles"].([]any)
+	if s, ok := req["server"].(string); ok {
+		v.server, v.serverOK = s, true
+	} else if _, present := req["server"]; !present {
+		v.server, v.serverOK = serverOf(v.tool)
+	}
+	v.action = "call"
+	if a, ok := req["action"].(string); ok {
+		v.action = a
+	}
+	v.sideEffect, v.sideOK = req["side_effect"].(string)
+	v.env, v.envOK = req["environment"].(string)
+	v.confidence = "unknown"
+	if c, ok := req["actor_confidence"].(string); ok {
+		v.confidence = c
+	}
+	v.tags, _ = req["sensitivity"].([]any)
+	v.context, _ = req["context"].(map[string]any)
+	list, _ := req["resources"].([]any)
+	for _, item := range list {
+		obj, ok := item.(map[string]any)
+		if !ok {
+			continue
+		}
+		typ, okT := obj["type"].(string)
+		name, okN := obj["name"].(string)
+		if !okT || !okN {
+			continue
+		}
+		tags, _ := obj["sensitivity"].([]any)
+		v.resources = append(v.resources, resource{typ: typ, name: name, obj: obj, tags: tags})
+	}
+}
+
+// serverOf derives an MCP tool's server from its name, mcp__<server>__<tool>:
+// the text between the prefix and the next "__", when both it and the tool
+// are non-empty.
+func serverOf(tool string) (string, bool) {
+	rest, ok := strings.CutPrefix(tool, "mcp__")
+	if !ok {
+		return "", false
+	}
+	server, name, ok := strings.Cut(rest, "__")
+	if !ok || server == "" || name == "" {
+		return "", false
+	}
+	return server, true
+}
+
+// usageKey is the key a limit counts under, as the recorder keys it.
+func (s *scratch) usageKey(session bool) UsageKey {
+	v := &s.view
+	if !v.keysReady {
+		v.agentKey, v.sessionKey = UsageKeys(s.req)
+		v.keysReady = true
+	}
+	if session {
+		return v.sessionKey
+	}
+	return v.agentKey
+}
+
+// holdsAt tells whether now falls inside the window.
+func (w *cwindow) holdsAt(now time.Time) bool {
+	t := now.In(w.loc)
+	h, m, sec := t.Clock()
+	s := int32(h*3600 + m*60 + sec)
+	day := t.Weekday()
+	if w.from < w.to {
+		return w.days&(1<<day) != 0 && s >= w.from && s < w.to
+	}
+	prev := (day + 6) % 7
+	return (w.days&(1<<day) != 0 && s >= w.from) || (w.days&(1<<prev) != 0 && s < w.to)
+}
