@@ -155,3 +155,46 @@ func TestGatewayPolicyUpdates(t *testing.T) {
 		t.Errorf("a 40d window on update: %v", err)
 	}
 }
+
+// TestGatewayLintWarnings: what engine.Lint finds in a valid gateway policy
+// comes back as admission warnings (kubectl prints them), each with the
+// field it is about, and the policy is stored.
+func TestGatewayLintWarnings(t *testing.T) {
+	tests := []struct {
+		name, spec string
+		want       []string
+	}{
+		{"resourceType no resource evaluation reaches", "evaluation: tiered\nrules:\n- {id: r1, effect: deny, select: {resourceType: table}}\n",
+			[]string{"spec.rules[0].select.resourceType: ", `rule "r1" can never apply`}},
+		{"allow with a rate limit", "rules:\n- {id: r1, effect: allow, when: {rateLimit: {max: 10, window: 1h}}}\n",
+			[]string{"spec.rules[0].when.rateLimit: ", "applies only once the limit is reached"}},
+		{"allow with a token budget", "evaluation: tiered\nrules:\n- {id: r1, effect: allow, when: {tokenBudget: {max: 10, window: 1h}}}\n",
+			[]string{"spec.rules[0].when.tokenBudget: ", "applies only once the budget is exceeded"}},
+		{"resource bound only by a deny", "evaluation: tiered\nrules:\n- {id: r1, effect: deny, targets: {resources: [{type: table, names: [orders]}]}}\n",
+			[]string{"spec.rules[0].targets.resources: ", "table/orders", "IMPLICIT_DENY"}},
+		{"allow under a higher-tier limit: the pattern the README shows", "evaluation: tiered\nrules:\n" +
+			"- {id: cap, priority: 1, effect: deny, targets: {tools: [pay]}, when: {rateLimit: {max: 10, window: 1h}}}\n" +
+			"- {id: pay, effect: allow, targets: {tools: [pay]}}\n", nil},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			warnings.take()
+			if err := k8sClient.Create(context.Background(), newPolicy(t, fmt.Sprintf("lint-gateway-%d", i), tt.spec)); err != nil {
+				t.Fatalf("rejected: %v", err)
+			}
+			got := warnings.take()
+			if len(tt.want) == 0 && len(got) > 0 {
+				t.Errorf("unexpected warnings: %q", got)
+			}
+			if len(tt.want) > 0 && len(got) != 1 {
+				t.Errorf("warnings %q, want one", got)
+			}
+			all := strings.Join(got, "\n")
+			for _, w := range tt.want {
+				if !strings.Contains(all, w) {
+					t.Errorf("warnings %q do not mention %q", got, w)
+				}
+			}
+		})
+	}
+}
