@@ -150,3 +150,26 @@ func TestValidateEmptyDirectory(t *testing.T) {
 		t.Errorf("exit %d, stderr %q", o.code, o.stderr)
 	}
 }
+
+// TestValidatePrintsWebhookWarnings: a Policy the webhook accepts with
+// warnings (engine.Lint) is valid, and the warnings go to stderr, located,
+// as kubectl prints the webhook's.
+func TestValidatePrintsWebhookWarnings(t *testing.T) {
+	dir := testenv.WriteTree(t, map[string]string{"p.yaml": `apiVersion: toolgate.dev/v1alpha1
+kind: Policy
+metadata: {name: pay-limit}
+spec:
+  evaluation: tiered
+  rules:
+  - id: pay
+    effect: allow
+    targets: {tools: [pay]}
+    when: {rateLimit: {max: 10, window: 1h}}
+`})
+	o := run(t, "", "validate", "-f", dir)
+	want := "warning: " + filepath.Join(dir, "p.yaml") + ":doc 1: Policy/pay-limit: spec.rules[0].when.rateLimit: an allow rule with rateLimit applies only once the limit is reached"
+	if o.code != 0 || o.stdout != "" || !strings.HasPrefix(o.stderr, want) ||
+		!strings.HasSuffix(o.stderr, "\n1 Policy and 0 FrozenAgent object(s) valid\n") {
+		t.Errorf("exit %d, stdout %q, stderr %q; want stderr starting %q", o.code, o.stdout, o.stderr, want)
+	}
+}
