@@ -45,11 +45,11 @@ type Operator string
 
 // PolicySpec is the desired state of a Policy.
 //
-// The priority rule reads every rule, so it sits here rather than on Rule; a
-// rule's priority is omitted when 0, so has() is the test. Its message is
+// The priority rule reads every rule, so it sits here rather than on Rule.
+// An explicit priority: 0 is what an omitted one means, so it is allowed. Its message is
 // fixed: a messageExpression listing the rules' ids is estimated far over
 // the API server's cost budget.
-// +kubebuilder:validation:XValidation:rule="(has(self.evaluation) && self.evaluation == 'tiered') || self.rules.all(r, !has(r.priority))",fieldPath=".rules",message="spec.rules[].priority is only allowed when spec.evaluation is tiered: an ordered policy scans its rules in order, so set evaluation: tiered or remove the rules' priority"
+// +kubebuilder:validation:XValidation:rule="(has(self.evaluation) && self.evaluation == 'tiered') || self.rules.all(r, !has(r.priority) || r.priority == 0)",fieldPath=".rules",message="spec.rules[].priority (non-zero) is only allowed when spec.evaluation is tiered: an ordered policy scans its rules in order, so set evaluation: tiered or remove the rules' priority"
 type PolicySpec struct {
 	// priority orders policies in a namespace: higher first, then by name.
 	// The first policy's defaultEffect decides when no rule matches.
