@@ -59,7 +59,8 @@ func (c *Compiled) Evaluate(req Request, opts EvalOptions) Result {
 	if tr.left <= 0 {
 		tr.left = math.MaxInt
 	}
-	res := c.evaluate(req, &opts, &clk, &tr)
+	var res Result
+	c.evaluate(req, &opts, &clk, &tr, &res)
 	if res.Effect == "" {
 		res.Effect = res.effect()
 	}
@@ -102,27 +103,36 @@ func (k *clock) elapsed() time.Duration {
 	return k.now().Sub(k.start)
 }
 
-// evaluate decides; the trace, when asked for, goes to tr, and Evaluate
-// puts it in the result.
-func (c *Compiled) evaluate(req Request, opts *EvalOptions, clk *clock, tr *tracer) Result {
-	start := clk.start
+// evaluate decides into out (zero on entry); the trace, when asked for,
+// goes to tr, and Evaluate puts it in the result. Results are written in
+// place, never returned by value: a Result is some 250 bytes, and copies
+// and zeroed temporaries of it cost the fast paths more than deciding.
+func (c *Compiled) evaluate(req Request, opts *EvalOptions, clk *clock, tr *tracer, out *Result) {
 	if c == nil {
-		return Result{Decision: Deny, Code: CodeNoPolicies, Reason: "no policy bundle is loaded"}
+		out.Decision, out.Code, out.Reason = Deny, CodeNoPolicies, "no policy bundle is loaded"
+		return
 	}
-	if e := c.frozenFor(req, opts.ServiceAccount, start); e != nil {
-		return Result{Decision: Deny, Code: CodeAgentFrozen, Reason: e.Reason}
+	if e := c.frozenFor(req, opts.ServiceAccount, clk.start); e != nil {
+		out.Decision, out.Code, out.Reason = Deny, CodeAgentFrozen, e.Reason
+		return
 	}
 	if len(c.policies) == 0 {
-		return Result{Decision: Deny, Code: CodeNoPolicies, Reason: "the bundle has no policies"}
+		out.Decision, out.Code, out.Reason = Deny, CodeNoPolicies, "the bundle has no policies"
+		return
 	}
+	c.scan(req, opts, clk, tr, out)
+}
+
+// scan is the scan of the policies: the first deny decides, otherwise the
+// last allow (warn, audit), otherwise the first policy's default.
+func (c *Compiled) scan(req Request, opts *EvalOptions, clk *clock, tr *tracer, out *Result) {
 	budget := opts.Budget
 	if budget <= 0 {
 		budget = DefaultBudget
 	}
-
 	s := c.scratch.Get().(*scratch)
 	defer c.scratch.Put(s)
-	s.reset(req, start, opts.Usage)
+	s.reset(req, clk.start, opts.Usage)
 
 	e := run{c: c, s: s, clk: clk, tr: tr, budget: budget}
 	e.tool, e.toolOK = req["tool_name"].(string)
@@ -144,8 +154,10 @@ func (c *Compiled) evaluate(req Request, opts *EvalOptions, clk *clock, tr *trac
 			if tr.on && tr.fits(0) {
 				tr.rules = append(tr.rules, TraceRule{PolicyID: p.id, RuleIndex: -1, CompileError: p.compileError})
 			}
-			return Result{Decision: Deny, Code: CodePolicyCompileError, Reason: p.compileError,
-				MatchedPolicyID: p.id, MatchedPolicyVersion: p.version, Warnings: s.warningList()}
+			out.Decision, out.Code, out.Reason = Deny, CodePolicyCompileError, p.compileError
+			out.MatchedPolicyID, out.MatchedPolicyVersion = p.id, p.version
+			out.Warnings = s.warningList()
+			return
 		}
 		var v verdict
 		var ok bool
@@ -156,28 +168,26 @@ func (c *Compiled) evaluate(req Request, opts *EvalOptions, clk *clock, tr *trac
 		}
 		switch {
 		case !ok:
-			out := timeout(budget, e.steps)
+			out.Decision, out.Code = Deny, CodeEvalTimeout
+			out.Reason = fmt.Sprintf("evaluation exceeded its %v budget after %d rules", budget, e.steps)
 			out.Warnings = s.warningList()
-			return out
+			return
 		case !v.set:
 			continue
 		case v.effect == EffectDeny:
-			out := v.result(s)
-			out.Warnings = s.warningList()
-			return out
+			v.fill(out, s)
+			return
 		}
 		kept = v
 	}
 	if kept.set {
-		out := kept.result(s)
-		out.Warnings = s.warningList()
-		return out
+		kept.fill(out, s)
+		return
 	}
-	first := &c.policies[0]
-	if first.defaultDeny {
-		return Result{Decision: Deny, Reason: first.defaultReason, Warnings: s.warningList()}
+	out.Decision, out.Warnings = Allow, s.warningList()
+	if first := &c.policies[0]; first.defaultDeny {
+		out.Decision, out.Reason = Deny, first.defaultReason
 	}
-	return Result{Decision: Allow, Warnings: s.warningList()}
 }
 
 // run is one evaluation's progress through the policies.
@@ -346,11 +356,6 @@ func (e *run) traceVerdict(p *cpolicy, res int, v verdict, outcome string) {
 		t.Tier = &tier
 	}
 	e.tr.verdicts = append(e.tr.verdicts, t)
-}
-
-func timeout(budget time.Duration, steps int) Result {
-	return Result{Decision: Deny, Code: CodeEvalTimeout,
-		Reason: fmt.Sprintf("evaluation exceeded its %v budget after %d rules", budget, steps)}
 }
 
 // frozenFor is the unexpired freeze that stops this call, if any: one
@@ -607,6 +612,7 @@ func newScratch(n int) *scratch {
 
 func (s *scratch) reset(req Request, now time.Time, usage Usage) {
 	s.req, s.now, s.usage = req, now, usage
+	s.leaveResource() // in case a panic left the last evaluation inside one
 	clear(s.warnings) // drop references to the last request's reasons
 	s.warnings = s.warnings[:0]
 	if s.view.ready {

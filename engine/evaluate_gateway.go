@@ -254,10 +254,11 @@ func (v *verdict) reason(s *scratch) string {
 	return v.rule.reason
 }
 
-// result turns the deciding verdict into the result.
-func (v *verdict) result(s *scratch) Result {
-	out := Result{Decision: Allow, Effect: v.effect, MatchedPolicyID: v.policy.id,
-		MatchedPolicyVersion: v.policy.version, Reason: v.reason(s)}
+// fill writes the deciding verdict into the result.
+func (v *verdict) fill(out *Result, s *scratch) {
+	out.Decision, out.Effect = Allow, v.effect
+	out.MatchedPolicyID, out.MatchedPolicyVersion = v.policy.id, v.policy.version
+	out.Reason, out.Warnings = v.reason(s), s.warningList()
 	if v.effect == EffectDeny {
 		out.Decision = Deny
 	}
@@ -270,5 +271,4 @@ func (v *verdict) result(s *scratch) Result {
 	if v.res >= 0 {
 		out.MatchedResource = s.view.resources[v.res].ref()
 	}
-	return out
 }
