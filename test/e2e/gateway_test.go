@@ -107,6 +107,37 @@ func TestTieredPolicyReachesSidecar(t *testing.T) {
 		t.Errorf("with a tiered policy the bundle has schemaVersion %d, want 2", v)
 	}
 
+	// A multi-target call: each table is decided by the rules bound to it; a
+	// table whose bound rules all fail is an implicit deny naming it.
+	tables := &v1alpha1.Policy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tables"},
+		Spec: v1alpha1.PolicySpec{Evaluation: v1alpha1.EvaluationTiered, Rules: []v1alpha1.Rule{
+			{ID: "analysts-read-orders", Effect: v1alpha1.RuleAllow, Subjects: &v1alpha1.Subjects{Roles: []string{"analyst"}},
+				Targets: &v1alpha1.Targets{Resources: []v1alpha1.ResourceTarget{{Type: "table", Names: []string{"orders"}}}}},
+			{ID: "hr-reads-salaries", Effect: v1alpha1.RuleAllow, Subjects: &v1alpha1.Subjects{Roles: []string{"hr"}},
+				Targets: &v1alpha1.Targets{Resources: []v1alpha1.ResourceTarget{{Type: "table", Names: []string{"salaries"}}}}},
+		}}}
+	if err := c.Create(ctx, tables); err != nil {
+		t.Fatal(err)
+	}
+	query := func(names ...string) map[string]any {
+		var rs []any
+		for _, n := range names {
+			rs = append(rs, map[string]any{"type": "table", "name": n})
+		}
+		return map[string]any{"tool_name": "query", "agent_id": "report-bot", "roles": []any{"analyst"}, "resources": rs}
+	}
+	d = eventually(t, addr, query("orders", "salaries"), "IMPLICIT_DENY", is("deny", "IMPLICIT_DENY", ""))
+	if d.MatchedResource == nil || d.MatchedResource.Type != "table" || d.MatchedResource.Name != "salaries" {
+		t.Errorf("implicit deny: matchedResource %+v, want table/salaries", d.MatchedResource)
+	}
+	d, err = evaluate(addr, query("orders"))
+	if err != nil || !is("allow", "", "analysts-read-orders")(d) || d.MatchedResource == nil || d.MatchedResource.Name != "orders" {
+		t.Errorf("orders alone: %v matchedResource %+v, err %v", d, d.MatchedResource, err)
+	}
+	if err := c.Delete(ctx, tables); err != nil {
+		t.Fatal(err)
+	}
+
 	// Back to ordered policies only: version 1 again.
 	if err := c.Delete(ctx, tiered); err != nil {
 		t.Fatal(err)

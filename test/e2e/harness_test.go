@@ -28,8 +28,12 @@ type decision struct {
 	Reason         string `json:"reason"`
 	BundleRevision string `json:"bundleRevision"`
 	// Effect and Warnings: issue 9's gateway model.
-	Effect   string   `json:"effect"`
-	Warnings []string `json:"warnings"`
+	Effect          string   `json:"effect"`
+	Warnings        []string `json:"warnings"`
+	MatchedResource *struct {
+		Type string `json:"type"`
+		Name string `json:"name"`
+	} `json:"matchedResource"`
 }
 
 func (d decision) String() string {
