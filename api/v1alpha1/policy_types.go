@@ -43,13 +43,13 @@ const (
 // +kubebuilder:validation:Enum=eq;neq;in;not_in;contains;not_contains;starts_with;ends_with;matches;gt;gte;lt;lte;exists;not_exists;is_empty;is_not_empty;is_valid_json
 type Operator string
 
-// PolicySpec is the desired state of a Policy.
-//
-// The priority rule reads every rule, so it sits here rather than on Rule.
-// An explicit priority: 0 is what an omitted one means, so it is allowed. Its message is
-// fixed: a messageExpression listing the rules' ids is estimated far over
-// the API server's cost budget.
+// The priority rule reads every rule, so it sits on PolicySpec rather than
+// on Rule. An explicit priority: 0 is what an omitted one means, so it is
+// allowed. Its message is fixed: a messageExpression listing the rules' ids
+// is estimated far over the API server's cost budget.
 // +kubebuilder:validation:XValidation:rule="(has(self.evaluation) && self.evaluation == 'tiered') || self.rules.all(r, !has(r.priority) || r.priority == 0)",fieldPath=".rules",message="spec.rules[].priority (non-zero) is only allowed when spec.evaluation is tiered: an ordered policy scans its rules in order, so set evaluation: tiered or remove the rules' priority"
+
+// PolicySpec is the desired state of a Policy.
 type PolicySpec struct {
 	// priority orders policies in a namespace: higher first, then by name.
 	// The first policy's defaultEffect decides when no rule matches.

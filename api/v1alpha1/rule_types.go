@@ -49,8 +49,10 @@ type Rule struct {
 	// +optional
 	When *When `json:"when,omitempty"`
 
+	// No MinItems, unlike the gateway lists: stored policies may carry an
+	// empty list.
+
 	// conditions must all hold for the rule to match; none matches every call.
-	// (No MinItems: stored policies may carry an empty list.)
 	// +optional
 	// +kubebuilder:validation:MaxItems=64
 	Conditions []Condition `json:"conditions,omitempty"`
@@ -70,14 +72,15 @@ type Rule struct {
 // and the API server rejects CEL rules over untyped fields ("undefined
 // field"); the engine checks them.
 
-// Condition tests one field of the tool call, or is an any group. Three CEL
-// rules rather than one so that each error names its field. The
+// Three CEL rules rather than one, so that each error names its field. The
 // schema rejects malformed paths itself (so they fail even with the webhook
 // bypassed); the webhook adds what needs the engine: value types, regexes,
 // forbidden segments.
 // +kubebuilder:validation:XValidation:rule="has(self.any) || has(self.field)",fieldPath=".field",message="field is required: a condition is a test (field and operator) or a group (any)"
 // +kubebuilder:validation:XValidation:rule="has(self.any) || has(self.operator)",fieldPath=".operator",message="operator is required: a condition is a test (field and operator) or a group (any)"
 // +kubebuilder:validation:XValidation:rule="!has(self.any) || (!has(self.field) && !has(self.operator))",fieldPath=".any",message="a group (any) takes no field or operator: move the test into the group"
+
+// Condition tests one field of the tool call, or is an any group.
 type Condition struct {
 	// field is a dot-path into the request: tool_name, agent_id,
 	// input.command, kwargs.amount, args.0.
@@ -106,8 +109,9 @@ type Condition struct {
 	// +kubebuilder:validation:MaxItems=16
 	Any []AnyCondition `json:"any,omitempty"`
 
-	// all is only allowed inside any (a rule's conditions are already all
-	// AND-ed); see above for why it is declared.
+	// all is not allowed here: all groups live inside any (a rule's
+	// conditions are already AND-ed). Declared so the API server refuses it
+	// rather than dropping it.
 	// +optional
 	// +kubebuilder:validation:MaxItems=0
 	All []apiextensionsv1.JSON `json:"all,omitempty"`
@@ -144,8 +148,8 @@ type AnyCondition struct {
 	// +kubebuilder:validation:MaxItems=16
 	All []LeafCondition `json:"all,omitempty"`
 
-	// any is not allowed in any (nesting stops at any -> all -> leaf); see
-	// above for why it is declared.
+	// any is not allowed here: groups nest at most any -> all -> test.
+	// Declared so the API server refuses it rather than dropping it.
 	// +optional
 	// +kubebuilder:validation:MaxItems=0
 	Any []apiextensionsv1.JSON `json:"any,omitempty"`
@@ -173,8 +177,9 @@ type LeafCondition struct {
 	// +kubebuilder:validation:MaxItems=1024
 	Values []apiextensionsv1.JSON `json:"values,omitempty"`
 
-	// any and all are not allowed in a test of an all group (nesting stops
-	// at any -> all -> leaf); see above for why they are declared.
+	// any and all are not allowed here: groups nest at most any -> all ->
+	// test. Declared so the API server refuses them rather than dropping
+	// them.
 	// +optional
 	// +kubebuilder:validation:MaxItems=0
 	Any []apiextensionsv1.JSON `json:"any,omitempty"`
