@@ -70,3 +70,42 @@ func TestCRDGatewaySchemaMatchesEngine(t *testing.T) {
 		t.Errorf("no Mode printer column for .spec.evaluation: %+v", v.AdditionalPrinterColumns)
 	}
 }
+
+// TestCRDGatewayLimitsWithinEngine: a list the schema accepts is never
+// refused by the engine for its size, so a Policy the API server stores is
+// not rejected by the webhook for a limit the schema could have stated.
+func TestCRDGatewayLimitsWithinEngine(t *testing.T) {
+	t.Parallel()
+	spec := policyCRD(t).Schema.OpenAPIV3Schema.Properties["spec"]
+	rule := spec.Properties["rules"].Items.Schema.Properties
+	cond := rule["conditions"].Items.Schema.Properties
+	when := rule["when"].Properties
+	limits := map[string]struct {
+		s   apiextensionsv1.JSONSchemaProps
+		max int64
+	}{
+		"subjects.agents":           {rule["subjects"].Properties["agents"], engine.MaxBindingValues},
+		"subjects.roles":            {rule["subjects"].Properties["roles"], engine.MaxBindingValues},
+		"targets.servers":           {rule["targets"].Properties["servers"], engine.MaxBindingValues},
+		"targets.tools":             {rule["targets"].Properties["tools"], engine.MaxBindingValues},
+		"targets.resources":         {rule["targets"].Properties["resources"], engine.MaxResourceTarget},
+		"targets.resources[].names": {rule["targets"].Properties["resources"].Items.Schema.Properties["names"], engine.MaxBindingValues},
+		"select.action":             {rule["select"].Properties["action"], engine.MaxBindingValues},
+		"select.sideEffect":         {rule["select"].Properties["sideEffect"], engine.MaxBindingValues},
+		"when.schedule":             {when["schedule"], engine.MaxScheduleWindow},
+		"when.environments":         {when["environments"], engine.MaxBindingValues},
+		"when.sensitivity":          {when["sensitivity"], engine.MaxBindingValues},
+		"when.actorConfidence":      {when["actorConfidence"], engine.MaxBindingValues},
+		"conditions[].any":          {cond["any"], engine.MaxGroupMembers},
+		"conditions[].any[].all":    {cond["any"].Items.Schema.Properties["all"], engine.MaxGroupMembers},
+	}
+	for name, l := range limits {
+		if l.s.MaxItems == nil || *l.s.MaxItems > l.max || l.s.MinItems == nil || *l.s.MinItems != 1 {
+			t.Errorf("%s: schema minItems %v maxItems %v; want 1 and at most the engine's %d", name, l.s.MinItems, l.s.MaxItems, l.max)
+		}
+	}
+	ctx := rule["select"].Properties["context"]
+	if ctx.MaxProperties == nil || *ctx.MaxProperties > engine.MaxContextKeys {
+		t.Errorf("select.context maxProperties %v, want at most the engine's %d", ctx.MaxProperties, engine.MaxContextKeys)
+	}
+}
