@@ -108,7 +108,13 @@ func TestRejectsMalformedGatewayFields(t *testing.T) {
 		{"bad regex inside any", rule(`{any: [{field: input.command, operator: matches, value: "(?<=x)"}]}`), webhook,
 			[]string{"spec.rules[0].conditions[0].any[0].value", "does not compile"}},
 		{"group with a value", rule(`{any: [{field: a, operator: exists}], value: 1}`), webhook,
-			[]string{"spec.rules[0].conditions[0]"}},
+			[]string{"spec.rules[0].conditions[0].any", "a group has no field, operator, value or values of its own"}},
+		{"context key with a dot", "rules:\n- {id: r1, effect: deny, select: {context: {a.b: 1}}}\n", webhook,
+			[]string{"spec.rules[0].select.context.a.b", `context key "a.b"`}},
+		{"context key __proto__", "rules:\n- {id: r1, effect: deny, select: {context: {__proto__: 1}}}\n", webhook,
+			[]string{"spec.rules[0].select.context.__proto__", "must be one non-empty key"}},
+		{"context literal an object", "rules:\n- {id: r1, effect: deny, select: {context: {region: {a: 1}}}}\n", webhook,
+			[]string{"spec.rules[0].select.context.region", "must be a string, number or boolean, not an object"}},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
