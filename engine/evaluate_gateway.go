@@ -119,7 +119,8 @@ func (s *scratch) selectHolds(sel *cselect, m mode) bool {
 	}
 	switch {
 	case sel.toolMatcher != nil:
-		if !sel.toolMatcher.match(v.tool) {
+		// A tool_name that is not a string is missing, as for matches.
+		if !v.toolOK || !sel.toolMatcher.match(v.tool) {
 			return false
 		}
 	case sel.tool != "" && sel.tool != v.tool:

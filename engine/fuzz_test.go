@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +28,14 @@ func differential(b Bundle, reqs []map[string]any) string {
 	}
 	for _, req := range reqs {
 		want := refEvaluate(b, req, t0)
+		// Seed 000's model, as it was, must say the same: the new one
+		// changed nothing for a bundle that does not use it.
+		old, oldReason := refEvaluate000(b, req, t0)
+		full := refGateway(b, req, t0, nil)
+		if old != want || (old.Code == "" && oldReason != full.Reason) {
+			return fmt.Sprintf("reference: seed 000 gives %+v (reason %q), issue 9's model %+v\nbundle: %s\nrequest: %s",
+				old, oldReason, full, mustJSON(b), mustJSON(req))
+		}
 		for _, explain := range []bool{false, true} {
 			res := c.Evaluate(Request(req), EvalOptions{Now: fixedClock(t0), Budget: time.Hour, Explain: explain})
 			got := refOutcome{res.Decision, res.Code, res.MatchedPolicyID, res.MatchedPolicyVersion, res.MatchedRuleID}
@@ -41,9 +50,307 @@ func differential(b Bundle, reqs []map[string]any) string {
 				return fmt.Sprintf("explain=%v: engine %+v (reason %q), reference %+v\nbundle: %s\nrequest: %s",
 					explain, got, res.Reason, want, mustJSON(b), mustJSON(req))
 			}
+			if msg := compareGateway(res, full); msg != "" {
+				return fmt.Sprintf("explain=%v: %s\nbundle: %s\nrequest: %s", explain, msg, mustJSON(b), mustJSON(req))
+			}
 		}
 	}
 	return ""
+}
+
+// compareGateway describes how res differs from the reference's result in
+// what the contract fixes, or returns "". Reasons of freezes and empty
+// bundles are the engine's to word; a compile error's must name the policy.
+func compareGateway(res Result, want refResult) string {
+	got := refOutcome{res.Decision, res.Code, res.MatchedPolicyID, res.MatchedPolicyVersion, res.MatchedRuleID}
+	describe := func(what string) string {
+		return fmt.Sprintf("%s: engine %+v effect %q resource %+v reason %q warnings %q; reference %+v effect %q resource %+v reason %q warnings %q",
+			what, got, res.Effect, res.MatchedResource, res.Reason, res.Warnings,
+			want.refOutcome, want.Effect, want.Resource, want.Reason, want.Warnings)
+	}
+	if got.Decision != want.Decision || got.Code != want.Code {
+		return describe("decision or code")
+	}
+	if res.Effect != want.Effect {
+		return describe("effect")
+	}
+	switch want.Code {
+	case "", CodeImplicitDeny:
+	case CodePolicyCompileError:
+		if !strings.Contains(res.Reason, want.PolicyID) {
+			return describe("compile error reason")
+		}
+		return ""
+	default:
+		return ""
+	}
+	switch {
+	case got != want.refOutcome:
+		return describe("matched ids")
+	case res.MatchedResource != want.Resource:
+		return describe("matchedResource")
+	case res.Reason != want.Reason:
+		return describe("reason")
+	case (res.Warnings == nil) != (want.Warnings == nil) || !slices.Equal(res.Warnings, want.Warnings):
+		return describe("warnings")
+	}
+	return ""
+}
+
+// gatewayDifferential holds the engine to the reference on a bundle that
+// uses issue 9's fields, judged at now with u's earlier calls.
+func gatewayDifferential(b Bundle, reqs []map[string]any, now time.Time, u *refUsage) string {
+	c, diags := Compile(b)
+	anyInvalid := false
+	for _, p := range b.Policies {
+		engineOK, refOK := len(CheckPolicy(p)) == 0, len(refPolicyProblems(p)) == 0
+		if engineOK != refOK {
+			return fmt.Sprintf("policy %q: engine valid=%v (%v), reference valid=%v (%v)\n%s",
+				p.ID, engineOK, CheckPolicy(p), refOK, refPolicyProblems(p), mustJSON(p))
+		}
+		anyInvalid = anyInvalid || !refOK
+	}
+	if anyInvalid != (len(diags) > 0) {
+		return fmt.Sprintf("Compile diagnostics %v, but per-policy validity says invalid=%v", diags, anyInvalid)
+	}
+	var usage Usage
+	if len(u.calls) > 0 {
+		usage = u
+	}
+	for _, req := range reqs {
+		want := refGateway(b, req, now, u)
+		for _, explain := range []bool{false, true} {
+			res := c.Evaluate(Request(req), EvalOptions{Now: fixedClock(now), Budget: time.Hour, Explain: explain, Usage: usage})
+			msg := compareGateway(res, want)
+			if msg == "" && explain {
+				msg = compareTrace(b, res.Trace, req, now, u)
+			}
+			if msg == "" && explain && want.Code != CodePolicyCompileError {
+				msg = compareVerdicts(res.Verdicts, want.Verdicts)
+			}
+			if msg != "" {
+				return fmt.Sprintf("explain=%v now=%s: %s\nbundle: %s\nrequest: %s\nusage: %s",
+					explain, now.Format(time.RFC3339), msg, mustJSON(b), mustJSON(req), mustJSON(u.calls))
+			}
+		}
+		// A trace cut short changes nothing else.
+		bound := 1 + len(mustJSON(req))%4
+		res := c.Evaluate(Request(req), EvalOptions{Now: fixedClock(now), Budget: time.Hour, Explain: true, MaxTrace: bound, Usage: usage})
+		msg := compareGateway(res, want)
+		if n := traceEntries(res.Trace); msg == "" && n > bound {
+			msg = fmt.Sprintf("trace of %d entries, bound %d", n, bound)
+		}
+		if msg != "" {
+			return fmt.Sprintf("max trace %d now=%s: %s\nbundle: %s\nrequest: %s\nusage: %s",
+				bound, now.Format(time.RFC3339), msg, mustJSON(b), mustJSON(req), mustJSON(u.calls))
+		}
+	}
+	return ""
+}
+
+// compareTrace checks that every rule the trace shows names the first
+// filter that failed as the reference finds it (or none when it matched).
+// A tiered policy's rules bound to resources are left out at its tool
+// level: they are never candidates there, and the contract does not say
+// whether the trace shows them or as which filter.
+func compareTrace(b Bundle, trace []TraceRule, req map[string]any, now time.Time, u *refUsage) string {
+	call := refRead(req)
+	for _, tr := range trace {
+		if tr.RuleIndex < 0 {
+			continue
+		}
+		var p *Policy
+		same := 0
+		for i := range b.Policies {
+			if b.Policies[i].ID == tr.PolicyID {
+				p = &b.Policies[i]
+				same++
+			}
+		}
+		if same > 1 {
+			continue // which of the namesakes is not in the trace
+		}
+		if p == nil || tr.RuleIndex >= len(p.Rules) {
+			return fmt.Sprintf("trace names rule %d of policy %q, which does not exist", tr.RuleIndex, tr.PolicyID)
+		}
+		r := p.Rules[tr.RuleIndex]
+		// Scopes the entry may be about: a request may list one resource
+		// twice, with different tags.
+		scopes := []refScope{{mode: "ordered"}}
+		if p.Evaluation == EvaluationTiered {
+			scopes = []refScope{{mode: "tool"}}
+			if tr.Resource != nil {
+				scopes = nil
+				for i := range call.resources {
+					if call.resources[i].ref == *tr.Resource {
+						scopes = append(scopes, refScope{mode: "resource", resource: &call.resources[i]})
+					}
+				}
+				if scopes == nil {
+					return fmt.Sprintf("trace of rule %q names resource %+v, which the request does not touch", r.ID, *tr.Resource)
+				}
+			} else if refHasResourceTargets(r) {
+				continue
+			}
+		}
+		// A rule with only conditions reads as it did before issue 9,
+		// whose trace had no failed key: its failed filter goes unnamed.
+		plain := r.Subjects == nil && r.Targets == nil && r.Select == nil && r.When == nil
+		var wants []string
+		ok := false
+		for _, sc := range scopes {
+			want := refFilter(r, call, sc, now, u)
+			wants = append(wants, want)
+			switch {
+			case tr.Matched != (want == ""):
+			case tr.Failed == want, plain && tr.Failed == "":
+				ok = true
+			}
+		}
+		if !ok {
+			return fmt.Sprintf("trace of rule %q of policy %q (resource %v): failed %q matched %v, reference: failed %q",
+				r.ID, p.ID, tr.Resource, tr.Failed, tr.Matched, wants)
+		}
+	}
+	return ""
+}
+
+// compareVerdicts: the trace's verdicts are the reference's, evaluation by
+// evaluation: the outcome, and for a match the deciding tier, rule and
+// effect (what a verdict without a match carries besides is the engine's).
+// The engine may leave out a policy that contributed nothing (no match and
+// no opinion everywhere), such as one without rules for the tool.
+func compareVerdicts(got []TraceVerdict, want [][]TraceVerdict) string {
+	show := func(vs []TraceVerdict) string {
+		var out []string
+		for _, v := range vs {
+			s := v.PolicyID + ":" + v.Outcome
+			if v.Resource != nil {
+				s += "@" + v.Resource.Type + "/" + v.Resource.Name
+			}
+			if v.Outcome == OutcomeMatch && v.Tier != nil {
+				s += fmt.Sprintf("[%d %s %s]", *v.Tier, v.RuleID, v.Effect)
+			}
+			out = append(out, s)
+		}
+		return strings.Join(out, " ")
+	}
+	same := func(g, w TraceVerdict) bool {
+		ok := g.PolicyID == w.PolicyID && g.Outcome == w.Outcome && (g.Resource == nil) == (w.Resource == nil) &&
+			(g.Resource == nil || *g.Resource == *w.Resource)
+		if ok && w.Outcome == OutcomeMatch {
+			ok = g.Tier != nil && *g.Tier == *w.Tier && g.RuleID == w.RuleID && g.Effect == w.Effect
+		}
+		return ok
+	}
+	var all []TraceVerdict
+	for _, group := range want {
+		all = append(all, group...)
+	}
+	// fits: got[at:] is want[g:] with some silent groups left out (tried
+	// both ways: policies may share a name).
+	var fits func(g, at int) bool
+	fits = func(g, at int) bool {
+		if g == len(want) {
+			return at == len(got)
+		}
+		group := want[g]
+		if len(got)-at >= len(group) {
+			eq := true
+			for i := range group {
+				eq = eq && same(got[at+i], group[i])
+			}
+			if eq && fits(g+1, at+len(group)) {
+				return true
+			}
+		}
+		silent := !slices.ContainsFunc(group, func(w TraceVerdict) bool {
+			return w.Outcome == OutcomeMatch || w.Outcome == OutcomeImplicitDeny
+		})
+		return silent && fits(g+1, at)
+	}
+	if !fits(0, 0) {
+		return fmt.Sprintf("verdicts: engine %s; reference %s", show(got), show(all))
+	}
+	return ""
+}
+
+func generatedGatewayCase(data []byte) (Bundle, []map[string]any, time.Time, *refUsage) {
+	g := &genSource{data: data}
+	now := pickFrom(g, gwNows...)
+	b := g.gwBundle(now)
+	u := g.gwUsage(now)
+	reqs := []map[string]any{g.gwRequest(), g.gwRequest(), g.gwRequest()}
+	return b, reqs, now, u
+}
+
+// gatewayOutcome classifies a reference result, for the coverage check.
+func gatewayOutcome(out refResult) []string {
+	keys := []string{string(out.Decision) + "/" + string(out.Effect) + "/" + string(out.Code)}
+	if out.RuleID != "" {
+		keys = append(keys, "rule/"+string(out.Effect))
+	}
+	if out.Resource != (ResourceRef{}) {
+		keys = append(keys, "resource/"+string(out.Effect))
+	}
+	if len(out.Warnings) > 0 {
+		keys = append(keys, "warnings/"+string(out.Decision))
+	}
+	if len(out.Warnings) > 1 {
+		keys = append(keys, "warnings>1")
+	}
+	return keys
+}
+
+// TestGatewayDifferential runs the engine and the reference on pseudo-random
+// bundles using issue 9's fields, ordered and tiered, from a fixed seed.
+func TestGatewayDifferential(t *testing.T) {
+	t.Parallel()
+	const cases = 3000
+	var mismatches []string
+	outcomes := map[string]int{}
+	for _, data := range gatewayInputs(cases) {
+		b, reqs, now, u := generatedGatewayCase(data)
+		if msg := gatewayDifferential(b, reqs, now, u); msg != "" {
+			mismatches = append(mismatches, msg)
+		}
+		for _, req := range reqs {
+			for _, k := range gatewayOutcome(refGateway(b, req, now, u)) {
+				outcomes[k]++
+			}
+		}
+	}
+	for i, m := range mismatches[:min(len(mismatches), 3)] {
+		t.Errorf("mismatch %d: %s", i, m)
+	}
+	if len(mismatches) > 0 {
+		t.Errorf("%d of %d cases differ", len(mismatches), cases)
+	}
+	t.Logf("reference outcomes over %d requests: %v", 3*cases, outcomes)
+	// Agreement means little unless the generator reaches every kind of
+	// result the model has.
+	for _, k := range []string{"allow/allow/", "allow/warn/", "allow/audit/", "deny/deny/", "deny/deny/IMPLICIT_DENY",
+		"deny/deny/POLICY_COMPILE_ERROR", "rule/allow", "rule/deny", "rule/warn", "rule/audit",
+		"resource/deny", "resource/allow", "resource/warn", "resource/audit",
+		"warnings/allow", "warnings/deny", "warnings>1"} {
+		if outcomes[k] < cases/300 {
+			t.Errorf("outcome %s happened %d times in %d requests: %v", k, outcomes[k], 3*cases, outcomes)
+		}
+	}
+}
+
+func FuzzGatewayDifferential(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte("toolgate gateway seed: mcp__db__query orders pii 23:59 Europe/Berlin"))
+	for _, seed := range gatewayInputs(100) {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		b, reqs, now, u := generatedGatewayCase(data)
+		if msg := gatewayDifferential(b, reqs, now, u); msg != "" {
+			t.Fatal(msg)
+		}
+	})
 }
 
 func mustJSON(v any) string {
@@ -57,7 +364,9 @@ func mustJSON(v any) string {
 func generatedCase(data []byte) (Bundle, []map[string]any) {
 	g := &genSource{data: data}
 	b := g.bundle(t0)
-	reqs := []map[string]any{g.request(), g.request(), g.request()}
+	// The last request carries issue 9's fields, which a bundle that does
+	// not use them must not notice.
+	reqs := []map[string]any{g.request(), g.request(), g.request(), g.gwRequest()}
 	return b, reqs
 }
 
@@ -67,6 +376,21 @@ func differentialInputs(n int) [][]byte {
 	out := make([][]byte, n)
 	for k := range out {
 		out[k] = make([]byte, 160)
+		for i := range out[k] {
+			out[k][i] = byte(rng.Uint32())
+		}
+	}
+	return out
+}
+
+// gatewayInputs is like differentialInputs, with inputs long enough for a
+// gateway case's many choices (an input that runs out makes every later
+// choice the first option).
+func gatewayInputs(n int) [][]byte {
+	rng := rand.New(rand.NewPCG(20261201, 9))
+	out := make([][]byte, n)
+	for k := range out {
+		out[k] = make([]byte, 1024)
 		for i := range out[k] {
 			out[k][i] = byte(rng.Uint32())
 		}
@@ -101,12 +425,12 @@ func TestDifferential(t *testing.T) {
 	if len(mismatches) > 0 {
 		t.Errorf("%d of %d cases differ", len(mismatches), cases)
 	}
-	t.Logf("reference outcomes over %d requests: %v", 3*cases, decisions)
+	t.Logf("reference outcomes over %d requests: %v", 4*cases, decisions)
 	// The generator must reach every kind of outcome, or agreement means
 	// little.
 	for _, k := range []string{"allow/", "deny/", "allow//rule", "deny//rule", "deny/AGENT_FROZEN", "deny/NO_POLICIES", "deny/POLICY_COMPILE_ERROR"} {
 		if decisions[k] < cases/100 {
-			t.Errorf("outcome %s happened %d times in %d requests: %v", k, decisions[k], 3*cases, decisions)
+			t.Errorf("outcome %s happened %d times in %d requests: %v", k, decisions[k], 4*cases, decisions)
 		}
 	}
 }
@@ -137,6 +461,8 @@ func FuzzCompile(f *testing.F) {
 		{Policies: []Policy{samplePolicy()}, FrozenAgents: []FrozenAgent{{ID: "agent-1", Reason: "incident"}}},
 		{Policies: []Policy{{ID: "p", DefaultEffect: "deny", Rules: []Rule{{ID: "r", Effect: "allow", Conditions: []Condition{
 			{Field: "input..x", Operator: "matches", Value: raw("(?=x)")}, {Field: "tool_name", Operator: "in", Values: []json.RawMessage{raw(5), raw("Bash")}}}}}}}},
+		// A version 2 document, so mutations reach every new field.
+		{Policies: []Policy{gatewayValidPolicy(), samplePolicy()}},
 	} {
 		doc, _, err := Encode(b)
 		if err != nil {

@@ -267,3 +267,433 @@ func (g *genSource) request() map[string]any {
 	}
 	return req
 }
+
+// Issue 9's vocabulary: a few of each so that subjects, targets, select and
+// when hit often; tool names cover server derivation's edges.
+var (
+	gwAgents     = []string{"agent-1", "Agent-1", "build-agent", "AGENT-K", "agent-\u212a", "cfo-bot"}
+	gwRoles      = []string{"ci", "analyst", "admin", "Admin"}
+	gwServers    = []string{"db", "github", "fs"}
+	gwTools      = []string{"Bash", "Read", "pay", "mcp__db__query", "mcp__github__create_issue", "mcp__db__drop__x", "mcp__a", "mcp____b", "mcp__fs__", "mcp__fs__read"}
+	gwTypes      = []string{"table", "repo", "file"}
+	gwNames      = []string{"orders", "invoices", "users", "main"}
+	gwTags       = []string{"pii", "secret", "public"}
+	gwActions    = []string{"call", "read", "write"}
+	gwEffects    = []string{"read", "write", "delete"}
+	gwEnvs       = []string{"prod", "dev"}
+	gwConfidence = []string{"verified", "unknown", "low"}
+	gwSessions   = []string{"s1", "s2"}
+	gwZones      = []string{"", "UTC", "Europe/Berlin", "America/Los_Angeles", "Asia/Kolkata"}
+	gwClocks     = []string{"00:00", "01:30", "02:00", "02:30", "03:00", "08:00", "12:00", "17:59", "18:00", "22:00", "23:59"}
+	gwDays       = []string{"mon", "tue", "wed", "thu", "fri", "sat", "sun"}
+	gwWindows    = []string{"90s", "1h", "2h", "1d", "7d", "31d"}
+	gwBadWindows = []string{"500ms", "32d", "1x", "0d", "", "0s"}
+	// gwNows are evaluation instants: a Tuesday noon, around midnight
+	// between days, and Europe/Berlin's and America/Los_Angeles's DST days.
+	gwNows = []time.Time{
+		t0,
+		time.Date(2026, 11, 2, 23, 30, 0, 0, time.UTC), // Monday night UTC, Tuesday in Berlin
+		time.Date(2026, 11, 3, 0, 30, 0, 0, time.UTC),  // Tuesday 01:30 in Berlin, Monday in LA
+		time.Date(2026, 11, 8, 7, 59, 0, 0, time.UTC),  // Sunday
+		time.Date(2026, 3, 29, 0, 59, 59, 0, time.UTC), // Berlin 01:59:59 CET, just before the spring jump
+		time.Date(2026, 3, 29, 1, 0, 0, 0, time.UTC),   // Berlin 03:00 CEST
+		time.Date(2026, 3, 29, 1, 30, 0, 0, time.UTC),  // Berlin 03:30 CEST
+		time.Date(2026, 10, 25, 0, 30, 0, 0, time.UTC), // Berlin 02:30 CEST, the first time
+		time.Date(2026, 10, 25, 1, 30, 0, 0, time.UTC), // Berlin 02:30 CET, the second time
+		time.Date(2026, 3, 8, 10, 0, 0, 0, time.UTC),   // LA 03:00 PDT on its spring day
+		time.Date(2026, 11, 4, 7, 0, 0, 0, time.UTC),   // LA Tuesday 23:00
+	}
+)
+
+func gwList(g *genSource, vocab []string) []string {
+	out := []string{pickFrom(g, vocab...)}
+	for range g.intn(3) {
+		out = append(out, pickFrom(g, vocab...))
+	}
+	return out
+}
+
+// gwMaybeEmpty is usually l, rarely an empty list (which validation
+// refuses).
+func gwMaybeEmpty(g *genSource, l []string) []string {
+	if g.rare(320) {
+		return []string{}
+	}
+	return l
+}
+
+func (g *genSource) gwSubjects() *Subjects {
+	s := &Subjects{}
+	switch g.intn(3) {
+	case 0:
+		s.Agents = gwMaybeEmpty(g, gwList(g, gwAgents))
+	case 1:
+		s.Roles = gwMaybeEmpty(g, gwList(g, gwRoles))
+	default:
+		s.Agents, s.Roles = gwList(g, gwAgents), gwList(g, gwRoles)
+	}
+	return s
+}
+
+func (g *genSource) gwResourceTarget() ResourceTarget {
+	t := ResourceTarget{Type: pickFrom(g, gwTypes...), Names: gwList(g, gwNames)}
+	if g.rare(320) {
+		t.Names = nil
+	}
+	return t
+}
+
+func (g *genSource) gwTargets(tiered bool) *Targets {
+	t := &Targets{}
+	if g.intn(3) == 0 {
+		t.Servers = gwMaybeEmpty(g, gwList(g, gwServers))
+	}
+	if g.intn(3) == 0 {
+		t.Tools = gwMaybeEmpty(g, gwList(g, gwTools))
+	}
+	// Resource-bound rules are what a tiered policy's per-resource
+	// evaluations run.
+	if g.intn(2) == 0 || (tiered && g.intn(3) != 0) {
+		for range 1 + g.intn(2) {
+			t.Resources = append(t.Resources, g.gwResourceTarget())
+		}
+	}
+	if t.Servers == nil && t.Tools == nil && t.Resources == nil {
+		t.Tools = []string{pickFrom(g, gwTools...)}
+	}
+	return t
+}
+
+func (g *genSource) gwSelect() *Select {
+	s := &Select{}
+	switch g.intn(5) {
+	case 0:
+		s.Action = gwMaybeEmpty(g, gwList(g, gwActions))
+	case 1:
+		s.SideEffect = gwList(g, gwEffects)
+	case 2:
+		// Patterns never match "5" or "null", the stringified non-string
+		// tool names, where the contract leaves open whether /re/ reads them.
+		s.Tool = pickFrom(g, "/^mcp__db__/", "/(?i)bash/", "/Re/", "/^mcp__[a-z]+__[a-z_]+$/", "Read", "mcp__db__query", "/", "/x/")
+		if g.rare(160) {
+			s.Tool = pickFrom(g, "/(?=x)/", "/(/")
+		}
+	case 3:
+		s.ResourceType = pickFrom(g, gwTypes...)
+	default:
+		s.Context = map[string]json.RawMessage{}
+		for range 1 + g.intn(2) {
+			s.Context[pickFrom(g, "region", "tier", "n")] = pickFrom(g, raw("eu"), raw("us"), raw(5), raw("5"), raw(true))
+		}
+		if g.rare(240) {
+			s.Context[pickFrom(g, "", "a.b", "__proto__", "constructor")] = raw("eu")
+		}
+		if g.rare(240) {
+			s.Context["region"] = pickFrom(g, json.RawMessage("null"), json.RawMessage("{}"), json.RawMessage("[1]"))
+		}
+	}
+	return s
+}
+
+func (g *genSource) gwWindow() Window {
+	w := Window{From: pickFrom(g, gwClocks...), To: pickFrom(g, gwClocks...), TimeZone: pickFrom(g, gwZones...)}
+	if w.From == w.To && !g.rare(80) {
+		w.To = "12:30"
+		if w.From == w.To {
+			w.To = "13:00"
+		}
+	}
+	if g.intn(2) == 0 {
+		w.Days = gwList(g, gwDays)
+	}
+	if g.rare(240) {
+		switch g.intn(5) {
+		case 0:
+			w.Days = []string{pickFrom(g, "Mon", "monday", "xyz")}
+		case 1:
+			w.Days = []string{}
+		case 2:
+			w.From = pickFrom(g, "8:00", "24:00", "12:60", "1200", "")
+		case 3:
+			w.To = pickFrom(g, "08:0", "25:00", "ab:cd")
+		default:
+			w.TimeZone = pickFrom(g, "Mars/Olympus", "Europe/Nowhere")
+		}
+	}
+	return w
+}
+
+func (g *genSource) gwLimit() *Limit {
+	l := &Limit{Max: int64(1 + g.intn(4)), Window: pickFrom(g, gwWindows...), Per: pickFrom(g, "", "agent", "session")}
+	if g.rare(160) {
+		switch g.intn(3) {
+		case 0:
+			l.Max = pickFrom[int64](g, 0, -1)
+		case 1:
+			l.Window = pickFrom(g, gwBadWindows...)
+		default:
+			l.Per = pickFrom(g, "pod", "Agent")
+		}
+	}
+	return l
+}
+
+func (g *genSource) gwWhen() *When {
+	w := &When{}
+	switch g.intn(6) {
+	case 0:
+		for range 1 + g.intn(2) {
+			w.Schedule = append(w.Schedule, g.gwWindow())
+		}
+	case 1:
+		w.Environments = gwMaybeEmpty(g, gwList(g, gwEnvs))
+	case 2:
+		w.Sensitivity = gwMaybeEmpty(g, gwList(g, gwTags))
+	case 3:
+		w.ActorConfidence = gwList(g, gwConfidence)
+	case 4:
+		w.RateLimit = g.gwLimit()
+	default:
+		w.TokenBudget = g.gwLimit()
+		w.TokenBudget.Max *= 100
+	}
+	return w
+}
+
+// gwLeaf tests the fields issue 9's requests add, resource.* above all.
+func (g *genSource) gwLeaf() Condition {
+	switch g.intn(8) {
+	case 0:
+		return Condition{Field: "resource.name", Operator: pickFrom(g, "eq", "neq"), Value: raw(pickFrom(g, gwNames...))}
+	case 1:
+		return Condition{Field: "resource.type", Operator: "eq", Value: raw(pickFrom(g, gwTypes...))}
+	case 2:
+		return Condition{Field: "resource.sensitivity", Operator: pickFrom(g, "contains", "not_contains"), Value: raw(pickFrom(g, gwTags...))}
+	case 3:
+		return Condition{Field: "resource", Operator: pickFrom(g, "exists", "not_exists")}
+	case 4:
+		return Condition{Field: "context.region", Operator: "eq", Value: raw(pickFrom(g, "eu", "us"))}
+	case 5:
+		return Condition{Field: "roles", Operator: "contains", Value: raw(pickFrom(g, gwRoles...))}
+	case 6:
+		return Condition{Field: "kwargs.amount", Operator: pickFrom(g, "lte", "gt"), Value: raw(1000)}
+	}
+	return g.condition()
+}
+
+func (g *genSource) gwGroup() Condition {
+	c := Condition{}
+	for range 1 + g.intn(3) {
+		if g.intn(3) == 0 {
+			all := Condition{}
+			for range 1 + g.intn(2) {
+				all.All = append(all.All, g.gwLeaf())
+			}
+			if g.rare(160) {
+				all.All = append(all.All, Condition{Any: []Condition{g.gwLeaf()}})
+			}
+			c.Any = append(c.Any, all)
+		} else {
+			c.Any = append(c.Any, g.gwLeaf())
+		}
+	}
+	if g.rare(240) {
+		switch g.intn(2) {
+		case 0:
+			c.Any = []Condition{}
+		default:
+			c.Any = append(c.Any, Condition{Any: []Condition{g.gwLeaf()}})
+		}
+	}
+	return c
+}
+
+func (g *genSource) gwRule(i int, tiered bool) Rule {
+	r := Rule{ID: fmt.Sprintf("r%d", i), Effect: pickFrom(g, "allow", "deny", "warn", "audit", "allow", "deny")}
+	if tiered || g.rare(240) {
+		r.Priority = pickFrom[int32](g, 0, 0, 1, 1, 5, -1)
+	}
+	if g.rare(4) {
+		r.Description = "rule " + r.ID
+	}
+	if g.intn(3) == 0 {
+		r.Subjects = g.gwSubjects()
+	}
+	if g.intn(2) == 0 || (tiered && g.intn(2) == 0) {
+		r.Targets = g.gwTargets(tiered)
+	}
+	if g.intn(4) == 0 {
+		r.Select = g.gwSelect()
+	}
+	if g.intn(3) == 0 {
+		r.When = g.gwWhen()
+	}
+	for range g.intn(3) {
+		if g.intn(3) == 0 {
+			r.Conditions = append(r.Conditions, g.gwGroup())
+		} else {
+			r.Conditions = append(r.Conditions, g.gwLeaf())
+		}
+	}
+	if g.rare(400) {
+		r.Effect = pickFrom(g, "block", "Warn")
+	}
+	return r
+}
+
+func (g *genSource) gwPolicy() Policy {
+	p := Policy{ID: pickFrom(g, genPolicyNames...), Version: int64(g.intn(3)), Priority: pickFrom[int32](g, 0, 0, 1, -1),
+		DefaultEffect: pickFrom(g, "allow", "deny", "", "")}
+	tiered := g.intn(3) != 0
+	if tiered {
+		p.Evaluation = EvaluationTiered
+	} else {
+		p.Evaluation = pickFrom(g, "", EvaluationOrdered)
+	}
+	if g.rare(400) {
+		p.Evaluation = pickFrom(g, "Tiered", "gateway")
+	}
+	for i := range 1 + g.intn(5) {
+		p.Rules = append(p.Rules, g.gwRule(i, tiered))
+	}
+	return p
+}
+
+func (g *genSource) gwBundle(now time.Time) Bundle {
+	var b Bundle
+	for range 1 + g.intn(3) {
+		b.Policies = append(b.Policies, g.gwPolicy())
+	}
+	if g.rare(10) {
+		past := now.Add(-time.Minute)
+		b.FrozenAgents = append(b.FrozenAgents, FrozenAgent{ID: pickFrom(g, gwAgents...), ExpiresAt: pickFrom[*time.Time](g, nil, &past)})
+	}
+	return b
+}
+
+// gwUsage pre-fills earlier allowed calls around now: inside, on and past
+// the edges of every generated window, and one in the future that no
+// window counts.
+func (g *genSource) gwUsage(now time.Time) *refUsage {
+	u := &refUsage{}
+	ages := []time.Duration{0, time.Second, 30 * time.Second, 89 * time.Second, 90 * time.Second, 59 * time.Minute,
+		time.Hour, 2 * time.Hour, 23 * time.Hour, 24 * time.Hour, 6 * 24 * time.Hour, 40 * 24 * time.Hour, -time.Second}
+	// A few agents and tools take most calls, so limits are reached.
+	for range g.intn(16) {
+		c := refUsed{At: now.Add(-pickFrom(g, ages...)), Agent: pickFrom(g, "agent-1", "AGENT-1", "build-agent", pickFrom(g, gwAgents...)),
+			Session: pickFrom(g, gwSessions...), Tool: pickFrom(g, "Bash", "mcp__db__query", pickFrom(g, gwTools...)),
+			Tokens: pickFrom[float64](g, 0, 50, 100, 150)}
+		if g.rare(6) {
+			c.Agent = ""
+		}
+		if g.rare(6) {
+			c.Session = ""
+		}
+		u.calls = append(u.calls, c)
+	}
+	return u
+}
+
+func (g *genSource) gwResourceItem() any {
+	m := map[string]any{"type": pickFrom(g, gwTypes...), "name": pickFrom(g, gwNames...)}
+	if g.intn(2) == 0 {
+		tags := []any{}
+		for range 1 + g.intn(2) {
+			tags = append(tags, pickFrom(g, gwTags...))
+		}
+		if g.rare(6) {
+			tags = append(tags, 5.0, nil)
+		}
+		m["sensitivity"] = tags
+	}
+	if g.rare(5) {
+		switch g.intn(6) {
+		case 0:
+			delete(m, "name")
+		case 1:
+			m["type"] = 5.0
+		case 2:
+			m["name"] = nil
+		case 3:
+			return pickFrom[any](g, "table/orders", nil, 5.0)
+		case 4:
+			m["sensitivity"] = "pii"
+		default:
+			return []any{"table", "orders"}
+		}
+	}
+	return m
+}
+
+// gwRequest makes a request with issue 9's fields, present, absent or of
+// the wrong type.
+func (g *genSource) gwRequest() map[string]any {
+	req := g.request()
+	if g.intn(5) != 0 {
+		req["tool_name"] = pickFrom(g, "Bash", "mcp__db__query", pickFrom(g, gwTools...), pickFrom(g, gwTools...))
+	}
+	if g.intn(4) != 0 {
+		req["agent_id"] = pickFrom(g, "agent-1", pickFrom(g, gwAgents...), pickFrom(g, gwAgents...))
+	}
+	if g.intn(3) == 0 {
+		req["session_id"] = pickFrom(g, gwSessions...)
+	}
+	switch g.intn(6) {
+	case 0:
+	case 1:
+		req["roles"] = nil
+	case 2:
+		req["roles"] = []any{}
+	case 3:
+		req["roles"] = pickFrom[any](g, "ci", 5.0, map[string]any{"ci": true}, []any{5.0, "ci", nil})
+	default:
+		roles := []any{}
+		for range 1 + g.intn(2) {
+			roles = append(roles, pickFrom(g, gwRoles...))
+		}
+		req["roles"] = roles
+	}
+	switch g.intn(6) {
+	case 0:
+		req["server"] = pickFrom(g, gwServers...)
+	case 1:
+		req["server"] = pickFrom[any](g, 5.0, nil, "")
+	}
+	switch g.intn(6) {
+	case 0:
+	case 1:
+		req["resources"] = pickFrom[any](g, nil, "table/orders", map[string]any{"type": "table", "name": "orders"}, []any{})
+	default:
+		list := []any{}
+		for range 1 + g.intn(3) {
+			list = append(list, g.gwResourceItem())
+		}
+		req["resources"] = list
+	}
+	if g.rare(4) {
+		req["resource"] = map[string]any{"type": "table", "name": pickFrom(g, gwNames...)}
+	}
+	if g.intn(3) == 0 {
+		req["action"] = pickFrom[any](g, "call", "read", "write", 5.0)
+	}
+	if g.intn(3) == 0 {
+		req["side_effect"] = pickFrom[any](g, "read", "write", "delete", true)
+	}
+	if g.intn(3) == 0 {
+		req["environment"] = pickFrom[any](g, "prod", "dev", nil)
+	}
+	if g.intn(3) == 0 {
+		req["actor_confidence"] = pickFrom[any](g, "verified", "unknown", "low", 1.0)
+	}
+	if g.intn(3) == 0 {
+		req["sensitivity"] = pickFrom[any](g, []any{"pii"}, []any{"public", 5.0}, "pii", []any{})
+	}
+	if g.intn(3) == 0 {
+		req["context"] = pickFrom[any](g, map[string]any{"region": "eu", "n": 5.0}, map[string]any{"region": "us", "n": "5", "tier": true},
+			map[string]any{}, "eu", map[string]any{"region": map[string]any{}})
+	}
+	if g.intn(3) == 0 {
+		req["tokens"] = pickFrom[any](g, 0.0, 1.0, 50.0, 99.5, 100.0, 101.0, -5.0, "100", nil)
+	}
+	return req
+}

@@ -8,6 +8,7 @@ package engine
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"regexp"
 	"slices"
@@ -28,18 +29,27 @@ type refOutcome struct {
 	RuleID   string
 }
 
+// refEvaluate is the outcome under issue 9's model, which for a bundle
+// without its fields must be refEvaluate000's.
 func refEvaluate(b Bundle, req map[string]any, now time.Time) refOutcome {
+	return refGateway(b, req, now, nil).refOutcome
+}
+
+// refEvaluate000 is seed 000's model exactly as it was before issue 9, kept
+// so the differential can show the new model changed nothing for bundles
+// that do not use it. The reason is what the engine returned then.
+func refEvaluate000(b Bundle, req map[string]any, now time.Time) (refOutcome, string) {
 	// 1. Frozen agents, before anything else.
 	if agent, ok := req["agent_id"].(string); ok {
 		for _, f := range b.FrozenAgents {
 			if strings.EqualFold(f.ID, agent) && (f.ExpiresAt == nil || now.Before(*f.ExpiresAt)) {
-				return refOutcome{Decision: Deny, Code: CodeAgentFrozen}
+				return refOutcome{Decision: Deny, Code: CodeAgentFrozen}, ""
 			}
 		}
 	}
 	// 2. No policies.
 	if len(b.Policies) == 0 {
-		return refOutcome{Decision: Deny, Code: CodeNoPolicies}
+		return refOutcome{Decision: Deny, Code: CodeNoPolicies}, ""
 	}
 	// 3-4. Priority descending, then name ascending; first deny, last allow.
 	policies := slices.Clone(b.Policies)
@@ -50,9 +60,10 @@ func refEvaluate(b Bundle, req map[string]any, now time.Time) refOutcome {
 		return policies[i].ID < policies[j].ID
 	})
 	var lastAllow *refOutcome
+	lastReason := ""
 	for _, p := range policies {
 		if len(refPolicyProblems(p)) > 0 {
-			return refOutcome{Decision: Deny, Code: CodePolicyCompileError, PolicyID: p.ID}
+			return refOutcome{Decision: Deny, Code: CodePolicyCompileError, PolicyID: p.ID}, ""
 		}
 		version := p.Version
 		if version == 0 {
@@ -65,19 +76,22 @@ func refEvaluate(b Bundle, req map[string]any, now time.Time) refOutcome {
 			out := refOutcome{Decision: Allow, PolicyID: p.ID, Version: version, RuleID: r.ID}
 			if r.Effect == "deny" {
 				out.Decision = Deny
-				return out
+				if r.Description != "" {
+					return out, r.Description
+				}
+				return out, fmt.Sprintf("denied by rule %q of policy %q", r.ID, p.ID)
 			}
-			lastAllow = &out
+			lastAllow, lastReason = &out, r.Description
 		}
 	}
 	if lastAllow != nil {
-		return *lastAllow
+		return *lastAllow, lastReason
 	}
 	// 5. The first policy's defaultEffect, unset meaning allow.
 	if policies[0].DefaultEffect == "deny" {
-		return refOutcome{Decision: Deny}
+		return refOutcome{Decision: Deny}, fmt.Sprintf("no rule matched and policy %q denies by default", policies[0].ID)
 	}
-	return refOutcome{Decision: Allow}
+	return refOutcome{Decision: Allow}, ""
 }
 
 func refRuleMatches(r Rule, req map[string]any) bool {
@@ -345,6 +359,9 @@ func refPolicyProblems(p Policy) []string {
 	if len(p.Rules) < 1 || len(p.Rules) > 1000 {
 		out = append(out, "rule count")
 	}
+	if p.Evaluation != "" && p.Evaluation != "ordered" && p.Evaluation != "tiered" {
+		out = append(out, "evaluation")
+	}
 	ids := map[string]bool{}
 	for _, r := range p.Rules {
 		if len(r.ID) > 63 || !refRuleID.MatchString(r.ID) {
@@ -354,14 +371,20 @@ func refPolicyProblems(p Policy) []string {
 			out = append(out, "duplicate rule id")
 		}
 		ids[r.ID] = true
-		if r.Effect != "allow" && r.Effect != "deny" {
+		switch r.Effect {
+		case "allow", "deny", "warn", "audit":
+		default:
 			out = append(out, "effect")
 		}
+		if r.Priority != 0 && p.Evaluation != "tiered" {
+			out = append(out, "priority in an ordered policy")
+		}
+		out = append(out, refRuleFilterProblems(r)...)
 		if len(r.Conditions) > 64 {
 			out = append(out, "condition count")
 		}
 		for _, c := range r.Conditions {
-			out = append(out, refConditionProblems(c)...)
+			out = append(out, refGroupProblems(c, 0)...)
 		}
 	}
 	return out

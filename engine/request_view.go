@@ -11,6 +11,7 @@ import (
 type view struct {
 	ready      bool
 	tool       string
+	toolOK     bool // tool_name is a string
 	agent      string
 	agentOK    bool // agent_id is a string
 	agentFold  string
@@ -52,7 +53,7 @@ func (v *view) clear() {
 // the wrong type counts as absent.
 func (v *view) load(req Request) {
 	v.ready = true
-	v.tool, _ = req["tool_name"].(string)
+	v.tool, v.toolOK = req["tool_name"].(string)
 	v.agent, v.agentOK = req["agent_id"].(string)
 	if v.agentOK {
 		v.agentFold = foldKey(v.agent)
