@@ -91,6 +91,10 @@ measure-freeze: ## Freeze-to-deny over 50 FrozenAgents: real manager and sidecar
 measure-sidecar: ## Load a sidecar with a 1000-rule bundle over loopback: throughput, p50/p99 (target >= 20k/s, p99 <= 2ms).
 	go run ./test/loadgen -self
 
+.PHONY: measure-mcp
+measure-mcp: ## tools/call with a 1 KiB argument, 10,000 calls, direct vs through the sidecar's MCP proxy (real processes): added p50/p99 (target <= 200us / 1ms).
+	go run ./test/mcplatency
+
 .PHONY: diff-engine
 diff-engine: ## Old vs new engine on 20,000 random ordered bundles (decisions, ids, reasons, codes, traces must be identical).
 	./hack/diff-engine.sh

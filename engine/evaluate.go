@@ -172,15 +172,15 @@ func (c *Compiled) scan(req Request, opts *EvalOptions, clk *clock, tr *tracer, 
 			out.Reason = fmt.Sprintf("evaluation exceeded its %v budget after %d rules", budget, e.steps)
 			out.Warnings = s.warningList()
 			return
-		case !v.set:
+		case !v.set():
 			continue
-		case v.effect == EffectDeny:
+		case v.effect() == EffectDeny:
 			v.fill(out, s)
 			return
 		}
 		kept = v
 	}
-	if kept.set {
+	if kept.set() {
 		kept.fill(out, s)
 		return
 	}
@@ -216,52 +216,55 @@ func (s *scratch) warningList() []string {
 	return slices.Clone(s.warnings)
 }
 
-// step counts a rule reached; false once the budget is spent (checked
-// every budgetCheckEvery rules, and after every rule that ran a regex).
-func (e *run) step(r *crule, after bool) bool {
-	if !after {
-		e.steps++
-		return e.steps%budgetCheckEvery != 0 || e.clk.elapsed() <= e.budget
-	}
-	return !r.usesRegex || e.clk.elapsed() <= e.budget
-}
+// The scans below are written out rather than factored into helpers: they
+// run once per rule, and a thousand-rule scan pays for every call the
+// inliner cannot remove. Each counts the rules it reaches and checks the
+// budget every budgetCheckEvery of them and after every rule that ran a
+// regex; each traces a rule when asked (explain), and otherwise checks a
+// plain rule's conditions inline and a gateway rule through failed.
 
-// check decides whether r matches in mode m, tracing it when asked.
-func (e *run) check(p *cpolicy, ri int32, r *crule, m mode) bool {
-	if e.tr.on && e.tr.fits(len(r.conditions)) {
-		matched, t := e.c.explainRule(e.s, p, int(ri), r, m)
-		e.tr.rules = append(e.tr.rules, t)
-		return matched
-	}
-	return e.c.failed(e.s, r, m) == filterNone
+// explain checks r in mode m and traces it.
+func (e *run) explain(p *cpolicy, ri int32, r *crule, m mode) bool {
+	matched, t := e.c.explainRule(e.s, p, int(ri), r, m)
+	e.tr.rules = append(e.tr.rules, t)
+	return matched
 }
 
 // ordered is seed 000's scan of one policy: the first matching deny
 // decides at once; otherwise the last matching allow, warn or audit is the
 // policy's verdict.
 func (e *run) ordered(p *cpolicy) (verdict, bool) {
+	c, s := e.c, e.s
 	var kept verdict
 	it := e.candidates(p)
 	for ri, ok := it.next(); ok; ri, ok = it.next() {
 		r := &p.rules[ri]
-		if !e.step(r, false) {
+		e.steps++
+		if e.steps%budgetCheckEvery == 0 && e.clk.elapsed() > e.budget {
 			return verdict{}, false
 		}
-		matched := e.check(p, ri, r, modeOrdered)
-		if !e.step(r, true) {
+		var matched bool
+		switch {
+		case e.tr.on && e.tr.fits(len(r.conditions)):
+			matched = e.explain(p, ri, r, modeOrdered)
+		case r.filtered:
+			matched = c.failed(s, r, modeOrdered) == filterNone
+		default:
+			matched = c.ruleMatches(s, r)
+		}
+		if r.usesRegex && e.clk.elapsed() > e.budget {
 			return verdict{}, false
 		}
 		if !matched {
 			continue
 		}
-		v := verdict{set: true, policy: p, rule: r, effect: r.effect, res: -1}
 		if r.effect == EffectWarn {
 			e.warn(r.reason)
 		}
+		kept = verdict{policy: p, rule: r, res: -1}
 		if r.deny {
-			return v, true
+			return kept, true
 		}
-		kept = v
 	}
 	return kept, true
 }
@@ -289,7 +292,7 @@ func (e *run) tiered(p *cpolicy) (verdict, bool) {
 		if !ok {
 			return verdict{}, false
 		}
-		if rv.set && rv.stronger(&best) {
+		if rv.set() && rv.stronger(&best) {
 			best = rv
 		}
 	}
@@ -303,38 +306,44 @@ func (e *run) tiered(p *cpolicy) (verdict, bool) {
 // modeResource) rules bound to it of which none matches are its implicit
 // deny.
 func (e *run) tier(p *cpolicy, it ruleIter, m mode, res int) (verdict, bool) {
-	top := verdict{res: res}
+	top := verdict{res: int32(res)}
 	bound := 0
 	for ri, ok := it.next(); ok; ri, ok = it.next() {
 		r := &p.rules[ri]
-		if !e.step(r, false) {
+		e.steps++
+		if e.steps%budgetCheckEvery == 0 && e.clk.elapsed() > e.budget {
 			return verdict{}, false
 		}
 		if m == modeResource && e.s.targetsHold(r.targets, m) {
 			bound++
 		}
-		matched := e.check(p, ri, r, m)
-		if !e.step(r, true) {
+		var matched bool
+		if e.tr.on && e.tr.fits(len(r.conditions)) {
+			matched = e.explain(p, ri, r, m)
+		} else {
+			matched = e.c.failed(e.s, r, m) == filterNone
+		}
+		if r.usesRegex && e.clk.elapsed() > e.budget {
 			return verdict{}, false
 		}
 		if !matched {
 			continue
 		}
 		// Rules come in rank order, so the first match is the decider.
-		top = verdict{set: true, policy: p, rule: r, effect: r.effect, res: res, priority: r.priority}
+		top = verdict{policy: p, rule: r, res: int32(res)}
 		break
 	}
 	outcome := OutcomeMatch
 	switch {
-	case !top.set && bound > 0:
-		top = verdict{set: true, policy: p, effect: EffectDeny, res: res, implicit: true}
+	case !top.set() && bound > 0:
+		top = verdict{policy: p, res: int32(res), implicit: true}
 		outcome = OutcomeImplicitDeny
-	case !top.set && m == modeResource:
+	case !top.set() && m == modeResource:
 		outcome = OutcomeNoOpinion
-	case !top.set:
+	case !top.set():
 		outcome = OutcomeNoMatch
 	}
-	if top.effect == EffectWarn {
+	if top.set() && top.effect() == EffectWarn {
 		e.warn(top.reason(e.s))
 	}
 	e.traceVerdict(p, res, top, outcome)
@@ -345,14 +354,17 @@ func (e *run) traceVerdict(p *cpolicy, res int, v verdict, outcome string) {
 	if !e.tr.on || !e.tr.fits(0) {
 		return
 	}
-	t := TraceVerdict{PolicyID: p.id, Outcome: outcome, Effect: v.effect}
+	t := TraceVerdict{PolicyID: p.id, Outcome: outcome}
+	if v.set() {
+		t.Effect = v.effect()
+	}
 	if res >= 0 {
 		ref := e.s.view.resources[res].ref()
 		t.Resource = &ref
 	}
 	if v.rule != nil {
 		t.RuleID = v.rule.id
-		tier := v.priority
+		tier := v.rule.priority
 		t.Tier = &tier
 	}
 	e.tr.verdicts = append(e.tr.verdicts, t)
@@ -446,6 +458,16 @@ func (it *ruleIter) before(x, y int32) bool {
 	return it.rank[x] < it.rank[y]
 }
 
+// ruleMatches checks a rule without gateway filters: its conditions.
+func (c *Compiled) ruleMatches(s *scratch, r *crule) bool {
+	for i := range r.conditions {
+		if !c.holds(s, &r.conditions[i]) {
+			return false
+		}
+	}
+	return true
+}
+
 func (c *Compiled) explainRule(s *scratch, p *cpolicy, index int, r *crule, m mode) (bool, TraceRule) {
 	t := TraceRule{PolicyID: p.id, RuleIndex: index, RuleID: r.id, Effect: r.source.Effect, Priority: r.priority, Matched: true}
 	if m == modeResource {
@@ -497,21 +519,8 @@ func (c *Compiled) traceCondition(s *scratch, cc *ccond, src *Condition, index i
 
 // holds evaluates one condition.
 func (c *Compiled) holds(s *scratch, cc *ccond) bool {
-	switch cc.op {
-	case opAny:
-		for i := range cc.sub {
-			if c.holds(s, &cc.sub[i]) {
-				return true
-			}
-		}
-		return false
-	case opAll:
-		for i := range cc.sub {
-			if !c.holds(s, &cc.sub[i]) {
-				return false
-			}
-		}
-		return true
+	if cc.op >= opAny {
+		return c.groupHolds(s, cc)
 	}
 	v, present := s.value(c, cc.slot)
 	switch cc.op {
@@ -569,6 +578,17 @@ func (c *Compiled) holds(s *scratch, cc *ccond) bool {
 		return ok && json.Valid([]byte(str))
 	}
 	return false
+}
+
+// groupHolds evaluates an any or all group.
+func (c *Compiled) groupHolds(s *scratch, cc *ccond) bool {
+	any := cc.op == opAny
+	for i := range cc.sub {
+		if c.holds(s, &cc.sub[i]) == any {
+			return any
+		}
+	}
+	return !any
 }
 
 func (cc *ccond) member(s string) bool {

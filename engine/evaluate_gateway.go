@@ -232,19 +232,27 @@ func anyListed(listed *stringSet, tags []any) bool {
 }
 
 // verdict is what one policy (or one evaluation of a tiered policy)
-// contributes: a rule's effect, or a resource's implicit deny.
+// contributes: a rule, or a resource's implicit deny. It is kept to a few
+// words so it travels in registers: the scan passes one per policy.
 type verdict struct {
-	set      bool
 	policy   *cpolicy
-	rule     *crule // nil for an implicit deny
-	effect   Effect
-	res      int // index in the view's resources, -1 at tool level
+	rule     *crule // nil for an implicit deny (and for no verdict)
+	res      int32  // index in the view's resources, -1 at tool level
 	implicit bool
-	priority int32
+}
+
+// set tells whether there is a verdict at all.
+func (v *verdict) set() bool { return v.rule != nil || v.implicit }
+
+func (v *verdict) effect() Effect {
+	if v.implicit {
+		return EffectDeny
+	}
+	return v.rule.effect
 }
 
 func (v *verdict) stronger(than *verdict) bool {
-	return !than.set || effectRank(v.effect) > effectRank(than.effect)
+	return !than.set() || effectRank(v.effect()) > effectRank(than.effect())
 }
 
 func (v *verdict) reason(s *scratch) string {
@@ -257,10 +265,10 @@ func (v *verdict) reason(s *scratch) string {
 
 // fill writes the deciding verdict into the result.
 func (v *verdict) fill(out *Result, s *scratch) {
-	out.Decision, out.Effect = Allow, v.effect
+	out.Decision, out.Effect = Allow, v.effect()
 	out.MatchedPolicyID, out.MatchedPolicyVersion = v.policy.id, v.policy.version
 	out.Reason, out.Warnings = v.reason(s), s.warningList()
-	if v.effect == EffectDeny {
+	if out.Effect == EffectDeny {
 		out.Decision = Deny
 	}
 	if v.rule != nil {

@@ -23,6 +23,7 @@ const (
 	opIsNotEmpty
 	opIsValidJSON
 	// Groups, not in the operator table: a condition with any or all.
+	// They come last: evaluation tells them apart with one comparison.
 	opAny
 	opAll
 )

@@ -39,7 +39,13 @@ With --trusted-keys (or --trusted-keys-pem), a bundle must carry the operator's 
 (bundle.sig) by one of those keys, for this namespace, with a publish counter not lower than
 the one served: an unsigned, wrongly signed, unknown-key or rolled-back bundle is refused like
 a corrupt one (counted in toolgate_sidecar_bundle_rejected_total{reason}, logged, shown in
-/readyz as lastRejected) and the last good one keeps serving.`,
+/readyz as lastRejected) and the last good one keeps serving.
+
+With --mcp-upstream NAME=URL the sidecar is also an MCP proxy (Streamable HTTP) at
+http://<--mcp-listen>/mcp/NAME and on the Unix socket: every tools/call is decided on its
+arguments before it is forwarded (a deny is answered as a CallToolResult with isError), tools
+the bundle denies whatever the arguments are hidden from tools/list, and --mcp-upstream-auth
+adds the upstream credential the agent never holds.`,
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -86,5 +92,6 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.MaxBodyBytesInFlight, "max-body-bytes-in-flight", o.MaxBodyBytesInFlight, "bytes request bodies larger than 64 KiB may hold while read and decided, all listeners together (from 1 MiB, the largest body, to 1 GiB); a body that would go past it is denied OVERLOADED at once, never waited for")
 	fs.IntVar(&o.MaxRequestElements, "max-request-elements", o.MaxRequestElements, "JSON values one request may hold (each object, array, string, number, boolean, null); more is a 400")
 	fs.IntVar(&o.MaxTrace, "max-trace", o.MaxTrace, "entries an ?explain=true trace may hold (each rule and each of its conditions counts one); past it the trace stops and says traceTruncated")
+	o.MCP.addFlags(fs)
 	fs.StringSliceVar(&o.Redact, "redact", o.Redact, "request fields to replace with [REDACTED] in what --log-fields logs (a last segment * hides every child, e.g. input.*)")
 }

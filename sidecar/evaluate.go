@@ -239,6 +239,24 @@ func explainParam(r *http.Request) (bool, error) {
 }
 
 func (s *Server) decide(w http.ResponseWriter, b *buffers, req engine.Request, explain bool, ev *event, wrote *bool) {
+	res, st := s.evaluateRequest(req, explain, ev)
+	out, err := res.AppendJSON(b.out[:0])
+	if err != nil {
+		panic(fmt.Sprintf("encoding the result: %v", err))
+	}
+	ev.id = s.nextID.Add(1)
+	b.out = s.closeResponse(out, st, ev.id)
+	w.Header()["Content-Type"] = jsonContentType
+	*wrote = true
+	_, _ = w.Write(b.out)
+	s.finish(ev, req, &res, st.revision)
+}
+
+// evaluateRequest is the one decision path, for /v1/evaluate and for the
+// MCP proxy's tools/call alike: the bound agent id overrides the request's,
+// the bundle and freezes held now decide. The caller answers, then records
+// the decision with finish.
+func (s *Server) evaluateRequest(req engine.Request, explain bool, ev *event) (engine.Result, *state) {
 	if s.ownAgent != nil {
 		got, present := req["agent_id"]
 		if id, isString := got.(string); !isString || id != s.opts.AgentID {
@@ -259,16 +277,7 @@ func (s *Server) decide(w http.ResponseWriter, b *buffers, req engine.Request, e
 	if res.TraceTruncated {
 		s.metrics.traceTruncated.Inc()
 	}
-	out, err := res.AppendJSON(b.out[:0])
-	if err != nil {
-		panic(fmt.Sprintf("encoding the result: %v", err))
-	}
-	ev.id = s.nextID.Add(1)
-	b.out = s.closeResponse(out, st, ev.id)
-	w.Header()["Content-Type"] = jsonContentType
-	*wrote = true
-	_, _ = w.Write(b.out)
-	s.finish(ev, req, &res, st.revision)
+	return res, st
 }
 
 // closeResponse replaces the result's closing brace with bundleRevision and

@@ -76,6 +76,7 @@ func (s *Server) swap(b engine.Bundle, doc []byte, v verified, origin string) er
 	compiled, diags := engine.Compile(b)
 	now := time.Now()
 	s.state.Store(newState(compiled.WithFrozen(s.apiFrozen), b.Revision, origin, now, s.idPrefix))
+	s.mcpBundleLoaded(b)
 	s.metrics.setBundle(b.Revision, now)
 	s.log.Info("bundle loaded", "source", origin, "revision", b.Revision, "policies", len(b.Policies),
 		"frozenAgents", len(b.FrozenAgents), "compile", now.Sub(started))

@@ -128,6 +128,9 @@ type Options struct {
 	// MaxTrace bounds an explain trace, in entries (engine.EvalOptions).
 	MaxTrace int
 
+	// MCP configures the MCP proxy (mcp_options.go).
+	MCP MCPOptions
+
 	// Not flags: where decision log lines and operational logs go
 	// (os.Stdout and a stderr text logger when nil).
 	DecisionLogWriter io.Writer
@@ -166,6 +169,7 @@ func DefaultOptions() Options {
 		MaxBodyBytesInFlight:  16 << 20,
 		MaxRequestElements:    engine.DefaultMaxElements,
 		MaxTrace:              2000,
+		MCP:                   MCPOptions{Listen: DefaultMCPListen},
 	}
 }
 
@@ -276,6 +280,7 @@ func (o *Options) validateServing() error {
 	if _, err := o.loadTrustedKeys(); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, o.validateMCP())
 	return errors.Join(errs...)
 }
 

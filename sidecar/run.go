@@ -85,6 +85,18 @@ func Run(ctx context.Context, opts Options, onListen func(net.Addr)) error {
 		servers = append(servers, ops)
 		serving = append(serving, served{ops, newConnLimiter(mln, opts.MetricsMaxConnections, s.metrics, opts.MetricsListen)})
 	}
+	mcpSrv, mcpLn, err := s.openMCP()
+	if err != nil {
+		for _, sv := range serving {
+			_ = sv.ln.Close()
+		}
+		_ = s.Close(context.Background())
+		return err
+	}
+	if mcpSrv != nil {
+		servers = append(servers, mcpSrv)
+		serving = append(serving, served{mcpSrv, mcpLn})
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,6 +75,9 @@ type Server struct {
 	bodyBytes  atomic.Int64
 	bodyBudget int64
 
+	// mcp is the MCP proxy, nil without --mcp-upstream (mcp_proxy.go).
+	mcp *mcpProxy
+
 	// beforeEvaluate lets tests make the handler fail; nil in production.
 	beforeEvaluate func(engine.Request)
 	// onBodyReserve is told the bytes in flight after each body
@@ -137,6 +141,9 @@ func New(opts Options) (*Server, error) {
 	if s.trust, err = opts.loadTrustedKeys(); err != nil {
 		_ = s.decisions.close(context.Background())
 		return nil, err
+	}
+	if ups, _ := opts.MCP.parse(); len(ups) > 0 {
+		s.mcp = newMCPProxy(s, ups)
 	}
 	s.namespace = opts.bundleNamespace()
 	if s.trust == nil {
@@ -210,6 +217,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.metricsH.ServeHTTP(w, r)
 	default:
+		if s.mcp != nil && strings.HasPrefix(r.URL.Path, mcpPathPrefix) {
+			// The proxy on the Unix socket too, which code in the Pod
+			// cannot take over as it can a loopback port.
+			s.mcp.ServeHTTP(w, r)
+			return
+		}
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %q; try POST /v1/evaluate", r.URL.Path))
 	}
 }

@@ -131,6 +131,9 @@ func (p *PodInjector) Default(ctx context.Context, pod *corev1.Pod) error {
 	if err := refuseInjection(pod); err != nil {
 		return err
 	}
+	if err := refuseMCP(pod); err != nil {
+		return err
+	}
 	if req, err := admission.RequestFromContext(ctx); err == nil {
 		// On create the Pod may not carry its namespace yet; the request does.
 		if req.DryRun == nil || !*req.DryRun {
@@ -212,6 +215,7 @@ func InjectSidecar(pod *corev1.Pod, o InjectOptions) {
 		c.Args = append(c.Args, fmt.Sprintf("--metrics-listen=:%d", o.MetricsPort))
 		c.Ports = []corev1.ContainerPort{{Name: MetricsPortName, ContainerPort: o.MetricsPort, Protocol: corev1.ProtocolTCP}}
 	}
+	injectMCP(pod, &c)
 	if pod.Labels == nil {
 		pod.Labels = map[string]string{}
 	}

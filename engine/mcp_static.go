@@ -1,0 +1,81 @@
+package engine
+
+// ArgumentFreeDenials returns the part of b that denies a call whatever its
+// arguments: for each ordered policy, the deny rules whose every filter and
+// condition reads only the request fields named in static (for an MCP
+// tools/list: tool_name, server, action, framework and, when the caller
+// binds one, agent_id). A call the result denies by a rule (Decision deny,
+// no Code, a MatchedRuleID) is denied by b for every value of every other
+// field: a matching deny returns at once, and nothing before it in b can
+// turn it into an allow (earlier allows are only remembered, earlier denies
+// and compile errors deny too). The converse does not hold: tiered
+// policies, default effects and rules reading anything else are left out,
+// so a call the result allows may still be denied at call time.
+//
+// The result has no frozen agents and may have no policies (then nothing is
+// denied by a rule: callers must not read its NO_POLICIES deny as one).
+// Pure: b is not modified.
+func ArgumentFreeDenials(b Bundle, static []string) Bundle {
+	known := make(map[string]bool, len(static))
+	for _, f := range static {
+		known[f] = true
+	}
+	out := Bundle{SchemaVersion: b.SchemaVersion}
+	for _, p := range b.Policies {
+		if p.Tiered() {
+			continue
+		}
+		var rules []Rule
+		for _, r := range p.Rules {
+			if Effect(r.Effect) == EffectDeny && ruleReadsOnly(&r, known) {
+				rules = append(rules, r)
+			}
+		}
+		if len(rules) == 0 {
+			continue
+		}
+		out.Policies = append(out.Policies, Policy{ID: p.ID, Version: p.Version, Priority: p.Priority,
+			DefaultEffect: string(Allow), Rules: rules})
+	}
+	return out
+}
+
+// ruleReadsOnly tells whether every filter of r reads only known fields.
+// Time windows and usage limits are never argument-free: they change.
+func ruleReadsOnly(r *Rule, known map[string]bool) bool {
+	need := func(field string, used bool) bool { return !used || known[field] }
+	if s := r.Subjects; s != nil && (!need("agent_id", s.Agents != nil) || !need("roles", s.Roles != nil)) {
+		return false
+	}
+	if t := r.Targets; t != nil && (!need("server", t.Servers != nil) || !need("tool_name", t.Tools != nil) ||
+		!need("resources", t.Resources != nil)) {
+		return false
+	}
+	if s := r.Select; s != nil && (!need("action", s.Action != nil) || !need("side_effect", s.SideEffect != nil) ||
+		!need("tool_name", s.Tool != "") || !need("resources", s.ResourceType != "") || !need("context", s.Context != nil)) {
+		return false
+	}
+	if w := r.When; w != nil && (w.Schedule != nil || w.RateLimit != nil || w.TokenBudget != nil ||
+		!need("environment", w.Environments != nil) || !need("sensitivity", w.Sensitivity != nil) ||
+		!need("actor_confidence", w.ActorConfidence != nil)) {
+		return false
+	}
+	return conditionsReadOnly(r.Conditions, known)
+}
+
+func conditionsReadOnly(cs []Condition, known map[string]bool) bool {
+	for i := range cs {
+		c := &cs[i]
+		if c.Any != nil || c.All != nil {
+			if !conditionsReadOnly(c.Any, known) || !conditionsReadOnly(c.All, known) {
+				return false
+			}
+			continue
+		}
+		p, err := ParsePath(c.Field)
+		if err != nil || len(p) == 0 || !known[p[0].Key] {
+			return false
+		}
+	}
+	return true
+}

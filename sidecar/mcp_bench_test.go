@@ -1,0 +1,41 @@
+package sidecar
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// BenchmarkMCPDecideCall is what the proxy does to a tools/call before
+// forwarding it: read the message, check its headers, decide it.
+func BenchmarkMCPDecideCall(b *testing.B) {
+	o := testOptions()
+	o.AgentID = "bench"
+	o.MCP.Upstreams = []string{"files=http://127.0.0.1:1/mcp"}
+	s, err := New(o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	doc, _ := encode(b, byToolBundle(100))
+	if err := s.LoadDocument(doc, false); err != nil {
+		b.Fatal(err)
+	}
+	body := []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"` + strings.Repeat("p", 1024) + `"}}}`)
+	r, _ := http.NewRequest(http.MethodPost, "http://x/mcp/files", nil)
+	r.Header.Set("Mcp-Name", "read_file")
+	r.Header.Set("Mcp-Method", "tools/call")
+	rt := s.mcp.routes["files"]
+	b.ReportAllocs()
+	for b.Loop() {
+		msgs, batch, err := parseMCPBody(body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := checkMCPHeaders(r.Header, msgs, batch); err != nil {
+			b.Fatal(err)
+		}
+		if _, ok := s.mcp.decideCall(r, rt, &msgs[0], len(body)); !ok {
+			b.Fatal("denied")
+		}
+	}
+}

@@ -1,0 +1,251 @@
+package sidecar
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"runtime/debug"
+	"time"
+
+	"github.com/toolgate/toolgate/engine"
+)
+
+// mcpFramework is the framework a proxied call is decided and logged as.
+const mcpFramework = "mcp"
+
+// mcpMetaDecision is where a deny's decision object goes in the
+// CallToolResult, for clients and tools that read more than the text.
+const mcpMetaDecision = "toolgate.dev/decision"
+
+const rpcInvalidParams = -32602
+
+// mcpInfo is what the proxy learnt of a POST, for the response side.
+type mcpInfo struct {
+	msgs  []mcpMessage
+	batch bool
+	// listIDs are the ids of the tools/list requests in the POST, whose
+	// answers are filtered.
+	listIDs []json.RawMessage
+	// listenID is the id of a subscriptions/listen request that asked for
+	// tool list changes: its stream gets the proxy's too.
+	listenID json.RawMessage
+}
+
+type mcpInfoKey struct{}
+
+func withMCPInfo(ctx context.Context, info *mcpInfo) context.Context {
+	return context.WithValue(ctx, mcpInfoKey{}, info)
+}
+
+func mcpInfoOf(ctx context.Context) *mcpInfo {
+	info, _ := ctx.Value(mcpInfoKey{}).(*mcpInfo)
+	return info
+}
+
+// decideCall decides one tools/call message through the sidecar's one
+// decision path (evaluateRequest, then finish: decision log and metrics),
+// as {tool_name, server, action: call, input, agent_id, session_id,
+// framework: mcp}. Not allowed, it returns the JSON-RPC answer the client
+// gets instead (nil for a notification, which gets none).
+func (p *mcpProxy) decideCall(r *http.Request, rt *mcpRoute, m *mcpMessage, bodyBytes int) (answer json.RawMessage, allowed bool) {
+	s := p.s
+	ev := event{at: time.Now(), bodyBytes: bodyBytes, framework: mcpFramework}
+	var req engine.Request
+	recorded := false
+	defer func() {
+		if v := recover(); v != nil {
+			s.metrics.internalErrors.Inc()
+			s.log.Error("MCP call decision failed; denied "+string(CodeInternalError), "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			if !recorded {
+				answer, allowed = p.selfDeny(r, m.ID, &ev, req, CodeInternalError, "the sidecar failed while deciding; denied to fail closed"), false
+			}
+		}
+	}()
+	params := m.call
+	if params == nil {
+		return p.refuse(m.ID, "toolgate: tools/call params must be an object with a string name; not forwarded"), false
+	}
+	ev.toolName = *params.Name
+	// The same cap as /v1/evaluate: past it, deny at once, never queue.
+	if s.evaluating.Add(1) > s.maxEvaluating {
+		s.evaluating.Add(-1)
+		recorded = true
+		return p.selfDeny(r, m.ID, &ev, nil, CodeOverloaded,
+			fmt.Sprintf("the sidecar is deciding %d requests already (--max-evaluations); denied to fail closed, retry shortly", s.maxEvaluating)), false
+	}
+	defer s.evaluating.Add(-1)
+	session := r.Header.Get("Mcp-Session-Id")
+	if session == "" && params.Meta.SessionID != nil {
+		session = *params.Meta.SessionID
+	}
+	var agent *string
+	if params.Meta.AgentID != nil {
+		agent = params.Meta.AgentID
+	}
+	doc := mcpRequestDoc(*params.Name, rt.up.name, params.Arguments, session, agent)
+	req, err := engine.DecodeRequestLimit(doc, s.opts.MaxRequestElements)
+	if err != nil {
+		return p.refuse(m.ID, fmt.Sprintf("toolgate: the call cannot be decided: %v (--max-request-elements is %d); not forwarded", err, s.opts.MaxRequestElements)), false
+	}
+	res, st := s.evaluateRequest(req, false, &ev)
+	ev.id = s.nextID.Add(1)
+	if res.Decision != engine.Allow {
+		answer = denyCallResult(m.ID, &res, s.closeResponse(mustAppendJSON(&res), st, ev.id), modernMCP(r))
+	}
+	recorded = true
+	s.finish(&ev, req, &res, st.revision)
+	return answer, res.Decision == engine.Allow
+}
+
+// mcpRequestDoc is the engine request for a call, built as JSON so it is
+// decoded exactly as /v1/evaluate decodes its body (numbers, limits).
+func mcpRequestDoc(tool, server string, args json.RawMessage, session string, agent *string) []byte {
+	doc := make([]byte, 0, 160+len(args))
+	doc = append(doc, `{"tool_name":`...)
+	doc = engine.AppendJSONString(doc, tool)
+	doc = append(doc, `,"server":`...)
+	doc = engine.AppendJSONString(doc, server)
+	doc = append(doc, `,"action":"call","framework":"mcp"`...)
+	if len(args) > 0 && string(args) != "null" {
+		doc = append(doc, `,"input":`...)
+		doc = append(doc, args...)
+	}
+	if session != "" {
+		doc = append(doc, `,"session_id":`...)
+		doc = engine.AppendJSONString(doc, session)
+	}
+	if agent != nil {
+		doc = append(doc, `,"agent_id":`...)
+		doc = engine.AppendJSONString(doc, *agent)
+	}
+	return append(doc, '}')
+}
+
+func mustAppendJSON(res *engine.Result) []byte {
+	out, err := res.AppendJSON(nil)
+	if err != nil {
+		panic(fmt.Sprintf("encoding the result: %v", err))
+	}
+	return out
+}
+
+// selfDeny is a deny the sidecar made itself (overload, failure), logged
+// and counted as a decision like /v1/evaluate's.
+func (p *mcpProxy) selfDeny(r *http.Request, id json.RawMessage, ev *event, req engine.Request, code engine.Code, reason string) json.RawMessage {
+	s := p.s
+	res := engine.Result{Decision: engine.Deny, Code: code, Reason: reason}
+	st := s.state.Load()
+	ev.id = s.nextID.Add(1)
+	answer := denyCallResult(id, &res, s.closeResponse(mustAppendJSON(&res), st, ev.id), modernMCP(r))
+	s.finish(ev, req, &res, st.revision)
+	return answer
+}
+
+// refuse answers a call that cannot be decided with a JSON-RPC error.
+func (p *mcpProxy) refuse(id json.RawMessage, msg string) json.RawMessage {
+	if len(id) == 0 {
+		return nil
+	}
+	return appendRPCError(nil, id, rpcInvalidParams, msg)
+}
+
+// modernMCP tells a 2026-07-28 (or later) request, whose results say they
+// are complete (resultType), as the SDKs' servers write them.
+func modernMCP(r *http.Request) bool {
+	return r.Header.Get("Mcp-Protocol-Version") >= "2026-07-28"
+}
+
+// denyCallResult is a deny as the model reads it: a CallToolResult with
+// isError, text naming the rule (or the code) and the reason, and the
+// decision object under _meta. decision is the /v1/evaluate answer, with
+// its trailing newline.
+func denyCallResult(id json.RawMessage, res *engine.Result, decision []byte, modern bool) json.RawMessage {
+	if len(id) == 0 {
+		return nil
+	}
+	why := res.MatchedRuleID
+	if why == "" {
+		why = string(res.Code)
+	}
+	text := why + ": " + res.Reason
+	if res.Reason == "" {
+		text = why + ": denied by toolgate"
+	}
+	out := make([]byte, 0, 128+len(text)+len(decision))
+	out = append(out, `{"jsonrpc":"2.0","id":`...)
+	out = append(out, id...)
+	out = append(out, `,"result":{"content":[{"type":"text","text":`...)
+	out = engine.AppendJSONString(out, text)
+	out = append(out, `}],"isError":true,`...)
+	if modern {
+		out = append(out, `"resultType":"complete",`...)
+	}
+	out = append(out, `"_meta":{"`+mcpMetaDecision+`":`...)
+	for len(decision) > 0 && decision[len(decision)-1] == '\n' {
+		decision = decision[:len(decision)-1]
+	}
+	out = append(out, decision...)
+	return append(out, "}}}"...)
+}
+
+// answerDenied answers a POST holding a denied call, which is not
+// forwarded at all: in a batch, every other request gets an error saying
+// so (forwarding the rest would split what the client sent as one).
+func (p *mcpProxy) answerDenied(w http.ResponseWriter, msgs []mcpMessage, denied []json.RawMessage, batch bool) {
+	if !batch {
+		if denied[0] == nil {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		w.Header()["Content-Type"] = jsonContentType
+		_, _ = w.Write(append(denied[0], '\n'))
+		return
+	}
+	out := []byte{'['}
+	n := 0
+	for i, m := range msgs {
+		var a []byte
+		switch {
+		case denied[i] != nil:
+			a = denied[i]
+		case len(m.ID) > 0 && m.Method != "":
+			a = appendRPCError(nil, m.ID, rpcNotForwarded, "toolgate: not forwarded: a tools/call in the same batch was denied")
+		default:
+			continue
+		}
+		if n > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, a...)
+		n++
+	}
+	if n == 0 {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	w.Header()["Content-Type"] = jsonContentType
+	_, _ = w.Write(append(out, "]\n"...))
+}
+
+// modifyResponse is where tools/list answers are filtered (mcp_list.go).
+func (p *mcpProxy) modifyResponse(rt *mcpRoute) func(*http.Response) error {
+	return func(resp *http.Response) error {
+		info := mcpInfoOf(resp.Request.Context())
+		stream := resp.StatusCode == http.StatusOK && mediaType(resp.Header.Get("Content-Type")) == "text/event-stream"
+		switch {
+		case info == nil:
+			// A 2025-11-25 session's GET stream: where the server's own
+			// notifications go, and the proxy's; and where a resumed
+			// POST stream replays its answers, tools/list's filtered too.
+			if stream && resp.Request.Method == http.MethodGet {
+				p.watchListStream(resp, rt, nil)
+			}
+		case info.listIDs != nil:
+			return p.filterList(rt, resp, info.listIDs)
+		case info.listenID != nil && stream:
+			p.watchListStream(resp, rt, info.listenID)
+		}
+		return nil
+	}
+}

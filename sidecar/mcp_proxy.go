@@ -1,0 +1,338 @@
+package sidecar
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/toolgate/toolgate/engine"
+)
+
+// mcpProxy serves each upstream MCP server at /mcp/NAME (Streamable HTTP,
+// 2025-11-25 and 2026-07-28). Only client POSTs are read: each is buffered
+// (within the sidecar's body limits), its tools/call messages decided, and
+// the client's bytes forwarded unchanged when every call in it is allowed.
+// Everything else (GET streams, DELETE, responses and SSE streams from the
+// upstream) is relayed by httputil.ReverseProxy, which flushes event streams
+// as they arrive.
+type mcpProxy struct {
+	s      *Server
+	routes map[string]*mcpRoute
+	// static filters tools/list answers (mcp_list.go); streams are the
+	// session streams told when that changes.
+	static  atomic.Pointer[mcpStatic]
+	streams listStreams
+}
+
+type mcpRoute struct {
+	up      mcpUpstream
+	rp      *httputil.ReverseProxy
+	counted mcpCounters
+}
+
+const mcpPathPrefix = "/mcp/"
+
+// mcpDialTimeout bounds connecting to an upstream, so a call to a dead
+// one fails as a JSON-RPC error quickly rather than hang the agent.
+const mcpDialTimeout = 5 * time.Second
+
+func newMCPProxy(s *Server, ups []mcpUpstream) *mcpProxy {
+	p := &mcpProxy{s: s, routes: make(map[string]*mcpRoute, len(ups))}
+	requests := mcpRequestsVec{newMCPRequests(s.metrics.registry)}
+	for _, up := range ups {
+		if up.auth != nil {
+			up.auth.log = s.log
+		}
+		rt := &mcpRoute{up: up, counted: requests.counters(up.name)}
+		tr := &http.Transport{
+			Proxy:                 http.ProxyFromEnvironment,
+			DialContext:           (&net.Dialer{Timeout: mcpDialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+			ForceAttemptHTTP2:     true,
+			MaxIdleConns:          128,
+			MaxIdleConnsPerHost:   128,
+			IdleConnTimeout:       90 * time.Second,
+			TLSHandshakeTimeout:   mcpDialTimeout,
+			ExpectContinueTimeout: time.Second,
+			// Nothing is compressed upstream: streams are read event by
+			// event (tools/list filtered, list_changed added), and on
+			// loopback to the agent compression would only add latency.
+			DisableCompression: true,
+		}
+		rt.rp = &httputil.ReverseProxy{
+			Rewrite:        rt.rewrite,
+			Transport:      tr,
+			ErrorHandler:   p.upstreamError(rt),
+			ModifyResponse: p.modifyResponse(rt),
+			// Every write is flushed at once: an event stream, or any
+			// answer sent in pieces, reaches the agent as it arrives.
+			FlushInterval: -1,
+			ErrorLog:      slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		}
+		p.routes[up.name] = rt
+	}
+	return p
+}
+
+// rewrite points the request at the upstream, unchanged otherwise (no
+// X-Forwarded-*, which Rewrite leaves out), with the sidecar's credential
+// in place of any the client sent under that header.
+func (rt *mcpRoute) rewrite(pr *httputil.ProxyRequest) {
+	u := *rt.up.url
+	if pr.In.URL.RawQuery != "" {
+		u.RawQuery = pr.In.URL.RawQuery
+	}
+	pr.Out.URL = &u
+	pr.Out.Host = ""
+	if rt.up.auth != nil {
+		rt.up.auth.apply(pr.Out.Header)
+	}
+	pr.Out.Header.Del("Accept-Encoding") // see the transport's DisableCompression
+}
+
+func (p *mcpProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	name, ok := strings.CutPrefix(r.URL.Path, mcpPathPrefix)
+	rt := p.routes[name]
+	if !ok || rt == nil {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no MCP upstream is served at %q; the proxy serves %s", r.URL.Path, p.paths()))
+		return
+	}
+	// A request being proxied, a stream included, is never evicted at
+	// --max-connections, as a request being evaluated is not: at the cap a
+	// new connection evicts one that is idle or still sending headers.
+	conn := connOf(r)
+	if !conn.setBusy() {
+		return
+	}
+	defer conn.setWaiting()
+	// Streams live as long as the session: only the decision listeners'
+	// write timeout would cut them.
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Time{})
+	_ = rc.SetReadDeadline(time.Time{})
+	if r.Method != http.MethodPost {
+		rt.rp.ServeHTTP(w, r)
+		return
+	}
+	p.post(w, r, rt)
+}
+
+func (p *mcpProxy) paths() string {
+	var out []string
+	for name := range p.routes {
+		out = append(out, mcpPathPrefix+name)
+	}
+	slices.Sort(out)
+	return strings.Join(out, ", ")
+}
+
+// post reads, checks and decides one client POST, then forwards it or
+// answers it itself.
+func (p *mcpProxy) post(w http.ResponseWriter, r *http.Request, rt *mcpRoute) {
+	s := p.s
+	b := &buffers{}
+	defer func() {
+		if b.reserved > 0 {
+			s.bodyBytes.Add(-b.reserved)
+		}
+	}()
+	body, ok := p.readBody(w, r, b)
+	if !ok {
+		rt.counted.refused.Inc()
+		return
+	}
+	msgs, batch, err := parseMCPBody(body)
+	if err != nil {
+		rt.counted.refused.Inc()
+		writeRPCError(w, http.StatusBadRequest, nil, rpcInvalidRequest, "toolgate: the body is not JSON-RPC the proxy can read unambiguously: "+err.Error())
+		return
+	}
+	if err := checkMCPHeaders(r.Header, msgs, batch); err != nil {
+		rt.counted.refused.Inc()
+		var id json.RawMessage
+		if !batch {
+			id = msgs[0].ID
+		}
+		writeRPCError(w, http.StatusBadRequest, id, rpcHeaderMismatch, "toolgate: "+err.Error())
+		return
+	}
+	info := &mcpInfo{msgs: msgs, batch: batch}
+	var denied []json.RawMessage // per message: its answer when denied
+	anyDenied := false
+	for i := range msgs {
+		m := &msgs[i]
+		switch m.Method {
+		case methodToolsCall:
+			answer, allowed := p.decideCall(r, rt, m, len(body))
+			if !allowed {
+				if denied == nil {
+					denied = make([]json.RawMessage, len(msgs))
+				}
+				denied[i], anyDenied = answer, true
+			}
+		case methodToolsList:
+			if len(m.ID) > 0 {
+				info.listIDs = append(info.listIDs, m.ID)
+			}
+		case methodSubscriptionsListen:
+			if !batch && len(m.ID) > 0 && wantsToolListChanges(m.Params) {
+				info.listenID = m.ID
+			}
+		}
+	}
+	if anyDenied {
+		rt.counted.denied.Inc()
+		p.answerDenied(w, msgs, denied, batch)
+		return
+	}
+	rt.counted.forwarded.Inc()
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	r.Header.Del("Transfer-Encoding")
+	rt.rp.ServeHTTP(w, r.WithContext(withMCPInfo(r.Context(), info)))
+}
+
+// readBody reads a POST body within the sidecar's own limits: at most
+// MaxRequestBytes, bodies past a pooled buffer held against
+// --max-body-bytes-in-flight, and --read-timeout to send it.
+func (p *mcpProxy) readBody(w http.ResponseWriter, r *http.Request, b *buffers) ([]byte, bool) {
+	s := p.s
+	if r.ContentLength > MaxRequestBytes {
+		writeRPCError(w, http.StatusRequestEntityTooLarge, nil, rpcInvalidRequest,
+			fmt.Sprintf("toolgate: the body is %d bytes, more than the proxy's limit of %d", r.ContentLength, MaxRequestBytes))
+		return nil, false
+	}
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(s.opts.ReadTimeout))
+	defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
+	size, limit := -1, MaxRequestBytes
+	if r.ContentLength >= 0 {
+		size, limit = int(r.ContentLength), int(r.ContentLength)
+	}
+	reserve := func(newCap int) bool { return s.reserveBody(b, newCap) }
+	var err error
+	b.in, err = readBody(nil, http.MaxBytesReader(w, r.Body, MaxRequestBytes), size, limit, b.probe[:], reserve)
+	if err == nil {
+		return b.in, true
+	}
+	switch tooBig := (*http.MaxBytesError)(nil); {
+	case errors.As(err, &tooBig):
+		writeRPCError(w, http.StatusRequestEntityTooLarge, nil, rpcInvalidRequest, fmt.Sprintf("toolgate: the body is more than the proxy's limit of %d bytes", MaxRequestBytes))
+	case err == errBodyBudget:
+		w.Header().Set("Connection", "close")
+		writeRPCError(w, http.StatusServiceUnavailable, nil, rpcOverloaded,
+			fmt.Sprintf("toolgate: request bodies being read hold %d of %d bytes (--max-body-bytes-in-flight); not forwarded, retry shortly", s.bodyBytes.Load(), s.bodyBudget))
+	default:
+		writeRPCError(w, http.StatusBadRequest, nil, rpcInvalidRequest, "toolgate: reading the body: "+err.Error())
+	}
+	return nil, false
+}
+
+// checkMCPHeaders refuses a POST whose Mcp-Method or Mcp-Name header
+// disagrees with its body: whatever routes or authorizes on the headers
+// (the upstream, a gateway behind it) must see the call that was decided.
+func checkMCPHeaders(h http.Header, msgs []mcpMessage, batch bool) error {
+	methods, names := h.Values("Mcp-Method"), h.Values("Mcp-Name")
+	if len(methods) > 1 || len(names) > 1 {
+		return errors.New("Mcp-Method and Mcp-Name may each be given once")
+	}
+	if batch {
+		if len(methods)+len(names) > 0 {
+			return errors.New("a batch cannot carry Mcp-Method or Mcp-Name: they describe one message")
+		}
+		return nil
+	}
+	m := msgs[0]
+	if len(methods) == 1 && methods[0] != m.Method {
+		return fmt.Errorf("the Mcp-Method header %q does not match the body's method %q; refused so the call decided is the call run", methods[0], m.Method)
+	}
+	if m.Method != methodToolsCall || len(names) == 0 {
+		return nil
+	}
+	hname, err := decodeHeaderName(names[0])
+	if err != nil {
+		return err
+	}
+	if m.call == nil {
+		return nil // decideCall refuses it
+	}
+	if hname != *m.call.Name {
+		return fmt.Errorf("the Mcp-Name header %q does not match the body's tool %q; refused so the call decided is the call run", hname, *m.call.Name)
+	}
+	return nil
+}
+
+// JSON-RPC error codes the proxy answers with.
+const (
+	rpcInvalidRequest = -32600
+	rpcInternalError  = -32603
+	rpcHeaderMismatch = -32020 // the MCP SDKs' code for a header that disagrees with the body
+	rpcUpstreamDown   = -32001
+	rpcOverloaded     = -32002
+	rpcNotForwarded   = -32003
+)
+
+func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, code int, msg string) {
+	w.Header()["Content-Type"] = jsonContentType
+	w.WriteHeader(status)
+	_, _ = w.Write(append(appendRPCError(nil, id, code, msg), '\n'))
+}
+
+func appendRPCError(dst []byte, id json.RawMessage, code int, msg string) []byte {
+	dst = append(dst, `{"jsonrpc":"2.0","id":`...)
+	if len(id) == 0 {
+		dst = append(dst, "null"...)
+	} else {
+		dst = append(dst, id...)
+	}
+	dst = append(dst, `,"error":{"code":`...)
+	dst = fmt.Appendf(dst, "%d", code)
+	dst = append(dst, `,"message":`...)
+	dst = engine.AppendJSONString(dst, msg)
+	return append(dst, "}}"...)
+}
+
+// upstreamError answers a request the upstream did not answer: a JSON-RPC
+// error for each request in a POST (the agent's call fails, visibly), a
+// 502 otherwise.
+func (p *mcpProxy) upstreamError(rt *mcpRoute) func(http.ResponseWriter, *http.Request, error) {
+	return func(w http.ResponseWriter, r *http.Request, err error) {
+		rt.counted.upstreamError.Inc()
+		p.s.log.Warn("MCP upstream did not answer", "upstream", rt.up.name, "method", r.Method, "err", err)
+		msg := fmt.Sprintf("toolgate: MCP upstream %q did not answer: %v", rt.up.name, err)
+		if r.Method != http.MethodPost {
+			writeRPCError(w, http.StatusBadGateway, nil, rpcUpstreamDown, msg)
+			return
+		}
+		info := mcpInfoOf(r.Context())
+		if info == nil {
+			writeRPCError(w, http.StatusBadGateway, nil, rpcUpstreamDown, msg)
+			return
+		}
+		var out [][]byte
+		for _, m := range info.msgs {
+			if len(m.ID) > 0 && m.Method != "" {
+				out = append(out, appendRPCError(nil, m.ID, rpcUpstreamDown, msg))
+			}
+		}
+		switch {
+		case len(out) == 0:
+			writeRPCError(w, http.StatusBadGateway, nil, rpcUpstreamDown, msg)
+		case !info.batch:
+			w.Header()["Content-Type"] = jsonContentType
+			_, _ = w.Write(append(out[0], '\n'))
+		default:
+			w.Header()["Content-Type"] = jsonContentType
+			_, _ = w.Write(append(append([]byte{'['}, bytes.Join(out, []byte{','})...), "]\n"...))
+		}
+	}
+}

@@ -1,0 +1,276 @@
+// Command mcplatency measures what the sidecar's MCP proxy adds to a
+// tools/call: real processes (the toolgate binary as sidecar, the test MCP
+// server built with the official Go SDK), the official SDK client as the
+// agent, calls with a 1 KiB argument alternating between a session straight
+// to the server, one through the proxy, and one through a bare
+// httputil.ReverseProxy process (this binary with -bare-proxy): what any
+// extra process hop costs on this machine, so the proxy's own share can be
+// told from it.
+//
+//	go run ./test/mcplatency        (make measure-mcp)
+//
+// It exits non-zero when the added p50 or p99 is over its target.
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/testenv"
+)
+
+type config struct {
+	calls, warmup, argBytes, rules int
+	version, decisionLog           string
+	targetP50, targetP99           time.Duration
+}
+
+func main() {
+	if len(os.Args) == 4 && os.Args[1] == "-bare-proxy" {
+		bareProxy(os.Args[2], os.Args[3])
+		return
+	}
+	var c config
+	flag.IntVar(&c.calls, "calls", 10000, "measured calls on each path")
+	flag.IntVar(&c.warmup, "warmup", 500, "unmeasured calls on each path first")
+	flag.IntVar(&c.argBytes, "arg-bytes", 1024, "size of the call's argument")
+	flag.IntVar(&c.rules, "rules", 100, "rules in the bundle beside the pay cap")
+	flag.StringVar(&c.decisionLog, "decision-log", "stdout", "the sidecar's --decision-log (stdout, as in production, or none)")
+	flag.StringVar(&c.version, "version", "2025-11-25", "MCP protocol version (2025-11-25 or 2026-07-28)")
+	flag.DurationVar(&c.targetP50, "target-p50", 200*time.Microsecond, "fail when the added p50 is above this")
+	flag.DurationVar(&c.targetP99, "target-p99", time.Millisecond, "fail when the added p99 is above this")
+	flag.Parse()
+	if err := run(c); err != nil {
+		fmt.Fprintln(os.Stderr, "mcplatency:", err)
+		os.Exit(1)
+	}
+}
+
+func run(c config) error {
+	dir, err := os.MkdirTemp("", "toolgate-mcplatency")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	fmt.Println("building toolgate and test/mcpserver ...")
+	for _, b := range [][2]string{{"toolgate", "./cmd/toolgate"}, {"mcpserver", "./test/mcpserver"}} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b[0]), b[1])
+		cmd.Dir = testenv.RepoRoot()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("building %s: %v\n%s", b[1], err, out)
+		}
+	}
+
+	server := exec.Command(filepath.Join(dir, "mcpserver"), "-listen", "127.0.0.1:0")
+	server.Stderr = os.Stderr
+	out, err := server.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := server.Start(); err != nil {
+		return err
+	}
+	defer stop(server)
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("mcpserver did not start: %v", err)
+	}
+	upstream := "http://" + strings.TrimSpace(strings.TrimPrefix(line, "listening on "))
+	endpoint := upstream + "/mcp"
+	if c.version >= "2026-07-28" {
+		endpoint = upstream + "/mcp-stateless"
+	}
+
+	bundleFile := filepath.Join(dir, "bundle.json")
+	doc, _, err := engine.Encode(bundleOf(c.rules))
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(bundleFile, doc, 0o644); err != nil {
+		return err
+	}
+	decisions, proxyAddr := freeAddr(), freeAddr()
+	sidecar := exec.Command(filepath.Join(dir, "toolgate"), "sidecar", "--bundle-file", bundleFile,
+		"--agent-id", "bench-agent", "--decision-log", c.decisionLog, "--listen", decisions, "--mcp-listen", proxyAddr, "--mcp-upstream", "files="+endpoint)
+	sidecar.Stdout = io.Discard // the decision log: written, as in production, then dropped
+	sidecar.Stderr = os.Stderr
+	if err := sidecar.Start(); err != nil {
+		return err
+	}
+	defer stop(sidecar)
+	if err := waitReady("http://" + decisions + "/readyz"); err != nil {
+		return err
+	}
+
+	bareAddr := freeAddr()
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	bare := exec.Command(self, "-bare-proxy", bareAddr, endpoint)
+	bare.Stderr = os.Stderr
+	if err := bare.Start(); err != nil {
+		return err
+	}
+	defer stop(bare)
+	if err := waitListening(bareAddr); err != nil {
+		return err
+	}
+
+	ctx := context.Background()
+	direct, err := connect(ctx, endpoint, c.version)
+	if err != nil {
+		return fmt.Errorf("direct session: %w", err)
+	}
+	defer func() { _ = direct.Close() }()
+	proxied, err := connect(ctx, "http://"+proxyAddr+"/mcp/files", c.version)
+	if err != nil {
+		return fmt.Errorf("proxied session: %w", err)
+	}
+	defer func() { _ = proxied.Close() }()
+	hop, err := connect(ctx, "http://"+bareAddr+"/", c.version)
+	if err != nil {
+		return fmt.Errorf("bare proxy session: %w", err)
+	}
+	defer func() { _ = hop.Close() }()
+
+	args := map[string]any{"path": strings.Repeat("p", c.argBytes)}
+	call := func(cs *mcp.ClientSession) (time.Duration, error) {
+		start := time.Now()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "read_file", Arguments: args})
+		took := time.Since(start)
+		if err == nil && res.IsError {
+			err = errors.New("the call was denied or failed")
+		}
+		return took, err
+	}
+	var d, p, h []time.Duration
+	fmt.Printf("%d warm-up and %d measured tools/call (read_file, %d-byte argument, %s) each way, alternating ...\n",
+		c.warmup, c.calls, c.argBytes, c.version)
+	for i := range c.warmup + c.calls {
+		var took [3]time.Duration
+		for j, cs := range []*mcp.ClientSession{direct, proxied, hop} {
+			if took[j], err = call(cs); err != nil {
+				return fmt.Errorf("call %d on path %d: %w", i, j, err)
+			}
+		}
+		if i >= c.warmup {
+			d, p, h = append(d, took[0]), append(p, took[1]), append(h, took[2])
+		}
+	}
+	for _, s := range [][]time.Duration{d, p, h} {
+		slices.Sort(s)
+	}
+	d50, d99, p50, p99, h50, h99 := pct(d, 50), pct(d, 99), pct(p, 50), pct(p, 99), pct(h, 50), pct(h, 99)
+	fmt.Printf("direct:              p50 %v  p99 %v\n", d50, d99)
+	fmt.Printf("bare ReverseProxy:   p50 %v  p99 %v  (any extra hop: +%v / +%v)\n", h50, h99, h50-d50, h99-d99)
+	fmt.Printf("toolgate MCP proxy:  p50 %v  p99 %v\n", p50, p99)
+	fmt.Printf("added by toolgate:   p50 %v (target <= %v)  p99 %v (target <= %v)\n", p50-d50, c.targetP50, p99-d99, c.targetP99)
+	fmt.Printf("beyond a bare hop:   p50 %v  p99 %v\n", p50-h50, p99-h99)
+	if p50-d50 > c.targetP50 || p99-d99 > c.targetP99 {
+		return errors.New("the proxy adds more than its target")
+	}
+	return nil
+}
+
+// bundleOf caps pay at 100 and adds rules for other tools, so the proxy
+// evaluates a bundle of some size for each call.
+func bundleOf(n int) engine.Bundle {
+	raw := func(s string) []byte { return []byte(fmt.Sprintf("%q", s)) }
+	rules := []engine.Rule{{ID: "pay-cap", Effect: "deny", Conditions: []engine.Condition{
+		{Field: "tool_name", Operator: "eq", Value: raw("pay")},
+		{Field: "input.amount", Operator: "gt", Value: []byte("100")}}}}
+	for i := range n {
+		rules = append(rules, engine.Rule{ID: fmt.Sprintf("r%d", i), Effect: "deny", Conditions: []engine.Condition{
+			{Field: "tool_name", Operator: "eq", Value: raw(fmt.Sprintf("tool_%d", i))},
+			{Field: "input.path", Operator: "contains", Value: raw(fmt.Sprintf("/secret_%d", i))}}})
+	}
+	return engine.Bundle{Policies: []engine.Policy{{ID: "bench", Version: 1, DefaultEffect: "allow", Rules: rules}}}
+}
+
+func connect(ctx context.Context, endpoint, version string) (*mcp.ClientSession, error) {
+	client := mcp.NewClient(&mcp.Implementation{Name: "mcplatency", Version: "1.0.0"}, nil)
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
+	return client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc, MaxRetries: -1, DisableStandaloneSSE: true},
+		&mcp.ClientSessionOptions{ProtocolVersion: version})
+}
+
+func pct(sorted []time.Duration, p int) time.Duration {
+	return sorted[(len(sorted)*p+99)/100-1]
+}
+
+func freeAddr() string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer func() { _ = ln.Close() }()
+	return ln.Addr().String()
+}
+
+// bareProxy forwards everything to target, flushing streams: the hop
+// without toolgate's work.
+func bareProxy(addr, target string) {
+	u, err := url.Parse(target)
+	if err != nil {
+		panic(err)
+	}
+	rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.Out.URL = u; pr.Out.Host = "" },
+		Transport: &http.Transport{MaxIdleConnsPerHost: 128}}
+	srv := &http.Server{Addr: addr, Handler: rp, ReadHeaderTimeout: 5 * time.Second}
+	fmt.Fprintln(os.Stderr, srv.ListenAndServe())
+}
+
+func waitListening(addr string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			return c.Close()
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("nothing listens on %s within 30s", addr)
+}
+
+func waitReady(url string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get(url); err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("the sidecar was not ready at %s within 30s", url)
+}
+
+func stop(cmd *exec.Cmd) {
+	_ = cmd.Process.Signal(os.Interrupt)
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+}

@@ -1,0 +1,138 @@
+// Command mcpserver is the MCP server the MCP proxy's end-to-end tests and
+// `make measure-mcp` run as a real process: built with the official Go SDK,
+// it exposes pay(amount), read_file(path), delete_file(path) and
+// stream(note), and counts what reaches it, so a test can prove a denied
+// call never did.
+//
+//	/mcp           the stateful endpoint (2025-11-25: sessions, GET streams)
+//	/mcp-stateless the stateless one (2026-07-28, and 2025-11-25 without sessions)
+//	GET /stats     {"calls":{"pay":1,...},"authorization":["Bearer ..."]}
+//	POST /release  lets every stream call waiting return
+//
+// It prints "listening on ADDR" once it serves.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+type stats struct {
+	mu    sync.Mutex
+	calls map[string]int
+	auth  []string
+	// release is closed by POST /release.
+	release chan struct{}
+}
+
+func (s *stats) count(tool string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls[tool]++
+}
+
+func (s *stats) recordAuth(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		if a := r.Header.Get("Authorization"); a != "" && !slices.Contains(s.auth, a) {
+			s.auth = append(s.auth, a)
+		}
+		s.mu.Unlock()
+		h.ServeHTTP(w, r)
+	})
+}
+
+type payIn struct {
+	Amount float64 `json:"amount" jsonschema:"the amount to pay"`
+}
+
+type pathIn struct {
+	Path string `json:"path" jsonschema:"a file path"`
+}
+
+type noteIn struct {
+	Note string `json:"note" jsonschema:"a note echoed back"`
+}
+
+func text(s string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
+}
+
+func newServer(st *stats) *mcp.Server {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "toolgate-test-mcpserver", Version: "1.0.0"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "pay", Description: "pay an amount"},
+		func(_ context.Context, _ *mcp.CallToolRequest, in payIn) (*mcp.CallToolResult, any, error) {
+			st.count("pay")
+			return text(fmt.Sprintf("paid %g", in.Amount)), nil, nil
+		})
+	mcp.AddTool(srv, &mcp.Tool{Name: "read_file", Description: "read a file"},
+		func(_ context.Context, _ *mcp.CallToolRequest, in pathIn) (*mcp.CallToolResult, any, error) {
+			st.count("read_file")
+			return text("contents of " + in.Path), nil, nil
+		})
+	mcp.AddTool(srv, &mcp.Tool{Name: "delete_file", Description: "delete a file"},
+		func(_ context.Context, _ *mcp.CallToolRequest, in pathIn) (*mcp.CallToolResult, any, error) {
+			st.count("delete_file")
+			return text("deleted " + in.Path), nil, nil
+		})
+	// stream sends a progress notification at once, then waits for POST
+	// /release: a client that sees the notification before releasing has
+	// proof the response stream was not buffered.
+	mcp.AddTool(srv, &mcp.Tool{Name: "stream", Description: "notify progress, then wait for /release"},
+		func(ctx context.Context, req *mcp.CallToolRequest, in noteIn) (*mcp.CallToolResult, any, error) {
+			st.count("stream")
+			if tok := req.Params.GetProgressToken(); tok != nil {
+				if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: 1, Message: "started " + in.Note}); err != nil {
+					return nil, nil, err
+				}
+			}
+			select {
+			case <-st.release:
+			case <-time.After(30 * time.Second):
+				return nil, nil, fmt.Errorf("not released within 30s")
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			}
+			return text("streamed " + in.Note), nil, nil
+		})
+	return srv
+}
+
+func main() {
+	addr := flag.String("listen", "127.0.0.1:0", "address to serve on (loopback)")
+	flag.Parse()
+	st := &stats{calls: map[string]int{}, release: make(chan struct{})}
+	srv := newServer(st)
+	getServer := func(*http.Request) *mcp.Server { return srv }
+	var releaseOnce sync.Once
+	mux := http.NewServeMux()
+	// The SDK speaks 2026-07-28 only stateless, and keeps sessions (GET
+	// streams, Mcp-Session-Id) only stateful: one endpoint for each.
+	mux.Handle("/mcp", st.recordAuth(mcp.NewStreamableHTTPHandler(getServer, nil)))
+	mux.Handle("/mcp-stateless", st.recordAuth(mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{Stateless: true})))
+	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, _ *http.Request) {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		_ = json.NewEncoder(w).Encode(map[string]any{"calls": st.calls, "authorization": st.auth})
+	})
+	mux.HandleFunc("POST /release", func(w http.ResponseWriter, _ *http.Request) {
+		releaseOnce.Do(func() { close(st.release) })
+	})
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Fprintf(os.Stdout, "listening on %s\n", ln.Addr())
+	log.Fatal((&http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}).Serve(ln))
+}
