@@ -4,7 +4,6 @@
 package bundle
 
 import (
-	"encoding/json"
 	"time"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
@@ -34,26 +33,19 @@ func Build(policies []v1alpha1.Policy, frozen []v1alpha1.FrozenAgent, now time.T
 }
 
 // Policy converts one Policy; its id is metadata.name and its version
-// metadata.generation; omitted fields get engine.Policy.WithDefaults.
+// metadata.generation; omitted fields get engine.Policy.WithDefaults (so the
+// default defaultEffect follows evaluation, which a CRD default could not).
+// An explicit evaluation: ordered is written as "", what the engine reads as
+// ordered: the bundle stays the one it was before the field existed (same
+// schema version and revision), so sidecars not yet upgraded keep serving it.
 func Policy(p *v1alpha1.Policy) engine.Policy {
 	out := engine.Policy{ID: p.Name, Version: p.Generation, Priority: p.Spec.Priority,
 		DefaultEffect: string(p.Spec.DefaultEffect), Rules: make([]engine.Rule, 0, len(p.Spec.Rules))}
-	for _, r := range p.Spec.Rules {
-		er := engine.Rule{ID: r.ID, Description: r.Description, Effect: string(r.Effect)}
-		for _, c := range r.Conditions {
-			ec := engine.Condition{Field: c.Field, Operator: string(c.Operator)}
-			if c.Value != nil {
-				ec.Value = c.Value.Raw
-			}
-			if c.Values != nil {
-				ec.Values = make([]json.RawMessage, len(c.Values))
-				for i, v := range c.Values {
-					ec.Values[i] = v.Raw
-				}
-			}
-			er.Conditions = append(er.Conditions, ec)
-		}
-		out.Rules = append(out.Rules, er)
+	if p.Spec.Evaluation != v1alpha1.EvaluationOrdered {
+		out.Evaluation = string(p.Spec.Evaluation)
+	}
+	for i := range p.Spec.Rules {
+		out.Rules = append(out.Rules, rule(&p.Spec.Rules[i]))
 	}
 	return out.WithDefaults()
 }

@@ -22,7 +22,7 @@ func policy(name string, gen int64, prio int32, rules ...v1alpha1.Rule) v1alpha1
 
 func TestBuildConvertsAndOrders(t *testing.T) {
 	t.Parallel()
-	rule := v1alpha1.Rule{ID: "r", Effect: v1alpha1.EffectDeny, Conditions: []v1alpha1.Condition{
+	rule := v1alpha1.Rule{ID: "r", Effect: v1alpha1.RuleDeny, Conditions: []v1alpha1.Condition{
 		{Field: "kwargs.amount", Operator: "gt", Value: &apiextensionsv1.JSON{Raw: []byte("1000")}},
 		{Field: "tool_name", Operator: "in", Values: []apiextensionsv1.JSON{{Raw: []byte(`"pay"`)}, {Raw: []byte(`"transfer"`)}}},
 	}}
@@ -39,7 +39,7 @@ func TestBuildConvertsAndOrders(t *testing.T) {
 		t.Errorf("unset generation gives version %d, want 1", a.Version)
 	}
 	if a.DefaultEffect != "allow" {
-		t.Errorf("unset defaultEffect gives %q, want the CRD default allow", a.DefaultEffect)
+		t.Errorf("unset defaultEffect of an ordered policy gives %q, want allow", a.DefaultEffect)
 	}
 	if b.Policies[2].Version != 3 {
 		t.Errorf("version %d, want generation 3", b.Policies[2].Version)
@@ -80,7 +80,7 @@ func TestBuildDropsExpiredFreezes(t *testing.T) {
 
 func TestBuildIsDeterministic(t *testing.T) {
 	t.Parallel()
-	r := v1alpha1.Rule{ID: "r", Effect: v1alpha1.EffectAllow}
+	r := v1alpha1.Rule{ID: "r", Effect: v1alpha1.RuleAllow}
 	x := []v1alpha1.Policy{policy("a", 1, 1, r), policy("b", 1, 1, r), policy("c", 1, 2, r)}
 	y := []v1alpha1.Policy{x[2], x[0], x[1]}
 	dx, rx, err := engine.Encode(Build(x, nil, time.Time{}))

@@ -29,6 +29,7 @@ func TestSampleRequests(t *testing.T) {
 		rmrf     = "bash-no-rm-rf"
 		pay      = "pay-cap"
 		github   = "mcp-github-writes"
+		database = "mcp-database-gateway"
 	)
 	expect := map[string]want{
 		"bash_ls":              {engine.Allow, readonly, "read-only-shell", ""},
@@ -47,6 +48,10 @@ func TestSampleRequests(t *testing.T) {
 		"github_create_issue":  {engine.Deny, github, "no-github-writes", ""},
 		"github_list_issues":   {engine.Allow, github, "github-reads", ""},
 		"frozen_agent":         {engine.Deny, "", "", engine.CodeAgentFrozen},
+		// sampleNow is a Sunday: outside the analysts' office hours.
+		"db_analyst_read_on_sunday": {engine.Deny, "", "", ""},
+		"db_drop_table":             {engine.Deny, database, "no-drop", ""},
+		"db_write":                  {engine.Allow, database, "writes-audited", ""},
 	}
 	files, err := filepath.Glob(filepath.Join(samplesDir, "requests", "*.json"))
 	if err != nil {
@@ -87,13 +92,49 @@ func TestSamplesValidate(t *testing.T) {
 	if o.code != 0 || o.stdout != "" {
 		t.Fatalf("validate config/samples: exit %d\n%s%s", o.code, o.stdout, o.stderr)
 	}
-	if !strings.Contains(o.stderr, "4 Policy and 1 FrozenAgent object(s) valid") {
+	if !strings.Contains(o.stderr, "5 Policy and 1 FrozenAgent object(s) valid") {
 		t.Errorf("stderr %q", o.stderr)
 	}
 }
 
 // TestSamplePoliciesAlone checks each sample makes sense on its own too,
 // where the default is allow.
+// TestSampleDatabaseGateway checks the tiered sample on its own, at set
+// times: it is the first policy then, so its default (deny) decides what no
+// rule matches.
+func TestSampleDatabaseGateway(t *testing.T) {
+	const (
+		tuesday10 = "2026-11-17T09:00:00Z" // 10:00 in Berlin
+		tuesday19 = "2026-11-17T18:00:00Z" // 19:00 in Berlin
+	)
+	read := `{"tool_name":"mcp__db__query","agent_id":"report-bot","roles":["analyst"],"side_effect":"read","input":{"sql":"SELECT 1"}}`
+	cases := []struct {
+		name, request, now string
+		want               engine.Decision
+		rule               string
+		effect             engine.Effect
+	}{
+		{"analyst reads in office hours", read, tuesday10, engine.Allow, "analyst-reads-in-office-hours", engine.EffectAllow},
+		{"analyst reads after hours", read, tuesday19, engine.Deny, "", engine.EffectDeny},
+		{"another role reads", strings.Replace(read, "analyst", "sales", 1), tuesday10, engine.Deny, "", engine.EffectDeny},
+		{"roles unresolved", strings.Replace(read, `"roles":["analyst"],`, "", 1), tuesday10, engine.Deny, "", engine.EffectDeny},
+		{"an analyst's DROP", strings.Replace(read, "SELECT 1", "drop table orders", 1), tuesday10, engine.Deny, "no-drop", engine.EffectDeny},
+		{"a write is audited", `{"tool_name":"mcp__db__execute","agent_id":"etl","side_effect":"write","input":{"sql":"DELETE FROM t"}}`,
+			tuesday19, engine.Allow, "writes-audited", engine.EffectAudit},
+		{"another server", `{"tool_name":"mcp__github__list_issues","roles":["analyst"],"side_effect":"read"}`, tuesday10, engine.Deny, "", engine.EffectDeny},
+	}
+	req := filepath.Join(t.TempDir(), "req.json")
+	for _, c := range cases {
+		if err := os.WriteFile(req, []byte(c.request), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		res := oneResult(t, run(t, "", "eval", "-f", filepath.Join(samplesDir, "policy_mcp_database_gateway.yaml"), "--request", req, "--now", c.now))
+		if res.Decision != c.want || res.MatchedRuleID != c.rule || res.Effect != c.effect {
+			t.Errorf("%s: %s rule %q effect %q (%s); want %s %q %q", c.name, res.Decision, res.MatchedRuleID, res.Effect, res.Reason, c.want, c.rule, c.effect)
+		}
+	}
+}
+
 func TestSamplePoliciesAlone(t *testing.T) {
 	dir := t.TempDir()
 	req := filepath.Join(dir, "req.json")

@@ -27,6 +27,8 @@ func newValidateCommand() *cobra.Command {
 			"problem the API server would reject them for: its checks of the CRD schema and CEL rules\n" +
 			"(run from the generated CRDs), then, for a Policy that passes them, toolgate's admission webhook:\n" +
 			"  FILE:doc N: Kind/name: FIELD: message\n" +
+			"The webhook's warnings (valid, but probably not what was meant) go to stderr, as kubectl shows them:\n" +
+			"  warning: FILE:doc N: Policy/name: FIELD: message\n" +
 			"It exits 1 if there is any problem, 0 if there is none and 2 if a path cannot be read.",
 		Example: "  toolgate validate -f config/samples",
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -56,8 +58,14 @@ func runValidate(cmd *cobra.Command, o *ValidateOptions, s streams) error {
 	}
 	// Only objects the API server's schema accepted are in set: like the
 	// API server, which never calls the webhook for the others.
+	var warnings manifest.Errors
 	for i := range set.Policies {
-		problems = append(problems, checkPolicy(&set.Policies[i])...)
+		bad, lint := checkPolicy(&set.Policies[i])
+		problems = append(problems, bad...)
+		warnings = append(warnings, lint...)
+	}
+	for _, w := range warnings {
+		fmt.Fprintln(s.err, "warning: "+w.Error())
 	}
 	slices.SortStableFunc(problems, func(a, b *manifest.Error) int {
 		return cmp.Or(cmp.Compare(a.Source.File, b.Source.File), cmp.Compare(a.Source.Doc, b.Source.Doc),
@@ -81,13 +89,20 @@ func objectCount(set *manifest.Set) string {
 }
 
 // checkPolicy is what the webhook checks once the schema passed: the engine's
-// compile step, nothing re-written. FrozenAgents have no webhook (the kill
-// switch must work while webhooks are down), so the schema is all there is to
-// them.
-func checkPolicy(p *manifest.Policy) manifest.Errors {
-	var out manifest.Errors
-	for _, d := range engine.CheckPolicy(bundle.Policy(&p.Object)) {
-		out = append(out, &manifest.Error{Source: p.Source, Kind: "Policy", Name: p.Object.Name, Field: d.Field, Message: d.Message})
+// compile step, nothing re-written, and, for a Policy it accepts, the
+// engine's lint, which the webhook returns as warnings. FrozenAgents have no
+// webhook (the kill switch must work while webhooks are down), so the schema
+// is all there is to them.
+func checkPolicy(p *manifest.Policy) (problems, warnings manifest.Errors) {
+	ep := bundle.Policy(&p.Object)
+	for _, d := range engine.CheckPolicy(ep) {
+		problems = append(problems, &manifest.Error{Source: p.Source, Kind: "Policy", Name: p.Object.Name, Field: d.Field, Message: d.Message})
 	}
-	return out
+	if len(problems) > 0 {
+		return problems, nil
+	}
+	for _, d := range engine.Lint(ep) {
+		warnings = append(warnings, &manifest.Error{Source: p.Source, Kind: "Policy", Name: p.Object.Name, Field: d.Field, Message: d.Message})
+	}
+	return nil, warnings
 }

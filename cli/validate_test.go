@@ -74,7 +74,7 @@ spec:
   serviceAccount: Not A Name
   reason: ` + long + `
 `,
-		"d-broken.yaml": "apiVersion: toolgate.dev/v1alpha1\nkind: Policy\nmetadata: {name: u}\nspec:\n  rules: [{id: a, effect: allow, when: x}]\n",
+		"d-broken.yaml": "apiVersion: toolgate.dev/v1alpha1\nkind: Policy\nmetadata: {name: u}\nspec:\n  rules: [{id: a, effect: allow, whenever: x}]\n",
 		"e-ok.yaml":     fmt.Sprintf(denyBashPolicy, ""),
 	})
 	o := run(t, "", "validate", "-f", dir)
@@ -92,8 +92,12 @@ spec:
 		a + `:doc 1: Policy/Bad_Name: spec.rules[1].conditions[0].field: Invalid value: "input..command": spec.rules[1].conditions[0].field in body should match `,
 		a + `:doc 1: Policy/Bad_Name: spec.rules[1].description: Too long: may not be more than 1024 bytes`,
 		a + `:doc 1: Policy/Bad_Name: spec.rules[2]: Duplicate value: {"id":"dup"}`,
+		// The Policy CRD has CEL rules (spec.rules[].priority), which the
+		// API server skips after such errors, and says so.
+		a + `:doc 1: Policy/Bad_Name: Invalid value: null: some validation rules were not checked because the object was invalid`,
 		a + `:doc 2: Policy: metadata.name: Required value: name or generateName is required`,
 		a + `:doc 2: Policy: spec.rules: Invalid value: 0: spec.rules in body should have at least 1 items`,
+		a + `:doc 2: Policy: Invalid value: null: some validation rules were not checked because the object was invalid`,
 		b + `:doc 1: Policy/engine: spec.rules[0].conditions[0].value: operator gt needs a number value, not a string`,
 		b + `:doc 1: Policy/engine: spec.rules[0].conditions[1].values: operator in needs values (a list) or value`,
 		b + `:doc 1: Policy/engine: spec.rules[0].conditions[2].values: set value or values, not both`,
@@ -103,7 +107,7 @@ spec:
 		c + `:doc 1: FrozenAgent/f: spec.reason: Too long: may not be more than 1024 bytes`,
 		c + `:doc 1: FrozenAgent/f: spec.serviceAccount: Invalid value: "Not A Name": spec.serviceAccount in body should match`,
 		c + `:doc 1: FrozenAgent/f: Invalid value: null: some validation rules were not checked because the object was invalid`,
-		d + `:doc 1: Policy/u: spec.rules[0].when: unknown field`,
+		d + `:doc 1: Policy/u: spec.rules[0].whenever: unknown field`,
 	}
 	lines := strings.Split(strings.TrimSuffix(o.stdout, "\n"), "\n")
 	if len(lines) != len(want) {
@@ -144,5 +148,28 @@ func TestValidateEmptyDirectory(t *testing.T) {
 	o := run(t, "", "validate", "-f", t.TempDir())
 	if o.code != 0 || o.stderr != "0 Policy and 0 FrozenAgent object(s) valid\n" {
 		t.Errorf("exit %d, stderr %q", o.code, o.stderr)
+	}
+}
+
+// TestValidatePrintsWebhookWarnings: a Policy the webhook accepts with
+// warnings (engine.Lint) is valid, and the warnings go to stderr, located,
+// as kubectl prints the webhook's.
+func TestValidatePrintsWebhookWarnings(t *testing.T) {
+	dir := testenv.WriteTree(t, map[string]string{"p.yaml": `apiVersion: toolgate.dev/v1alpha1
+kind: Policy
+metadata: {name: pay-limit}
+spec:
+  evaluation: tiered
+  rules:
+  - id: pay
+    effect: allow
+    targets: {tools: [pay]}
+    when: {rateLimit: {max: 10, window: 1h}}
+`})
+	o := run(t, "", "validate", "-f", dir)
+	want := "warning: " + filepath.Join(dir, "p.yaml") + ":doc 1: Policy/pay-limit: spec.rules[0].when.rateLimit: an allow rule with rateLimit applies only once the limit is reached"
+	if o.code != 0 || o.stdout != "" || !strings.HasPrefix(o.stderr, want) ||
+		!strings.HasSuffix(o.stderr, "\n1 Policy and 0 FrozenAgent object(s) valid\n") {
+		t.Errorf("exit %d, stdout %q, stderr %q; want stderr starting %q", o.code, o.stdout, o.stderr, want)
 	}
 }

@@ -43,7 +43,7 @@ func benchPolicies(rules int) []v1alpha1.Policy {
 	for i := 0; i < rules; i += 100 {
 		p := v1alpha1.Policy{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%d", i), Generation: 1}}
 		for j := i; j < min(i+100, rules); j++ {
-			p.Spec.Rules = append(p.Spec.Rules, v1alpha1.Rule{ID: fmt.Sprintf("r%d", j), Effect: v1alpha1.EffectDeny,
+			p.Spec.Rules = append(p.Spec.Rules, v1alpha1.Rule{ID: fmt.Sprintf("r%d", j), Effect: v1alpha1.RuleDeny,
 				Description: "no danger",
 				Conditions: []v1alpha1.Condition{
 					{Field: "tool_name", Operator: "eq", Value: &apiextensionsv1.JSON{Raw: fmt.Appendf(nil, `"tool_%d"`, j)}},

@@ -223,7 +223,7 @@ func policyRange(ns, name string, from, to int) *v1alpha1.Policy {
 		Spec: v1alpha1.PolicySpec{DefaultEffect: v1alpha1.EffectAllow}}
 	for i := from; i < to; i++ {
 		p.Spec.Rules = append(p.Spec.Rules, v1alpha1.Rule{
-			ID: fmt.Sprintf("r%d", i), Effect: v1alpha1.EffectDeny, Description: fmt.Sprintf("no danger %d", i),
+			ID: fmt.Sprintf("r%d", i), Effect: v1alpha1.RuleDeny, Description: fmt.Sprintf("no danger %d", i),
 			Conditions: []v1alpha1.Condition{
 				{Field: "tool_name", Operator: "eq", Value: jsonValue(fmt.Sprintf("%q", fmt.Sprintf("tool_%d", i)))},
 				{Field: "input.command", Operator: "contains", Value: jsonValue(fmt.Sprintf("%q", fmt.Sprintf("danger_%d", i)))},

@@ -58,7 +58,7 @@ func TestGeneratedRoleIsEnough(t *testing.T) {
 	runInBackground(t, o)
 
 	bad := &v1alpha1.Policy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bad"},
-		Spec: v1alpha1.PolicySpec{Rules: []v1alpha1.Rule{{ID: "r", Effect: v1alpha1.EffectDeny,
+		Spec: v1alpha1.PolicySpec{Rules: []v1alpha1.Rule{{ID: "r", Effect: v1alpha1.RuleDeny,
 			Conditions: []v1alpha1.Condition{{Field: "input.command", Operator: "matches",
 				Value: &apiextensionsv1.JSON{Raw: []byte(`"(?=x)"`)}}}}}}}
 	if err := k8s.Create(ctx, bad); err != nil {

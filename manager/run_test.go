@@ -64,7 +64,7 @@ func newNamespace(t *testing.T) string {
 func createPolicy(t *testing.T, ns, name string) {
 	t.Helper()
 	p := &v1alpha1.Policy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: v1alpha1.PolicySpec{Rules: []v1alpha1.Rule{{ID: "r", Effect: v1alpha1.EffectDeny}}}}
+		Spec: v1alpha1.PolicySpec{Rules: []v1alpha1.Rule{{ID: "r", Effect: v1alpha1.RuleDeny}}}}
 	if err := k8s.Create(context.Background(), p); err != nil {
 		t.Fatal(err)
 	}

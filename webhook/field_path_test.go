@@ -40,3 +40,40 @@ func TestFieldPathOfEveryDiagnosticLocation(t *testing.T) {
 		}
 	}
 }
+
+// The same holds for the gateway fields' locations: nested condition
+// groups, filters, lists inside them and their items.
+func TestFieldPathOfGatewayDiagnostics(t *testing.T) {
+	raw := func(s string) json.RawMessage { return json.RawMessage(s) }
+	p := engine.Policy{ID: "p", Rules: []engine.Rule{
+		{ID: "r", Effect: "allow", Priority: 3,
+			Subjects: &engine.Subjects{Agents: []string{}},
+			Targets:  &engine.Targets{Resources: []engine.ResourceTarget{{Type: "", Names: []string{"a"}}}},
+			Select:   &engine.Select{Tool: "/(?=x)/"},
+			When: &engine.When{Schedule: []engine.Window{{Days: []string{"mon", "Tue"}, From: "8:00", To: "09:00", TimeZone: "Nowhere/Land"}},
+				RateLimit: &engine.Limit{Max: 0, Window: "0s", Per: "pod"}},
+			Conditions: []engine.Condition{{Any: []engine.Condition{
+				{Field: "a", Operator: "exists"},
+				{All: []engine.Condition{{Field: "x", Operator: "gt", Value: raw(`"x"`)}}},
+			}}}},
+	}}
+	diags := engine.CheckPolicy(p)
+	seen := map[string]bool{}
+	for _, d := range diags {
+		got := fieldPath(d.Location).String()
+		if got != d.Field {
+			t.Errorf("field.Path %q, engine says %q (%s)", got, d.Field, d.Message)
+		}
+		seen[got] = true
+	}
+	for _, want := range []string{"spec.rules[0].priority", "spec.rules[0].subjects.agents",
+		"spec.rules[0].targets.resources[0].type", "spec.rules[0].select.tool",
+		"spec.rules[0].when.schedule[0].days[1]", "spec.rules[0].when.schedule[0].from",
+		"spec.rules[0].when.schedule[0].timeZone", "spec.rules[0].when.rateLimit.max",
+		"spec.rules[0].when.rateLimit.window", "spec.rules[0].when.rateLimit.per",
+		"spec.rules[0].conditions[0].any[1].all[0].value"} {
+		if !seen[want] {
+			t.Errorf("no diagnostic at %s; got %v", want, seen)
+		}
+	}
+}

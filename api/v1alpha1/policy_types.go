@@ -1,11 +1,10 @@
 package v1alpha1
 
 import (
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Effect is what a rule, or a policy's default, decides.
+// Effect is what a policy's default decides when no rule matched.
 // +kubebuilder:validation:Enum=allow;deny
 type Effect string
 
@@ -14,9 +13,41 @@ const (
 	EffectDeny  Effect = "deny"
 )
 
+// RuleEffect is what a rule decides. warn and audit allow the call: warn
+// adds the rule's reason to the result's warnings, audit only marks it. A
+// separate type from Effect because a default can only allow or deny.
+// +kubebuilder:validation:Enum=allow;deny;warn;audit
+type RuleEffect string
+
+const (
+	RuleAllow RuleEffect = "allow"
+	RuleDeny  RuleEffect = "deny"
+	RuleWarn  RuleEffect = "warn"
+	RuleAudit RuleEffect = "audit"
+)
+
+// Evaluation is how a policy's rules decide.
+// +kubebuilder:validation:Enum=ordered;tiered
+type Evaluation string
+
+const (
+	// EvaluationOrdered scans the rules in order: the first matching deny
+	// decides, otherwise the last matching allow (seed 000).
+	EvaluationOrdered Evaluation = "ordered"
+	// EvaluationTiered lets only the matching rules of the highest priority
+	// decide, deny over warn over audit over allow (seed 001).
+	EvaluationTiered Evaluation = "tiered"
+)
+
 // Operator compares a request field with a condition's value.
 // +kubebuilder:validation:Enum=eq;neq;in;not_in;contains;not_contains;starts_with;ends_with;matches;gt;gte;lt;lte;exists;not_exists;is_empty;is_not_empty;is_valid_json
 type Operator string
+
+// The priority rule reads every rule, so it sits on PolicySpec rather than
+// on Rule. An explicit priority: 0 is what an omitted one means, so it is
+// allowed. Its message is fixed: a messageExpression listing the rules' ids
+// is estimated far over the API server's cost budget.
+// +kubebuilder:validation:XValidation:rule="(has(self.evaluation) && self.evaluation == 'tiered') || self.rules.all(r, !has(r.priority) || r.priority == 0)",fieldPath=".rules",message="spec.rules[].priority (non-zero) is only allowed when spec.evaluation is tiered: an ordered policy scans its rules in order, so set evaluation: tiered or remove the rules' priority"
 
 // PolicySpec is the desired state of a Policy.
 type PolicySpec struct {
@@ -26,74 +57,29 @@ type PolicySpec struct {
 	// +kubebuilder:default=0
 	Priority int32 `json:"priority,omitempty"`
 
-	// defaultEffect applies when no rule of any policy matched, and only the
-	// first policy's (in priority order) counts.
+	// evaluation is ordered (when omitted) or tiered. An ordered policy's
+	// rules are scanned in order: the first matching deny decides at once; a
+	// matching allow, warn or audit is remembered and a later deny still
+	// wins. A tiered policy computes one verdict: among its matching rules
+	// only those of the highest priority decide, deny over warn over audit
+	// over allow.
 	// +optional
-	// +kubebuilder:default=allow
+	Evaluation Evaluation `json:"evaluation,omitempty"`
+
+	// defaultEffect applies when no rule of any policy matched, and only the
+	// first policy's (in priority order) counts. When omitted it is allow for
+	// an ordered policy and deny for a tiered one. The bundle builder, not
+	// the CRD, fills it in: a CRD default cannot depend on evaluation.
+	// +optional
 	DefaultEffect Effect `json:"defaultEffect,omitempty"`
 
-	// rules are scanned in order: the first matching deny decides at once; a
-	// matching allow is remembered and a later deny still wins.
+	// rules, unique by id; spec.evaluation says how they decide.
 	// +required
 	// +listType=map
 	// +listMapKey=id
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=1000
 	Rules []Rule `json:"rules"`
-}
-
-// Rule is a list of AND-ed conditions and the effect when all hold.
-type Rule struct {
-	// id names the rule in decisions and status; unique in the policy.
-	// +required
-	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=63
-	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
-	ID string `json:"id"`
-
-	// description is returned as the reason when this rule denies.
-	// +optional
-	// +kubebuilder:validation:MaxLength=1024
-	Description string `json:"description,omitempty"`
-
-	// effect is allow or deny.
-	// +required
-	Effect Effect `json:"effect"`
-
-	// conditions must all hold for the rule to match; none matches every call.
-	// +optional
-	// +kubebuilder:validation:MaxItems=64
-	Conditions []Condition `json:"conditions,omitempty"`
-}
-
-// Not in CEL: "in needs values" and the like. value and values hold any
-// JSON scalar, so they are untyped in the schema, and the API server rejects
-// CEL rules over untyped fields ("undefined field"); the engine checks them.
-
-// Condition tests one field of the tool call. The schema rejects malformed
-// paths itself (so they fail even with the webhook bypassed); the webhook
-// adds what needs the engine: value types, regexes, forbidden segments.
-type Condition struct {
-	// field is a dot-path into the request: tool_name, agent_id,
-	// input.command, kwargs.amount, args.0.
-	// +required
-	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=256
-	// +kubebuilder:validation:Pattern=`^[^.]+([.][^.]+){0,15}$`
-	Field string `json:"field"`
-
-	// operator is how the field is compared.
-	// +required
-	Operator Operator `json:"operator"`
-
-	// value is a JSON scalar (string, number or bool).
-	// +optional
-	Value *apiextensionsv1.JSON `json:"value,omitempty"`
-
-	// values is a list of JSON scalars, for in and not_in.
-	// +optional
-	// +kubebuilder:validation:MaxItems=1024
-	Values []apiextensionsv1.JSON `json:"values,omitempty"`
 }
 
 // PolicyStatus is what the operator observed and published.
@@ -125,6 +111,7 @@ type PolicyStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Rules",type=integer,JSONPath=`.status.ruleCount`
 // +kubebuilder:printcolumn:name="Priority",type=integer,JSONPath=`.spec.priority`
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.evaluation`
 // +kubebuilder:printcolumn:name="Default",type=string,JSONPath=`.spec.defaultEffect`
 // +kubebuilder:printcolumn:name="Revision",type=string,JSONPath=`.status.bundleRevision`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=10

@@ -49,17 +49,19 @@ func TestEveryKindIsServed(t *testing.T) {
 	}
 }
 
-// TestDecodeDefaultsFromTheCRD: the defaults are the CRD's, not a copy.
+// TestDecodeDefaultsFromTheCRD: the defaults are the CRD's, not a copy. The
+// CRD has none for defaultEffect: the bundle builder fills it in, allow or
+// deny by spec.evaluation.
 func TestDecodeDefaultsFromTheCRD(t *testing.T) {
 	u := object(t, `{apiVersion: toolgate.dev/v1alpha1, kind: Policy, metadata: {name: p}, spec: {rules: [{id: a, effect: allow}]}}`)
 	unknown, err := Decode(u)
 	if err != nil || len(unknown) > 0 {
 		t.Fatalf("Decode: unknown %v, err %v", unknown, err)
 	}
-	effect, _, _ := unstructured.NestedString(u.Object, "spec", "defaultEffect")
-	priority, _, _ := unstructured.NestedInt64(u.Object, "spec", "priority")
-	if effect != string(v1alpha1.EffectAllow) || priority != 0 {
-		t.Errorf("defaults: defaultEffect %q, priority %d; want allow, 0", effect, priority)
+	_, hasEffect, _ := unstructured.NestedString(u.Object, "spec", "defaultEffect")
+	priority, hasPriority, _ := unstructured.NestedInt64(u.Object, "spec", "priority")
+	if hasEffect || !hasPriority || priority != 0 {
+		t.Errorf("defaults: defaultEffect set %v, priority %d (set %v); want no defaultEffect, priority 0", hasEffect, priority, hasPriority)
 	}
 	u = object(t, `{apiVersion: toolgate.dev/v1alpha1, kind: Policy, metadata: {name: p}, spec: {defaultEffect: deny}}`)
 	if err := Default(u); err != nil {
@@ -72,12 +74,12 @@ func TestDecodeDefaultsFromTheCRD(t *testing.T) {
 
 func TestDecodeReturnsAndPrunesUnknownFields(t *testing.T) {
 	u := object(t, `{apiVersion: toolgate.dev/v1alpha1, kind: Policy, metadata: {name: p, colour: red},
-spec: {rules: [{id: a, effect: allow, when: x, conditions: [{field: f, operator: exists, valu: 1}]}], extra: true}}`)
+spec: {rules: [{id: a, effect: allow, whenever: x, conditions: [{field: f, operator: exists, valu: 1}]}], extra: true}}`)
 	unknown, err := Decode(u)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"metadata.colour", "spec.extra", "spec.rules[0].conditions[0].valu", "spec.rules[0].when"}
+	want := []string{"metadata.colour", "spec.extra", "spec.rules[0].conditions[0].valu", "spec.rules[0].whenever"}
 	if !slices.Equal(unknown, want) {
 		t.Errorf("unknown fields %v, want %v", unknown, want)
 	}
@@ -95,7 +97,7 @@ func TestValidate(t *testing.T) {
 spec: {rules: [{id: a, effect: allow, conditions: [{field: tool_name, operator: eq, value: Bash}]}]}}`, nil},
 		{"schema, list map and metadata", `{apiVersion: toolgate.dev/v1alpha1, kind: Policy, metadata: {name: Bad_Name, namespace: d},
 spec: {priority: x, rules: [{id: a, effect: allow, conditions: [{field: a..b, operator: like}]}, {id: a, effect: deny}]}}`,
-			[]string{"metadata.name Invalid value", "spec.priority Invalid value", "spec.rules[0].conditions[0].field Invalid value",
+			[]string{"<nil> Invalid value", "metadata.name Invalid value", "spec.priority Invalid value", "spec.rules[0].conditions[0].field Invalid value",
 				"spec.rules[0].conditions[0].operator Unsupported value", "spec.rules[1] Duplicate value"}},
 		{"status is dropped on create", `{apiVersion: toolgate.dev/v1alpha1, kind: Policy, metadata: {name: p, namespace: d},
 spec: {rules: [{id: a, effect: allow}]}, status: {ruleCount: many}}`, nil},

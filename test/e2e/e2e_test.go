@@ -40,7 +40,7 @@ func policy(name, description string) *v1alpha1.Policy {
 	return &v1alpha1.Policy{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: v1alpha1.PolicySpec{DefaultEffect: v1alpha1.EffectAllow, Rules: []v1alpha1.Rule{{
-			ID: "no-rm-rf", Description: description, Effect: v1alpha1.EffectDeny,
+			ID: "no-rm-rf", Description: description, Effect: v1alpha1.RuleDeny,
 			Conditions: []v1alpha1.Condition{
 				{Field: "tool_name", Operator: "eq", Value: str("Bash")},
 				{Field: "input.command", Operator: "matches", Value: str(`rm\s+-rf`)},

@@ -27,6 +27,13 @@ type decision struct {
 	MatchedRuleID  string `json:"matchedRuleId"`
 	Reason         string `json:"reason"`
 	BundleRevision string `json:"bundleRevision"`
+	// Effect and Warnings: issue 9's gateway model.
+	Effect          string   `json:"effect"`
+	Warnings        []string `json:"warnings"`
+	MatchedResource *struct {
+		Type string `json:"type"`
+		Name string `json:"name"`
+	} `json:"matchedResource"`
 }
 
 func (d decision) String() string {

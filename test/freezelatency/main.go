@@ -68,7 +68,7 @@ func run(n int, target time.Duration, stopManager bool) error {
 		return err
 	}
 	allowAll := &v1alpha1.Policy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "allow-all"},
-		Spec: v1alpha1.PolicySpec{Rules: []v1alpha1.Rule{{ID: "all", Effect: v1alpha1.EffectAllow}}}}
+		Spec: v1alpha1.PolicySpec{Rules: []v1alpha1.Rule{{ID: "all", Effect: v1alpha1.RuleAllow}}}}
 	if err := c.Create(ctx, allowAll); err != nil {
 		return err
 	}

@@ -285,7 +285,7 @@ func policy(ns, name string, n int, marker string) *v1alpha1.Policy {
 		if i == 0 && marker != "" {
 			tool = marker
 		}
-		p.Spec.Rules = append(p.Spec.Rules, v1alpha1.Rule{ID: fmt.Sprintf("r%d", i), Effect: v1alpha1.EffectDeny,
+		p.Spec.Rules = append(p.Spec.Rules, v1alpha1.Rule{ID: fmt.Sprintf("r%d", i), Effect: v1alpha1.RuleDeny,
 			Description: "latency run",
 			Conditions: []v1alpha1.Condition{
 				{Field: "tool_name", Operator: "eq", Value: jsonString(tool)},

@@ -1,0 +1,189 @@
+package v1alpha1
+
+import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+)
+
+// Rule is a set of filters (subjects, targets, select, when, conditions)
+// and the effect when all of them hold; a rule without any matches every
+// call.
+type Rule struct {
+	// id names the rule in decisions and status; unique in the policy.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	ID string `json:"id"`
+
+	// description is returned as the reason when this rule denies, warns or
+	// audits.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Description string `json:"description,omitempty"`
+
+	// priority is the rule's tier in a tiered policy: only the matching rules
+	// of the highest priority decide. Negative values are allowed; an
+	// ordered policy must leave it 0.
+	// +optional
+	Priority int32 `json:"priority,omitempty"`
+
+	// effect is allow, deny, warn (allow, with the reason in the result's
+	// warnings) or audit (allow, marked for audit).
+	// +required
+	Effect RuleEffect `json:"effect"`
+
+	// subjects scopes the rule to agents or roles; none: everyone.
+	// +optional
+	Subjects *Subjects `json:"subjects,omitempty"`
+
+	// targets binds the rule to MCP servers, tools and resources.
+	// +optional
+	Targets *Targets `json:"targets,omitempty"`
+
+	// select is the resource selector: every key present must hold.
+	// +optional
+	Select *Select `json:"select,omitempty"`
+
+	// when holds context conditions: time windows, environment, sensitivity,
+	// actor confidence, rate limits and token budgets.
+	// +optional
+	When *When `json:"when,omitempty"`
+
+	// No MinItems, unlike the gateway lists: stored policies may carry an
+	// empty list.
+
+	// conditions must all hold for the rule to match; none matches every call.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	Conditions []Condition `json:"conditions,omitempty"`
+}
+
+// Conditions nest at most any -> all -> leaf (seed 002's "or", one level).
+// controller-gen cannot generate a recursive schema, so each level is its
+// own type: Condition may hold any, AnyCondition may hold all, LeafCondition
+// holds neither. The groups a level may not hold are declared with
+// maxItems 0 rather than left out: a field the schema does not know is
+// pruned, silently unless the client asks for strict field validation, and
+// a pruned group changes what the condition means; a declared one is
+// refused with its path whatever the client.
+//
+// Not in CEL: "in needs values", "a group takes no value" and the like.
+// value and values hold any JSON scalar, so they are untyped in the schema,
+// and the API server rejects CEL rules over untyped fields ("undefined
+// field"); the engine checks them.
+
+// Three CEL rules rather than one, so that each error names its field. The
+// schema rejects malformed paths itself (so they fail even with the webhook
+// bypassed); the webhook adds what needs the engine: value types, regexes,
+// forbidden segments.
+// +kubebuilder:validation:XValidation:rule="has(self.any) || has(self.field)",fieldPath=".field",message="field is required: a condition is a test (field and operator) or a group (any)"
+// +kubebuilder:validation:XValidation:rule="has(self.any) || has(self.operator)",fieldPath=".operator",message="operator is required: a condition is a test (field and operator) or a group (any)"
+// +kubebuilder:validation:XValidation:rule="!has(self.any) || (!has(self.field) && !has(self.operator))",fieldPath=".any",message="a group (any) takes no field or operator: move the test into the group"
+
+// Condition tests one field of the tool call, or is an any group.
+type Condition struct {
+	// field is a dot-path into the request: tool_name, agent_id,
+	// input.command, kwargs.amount, args.0.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^[^.]+([.][^.]+){0,15}$`
+	Field string `json:"field,omitempty"`
+
+	// operator is how the field is compared.
+	// +optional
+	Operator Operator `json:"operator,omitempty"`
+
+	// value is a JSON scalar (string, number or bool).
+	// +optional
+	Value *apiextensionsv1.JSON `json:"value,omitempty"`
+
+	// values is a list of JSON scalars, for in and not_in.
+	// +optional
+	// +kubebuilder:validation:MaxItems=1024
+	Values []apiextensionsv1.JSON `json:"values,omitempty"`
+
+	// any holds when one of its members does: each a test or an all group.
+	// +optional
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	Any []AnyCondition `json:"any,omitempty"`
+
+	// all is not allowed here: all groups live inside any (a rule's
+	// conditions are already AND-ed). Declared so the API server refuses it
+	// rather than dropping it.
+	// +optional
+	// +kubebuilder:validation:MaxItems=0
+	All []apiextensionsv1.JSON `json:"all,omitempty"`
+}
+
+// AnyCondition is a member of an any group: a test, or an all group.
+// +kubebuilder:validation:XValidation:rule="has(self.all) || has(self.field)",fieldPath=".field",message="field is required: a member of any is a test (field and operator) or a group (all)"
+// +kubebuilder:validation:XValidation:rule="has(self.all) || has(self.operator)",fieldPath=".operator",message="operator is required: a member of any is a test (field and operator) or a group (all)"
+// +kubebuilder:validation:XValidation:rule="!has(self.all) || (!has(self.field) && !has(self.operator))",fieldPath=".all",message="a group (all) takes no field or operator: move the test into the group"
+type AnyCondition struct {
+	// field is a dot-path into the request, as in a condition.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^[^.]+([.][^.]+){0,15}$`
+	Field string `json:"field,omitempty"`
+
+	// operator is how the field is compared.
+	// +optional
+	Operator Operator `json:"operator,omitempty"`
+
+	// value is a JSON scalar (string, number or bool).
+	// +optional
+	Value *apiextensionsv1.JSON `json:"value,omitempty"`
+
+	// values is a list of JSON scalars, for in and not_in.
+	// +optional
+	// +kubebuilder:validation:MaxItems=1024
+	Values []apiextensionsv1.JSON `json:"values,omitempty"`
+
+	// all holds when every one of its tests does; nesting stops here.
+	// +optional
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	All []LeafCondition `json:"all,omitempty"`
+
+	// any is not allowed here: groups nest at most any -> all -> test.
+	// Declared so the API server refuses it rather than dropping it.
+	// +optional
+	// +kubebuilder:validation:MaxItems=0
+	Any []apiextensionsv1.JSON `json:"any,omitempty"`
+}
+
+// LeafCondition is a test inside an all group.
+type LeafCondition struct {
+	// field is a dot-path into the request, as in a condition.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^[^.]+([.][^.]+){0,15}$`
+	Field string `json:"field"`
+
+	// operator is how the field is compared.
+	// +required
+	Operator Operator `json:"operator"`
+
+	// value is a JSON scalar (string, number or bool).
+	// +optional
+	Value *apiextensionsv1.JSON `json:"value,omitempty"`
+
+	// values is a list of JSON scalars, for in and not_in.
+	// +optional
+	// +kubebuilder:validation:MaxItems=1024
+	Values []apiextensionsv1.JSON `json:"values,omitempty"`
+
+	// any and all are not allowed here: groups nest at most any -> all ->
+	// test. Declared so the API server refuses them rather than dropping
+	// them.
+	// +optional
+	// +kubebuilder:validation:MaxItems=0
+	Any []apiextensionsv1.JSON `json:"any,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxItems=0
+	All []apiextensionsv1.JSON `json:"all,omitempty"`
+}
