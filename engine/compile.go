@@ -37,8 +37,9 @@ type Compiled struct {
 	// byTool finds, with one lookup per evaluation, the policies that have
 	// rules pinned to a tool and those rules; policies without a hit and
 	// without rules for any tool are skipped.
-	byTool map[string][]toolHit
-	paths  []Path // one slot per distinct field path
+	byTool    map[string][]toolHit
+	paths     []Path // one slot per distinct field path
+	usesUsage bool   // a rule has a rateLimit or tokenBudget
 	// resourceSlot marks the paths rooted at resource, which read the
 	// resource under evaluation in a per-resource evaluation.
 	resourceSlot []bool
@@ -169,6 +170,11 @@ func Compile(b Bundle) (*Compiled, []Diagnostic) {
 		}
 		p.byTool = nil // c.byTool holds them now
 		p.skippable = p.compileError == "" && len(p.anyTool) == 0 && p.byResource == nil
+		for ri := range p.rules {
+			if w := p.rules[ri].when; w != nil && (w.rateLimit != nil || w.tokenBudget != nil) {
+				c.usesUsage = true
+			}
+		}
 	}
 	c.paths = k.paths
 	c.resourceSlot = make([]bool, len(k.paths))
@@ -195,7 +201,7 @@ func (c *Compiled) WithFrozen(extra []FrozenAgent) *Compiled {
 	if c == nil {
 		return nil
 	}
-	out := &Compiled{revision: c.revision, policies: c.policies, byTool: c.byTool, paths: c.paths, resourceSlot: c.resourceSlot,
+	out := &Compiled{revision: c.revision, policies: c.policies, byTool: c.byTool, paths: c.paths, resourceSlot: c.resourceSlot, usesUsage: c.usesUsage,
 		bundleFrozen: c.bundleFrozen, frozen: newFreezes(c.bundleFrozen, extra)}
 	out.initScratch()
 	return out

@@ -38,6 +38,11 @@ type EvalOptions struct {
 // clock per rule would cost more than most rules.
 const budgetCheckEvery = 32
 
+// UsesUsage tells whether a rule reads EvalOptions.Usage (a rateLimit or a
+// tokenBudget): a caller that counts calls must then decide and count each
+// call as one step, or calls decided at once would pass a limit together.
+func (c *Compiled) UsesUsage() bool { return c != nil && c.usesUsage }
+
 // Revision is the revision of the bundle this was compiled from.
 func (c *Compiled) Revision() string {
 	if c == nil {
@@ -62,7 +67,7 @@ func (c *Compiled) Evaluate(req Request, opts EvalOptions) Result {
 	var res Result
 	c.evaluate(req, &opts, &clk, &tr, &res)
 	if res.Effect == "" {
-		res.Effect = res.effect()
+		res.Effect = res.StatedEffect()
 	}
 	res.Trace, res.Verdicts, res.TraceTruncated = tr.rules, tr.verdicts, tr.truncated
 	res.LatencyMs = float64(clk.elapsed().Nanoseconds()) / 1e6

@@ -121,7 +121,7 @@ func (r Result) AppendJSON(dst []byte) ([]byte, error) {
 	dst = append(dst, `{"decision":`...)
 	dst = AppendJSONString(dst, string(r.Decision))
 	dst = append(dst, `,"effect":`...)
-	dst = AppendJSONString(dst, string(r.effect()))
+	dst = AppendJSONString(dst, string(r.StatedEffect()))
 	dst = append(dst, `,"matchedPolicyId":`...)
 	dst = AppendNullableJSONString(dst, r.MatchedPolicyID)
 	dst = append(dst, `,"matchedPolicyVersion":`...)
@@ -181,9 +181,10 @@ func (r Result) AppendJSON(dst []byte) ([]byte, error) {
 	return append(dst, '}'), nil
 }
 
-// effect is Effect, or the decision's when it was left unset (a Result
-// built by hand): a written result always states one.
-func (r Result) effect() Effect {
+// StatedEffect is the effect r states: Effect, or the decision's when it
+// was left unset (a Result built by hand, such as a caller's own deny). A
+// written result always states one; metrics and logs use the same.
+func (r *Result) StatedEffect() Effect {
 	if r.Effect != "" {
 		return r.Effect
 	}

@@ -283,7 +283,7 @@ func (s *Server) closeResponse(out []byte, st *state, id uint64) []byte {
 
 func (s *Server) finish(ev *event, req engine.Request, res *engine.Result, revision string) {
 	took := time.Since(ev.at)
-	effect := effectOf(res)
+	effect := res.StatedEffect()
 	s.metrics.observeDecision(res.Decision, res.Code, effect, took)
 	if !s.decisions.enabled() {
 		return
@@ -336,7 +336,7 @@ func (s *Server) writeDeny(w http.ResponseWriter, b *buffers, req engine.Request
 // the limit. The lock is released by defer, so a panicking evaluation
 // cannot keep it.
 func (s *Server) decideAndCount(st *state, req engine.Request, opts engine.EvalOptions) engine.Result {
-	if st.limits {
+	if st.compiled.UsesUsage() {
 		s.usageMu.Lock()
 		defer s.usageMu.Unlock()
 	}
@@ -347,36 +347,12 @@ func (s *Server) decideAndCount(st *state, req engine.Request, opts engine.EvalO
 	return res
 }
 
-// hasLimits tells whether a rule of b has a rateLimit or a tokenBudget.
-func hasLimits(b engine.Bundle) bool {
-	for _, p := range b.Policies {
-		for _, r := range p.Rules {
-			if r.When != nil && (r.When.RateLimit != nil || r.When.TokenBudget != nil) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // clock is the time decisions are made and calls counted at.
 func (s *Server) clock() time.Time {
 	if s.now != nil {
 		return s.now()
 	}
 	return time.Now()
-}
-
-// effectOf is the effect a response states: engine.Result writes the
-// decision's own when Effect is unset (the sidecar's own denies).
-func effectOf(res *engine.Result) engine.Effect {
-	switch {
-	case res.Effect != "":
-		return res.Effect
-	case res.Decision == engine.Allow:
-		return engine.EffectAllow
-	}
-	return engine.EffectDeny
 }
 
 func stringField(req engine.Request, key string) string {

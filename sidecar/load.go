@@ -68,7 +68,6 @@ func (s *Server) swap(b engine.Bundle, doc []byte, v verified, origin string) er
 		// cache served.
 		if cur.origin != origin {
 			st := newState(cur.compiled, cur.revision, origin, cur.loadedAt, s.idPrefix)
-			st.limits = cur.limits
 			s.state.Store(st)
 		}
 		s.saveCache(doc, v.sig, origin)
@@ -78,7 +77,6 @@ func (s *Server) swap(b engine.Bundle, doc []byte, v verified, origin string) er
 	compiled, diags := engine.Compile(b)
 	now := time.Now()
 	st := newState(compiled.WithFrozen(s.apiFrozen), b.Revision, origin, now, s.idPrefix)
-	st.limits = hasLimits(b)
 	s.state.Store(st)
 	s.mcpBundleLoaded(b)
 	s.metrics.setBundle(b.Revision, now)

@@ -69,7 +69,7 @@ type Server struct {
 	usage *usage.Ledger
 	now   func() time.Time
 	// usageMu makes deciding and counting one step while the bundle has
-	// limits (state.limits).
+	// limits (engine.Compiled.UsesUsage).
 	usageMu sync.Mutex
 	// Decision ids are a per-process random prefix and a counter: unique
 	// across restarts and replicas without a random read per decision.
@@ -100,9 +100,6 @@ type state struct {
 	revision string
 	origin   string
 	loadedAt time.Time
-	// limits is whether a rule of the bundle has a rateLimit or a
-	// tokenBudget: then deciding and counting a call are one step.
-	limits bool
 	// suffix closes a response: `,"bundleRevision":...,"decisionId":"<prefix>`,
 	// encoded once per load instead of once per decision.
 	suffix []byte

@@ -178,7 +178,6 @@ func (s *Server) setAPIFreezes(list []engine.FrozenAgent) {
 		return // no bundle: every decision is deny NO_POLICIES already
 	}
 	st := newState(cur.compiled.WithFrozen(list), cur.revision, cur.origin, cur.loadedAt, s.idPrefix)
-	st.limits = cur.limits
 	s.state.Store(st)
 	s.log.Info("FrozenAgents applied from the API", "count", len(list))
 }
