@@ -102,6 +102,25 @@ func newBinding(o Options) binding {
 	return b
 }
 
+// fill sets the bound fields in req, and returns their names: what a
+// request the sidecar builds itself (an MCP tools/list check) knows
+// without a client.
+func (b *binding) fill(req engine.Request) []string {
+	var names []string
+	for _, f := range []struct {
+		name  string
+		value any
+	}{{"agent_id", b.agentID}, {"roles", b.roles}, {"environment", b.environment}} {
+		if f.value != nil {
+			if req != nil {
+				req[f.name] = f.value
+			}
+			names = append(names, f.name)
+		}
+	}
+	return names
+}
+
 // bind replaces the request's bound fields, noting in ev (for the
 // decision log) and in the metrics what a client asked for that differed.
 func (s *Server) bind(req engine.Request, ev *event) {

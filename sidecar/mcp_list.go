@@ -30,14 +30,10 @@ type mcpStatic struct {
 }
 
 // staticFields are the request fields a tools/list can fill without a
-// call's arguments; agent_id only when this sidecar is bound to one
-// (otherwise each call names its own).
+// call's arguments; agent_id, roles and environment only when this sidecar
+// binds them (otherwise each call names its own).
 func (s *Server) staticFields() []string {
-	f := []string{"tool_name", "server", "action", "framework"}
-	if s.opts.AgentID != "" {
-		f = append(f, "agent_id")
-	}
-	return f
+	return append([]string{"tool_name", "server", "action", "framework"}, s.binding.fill(nil)...)
 }
 
 // mcpBundleLoaded recomputes the static rules for a new bundle and, when
@@ -70,9 +66,7 @@ func (p *mcpProxy) hidden(st *mcpStatic, rt *mcpRoute, tool string) bool {
 		return false
 	}
 	req := engine.Request{"tool_name": tool, "server": rt.up.name, "action": "call", "framework": mcpFramework}
-	if p.s.opts.AgentID != "" {
-		req["agent_id"] = p.s.opts.AgentID
-	}
+	p.s.binding.fill(req)
 	res := st.compiled.Evaluate(req, engine.EvalOptions{ServiceAccount: p.s.opts.ServiceAccount})
 	return res.Decision == engine.Deny && res.Code == "" && res.MatchedRuleID != ""
 }

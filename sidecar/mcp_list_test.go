@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/toolgate/toolgate/engine"
 )
 
 // TestFilterAnswers: tools/list answers are filtered alone, in a batch, and
@@ -59,5 +61,39 @@ func TestFilterAnswers(t *testing.T) {
 	if len(events) != 2 || events[0]+"\n\n" != strings.SplitAfter(stream, "\n\n")[0] ||
 		!strings.HasPrefix(events[1], "id: 2\nevent: message\ndata: ") || names(strings.TrimPrefix(events[1], "id: 2\nevent: message\ndata: ")) != "pay read_file next=c2" {
 		t.Fatalf("stream rewritten as:\n%s", out)
+	}
+}
+
+// TestListHidesWhatBoundRolesAreDenied: roles and an environment the sidecar
+// binds are known without a call, so a deny scoped by them hides the tool;
+// unbound, each call names its own and the tool stays listed.
+func TestListHidesWhatBoundRolesAreDenied(t *testing.T) {
+	b := engine.Bundle{Policies: []engine.Policy{{ID: "interns", Version: 1, Rules: []engine.Rule{
+		{ID: "no-pay-for-interns", Effect: "deny", Subjects: &engine.Subjects{Roles: []string{"intern"}},
+			Targets: &engine.Targets{Tools: []string{"pay"}}, When: &engine.When{Environments: []string{"prod"}}},
+	}}}}
+	for _, tc := range []struct {
+		name   string
+		roles  []string
+		env    string
+		hidden bool
+	}{
+		{"bound intern in prod", []string{"intern"}, "prod", true},
+		{"bound analyst", []string{"analyst"}, "prod", false},
+		{"bound intern, environment unbound", []string{"intern"}, "", false},
+		{"roles unbound", nil, "prod", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := testOptions()
+			o.Roles, o.Environment = tc.roles, tc.env
+			o.MCP.Upstreams = []string{"pay=http://127.0.0.1:1/mcp"}
+			s, _ := newTestServer(t, o)
+			doc, _ := encode(t, b)
+			must(t, s.LoadDocument(doc, false))
+			p := s.mcp
+			if got := p.hidden(p.static.Load(), p.routes["pay"], "pay"); got != tc.hidden {
+				t.Fatalf("pay hidden = %v, want %v", got, tc.hidden)
+			}
+		})
 	}
 }
