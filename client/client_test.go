@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -184,5 +186,21 @@ func TestNewRejectsMalformedURLs(t *testing.T) {
 	}
 	if _, err := New(Options{URL: DefaultURL, Timeout: -time.Second}); err == nil {
 		t.Error("New accepted a negative timeout")
+	}
+}
+
+// Answers that are not decisions fail closed. The server here stands in
+// for whatever wrongly answers on the sidecar's address (a proxy, another
+// service); the sidecar itself never answers so.
+func TestClientMalformedAnswerFailsClosed(t *testing.T) {
+	for _, body := range []string{"not json", `{"decision":"maybe"}`, `{}`, `[1]`} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = w.Write([]byte(body))
+		}))
+		res := evaluate(t, newClient(t, Options{URL: srv.URL}), Request{ToolName: "Read"})
+		srv.Close()
+		if res.Decision != engine.Deny || res.Code != CodeSidecarUnavailable {
+			t.Errorf("answer %q: got %+v, want deny SIDECAR_UNAVAILABLE", body, res)
+		}
 	}
 }

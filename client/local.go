@@ -88,19 +88,28 @@ func (l *Local) Evaluate(_ context.Context, req Request) (Result, error) {
 // beyond the engine's own.
 func (l *Local) EvaluateRequest(req engine.Request) Result {
 	compiled := l.compiled.Load()
-	opts := engine.EvalOptions{ServiceAccount: l.opts.ServiceAccount, Usage: l.ledger}
+	opts := engine.EvalOptions{ServiceAccount: l.opts.ServiceAccount}
 	var res engine.Result
 	if compiled.UsesUsage() {
-		l.usageMu.Lock()
-		res = compiled.Evaluate(req, opts)
-		if res.Decision == engine.Allow {
-			l.ledger.Record(req, time.Now())
-		}
-		l.usageMu.Unlock()
+		opts.Usage = l.ledger
+		res = l.decideAndCount(compiled, req, opts)
 	} else {
 		// Nothing reads the counts, so nothing is counted: that keeps the
-		// hot path free of the ledger's lock and allocations.
+		// hot path free of the ledger's lock and allocations. (Calls made
+		// before a reload that adds limits are therefore not counted.)
 		res = compiled.Evaluate(req, opts)
 	}
 	return Result{Result: res, BundleRevision: compiled.Revision()}
+}
+
+// decideAndCount is the sidecar's: deciding and counting an allowed call
+// are one step; the deferred unlock holds even if evaluation panicked.
+func (l *Local) decideAndCount(compiled *engine.Compiled, req engine.Request, opts engine.EvalOptions) engine.Result {
+	l.usageMu.Lock()
+	defer l.usageMu.Unlock()
+	res := compiled.Evaluate(req, opts)
+	if res.Decision == engine.Allow {
+		l.ledger.Record(req, time.Now())
+	}
+	return res
 }
