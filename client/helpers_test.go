@@ -160,3 +160,12 @@ func fileExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
 }
+
+// renameFile replaces to in one step, as a writer publishing a bundle
+// should.
+func renameFile(t testing.TB, from, to string) {
+	t.Helper()
+	if err := os.Rename(from, to); err != nil {
+		t.Fatal(err)
+	}
+}

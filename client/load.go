@@ -16,32 +16,32 @@ import (
 // manifests, and compiles it. A directory is built into a bundle document
 // and decoded like a file, so both take the one path the sidecar takes.
 // Compile diagnostics do not fail the load: as in the sidecar, a policy
-// that does not compile denies POLICY_COMPILE_ERROR when reached.
-func loadBundle(path string) (*engine.Compiled, error) {
+// that does not compile denies POLICY_COMPILE_ERROR when reached, so
+// compiling is left to the caller, which skips it for a revision it has.
+func loadBundle(path string) (engine.Bundle, error) {
 	info, err := os.Stat(path)
 	if err != nil {
-		return nil, fmt.Errorf("toolgate: bundle %s: %w", path, err)
+		return engine.Bundle{}, fmt.Errorf("toolgate: bundle %s: %w", path, err)
 	}
 	var doc []byte
 	if info.IsDir() {
 		if doc, err = buildDir(path); err != nil {
-			return nil, fmt.Errorf("toolgate: bundle %s: %w", path, err)
+			return engine.Bundle{}, fmt.Errorf("toolgate: bundle %s: %w", path, err)
 		}
 	} else {
 		raw, err := os.ReadFile(path)
 		if err != nil {
-			return nil, fmt.Errorf("toolgate: bundle %s: %w", path, err)
+			return engine.Bundle{}, fmt.Errorf("toolgate: bundle %s: %w", path, err)
 		}
 		if doc, err = bundle.ReadDocument(raw, strings.HasSuffix(path, ".gz")); err != nil {
-			return nil, fmt.Errorf("toolgate: bundle %s: %w", path, err)
+			return engine.Bundle{}, fmt.Errorf("toolgate: bundle %s: %w", path, err)
 		}
 	}
 	b, err := engine.Decode(doc)
 	if err != nil {
-		return nil, fmt.Errorf("toolgate: bundle %s: %w", path, err)
+		return engine.Bundle{}, fmt.Errorf("toolgate: bundle %s: %w", path, err)
 	}
-	compiled, _ := engine.Compile(b)
-	return compiled, nil
+	return b, nil
 }
 
 // buildDir builds the bundle of a manifest directory with manifest.Load

@@ -54,10 +54,14 @@ func NewLocal(opts LocalOptions) (*Local, error) {
 func (l *Local) Reload() error {
 	l.reloadMu.Lock()
 	defer l.reloadMu.Unlock()
-	compiled, err := loadBundle(l.opts.BundlePath)
+	b, err := loadBundle(l.opts.BundlePath)
 	if err != nil {
 		return err
 	}
+	if cur := l.compiled.Load(); cur != nil && cur.Revision() == b.Revision {
+		return nil // the same content: nothing to recompile
+	}
+	compiled, _ := engine.Compile(b)
 	l.compiled.Store(compiled)
 	return nil
 }
