@@ -1,0 +1,180 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/toolgate/toolgate/engine"
+)
+
+// DefaultTimeout bounds one call: the sidecar decides in microseconds, so
+// half a second means it is not answering, and an agent should not hang.
+const DefaultTimeout = 500 * time.Millisecond
+
+// maxAnswer bounds the answer read: a decision is well under 1 KiB, an
+// explain trace is not asked for.
+const maxAnswer = 1 << 20
+
+// Options configure a Client.
+type Options struct {
+	// URL is unix:///path/to.sock or http://host:port. Empty: TOOLGATE_URL,
+	// else DefaultSocket when it exists, else DefaultURL.
+	URL string
+	// Timeout bounds each Evaluate; zero means DefaultTimeout.
+	Timeout time.Duration
+	// FailOpen allows, instead of denying, when the sidecar gives no
+	// decision, and counts each such allow (FailOpenCount). It is off by
+	// default: an unreachable guard must not wave every call through.
+	FailOpen bool
+}
+
+// Client asks a sidecar for decisions over kept-alive connections. It is
+// safe for concurrent use; make one and share it.
+type Client struct {
+	http     *http.Client
+	evalURL  string
+	where    string
+	timeout  time.Duration
+	failOpen bool
+	opened   atomic.Uint64
+}
+
+// New finds the sidecar (Options.URL, TOOLGATE_URL, the socket, the
+// loopback port) and returns a client for it. It fails only on a URL it
+// cannot read; it does not connect.
+func New(opts Options) (*Client, error) {
+	ep, err := discover(opts.URL)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Timeout < 0 {
+		return nil, fmt.Errorf("toolgate: Options.Timeout %v is negative", opts.Timeout)
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	// One transport keeps connections alive across calls: a new TCP or
+	// Unix connection per decision would cost more than the decision.
+	tr := &http.Transport{
+		Proxy:               nil, // the sidecar is local; never route it through HTTP_PROXY
+		MaxIdleConns:        64,
+		MaxIdleConnsPerHost: 64,
+		// Below the sidecar's 60 s idle timeout, so the client closes an
+		// idle connection before the sidecar does and never sends on one
+		// being closed.
+		IdleConnTimeout:    50 * time.Second,
+		DisableCompression: true,
+		ForceAttemptHTTP2:  false,
+	}
+	if ep.socket != "" {
+		var d net.Dialer
+		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return d.DialContext(ctx, "unix", ep.socket)
+		}
+	} else {
+		tr.DialContext = (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext
+	}
+	return &Client{
+		http:     &http.Client{Transport: tr},
+		evalURL:  ep.base + "/v1/evaluate",
+		where:    ep.String(),
+		timeout:  opts.Timeout,
+		failOpen: opts.FailOpen,
+	}, nil
+}
+
+// URL is the sidecar this client asks, as unix:///path or http://host:port.
+func (c *Client) URL() string { return c.where }
+
+// FailOpenCount is how many calls were allowed because FailOpen was set and
+// the sidecar gave no decision.
+func (c *Client) FailOpenCount() uint64 { return c.opened.Load() }
+
+// Close drops the kept-alive connections.
+func (c *Client) Close() { c.http.CloseIdleConnections() }
+
+// Evaluate asks the sidecar to decide req.
+//
+// When the sidecar gives no decision (unreachable, past Options.Timeout, a
+// non-200 status, an answer that is not a decision) the result is a deny
+// with Code CodeSidecarUnavailable and Reason saying why, and the error is
+// nil: that is a decision, fail closed (an allow with FailOpen). The error
+// is non-nil only for what the caller must fix or chose: an empty
+// ToolName, a field that does not encode as JSON, or ctx ending before an
+// answer (ctx.Err(); never counted as fail-open). With an error the result
+// is still a deny.
+func (c *Client) Evaluate(ctx context.Context, req Request) (Result, error) {
+	if req.ToolName == "" {
+		return unavailable(engine.Deny, errNoToolName.Error()), errNoToolName
+	}
+	body, err := json.Marshal(req.fields())
+	if err != nil {
+		err = fmt.Errorf("toolgate: encoding the request: %w", err)
+		return unavailable(engine.Deny, err.Error()), err
+	}
+	callCtx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	res, why := c.post(callCtx, body, req.Traceparent)
+	if why == "" {
+		return res, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return unavailable(engine.Deny, "toolgate sidecar at "+c.where+": "+why), err
+	}
+	if c.failOpen {
+		c.opened.Add(1)
+		return unavailable(engine.Allow, "toolgate sidecar at "+c.where+" gave no decision, allowed (fail open): "+why), nil
+	}
+	return unavailable(engine.Deny, "toolgate sidecar at "+c.where+" gave no decision, denied (fail closed): "+why), nil
+}
+
+// post sends one request; why is empty when the answer is a decision, else
+// says why there is none.
+func (c *Client) post(ctx context.Context, body []byte, traceparent string) (Result, string) {
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, c.evalURL, bytes.NewReader(body))
+	if err != nil {
+		return Result{}, err.Error()
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	if traceparent != "" {
+		hr.Header.Set("traceparent", traceparent)
+	}
+	resp, err := c.http.Do(hr)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+			return Result{}, fmt.Sprintf("no answer within %v", c.timeout)
+		}
+		return Result{}, err.Error()
+	}
+	defer func() { _ = resp.Body.Close() }()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	if err != nil {
+		return Result{}, "reading the answer: " + err.Error()
+	}
+	if resp.StatusCode != http.StatusOK {
+		// A 400 names what is wrong with the request in {"error": ...}.
+		var e struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(data, &e) == nil && e.Error != "" {
+			return Result{}, fmt.Sprintf("status %d: %s", resp.StatusCode, e.Error)
+		}
+		return Result{}, fmt.Sprintf("status %d", resp.StatusCode)
+	}
+	var res Result
+	if err := json.Unmarshal(data, &res); err != nil {
+		return Result{}, "the answer is not a decision: " + err.Error()
+	}
+	if err := checkDecision(&res); err != nil {
+		return Result{}, err.Error()
+	}
+	return res, ""
+}

@@ -1,0 +1,206 @@
+package client
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/sidecar"
+)
+
+func TestClientDecidesOverTCPAndSocket(t *testing.T) {
+	sc := startSidecar(t, sampleBundle(t), nil)
+	for name, url := range map[string]string{"tcp": sc.tcp, "unix": sc.unix} {
+		t.Run(name, func(t *testing.T) {
+			c := newClient(t, Options{URL: url})
+
+			res := evaluate(t, c, Request{ToolName: "Read", AgentID: "coder-1",
+				Input: map[string]any{"file_path": "/workspace/README.md"}})
+			if !res.Allowed() || res.Code != "" || res.BundleRevision == "" || res.DecisionID == "" {
+				t.Errorf("Read: got %+v, want an allow with a revision and a decision id", res)
+			}
+
+			res = evaluate(t, c, Request{ToolName: "Bash", AgentID: "coder-1", SessionID: "s-1",
+				Input: map[string]any{"command": "rm -rf /"}, Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"})
+			if res.Decision != engine.Deny || res.MatchedPolicyID != "bash-no-rm-rf" || res.MatchedRuleID != "no-rm-rf" ||
+				res.MatchedPolicyVersion != 1 || res.Effect != engine.EffectDeny || res.Reason == "" {
+				t.Errorf("rm -rf: got %+v, want deny by bash-no-rm-rf/no-rm-rf", res)
+			}
+
+			res = evaluate(t, c, sampleRequest(t, "frozen_agent.json"))
+			if res.Decision != engine.Deny || res.Code != engine.CodeAgentFrozen ||
+				!strings.Contains(res.Reason, "INC-1042") {
+				t.Errorf("frozen: got %+v, want deny AGENT_FROZEN with the freeze's reason", res)
+			}
+		})
+	}
+}
+
+func TestClientNoBundle(t *testing.T) {
+	sc := startSidecar(t, t.TempDir()+"/absent.json", nil)
+	res := evaluate(t, newClient(t, Options{URL: sc.unix}), Request{ToolName: "Read"})
+	if res.Decision != engine.Deny || res.Code != engine.CodeNoPolicies {
+		t.Errorf("got %+v, want deny NO_POLICIES", res)
+	}
+}
+
+func TestClientFailsClosedWhenTheSidecarStops(t *testing.T) {
+	sc := startSidecar(t, sampleBundle(t), nil)
+	for _, url := range []string{sc.tcp, sc.unix} {
+		c := newClient(t, Options{URL: url})
+		if res := evaluate(t, c, Request{ToolName: "Read"}); !res.Allowed() {
+			t.Fatalf("%s before the stop: got %+v, want allow", url, res)
+		}
+		defer func(c *Client, url string) {
+			// After the stop, on the connection kept alive before it.
+			res := evaluate(t, c, Request{ToolName: "Read"})
+			if res.Decision != engine.Deny || res.Code != CodeSidecarUnavailable || !strings.Contains(res.Reason, url) {
+				t.Errorf("%s after the stop: got %+v, want deny SIDECAR_UNAVAILABLE naming the sidecar", url, res)
+			}
+			if c.FailOpenCount() != 0 {
+				t.Errorf("FailOpenCount = %d without FailOpen", c.FailOpenCount())
+			}
+		}(c, url)
+	}
+	sc.stop()
+}
+
+func TestClientFailOpenCounts(t *testing.T) {
+	sc := startSidecar(t, sampleBundle(t), nil)
+	c := newClient(t, Options{URL: sc.unix, FailOpen: true})
+	// A deny the sidecar makes is never overridden by FailOpen.
+	if res := evaluate(t, c, sampleRequest(t, "bash_rm_rf.json")); res.Decision != engine.Deny {
+		t.Fatalf("rm -rf with FailOpen: got %+v, want the sidecar's deny", res)
+	}
+	sc.stop()
+	for i := 1; i <= 2; i++ {
+		res := evaluate(t, c, sampleRequest(t, "bash_rm_rf.json"))
+		if !res.Allowed() || res.Code != CodeSidecarUnavailable || !strings.Contains(res.Reason, "fail open") {
+			t.Errorf("call %d: got %+v, want allow SIDECAR_UNAVAILABLE (fail open)", i, res)
+		}
+		if got := c.FailOpenCount(); got != uint64(i) {
+			t.Errorf("after call %d FailOpenCount = %d", i, got)
+		}
+	}
+}
+
+func TestClientTimeout(t *testing.T) {
+	// A listener that accepts and never answers: a hung sidecar.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { _ = conn.Close() })
+		}
+	}()
+	c := newClient(t, Options{URL: "http://" + ln.Addr().String(), Timeout: 100 * time.Millisecond})
+	start := time.Now()
+	res := evaluate(t, c, Request{ToolName: "Read"})
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("Evaluate took %v with a 100ms timeout", took)
+	}
+	if res.Decision != engine.Deny || res.Code != CodeSidecarUnavailable || !strings.Contains(res.Reason, "no answer within 100ms") {
+		t.Errorf("got %+v, want deny SIDECAR_UNAVAILABLE: no answer within 100ms", res)
+	}
+}
+
+func TestClientCallerCancelIsAnError(t *testing.T) {
+	sc := startSidecar(t, sampleBundle(t), nil)
+	c := newClient(t, Options{URL: sc.tcp, FailOpen: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	res, err := c.Evaluate(ctx, Request{ToolName: "Read"})
+	if err == nil || res.Decision != engine.Deny || c.FailOpenCount() != 0 {
+		t.Errorf("got %+v, %v, count %d: want a deny, ctx's error, nothing failed open", res, err, c.FailOpenCount())
+	}
+}
+
+func TestClientNon200FailsClosed(t *testing.T) {
+	// The real sidecar answers 400 to a request past its element limit.
+	sc := startSidecar(t, sampleBundle(t), func(o *sidecar.Options) { o.MaxRequestElements = 4 })
+	c := newClient(t, Options{URL: sc.tcp})
+	res := evaluate(t, c, Request{ToolName: "Read", Input: map[string]any{"a": 1, "b": 2, "c": 3, "d": 4}})
+	if res.Decision != engine.Deny || res.Code != CodeSidecarUnavailable || !strings.Contains(res.Reason, "status 400") {
+		t.Errorf("got %+v, want deny SIDECAR_UNAVAILABLE naming status 400", res)
+	}
+}
+
+func TestClientEmptyToolNameIsAnError(t *testing.T) {
+	c := newClient(t, Options{URL: "http://127.0.0.1:1"})
+	res, err := c.Evaluate(context.Background(), Request{})
+	if err == nil || res.Decision != engine.Deny {
+		t.Errorf("got %+v, %v: want a deny and an error", res, err)
+	}
+}
+
+func TestDiscovery(t *testing.T) {
+	sc := startSidecar(t, sampleBundle(t), nil)
+	t.Setenv(EnvURL, sc.unix)
+	c := newClient(t, Options{})
+	if c.URL() != sc.unix {
+		t.Errorf("with TOOLGATE_URL=%s the client asks %s", sc.unix, c.URL())
+	}
+	if res := evaluate(t, c, Request{ToolName: "Read"}); !res.Allowed() {
+		t.Errorf("through TOOLGATE_URL: got %+v, want allow", res)
+	}
+	// An explicit URL wins over the environment.
+	if c := newClient(t, Options{URL: sc.tcp}); c.URL() != sc.tcp {
+		t.Errorf("Options.URL %s: the client asks %s", sc.tcp, c.URL())
+	}
+	// unix:/path, as the sidecar's --listen takes it, works too.
+	short := "unix:" + strings.TrimPrefix(sc.unix, "unix://")
+	if res := evaluate(t, newClient(t, Options{URL: short}), Request{ToolName: "Read"}); !res.Allowed() {
+		t.Errorf("through %s: got %+v, want allow", short, res)
+	}
+	t.Setenv(EnvURL, "")
+	want := DefaultURL
+	if fileExists(DefaultSocket) {
+		want = "unix://" + DefaultSocket
+	}
+	if c := newClient(t, Options{}); c.URL() != want {
+		t.Errorf("with nothing set the client asks %s, want %s", c.URL(), want)
+	}
+}
+
+func TestNewRejectsMalformedURLs(t *testing.T) {
+	for _, raw := range []string{"ftp://host:1", "127.0.0.1:8181", "unix://relative.sock", "unix:", "http://", "http://h:1/?q=1", "http://[::1"} {
+		if _, err := New(Options{URL: raw}); err == nil || !strings.Contains(err.Error(), "Options.URL") {
+			t.Errorf("New(URL %q): got %v, want an error naming Options.URL", raw, err)
+		}
+	}
+	t.Setenv(EnvURL, "tcp://x")
+	if _, err := New(Options{}); err == nil || !strings.Contains(err.Error(), EnvURL) {
+		t.Errorf("New with TOOLGATE_URL=tcp://x: got %v, want an error naming TOOLGATE_URL", err)
+	}
+	if _, err := New(Options{URL: DefaultURL, Timeout: -time.Second}); err == nil {
+		t.Error("New accepted a negative timeout")
+	}
+}
+
+// Answers that are not decisions fail closed. The server here stands in
+// for whatever wrongly answers on the sidecar's address (a proxy, another
+// service); the sidecar itself never answers so.
+func TestClientMalformedAnswerFailsClosed(t *testing.T) {
+	for _, body := range []string{"not json", `{"decision":"maybe"}`, `{}`, `[1]`} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = w.Write([]byte(body))
+		}))
+		res := evaluate(t, newClient(t, Options{URL: srv.URL}), Request{ToolName: "Read"})
+		srv.Close()
+		if res.Decision != engine.Deny || res.Code != CodeSidecarUnavailable {
+			t.Errorf("answer %q: got %+v, want deny SIDECAR_UNAVAILABLE", body, res)
+		}
+	}
+}

@@ -1,0 +1,115 @@
+package client
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/toolgate/toolgate/engine"
+)
+
+// Request is one tool call, in the sidecar's request fields. Only ToolName
+// is required. Empty fields are not sent.
+type Request struct {
+	ToolName  string
+	SessionID string
+	AgentID   string
+	// Input is the call's arguments as one object (MCP, Claude Agent SDK);
+	// Args and Kwargs are positional and keyword arguments (LangChain,
+	// plain functions). Any JSON-encodable value works.
+	Input  any
+	Args   any
+	Kwargs any
+	// ToolUseID and Framework are logged with the decision.
+	ToolUseID string
+	Framework string
+	// Traceparent is a W3C traceparent, sent as the traceparent header so
+	// the decision log line carries the caller's trace and span ids. Local
+	// ignores it.
+	Traceparent string
+	// Extra holds any other field policies read (roles, resources,
+	// environment, ...). A typed field above, when set, wins over the same
+	// key here.
+	Extra map[string]any
+}
+
+// errNoToolName is the one request a caller can get wrong: every decision
+// is about a named tool.
+var errNoToolName = errors.New("toolgate: Request.ToolName is empty")
+
+// fields is the request as the JSON object the sidecar reads.
+func (r *Request) fields() map[string]any {
+	m := make(map[string]any, len(r.Extra)+8)
+	for k, v := range r.Extra {
+		m[k] = v
+	}
+	setString(m, "tool_name", r.ToolName)
+	setString(m, "session_id", r.SessionID)
+	setString(m, "agent_id", r.AgentID)
+	setString(m, "tool_use_id", r.ToolUseID)
+	setString(m, "framework", r.Framework)
+	setAny(m, "input", r.Input)
+	setAny(m, "args", r.Args)
+	setAny(m, "kwargs", r.Kwargs)
+	return m
+}
+
+func setString(m map[string]any, k, v string) {
+	if v != "" {
+		m[k] = v
+	}
+}
+
+func setAny(m map[string]any, k string, v any) {
+	if v != nil {
+		m[k] = v
+	}
+}
+
+// engineRequest is the request as the engine reads it: values must be what
+// encoding/json decodes (map[string]any, []any, float64, ...), or a
+// map[string]string input or an int amount would not compare as the
+// sidecar, which decodes JSON, compares them. Native values pass as they
+// are; anything else takes one JSON round trip.
+func (r *Request) engineRequest() (engine.Request, error) {
+	m := r.fields()
+	for k, v := range m {
+		if jsonNative(v) {
+			continue
+		}
+		doc, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("toolgate: request field %s: %w", k, err)
+		}
+		var back any
+		if err := json.Unmarshal(doc, &back); err != nil {
+			return nil, fmt.Errorf("toolgate: request field %s: %w", k, err)
+		}
+		m[k] = back
+	}
+	return engine.Request(m), nil
+}
+
+// jsonNative reports whether v is made only of what encoding/json decodes
+// into an any.
+func jsonNative(v any) bool {
+	switch x := v.(type) {
+	case nil, string, float64, bool:
+		return true
+	case map[string]any:
+		for _, e := range x {
+			if !jsonNative(e) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		for _, e := range x {
+			if !jsonNative(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}

@@ -1,0 +1,79 @@
+package client
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/toolgate/toolgate/engine"
+)
+
+// CodeSidecarUnavailable marks a result the client made itself because the
+// sidecar gave no decision: unreachable, past the timeout, a non-200
+// status, or an answer that is not a decision. It comes with a deny, or
+// with an allow when Options.FailOpen is set.
+const CodeSidecarUnavailable engine.Code = "SIDECAR_UNAVAILABLE"
+
+// Result is a decision as the sidecar answers it: the engine's result plus
+// the revision of the bundle that decided and the decision's id in the
+// sidecar's decision log.
+type Result struct {
+	engine.Result
+	BundleRevision string `json:"bundleRevision,omitempty"`
+	DecisionID     string `json:"decisionId,omitempty"`
+}
+
+// Allowed tells whether the tool may run.
+func (r *Result) Allowed() bool { return r.Decision == engine.Allow }
+
+// UnmarshalJSON reads the sidecar's answer. It is needed because the
+// embedded engine.Result's UnmarshalJSON would otherwise be promoted and
+// drop bundleRevision and decisionId.
+func (r *Result) UnmarshalJSON(b []byte) error {
+	var extra struct {
+		BundleRevision string `json:"bundleRevision"`
+		DecisionID     string `json:"decisionId"`
+	}
+	if err := r.Result.UnmarshalJSON(b); err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, &extra); err != nil {
+		return err
+	}
+	r.BundleRevision, r.DecisionID = extra.BundleRevision, extra.DecisionID
+	return nil
+}
+
+// MarshalJSON writes what the sidecar writes, for the same reason.
+func (r Result) MarshalJSON() ([]byte, error) {
+	out, err := r.AppendJSON(make([]byte, 0, 256))
+	if err != nil {
+		return nil, err
+	}
+	out = out[:len(out)-1]
+	if r.BundleRevision != "" {
+		out = append(out, `,"bundleRevision":`...)
+		out = engine.AppendJSONString(out, r.BundleRevision)
+	}
+	if r.DecisionID != "" {
+		out = append(out, `,"decisionId":`...)
+		out = engine.AppendJSONString(out, r.DecisionID)
+	}
+	return append(out, '}'), nil
+}
+
+// checkDecision rejects an answer that parsed but is not a decision, so a
+// proxy's {} or a wrong service's JSON is never read as one.
+func checkDecision(r *Result) error {
+	if r.Decision != engine.Allow && r.Decision != engine.Deny {
+		return fmt.Errorf("the answer's decision is %q, not allow or deny", r.Decision)
+	}
+	return nil
+}
+
+// unavailable is the client's own result when the sidecar gave none.
+func unavailable(decision engine.Decision, why string) Result {
+	r := Result{}
+	r.Decision, r.Code, r.Reason = decision, CodeSidecarUnavailable, why
+	r.Effect = r.StatedEffect()
+	return r
+}
