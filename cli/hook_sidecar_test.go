@@ -99,6 +99,13 @@ func TestHookSidecar(t *testing.T) {
 		t.Errorf("the sidecar did not get every field: %+v", d)
 	}
 
+	// A malformed event is a blocking error from the binary too: exit 2,
+	// the reason on stderr, nothing on stdout.
+	if o := hook("not json", nil, "--url", unixURL); o.code != 2 || o.stdout != "" ||
+		!strings.HasPrefix(o.stderr, "toolgate hook claude-code: the hook event on stdin is not a Claude Code PreToolUse event") {
+		t.Errorf("malformed event: exit %d, stdout %q, stderr %q", o.code, o.stdout, o.stderr)
+	}
+
 	// A request the sidecar refuses (more JSON values than it decodes) is
 	// a non-200: denied, with the sidecar's error.
 	wide := `{"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"xs":[` + strings.Repeat("0,", 20000) + `0]}}`
