@@ -1,0 +1,258 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/toolgate/toolgate/bundle"
+	"github.com/toolgate/toolgate/engine"
+)
+
+// maxHookEvent bounds what the hook reads from stdin: Claude Code sends one
+// event, and a Write of a large file is the biggest one it sends.
+const maxHookEvent = 16 << 20
+
+// HookOptions are the flags of `toolgate hook claude-code`.
+type HookOptions struct {
+	// URL is the sidecar (http://host:port, unix:///path); empty means
+	// TOOLGATE_URL, then the default socket, then the default port.
+	URL string
+	// BundleDir, when set, decides locally from Policy and FrozenAgent
+	// manifests instead of asking a sidecar.
+	BundleDir string
+	// Timeout bounds the wait for the sidecar, so a hung one denies
+	// instead of stalling the agent until Claude Code kills the hook.
+	Timeout time.Duration
+	// AgentID is the request's agent_id: Claude Code does not name agents.
+	AgentID string
+}
+
+func newHookCommand() *cobra.Command {
+	hook := &cobra.Command{
+		Use:   "hook",
+		Short: "Decide an agent's tool calls from its hook protocol",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	hook.AddCommand(newClaudeCodeHookCommand())
+	return hook
+}
+
+func newClaudeCodeHookCommand() *cobra.Command {
+	o := &HookOptions{Timeout: 2 * time.Second}
+	cmd := &cobra.Command{
+		Use:   "claude-code",
+		Short: "A Claude Code PreToolUse hook: decide the tool call with toolgate",
+		Long: "claude-code reads one Claude Code PreToolUse hook event on stdin, decides the tool call with the\n" +
+			"sidecar (--url, else TOOLGATE_URL, else " + defaultSocket + " if it exists, else " + defaultTCP + ")\n" +
+			"or locally from manifests (--bundle-dir), and prints the hook's decision JSON on stdout, exit 0.\n" +
+			"It fails closed: an unreachable, slow or failing sidecar is a deny with the reason. An event it\n" +
+			"cannot read exits 2 with the reason on stderr, which Claude Code treats as a block.",
+		Example: "  toolgate hook claude-code --agent-id dev-laptop\n" +
+			"  toolgate hook claude-code --bundle-dir policies/",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runClaudeCodeHook(cmd.Context(), o, streamsOf(cmd))
+		},
+	}
+	cmd.Flags().StringVar(&o.URL, "url", "", "the sidecar: http://host:port or unix:///path (default: TOOLGATE_URL, then the socket, then "+defaultTCP+")")
+	cmd.Flags().StringVar(&o.BundleDir, "bundle-dir", "", "decide locally from the Policy and FrozenAgent manifests in this file or directory, with no sidecar")
+	cmd.Flags().DurationVar(&o.Timeout, "timeout", o.Timeout, "longest to wait for the sidecar; past it the call is denied")
+	cmd.Flags().StringVar(&o.AgentID, "agent-id", "", "agent_id of the requests (Claude Code's events name none)")
+	return cmd
+}
+
+// claudeCodeEvent is the part of a PreToolUse event toolgate decides on.
+type claudeCodeEvent struct {
+	HookEventName string          `json:"hook_event_name"`
+	SessionID     string          `json:"session_id"`
+	ToolName      string          `json:"tool_name"`
+	ToolInput     json.RawMessage `json:"tool_input"`
+	ToolUseID     string          `json:"tool_use_id"`
+}
+
+// hookOutput is the documented PreToolUse answer: on exit 0 Claude Code
+// reads it from stdout; permissionDecisionReason of a deny is shown to the
+// model, so it can adapt instead of retrying.
+type hookOutput struct {
+	HookSpecificOutput hookDecision `json:"hookSpecificOutput"`
+}
+
+type hookDecision struct {
+	HookEventName            string `json:"hookEventName"`
+	PermissionDecision       string `json:"permissionDecision"`
+	PermissionDecisionReason string `json:"permissionDecisionReason"`
+}
+
+func runClaudeCodeHook(ctx context.Context, o *HookOptions, s streams) error {
+	if o.BundleDir == "-" {
+		return usageErrorf("--bundle-dir -: stdin carries the hook event; give a file or directory")
+	}
+	if o.Timeout <= 0 {
+		return usageErrorf("--timeout %s: must be positive", o.Timeout)
+	}
+	req, err := readClaudeCodeEvent(s.in, o.AgentID)
+	if err != nil {
+		// Exit 2 is the protocol's blocking error: the call does not run
+		// and stderr is shown, which is all we can do without a tool name.
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("toolgate hook claude-code: %w", err)}
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+
+	var res hookResult
+	if o.BundleDir != "" {
+		res, err = decideLocally(o.BundleDir, req, s.err)
+		if err != nil {
+			// Broken manifests are the operator's error, not the agent's:
+			// block the call and say why where Claude Code shows it.
+			return &ExitError{Code: ExitUsage, Err: fmt.Errorf("toolgate hook claude-code --bundle-dir %s: %w", o.BundleDir, err)}
+		}
+	} else {
+		res = askSidecar(ctx, o.URL, req)
+	}
+	decision := "deny"
+	if res.Decision == engine.Allow {
+		decision = "allow"
+	}
+	out, err := json.Marshal(hookOutput{HookSpecificOutput: hookDecision{
+		HookEventName:            "PreToolUse",
+		PermissionDecision:       decision,
+		PermissionDecisionReason: res.explain(req.toolName),
+	}})
+	if err != nil {
+		return fmt.Errorf("encoding the hook output: %w", err)
+	}
+	_, err = s.out.Write(append(out, '\n'))
+	return err
+}
+
+// hookRequest is the toolgate request an event becomes, as JSON for the
+// sidecar and decoded for the local engine.
+type hookRequest struct {
+	toolName string
+	body     []byte
+}
+
+// readClaudeCodeEvent reads the event and builds the toolgate request with
+// framework claude-code, the way the SDK's Claude adapters pass input.
+func readClaudeCodeEvent(in io.Reader, agentID string) (hookRequest, error) {
+	data, err := io.ReadAll(io.LimitReader(in, maxHookEvent+1))
+	if err != nil {
+		return hookRequest{}, fmt.Errorf("reading the hook event from stdin: %w", err)
+	}
+	if len(data) > maxHookEvent {
+		return hookRequest{}, fmt.Errorf("the hook event on stdin is larger than %d bytes", maxHookEvent)
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return hookRequest{}, fmt.Errorf("no hook event on stdin: expected a Claude Code PreToolUse event (JSON)")
+	}
+	var ev claudeCodeEvent
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&ev); err != nil {
+		return hookRequest{}, fmt.Errorf("the hook event on stdin is not a Claude Code PreToolUse event: %v", err)
+	}
+	if dec.More() {
+		return hookRequest{}, fmt.Errorf("the hook event on stdin holds more than one JSON value")
+	}
+	if ev.HookEventName != "" && ev.HookEventName != "PreToolUse" {
+		return hookRequest{}, fmt.Errorf("hook_event_name %q: toolgate decides PreToolUse events only; register it under PreToolUse", ev.HookEventName)
+	}
+	if ev.ToolName == "" {
+		return hookRequest{}, fmt.Errorf("the hook event on stdin has no tool_name")
+	}
+	req := map[string]any{"tool_name": ev.ToolName, "framework": "claude-code"}
+	if t := bytes.TrimSpace(ev.ToolInput); len(t) > 0 && !bytes.Equal(t, []byte("null")) {
+		if t[0] != '{' {
+			return hookRequest{}, fmt.Errorf("tool_input of %s must be a JSON object", ev.ToolName)
+		}
+		req["input"] = ev.ToolInput
+	}
+	for k, v := range map[string]string{"session_id": ev.SessionID, "tool_use_id": ev.ToolUseID, "agent_id": agentID} {
+		if v != "" {
+			req[k] = v
+		}
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return hookRequest{}, fmt.Errorf("encoding the request: %w", err)
+	}
+	return hookRequest{toolName: ev.ToolName, body: body}, nil
+}
+
+// hookResult is the part of a decision the hook reports, from the engine
+// or the sidecar's answer.
+type hookResult struct {
+	Decision        engine.Decision `json:"decision"`
+	MatchedPolicyID string          `json:"matchedPolicyId"`
+	MatchedRuleID   string          `json:"matchedRuleId"`
+	Code            string          `json:"code"`
+	Reason          string          `json:"reason"`
+	Warnings        []string        `json:"warnings"`
+}
+
+// failClosed is the deny for a decision toolgate could not make.
+func failClosed(format string, args ...any) hookResult {
+	return hookResult{Decision: engine.Deny, Code: "SIDECAR_UNAVAILABLE", Reason: fmt.Sprintf(format, args...) + "; failing closed"}
+}
+
+// explain is permissionDecisionReason: the rule id and its reason, so the
+// model knows what to change, or the code when no rule decided.
+func (r hookResult) explain(tool string) string {
+	verb := "denied"
+	if r.Decision == engine.Allow {
+		verb = "allowed"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "toolgate %s %s", verb, tool)
+	switch {
+	case r.MatchedRuleID != "":
+		fmt.Fprintf(&b, ": rule %s", r.MatchedRuleID)
+		if r.MatchedPolicyID != "" {
+			fmt.Fprintf(&b, " (policy %s)", r.MatchedPolicyID)
+		}
+	case r.Code != "":
+		fmt.Fprintf(&b, ": %s", r.Code)
+	case r.MatchedPolicyID != "":
+		fmt.Fprintf(&b, ": default of policy %s", r.MatchedPolicyID)
+	}
+	if r.Reason != "" {
+		fmt.Fprintf(&b, ": %s", r.Reason)
+	}
+	for _, w := range r.Warnings {
+		fmt.Fprintf(&b, "; warning: %s", w)
+	}
+	return b.String()
+}
+
+// decideLocally decides with the manifests and engine `toolgate eval -f`
+// uses, at the real clock.
+func decideLocally(dir string, req hookRequest, stderr io.Writer) (hookResult, error) {
+	src := &sourceFlags{Paths: []string{dir}}
+	set, err := loadNamespace(src, nil)
+	if err != nil {
+		return hookResult{}, err
+	}
+	r, err := engine.DecodeRequest(req.body)
+	if err != nil {
+		return hookResult{}, err
+	}
+	now := time.Now()
+	compiled, diags := engine.Compile(bundle.Build(set.PolicyObjects(), set.FrozenAgentObjects(), now))
+	printDiagnostics(stderr, set, diags)
+	res := compiled.Evaluate(r, engine.EvalOptions{Now: clockFrom(now)})
+	return hookResult{
+		Decision: res.Decision, MatchedPolicyID: res.MatchedPolicyID, MatchedRuleID: res.MatchedRuleID,
+		Code: string(res.Code), Reason: res.Reason, Warnings: res.Warnings,
+	}, nil
+}
