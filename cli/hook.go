@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/toolgate/toolgate/bundle"
+	"github.com/toolgate/toolgate/client"
 	"github.com/toolgate/toolgate/engine"
 )
 
@@ -51,7 +52,7 @@ func newClaudeCodeHookCommand() *cobra.Command {
 		Use:   "claude-code",
 		Short: "A Claude Code PreToolUse hook: decide the tool call with toolgate",
 		Long: "claude-code reads one Claude Code PreToolUse hook event on stdin, decides the tool call with the\n" +
-			"sidecar (--url, else TOOLGATE_URL, else " + defaultSocket + " if it exists, else " + defaultTCP + ")\n" +
+			"sidecar (--url, else TOOLGATE_URL, else " + client.DefaultSocket + " if it exists, else " + client.DefaultURL + ")\n" +
 			"or locally from manifests (--bundle-dir), and prints the hook's decision JSON on stdout, exit 0.\n" +
 			"It fails closed: an unreachable, slow or failing sidecar is a deny with the reason. An event it\n" +
 			"cannot read exits 2 with the reason on stderr, which Claude Code treats as a block.",
@@ -62,7 +63,7 @@ func newClaudeCodeHookCommand() *cobra.Command {
 			return runClaudeCodeHook(cmd.Context(), o, streamsOf(cmd))
 		},
 	}
-	cmd.Flags().StringVar(&o.URL, "url", "", "the sidecar: http://host:port or unix:///path (default: TOOLGATE_URL, then the socket, then "+defaultTCP+")")
+	cmd.Flags().StringVar(&o.URL, "url", "", "the sidecar: http://host:port or unix:///path (default: TOOLGATE_URL, then the socket, then "+client.DefaultURL+")")
 	cmd.Flags().StringVar(&o.BundleDir, "bundle-dir", "", "decide locally from the Policy and FrozenAgent manifests in this file or directory, with no sidecar")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", o.Timeout, "longest to wait for the sidecar; past it the call is denied")
 	cmd.Flags().StringVar(&o.AgentID, "agent-id", "", "agent_id of the requests (Claude Code's events name none)")
@@ -107,8 +108,6 @@ func runClaudeCodeHook(ctx context.Context, o *HookOptions, s streams) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
-	defer cancel()
 
 	var res hookResult
 	if o.BundleDir != "" {
@@ -119,7 +118,7 @@ func runClaudeCodeHook(ctx context.Context, o *HookOptions, s streams) error {
 			return &ExitError{Code: ExitUsage, Err: fmt.Errorf("toolgate hook claude-code --bundle-dir %s: %w", o.BundleDir, err)}
 		}
 	} else {
-		res = askSidecar(ctx, o.URL, req)
+		res = askSidecar(ctx, o.URL, o.Timeout, req)
 	}
 	decision := "deny"
 	if res.Decision == engine.Allow {
@@ -137,10 +136,11 @@ func runClaudeCodeHook(ctx context.Context, o *HookOptions, s streams) error {
 	return err
 }
 
-// hookRequest is the toolgate request an event becomes, as JSON for the
-// sidecar and decoded for the local engine.
+// hookRequest is the toolgate request an event becomes: for the sidecar
+// (through the Go client) and, as JSON, for the local engine.
 type hookRequest struct {
 	toolName string
+	client   client.Request
 	body     []byte
 }
 
@@ -171,23 +171,19 @@ func readClaudeCodeEvent(in io.Reader, agentID string) (hookRequest, error) {
 	if ev.ToolName == "" {
 		return hookRequest{}, fmt.Errorf("the hook event on stdin has no tool_name")
 	}
-	req := map[string]any{"tool_name": ev.ToolName, "framework": "claude-code"}
+	cr := client.Request{ToolName: ev.ToolName, SessionID: ev.SessionID, AgentID: agentID,
+		ToolUseID: ev.ToolUseID, Framework: "claude-code"}
 	if t := bytes.TrimSpace(ev.ToolInput); len(t) > 0 && !bytes.Equal(t, []byte("null")) {
 		if t[0] != '{' {
 			return hookRequest{}, fmt.Errorf("tool_input of %s must be a JSON object", ev.ToolName)
 		}
-		req["input"] = ev.ToolInput
+		cr.Input = ev.ToolInput
 	}
-	for k, v := range map[string]string{"session_id": ev.SessionID, "tool_use_id": ev.ToolUseID, "agent_id": agentID} {
-		if v != "" {
-			req[k] = v
-		}
-	}
-	body, err := json.Marshal(req)
+	body, err := cr.MarshalJSON()
 	if err != nil {
 		return hookRequest{}, fmt.Errorf("encoding the request: %w", err)
 	}
-	return hookRequest{toolName: ev.ToolName, body: body}, nil
+	return hookRequest{toolName: ev.ToolName, client: cr, body: body}, nil
 }
 
 // hookResult is the part of a decision the hook reports, from the engine
@@ -199,11 +195,6 @@ type hookResult struct {
 	Code            string          `json:"code"`
 	Reason          string          `json:"reason"`
 	Warnings        []string        `json:"warnings"`
-}
-
-// failClosed is the deny for a decision toolgate could not make.
-func failClosed(format string, args ...any) hookResult {
-	return hookResult{Decision: engine.Deny, Code: "SIDECAR_UNAVAILABLE", Reason: fmt.Sprintf(format, args...) + "; failing closed"}
 }
 
 // explain is permissionDecisionReason: the rule id and its reason, so the

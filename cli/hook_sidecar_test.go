@@ -110,11 +110,11 @@ func TestHookSidecar(t *testing.T) {
 	// a non-200: denied, with the sidecar's error.
 	wide := `{"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"xs":[` + strings.Repeat("0,", 20000) + `0]}}`
 	if d := hookDecisionOf(t, hook(wide, nil, "--url", tcpURL)); d.PermissionDecision != "deny" ||
-		!strings.Contains(d.PermissionDecisionReason, "answered 400 Bad Request") || !strings.Contains(d.PermissionDecisionReason, "failing closed") {
+		!strings.Contains(d.PermissionDecisionReason, "status 400") || !strings.Contains(d.PermissionDecisionReason, "denied (fail closed)") {
 		t.Errorf("non-200: %+v", d)
 	}
 	if d := hookDecisionOf(t, hook(hookEvent(t, "bash_ls.json"), nil, "--url", "ftp://"+addr)); d.PermissionDecision != "deny" ||
-		!strings.Contains(d.PermissionDecisionReason, "use http://host:port or unix:///path") {
+		!strings.Contains(d.PermissionDecisionReason, "want unix:///path/to.sock or http://host:port") {
 		t.Errorf("bad URL: %+v", d)
 	}
 
@@ -126,7 +126,7 @@ func TestHookSidecar(t *testing.T) {
 	for _, url := range []string{unixURL, tcpURL} {
 		start := time.Now()
 		d := hookDecisionOf(t, hook(hookEvent(t, "bash_ls.json"), nil, "--url", url, "--timeout", "300ms"))
-		if d.PermissionDecision != "deny" || !strings.Contains(d.PermissionDecisionReason, "did not answer in time; failing closed") {
+		if d.PermissionDecision != "deny" || !strings.Contains(d.PermissionDecisionReason, "gave no decision, denied (fail closed): no answer within 300ms") {
 			t.Errorf("stopped sidecar at %s: %+v", url, d)
 		}
 		if took := time.Since(start); took > 20*time.Second {
@@ -145,7 +145,7 @@ func TestHookSidecar(t *testing.T) {
 	<-exited
 	for _, url := range []string{unixURL, tcpURL} {
 		d := hookDecisionOf(t, hook(hookEvent(t, "bash_ls.json"), []string{"TOOLGATE_URL=" + url}))
-		if d.PermissionDecision != "deny" || !strings.Contains(d.PermissionDecisionReason, "SIDECAR_UNAVAILABLE: toolgate sidecar "+url+" unreachable") {
+		if d.PermissionDecision != "deny" || !strings.Contains(d.PermissionDecisionReason, "SIDECAR_UNAVAILABLE: toolgate sidecar at "+url+" gave no decision, denied (fail closed)") {
 			t.Errorf("sidecar down at %s: %+v", url, d)
 		}
 	}

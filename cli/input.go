@@ -67,20 +67,9 @@ func loadNamespace(f *sourceFlags, in io.Reader) (*manifest.Set, error) {
 	if err != nil {
 		return nil, &ExitError{Code: ExitUsage, Err: err}
 	}
-	ns := f.Namespace
-	if ns == "" {
-		switch nss := all.Namespaces(); len(nss) {
-		case 0:
-		case 1:
-			ns = nss[0]
-		default:
-			return nil, usageErrorf("objects from several namespaces (%s): a bundle is per namespace, choose one with -n",
-				strings.Join(nss, ", "))
-		}
-	}
-	set := all.InNamespace(ns)
-	if dups := set.Duplicates(); len(dups) > 0 {
-		return nil, &ExitError{Code: ExitUsage, Err: dups}
+	set, err := all.OneNamespace(f.Namespace)
+	if err != nil {
+		return nil, &ExitError{Code: ExitUsage, Err: err}
 	}
 	return set, nil
 }

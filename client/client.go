@@ -115,7 +115,7 @@ func (c *Client) Evaluate(ctx context.Context, req Request) (Result, error) {
 	if req.ToolName == "" {
 		return unavailable(engine.Deny, errNoToolName.Error()), errNoToolName
 	}
-	body, err := json.Marshal(req.fields())
+	body, err := req.MarshalJSON()
 	if err != nil {
 		err = fmt.Errorf("toolgate: encoding the request: %w", err)
 		return unavailable(engine.Deny, err.Error()), err

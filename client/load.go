@@ -53,14 +53,9 @@ func buildDir(dir string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	set := all
-	switch nss := all.Namespaces(); len(nss) {
-	case 0:
-	case 1:
-		set = all.InNamespace(nss[0])
-	default:
-		return nil, fmt.Errorf("objects from several namespaces (%s): a bundle is per namespace",
-			strings.Join(nss, ", "))
+	set, err := all.OneNamespace("")
+	if err != nil {
+		return nil, err
 	}
 	doc, _, err := engine.Encode(bundle.Build(set.PolicyObjects(), set.FrozenAgentObjects(), time.Now()))
 	return doc, err

@@ -37,6 +37,10 @@ type Request struct {
 // is about a named tool.
 var errNoToolName = errors.New("toolgate: Request.ToolName is empty")
 
+// MarshalJSON writes the request as the JSON object the sidecar reads
+// (what Evaluate sends).
+func (r Request) MarshalJSON() ([]byte, error) { return json.Marshal(r.fields()) }
+
 // fields is the request as the JSON object the sidecar reads.
 func (r *Request) fields() map[string]any {
 	m := make(map[string]any, len(r.Extra)+8)

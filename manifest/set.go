@@ -3,6 +3,7 @@ package manifest
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
 )
@@ -91,6 +92,28 @@ func (s *Set) InNamespace(ns string) *Set {
 		}
 	}
 	return out
+}
+
+// OneNamespace returns the objects of the namespace one bundle is built
+// for: ns, or when ns is empty the only namespace the objects name (none:
+// all of them as they are). Objects from several namespaces without ns are
+// an error, since a bundle is per namespace; so are duplicates in it.
+func (s *Set) OneNamespace(ns string) (*Set, error) {
+	if ns == "" {
+		switch nss := s.Namespaces(); len(nss) {
+		case 0:
+		case 1:
+			ns = nss[0]
+		default:
+			return nil, fmt.Errorf("objects from several namespaces (%s): a bundle is per namespace, choose one with -n",
+				strings.Join(nss, ", "))
+		}
+	}
+	set := s.InNamespace(ns)
+	if dups := set.Duplicates(); len(dups) > 0 {
+		return nil, dups
+	}
+	return set, nil
 }
 
 // Duplicates reports every object whose kind, namespace and name an earlier
