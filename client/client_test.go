@@ -1,11 +1,14 @@
 package client
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -203,4 +206,41 @@ func TestClientMalformedAnswerFailsClosed(t *testing.T) {
 			t.Errorf("answer %q: got %+v, want deny SIDECAR_UNAVAILABLE", body, res)
 		}
 	}
+}
+
+// TestTraceparentReachesTheDecisionLog: Request.Traceparent travels as the
+// traceparent header, and the sidecar logs the caller's trace and span ids.
+func TestTraceparentReachesTheDecisionLog(t *testing.T) {
+	var logs syncBuffer
+	sc := startSidecar(t, sampleBundle(t), func(o *sidecar.Options) { o.DecisionLogWriter = &logs })
+	c := newClient(t, Options{URL: sc.unix})
+	req := Request{ToolName: "Read", SessionID: "s-1", Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+	evaluate(t, c, req)
+	sc.stop() // flushes the decision log
+	var line map[string]any
+	if err := json.Unmarshal([]byte(strings.TrimSpace(logs.String())), &line); err != nil {
+		t.Fatalf("decision log %q: %v", logs.String(), err)
+	}
+	if line["trace_id"] != "4bf92f3577b34da6a3ce929d0e0e4736" || line["span_id"] != "00f067aa0ba902b7" {
+		t.Errorf("decision log line %v lacks the caller's trace", line)
+	}
+}
+
+// syncBuffer is a bytes.Buffer the sidecar's log writer and the test may
+// share.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -35,18 +35,21 @@ type event struct {
 	requestedEnvironment string
 	environmentMismatch  bool
 	sessionID            string
-	toolUseID            string
-	framework            string
-	decision             engine.Decision
-	effect               engine.Effect
-	warnings             []string
-	code                 engine.Code
-	reason               string
-	policyID             string
-	policyVersion        int64
-	ruleID               string
-	revision             string
-	latency              time.Duration
+	// traceID and spanID come from the request's traceparent header.
+	traceID       string
+	spanID        string
+	toolUseID     string
+	framework     string
+	decision      engine.Decision
+	effect        engine.Effect
+	warnings      []string
+	code          engine.Code
+	reason        string
+	policyID      string
+	policyVersion int64
+	ruleID        string
+	revision      string
+	latency       time.Duration
 	// req is set only when --log-fields selects request fields. The
 	// handler never touches it after recording, so sinks may read it.
 	req engine.Request
@@ -63,7 +66,8 @@ const eventSize = int64(unsafe.Sizeof(event{}))
 func (ev *event) size() int64 {
 	n := eventSize + int64(len(ev.idPrefix)+len(ev.toolName)+len(ev.agentID)+len(ev.requestedAgentID)+
 		len(ev.sessionID)+len(ev.toolUseID)+len(ev.framework)+len(ev.reason)+len(ev.policyID)+
-		len(ev.ruleID)+len(ev.revision)+len(ev.code)+len(ev.requestedRoles)+len(ev.requestedEnvironment))
+		len(ev.ruleID)+len(ev.revision)+len(ev.code)+len(ev.requestedRoles)+len(ev.requestedEnvironment)+
+		len(ev.traceID)+len(ev.spanID))
 	for _, w := range ev.warnings {
 		n += int64(len(w)) + 16 // the string header
 	}
@@ -211,6 +215,14 @@ func appendEvent(dst []byte, ev *event, f *lineFormat) []byte {
 	dst = engine.AppendNullableJSONString(dst, ev.sessionID)
 	dst = append(dst, `,"agent_id":`...)
 	dst = engine.AppendNullableJSONString(dst, ev.agentID)
+	if ev.traceID != "" {
+		// Both are lower-case hex (parseTraceparent): no escaping needed.
+		dst = append(dst, `,"trace_id":"`...)
+		dst = append(dst, ev.traceID...)
+		dst = append(dst, `","span_id":"`...)
+		dst = append(dst, ev.spanID...)
+		dst = append(dst, '"')
+	}
 	if ev.mismatch {
 		dst = append(dst, `,"requested_agent_id":`...)
 		dst = engine.AppendJSONString(dst, ev.requestedAgentID)

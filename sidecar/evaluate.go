@@ -93,6 +93,7 @@ func (s *Server) evaluate(w http.ResponseWriter, r *http.Request) {
 	defer s.putBuffers(b)
 	var req engine.Request
 	ev := event{at: start}
+	ev.traceID, ev.spanID = traceOf(r.Header)
 	wrote := false
 	defer func() {
 		if p := recover(); p != nil {

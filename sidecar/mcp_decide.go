@@ -51,6 +51,7 @@ func mcpInfoOf(ctx context.Context) *mcpInfo {
 func (p *mcpProxy) decideCall(r *http.Request, rt *mcpRoute, m *mcpMessage, bodyBytes int) (answer json.RawMessage, allowed bool) {
 	s := p.s
 	ev := event{at: time.Now(), bodyBytes: bodyBytes, framework: mcpFramework}
+	ev.traceID, ev.spanID = traceOf(r.Header)
 	var req engine.Request
 	recorded := false
 	defer func() {
