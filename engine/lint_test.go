@@ -9,7 +9,6 @@ func TestLint(t *testing.T) {
 	t.Parallel()
 	bash := Condition{Field: "tool_name", Operator: "eq", Value: raw("Bash")}
 	rmrf := Condition{Field: "input.command", Operator: "contains", Value: raw("rm -rf")}
-	tiered := func(rules ...Rule) []Rule { return rules } // marks the cases evaluated as tiered
 	table := func(names ...string) *Targets {
 		return &Targets{Resources: []ResourceTarget{{Type: "table", Names: names}}}
 	}
@@ -58,21 +57,21 @@ func TestLint(t *testing.T) {
 			{ID: "cap", Effect: "deny", When: &When{RateLimit: &Limit{Max: 10, Window: "1h"}}},
 		}, []string{`spec.rules[0].when.rateLimit: an allow rule with rateLimit applies only once the limit is reached`,
 			`spec.rules[1].when.tokenBudget: an allow rule with tokenBudget applies only once the budget`}, false},
-		{"tiered: resourceType without a resource binding never holds", tiered(
-			Rule{ID: "tables", Effect: "allow", Select: &Select{ResourceType: "table"}},
-			Rule{ID: "bound", Effect: "allow", Targets: table("orders"), Select: &Select{ResourceType: "table"}},
-		), []string{`spec.rules[0].select.resourceType: rule "tables" can never apply`}, true},
-		{"tiered: a resource bound only by deny, warn or audit rules", tiered(
-			Rule{ID: "no-drop", Effect: "deny", Priority: 10, Targets: table("orders", "invoices")},
-			Rule{ID: "audit", Effect: "audit", Targets: table("invoices")},
-			Rule{ID: "read", Effect: "allow", Targets: table("orders")},
-		), []string{`resource table/invoices is bound only by deny, warn or audit rules`}, true},
-		{"tiered: order-based checks do not apply", tiered(
-			Rule{ID: "stop", Effect: "deny"},
-			Rule{ID: "exception", Effect: "allow", Priority: 1},
-			Rule{ID: "same", Effect: "deny", Conditions: []Condition{bash}},
-			Rule{ID: "opposite", Effect: "allow", Conditions: []Condition{bash}},
-		), nil, true},
+		{"tiered: resourceType without a resource binding never holds", []Rule{
+			{ID: "tables", Effect: "allow", Select: &Select{ResourceType: "table"}},
+			{ID: "bound", Effect: "allow", Targets: table("orders"), Select: &Select{ResourceType: "table"}},
+		}, []string{`spec.rules[0].select.resourceType: rule "tables" can never apply`}, true},
+		{"tiered: a resource bound only by deny, warn or audit rules", []Rule{
+			{ID: "no-drop", Effect: "deny", Priority: 10, Targets: table("orders", "invoices")},
+			{ID: "audit", Effect: "audit", Targets: table("invoices")},
+			{ID: "read", Effect: "allow", Targets: table("orders")},
+		}, []string{`resource table/invoices is bound only by deny, warn or audit rules`}, true},
+		{"tiered: order-based checks do not apply", []Rule{
+			{ID: "stop", Effect: "deny"},
+			{ID: "exception", Effect: "allow", Priority: 1},
+			{ID: "same", Effect: "deny", Conditions: []Condition{bash}},
+			{ID: "opposite", Effect: "allow", Conditions: []Condition{bash}},
+		}, nil, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
