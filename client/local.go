@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/usage"
@@ -27,11 +26,8 @@ type Local struct {
 	opts     LocalOptions
 	compiled atomic.Pointer[engine.Compiled]
 	reloadMu sync.Mutex
-	// usageMu makes deciding and counting one step while the bundle has
-	// rate limits or token budgets, as the sidecar does: calls decided at
-	// once would otherwise pass a limit together.
-	usageMu sync.Mutex
-	ledger  *usage.Ledger
+	// ledger decides and counts as the sidecar's does (usage.Ledger.Decide).
+	ledger *usage.Ledger
 }
 
 // NewLocal loads opts.BundlePath; an unreadable or corrupt bundle is an
@@ -92,28 +88,6 @@ func (l *Local) Evaluate(_ context.Context, req Request) (Result, error) {
 // beyond the engine's own.
 func (l *Local) EvaluateRequest(req engine.Request) Result {
 	compiled := l.compiled.Load()
-	opts := engine.EvalOptions{ServiceAccount: l.opts.ServiceAccount}
-	var res engine.Result
-	if compiled.UsesUsage() {
-		opts.Usage = l.ledger
-		res = l.decideAndCount(compiled, req, opts)
-	} else {
-		// Nothing reads the counts, so nothing is counted: that keeps the
-		// hot path free of the ledger's lock and allocations. (Calls made
-		// before a reload that adds limits are therefore not counted.)
-		res = compiled.Evaluate(req, opts)
-	}
+	res := l.ledger.Decide(compiled, req, engine.EvalOptions{ServiceAccount: l.opts.ServiceAccount})
 	return Result{Result: res, BundleRevision: compiled.Revision()}
-}
-
-// decideAndCount is the sidecar's: deciding and counting an allowed call
-// are one step; the deferred unlock holds even if evaluation panicked.
-func (l *Local) decideAndCount(compiled *engine.Compiled, req engine.Request, opts engine.EvalOptions) engine.Result {
-	l.usageMu.Lock()
-	defer l.usageMu.Unlock()
-	res := compiled.Evaluate(req, opts)
-	if res.Decision == engine.Allow {
-		l.ledger.Record(req, time.Now())
-	}
-	return res
 }

@@ -266,8 +266,8 @@ func (s *Server) evaluateRequest(req engine.Request, explain bool, ev *event) (e
 	st := s.state.Load()
 	// The service account is the sidecar's own (--service-account, set by
 	// the injector from the Pod spec), never the request's.
-	res := s.decideAndCount(st, req, engine.EvalOptions{Explain: explain, MaxTrace: s.opts.MaxTrace,
-		ServiceAccount: s.opts.ServiceAccount, Now: s.now, Usage: s.usage})
+	res := s.usage.Decide(st.compiled, req, engine.EvalOptions{Explain: explain, MaxTrace: s.opts.MaxTrace,
+		ServiceAccount: s.opts.ServiceAccount, Now: s.now})
 	if res.TraceTruncated {
 		s.metrics.traceTruncated.Inc()
 	}
@@ -328,32 +328,6 @@ func (s *Server) writeDeny(w http.ResponseWriter, b *buffers, req engine.Request
 	w.Header()["Content-Type"] = jsonContentType
 	_, _ = w.Write(b.out)
 	s.finish(ev, req, &res, st.revision)
-}
-
-// decideAndCount evaluates req and counts it when allowed (a warn or an
-// audit is allowed too), at the clock the decision was made with. While
-// the bundle has limits the two are one step: calls decided at once would
-// otherwise all see the count from before any of them, and together pass
-// the limit. The lock is released by defer, so a panicking evaluation
-// cannot keep it.
-func (s *Server) decideAndCount(st *state, req engine.Request, opts engine.EvalOptions) engine.Result {
-	if st.compiled.UsesUsage() {
-		s.usageMu.Lock()
-		defer s.usageMu.Unlock()
-	}
-	res := st.compiled.Evaluate(req, opts)
-	if res.Decision == engine.Allow {
-		s.usage.Record(req, s.clock())
-	}
-	return res
-}
-
-// clock is the time decisions are made and calls counted at.
-func (s *Server) clock() time.Time {
-	if s.now != nil {
-		return s.now()
-	}
-	return time.Now()
 }
 
 func stringField(req engine.Request, key string) string {

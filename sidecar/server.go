@@ -68,9 +68,6 @@ type Server struct {
 	// the real one).
 	usage *usage.Ledger
 	now   func() time.Time
-	// usageMu makes deciding and counting one step while the bundle has
-	// limits (engine.Compiled.UsesUsage).
-	usageMu sync.Mutex
 	// Decision ids are a per-process random prefix and a counter: unique
 	// across restarts and replicas without a random read per decision.
 	idPrefix string

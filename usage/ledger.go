@@ -61,6 +61,8 @@ type Ledger struct {
 	scratch    scratch
 
 	evictions atomic.Uint64
+	// decideMu makes deciding and counting one step (Decide).
+	decideMu sync.Mutex
 }
 
 // seriesKey names one counter: a key's calls to one tool, or (tokens set,
