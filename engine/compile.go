@@ -139,8 +139,7 @@ type ccond struct {
 	slot    int32
 	op      op
 	value   scalar
-	set     map[string]struct{} // in/not_in with many values
-	list    []string            // in/not_in with few values
+	members stringSet // in/not_in's values, stringified
 	matcher *matcher
 	sub     []ccond // the members of an any or all group
 }

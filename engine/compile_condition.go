@@ -5,13 +5,9 @@ import (
 	"slices"
 )
 
-// condFail reports one problem of the condition being compiled, at one of its
-// fields (At("value"), At("values").Index(2)...).
-type condFail func(at Location, format string, args ...any)
-
 // operandCheck compiles a condition's value for one operand kind into cc and
 // reports what is wrong with it. The operator table says which check runs.
-type operandCheck func(k *compiler, c *Condition, spec operatorSpec, cc *ccond, fail condFail)
+type operandCheck func(k *compiler, c *Condition, spec operatorSpec, cc *ccond, fail failFunc)
 
 var operandChecks = map[operandKind]operandCheck{
 	needsNothing: checkNoOperand,
@@ -112,7 +108,7 @@ func (k *compiler) condition(d *diagnoser, ri int, rid string, ci int, base Loca
 	return cc, ok
 }
 
-func checkNoOperand(_ *compiler, c *Condition, _ operatorSpec, _ *ccond, fail condFail) {
+func checkNoOperand(_ *compiler, c *Condition, _ operatorSpec, _ *ccond, fail failFunc) {
 	switch {
 	case len(c.Value) > 0:
 		fail(At("value"), "operator %s takes no value", c.Operator)
@@ -123,7 +119,7 @@ func checkNoOperand(_ *compiler, c *Condition, _ operatorSpec, _ *ccond, fail co
 
 // checkListOperand reads values, or value as a one-item list; many values
 // become a set.
-func checkListOperand(_ *compiler, c *Condition, _ operatorSpec, cc *ccond, fail condFail) {
+func checkListOperand(_ *compiler, c *Condition, _ operatorSpec, cc *ccond, fail failFunc) {
 	raws, field := c.Values, At("values")
 	if len(c.Value) > 0 {
 		raws, field = []json.RawMessage{c.Value}, At("value")
@@ -136,6 +132,7 @@ func checkListOperand(_ *compiler, c *Condition, _ operatorSpec, cc *ccond, fail
 		fail(field, "%d values, more than the limit of %d", len(raws), MaxValuesPerList)
 		return
 	}
+	members := make([]string, 0, len(raws))
 	for i, raw := range raws {
 		at := field
 		if len(c.Value) == 0 {
@@ -150,20 +147,14 @@ func checkListOperand(_ *compiler, c *Condition, _ operatorSpec, cc *ccond, fail
 			fail(at, "must be a string, number or boolean, not %s", s.kind)
 			continue
 		}
-		cc.list = append(cc.list, s.str)
+		members = append(members, s.str)
 	}
-	if len(cc.list) > 8 {
-		cc.set = make(map[string]struct{}, len(cc.list))
-		for _, s := range cc.list {
-			cc.set[s] = struct{}{}
-		}
-		cc.list = nil
-	}
+	cc.members = newStringSet(members)
 }
 
 // singleOperand reads the one value the scalar, string and number operators
 // take; ok=false when it is missing, a list, or not JSON.
-func singleOperand(c *Condition, cc *ccond, fail condFail) bool {
+func singleOperand(c *Condition, cc *ccond, fail failFunc) bool {
 	if c.Values != nil {
 		fail(At("values"), "operator %s takes a single value, not a list", c.Operator)
 		return false
@@ -181,13 +172,13 @@ func singleOperand(c *Condition, cc *ccond, fail condFail) bool {
 	return true
 }
 
-func checkScalarOperand(_ *compiler, c *Condition, _ operatorSpec, cc *ccond, fail condFail) {
+func checkScalarOperand(_ *compiler, c *Condition, _ operatorSpec, cc *ccond, fail failFunc) {
 	if singleOperand(c, cc, fail) && !cc.value.isScalar() {
 		fail(At("value"), "operator %s needs a string, number or boolean, not %s", c.Operator, cc.value.kind)
 	}
 }
 
-func checkStringOperand(k *compiler, c *Condition, spec operatorSpec, cc *ccond, fail condFail) {
+func checkStringOperand(k *compiler, c *Condition, spec operatorSpec, cc *ccond, fail failFunc) {
 	if !singleOperand(c, cc, fail) {
 		return
 	}
@@ -206,7 +197,7 @@ func checkStringOperand(k *compiler, c *Condition, spec operatorSpec, cc *ccond,
 	cc.matcher = m
 }
 
-func checkNumberOperand(_ *compiler, c *Condition, _ operatorSpec, cc *ccond, fail condFail) {
+func checkNumberOperand(_ *compiler, c *Condition, _ operatorSpec, cc *ccond, fail failFunc) {
 	if singleOperand(c, cc, fail) && cc.value.kind != kindNumber {
 		fail(At("value"), "operator %s needs a number value, not %s", c.Operator, cc.value.kind)
 	}

@@ -48,38 +48,6 @@ func effectRank(e Effect) int {
 	return 0
 }
 
-// stringSet is a small list or, past a few members, a map.
-type stringSet struct {
-	list []string
-	set  map[string]struct{}
-}
-
-func newStringSet(items []string) stringSet {
-	if len(items) <= 8 {
-		return stringSet{list: items}
-	}
-	m := make(map[string]struct{}, len(items))
-	for _, s := range items {
-		m[s] = struct{}{}
-	}
-	return stringSet{set: m}
-}
-
-func (s *stringSet) has(x string) bool {
-	if s.set != nil {
-		_, ok := s.set[x]
-		return ok
-	}
-	for _, y := range s.list {
-		if y == x {
-			return true
-		}
-	}
-	return false
-}
-
-func (s *stringSet) empty() bool { return s.set == nil && s.list == nil }
-
 type csubjects struct {
 	agents stringSet // fold keys
 	roles  stringSet
@@ -132,44 +100,42 @@ var hhmm = regexp.MustCompile(`^([01][0-9]|2[0-3]):[0-5][0-9]$`)
 // gatewayRule compiles a rule's subjects, targets, select and when into cr,
 // reporting problems through d.
 func (k *compiler) gatewayRule(d *diagnoser, ri int, r *Rule, cr *crule, tiered bool) {
-	at := func(names ...string) Location { return At(names...) }
 	fail := func(loc Location, format string, args ...any) {
 		d.add(ri, r.ID, -1, append(ruleAt(ri), loc...), format, args)
 	}
 	if r.Priority != 0 && !tiered {
-		fail(at("priority"), "priority %d is only meaningful in a tiered policy (spec.evaluation: tiered); an ordered policy scans rules in order", r.Priority)
+		fail(At("priority"), "priority %d is only meaningful in a tiered policy (spec.evaluation: tiered); an ordered policy scans rules in order", r.Priority)
 	}
 	if s := r.Subjects; s != nil {
 		cs := &csubjects{}
-		folded := make([]string, 0, len(s.Agents))
-		for _, a := range strings_(fail, at("subjects", "agents"), s.Agents, s.Agents != nil) {
-			folded = append(folded, foldKey(a))
+		if s.Agents != nil {
+			checkNames(fail, At("subjects", "agents"), s.Agents)
+			folded := make([]string, len(s.Agents))
+			for i, a := range s.Agents {
+				folded[i] = foldKey(a)
+			}
+			cs.agents = newStringSet(folded)
 		}
-		cs.agents = setOf(folded, s.Agents)
-		cs.roles = setOf(strings_(fail, at("subjects", "roles"), s.Roles, s.Roles != nil), s.Roles)
+		cs.roles = nameSet(fail, At("subjects", "roles"), s.Roles)
 		if s.Agents == nil && s.Roles == nil {
-			fail(at("subjects"), "subjects needs agents or roles (omit subjects to apply to everyone)")
+			fail(At("subjects"), "subjects needs agents or roles (omit subjects to apply to everyone)")
 		}
 		cr.subjects = cs
 	}
 	if t := r.Targets; t != nil {
 		ct := &ctargets{}
-		ct.servers = setOf(strings_(fail, at("targets", "servers"), t.Servers, t.Servers != nil), t.Servers)
-		ct.tools = setOf(strings_(fail, at("targets", "tools"), t.Tools, t.Tools != nil), t.Tools)
+		ct.servers = nameSet(fail, At("targets", "servers"), t.Servers)
+		ct.tools = nameSet(fail, At("targets", "tools"), t.Tools)
 		if t.Resources != nil {
-			base := at("targets", "resources")
-			switch n := len(t.Resources); {
-			case n == 0:
-				fail(base, "must not be empty (omit it to bind no resource)")
-			case n > MaxResourceTarget:
-				fail(base, "%d resource targets, more than the limit of %d", n, MaxResourceTarget)
-			}
+			base := At("targets", "resources")
+			checkLength(fail, base, len(t.Resources), MaxResourceTarget, "omit it to bind no resource", "resource targets")
 			names := map[string][]string{}
 			for i, rt := range t.Resources {
 				if rt.Type == "" {
 					fail(base.Index(i).Child("type"), "resource type is empty")
 				}
-				names[rt.Type] = append(names[rt.Type], strings_(fail, base.Index(i).Child("names"), rt.Names, true)...)
+				checkNames(fail, base.Index(i).Child("names"), rt.Names)
+				names[rt.Type] = append(names[rt.Type], rt.Names...)
 			}
 			ct.resources = make(map[string]stringSet, len(names))
 			for typ, list := range names {
@@ -177,31 +143,31 @@ func (k *compiler) gatewayRule(d *diagnoser, ri int, r *Rule, cr *crule, tiered 
 			}
 		}
 		if t.Servers == nil && t.Tools == nil && t.Resources == nil {
-			fail(at("targets"), "targets needs servers, tools or resources (omit targets to apply to every call)")
+			fail(At("targets"), "targets needs servers, tools or resources (omit targets to apply to every call)")
 		}
 		cr.targets = ct
 	}
 	if s := r.Select; s != nil {
 		cs := &cselect{resourceType: s.ResourceType, tool: s.Tool}
-		cs.action = setOf(strings_(fail, at("select", "action"), s.Action, s.Action != nil), s.Action)
-		cs.sideEffect = setOf(strings_(fail, at("select", "sideEffect"), s.SideEffect, s.SideEffect != nil), s.SideEffect)
+		cs.action = nameSet(fail, At("select", "action"), s.Action)
+		cs.sideEffect = nameSet(fail, At("select", "sideEffect"), s.SideEffect)
 		if pat, ok := regexOf(s.Tool); ok {
 			m, err := k.pattern(pat)
 			if err != nil {
-				fail(at("select", "tool"), "pattern %q does not compile: %v", truncate(pat, 128), err)
+				fail(At("select", "tool"), "pattern %q does not compile: %v", truncate(pat, 128), err)
 			}
 			cs.toolMatcher = m
 			cr.usesRegex = true
 		}
 		if s.Context != nil {
 			if len(s.Context) == 0 {
-				fail(at("select", "context"), "must not be empty (omit it to select any context)")
+				fail(At("select", "context"), "must not be empty (omit it to select any context)")
 			}
 			if len(s.Context) > MaxContextKeys {
-				fail(at("select", "context"), "%d keys, more than the limit of %d", len(s.Context), MaxContextKeys)
+				fail(At("select", "context"), "%d keys, more than the limit of %d", len(s.Context), MaxContextKeys)
 			}
 			for _, key := range sortedKeys(s.Context) {
-				loc := at("select", "context", key)
+				loc := At("select", "context", key)
 				if key == "" || strings.Contains(key, ".") || forbiddenSegments[key] {
 					fail(loc, "context key %q must be one non-empty key without '.' (and not __proto__, constructor or prototype)", key)
 					continue
@@ -218,7 +184,7 @@ func (k *compiler) gatewayRule(d *diagnoser, ri int, r *Rule, cr *crule, tiered 
 			}
 		}
 		if s.Action == nil && s.SideEffect == nil && s.Tool == "" && s.ResourceType == "" && s.Context == nil {
-			fail(at("select"), "select needs at least one key (omit select to select every call)")
+			fail(At("select"), "select needs at least one key (omit select to select every call)")
 		}
 		cr.sel = cs
 	}
@@ -228,25 +194,20 @@ func (k *compiler) gatewayRule(d *diagnoser, ri int, r *Rule, cr *crule, tiered 
 	cr.filtered = cr.subjects != nil || cr.targets != nil || cr.sel != nil || cr.when != nil
 }
 
-func (k *compiler) when(fail func(Location, string, ...any), w *When) *cwhen {
+func (k *compiler) when(fail failFunc, w *When) *cwhen {
 	cw := &cwhen{}
 	if w.Schedule != nil {
 		base := At("when", "schedule")
-		switch n := len(w.Schedule); {
-		case n == 0:
-			fail(base, "must not be empty (omit it for any time)")
-		case n > MaxScheduleWindow:
-			fail(base, "%d windows, more than the limit of %d", n, MaxScheduleWindow)
-		}
+		checkLength(fail, base, len(w.Schedule), MaxScheduleWindow, "omit it for any time", "windows")
 		for i := range w.Schedule {
 			if win, ok := window(fail, base.Index(i), &w.Schedule[i]); ok {
 				cw.schedule = append(cw.schedule, win)
 			}
 		}
 	}
-	cw.environments = setOf(strings_(fail, At("when", "environments"), w.Environments, w.Environments != nil), w.Environments)
-	cw.sensitivity = setOf(strings_(fail, At("when", "sensitivity"), w.Sensitivity, w.Sensitivity != nil), w.Sensitivity)
-	cw.confidence = setOf(strings_(fail, At("when", "actorConfidence"), w.ActorConfidence, w.ActorConfidence != nil), w.ActorConfidence)
+	cw.environments = nameSet(fail, At("when", "environments"), w.Environments)
+	cw.sensitivity = nameSet(fail, At("when", "sensitivity"), w.Sensitivity)
+	cw.confidence = nameSet(fail, At("when", "actorConfidence"), w.ActorConfidence)
 	cw.rateLimit = limit(fail, At("when", "rateLimit"), w.RateLimit)
 	cw.tokenBudget = limit(fail, At("when", "tokenBudget"), w.TokenBudget)
 	if w.Schedule == nil && w.Environments == nil && w.Sensitivity == nil && w.ActorConfidence == nil &&
@@ -256,7 +217,7 @@ func (k *compiler) when(fail func(Location, string, ...any), w *When) *cwhen {
 	return cw
 }
 
-func window(fail func(Location, string, ...any), at Location, w *Window) (cwindow, bool) {
+func window(fail failFunc, at Location, w *Window) (cwindow, bool) {
 	ok := true
 	out := cwindow{loc: time.UTC}
 	if w.Days == nil {
@@ -307,7 +268,7 @@ func loadZone(name string) (*time.Location, error) {
 	return time.LoadLocation(name)
 }
 
-func limit(fail func(Location, string, ...any), at Location, l *Limit) *climit {
+func limit(fail failFunc, at Location, l *Limit) *climit {
 	if l == nil {
 		return nil
 	}
@@ -335,30 +296,35 @@ func limit(fail func(Location, string, ...any), at Location, l *Limit) *climit {
 	return out
 }
 
-// strings_ checks a list the schema calls a list of names: when present, it
-// holds 1 to MaxBindingValues non-empty strings.
-func strings_(fail func(Location, string, ...any), at Location, items []string, present bool) []string {
-	if !present {
-		return nil
-	}
-	switch n := len(items); {
+// checkLength reports a list that is present but empty (hint says what to
+// write instead) or longer than limit.
+func checkLength(fail failFunc, at Location, n, limit int, hint, noun string) {
+	switch {
 	case n == 0:
-		fail(at, "must not be empty (omit it instead)")
-	case n > MaxBindingValues:
-		fail(at, "%d values, more than the limit of %d", n, MaxBindingValues)
+		fail(at, "must not be empty (%s)", hint)
+	case n > limit:
+		fail(at, "%d %s, more than the limit of %d", n, noun, limit)
 	}
+}
+
+// checkNames checks a list the schema calls a list of names: 1 to
+// MaxBindingValues non-empty strings.
+func checkNames(fail failFunc, at Location, items []string) {
+	checkLength(fail, at, len(items), MaxBindingValues, "omit it instead", "values")
 	for i, s := range items {
 		if s == "" {
 			fail(at.Index(i), "must not be empty")
 		}
 	}
-	return items
 }
 
-func setOf(items, source []string) stringSet {
-	if source == nil {
+// nameSet checks an optional list of names and returns it as a set; an
+// absent list is the empty set, which filters nothing.
+func nameSet(fail failFunc, at Location, items []string) stringSet {
+	if items == nil {
 		return stringSet{}
 	}
+	checkNames(fail, at, items)
 	return newStringSet(items)
 }
 

@@ -86,6 +86,11 @@ func (d Diagnostic) String() string {
 // Error makes a Diagnostic usable as an error.
 func (d Diagnostic) Error() string { return d.String() }
 
+// failFunc reports one problem of what is being compiled (a rule, a
+// condition) at a location relative to it: At("value"),
+// At("when", "schedule").Index(2).
+type failFunc func(at Location, format string, args ...any)
+
 // diagnoser collects diagnostics for one policy with its location filled in.
 type diagnoser struct {
 	policy string

@@ -551,9 +551,9 @@ func (c *Compiled) holds(s *scratch, cc *ccond) bool {
 	case opNeq:
 		return !cc.value.equal(v)
 	case opIn:
-		return cc.member(s.str(c, cc.slot, v))
+		return cc.members.has(s.str(c, cc.slot, v))
 	case opNotIn:
-		return !cc.member(s.str(c, cc.slot, v))
+		return !cc.members.has(s.str(c, cc.slot, v))
 	case opContains:
 		return strings.Contains(s.str(c, cc.slot, v), cc.value.str)
 	case opNotContains:
@@ -594,19 +594,6 @@ func (c *Compiled) groupHolds(s *scratch, cc *ccond) bool {
 		}
 	}
 	return !any
-}
-
-func (cc *ccond) member(s string) bool {
-	if cc.set != nil {
-		_, ok := cc.set[s]
-		return ok
-	}
-	for _, x := range cc.list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // scratch caches, per evaluation, each field path's resolved value and its
