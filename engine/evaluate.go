@@ -156,12 +156,7 @@ func (c *Compiled) scan(req Request, opts *EvalOptions, clk *clock, tr *tracer, 
 			continue
 		}
 		if p.compileError != "" {
-			if tr.on && tr.fits(0) {
-				tr.rules = append(tr.rules, TraceRule{PolicyID: p.id, RuleIndex: -1, CompileError: p.compileError})
-			}
-			out.Decision, out.Code, out.Reason = Deny, CodePolicyCompileError, p.compileError
-			out.MatchedPolicyID, out.MatchedPolicyVersion = p.id, p.version
-			out.Warnings = s.warningList()
+			e.compileError(p, out)
 			return
 		}
 		var v verdict
@@ -173,9 +168,7 @@ func (c *Compiled) scan(req Request, opts *EvalOptions, clk *clock, tr *tracer, 
 		}
 		switch {
 		case !ok:
-			out.Decision, out.Code = Deny, CodeEvalTimeout
-			out.Reason = fmt.Sprintf("evaluation exceeded its %v budget after %d rules", budget, e.steps)
-			out.Warnings = s.warningList()
+			e.timeout(out)
 			return
 		case !v.set():
 			continue
@@ -193,6 +186,25 @@ func (c *Compiled) scan(req Request, opts *EvalOptions, clk *clock, tr *tracer, 
 	if first := &c.policies[0]; first.defaultDeny {
 		out.Decision, out.Reason = Deny, first.defaultReason
 	}
+}
+
+// compileError is the deny of reaching a policy that does not compile.
+// It and timeout are kept out of scan: their temporaries would enlarge the
+// frame every evaluation sets up.
+func (e *run) compileError(p *cpolicy, out *Result) {
+	if e.tr.on && e.tr.fits(0) {
+		e.tr.rules = append(e.tr.rules, TraceRule{PolicyID: p.id, RuleIndex: -1, CompileError: p.compileError})
+	}
+	out.Decision, out.Code, out.Reason = Deny, CodePolicyCompileError, p.compileError
+	out.MatchedPolicyID, out.MatchedPolicyVersion = p.id, p.version
+	out.Warnings = e.s.warningList()
+}
+
+// timeout is the deny of an evaluation past its budget.
+func (e *run) timeout(out *Result) {
+	out.Decision, out.Code = Deny, CodeEvalTimeout
+	out.Reason = fmt.Sprintf("evaluation exceeded its %v budget after %d rules", e.budget, e.steps)
+	out.Warnings = e.s.warningList()
 }
 
 // run is one evaluation's progress through the policies.
