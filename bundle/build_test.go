@@ -1,14 +1,12 @@
 package bundle
 
 import (
-	"os"
 	"slices"
 	"testing"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/engine"
@@ -100,21 +98,9 @@ func TestBuildIsDeterministic(t *testing.T) {
 // the kubebuilder marker) and the engine's operator table in step.
 func TestCRDOperatorEnumMatchesEngine(t *testing.T) {
 	t.Parallel()
-	doc, err := os.ReadFile("../config/crd/bases/toolgate.dev_policies.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var crd apiextensionsv1.CustomResourceDefinition
-	if err := yaml.Unmarshal(doc, &crd); err != nil {
-		t.Fatal(err)
-	}
-	schema := crd.Spec.Versions[0].Schema.OpenAPIV3Schema
+	schema := policyCRD(t).Schema.OpenAPIV3Schema
 	cond := schema.Properties["spec"].Properties["rules"].Items.Schema.Properties["conditions"].Items.Schema
-	var enum []string
-	for _, v := range cond.Properties["operator"].Enum {
-		enum = append(enum, string(v.Raw[1:len(v.Raw)-1]))
-	}
-	if !slices.Equal(enum, engine.Operators) {
+	if enum := enumOf(cond.Properties["operator"]); !slices.Equal(enum, engine.Operators) {
 		t.Errorf("CRD operator enum %v\nengine operators   %v", enum, engine.Operators)
 	}
 }

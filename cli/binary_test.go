@@ -1,10 +1,7 @@
 package cli
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,33 +13,7 @@ import (
 // TestBinary builds cmd/toolgate once and runs it as a real process, to show
 // exit codes, streams and the version stamp end to end.
 func TestBinary(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "toolgate")
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("the go command is needed to build the binary: %v", err)
-	}
-	build := exec.Command(goTool, "build", "-o", bin,
-		"-ldflags", "-X github.com/toolgate/toolgate/cli.Version=v9.8.7 -X github.com/toolgate/toolgate/cli.Commit=abc123",
-		"../cmd/toolgate")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-
-	exe := func(stdin string, args ...string) outcome {
-		cmd := exec.Command(bin, args...)
-		cmd.Stdin = strings.NewReader(stdin)
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		err := cmd.Run()
-		code := 0
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatalf("running %v: %v", args, err)
-		}
-		return outcome{code: code, stdout: out.String(), stderr: errb.String()}
-	}
+	exe := func(stdin string, args ...string) outcome { return runBinary(t, stdin, nil, args...) }
 
 	if o := exe("", "version"); o.code != 0 || !strings.HasPrefix(o.stdout, "toolgate v9.8.7 (commit abc123, ") {
 		t.Errorf("version: exit %d, stdout %q", o.code, o.stdout)

@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -105,17 +104,9 @@ func runEval(cmd *cobra.Command, o *EvalOptions, s streams) error {
 }
 
 func readRequest(path string, in io.Reader) (engine.Request, error) {
-	var data []byte
-	var err error
-	name := path
-	if path == manifest.Stdin {
-		name = "<stdin>"
-		data, err = io.ReadAll(in)
-	} else {
-		data, err = os.ReadFile(path)
-	}
+	data, name, err := readFlagFile("--request", path, in)
 	if err != nil {
-		return nil, usageErrorf("--request %s: cannot read: %v", name, err)
+		return nil, err
 	}
 	req, err := engine.DecodeRequest(data)
 	if err != nil {

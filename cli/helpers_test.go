@@ -4,8 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/toolgate/toolgate/engine"
@@ -79,3 +84,58 @@ spec:
   reason: incident 42
   expiresAt: "2030-01-01T00:00:00Z"
 `
+
+// binary is cmd/toolgate, built once per test binary (with a version stamp)
+// for the tests that run it as a real process.
+var binary struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+func toolgateBinary(t *testing.T) string {
+	t.Helper()
+	binary.once.Do(func() {
+		dir, err := os.MkdirTemp("", "toolgate-bin")
+		if err != nil {
+			binary.err = err
+			return
+		}
+		binary.path = filepath.Join(dir, "toolgate")
+		goTool, err := exec.LookPath("go")
+		if err != nil {
+			binary.err = fmt.Errorf("the go command is needed to build the binary: %w", err)
+			return
+		}
+		build := exec.Command(goTool, "build", "-o", binary.path,
+			"-ldflags", "-X github.com/toolgate/toolgate/cli.Version=v9.8.7 -X github.com/toolgate/toolgate/cli.Commit=abc123",
+			"../cmd/toolgate")
+		if out, err := build.CombinedOutput(); err != nil {
+			binary.err = fmt.Errorf("go build: %w\n%s", err, out)
+		}
+	})
+	if binary.err != nil {
+		t.Fatal(binary.err)
+	}
+	return binary.path
+}
+
+// runBinary runs the built binary as a process: stdin given, env added to
+// the test's environment; the exit code is the process's.
+func runBinary(t *testing.T, stdin string, env []string, args ...string) outcome {
+	t.Helper()
+	cmd := exec.Command(toolgateBinary(t), args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("running %v: %v", args, err)
+	}
+	return outcome{code: code, stdout: out.String(), stderr: errb.String()}
+}

@@ -5,12 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"time"
 
 	"github.com/toolgate/toolgate/engine"
-	"github.com/toolgate/toolgate/manifest"
 	"github.com/toolgate/toolgate/usage"
 )
 
@@ -36,17 +34,9 @@ type historyCall struct {
 // rateLimit and tokenBudget judge at now as a sidecar that had allowed
 // those calls would.
 func readHistory(path string, in io.Reader, now time.Time) (*usage.Ledger, error) {
-	name := path
-	var data []byte
-	var err error
-	if path == manifest.Stdin {
-		name = "<stdin>"
-		data, err = io.ReadAll(in)
-	} else {
-		data, err = os.ReadFile(path)
-	}
+	data, name, err := readFlagFile("--history", path, in)
 	if err != nil {
-		return nil, usageErrorf("--history %s: cannot read: %v", name, err)
+		return nil, err
 	}
 	calls, err := parseHistory(data, now)
 	if err != nil {

@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"bytes"
-	"errors"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,14 +18,7 @@ import (
 // the hook Claude Code would spawn.
 func TestHookSidecar(t *testing.T) {
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "toolgate")
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("the go command is needed to build the binary: %v", err)
-	}
-	if out, err := exec.Command(goTool, "build", "-o", bin, "../cmd/toolgate").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := toolgateBinary(t)
 	b := run(t, "", "bundle", "-f", samplesDir, "-f", testenv.WriteTree(t, map[string]string{"fields.yaml": fieldsPolicy}))
 	if b.code != 0 {
 		t.Fatalf("bundle: exit %d: %s", b.code, b.stderr)
@@ -71,20 +62,7 @@ func TestHookSidecar(t *testing.T) {
 	// hook runs the binary as Claude Code does: the event on stdin, the
 	// environment given (TOOLGATE_URL or nothing).
 	hook := func(stdin string, env []string, args ...string) outcome {
-		cmd := exec.Command(bin, append([]string{"hook", "claude-code"}, args...)...)
-		cmd.Env = append(os.Environ(), env...)
-		cmd.Stdin = strings.NewReader(stdin)
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		err := cmd.Run()
-		code := 0
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatalf("running the hook: %v", err)
-		}
-		return outcome{code: code, stdout: out.String(), stderr: errb.String()}
+		return runBinary(t, stdin, env, append([]string{"hook", "claude-code"}, args...)...)
 	}
 
 	unixURL, tcpURL := "unix://"+sock, "http://"+addr

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -72,6 +73,22 @@ func loadNamespace(f *sourceFlags, in io.Reader) (*manifest.Set, error) {
 		return nil, &ExitError{Code: ExitUsage, Err: err}
 	}
 	return set, nil
+}
+
+// readFlagFile reads the file a flag names, or stdin for "-"; errors name
+// the flag and the file, as usage errors.
+func readFlagFile(flag, path string, in io.Reader) (data []byte, name string, err error) {
+	name = path
+	if path == manifest.Stdin {
+		name = "<stdin>"
+		data, err = io.ReadAll(in)
+	} else {
+		data, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, name, usageErrorf("%s %s: cannot read: %v", flag, name, err)
+	}
+	return data, name, nil
 }
 
 // parseNow reads --now; empty means the real clock.

@@ -10,10 +10,9 @@ import (
 	"time"
 )
 
-// differential evaluates reqs against b with the engine and the reference
-// evaluator and describes the first disagreement, or returns "".
-func differential(b Bundle, reqs []map[string]any) string {
-	c, diags := Compile(b)
+// validityMismatch describes the first policy the engine and the reference
+// disagree is valid, or Compile's diagnostics disagreeing with them both.
+func validityMismatch(b Bundle, diags []Diagnostic) string {
 	anyInvalid := false
 	for _, p := range b.Policies {
 		engineOK, refOK := len(CheckPolicy(p)) == 0, len(refPolicyProblems(p)) == 0
@@ -25,6 +24,16 @@ func differential(b Bundle, reqs []map[string]any) string {
 	}
 	if anyInvalid != (len(diags) > 0) {
 		return fmt.Sprintf("Compile diagnostics %v, but per-policy validity says invalid=%v", diags, anyInvalid)
+	}
+	return ""
+}
+
+// differential evaluates reqs against b with the engine and the reference
+// evaluator and describes the first disagreement, or returns "".
+func differential(b Bundle, reqs []map[string]any) string {
+	c, diags := Compile(b)
+	if d := validityMismatch(b, diags); d != "" {
+		return d
 	}
 	for _, req := range reqs {
 		want := refEvaluate(b, req, t0)
@@ -101,17 +110,8 @@ func compareGateway(res Result, want refResult) string {
 // uses issue 9's fields, judged at now with u's earlier calls.
 func gatewayDifferential(b Bundle, reqs []map[string]any, now time.Time, u *refUsage) string {
 	c, diags := Compile(b)
-	anyInvalid := false
-	for _, p := range b.Policies {
-		engineOK, refOK := len(CheckPolicy(p)) == 0, len(refPolicyProblems(p)) == 0
-		if engineOK != refOK {
-			return fmt.Sprintf("policy %q: engine valid=%v (%v), reference valid=%v (%v)\n%s",
-				p.ID, engineOK, CheckPolicy(p), refOK, refPolicyProblems(p), mustJSON(p))
-		}
-		anyInvalid = anyInvalid || !refOK
-	}
-	if anyInvalid != (len(diags) > 0) {
-		return fmt.Sprintf("Compile diagnostics %v, but per-policy validity says invalid=%v", diags, anyInvalid)
+	if d := validityMismatch(b, diags); d != "" {
+		return d
 	}
 	var usage Usage
 	if len(u.calls) > 0 {

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
@@ -162,14 +161,7 @@ func refuseMCP(pod *corev1.Pod) error {
 			}
 		}
 	}
-	if len(errs) == 0 {
-		return nil
-	}
-	name := pod.Name
-	if name == "" {
-		name = pod.GenerateName
-	}
-	return apierrors.NewInvalid(corev1.SchemeGroupVersion.WithKind("Pod").GroupKind(), name, errs)
+	return podInvalid(pod, errs)
 }
 
 func volumeSecrets(v corev1.Volume) []string {

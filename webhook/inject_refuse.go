@@ -52,6 +52,11 @@ func refuseInjection(pod *corev1.Pod) error {
 				"volume name %q is reserved for %s, which the injector adds", v.Name, what)))
 		}
 	}
+	return podInvalid(pod, errs)
+}
+
+// podInvalid is the Invalid error refusing pod for errs, nil without any.
+func podInvalid(pod *corev1.Pod, errs field.ErrorList) error {
 	if len(errs) == 0 {
 		return nil
 	}
