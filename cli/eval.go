@@ -92,8 +92,7 @@ func runEval(cmd *cobra.Command, o *EvalOptions, s streams) error {
 		}
 	}
 
-	compiled, diags := engine.Compile(bundle.Build(set.PolicyObjects(), set.FrozenAgentObjects(), now))
-	printDiagnostics(s.err, set, diags)
+	compiled := compileSet(set, now, s.err)
 	res := compiled.Evaluate(req, engine.EvalOptions{Now: clockFrom(now), Explain: o.Explain, Usage: used})
 	out, err := res.AppendJSON(nil)
 	if err != nil {
@@ -101,6 +100,15 @@ func runEval(cmd *cobra.Command, o *EvalOptions, s streams) error {
 	}
 	_, err = s.out.Write(append(out, '\n'))
 	return err
+}
+
+// compileSet compiles the bundle the operator would publish for set at
+// now, printing what does not compile (evaluation denies where it
+// reaches it) as the webhook would have refused it.
+func compileSet(set *manifest.Set, now time.Time, stderr io.Writer) *engine.Compiled {
+	compiled, diags := engine.Compile(bundle.Build(set.PolicyObjects(), set.FrozenAgentObjects(), now))
+	printDiagnostics(stderr, set, diags)
+	return compiled
 }
 
 func readRequest(path string, in io.Reader) (engine.Request, error) {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/client"
 	"github.com/toolgate/toolgate/engine"
 )
@@ -109,7 +108,7 @@ func runClaudeCodeHook(ctx context.Context, o *HookOptions, s streams) error {
 		ctx = context.Background()
 	}
 
-	var res hookResult
+	var res engine.Result
 	if o.BundleDir != "" {
 		res, err = decideLocally(o.BundleDir, req, s.err)
 		if err != nil {
@@ -127,7 +126,7 @@ func runClaudeCodeHook(ctx context.Context, o *HookOptions, s streams) error {
 	out, err := json.Marshal(hookOutput{HookSpecificOutput: hookDecision{
 		HookEventName:            "PreToolUse",
 		PermissionDecision:       decision,
-		PermissionDecisionReason: res.explain(req.toolName),
+		PermissionDecisionReason: explain(&res, req.toolName),
 	}})
 	if err != nil {
 		return fmt.Errorf("encoding the hook output: %w", err)
@@ -186,20 +185,9 @@ func readClaudeCodeEvent(in io.Reader, agentID string) (hookRequest, error) {
 	return hookRequest{toolName: ev.ToolName, client: cr, body: body}, nil
 }
 
-// hookResult is the part of a decision the hook reports, from the engine
-// or the sidecar's answer.
-type hookResult struct {
-	Decision        engine.Decision `json:"decision"`
-	MatchedPolicyID string          `json:"matchedPolicyId"`
-	MatchedRuleID   string          `json:"matchedRuleId"`
-	Code            string          `json:"code"`
-	Reason          string          `json:"reason"`
-	Warnings        []string        `json:"warnings"`
-}
-
 // explain is permissionDecisionReason: the rule id and its reason, so the
 // model knows what to change, or the code when no rule decided.
-func (r hookResult) explain(tool string) string {
+func explain(r *engine.Result, tool string) string {
 	verb := "denied"
 	if r.Decision == engine.Allow {
 		verb = "allowed"
@@ -228,22 +216,16 @@ func (r hookResult) explain(tool string) string {
 
 // decideLocally decides with the manifests and engine `toolgate eval -f`
 // uses, at the real clock.
-func decideLocally(dir string, req hookRequest, stderr io.Writer) (hookResult, error) {
+func decideLocally(dir string, req hookRequest, stderr io.Writer) (engine.Result, error) {
 	src := &sourceFlags{Paths: []string{dir}}
 	set, err := loadNamespace(src, nil)
 	if err != nil {
-		return hookResult{}, err
+		return engine.Result{}, err
 	}
 	r, err := engine.DecodeRequest(req.body)
 	if err != nil {
-		return hookResult{}, err
+		return engine.Result{}, err
 	}
 	now := time.Now()
-	compiled, diags := engine.Compile(bundle.Build(set.PolicyObjects(), set.FrozenAgentObjects(), now))
-	printDiagnostics(stderr, set, diags)
-	res := compiled.Evaluate(r, engine.EvalOptions{Now: clockFrom(now)})
-	return hookResult{
-		Decision: res.Decision, MatchedPolicyID: res.MatchedPolicyID, MatchedRuleID: res.MatchedRuleID,
-		Code: string(res.Code), Reason: res.Reason, Warnings: res.Warnings,
-	}, nil
+	return compileSet(set, now, stderr).Evaluate(r, engine.EvalOptions{Now: clockFrom(now)}), nil
 }

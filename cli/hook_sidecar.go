@@ -15,7 +15,7 @@ import (
 // sidecar gives no decision, the result is a deny with code
 // SIDECAR_UNAVAILABLE saying why. The hook never lets a call through that
 // toolgate did not allow.
-func askSidecar(ctx context.Context, url string, timeout time.Duration, req hookRequest) hookResult {
+func askSidecar(ctx context.Context, url string, timeout time.Duration, req hookRequest) engine.Result {
 	c, err := client.New(client.Options{URL: url, Timeout: timeout})
 	if err != nil {
 		return failClosed("%v", err)
@@ -24,11 +24,10 @@ func askSidecar(ctx context.Context, url string, timeout time.Duration, req hook
 	// An error comes with a deny already (the caller's context ended):
 	// the result says so either way.
 	res, _ := c.Evaluate(ctx, req.client)
-	return hookResult{Decision: res.Decision, MatchedPolicyID: res.MatchedPolicyID, MatchedRuleID: res.MatchedRuleID,
-		Code: string(res.Code), Reason: res.Reason, Warnings: res.Warnings}
+	return res.Result
 }
 
 // failClosed is the deny for a decision toolgate could not make.
-func failClosed(format string, args ...any) hookResult {
-	return hookResult{Decision: engine.Deny, Code: string(client.CodeSidecarUnavailable), Reason: fmt.Sprintf(format, args...) + "; failing closed"}
+func failClosed(format string, args ...any) engine.Result {
+	return engine.Result{Decision: engine.Deny, Code: client.CodeSidecarUnavailable, Reason: fmt.Sprintf(format, args...) + "; failing closed"}
 }
