@@ -3,78 +3,39 @@ package cli
 import (
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/conformance"
 )
 
 // sampleNow is before the sample freeze's expiresAt, so results do not
 // depend on the day the test runs.
 const sampleNow = "2026-11-15T12:00:00Z"
 
-// TestSampleRequests evaluates every request in config/samples/requests
-// against all samples applied together: a default deny with a read-only
-// allow list, where each other policy's denies still win.
+// TestSampleRequests decides every case of the shared conformance set
+// (config/samples/expected-decisions.json: every request in
+// config/samples/requests against all samples applied together) as
+// toolgate eval does; the Go, Python and TypeScript clients decide the same
+// set through a sidecar.
 func TestSampleRequests(t *testing.T) {
-	type want struct {
-		decision engine.Decision
-		policy   string
-		rule     string
-		code     engine.Code
-	}
-	const (
-		readonly = "default-deny-readonly"
-		rmrf     = "bash-no-rm-rf"
-		pay      = "pay-cap"
-		github   = "mcp-github-writes"
-		database = "mcp-database-gateway"
-	)
-	expect := map[string]want{
-		"bash_ls":              {engine.Allow, readonly, "read-only-shell", ""},
-		"bash_git_status":      {engine.Allow, readonly, "read-only-shell", ""},
-		"bash_rm_rf":           {engine.Deny, rmrf, "no-rm-rf", ""},
-		"bash_chained_rm_rf":   {engine.Deny, rmrf, "no-rm-rf", ""},
-		"bash_ls_piped_to_sh":  {engine.Deny, "", "", ""}, // not read-only: the default deny
-		"bash_other_command":   {engine.Deny, "", "", ""},
-		"read_file":            {engine.Allow, readonly, "read-only-tools", ""},
-		"write_file":           {engine.Deny, "", "", ""},
-		"pay_small":            {engine.Allow, pay, "pay-within-cap", ""},
-		"pay_at_cap":           {engine.Allow, pay, "pay-within-cap", ""},
-		"pay_over_cap":         {engine.Deny, pay, "pay-over-cap", ""},
-		"pay_amount_as_string": {engine.Deny, pay, "pay-over-cap", ""},
-		"pay_without_amount":   {engine.Deny, pay, "pay-without-amount", ""},
-		"github_create_issue":  {engine.Deny, github, "no-github-writes", ""},
-		"github_list_issues":   {engine.Allow, github, "github-reads", ""},
-		"frozen_agent":         {engine.Deny, "", "", engine.CodeAgentFrozen},
-		// sampleNow is a Sunday: outside the analysts' office hours.
-		"db_analyst_read_on_sunday": {engine.Deny, "", "", ""},
-		"db_drop_table":             {engine.Deny, database, "no-drop", ""},
-		"db_write":                  {engine.Allow, database, "writes-audited", ""},
-	}
-	files, err := filepath.Glob(filepath.Join(samplesDir, "requests", "*.json"))
+	cases, err := conformance.Load(samplesDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var names []string
-	for _, f := range files {
-		name := strings.TrimSuffix(filepath.Base(f), ".json")
-		names = append(names, name)
-		w, ok := expect[name]
-		if !ok {
-			t.Errorf("sample request %s has no expected decision in this test", f)
-			continue
+	req := filepath.Join(t.TempDir(), "req.json")
+	for _, c := range cases {
+		if err := os.WriteFile(req, c.Body, 0o644); err != nil {
+			t.Fatal(err)
 		}
-		res := oneResult(t, run(t, "", "eval", "-f", samplesDir, "--request", f, "--now", sampleNow))
-		if res.Decision != w.decision || res.MatchedPolicyID != w.policy || res.MatchedRuleID != w.rule || res.Code != w.code {
-			t.Errorf("%s: got %s %q/%q code %q (%s); want %s %q/%q code %q",
-				name, res.Decision, res.MatchedPolicyID, res.MatchedRuleID, res.Code, res.Reason, w.decision, w.policy, w.rule, w.code)
+		args := []string{"eval", "-f", samplesDir, "--request", req}
+		if c.Now != "" {
+			args = append(args, "--now", c.Now)
 		}
-	}
-	for name := range expect {
-		if !slices.Contains(names, name) {
-			t.Errorf("expected sample request %s.json is missing", name)
+		res := oneResult(t, run(t, "", args...))
+		if m := c.Mismatch(conformance.Of(res)); m != "" {
+			t.Errorf("%s (%s)", m, res.Reason)
 		}
 	}
 }

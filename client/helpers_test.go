@@ -149,11 +149,31 @@ func sampleRequest(t testing.TB, name string) Request {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return requestOf(t, doc)
+}
+
+// requestOf is a request document as an agent developer would pass it:
+// the fields Request names in its typed fields, any other in Extra.
+func requestOf(t testing.TB, doc []byte) Request {
+	t.Helper()
 	m, err := engine.DecodeRequest(doc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Request{ToolName: m["tool_name"].(string), Extra: m}
+	str := func(key string) string {
+		s, _ := m[key].(string)
+		delete(m, key)
+		return s
+	}
+	r := Request{ToolName: str("tool_name"), SessionID: str("session_id"), AgentID: str("agent_id"),
+		ToolUseID: str("tool_use_id"), Framework: str("framework"), Input: m["input"], Args: m["args"], Kwargs: m["kwargs"]}
+	delete(m, "input")
+	delete(m, "args")
+	delete(m, "kwargs")
+	if len(m) > 0 {
+		r.Extra = m
+	}
+	return r
 }
 
 func fileExists(path string) bool {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/usage"
@@ -17,6 +18,10 @@ type LocalOptions struct {
 	// ServiceAccount is the ServiceAccount this program runs as: a
 	// FrozenAgent naming it denies every call, as in the sidecar.
 	ServiceAccount string
+	// Now is the clock frozen-agent expiry, schedules and usage windows
+	// read; nil is time.Now. Set it to replay calls at the instants they
+	// were made, or in tests.
+	Now func() time.Time
 }
 
 // Local decides in process with the embedded engine: no sidecar, no
@@ -88,6 +93,6 @@ func (l *Local) Evaluate(_ context.Context, req Request) (Result, error) {
 // beyond the engine's own.
 func (l *Local) EvaluateRequest(req engine.Request) Result {
 	compiled := l.compiled.Load()
-	res := l.ledger.Decide(compiled, req, engine.EvalOptions{ServiceAccount: l.opts.ServiceAccount})
+	res := l.ledger.Decide(compiled, req, engine.EvalOptions{ServiceAccount: l.opts.ServiceAccount, Now: l.opts.Now})
 	return Result{Result: res, BundleRevision: compiled.Revision()}
 }

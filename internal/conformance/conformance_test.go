@@ -1,0 +1,81 @@
+package conformance
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestLoadSamples reads the real set: every request has a case.
+func TestLoadSamples(t *testing.T) {
+	cases, err := Load("../../config/samples")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cases) < 19 {
+		t.Fatalf("%d cases, want every sample request (19 or more)", len(cases))
+	}
+	for _, c := range cases {
+		if len(c.Body) == 0 {
+			t.Errorf("%s: no body", c.Request)
+		}
+	}
+}
+
+// TestLoadRefusesDrift writes broken sets: each is refused with a reason.
+func TestLoadRefusesDrift(t *testing.T) {
+	cases := []struct{ name, set, want string }{
+		{"not JSON", `{"cases":[`, "unexpected EOF"},
+		{"unknown field", `{"cases":[],"extra":1}`, `unknown field "extra"`},
+		{"empty", `{"cases":[]}`, "has no cases"},
+		{"missing request", `{"cases":[{"request":"a.json","expect":{"decision":"deny"}},{"request":"gone.json","expect":{"decision":"deny"}}]}`, "gone.json"},
+		{"request without a case", `{"cases":[{"request":"b.json","expect":{"decision":"deny"}}]}`, "has no case for"},
+		{"twice", `{"cases":[{"request":"a.json","expect":{"decision":"deny"}},{"request":"a.json","expect":{"decision":"deny"}}]}`, "listed twice"},
+		{"bad decision", `{"cases":[{"request":"a.json","expect":{"decision":"maybe"}}]}`, `"maybe" is not allow or deny`},
+		{"bad now", `{"cases":[{"request":"a.json","now":"tomorrow","expect":{"decision":"deny"}}]}`, "now:"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.MkdirAll(filepath.Join(dir, "requests"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range []string{"a.json", "b.json"} {
+				if err := os.WriteFile(filepath.Join(dir, "requests", f), []byte(`{"tool_name":"x"}`), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if c.name != "missing request" && c.name != "request without a case" {
+				_ = os.Remove(filepath.Join(dir, "requests", "b.json"))
+			}
+			if err := os.WriteFile(filepath.Join(dir, File), []byte(c.set), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Load(dir)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("got %v, want an error containing %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestMismatch(t *testing.T) {
+	rule, policy, version := "no-rm-rf", "bash-no-rm-rf", int64(1)
+	c := Case{Request: "r.json", Expect: Expect{Decision: "deny", Effect: "deny", MatchedPolicyID: &policy, MatchedPolicyVersion: &version, MatchedRuleID: &rule}}
+	if m := c.Mismatch(Decision{"deny", "deny", policy, 1, rule, ""}); m != "" {
+		t.Errorf("a conforming decision: %s", m)
+	}
+	for _, got := range []Decision{
+		{"allow", "deny", policy, 1, rule, ""},
+		{"deny", "warn", policy, 1, rule, ""},
+		{"deny", "deny", "other", 1, rule, ""},
+		{"deny", "deny", policy, 2, rule, ""},
+		{"deny", "deny", policy, 1, "other", ""},
+		{"deny", "deny", policy, 1, rule, "AGENT_FROZEN"},
+	} {
+		if c.Mismatch(got) == "" {
+			t.Errorf("%+v conforms, want a mismatch", got)
+		}
+	}
+}
