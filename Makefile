@@ -95,6 +95,10 @@ measure-sidecar: ## Load a sidecar with a 1000-rule bundle over loopback: throug
 measure-mcp: ## tools/call with a 1 KiB argument, 10,000 calls, direct vs through the sidecar's MCP proxy (real processes): added p50/p99 (target <= 200us / 1ms).
 	go run ./test/mcplatency
 
+.PHONY: measure-clients
+measure-clients: ## evaluate() from Python and Node against a 1000-rule sidecar (Unix socket, TCP), p50/p99, and Go in process (targets 150us / 1us).
+	./hack/measure-clients.sh
+
 .PHONY: diff-engine
 diff-engine: ## Old vs new engine on 20,000 random ordered bundles (decisions, ids, reasons, codes, traces must be identical).
 	./hack/diff-engine.sh

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/scenario"
 )
 
 // BenchmarkLocalEvaluate measures in-process decisions of sample requests
@@ -68,5 +69,31 @@ func BenchmarkClientEvaluate(b *testing.B) {
 		if res, err := c.Evaluate(context.Background(), r); err != nil || !res.Allowed() {
 			b.Fatalf("got %+v, %v", res, err)
 		}
+	}
+}
+
+// BenchmarkLocalReference is the in-process figure make measure-clients
+// prints beside Python's and Node's: the FINDINGS reference scenario (1000
+// rules), its rule-500 request, as a Go agent with Local decides it.
+func BenchmarkLocalReference(b *testing.B) {
+	doc, _, err := engine.Encode(scenario.Reference(1000))
+	if err != nil {
+		b.Fatal(err)
+	}
+	path := filepath.Join(b.TempDir(), "bundle.json")
+	if err := os.WriteFile(path, doc, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	l := newLocal(b, path)
+	req, err := engine.DecodeRequest([]byte(scenario.Request))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if res := l.EvaluateRequest(req); res.MatchedRuleID != "r500" {
+		b.Fatalf("got %+v, want a deny by r500", res)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		l.EvaluateRequest(req)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/scenario"
 )
 
 // benchWriter is a ResponseWriter that keeps nothing, so the benchmark
@@ -49,7 +50,7 @@ func BenchmarkHandler(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer func() { _ = s.Close(b.Context()) }()
-			doc, _ := encode(b, byToolBundle(1000))
+			doc, _ := encode(b, scenario.Reference(1000))
 			if err := s.LoadDocument(doc, false); err != nil {
 				b.Fatal(err)
 			}

@@ -41,20 +41,6 @@ func denyTools(tools ...string) engine.Bundle {
 	return engine.Bundle{Policies: []engine.Policy{p}}
 }
 
-// byToolBundle is the FINDINGS reference scenario: rule i = tool_name eq
-// tool_i AND input.command contains danger_i AND kwargs.amount gt i.
-func byToolBundle(n int) engine.Bundle {
-	rules := make([]engine.Rule, n)
-	for i := range rules {
-		rules[i] = engine.Rule{ID: fmt.Sprintf("r%d", i), Effect: "deny", Conditions: []engine.Condition{
-			{Field: "tool_name", Operator: "eq", Value: raw(fmt.Sprintf("tool_%d", i))},
-			{Field: "input.command", Operator: "contains", Value: raw(fmt.Sprintf("danger_%d", i))},
-			{Field: "kwargs.amount", Operator: "gt", Value: raw(i)},
-		}}
-	}
-	return engine.Bundle{Policies: []engine.Policy{{ID: "p", Version: 1, DefaultEffect: "allow", Rules: rules}}}
-}
-
 func encode(t testing.TB, b engine.Bundle) ([]byte, string) {
 	t.Helper()
 	doc, rev, err := engine.Encode(b)

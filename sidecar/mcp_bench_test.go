@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/toolgate/toolgate/internal/scenario"
 )
 
 // BenchmarkMCPDecideCall is what the proxy does to a tools/call before
@@ -16,7 +18,7 @@ func BenchmarkMCPDecideCall(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	doc, _ := encode(b, byToolBundle(100))
+	doc, _ := encode(b, scenario.Reference(100))
 	if err := s.LoadDocument(doc, false); err != nil {
 		b.Fatal(err)
 	}

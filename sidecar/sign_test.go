@@ -11,6 +11,7 @@ import (
 
 	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/scenario"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -295,7 +296,7 @@ func BenchmarkSignedLoad(b *testing.B) {
 	ring := testenv.Keyring(b, 1)
 	docs, revs := make([][]byte, 2), make([]string, 2)
 	for i := range docs {
-		docs[i], revs[i] = encode(b, byToolBundle(1000+i)) // two revisions, so every load compiles
+		docs[i], revs[i] = encode(b, scenario.Reference(1000+i)) // two revisions, so every load compiles
 	}
 	for _, signedLoad := range []bool{false, true} {
 		b.Run(map[bool]string{false: "unsigned", true: "signed"}[signedLoad], func(b *testing.B) {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,35 +13,17 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/scenario"
 	"github.com/toolgate/toolgate/sidecar"
 )
 
-// sampleBody hits rule 500 of the generated bundle: a deny found through the
-// tool index, with a substring test and a numeric comparison on the way.
-const sampleBody = `{"tool_name":"tool_500","agent_id":"agent-1","session_id":"s-1","tool_use_id":"tu-1",` +
-	`"framework":"loadgen","input":{"command":"run danger_500 now"},"kwargs":{"amount":5000}}`
+// sampleBody hits rule 500 of the generated bundle.
+const sampleBody = scenario.Request
 
-// generateBundle is the FINDINGS reference scenario: rule i = tool_name eq
-// tool_i AND input.command contains danger_i AND kwargs.amount gt i.
+// generateBundle is the FINDINGS reference scenario with rules rules.
 func generateBundle(rules int) ([]byte, error) {
-	rs := make([]engine.Rule, rules)
-	for i := range rs {
-		rs[i] = engine.Rule{ID: fmt.Sprintf("r%d", i), Effect: "deny", Conditions: []engine.Condition{
-			{Field: "tool_name", Operator: "eq", Value: mustJSON(fmt.Sprintf("tool_%d", i))},
-			{Field: "input.command", Operator: "contains", Value: mustJSON(fmt.Sprintf("danger_%d", i))},
-			{Field: "kwargs.amount", Operator: "gt", Value: mustJSON(i)},
-		}}
-	}
-	doc, _, err := engine.Encode(engine.Bundle{Policies: []engine.Policy{{ID: "loadgen", Version: 1, DefaultEffect: "allow", Rules: rs}}})
+	doc, _, err := engine.Encode(scenario.Reference(rules))
 	return doc, err
-}
-
-func mustJSON(v any) json.RawMessage {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	return b
 }
 
 // startSelf runs a real sidecar (sidecar.Run, --bundle-file mode, the
