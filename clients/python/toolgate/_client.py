@@ -1,0 +1,391 @@
+"""The client: asks the sidecar for decisions over kept-alive connections."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import os
+import re
+import socket
+import threading
+import time
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+
+from ._discover import Endpoint, discover
+from ._result import (
+    EvaluationMetadata,
+    EvaluationResult,
+    from_answer,
+    unavailable,
+)
+
+logger = logging.getLogger("toolgate")
+
+#: Bounds one evaluate(): the sidecar decides in microseconds, so half a
+#: second means it is not answering, and an agent should not hang.
+DEFAULT_TIMEOUT = 0.5
+
+# A decision is well under 1 KiB; more is not a decision.
+_MAX_ANSWER = 1 << 20
+
+# W3C Trace Context: version-traceid-parentid-flags, lower-case hex; a
+# version other than 00 may carry more fields after the flags. All-zero ids
+# and version ff are invalid.
+_TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}(-.*)?")
+
+# What a kept-alive connection the peer closed while idle raises on reuse:
+# the sidecar closes idle connections (--idle-timeout), so the next call
+# finds it gone before the request was read, and one retry on a new
+# connection is safe.
+_DROPPED = (ConnectionResetError, BrokenPipeError, ConnectionAbortedError, http.client.RemoteDisconnected)
+
+_encode = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+_decode = json.JSONDecoder().decode
+
+# Bumped in a forked child, so it never shares its parent's sockets.
+_generation = 0
+
+
+def _after_fork() -> None:
+    global _generation
+    _generation += 1
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+_Trace = Union[str, Mapping[str, Any], Any, None]
+
+
+class _UnixHTTPConnection(http.client.HTTPConnection):
+    """HTTP over a Unix socket; the host name only fills the Host header."""
+
+    def __init__(self, path: str, timeout: float) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self._path = path
+
+    def connect(self) -> None:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.settimeout(self.timeout)
+            s.connect(self._path)
+        except BaseException:
+            s.close()
+            raise
+        self.sock = s
+
+
+class _NoAnswer(Exception):
+    """Why the sidecar gave no decision."""
+
+
+class Client:
+    """Asks a toolgate sidecar whether tool calls may run.
+
+    ``url`` is ``unix:///path/to.sock``, ``unix:/path/to.sock`` or
+    ``http(s)://host:port[/prefix]``; None (or "") finds the sidecar as every
+    toolgate client does: ``TOOLGATE_URL``, else the socket
+    ``/var/run/toolgate/toolgate.sock`` if it exists, else
+    ``http://127.0.0.1:8181``. A URL the client cannot read raises
+    ValueError (naming the setting) here; nothing connects until the first
+    evaluate().
+
+    ``timeout`` (seconds) bounds each evaluate(), a reconnect included.
+
+    The client is safe to share between threads: each thread keeps one
+    connection of its own alive across calls.
+
+    Fail closed: when the sidecar gives no decision (unreachable, past the
+    timeout, a non-200 status, an answer that is not a decision) evaluate()
+    does not raise: it returns a deny with code ``SIDECAR_UNAVAILABLE`` and
+    the cause in ``reason``. With ``fail_open=True`` it returns an allow with
+    that code instead, logs a warning and counts it in ``fail_open_count``.
+    """
+
+    def __init__(self, url: Optional[str] = None, *, timeout: float = DEFAULT_TIMEOUT, fail_open: bool = False) -> None:
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+            raise TypeError("toolgate: Client(timeout=...) must be a number of seconds, not %r" % (timeout,))
+        if not timeout > 0 or timeout == float("inf"):
+            raise ValueError("toolgate: Client(timeout=%r): want a finite number of seconds above 0" % (timeout,))
+        self._endpoint: Endpoint = discover(url)
+        self._url = str(self._endpoint)
+        self._path = self._endpoint.prefix + "/v1/evaluate"
+        self._timeout = float(timeout)
+        self._fail_open = bool(fail_open)
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._conns: List[http.client.HTTPConnection] = []
+        self._fail_open_count = 0
+        self._headers = {"Content-Type": "application/json"}
+
+    @property
+    def url(self) -> str:
+        """The sidecar this client asks, as unix:///path or http://host:port."""
+        return self._url
+
+    @property
+    def timeout(self) -> float:
+        return self._timeout
+
+    @property
+    def fail_open(self) -> bool:
+        return self._fail_open
+
+    @property
+    def fail_open_count(self) -> int:
+        """How many calls were allowed because fail_open is set and the
+        sidecar gave no decision."""
+        return self._fail_open_count
+
+    def close(self) -> None:
+        """Closes every thread's kept-alive connection; a later evaluate()
+        opens a new one."""
+        with self._lock:
+            conns, self._conns = self._conns, []
+        for c in conns:
+            c.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return "toolgate.Client(%r, timeout=%r, fail_open=%r)" % (self._url, self._timeout, self._fail_open)
+
+    def evaluate(
+        self,
+        tool_name: str,
+        *,
+        session_id: str,
+        agent_id: Optional[str] = None,
+        metadata: Optional[EvaluationMetadata] = None,
+        framework: Optional[str] = None,
+        trace: _Trace = None,
+        extra: Optional[Mapping[str, Any]] = None,
+    ) -> EvaluationResult:
+        """Asks the sidecar whether ``tool_name`` may run.
+
+        ``metadata`` carries the call's arguments (``input``, ``args``,
+        ``kwargs``) and ``tool_use_id``; ``extra`` any other top-level
+        request field policies read (``roles``, ``side_effect``, ...; a
+        named parameter wins over the same key there). ``trace`` is a W3C
+        traceparent string, or an object or mapping with a ``traceparent``:
+        it is sent as the traceparent header, so the decision log line
+        carries its trace and span ids; a malformed one is logged and not
+        sent (a trace never changes a decision).
+
+        Never raises because of the sidecar (see the class). It raises
+        ValueError or TypeError only for a caller's mistake, before
+        anything is sent: an empty or non-str ``tool_name``, a parameter of
+        the wrong type, or arguments that do not encode as JSON.
+        """
+        body = self._body(tool_name, session_id, agent_id, metadata, framework, extra)
+        traceparent = _traceparent(trace)
+        headers = self._headers
+        if traceparent is not None:
+            headers = {"Content-Type": "application/json", "traceparent": traceparent}
+        try:
+            d = self._post(body, headers)
+        except _NoAnswer as e:
+            why = str(e)
+        else:
+            res = from_answer(d)
+            if res is not None:
+                return res
+            why = "the answer is not a decision: " + _clip(repr(d))
+        if self._fail_open:
+            with self._lock:
+                self._fail_open_count += 1
+            logger.warning(
+                "toolgate: %s allowed (fail open): the sidecar at %s gave no decision: %s", tool_name, self._url, why
+            )
+            return unavailable("allow", "toolgate sidecar at %s gave no decision, allowed (fail open): %s" % (self._url, why))
+        logger.warning(
+            "toolgate: %s denied (fail closed): the sidecar at %s gave no decision: %s", tool_name, self._url, why
+        )
+        return unavailable("deny", "toolgate sidecar at %s gave no decision, denied (fail closed): %s" % (self._url, why))
+
+    def _body(
+        self,
+        tool_name: Any,
+        session_id: Any,
+        agent_id: Any,
+        metadata: Any,
+        framework: Any,
+        extra: Any,
+    ) -> bytes:
+        if type(tool_name) is not str:
+            raise TypeError("toolgate: evaluate() tool_name must be a str, not %s" % type(tool_name).__name__)
+        if not tool_name:
+            raise ValueError("toolgate: evaluate() tool_name is empty: every decision is about a named tool")
+        if extra is None:
+            req: Dict[str, Any] = {"tool_name": tool_name}
+        elif isinstance(extra, Mapping):
+            req = dict(extra)
+            req["tool_name"] = tool_name
+        else:
+            raise TypeError("toolgate: evaluate() extra must be a mapping of request fields, not %s" % type(extra).__name__)
+        _set_str(req, "session_id", session_id)
+        _set_str(req, "agent_id", agent_id)
+        _set_str(req, "framework", framework)
+        if metadata is not None:
+            if not isinstance(metadata, EvaluationMetadata):
+                raise TypeError(
+                    "toolgate: evaluate() metadata must be a toolgate.EvaluationMetadata, not %s"
+                    % type(metadata).__name__
+                )
+            if metadata.input is not None:
+                req["input"] = metadata.input
+            if metadata.args is not None:
+                req["args"] = metadata.args
+            if metadata.kwargs is not None:
+                req["kwargs"] = metadata.kwargs
+            _set_str(req, "tool_use_id", metadata.tool_use_id)
+        try:
+            return _encode(req).encode()
+        except (TypeError, ValueError, RecursionError) as e:
+            cls = TypeError if isinstance(e, TypeError) else ValueError
+            raise cls("toolgate: the request to evaluate %r does not encode as JSON: %s" % (tool_name, e)) from e
+
+    def _conn(self) -> http.client.HTTPConnection:
+        """This thread's connection, made on first use (not yet connected)."""
+        loc = self._local
+        conn = getattr(loc, "conn", None)
+        if conn is not None and loc.gen == _generation:
+            return conn
+        ep = self._endpoint
+        if ep.scheme == "unix":
+            conn = _UnixHTTPConnection(ep.socket, self._timeout)
+        elif ep.scheme == "https":
+            conn = http.client.HTTPSConnection(ep.host, ep.port, timeout=self._timeout)
+        else:
+            conn = http.client.HTTPConnection(ep.host, ep.port, timeout=self._timeout)
+        loc.conn, loc.gen = conn, _generation
+        with self._lock:
+            self._conns.append(conn)
+        return conn
+
+    def _post(self, body: bytes, headers: Mapping[str, str]) -> Any:
+        """Sends one request and returns the decoded 200 answer; raises
+        _NoAnswer saying why there is none."""
+        conn = self._conn()
+        deadline = time.monotonic() + self._timeout
+        reused = conn.sock is not None
+        while True:
+            try:
+                conn.request("POST", self._path, body, headers)
+                resp = conn.getresponse()
+                status = resp.status
+                if resp.length is not None and resp.length > _MAX_ANSWER:
+                    conn.close()
+                    raise _NoAnswer("status %d, an answer of %d bytes" % (status, resp.length))
+                data = resp.read(_MAX_ANSWER + 1)
+                if len(data) > _MAX_ANSWER:
+                    conn.close()
+                    raise _NoAnswer("status %d, an answer over %d bytes" % (status, _MAX_ANSWER))
+                if not resp.isclosed():
+                    resp.close()
+                break
+            except _NoAnswer:
+                raise
+            except socket.timeout:
+                # Never retried: the budget is spent.
+                conn.close()
+                raise _NoAnswer("no answer within %gs" % self._timeout) from None
+            except _DROPPED as e:
+                conn.close()
+                remaining = deadline - time.monotonic()
+                if not reused or remaining <= 0:
+                    raise _NoAnswer(_describe(e)) from None
+                # The kept-alive connection was closed while idle: one new
+                # connection, within what is left of the budget.
+                reused = False
+                try:
+                    conn.timeout = remaining
+                    conn.connect()
+                except socket.timeout:
+                    conn.close()
+                    raise _NoAnswer("no answer within %gs" % self._timeout) from None
+                except OSError as e2:
+                    conn.close()
+                    raise _NoAnswer(_describe(e2)) from None
+                finally:
+                    conn.timeout = self._timeout
+            except (OSError, http.client.HTTPException) as e:
+                conn.close()
+                raise _NoAnswer(_describe(e)) from None
+        if conn.sock is not None and not reused:
+            # A connection made by the retry may carry a shorter timeout.
+            conn.sock.settimeout(self._timeout)
+        if status != 200:
+            # The sidecar's 400 names what is wrong in {"error": ...}.
+            try:
+                err = _decode(data.decode())
+            except ValueError:
+                err = None
+            if type(err) is dict and type(err.get("error")) is str and err["error"]:
+                raise _NoAnswer("status %d: %s" % (status, err["error"]))
+            raise _NoAnswer("status %d" % status)
+        try:
+            return _decode(data.decode())
+        except ValueError as e:  # UnicodeDecodeError is one
+            raise _NoAnswer("the answer is not JSON: %s: %s" % (e, _clip(repr(data)))) from None
+
+
+def _set_str(req: Dict[str, Any], key: str, value: Any) -> None:
+    if value is None:
+        return
+    if type(value) is not str:
+        raise TypeError("toolgate: evaluate() %s must be a str or None, not %s" % (key, type(value).__name__))
+    if value:
+        req[key] = value
+
+
+def _traceparent(trace: _Trace) -> Optional[str]:
+    """The traceparent header to send for trace, or None."""
+    if trace is None:
+        return None
+    if isinstance(trace, str):
+        tp: Any = trace
+    elif isinstance(trace, Mapping):
+        tp = trace.get("traceparent")
+    else:
+        tp = getattr(trace, "traceparent", _missing)
+        if tp is _missing:
+            raise TypeError(
+                "toolgate: evaluate() trace must be a traceparent str, or an object or mapping with a "
+                "traceparent, not %s" % type(trace).__name__
+            )
+        if callable(tp):
+            tp = tp()
+    if tp is None:
+        return None
+    if not isinstance(tp, str):
+        raise TypeError("toolgate: evaluate() trace's traceparent must be a str, not %s" % type(tp).__name__)
+    tp = tp.strip()
+    m = _TRACEPARENT.fullmatch(tp)
+    if (
+        m is None
+        or m.group(1) == "ff"
+        or (m.group(1) == "00" and m.group(4) is not None)
+        or m.group(2) == "0" * 32
+        or m.group(3) == "0" * 16
+    ):
+        logger.warning("toolgate: traceparent %r is not a W3C traceparent; not sent", _clip(tp))
+        return None
+    return tp
+
+
+_missing = object()
+
+
+def _describe(e: BaseException) -> str:
+    s = str(e)
+    return type(e).__name__ + (": " + s if s else "")
+
+
+def _clip(s: str, n: int = 200) -> str:
+    return s if len(s) <= n else s[:n] + "..."
