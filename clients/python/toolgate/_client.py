@@ -32,13 +32,16 @@ _MAX_ANSWER = 1 << 20
 # W3C Trace Context: version-traceid-parentid-flags, lower-case hex; a
 # version other than 00 may carry more fields after the flags. All-zero ids
 # and version ff are invalid.
-_TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}(-.*)?")
+_TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}(-[!-~]*)?")
 
 # What a kept-alive connection the peer closed while idle raises on reuse:
 # the sidecar closes idle connections (--idle-timeout), so the next call
 # finds it gone before the request was read, and one retry on a new
 # connection is safe.
 _DROPPED = (ConnectionResetError, BrokenPipeError, ConnectionAbortedError, http.client.RemoteDisconnected)
+
+_RECV = 65536
+_MAX_HEAD = 64 * 1024
 
 _encode = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
 _decode = json.JSONDecoder().decode
@@ -117,7 +120,17 @@ class Client:
         self._lock = threading.Lock()
         self._conns: List[http.client.HTTPConnection] = []
         self._fail_open_count = 0
-        self._headers = {"Content-Type": "application/json"}
+        ep = self._endpoint
+        if ep.scheme == "unix":
+            host = "localhost"
+        else:
+            host = "[" + ep.host + "]" if ":" in ep.host else ep.host
+            if ep.port is not None:
+                host += ":%d" % ep.port
+        # Every request's head up to the body's length.
+        self._head = (
+            "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: " % (self._path, host)
+        ).encode("ascii")
 
     @property
     def url(self) -> str:
@@ -184,11 +197,8 @@ class Client:
         """
         body = self._body(tool_name, session_id, agent_id, metadata, framework, extra)
         traceparent = _traceparent(trace)
-        headers = self._headers
-        if traceparent is not None:
-            headers = {"Content-Type": "application/json", "traceparent": traceparent}
         try:
-            d = self._post(body, headers)
+            d = self._post(body, traceparent)
         except _NoAnswer as e:
             why = str(e)
         else:
@@ -268,56 +278,45 @@ class Client:
             self._conns.append(conn)
         return conn
 
-    def _post(self, body: bytes, headers: Mapping[str, str]) -> Any:
+    def _post(self, body: bytes, traceparent: Optional[str]) -> Any:
         """Sends one request and returns the decoded 200 answer; raises
         _NoAnswer saying why there is none."""
         conn = self._conn()
+        # One write per request: the head and the body in one buffer, so a
+        # small request is one packet and one wake-up of the sidecar.
+        msg = self._head + b"%d\r\n" % len(body)
+        if traceparent is not None:
+            msg += b"traceparent: " + traceparent.encode("ascii") + b"\r\n"
+        msg += b"\r\n" + body
         deadline = time.monotonic() + self._timeout
         reused = conn.sock is not None
+        connect_timeout = self._timeout
         while True:
             try:
-                conn.request("POST", self._path, body, headers)
-                resp = conn.getresponse()
-                status = resp.status
-                if resp.length is not None and resp.length > _MAX_ANSWER:
-                    conn.close()
-                    raise _NoAnswer("status %d, an answer of %d bytes" % (status, resp.length))
-                data = resp.read(_MAX_ANSWER + 1)
-                if len(data) > _MAX_ANSWER:
-                    conn.close()
-                    raise _NoAnswer("status %d, an answer over %d bytes" % (status, _MAX_ANSWER))
-                if not resp.isclosed():
-                    resp.close()
+                if conn.sock is None:
+                    conn.timeout = connect_timeout
+                    try:
+                        conn.connect()
+                    finally:
+                        conn.timeout = self._timeout
+                status, data = _exchange(conn, msg)
                 break
-            except _NoAnswer:
-                raise
             except socket.timeout:
                 # Never retried: the budget is spent.
                 conn.close()
                 raise _NoAnswer("no answer within %gs" % self._timeout) from None
             except _DROPPED as e:
                 conn.close()
-                remaining = deadline - time.monotonic()
-                if not reused or remaining <= 0:
+                connect_timeout = deadline - time.monotonic()
+                if not reused or connect_timeout <= 0:
                     raise _NoAnswer(_describe(e)) from None
                 # The kept-alive connection was closed while idle: one new
                 # connection, within what is left of the budget.
                 reused = False
-                try:
-                    conn.timeout = remaining
-                    conn.connect()
-                except socket.timeout:
-                    conn.close()
-                    raise _NoAnswer("no answer within %gs" % self._timeout) from None
-                except OSError as e2:
-                    conn.close()
-                    raise _NoAnswer(_describe(e2)) from None
-                finally:
-                    conn.timeout = self._timeout
-            except (OSError, http.client.HTTPException) as e:
+            except (OSError, http.client.HTTPException, ValueError) as e:
                 conn.close()
                 raise _NoAnswer(_describe(e)) from None
-        if conn.sock is not None and not reused:
+        if not reused and conn.sock is not None:
             # A connection made by the retry may carry a shorter timeout.
             conn.sock.settimeout(self._timeout)
         if status != 200:
@@ -327,12 +326,123 @@ class Client:
             except ValueError:
                 err = None
             if type(err) is dict and type(err.get("error")) is str and err["error"]:
-                raise _NoAnswer("status %d: %s" % (status, err["error"]))
+                raise _NoAnswer("status %d: %s" % (status, _clip(err["error"])))
             raise _NoAnswer("status %d" % status)
         try:
             return _decode(data.decode())
         except ValueError as e:  # UnicodeDecodeError is one
             raise _NoAnswer("the answer is not JSON: %s: %s" % (e, _clip(repr(data)))) from None
+
+
+def _exchange(conn: http.client.HTTPConnection, msg: bytes) -> Tuple[int, bytes]:
+    """Writes one request on conn's socket and reads one HTTP/1.x answer:
+    its status and body (framed by Content-Length, chunked, or the end of
+    the connection). conn is closed when the answer says so."""
+    sock = conn.sock
+    sock.sendall(msg)
+    buf = sock.recv(_RECV)
+    if not buf:
+        raise http.client.RemoteDisconnected("the connection closed without an answer")
+    while True:
+        i = buf.find(b"\r\n\r\n")
+        if i >= 0:
+            break
+        if len(buf) > _MAX_HEAD:
+            raise http.client.HTTPException("an answer head over %d bytes" % _MAX_HEAD)
+        more = sock.recv(_RECV)
+        if not more:
+            raise http.client.IncompleteRead(buf)
+        buf += more
+    lines = buf[:i].decode("latin-1").split("\r\n")
+    rest = buf[i + 4:]
+    version, _, code = lines[0].partition(" ")
+    code = code[:3]
+    if not version.startswith("HTTP/1.") or len(code) != 3 or not code.isdigit():
+        raise http.client.BadStatusLine(_clip(lines[0]))
+    status = int(code)
+    length = -1
+    chunked = False
+    close = version == "HTTP/1.0"
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if not sep:
+            raise http.client.HTTPException("a malformed answer header %r" % _clip(line))
+        name = name.strip().lower()
+        if name == "content-length":
+            value = value.strip()
+            if not value.isdigit():
+                raise http.client.HTTPException("Content-Length %r" % _clip(value))
+            length = int(value)
+        elif name == "transfer-encoding":
+            chunked = "chunked" in value.lower()
+        elif name == "connection":
+            v = value.lower()
+            if "close" in v:
+                close = True
+            elif "keep-alive" in v:
+                close = False
+    if status < 200 or status in (204, 304):
+        # No body; a 1xx is not what this client asked for.
+        data = b""
+        close = close or status < 200
+    elif chunked:
+        data = _read_chunked(sock, rest)
+    elif length >= 0:
+        if length > _MAX_ANSWER:
+            raise http.client.HTTPException("status %d, an answer of %d bytes" % (status, length))
+        data = rest
+        while len(data) < length:
+            more = sock.recv(max(length - len(data), _RECV))
+            if not more:
+                raise http.client.IncompleteRead(data, length - len(data))
+            data += more
+        data = data[:length]
+    else:
+        # Framed by the end of the connection.
+        data = rest
+        while True:
+            more = sock.recv(_RECV)
+            if not more:
+                break
+            data += more
+            if len(data) > _MAX_ANSWER:
+                raise http.client.HTTPException("status %d, an answer over %d bytes" % (status, _MAX_ANSWER))
+        close = True
+    if close:
+        conn.close()
+    return status, data
+
+
+def _read_chunked(sock: socket.socket, buf: bytes) -> bytes:
+    out = b""
+    while True:
+        while b"\r\n" not in buf:
+            more = sock.recv(_RECV)
+            if not more:
+                raise http.client.IncompleteRead(out)
+            buf += more
+        line, _, buf = buf.partition(b"\r\n")
+        try:
+            size = int(line.split(b";", 1)[0].strip(), 16)
+        except ValueError:
+            raise http.client.HTTPException("a malformed chunk size %r" % _clip(repr(line))) from None
+        if size == 0:
+            # Trailers, up to the empty line.
+            while not (buf.startswith(b"\r\n") or b"\r\n\r\n" in buf):
+                more = sock.recv(_RECV)
+                if not more:
+                    raise http.client.IncompleteRead(out)
+                buf += more
+            return out
+        if len(out) + size > _MAX_ANSWER:
+            raise http.client.HTTPException("an answer over %d bytes" % _MAX_ANSWER)
+        while len(buf) < size + 2:
+            more = sock.recv(_RECV)
+            if not more:
+                raise http.client.IncompleteRead(out)
+            buf += more
+        out += buf[:size]
+        buf = buf[size + 2:]
 
 
 def _set_str(req: Dict[str, Any], key: str, value: Any) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from typing import NamedTuple, Optional
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 #: The socket injected sidecars serve agents on.
 DEFAULT_SOCKET = "/var/run/toolgate/toolgate.sock"
@@ -80,4 +80,7 @@ def parse_url(setting: str, raw: str) -> Endpoint:
         )
     if any(c.isspace() for c in raw):
         raise ValueError("toolgate: %s %r contains white space" % (setting, raw))
-    return Endpoint(u.scheme, u.hostname, port, "", u.path.rstrip("/"))
+    # The prefix goes into every request line as it is: percent-encode
+    # what is not ASCII, keep what is already encoded.
+    prefix = quote(u.path.rstrip("/"), safe="/%:@!$&'()*+,;=-._~")
+    return Endpoint(u.scheme, u.hostname, port, "", prefix)
