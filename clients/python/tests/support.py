@@ -284,10 +284,14 @@ class CountingProxy(_Listener):
 class BrokenPeer(_Listener):
     """Plays whatever wrongly answers on the sidecar's address: reads each
     request and writes answer (raw bytes) back, or never answers when
-    answer is None; close_after closes the connection after answering."""
+    answer is None; close_after closes the connection after answering.
+    later, when given, answers every request after the first instead
+    (b"": close the connection without an answer)."""
 
-    def __init__(self, answer: Optional[bytes], *, close_after: bool = False, unix: bool = False) -> None:
+    def __init__(self, answer: Optional[bytes], *, close_after: bool = False, unix: bool = False,
+                 later: Optional[bytes] = None) -> None:
         self.answer = answer
+        self.later = later
         self.close_after = close_after
         self.requests: List[bytes] = []
         super().__init__(unix)
@@ -314,13 +318,17 @@ class BrokenPeer(_Listener):
                     buf += more
                 with self.lock:
                     self.requests.append(head + b"\r\n\r\n" + buf[:length])
+                    answer = self.answer if len(self.requests) == 1 or self.later is None else self.later
                 buf = buf[length:]
-                if self.answer is None:
+                if answer == b"":
+                    conn.close()
+                    return
+                if answer is None:
                     # Hung: hold the connection, never answer.
                     while conn.recv(65536):
                         pass
                     return
-                conn.sendall(self.answer)
+                conn.sendall(answer)
                 if self.close_after:
                     conn.close()
                     return

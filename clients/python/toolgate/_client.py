@@ -10,6 +10,7 @@ import re
 import socket
 import threading
 import time
+import weakref
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from ._discover import Endpoint, discover
@@ -79,6 +80,23 @@ class _UnixHTTPConnection(http.client.HTTPConnection):
         self.sock = s
 
 
+class _Held:
+    """A thread's connection: closed when the thread ends (threading.local
+    drops it) rather than left to the garbage collector."""
+
+    __slots__ = ("conn", "gen")
+
+    def __init__(self, conn: http.client.HTTPConnection) -> None:
+        self.conn = conn
+        self.gen = _generation
+
+    def __del__(self) -> None:
+        try:
+            self.conn.close()
+        except Exception:  # noqa: BLE001 - at interpreter exit anything may be gone
+            pass
+
+
 class _NoAnswer(Exception):
     """Why the sidecar gave no decision."""
 
@@ -118,7 +136,8 @@ class Client:
         self._fail_open = bool(fail_open)
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._conns: List[http.client.HTTPConnection] = []
+        # Every thread's connection, for close(); a thread's ends with it.
+        self._conns: "weakref.WeakSet[http.client.HTTPConnection]" = weakref.WeakSet()
         self._fail_open_count = 0
         ep = self._endpoint
         if ep.scheme == "unix":
@@ -155,7 +174,7 @@ class Client:
         """Closes every thread's kept-alive connection; a later evaluate()
         opens a new one."""
         with self._lock:
-            conns, self._conns = self._conns, []
+            conns = list(self._conns)
         for c in conns:
             c.close()
 
@@ -262,20 +281,22 @@ class Client:
 
     def _conn(self) -> http.client.HTTPConnection:
         """This thread's connection, made on first use (not yet connected)."""
-        loc = self._local
-        conn = getattr(loc, "conn", None)
-        if conn is not None and loc.gen == _generation:
-            return conn
+        held = getattr(self._local, "held", None)
+        if held is not None and held.gen == _generation:
+            return held.conn
+        # First use in this thread, or in a forked child, whose copy of the
+        # parent's socket is closed (only here: the parent's stays open)
+        # when the old holder goes.
         ep = self._endpoint
         if ep.scheme == "unix":
-            conn = _UnixHTTPConnection(ep.socket, self._timeout)
+            conn: http.client.HTTPConnection = _UnixHTTPConnection(ep.socket, self._timeout)
         elif ep.scheme == "https":
             conn = http.client.HTTPSConnection(ep.host, ep.port, timeout=self._timeout)
         else:
             conn = http.client.HTTPConnection(ep.host, ep.port, timeout=self._timeout)
-        loc.conn, loc.gen = conn, _generation
+        self._local.held = _Held(conn)
         with self._lock:
-            self._conns.append(conn)
+            self._conns.add(conn)
         return conn
 
     def _post(self, body: bytes, traceparent: Optional[str]) -> Any:
