@@ -21,7 +21,8 @@ class ToolDenied(PermissionError):
     def __init__(self, tool_name: str, result: EvaluationResult) -> None:
         self.tool_name = tool_name
         self.result = result
-        super().__init__("toolgate denied %s: %s: %s" % (tool_name, result.code or "denied", result.reason or ""))
+        why = ": ".join(x for x in (result.code, result.reason) if x) or "denied"
+        super().__init__("toolgate denied %s: %s" % (tool_name, why))
 
 
 def guard(
