@@ -65,7 +65,8 @@ class GuardTest(unittest.TestCase):
         self.assertEqual(ok, "paid 250")
         self.assertEqual((denied.result.code, denied.result.matchedPolicyId), ("pay-over-cap", "pay-cap"))
         self.assertEqual(many, ["paid %d" % (100 * i) for i in range(5)])
-        self.assertEqual(ran, [250, 0, 100, 200, 300, 400])
+        self.assertEqual(ran[0], 250)
+        self.assertEqual(sorted(ran[1:]), [0, 100, 200, 300, 400])  # the gathered calls, in any order
         self.assertEqual(set(loop_thread), {loop}, "the tool itself runs on the event loop")
         self.assertTrue(asyncio.iscoroutinefunction(transfer))
 
