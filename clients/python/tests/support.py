@@ -286,11 +286,13 @@ class BrokenPeer(_Listener):
     request and writes answer (raw bytes) back, or never answers when
     answer is None; close_after closes the connection after answering.
     later, when given, answers every request after the first instead
-    (b"": close the connection without an answer)."""
+    (b"": close the connection without an answer); trickle sends the
+    answer a byte every that many seconds."""
 
     def __init__(self, answer: Optional[bytes], *, close_after: bool = False, unix: bool = False,
-                 later: Optional[bytes] = None) -> None:
+                 later: Optional[bytes] = None, trickle: float = 0) -> None:
         self.answer = answer
+        self.trickle = trickle
         self.later = later
         self.close_after = close_after
         self.requests: List[bytes] = []
@@ -328,7 +330,13 @@ class BrokenPeer(_Listener):
                     while conn.recv(65536):
                         pass
                     return
-                conn.sendall(answer)
+                if self.trickle:
+                    # A byte at a time: never silent for long, never done.
+                    for i in range(len(answer)):
+                        conn.sendall(answer[i:i + 1])
+                        time.sleep(self.trickle)
+                else:
+                    conn.sendall(answer)
                 if self.close_after:
                     conn.close()
                     return

@@ -113,6 +113,20 @@ class TimeoutTest(unittest.TestCase):
                     self.assertIn("no answer within 0.2s", res.reason)
                 self.assertEqual(len(peer.requests), 2, "one request per call: a timeout is never retried")
 
+    def test_a_trickled_answer_is_bound_by_the_timeout(self) -> None:
+        # Every read gets a byte well within the timeout, the whole answer
+        # would take seconds: the call still ends at its timeout.
+        peer = BrokenPeer(http_answer(200, ALLOW), trickle=0.02)
+        self.addCleanup(peer.close)
+        c = toolgate.Client(peer.url, timeout=0.3)
+        self.addCleanup(c.close)
+        start = time.monotonic()
+        res = c.evaluate("Read", session_id="s-1")
+        took = time.monotonic() - start
+        self.assertEqual((res.decision, res.code), ("deny", SIDECAR_UNAVAILABLE))
+        self.assertIn("no answer within 0.3s", res.reason)
+        self.assertLess(took, 0.6)
+
     def test_timeout_with_fail_open_counts(self) -> None:
         peer = BrokenPeer(None)
         self.addCleanup(peer.close)
