@@ -320,7 +320,7 @@ class Client:
                         conn.connect()
                     finally:
                         conn.timeout = self._timeout
-                status, data = _exchange(conn, msg)
+                status, data = _exchange(conn, msg, deadline, self._timeout)
                 break
             except socket.timeout:
                 # Never retried: the budget is spent.
@@ -355,13 +355,48 @@ class Client:
             raise _NoAnswer("the answer is not JSON: %s: %s" % (e, _clip(repr(data)))) from None
 
 
-def _exchange(conn: http.client.HTTPConnection, msg: bytes) -> Tuple[int, bytes]:
+class _Reader:
+    """Reads the rest of an answer that did not come in one piece, each
+    read bounded by what is left of the call's deadline (so a peer
+    trickling bytes cannot stretch a call past its timeout)."""
+
+    __slots__ = ("sock", "deadline", "timeout", "shortened")
+
+    def __init__(self, sock: socket.socket, deadline: float, timeout: float) -> None:
+        self.sock, self.deadline, self.timeout, self.shortened = sock, deadline, timeout, False
+
+    def __call__(self, n: int = _RECV) -> bytes:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise socket.timeout("past the deadline")
+        self.sock.settimeout(left)
+        self.shortened = True
+        return self.sock.recv(n)
+
+    def restore(self) -> None:
+        if self.shortened:
+            self.sock.settimeout(self.timeout)
+
+
+def _exchange(conn: http.client.HTTPConnection, msg: bytes, deadline: float, timeout: float) -> Tuple[int, bytes]:
     """Writes one request on conn's socket and reads one HTTP/1.x answer:
     its status and body (framed by Content-Length, chunked, or the end of
     the connection). conn is closed when the answer says so."""
     sock = conn.sock
     sock.sendall(msg)
+    # The first read waits up to the whole timeout (the call started
+    # microseconds ago); any further one only for what is left of it.
     buf = sock.recv(_RECV)
+    recv = _Reader(sock, deadline, timeout)
+    try:
+        return _parse(conn, buf, recv)
+    finally:
+        if conn.sock is not None:
+            recv.restore()
+
+
+def _parse(conn: http.client.HTTPConnection, buf: bytes, recv: Any) -> Tuple[int, bytes]:
+    """Parses the answer whose first bytes are buf; recv reads more."""
     if not buf:
         raise http.client.RemoteDisconnected("the connection closed without an answer")
     while True:
@@ -370,7 +405,7 @@ def _exchange(conn: http.client.HTTPConnection, msg: bytes) -> Tuple[int, bytes]
             break
         if len(buf) > _MAX_HEAD:
             raise http.client.HTTPException("an answer head over %d bytes" % _MAX_HEAD)
-        more = sock.recv(_RECV)
+        more = recv(_RECV)
         if not more:
             raise http.client.IncompleteRead(buf)
         buf += more
@@ -407,13 +442,13 @@ def _exchange(conn: http.client.HTTPConnection, msg: bytes) -> Tuple[int, bytes]
         data = b""
         close = close or status < 200
     elif chunked:
-        data = _read_chunked(sock, rest)
+        data = _read_chunked(recv, rest)
     elif length >= 0:
         if length > _MAX_ANSWER:
             raise http.client.HTTPException("status %d, an answer of %d bytes" % (status, length))
         data = rest
         while len(data) < length:
-            more = sock.recv(max(length - len(data), _RECV))
+            more = recv(max(length - len(data), _RECV))
             if not more:
                 raise http.client.IncompleteRead(data, length - len(data))
             data += more
@@ -422,7 +457,7 @@ def _exchange(conn: http.client.HTTPConnection, msg: bytes) -> Tuple[int, bytes]
         # Framed by the end of the connection.
         data = rest
         while True:
-            more = sock.recv(_RECV)
+            more = recv(_RECV)
             if not more:
                 break
             data += more
@@ -434,11 +469,11 @@ def _exchange(conn: http.client.HTTPConnection, msg: bytes) -> Tuple[int, bytes]
     return status, data
 
 
-def _read_chunked(sock: socket.socket, buf: bytes) -> bytes:
+def _read_chunked(recv: Any, buf: bytes) -> bytes:
     out = b""
     while True:
         while b"\r\n" not in buf:
-            more = sock.recv(_RECV)
+            more = recv(_RECV)
             if not more:
                 raise http.client.IncompleteRead(out)
             buf += more
@@ -450,7 +485,7 @@ def _read_chunked(sock: socket.socket, buf: bytes) -> bytes:
         if size == 0:
             # Trailers, up to the empty line.
             while not (buf.startswith(b"\r\n") or b"\r\n\r\n" in buf):
-                more = sock.recv(_RECV)
+                more = recv(_RECV)
                 if not more:
                     raise http.client.IncompleteRead(out)
                 buf += more
@@ -458,7 +493,7 @@ def _read_chunked(sock: socket.socket, buf: bytes) -> bytes:
         if len(out) + size > _MAX_ANSWER:
             raise http.client.HTTPException("an answer over %d bytes" % _MAX_ANSWER)
         while len(buf) < size + 2:
-            more = sock.recv(_RECV)
+            more = recv(_RECV)
             if not more:
                 raise http.client.IncompleteRead(out)
             buf += more
