@@ -337,6 +337,9 @@ class Client:
             except (OSError, http.client.HTTPException, ValueError) as e:
                 conn.close()
                 raise _NoAnswer(_describe(e)) from None
+            except Exception as e:  # noqa: BLE001 - whatever went wrong, the answer is no decision
+                conn.close()
+                raise _NoAnswer("unexpected " + _describe(e)) from None
         if not reused and conn.sock is not None:
             # A connection made by the retry may carry a shorter timeout.
             conn.sock.settimeout(self._timeout)
