@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import tempfile
 import threading
@@ -183,7 +184,8 @@ def start_class_sidecar(cls: type, bundle_file: Optional[str] = None, **kw) -> S
 class _Listener:
     """A listening socket, TCP on loopback or Unix, with its client URL."""
 
-    def __init__(self, unix: bool) -> None:
+    def __init__(self, unix: bool, tls: Optional[ssl.SSLContext] = None) -> None:
+        self.tls = tls
         if unix:
             self.dir = tempfile.mkdtemp(prefix="tgpy", dir="/tmp")
             path = os.path.join(self.dir, "p.sock")
@@ -214,7 +216,18 @@ class _Listener:
                     return
                 self.accepts += 1
                 self.conns.append(conn)
-            threading.Thread(target=self.serve, args=(conn,), daemon=True).start()
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        if self.tls is not None:
+            try:
+                conn = self.tls.wrap_socket(conn, server_side=True)
+            except (OSError, ssl.SSLError):
+                conn.close()
+                return
+            with self.lock:
+                self.conns.append(conn)
+        self.serve(conn)
 
     def serve(self, conn: socket.socket) -> None:
         raise NotImplementedError
@@ -290,13 +303,13 @@ class BrokenPeer(_Listener):
     answer a byte every that many seconds."""
 
     def __init__(self, answer: Optional[bytes], *, close_after: bool = False, unix: bool = False,
-                 later: Optional[bytes] = None, trickle: float = 0) -> None:
+                 later: Optional[bytes] = None, trickle: float = 0, tls: Optional[ssl.SSLContext] = None) -> None:
         self.answer = answer
         self.trickle = trickle
         self.later = later
         self.close_after = close_after
         self.requests: List[bytes] = []
-        super().__init__(unix)
+        super().__init__(unix, tls)
 
     def serve(self, conn: socket.socket) -> None:
         buf = b""
@@ -349,6 +362,17 @@ def http_answer(status: int, body: bytes, headers: Optional[Dict[str, str]] = No
     h.update(headers or {})
     head = "HTTP/1.1 %d X\r\n" % status + "".join("%s: %s\r\n" % kv for kv in h.items() if kv[1] is not None)
     return head.encode() + b"\r\n" + body
+
+
+#: A self-signed certificate (and its key) for 127.0.0.1 and localhost,
+#: valid until 2126: the TLS peer's, and the only CA the HTTPS test trusts.
+TEST_PEER_PEM = str(Path(__file__).with_name("testpeer.pem"))
+
+
+def tls_server_context() -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(TEST_PEER_PEM)
+    return ctx
 
 
 ALLOW = b'{"decision":"allow","effect":"allow","matchedPolicyId":null,"matchedPolicyVersion":null,"matchedRuleId":null,"reason":"ok","latencyMs":0.01}'

@@ -11,7 +11,7 @@ from unittest import mock
 import toolgate
 from toolgate import _discover
 
-from .support import sample_bundle, start_class_sidecar
+from .support import ALLOW, TEST_PEER_PEM, BrokenPeer, http_answer, sample_bundle, start_class_sidecar, tls_server_context
 
 BAD = [
     "ftp://host:1",
@@ -90,6 +90,26 @@ class DiscoveryTest(unittest.TestCase):
             os.environ.pop("TOOLGATE_URL", None)
             with mock.patch.object(_discover, "DEFAULT_SOCKET", "/nonexistent/toolgate.sock"):
                 self.assertEqual(self.client().url, "http://127.0.0.1:8181")
+
+    def test_https(self) -> None:
+        # The sidecar serves plain HTTP on loopback; https:// is for a
+        # sidecar reached through a TLS proxy. The peer's certificate is
+        # verified: trusted through SSL_CERT_FILE it answers, else the
+        # client fails closed.
+        peer = BrokenPeer(http_answer(200, ALLOW), tls=tls_server_context())
+        self.addCleanup(peer.close)
+        url = peer.url.replace("http://", "https://")
+        with mock.patch.dict(os.environ, {"SSL_CERT_FILE": TEST_PEER_PEM}):
+            c = self.client(url)
+            for _ in range(3):
+                res = c.evaluate("Read", session_id="s")
+                self.assertEqual((res.decision, res.reason), ("allow", "ok"))
+        self.assertEqual(peer.accepts, 1)
+        with mock.patch.dict(os.environ, {"SSL_CERT_FILE": "/nonexistent.pem", "SSL_CERT_DIR": "/nonexistent"}):
+            with self.assertLogs("toolgate"):
+                res = self.client(url).evaluate("Read", session_id="s")
+        self.assertEqual((res.decision, res.code), ("deny", toolgate.SIDECAR_UNAVAILABLE))
+        self.assertIn("CERTIFICATE_VERIFY_FAILED", res.reason)
 
     def test_bad_urls_name_the_setting(self) -> None:
         for raw in BAD:
