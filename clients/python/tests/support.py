@@ -4,6 +4,7 @@ the client and it or in for something that is not a sidecar."""
 
 from __future__ import annotations
 
+import atexit
 import http.client
 import json
 import os
@@ -24,6 +25,7 @@ SAMPLES = REPO / "config" / "samples"
 _bin: Optional[str] = None
 _bundle: Optional[str] = None
 _tmp = tempfile.mkdtemp(prefix="tgpy-")
+atexit.register(shutil.rmtree, _tmp, True)
 
 
 def toolgate_bin() -> str:
