@@ -186,8 +186,13 @@ class MalformedAnswerTest(unittest.TestCase):
             b"%x\r\n%s\r\n" % (len(p), p) for p in (ALLOW[:10], ALLOW[10:])) + b"0\r\n\r\n"
         until_close = b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + ALLOW
         http10 = b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(ALLOW), ALLOW)
+        # Two answers to one request: the second must not be read as the
+        # next call's answer, so the connection is not reused.
+        doubled = http_answer(200, ALLOW) + http_answer(200, b'{"decision":"deny"}')
+        chunked_doubled = chunked + http_answer(200, b'{"decision":"deny"}')
         for name, answer, close in (("chunked", chunked, False), ("until close", until_close, True),
-                                    ("HTTP/1.0", http10, True)):
+                                    ("HTTP/1.0", http10, True), ("doubled", doubled, False),
+                                    ("chunked doubled", chunked_doubled, False)):
             with self.subTest(name):
                 peer = BrokenPeer(answer, close_after=close)
                 self.addCleanup(peer.close)
@@ -196,7 +201,7 @@ class MalformedAnswerTest(unittest.TestCase):
                 for _ in range(3):
                     res = c.evaluate("Read", session_id="s-1")
                     self.assertEqual((res.decision, res.reason, res.code), ("allow", "ok", None))
-                self.assertEqual(peer.accepts, 3 if close else 1)
+                self.assertEqual(peer.accepts, 3 if close or "doubled" in name else 1)
 
 
 if __name__ == "__main__":

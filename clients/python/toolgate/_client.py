@@ -445,7 +445,9 @@ def _parse(conn: http.client.HTTPConnection, buf: bytes, recv: Any) -> Tuple[int
         data = b""
         close = close or status < 200
     elif chunked:
-        data = _read_chunked(recv, rest)
+        data, extra = _read_chunked(recv, rest)
+        # Bytes past the answer would be read as the next one's start.
+        close = close or extra
     elif length >= 0:
         if length > _MAX_ANSWER:
             raise http.client.HTTPException("status %d, an answer of %d bytes" % (status, length))
@@ -455,7 +457,9 @@ def _parse(conn: http.client.HTTPConnection, buf: bytes, recv: Any) -> Tuple[int
             if not more:
                 raise http.client.IncompleteRead(data, length - len(data))
             data += more
-        data = data[:length]
+        if len(data) > length:
+            close = True  # more than the answer: nothing after it can be trusted
+            data = data[:length]
     else:
         # Framed by the end of the connection.
         data = rest
@@ -472,7 +476,8 @@ def _parse(conn: http.client.HTTPConnection, buf: bytes, recv: Any) -> Tuple[int
     return status, data
 
 
-def _read_chunked(recv: Any, buf: bytes) -> bytes:
+def _read_chunked(recv: Any, buf: bytes) -> Tuple[bytes, bool]:
+    """The body of a chunked answer, and whether bytes came after it."""
     out = b""
     while True:
         while b"\r\n" not in buf:
@@ -492,7 +497,8 @@ def _read_chunked(recv: Any, buf: bytes) -> bytes:
                 if not more:
                     raise http.client.IncompleteRead(out)
                 buf += more
-            return out
+            end = 2 if buf.startswith(b"\r\n") else buf.index(b"\r\n\r\n") + 4
+            return out, len(buf) > end
         if len(out) + size > _MAX_ANSWER:
             raise http.client.HTTPException("an answer over %d bytes" % _MAX_ANSWER)
         while len(buf) < size + 2:
