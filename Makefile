@@ -75,6 +75,11 @@ envtest: ## Build (once) the local control plane: kube-apiserver and etcd under 
 test: ## Run every test, envtest suites included (builds the control plane on first use).
 	KUBEBUILDER_ASSETS="$$(./hack/setup-envtest.sh | tail -n 1)" go test $(GO_TEST_FLAGS) ./...
 
+.PHONY: test-python
+test-python: ## Python client (clients/python) tests against the real sidecar binary, built first.
+	$(MAKE) build
+	TOOLGATE_BIN=$(CURDIR)/bin/toolgate python3 -m unittest discover -s clients/python/tests -t clients/python
+
 .PHONY: bench
 bench: ## Engine and bundle-build benchmarks.
 	go test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) ./engine/ ./controllers/

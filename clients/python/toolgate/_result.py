@@ -1,0 +1,95 @@
+"""What evaluate() takes and returns, as the seed's SDK documents them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional
+
+#: The code of a result the client made itself because the sidecar gave no
+#: decision: unreachable, past the timeout, a non-200 status, or an answer
+#: that is not a decision. It comes with a deny, or with an allow when the
+#: client was made with fail_open=True.
+SIDECAR_UNAVAILABLE = "SIDECAR_UNAVAILABLE"
+
+
+@dataclass
+class EvaluationMetadata:
+    """A tool call's arguments, in the field matching how the tool takes
+    them: ``input`` (MCP, Claude Agent: the dict the tool was invoked with),
+    ``args``/``kwargs`` (LangChain, plain functions: positional and keyword),
+    and the framework's id of the call. Policies read them as
+    ``input.<key>``, ``args.<index>`` and ``kwargs.<key>``."""
+
+    input: Optional[Dict[str, Any]] = None
+    args: Optional[List[Any]] = None
+    kwargs: Optional[Dict[str, Any]] = None
+    tool_use_id: Optional[str] = None
+
+
+@dataclass
+class EvaluationResult:
+    """A decision. The first seven fields are the seed's; the field names
+    are the sidecar's JSON names.
+
+    For a deny by a rule, ``code`` is the rule's id and ``reason`` its
+    description; otherwise ``code`` is the sidecar's own (``AGENT_FROZEN``,
+    ``NO_POLICIES``, ...), the client's ``SIDECAR_UNAVAILABLE``, or None.
+    ``decision`` is what to do ("allow" or "deny"); ``effect`` is what the
+    deciding rule said ("allow", "deny", "warn" or "audit": warn and audit
+    allow)."""
+
+    decision: str
+    reason: Optional[str] = None
+    code: Optional[str] = None
+    matchedPolicyId: Optional[str] = None
+    matchedPolicyVersion: Optional[int] = None
+    matchedRuleId: Optional[str] = None
+    latencyMs: float = 0.0
+    effect: Optional[str] = None
+    warnings: Optional[List[str]] = None
+    bundleRevision: Optional[str] = None
+    decisionId: Optional[str] = None
+
+    @property
+    def allowed(self) -> bool:
+        """Whether the tool may run."""
+        return self.decision == "allow"
+
+
+def from_answer(d: Any) -> Optional[EvaluationResult]:
+    """The sidecar's answer as a result, or None when it is not a decision
+    (a proxy's {}, another service's JSON, {"decision": "maybe"})."""
+    if type(d) is not dict:
+        return None
+    decision = d.get("decision")
+    if decision != "allow" and decision != "deny":
+        return None
+    g = d.get
+    reason, code, rule = g("reason"), g("code"), g("matchedRuleId")
+    policy, version, latency = g("matchedPolicyId"), g("matchedPolicyVersion"), g("latencyMs", 0.0)
+    effect, warnings = g("effect") or decision, g("warnings")
+    revision, decision_id = g("bundleRevision"), g("decisionId")
+    if not (
+        _opt_str(reason) and _opt_str(code) and _opt_str(rule) and _opt_str(policy)
+        and _opt_str(effect) and _opt_str(revision) and _opt_str(decision_id)
+        and (version is None or type(version) is int)
+        and (type(latency) is float or type(latency) is int)
+        and (warnings is None or (type(warnings) is list and all(type(w) is str for w in warnings)))
+    ):
+        return None
+    if decision == "deny" and not code and rule:
+        # The seed's mapping: a rule's deny is coded by the rule's id.
+        code = rule
+    return EvaluationResult(
+        decision, reason, code or None, policy, version, rule, float(latency),
+        effect, warnings, revision, decision_id,
+    )
+
+
+def _opt_str(v: Any) -> bool:
+    return v is None or type(v) is str
+
+
+def unavailable(decision: str, reason: str) -> EvaluationResult:
+    """The client's own result when the sidecar gave none."""
+    return EvaluationResult(decision, reason, SIDECAR_UNAVAILABLE, effect=decision)
