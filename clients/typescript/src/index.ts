@@ -6,9 +6,8 @@
  * deny with code SIDECAR_UNAVAILABLE (fail closed), or an allow with that
  * code when `failOpen` is set.
  */
-import * as http from "node:http";
-import * as https from "node:https";
 import { existsSync } from "node:fs";
+import { Pool } from "./conn.js";
 
 /** Where the sidecar is found when nothing names it. */
 export const DEFAULT_SOCKET = "/var/run/toolgate/toolgate.sock";
@@ -213,10 +212,8 @@ export class Client {
   readonly failOpen: boolean;
   private _failOpenCount = 0;
   private readonly endpoint: Endpoint;
-  private readonly agent: http.Agent;
-  private readonly transport: typeof http | typeof https;
+  private readonly pool: Pool;
   private readonly logger: Logger;
-  private readonly baseRequest: http.RequestOptions;
 
   constructor(options: ClientOptions = {}) {
     if (options === null || typeof options !== "object") {
@@ -232,27 +229,15 @@ export class Client {
     this.logger = options.logger ?? console;
     this.url = this.endpoint.where;
     const maxSockets = options.maxSockets ?? 64;
-    // One agent keeps connections alive across calls: a new TCP or Unix
-    // connection per decision would cost more than the decision. Idle ones
-    // are closed after 50 s, before the sidecar's 60 s idle timeout.
-    const agentOptions: http.AgentOptions = {
-      keepAlive: true,
-      keepAliveMsecs: 30_000,
-      maxSockets,
-      maxFreeSockets: maxSockets,
-      timeout: 50_000,
-      scheduling: "lifo",
-    };
-    this.transport = this.endpoint.protocol === "https:" ? https : http;
-    this.agent = this.endpoint.protocol === "https:" ? new https.Agent(agentOptions) : new http.Agent(agentOptions);
-    this.baseRequest = {
-      agent: this.agent,
-      method: "POST",
-      host: this.endpoint.host,
-      port: this.endpoint.port,
-      path: this.endpoint.path,
-      socketPath: this.endpoint.socketPath,
-    };
+    if (!Number.isInteger(maxSockets) || maxSockets < 1) {
+      throw new TypeError(`toolgate: ClientOptions.maxSockets ${String(maxSockets)} must be a positive integer`);
+    }
+    // Kept-alive connections across calls: a new TCP or Unix connection per
+    // decision would cost more than the decision. Idle ones are closed after
+    // 50 s, before the sidecar's 60 s idle timeout, and never keep the
+    // process alive.
+    const e = this.endpoint;
+    this.pool = new Pool({ host: e.host, port: e.port, socketPath: e.socketPath, tls: e.protocol === "https:", path: e.path }, maxSockets, MAX_ANSWER);
   }
 
   /** How many calls were allowed because failOpen was set and the sidecar gave no decision. */
@@ -262,7 +247,7 @@ export class Client {
 
   /** Drops the kept-alive connections. The client still works after it. */
   close(): void {
-    this.agent.destroy();
+    this.pool.destroy();
   }
 
   /**
@@ -307,89 +292,50 @@ export class Client {
   /** One request; rejects with why there is no decision. */
   private post(body: string, traceparent: string | undefined): Promise<EvaluationResult> {
     return new Promise<EvaluationResult>((resolve, reject) => {
-      const deadline = Date.now() + this.timeoutMs;
       let settled = false;
-      let current: http.ClientRequest | undefined;
-      const timer = setTimeout(() => {
-        if (settled) return;
-        settled = true;
-        current?.destroy();
-        reject(new Error(`no answer within ${this.timeoutMs}ms`));
-      }, this.timeoutMs);
-      const finish = (err: Error | null, res?: EvaluationResult) => {
+      const abandon = this.pool.post(body, traceparent, (err, answer) => {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
-        if (err) reject(err);
-        else resolve(res!);
-      };
-      const attempt = (retry: boolean) => {
-        const headers: http.OutgoingHttpHeaders = {
-          "Content-Type": "application/json",
-          "Content-Length": Buffer.byteLength(body),
-        };
-        if (traceparent) headers["traceparent"] = traceparent;
-        const req = this.transport.request({ ...this.baseRequest, headers });
-        current = req;
-        req.on("response", (resp) => {
-          const chunks: Buffer[] = [];
-          let size = 0;
-          resp.on("data", (chunk: Buffer) => {
-            size += chunk.length;
-            if (size > MAX_ANSWER) {
-              req.destroy();
-              finish(new Error(`the answer is larger than ${MAX_ANSWER} bytes`));
-              return;
-            }
-            chunks.push(chunk);
-          });
-          resp.on("error", (e) => finish(new Error(`reading the answer: ${e.message}`)));
-          resp.on("aborted", () => finish(new Error("the answer was cut short")));
-          resp.on("end", () => {
-            if (settled) return;
-            const data = chunks.length === 1 ? chunks[0]!.toString("utf8") : Buffer.concat(chunks).toString("utf8");
-            const status = resp.statusCode ?? 0;
-            if (status !== 200) {
-              let msg = `status ${status}`;
-              try {
-                const e = JSON.parse(data) as { error?: unknown };
-                if (e && typeof e.error === "string" && e.error !== "") msg += `: ${e.error}`;
-              } catch {
-                // not JSON: the status says enough
-              }
-              finish(new Error(msg));
-              return;
-            }
-            let parsed: unknown;
-            try {
-              parsed = JSON.parse(data);
-            } catch (e) {
-              finish(new Error(`the answer is not a decision: ${(e as Error).message}`));
-              return;
-            }
-            try {
-              finish(null, readDecision(parsed));
-            } catch (e) {
-              finish(e as Error);
-            }
-          });
-        });
-        req.on("error", (err: NodeJS.ErrnoException) => {
-          if (settled) return;
-          // A kept-alive connection the sidecar closed while idle fails
-          // when reused; the request never reached it: try once more on a
-          // new connection.
-          if (retry && req.reusedSocket && (err.code === "ECONNRESET" || err.code === "EPIPE") && Date.now() < deadline) {
-            attempt(false);
-            return;
-          }
-          finish(new Error(err.message || String(err.code)));
-        });
-        req.end(body);
-      };
-      attempt(true);
+        if (err) {
+          reject(new Error(err.message || String((err as NodeJS.ErrnoException).code)));
+          return;
+        }
+        try {
+          resolve(readAnswer(answer!.status, answer!.body));
+        } catch (e) {
+          reject(e);
+        }
+      });
+      const timer = setTimeout(() => {
+        if (settled) return;
+        settled = true;
+        abandon();
+        reject(new Error(`no answer within ${this.timeoutMs}ms`));
+      }, this.timeoutMs);
     });
   }
+}
+
+/** The decision in an answer, or throws why there is none. */
+function readAnswer(status: number, data: string): EvaluationResult {
+  if (status !== 200) {
+    let msg = `status ${status}`;
+    try {
+      const e = JSON.parse(data) as { error?: unknown };
+      if (e && typeof e.error === "string" && e.error !== "") msg += `: ${e.error}`;
+    } catch {
+      // not JSON: the status says enough
+    }
+    throw new Error(msg);
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(data);
+  } catch (e) {
+    throw new Error(`the answer is not a decision: ${(e as Error).message}`);
+  }
+  return readDecision(parsed);
 }
 
 function traceparentOf(t: EvaluateOptions["traceparent"]): string | undefined {
