@@ -111,3 +111,9 @@ export async function waitFor(pred, ms = 5000) {
 export function sampleRequest(name) {
   return JSON.parse(readFileSync(join(samplesDir, "requests", name), "utf8"));
 }
+
+/** The sidecar's decision log line matching pred, waiting for it to arrive. */
+export async function decisionLine(sc, pred) {
+  await waitFor(() => sc.decisions.some(pred));
+  return sc.decisions.find(pred);
+}
