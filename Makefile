@@ -75,6 +75,15 @@ envtest: ## Build (once) the local control plane: kube-apiserver and etcd under 
 test: ## Run every test, envtest suites included (builds the control plane on first use).
 	KUBEBUILDER_ASSETS="$$(./hack/setup-envtest.sh | tail -n 1)" go test $(GO_TEST_FLAGS) ./...
 
+TS_CLIENT := clients/typescript
+
+.PHONY: test-typescript
+test-typescript: build ## TypeScript client (@toolgate/client): build, type-check, node --test against bin/toolgate (needs Node >= 20 and npm).
+	cd $(TS_CLIENT) && if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then \
+		npm ci --omit=optional --no-audit --no-fund; fi
+	cd $(TS_CLIENT) && npm run --silent build && npm run --silent typecheck
+	cd $(TS_CLIENT) && TOOLGATE_BIN=$(LOCALBIN)/toolgate npm test
+
 .PHONY: bench
 bench: ## Engine and bundle-build benchmarks.
 	go test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) ./engine/ ./controllers/
