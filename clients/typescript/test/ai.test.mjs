@@ -30,7 +30,7 @@ function bashTool(ran) {
 
 test("execute: allowed runs, denied throws ToolDeniedError and never runs", async () => {
   const ran = [];
-  const toolgate = new Client({ url: sc.unixURL });
+  const toolgate = new Client({ url: sc.unixURL, timeoutMs: 5000 });
   try {
     const tools = guardTools({ Bash: bashTool(ran) }, toolgate, { agentId: "coder-1", sessionId: "s-ai" });
     assert.equal(tools.Bash.description, "Run a shell command");
@@ -52,7 +52,7 @@ test("execute: allowed runs, denied throws ToolDeniedError and never runs", asyn
 
 test("generateText: a denied call is a tool-error the model receives", async () => {
   const ran = [];
-  const toolgate = new Client({ url: sc.tcpURL });
+  const toolgate = new Client({ url: sc.tcpURL, timeoutMs: 5000 });
   const prompts = [];
   let call = 0;
   const model = new MockLanguageModelV3({

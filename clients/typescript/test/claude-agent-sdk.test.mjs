@@ -31,7 +31,7 @@ function preToolUse(tool_name, tool_input, extra = {}) {
 }
 
 test("canUseTool: allow with the input unchanged, deny with the reason", async () => {
-  const toolgate = new Client({ url: sc.unixURL });
+  const toolgate = new Client({ url: sc.unixURL, timeoutMs: 5000 });
   try {
     const canUseTool = toolgateCanUseTool(toolgate, { agentId: "coder-1", sessionId: "s-claude" });
     const signal = new AbortController().signal;
@@ -52,7 +52,7 @@ test("canUseTool: allow with the input unchanged, deny with the reason", async (
 });
 
 test("PreToolUse hook: permissionDecision allow/deny with the reason; the event's session", async () => {
-  const toolgate = new Client({ url: sc.tcpURL });
+  const toolgate = new Client({ url: sc.tcpURL, timeoutMs: 5000 });
   try {
     const hook = toolgatePreToolUseHook(toolgate, { agentId: "coder-1" });
     const signal = new AbortController().signal;

@@ -50,7 +50,7 @@ async function brokenPeer(handler) {
 describe("decisions from the sidecar", () => {
   for (const transport of ["unix", "tcp"]) {
     test(`allow and rule deny over ${transport}`, async () => {
-      const c = new Client({ url: transport === "unix" ? sc.unixURL : sc.tcpURL });
+      const c = new Client({ url: transport === "unix" ? sc.unixURL : sc.tcpURL, timeoutMs: 5000 });
       try {
         assert.equal(c.url, transport === "unix" ? sc.unixURL : sc.tcpURL);
         const allow = await c.evaluate("Bash", LS);
@@ -80,7 +80,7 @@ describe("decisions from the sidecar", () => {
   }
 
   test("a frozen agent is denied AGENT_FROZEN (the sidecar's code passes through)", async () => {
-    const c = new Client({ url: sc.unixURL });
+    const c = new Client({ url: sc.unixURL, timeoutMs: 5000 });
     const r = await c.evaluate("Read", { agentId: "Billing-Bot-7", metadata: { input: { file_path: "/workspace/README.md" } } });
     c.close();
     assert.equal(r.decision, "deny");
@@ -90,7 +90,7 @@ describe("decisions from the sidecar", () => {
   });
 
   test("args and kwargs reach policies (pay cap)", async () => {
-    const c = new Client({ url: sc.tcpURL });
+    const c = new Client({ url: sc.tcpURL, timeoutMs: 5000 });
     const small = await c.evaluate("pay", { agentId: "shop-agent", framework: "langchain", metadata: { args: [], kwargs: { amount: 250, currency: "EUR" } } });
     const over = await c.evaluate("pay", { agentId: "shop-agent", metadata: { kwargs: { amount: 5000, currency: "EUR" } } });
     c.close();
@@ -101,7 +101,7 @@ describe("decisions from the sidecar", () => {
   });
 
   test("extra fields reach the sidecar (roles, side_effect)", async () => {
-    const c = new Client({ url: sc.unixURL });
+    const c = new Client({ url: sc.unixURL, timeoutMs: 5000 });
     const r = await c.evaluate("mcp__db__execute", { agentId: "etl-bot", extra: { roles: ["etl"], side_effect: "write" }, metadata: { input: { sql: "INSERT INTO orders VALUES (1)" } } });
     const without = await c.evaluate("mcp__db__execute", { agentId: "etl-bot", metadata: { input: { sql: "INSERT INTO orders VALUES (1)" } } });
     c.close();
@@ -112,7 +112,7 @@ describe("decisions from the sidecar", () => {
   });
 
   test("traceparent reaches the decision log (trace_id, span_id)", async () => {
-    const c = new Client({ url: sc.unixURL });
+    const c = new Client({ url: sc.unixURL, timeoutMs: 5000 });
     const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
     const r = await c.evaluate("Bash", { ...LS, traceparent: tp });
     const r2 = await c.evaluate("Bash", { ...LS, traceparent: { traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01" } });
@@ -138,7 +138,7 @@ describe("decisions from the sidecar", () => {
       up.on("error", () => down.destroy());
     });
     await new Promise((r) => proxy.listen(0, "127.0.0.1", r));
-    const c = new Client({ url: `http://127.0.0.1:${proxy.address().port}` });
+    const c = new Client({ url: `http://127.0.0.1:${proxy.address().port}`, timeoutMs: 5000 });
     try {
       for (let i = 0; i < 50; i++) {
         const r = await c.evaluate("Bash", i % 2 ? LS : RM_RF);
@@ -175,7 +175,7 @@ describe("decisions from the sidecar", () => {
   });
 
   test("the client works again after close()", async () => {
-    const c = new Client({ url: sc.tcpURL });
+    const c = new Client({ url: sc.tcpURL, timeoutMs: 5000 });
     assert.equal((await c.evaluate("Bash", LS)).decision, "allow");
     c.close();
     assert.equal((await c.evaluate("Bash", LS)).decision, "allow");
@@ -186,7 +186,7 @@ describe("decisions from the sidecar", () => {
 describe("no bundle", () => {
   test("every decision is deny NO_POLICIES", async () => {
     const empty = await startSidecar({ decisionLog: "none" });
-    const c = new Client({ url: empty.unixURL });
+    const c = new Client({ url: empty.unixURL, timeoutMs: 5000 });
     try {
       const r = await c.evaluate("Read", { metadata: { input: { file_path: "/x" } } });
       assert.equal(r.decision, "deny");
@@ -202,8 +202,8 @@ describe("no bundle", () => {
 describe("fail closed", () => {
   test("sidecar killed mid-run: deny SIDECAR_UNAVAILABLE, never a rejection", async () => {
     const doomed = await startSidecar({ bundleFile: samplesBundle(shortTempDir()), decisionLog: "none" });
-    const viaUnix = new Client({ url: doomed.unixURL });
-    const viaTcp = new Client({ url: doomed.tcpURL });
+    const viaUnix = new Client({ url: doomed.unixURL, timeoutMs: 5000 });
+    const viaTcp = new Client({ url: doomed.tcpURL, timeoutMs: 5000 });
     try {
       assert.equal((await viaUnix.evaluate("Bash", LS)).decision, "allow");
       assert.equal((await viaTcp.evaluate("Bash", LS)).decision, "allow");
@@ -240,7 +240,7 @@ describe("fail closed", () => {
   test("failOpen allows, logs and counts each", async () => {
     const warned = [];
     const c = new Client({ url: `unix://${join(shortTempDir(), "nobody.sock")}`, failOpen: true, logger: { warn: (m) => warned.push(m) } });
-    const live = new Client({ url: sc.unixURL, failOpen: true, logger: { warn: (m) => warned.push(m) } });
+    const live = new Client({ url: sc.unixURL, timeoutMs: 5000, failOpen: true, logger: { warn: (m) => warned.push(m) } });
     try {
       for (let i = 1; i <= 3; i++) {
         const r = await c.evaluate("Bash", RM_RF);
@@ -320,7 +320,7 @@ describe("fail closed", () => {
     });
     try {
       for (const [prefix, [status]] of Object.entries(answers)) {
-        const c = new Client({ url: peer.url + prefix });
+        const c = new Client({ url: peer.url + prefix, timeoutMs: 5000 });
         const r = await c.evaluate("Bash", LS);
         c.close();
         if (prefix === "/ok") {
@@ -334,11 +334,11 @@ describe("fail closed", () => {
         assert.equal(r.code, SIDECAR_UNAVAILABLE, prefix);
         if (status !== 200) assert.match(r.reason, new RegExp(`status ${status}`), prefix);
       }
-      const c = new Client({ url: peer.url + "/500" });
+      const c = new Client({ url: peer.url + "/500", timeoutMs: 5000 });
       assert.match((await c.evaluate("Bash", LS)).reason, /status 500: boom/);
       assert.match((await c.evaluate("Bash", LS)).reason, /status 500: boom/);
       c.close();
-      const m = new Client({ url: peer.url + "/maybe" });
+      const m = new Client({ url: peer.url + "/maybe", timeoutMs: 5000 });
       assert.match((await m.evaluate("Bash", LS)).reason, /decision is "maybe", not allow or deny/);
       m.close();
     } finally {
@@ -370,11 +370,11 @@ describe("URLs and discovery", () => {
 
   test("discovery order: explicit URL, TOOLGATE_URL, the socket, 127.0.0.1:8181", async () => {
     await withEnv(sc.unixURL, async () => {
-      const fromEnv = new Client();
+      const fromEnv = new Client({ timeoutMs: 5000 });
       assert.equal(fromEnv.url, sc.unixURL);
       assert.equal((await fromEnv.evaluate("Bash", LS)).decision, "allow");
       fromEnv.close();
-      assert.equal(new Client({ url: sc.tcpURL }).url, sc.tcpURL);
+      assert.equal(new Client({ url: sc.tcpURL, timeoutMs: 5000 }).url, sc.tcpURL);
     });
     withEnv(undefined, () => {
       const d = new Client();
@@ -386,7 +386,7 @@ describe("URLs and discovery", () => {
   });
 
   test("an empty toolName is a TypeError, not a decision", async () => {
-    const c = new Client({ url: sc.tcpURL });
+    const c = new Client({ url: sc.tcpURL, timeoutMs: 5000 });
     await assert.rejects(c.evaluate(""), TypeError);
     await assert.rejects(c.evaluate(undefined), TypeError);
     const cyclic = {};

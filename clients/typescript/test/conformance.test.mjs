@@ -37,7 +37,7 @@ after(async () => {
 for (const transport of ["unix", "tcp"]) {
   test(`conformance over ${transport}: every case without "now"`, async () => {
     assert.ok(cases.length > 0, "no cases read");
-    const c = new Client({ url: transport === "unix" ? sc.unixURL : sc.tcpURL });
+    const c = new Client({ url: transport === "unix" ? sc.unixURL : sc.tcpURL, timeoutMs: 5000 });
     let ran = 0;
     try {
       for (const kase of cases) {

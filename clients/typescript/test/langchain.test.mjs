@@ -28,7 +28,7 @@ function payTool(paid) {
 
 test("a structured tool: allowed runs, denied returns an error ToolMessage the model reads", async () => {
   const paid = [];
-  const toolgate = new Client({ url: sc.unixURL });
+  const toolgate = new Client({ url: sc.unixURL, timeoutMs: 5000 });
   try {
     const pay = payTool(paid);
     const [guarded] = guardTools([pay], toolgate, { agentId: "shop-agent", sessionId: "s-lc" });
@@ -68,7 +68,7 @@ test("a structured tool: allowed runs, denied returns an error ToolMessage the m
 });
 
 test("schema validation still comes first; a string tool's input goes as args", async () => {
-  const toolgate = new Client({ url: sc.tcpURL });
+  const toolgate = new Client({ url: sc.tcpURL, timeoutMs: 5000 });
   const ran = [];
   try {
     const guarded = guardTool(payTool(ran), toolgate, { agentId: "shop-agent" });

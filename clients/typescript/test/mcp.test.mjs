@@ -47,7 +47,7 @@ async function githubServer() {
 
 test("guardMcpClient: an allowed call reaches the server, a denied one never does", async () => {
   const { mcp, server, ran } = await githubServer();
-  const toolgate = new Client({ url: sc.unixURL });
+  const toolgate = new Client({ url: sc.unixURL, timeoutMs: 5000 });
   const denies = [];
   try {
     const guarded = guardMcpClient(mcp, toolgate, { server: "github", agentId: "triage-bot", sessionId: "s-mcp", onDeny: (n, r) => denies.push([n, r.code]) });

@@ -55,7 +55,7 @@ describe("reading answers", () => {
       s.write(`${half.toString(16)}\r\n${DECISION.slice(0, half)}\r\n`);
       setTimeout(() => s.write(`${(DECISION.length - half).toString(16)};ext=1\r\n${DECISION.slice(half)}\r\n0\r\n\r\n`), 5);
     });
-    const c = new Client({ url: peer.url });
+    const c = new Client({ url: peer.url, timeoutMs: 5000 });
     try {
       for (let i = 0; i < 3; i++) {
         const r = await c.evaluate("Read");
@@ -80,7 +80,7 @@ describe("reading answers", () => {
         s.end(withLength(DECISION, "Connection: close\r\n"));
       }
     });
-    const c = new Client({ url: peer.url });
+    const c = new Client({ url: peer.url, timeoutMs: 5000 });
     try {
       for (let i = 0; i < 6; i++) {
         const r = await c.evaluate("Read");
@@ -121,7 +121,7 @@ describe("reading answers", () => {
   test("a kept-alive connection dropped on reuse is retried once on a new one", async () => {
     // Each connection answers its first request and drops on its second.
     const peer = await rawPeer((n, s) => (n === 1 ? s.write(withLength(DECISION)) : s.destroy()));
-    const c = new Client({ url: peer.url });
+    const c = new Client({ url: peer.url, timeoutMs: 5000 });
     try {
       for (let i = 0; i < 4; i++) {
         const r = await c.evaluate("Read");
@@ -140,7 +140,7 @@ describe("reading answers", () => {
       s.write(withLength(DECISION));
       setTimeout(() => s.end(), 20);
     });
-    const c = new Client({ url: peer.url });
+    const c = new Client({ url: peer.url, timeoutMs: 5000 });
     try {
       for (let i = 0; i < 3; i++) {
         const r = await c.evaluate("Read");
@@ -174,10 +174,10 @@ describe("reading answers", () => {
     const peer = await rawPeer((n, s) => {
       if (peer.requests > 1) s.write(withLength(DECISION));
     });
-    const c = new Client({ url: peer.url, maxSockets: 1, timeoutMs: 100 });
+    const c = new Client({ url: peer.url, maxSockets: 1, timeoutMs: 300 });
     try {
       const first = c.evaluate("Read");
-      await new Promise((r) => setTimeout(r, 50));
+      await new Promise((r) => setTimeout(r, 200));
       const [a, b] = await Promise.all([first, c.evaluate("Read")]);
       assert.equal(a.code, SIDECAR_UNAVAILABLE);
       assert.equal(b.decision, "allow", b.reason);
