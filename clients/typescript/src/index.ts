@@ -269,10 +269,7 @@ export class Client {
     } catch (err) {
       return Promise.reject(err instanceof TypeError ? err : new TypeError(`toolgate: encoding the request: ${(err as Error).message}`));
     }
-    return this.post(body, traceparent).then(
-      (res) => res,
-      (why: unknown) => this.noDecision(String(why instanceof Error ? why.message : why)),
-    );
+    return this.post(body, traceparent).catch((why: unknown) => this.noDecision(String(why instanceof Error ? why.message : why)));
   }
 
   private noDecision(why: string): EvaluationResult {
@@ -293,7 +290,14 @@ export class Client {
   private post(body: string, traceparent: string | undefined): Promise<EvaluationResult> {
     return new Promise<EvaluationResult>((resolve, reject) => {
       let settled = false;
-      const abandon = this.pool.post(body, traceparent, (err, answer) => {
+      let abandon: (() => void) | undefined;
+      const timer = setTimeout(() => {
+        if (settled) return;
+        settled = true;
+        abandon?.();
+        reject(new Error(`no answer within ${this.timeoutMs}ms`));
+      }, this.timeoutMs);
+      abandon = this.pool.post(body, traceparent, (err, answer) => {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
@@ -307,12 +311,6 @@ export class Client {
           reject(e);
         }
       });
-      const timer = setTimeout(() => {
-        if (settled) return;
-        settled = true;
-        abandon();
-        reject(new Error(`no answer within ${this.timeoutMs}ms`));
-      }, this.timeoutMs);
     });
   }
 }
