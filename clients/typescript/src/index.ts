@@ -16,6 +16,8 @@ export const DEFAULT_URL = "http://127.0.0.1:8181";
 export const ENV_URL = "TOOLGATE_URL";
 /** One call's bound: the sidecar decides in microseconds. */
 export const DEFAULT_TIMEOUT_MS = 500;
+/** Most connections per client, under the sidecar's default --max-evaluations (32). */
+export const DEFAULT_MAX_SOCKETS = 16;
 /** The code of a result the client made itself: the sidecar gave no decision. */
 export const SIDECAR_UNAVAILABLE = "SIDECAR_UNAVAILABLE";
 
@@ -106,7 +108,11 @@ export interface ClientOptions {
   failOpen?: boolean;
   /** Where fail-open allows are reported; default console. */
   logger?: Logger;
-  /** Most connections kept to the sidecar; default 64. */
+  /**
+   * Most connections to the sidecar, so most calls in flight at once; more
+   * wait for a free connection. Default 16: under the sidecar's
+   * --max-evaluations (32), past which it denies OVERLOADED.
+   */
   maxSockets?: number;
 }
 
@@ -228,7 +234,7 @@ export class Client {
     this.failOpen = options.failOpen === true;
     this.logger = options.logger ?? console;
     this.url = this.endpoint.where;
-    const maxSockets = options.maxSockets ?? 64;
+    const maxSockets = options.maxSockets ?? DEFAULT_MAX_SOCKETS;
     if (!Number.isInteger(maxSockets) || maxSockets < 1) {
       throw new TypeError(`toolgate: ClientOptions.maxSockets ${String(maxSockets)} must be a positive integer`);
     }

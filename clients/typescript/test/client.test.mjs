@@ -54,7 +54,7 @@ describe("decisions from the sidecar", () => {
       try {
         assert.equal(c.url, transport === "unix" ? sc.unixURL : sc.tcpURL);
         const allow = await c.evaluate("Bash", LS);
-        assert.equal(allow.decision, "allow");
+        assert.equal(allow.decision, "allow", allow.reason);
         assert.equal(allow.effect, "allow");
         assert.equal(allow.code, null);
         assert.equal(allow.matchedPolicyId, "default-deny-readonly");
@@ -66,7 +66,7 @@ describe("decisions from the sidecar", () => {
         assert.deepEqual(allow.warnings, []);
 
         const deny = await c.evaluate("Bash", RM_RF);
-        assert.equal(deny.decision, "deny");
+        assert.equal(deny.decision, "deny", deny.reason);
         assert.equal(deny.effect, "deny");
         // The seed: a rule deny's code is the rule id, its reason the description.
         assert.equal(deny.code, "no-rm-rf");

@@ -84,6 +84,9 @@ export async function startSidecar({ bundleFile, decisionLog = "stdout" } = {}) 
       }
     });
   });
+  // One decision before the tests': the first evaluation of a fresh process
+  // is the slowest, and on a loaded machine it should not be a test's.
+  await fetch(`http://${tcp}/v1/evaluate`, { method: "POST", body: '{"tool_name":"warm-up"}' }).then((r) => r.text(), () => {});
   return {
     proc,
     tcpURL: `http://${tcp}`,
