@@ -72,13 +72,27 @@ envtest: ## Build (once) the local control plane: kube-apiserver and etcd under 
 	./hack/setup-envtest.sh >/dev/null
 
 .PHONY: test
-test: ## Run every test, envtest suites included (builds the control plane on first use).
+test: test-go test-clients ## Run every test: Go (envtest suites included; builds the control plane on first use), then the Python and TypeScript clients.
+
+.PHONY: test-go
+test-go: ## Every Go package's tests.
 	KUBEBUILDER_ASSETS="$$(./hack/setup-envtest.sh | tail -n 1)" go test $(GO_TEST_FLAGS) ./...
 
+.PHONY: test-clients
+test-clients: test-python test-typescript ## The Python and TypeScript clients against the real sidecar binary.
+
 .PHONY: test-python
-test-python: ## Python client (clients/python) tests against the real sidecar binary, built first.
-	$(MAKE) build
-	TOOLGATE_BIN=$(CURDIR)/bin/toolgate python3 -m unittest discover -s clients/python/tests -t clients/python
+test-python: build ## Python client (clients/python) tests against the real sidecar binary, built first.
+	TOOLGATE_BIN=$(LOCALBIN)/toolgate python3 -m unittest discover -s clients/python/tests -t clients/python
+
+TS_CLIENT := clients/typescript
+
+.PHONY: test-typescript
+test-typescript: build ## TypeScript client (@toolgate/client): build, type-check, node --test against bin/toolgate (needs Node >= 20 and npm).
+	cd $(TS_CLIENT) && if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then \
+		npm ci --omit=optional --no-audit --no-fund; fi
+	cd $(TS_CLIENT) && npm run --silent build && npm run --silent typecheck
+	cd $(TS_CLIENT) && TOOLGATE_BIN=$(LOCALBIN)/toolgate npm test
 
 .PHONY: bench
 bench: ## Engine and bundle-build benchmarks.

@@ -1,0 +1,456 @@
+/**
+ * @toolgate/client: ask the toolgate sidecar whether an agent's tool call may
+ * run. One hot-path call, `client.evaluate(toolName, {...})`, over kept-alive
+ * HTTP/1.1 connections (TCP or the sidecar's Unix socket). It never rejects
+ * because of the sidecar: when the sidecar gives no decision the result is a
+ * deny with code SIDECAR_UNAVAILABLE (fail closed), or an allow with that
+ * code when `failOpen` is set.
+ */
+import { existsSync } from "node:fs";
+import { Pool } from "./conn.js";
+
+/** Where the sidecar is found when nothing names it. */
+export const DEFAULT_SOCKET = "/var/run/toolgate/toolgate.sock";
+export const DEFAULT_URL = "http://127.0.0.1:8181";
+/** The environment variable naming the sidecar for every client. */
+export const ENV_URL = "TOOLGATE_URL";
+/** One call's bound: the sidecar decides in microseconds. */
+export const DEFAULT_TIMEOUT_MS = 500;
+/** Most connections per client, under the sidecar's default --max-evaluations (32). */
+export const DEFAULT_MAX_SOCKETS = 16;
+/** The code of a result the client made itself: the sidecar gave no decision. */
+export const SIDECAR_UNAVAILABLE = "SIDECAR_UNAVAILABLE";
+
+const MAX_ANSWER = 1 << 20;
+
+export type Decision = "allow" | "deny";
+export type Effect = "allow" | "deny" | "warn" | "audit";
+
+/** The call's arguments, in the shape its framework has them. */
+export interface EvaluationMetadata {
+  /** The arguments as one object (MCP, Claude Agent SDK, Vercel AI SDK). */
+  input?: unknown;
+  /** Positional arguments (LangChain, plain functions). */
+  args?: unknown[];
+  /** Keyword arguments (LangChain, plain functions). */
+  kwargs?: Record<string, unknown>;
+  /** The framework's id of this tool call, logged with the decision. */
+  toolUseId?: string;
+}
+
+export interface EvaluateOptions {
+  /** Groups decisions in the decision log (per conversation is common). */
+  sessionId?: string;
+  agentId?: string;
+  metadata?: EvaluationMetadata;
+  /** Tag for the decision log; the adapters set it. */
+  framework?: string;
+  /**
+   * A W3C traceparent (or an object carrying one), sent as the traceparent
+   * header: the sidecar's decision log line gets its trace_id and span_id.
+   */
+  traceparent?: string | { traceparent?: string } | null;
+  /**
+   * Any other request field policies read (roles, side_effect, resources,
+   * ...). The typed fields above win over the same key here.
+   */
+  extra?: Record<string, unknown>;
+}
+
+export interface ResourceRef {
+  type: string;
+  name: string;
+}
+
+export interface EvaluationResult {
+  decision: Decision;
+  /** For a rule deny, the rule's description; else why. */
+  reason: string | null;
+  /**
+   * For a rule deny, the matched rule's id; the sidecar's own codes
+   * (NO_POLICIES, AGENT_FROZEN, ...) unchanged; SIDECAR_UNAVAILABLE when the
+   * sidecar gave no decision; null otherwise.
+   */
+  code: string | null;
+  matchedPolicyId: string | null;
+  matchedPolicyVersion: number | null;
+  matchedRuleId: string | null;
+  /** The sidecar's evaluation time (0 when it gave no decision). */
+  latencyMs: number;
+  effect: Effect;
+  warnings: string[];
+  bundleRevision: string | null;
+  decisionId: string | null;
+  /** The resource whose evaluation decided, for a tiered policy. */
+  matchedResource: ResourceRef | null;
+}
+
+/** Where fail-open warnings go. */
+export interface Logger {
+  warn(message: string): void;
+}
+
+export interface ClientOptions {
+  /**
+   * http://host:port[/prefix], https://..., unix:///abs/path.sock or
+   * unix:/abs/path.sock. Unset: TOOLGATE_URL, else the sidecar's socket
+   * (/var/run/toolgate/toolgate.sock) when it exists, else
+   * http://127.0.0.1:8181.
+   */
+  url?: string;
+  /** Bounds each evaluate(); default 500. */
+  timeoutMs?: number;
+  /**
+   * Allow, instead of deny, when the sidecar gives no decision; each such
+   * allow is logged and counted in failOpenCount. Off by default: an
+   * unreachable guard must not wave every call through.
+   */
+  failOpen?: boolean;
+  /** Where fail-open allows are reported; default console. */
+  logger?: Logger;
+  /**
+   * Most connections to the sidecar, so most calls in flight at once; more
+   * wait for a free connection. Default 16: under the sidecar's
+   * --max-evaluations (32), past which it denies OVERLOADED.
+   */
+  maxSockets?: number;
+}
+
+interface Endpoint {
+  /** http: or https: */
+  protocol: "http:" | "https:";
+  host: string;
+  port: number | undefined;
+  /** The path of /v1/evaluate, with any prefix. */
+  path: string;
+  socketPath: string | undefined;
+  /** The endpoint as a URL, for reasons. */
+  where: string;
+}
+
+/**
+ * Finds the sidecar as every toolgate client does: the explicit URL, else
+ * TOOLGATE_URL, else the socket when it exists, else http://127.0.0.1:8181.
+ * Throws TypeError, naming the setting, on a URL it cannot use.
+ */
+export function discover(explicit?: string): Endpoint {
+  if (explicit !== undefined && explicit !== null && explicit !== "") {
+    return parseURL("ClientOptions.url", explicit);
+  }
+  const env = process.env[ENV_URL];
+  if (env) return parseURL(ENV_URL, env);
+  if (existsSync(DEFAULT_SOCKET)) return unixEndpoint("default socket", DEFAULT_SOCKET, DEFAULT_SOCKET);
+  return parseURL("default", DEFAULT_URL);
+}
+
+function parseURL(from: string, raw: string): Endpoint {
+  if (typeof raw !== "string") {
+    throw new TypeError(`toolgate: ${from} must be a string, got ${typeof raw}`);
+  }
+  if (raw.startsWith("unix://")) return unixEndpoint(from, raw, raw.slice("unix://".length));
+  if (raw.startsWith("unix:")) return unixEndpoint(from, raw, raw.slice("unix:".length));
+  let u: URL;
+  try {
+    u = new URL(raw);
+  } catch {
+    throw new TypeError(`toolgate: ${from} ${JSON.stringify(raw)} is not a URL: want unix:///path/to.sock or http://host:port`);
+  }
+  if (u.protocol !== "http:" && u.protocol !== "https:") {
+    throw new TypeError(`toolgate: ${from} ${JSON.stringify(raw)}: want unix:///path/to.sock or http://host:port`);
+  }
+  if (u.hostname === "") {
+    throw new TypeError(`toolgate: ${from} ${JSON.stringify(raw)} has no host: want http://host:port`);
+  }
+  if (u.search !== "" || u.hash !== "" || u.username !== "" || u.password !== "" || raw.includes("?") || raw.includes("#")) {
+    throw new TypeError(`toolgate: ${from} ${JSON.stringify(raw)}: a sidecar URL has no user, query or fragment`);
+  }
+  const prefix = u.pathname.replace(/\/+$/, "");
+  const host = u.hostname.startsWith("[") ? u.hostname.slice(1, -1) : u.hostname;
+  return {
+    protocol: u.protocol,
+    host,
+    port: u.port === "" ? undefined : Number(u.port),
+    path: prefix + "/v1/evaluate",
+    socketPath: undefined,
+    where: `${u.protocol}//${u.host}${prefix}`,
+  };
+}
+
+function unixEndpoint(from: string, raw: string, path: string): Endpoint {
+  if (!path.startsWith("/")) {
+    throw new TypeError(`toolgate: ${from} ${JSON.stringify(raw)}: a socket path must be absolute, as in unix:///var/run/toolgate/toolgate.sock`);
+  }
+  // The host name is ignored on a socket; it only makes a valid request.
+  return { protocol: "http:", host: "sidecar", port: undefined, path: "/v1/evaluate", socketPath: path, where: "unix://" + path };
+}
+
+/** What a guard reports when the tool may not run. */
+export function denialMessage(toolName: string, r: EvaluationResult): string {
+  let why = r.reason ?? "";
+  if (r.matchedRuleId) {
+    why = `rule ${r.matchedRuleId}` + (r.matchedPolicyId ? ` (policy ${r.matchedPolicyId})` : "") + (why ? `: ${why}` : "");
+  } else if (r.code) {
+    why = why ? `${r.code}: ${why}` : r.code;
+  }
+  return `toolgate denied ${toolName}` + (why ? `: ${why}` : "");
+}
+
+/** The error the adapters throw where a framework takes a thrown error as the tool's failure. */
+export class ToolDeniedError extends Error {
+  readonly result: EvaluationResult;
+  readonly toolName: string;
+  constructor(toolName: string, result: EvaluationResult) {
+    super(denialMessage(toolName, result));
+    this.name = "ToolDeniedError";
+    this.toolName = toolName;
+    this.result = result;
+  }
+}
+
+/**
+ * Asks a toolgate sidecar for decisions over kept-alive connections. Safe to
+ * share: make one per process.
+ */
+export class Client {
+  /** The sidecar this client asks, as unix:///path or http://host:port. */
+  readonly url: string;
+  readonly timeoutMs: number;
+  readonly failOpen: boolean;
+  private _failOpenCount = 0;
+  private readonly endpoint: Endpoint;
+  private readonly pool: Pool;
+  private readonly logger: Logger;
+
+  constructor(options: ClientOptions = {}) {
+    if (options === null || typeof options !== "object") {
+      throw new TypeError("toolgate: new Client(options): options must be an object");
+    }
+    this.endpoint = discover(options.url);
+    const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    if (typeof timeoutMs !== "number" || !(timeoutMs > 0) || !Number.isFinite(timeoutMs)) {
+      throw new TypeError(`toolgate: ClientOptions.timeoutMs ${String(timeoutMs)} must be a positive number`);
+    }
+    this.timeoutMs = timeoutMs;
+    this.failOpen = options.failOpen === true;
+    this.logger = options.logger ?? console;
+    this.url = this.endpoint.where;
+    const maxSockets = options.maxSockets ?? DEFAULT_MAX_SOCKETS;
+    if (!Number.isInteger(maxSockets) || maxSockets < 1) {
+      throw new TypeError(`toolgate: ClientOptions.maxSockets ${String(maxSockets)} must be a positive integer`);
+    }
+    // Kept-alive connections across calls: a new TCP or Unix connection per
+    // decision would cost more than the decision. Idle ones are closed after
+    // 50 s, before the sidecar's 60 s idle timeout, and never keep the
+    // process alive.
+    const e = this.endpoint;
+    this.pool = new Pool({ host: e.host, port: e.port, socketPath: e.socketPath, tls: e.protocol === "https:", path: e.path }, maxSockets, MAX_ANSWER);
+  }
+
+  /** How many calls were allowed because failOpen was set and the sidecar gave no decision. */
+  get failOpenCount(): number {
+    return this._failOpenCount;
+  }
+
+  /** Drops the kept-alive connections. The client still works after it. */
+  close(): void {
+    this.pool.destroy();
+  }
+
+  /**
+   * Asks the sidecar whether toolName may run. Resolves to a decision; never
+   * rejects because of the sidecar (unreachable, slow, non-200, not a
+   * decision: a deny with code SIDECAR_UNAVAILABLE, or an allow with failOpen).
+   * Rejects with TypeError only for a caller's mistake: an empty toolName or
+   * a request that does not encode as JSON.
+   */
+  evaluate(toolName: string, options: EvaluateOptions = {}): Promise<EvaluationResult> {
+    if (typeof toolName !== "string" || toolName === "") {
+      return Promise.reject(new TypeError("toolgate: evaluate(toolName): toolName must be a non-empty string"));
+    }
+    let body: string;
+    let traceparent: string | undefined;
+    try {
+      body = encodeRequest(toolName, options ?? {});
+      traceparent = traceparentOf(options?.traceparent);
+    } catch (err) {
+      return Promise.reject(err instanceof TypeError ? err : new TypeError(`toolgate: encoding the request: ${(err as Error).message}`));
+    }
+    return this.post(body, traceparent).catch((why: unknown) => this.noDecision(String(why instanceof Error ? why.message : why)));
+  }
+
+  private noDecision(why: string): EvaluationResult {
+    if (this.failOpen) {
+      this._failOpenCount++;
+      const reason = `toolgate sidecar at ${this.url} gave no decision, allowed (fail open): ${why}`;
+      try {
+        this.logger.warn(reason);
+      } catch {
+        // A broken logger must not turn an allow into a crash.
+      }
+      return unavailable("allow", reason);
+    }
+    return unavailable("deny", `toolgate sidecar at ${this.url} gave no decision, denied (fail closed): ${why}`);
+  }
+
+  /** One request; rejects with why there is no decision. */
+  private post(body: string, traceparent: string | undefined): Promise<EvaluationResult> {
+    return new Promise<EvaluationResult>((resolve, reject) => {
+      let settled = false;
+      let abandon: (() => void) | undefined;
+      const timer = setTimeout(() => {
+        if (settled) return;
+        settled = true;
+        abandon?.();
+        reject(new Error(`no answer within ${this.timeoutMs}ms`));
+      }, this.timeoutMs);
+      abandon = this.pool.post(body, traceparent, (err, answer) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        if (err) {
+          reject(new Error(err.message || String((err as NodeJS.ErrnoException).code)));
+          return;
+        }
+        try {
+          resolve(readAnswer(answer!.status, answer!.body));
+        } catch (e) {
+          reject(e);
+        }
+      });
+    });
+  }
+}
+
+/** The decision in an answer, or throws why there is none. */
+function readAnswer(status: number, data: string): EvaluationResult {
+  if (status !== 200) {
+    let msg = `status ${status}`;
+    try {
+      const e = JSON.parse(data) as { error?: unknown };
+      if (e && typeof e.error === "string" && e.error !== "") msg += `: ${e.error}`;
+    } catch {
+      // not JSON: the status says enough
+    }
+    throw new Error(msg);
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(data);
+  } catch (e) {
+    throw new Error(`the answer is not a decision: ${(e as Error).message}`);
+  }
+  return readDecision(parsed);
+}
+
+function traceparentOf(t: EvaluateOptions["traceparent"]): string | undefined {
+  if (t === undefined || t === null || t === "") return undefined;
+  if (typeof t === "string") return t;
+  if (typeof t === "object" && typeof t.traceparent === "string" && t.traceparent !== "") return t.traceparent;
+  if (typeof t === "object" && (t.traceparent === undefined || t.traceparent === "")) return undefined;
+  throw new TypeError("toolgate: EvaluateOptions.traceparent must be a string or an object with a traceparent string");
+}
+
+/** The request body the sidecar reads. */
+function encodeRequest(toolName: string, o: EvaluateOptions): string {
+  const m: Record<string, unknown> = {};
+  if (o.extra) {
+    if (typeof o.extra !== "object") throw new TypeError("toolgate: EvaluateOptions.extra must be an object");
+    Object.assign(m, o.extra);
+  }
+  m["tool_name"] = toolName;
+  setString(m, "session_id", o.sessionId);
+  setString(m, "agent_id", o.agentId);
+  setString(m, "framework", o.framework);
+  const md = o.metadata;
+  if (md) {
+    setString(m, "tool_use_id", md.toolUseId);
+    if (md.input !== undefined && md.input !== null) m["input"] = md.input;
+    if (md.args !== undefined && md.args !== null) m["args"] = md.args;
+    if (md.kwargs !== undefined && md.kwargs !== null) m["kwargs"] = md.kwargs;
+  }
+  return JSON.stringify(m);
+}
+
+function setString(m: Record<string, unknown>, k: string, v: string | undefined): void {
+  if (v !== undefined && v !== null && v !== "") m[k] = v;
+}
+
+const EFFECTS = new Set(["allow", "deny", "warn", "audit"]);
+
+/** Reads the sidecar's answer, or throws when it is not a decision. */
+function readDecision(x: unknown): EvaluationResult {
+  if (x === null || typeof x !== "object" || Array.isArray(x)) {
+    throw new Error("the answer is not a decision: not a JSON object");
+  }
+  const a = x as Record<string, unknown>;
+  const decision = a["decision"];
+  if (decision !== "allow" && decision !== "deny") {
+    throw new Error(`the answer's decision is ${JSON.stringify(decision) ?? "missing"}, not allow or deny`);
+  }
+  const str = (k: string): string | null => (typeof a[k] === "string" && a[k] !== "" ? (a[k] as string) : null);
+  const effect = typeof a["effect"] === "string" && EFFECTS.has(a["effect"]) ? (a["effect"] as Effect) : decision;
+  const matchedRuleId = str("matchedRuleId");
+  let code = str("code");
+  // As the seed documents: a rule deny's code is the rule's id, its reason
+  // the rule's description. The sidecar's own codes pass through.
+  if (decision === "deny" && code === null && matchedRuleId !== null) code = matchedRuleId;
+  const version = a["matchedPolicyVersion"];
+  const mr = a["matchedResource"] as ResourceRef | undefined;
+  return {
+    decision,
+    reason: str("reason"),
+    code,
+    matchedPolicyId: str("matchedPolicyId"),
+    matchedPolicyVersion: typeof version === "number" ? version : null,
+    matchedRuleId,
+    latencyMs: typeof a["latencyMs"] === "number" ? (a["latencyMs"] as number) : 0,
+    effect,
+    warnings: Array.isArray(a["warnings"]) ? (a["warnings"] as unknown[]).filter((w): w is string => typeof w === "string") : [],
+    bundleRevision: str("bundleRevision"),
+    decisionId: str("decisionId"),
+    matchedResource: mr && typeof mr === "object" && typeof mr.type === "string" ? { type: mr.type, name: String(mr.name ?? "") } : null,
+  };
+}
+
+function unavailable(decision: Decision, reason: string): EvaluationResult {
+  return {
+    decision,
+    reason,
+    code: SIDECAR_UNAVAILABLE,
+    matchedPolicyId: null,
+    matchedPolicyVersion: null,
+    matchedRuleId: null,
+    latencyMs: 0,
+    effect: decision,
+    warnings: [],
+    bundleRevision: null,
+    decisionId: null,
+    matchedResource: null,
+  };
+}
+
+/** Options every framework guard takes. */
+export interface GuardOptions {
+  /** The session each call belongs to: a string, or read per call. */
+  sessionId?: string | (() => string | undefined);
+  agentId?: string;
+  /** Overrides the adapter's framework tag. */
+  framework?: string;
+  /** Extra request fields policies read (roles, side_effect, ...). */
+  extra?: Record<string, unknown>;
+  /** The current W3C traceparent, read per call. */
+  traceparent?: () => string | undefined;
+}
+
+/** @internal the EvaluateOptions a guard sends. */
+export function guardRequest(opts: GuardOptions, framework: string, metadata: EvaluationMetadata, sessionId?: string): EvaluateOptions {
+  const s = typeof opts.sessionId === "function" ? opts.sessionId() : opts.sessionId;
+  return {
+    sessionId: s ?? sessionId,
+    agentId: opts.agentId,
+    framework: opts.framework ?? framework,
+    metadata,
+    extra: opts.extra,
+    traceparent: opts.traceparent?.(),
+  };
+}
