@@ -87,11 +87,15 @@ test-python: build ## Python client (clients/python) tests against the real side
 
 TS_CLIENT := clients/typescript
 
-.PHONY: test-typescript
-test-typescript: build ## TypeScript client (@toolgate/client): build, type-check, node --test against bin/toolgate (needs Node >= 20 and npm).
+.PHONY: typescript-client
+typescript-client: ## Install the TypeScript client's dev dependencies from its lockfile (when stale) and build it.
 	cd $(TS_CLIENT) && if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then \
 		npm ci --omit=optional --no-audit --no-fund; fi
-	cd $(TS_CLIENT) && npm run --silent build && npm run --silent typecheck
+	cd $(TS_CLIENT) && npm run --silent build
+
+.PHONY: test-typescript
+test-typescript: build typescript-client ## TypeScript client (@toolgate/client): type-check, node --test against bin/toolgate (needs Node >= 20 and npm).
+	cd $(TS_CLIENT) && npm run --silent typecheck
 	cd $(TS_CLIENT) && TOOLGATE_BIN=$(LOCALBIN)/toolgate npm test
 
 .PHONY: bench
@@ -115,7 +119,7 @@ measure-mcp: ## tools/call with a 1 KiB argument, 10,000 calls, direct vs throug
 	go run ./test/mcplatency
 
 .PHONY: measure-clients
-measure-clients: ## evaluate() from Python and Node against a 1000-rule sidecar (Unix socket, TCP), p50/p99, and Go in process (targets 150us / 1us).
+measure-clients: typescript-client ## evaluate() from Python and Node against a 1000-rule sidecar (Unix socket, TCP), p50/p99, and Go in process (targets 150us / 1us).
 	./hack/measure-clients.sh
 
 .PHONY: diff-engine
