@@ -71,6 +71,21 @@ build: ## Build bin/toolgate.
 envtest: ## Build (once) the local control plane: kube-apiserver and etcd under bin/k8s/.
 	./hack/setup-envtest.sh >/dev/null
 
+.PHONY: setup-cluster
+setup-cluster: ## Build (once) the real node: kubelet, controller-manager, scheduler, kube-proxy, containerd; apt-get runc and CNI plugins.
+	./hack/setup-cluster.sh >/dev/null
+
+.PHONY: test-cluster
+test-cluster: setup-cluster ## As root: a real single-node cluster (in its own network namespace): helm install, agents under a real kubelet.
+	go test -tags cluster $(GO_TEST_FLAGS) -v ./test/cluster/
+
+IMAGE ?= toolgate.local/toolgate:$(VERSION)
+IMAGE_ARCHIVE ?= $(LOCALBIN)/toolgate-image.tar
+
+.PHONY: image
+image: ## Write the toolgate image (the Dockerfile's final stage) as an OCI archive, without Docker: $(IMAGE_ARCHIVE).
+	go run ./hack/image -o $(IMAGE_ARCHIVE) -ref $(IMAGE) -version $(VERSION) -commit $(COMMIT)
+
 .PHONY: test
 test: ## Run every test, envtest suites included (builds the control plane on first use).
 	KUBEBUILDER_ASSETS="$$(./hack/setup-envtest.sh | tail -n 1)" go test $(GO_TEST_FLAGS) ./...
