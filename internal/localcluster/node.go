@@ -185,7 +185,7 @@ func (n *Node) start(images []string) error {
 		"--authentication-kubeconfig="+kc["controller-manager"], "--authorization-kubeconfig="+kc["controller-manager"],
 		"--bind-address=127.0.0.1", "--secure-port=10257", "--leader-elect=false", "--use-service-account-credentials=true",
 		"--service-account-private-key-file="+p.path("sa.key"), "--root-ca-file="+p.path("ca.crt"),
-		"--service-cluster-ip-range="+ServiceCIDR, "--controllers=*,-nodeipam,-cloud-node-lifecycle",
+		"--service-cluster-ip-range="+ServiceCIDR, "--controllers=*,-node-ipam-controller",
 		"--cert-dir="+n.path("pki", "kcm-certs")); err != nil {
 		return err
 	}
@@ -302,9 +302,17 @@ func hasCapSysResource() bool {
 	return false
 }
 
-// Ctr runs ctr against the node's containerd, in the k8s.io namespace.
+// Ctr runs ctr against the node's containerd, in the k8s.io namespace,
+// and returns its standard output (its standard error is in the error).
 func (n *Node) Ctr(args ...string) ([]byte, error) {
-	return exec.Command(n.Bins.Ctr, append([]string{"--address", n.path("run", "containerd.sock"), "-n", "k8s.io"}, args...)...).CombinedOutput()
+	cmd := exec.Command(n.Bins.Ctr, append([]string{"--address", n.path("run", "containerd.sock"), "-n", "k8s.io"}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		err = fmt.Errorf("ctr %s: %w: %s", strings.Join(args, " "), err, stderr.Bytes())
+	}
+	return out, err
 }
 
 func (n *Node) startKubelet(kubeconfig string) error {
@@ -457,7 +465,7 @@ func (n *Node) killContainers() {
 	}
 	for _, id := range ids {
 		for range 20 {
-			if o, err := n.Ctr("tasks", "delete", "-f", id); err == nil || bytes.Contains(o, []byte("not found")) {
+			if _, err := n.Ctr("tasks", "delete", "-f", id); err == nil || strings.Contains(err.Error(), "not found") {
 				break
 			}
 			time.Sleep(100 * time.Millisecond)

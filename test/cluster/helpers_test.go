@@ -75,7 +75,7 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() st
 }
 
 func ctx(t *testing.T) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	c, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	t.Cleanup(cancel)
 	return c
 }
