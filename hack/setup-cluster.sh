@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds (once) what the single-node test cluster needs beyond the envtest
 # control plane (hack/setup-envtest.sh): kubelet, kube-controller-manager,
-# kube-scheduler and kube-proxy v1.37.2 from k8s.io/kubernetes with the
+# kube-scheduler, kube-proxy and kubectl v1.37.2 from k8s.io/kubernetes with the
 # published staging modules and stamped versions (hack/cluster/), containerd
 # v2.4.2 with its runc shim and ctr from the Go module proxy, and Debian's
 # runc and CNI plugins. Binaries are cached under bin/; a warm run is a no-op.
@@ -21,7 +21,7 @@ nice=(nice -n 10)
 total=$SECONDS
 
 k8s_ldflags="-s -w -X k8s.io/component-base/version.gitVersion=v${k8s_version} -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37"
-for name in kubelet kube-controller-manager kube-scheduler kube-proxy; do
+for name in kubelet kube-controller-manager kube-scheduler kube-proxy kubectl; do
   [[ -x "${kdir}/${name}" ]] && continue
   echo "building ${name} v${k8s_version} into ${kdir}..." >&2
   started=$SECONDS
@@ -60,7 +60,7 @@ fi
 {
   echo "etcd version: $(sed -n 's/^etcd version: //p' "${kdir}/VERSIONS" | head -1)"
   echo "kube-apiserver version: v${k8s_version}"
-  for name in kubelet kube-controller-manager kube-scheduler kube-proxy; do echo "${name} version: v${k8s_version}"; done
+  for name in kubelet kube-controller-manager kube-scheduler kube-proxy kubectl; do echo "${name} version: v${k8s_version}"; done
   echo "containerd version: v${containerd_version}"
   echo "runc version: $(runc --version | sed -n 's/^runc version //p')"
 } > "${kdir}/CLUSTER-VERSIONS"

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // The node cluster's fixed names and addresses. Every address other than
@@ -78,7 +81,19 @@ func RunInNode(prepare func() error) int {
 		return 1
 	}
 	if err := Preflight(); err != nil {
-		return fail("this machine cannot run the test cluster: %v", err)
+		if errors.Is(err, errNotBuilt) && os.Getenv("TOOLGATE_CLUSTER_BIN") == "" {
+			// As the envtest suites build their control plane on first use.
+			fmt.Fprintln(os.Stderr, "localcluster: building the node with hack/setup-cluster.sh (cold: ~20 minutes on 2 busy cores)")
+			cmd := exec.Command(filepath.Join(testenv.RepoRoot(), "hack", "setup-cluster.sh"))
+			cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
+			if err := cmd.Run(); err != nil {
+				return fail("hack/setup-cluster.sh: %v", err)
+			}
+			err = Preflight()
+		}
+		if err != nil {
+			return fail("this machine cannot run the test cluster: %v", err)
+		}
 	}
 	unlock, err := lock()
 	if err != nil {
@@ -154,12 +169,12 @@ func Preflight() error {
 	}
 	for _, tool := range []string{"nsenter", "ip", "runc", "iptables"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			return fmt.Errorf("%s not found (hack/setup-cluster.sh installs Debian's runc, iptables, iproute2)", tool)
+			return fmt.Errorf("%w: %s not found (hack/setup-cluster.sh installs Debian's runc, iptables, iproute2)", errNotBuilt, tool)
 		}
 	}
 	for _, p := range []string{"bridge", "host-local", "loopback"} {
 		if _, err := os.Stat(filepath.Join(cniDir, p)); err != nil {
-			return fmt.Errorf("CNI plugin %s not in %s (hack/setup-cluster.sh installs containernetworking-plugins)", p, cniDir)
+			return fmt.Errorf("%w: CNI plugin %s not in %s (hack/setup-cluster.sh installs containernetworking-plugins)", errNotBuilt, p, cniDir)
 		}
 	}
 	bins, err := Binaries()
@@ -168,13 +183,16 @@ func Preflight() error {
 	}
 	for _, p := range bins.all() {
 		if _, err := os.Stat(p); err != nil {
-			return fmt.Errorf("%s missing: run hack/setup-cluster.sh (make setup-cluster)", p)
+			return fmt.Errorf("%w: %s missing: run hack/setup-cluster.sh (make setup-cluster)", errNotBuilt, p)
 		}
 	}
 	return nil
 }
 
 const cniDir = "/usr/lib/cni"
+
+// errNotBuilt: what hack/setup-cluster.sh provides is missing.
+var errNotBuilt = errors.New("not set up")
 
 // lock takes the machine-wide lock (one node cluster at a time), waiting
 // for another run to finish.

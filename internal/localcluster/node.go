@@ -35,11 +35,13 @@ const (
 // Bins are the paths of the node cluster's binaries.
 type Bins struct {
 	Etcd, APIServer, ControllerManager, Scheduler, Kubelet, Proxy string
-	Containerd, Shim, Ctr                                         string
+	// Kubectl is kubectl of the cluster's version, for the tests.
+	Kubectl               string
+	Containerd, Shim, Ctr string
 }
 
 func (b Bins) all() []string {
-	return []string{b.Etcd, b.APIServer, b.ControllerManager, b.Scheduler, b.Kubelet, b.Proxy, b.Containerd, b.Shim, b.Ctr}
+	return []string{b.Etcd, b.APIServer, b.ControllerManager, b.Scheduler, b.Kubelet, b.Proxy, b.Kubectl, b.Containerd, b.Shim, b.Ctr}
 }
 
 // Binaries returns where hack/setup-cluster.sh puts the binaries (under
@@ -61,7 +63,7 @@ func Binaries() (Bins, error) {
 	return Bins{
 		Etcd: filepath.Join(k, "etcd"), APIServer: filepath.Join(k, "kube-apiserver"),
 		ControllerManager: filepath.Join(k, "kube-controller-manager"), Scheduler: filepath.Join(k, "kube-scheduler"),
-		Kubelet: filepath.Join(k, "kubelet"), Proxy: filepath.Join(k, "kube-proxy"),
+		Kubelet: filepath.Join(k, "kubelet"), Proxy: filepath.Join(k, "kube-proxy"), Kubectl: filepath.Join(k, "kubectl"),
 		Containerd: filepath.Join(c, "containerd"), Shim: filepath.Join(c, "containerd-shim-runc-v2"), Ctr: filepath.Join(c, "ctr"),
 	}, nil
 }

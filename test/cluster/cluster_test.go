@@ -398,7 +398,7 @@ spec: {agentId: %s, reason: "cluster test: freeze on a real node"}
 // field became value.
 func watchUntil(t *testing.T, field, value string, action func()) time.Duration {
 	t.Helper()
-	cmd := exec.Command("kubectl", "exec", "-n", agentsNS, agentPodName, "-c", "agent", "--", agentBinary, "watch", "env", request(t, "bash_ls.json"), field, value)
+	cmd := exec.Command(node.Bins.Kubectl, "exec", "-n", agentsNS, agentPodName, "-c", "agent", "--", agentBinary, "watch", "env", request(t, "bash_ls.json"), field, value)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+node.Kubeconfig)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

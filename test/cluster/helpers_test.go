@@ -29,7 +29,7 @@ func run(name string, args ...string) (string, error) {
 	return out.String(), err
 }
 
-func kubectl(args ...string) (string, error) { return run("kubectl", args...) }
+func kubectl(args ...string) (string, error) { return run(node.Bins.Kubectl, args...) }
 
 func mustKubectl(t *testing.T, args ...string) string {
 	t.Helper()
@@ -42,7 +42,7 @@ func mustKubectl(t *testing.T, args ...string) string {
 
 // kubectlStdin runs kubectl with stdin.
 func kubectlStdin(stdin string, args ...string) (string, error) {
-	cmd := exec.Command("kubectl", args...)
+	cmd := exec.Command(node.Bins.Kubectl, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+node.Kubeconfig)
 	cmd.Stdin = strings.NewReader(stdin)
 	out, err := cmd.CombinedOutput()
@@ -105,9 +105,14 @@ func (a answer) String() string {
 // evaluateIn asks the sidecar from inside container c of pod, through
 // url ("env": $TOOLGATE_URL as the injector set it).
 func evaluateIn(ns, pod, c, url, req string) (answer, string, error) {
-	out, err := kubectl("exec", "-n", ns, pod, "-c", c, "--", agentBinary, "evaluate", url, req)
+	cmd := exec.Command(node.Bins.Kubectl, "exec", "-n", ns, pod, "-c", c, "--", agentBinary, "evaluate", url, req)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+node.Kubeconfig)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	b, err := cmd.Output()
+	out := string(b)
 	if err != nil {
-		return answer{}, out, err
+		return answer{}, out + stderr.String(), err
 	}
 	var a answer
 	if err := json.Unmarshal([]byte(out), &a); err != nil {
