@@ -122,9 +122,9 @@ func TestHelmInstall(t *testing.T) {
 	started := time.Now()
 	out, err := helm(append([]string{"install", release, chartDir(), "-n", releaseNS, "--create-namespace", "--wait", "--timeout", "4m"}, installArgs...)...)
 	if err != nil {
-		kubectl("get", "pods", "-A", "-o", "wide")
+		pods, _ := kubectl("get", "pods", "-A", "-o", "wide")
 		desc, _ := kubectl("describe", "pods", "-n", releaseNS)
-		t.Fatalf("helm install: %v\n%s\n%s\nkubelet:\n%s", err, out, desc, node.LogTail("kubelet", 3000))
+		t.Fatalf("helm install: %v\n%s\n%s\n%s\nkubelet:\n%s", err, out, pods, desc, node.LogTail("kubelet", 3000))
 	}
 	logDuration(t, "helm install --wait (2 manager replicas Ready)", time.Since(started))
 	c := ctx(t)
