@@ -144,6 +144,7 @@ func RunInNode(prepare func() error) int {
 	err = cmd.Wait()
 	signal.Stop(sigs)
 	if err != nil {
+		keepLogs()
 		var exit *exec.ExitError
 		if errors.As(err, &exit) && exit.ExitCode() > 0 {
 			return exit.ExitCode()
@@ -151,6 +152,19 @@ func RunInNode(prepare func() error) int {
 		return fail("the test binary in %s: %v", NodeNetns, err)
 	}
 	return 0
+}
+
+// keepLogs copies the daemons' logs out of StateDir, which teardown
+// removes, and says where.
+func keepLogs() {
+	dir, err := os.MkdirTemp("", "toolgate-localcluster-logs-")
+	if err != nil {
+		return
+	}
+	if out, err := exec.Command("cp", "-r", filepath.Join(StateDir, "logs"), filepath.Join(StateDir, "pod-logs"), dir).CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "localcluster: keeping the logs: %v: %s\n", err, out)
+	}
+	fmt.Fprintf(os.Stderr, "localcluster: the run failed; the daemons' and Pods' logs are in %s\n", dir)
 }
 
 // Preflight checks what a kubelet needs here: root, a cgroup hierarchy,
