@@ -87,8 +87,9 @@ image: ## Write the toolgate image (the Dockerfile's final stage) as an OCI arch
 	go run ./hack/image -o $(IMAGE_ARCHIVE) -ref $(IMAGE) -version $(VERSION) -commit $(COMMIT)
 
 .PHONY: test
-test: ## Run every test, envtest suites included (builds the control plane on first use).
+test: ## Run every test: envtest suites (control plane built on first use), then, as root, the real-node suite (test-cluster).
 	KUBEBUILDER_ASSETS="$$(./hack/setup-envtest.sh | tail -n 1)" go test $(GO_TEST_FLAGS) ./...
+	$(MAKE) test-cluster
 
 .PHONY: bench
 bench: ## Engine and bundle-build benchmarks.
