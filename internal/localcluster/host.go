@@ -60,6 +60,9 @@ type hostState struct {
 	Existed map[string]bool `json:"existed"`
 	// Cgroups: the kubepods cgroups that were there before (none, normally).
 	Cgroups map[string]bool `json:"cgroups"`
+	// CNINetns: the cni-* network namespaces under /run/netns that were
+	// there before (another runtime's), which teardown leaves alone.
+	CNINetns map[string]bool `json:"cniNetns"`
 }
 
 // InNode tells whether this process is the one RunInNode re-executed
@@ -106,6 +109,9 @@ func RunInNode(prepare func() error) int {
 	}
 	if d := time.Since(started); d > time.Second {
 		fmt.Fprintf(os.Stderr, "localcluster: removed a previous run's leftovers in %v\n", d.Round(time.Millisecond))
+	}
+	if c := kubepodsCgroups(); len(c) > 0 {
+		return fail("this machine cannot run the test cluster: another kubelet's cgroups are here (%s)", strings.Join(c, ", "))
 	}
 	defer func() {
 		t := time.Now()
@@ -236,7 +242,10 @@ func lock() (func(), error) {
 func sysctlPath(name string) string { return filepath.Join("/proc/sys", name) }
 
 func setupHost() error {
-	st := hostState{Sysctls: map[string]string{}, Existed: map[string]bool{}, Cgroups: map[string]bool{}}
+	st := hostState{Sysctls: map[string]string{}, Existed: map[string]bool{}, Cgroups: map[string]bool{}, CNINetns: map[string]bool{}}
+	for _, f := range cniNetns() {
+		st.CNINetns[f] = true
+	}
 	for _, s := range hostSysctls {
 		if b, err := os.ReadFile(sysctlPath(s)); err == nil {
 			st.Sysctls[s] = strings.TrimSpace(string(b))
@@ -308,10 +317,10 @@ func Teardown() error {
 	}
 	var errs []error
 	killPidFiles()
-	killCgroupProcs()
+	killCgroupProcs(st.Cgroups)
 	killNetnsProcs(NodeNetns)
 	unmountUnder(StateDir)
-	unmountCNINetns()
+	unmountCNINetns(st.CNINetns)
 	for _, c := range kubepodsCgroups() {
 		if !st.Cgroups[c] {
 			if err := removeCgroupTree(c); err != nil {
@@ -386,11 +395,15 @@ func killPidFiles() {
 }
 
 // killCgroupProcs kills every process in the kubepods cgroups (the
-// containers) and containerd's shims.
-func killCgroupProcs() {
+// containers) and containerd's shims, leaving alone the cgroups that were
+// there before (another kubelet's).
+func killCgroupProcs(before map[string]bool) {
 	for range 20 {
 		var pids []int
 		for _, top := range kubepodsCgroups() {
+			if before[top] {
+				continue
+			}
 			_ = filepath.WalkDir(top, func(p string, d os.DirEntry, err error) error {
 				if err == nil && d.IsDir() {
 					pids = append(pids, readPids(filepath.Join(p, "cgroup.procs"))...)
@@ -518,11 +531,18 @@ func unmountUnder(dir string) {
 	}
 }
 
-// unmountCNINetns removes the Pods' network namespaces containerd pinned
-// under /run/netns (cni-<uuid>).
-func unmountCNINetns() {
+func cniNetns() []string {
 	files, _ := filepath.Glob("/run/netns/cni-*")
-	for _, f := range files {
+	return files
+}
+
+// unmountCNINetns removes the Pods' network namespaces containerd pinned
+// under /run/netns (cni-<uuid>), except those that were there before.
+func unmountCNINetns(before map[string]bool) {
+	for _, f := range cniNetns() {
+		if before[f] {
+			continue
+		}
 		_ = syscall.Unmount(f, syscall.MNT_DETACH)
 		_ = os.Remove(f)
 	}
