@@ -71,8 +71,23 @@ build: ## Build bin/toolgate.
 envtest: ## Build (once) the local control plane: kube-apiserver and etcd under bin/k8s/.
 	./hack/setup-envtest.sh >/dev/null
 
+.PHONY: setup-cluster
+setup-cluster: ## Build (once) the real node: kubelet, controller-manager, scheduler, kube-proxy, containerd; apt-get runc and CNI plugins.
+	./hack/setup-cluster.sh >/dev/null
+
+.PHONY: test-cluster
+test-cluster: setup-cluster ## As root: a real single-node cluster (in its own network namespace): helm install, agents under a real kubelet.
+	go test -tags cluster $(GO_TEST_FLAGS) -v ./test/cluster/
+
+IMAGE ?= toolgate.local/toolgate:$(VERSION)
+IMAGE_ARCHIVE ?= $(LOCALBIN)/toolgate-image.tar
+
+.PHONY: image
+image: ## Write the toolgate image (the Dockerfile's final stage) as an OCI archive, without Docker: $(IMAGE_ARCHIVE).
+	go run ./hack/image -o $(IMAGE_ARCHIVE) -ref $(IMAGE) -version $(VERSION) -commit $(COMMIT)
+
 .PHONY: test
-test: test-go test-clients ## Run every test: Go (envtest suites included; builds the control plane on first use), then the Python and TypeScript clients.
+test: test-go test-clients test-rego test-cluster ## Run every test: Go packages (envtest suites included; control plane built on first use), the Python and TypeScript clients, OPA against the exported Rego, then, as root, the real-node suite.
 
 .PHONY: test-go
 test-go: ## Every Go package's tests.

@@ -6,6 +6,7 @@ package image
 
 import (
 	"debug/elf"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolgate/toolgate/internal/ociimage"
 	"github.com/toolgate/toolgate/webhook"
 )
 
@@ -150,5 +152,44 @@ func TestDockerfileBuildCommandMakesAStaticStampedBinary(t *testing.T) {
 	// The same binary is the sidecar: its probe subcommand exists.
 	if b, err := exec.Command(out, "sidecar", "probe", "--help").CombinedOutput(); err != nil {
 		t.Errorf("sidecar probe --help: %v\n%s", err, b)
+	}
+}
+
+// TestOCIArchiveIsTheFinalStage checks that the image `make image` and the
+// real-node tests assemble without Docker (internal/ociimage) has the
+// final stage's entrypoint and user, and nothing but the binary and
+// distroless's files: no shell.
+func TestOCIArchiveIsTheFinalStage(t *testing.T) {
+	_, final := finalStage(parse(t, filepath.Join(root, "Dockerfile")))
+	want := map[string]string{}
+	for _, in := range final {
+		want[in.cmd] = in.args
+	}
+	bin := filepath.Join(t.TempDir(), "toolgate")
+	if err := os.WriteFile(bin, []byte("\x7fELF not really"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "image.tar")
+	if _, err := ociimage.Write(out, ociimage.Toolgate("toolgate.local/toolgate:x", bin)); err != nil {
+		t.Fatal(err)
+	}
+	cfg, ref, err := ociimage.ReadConfig(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ref != "toolgate.local/toolgate:x" {
+		t.Errorf("ref %q", ref)
+	}
+	ep, _ := json.Marshal(cfg.Config.Entrypoint)
+	if string(ep) != strings.ReplaceAll(want["ENTRYPOINT"], `", "`, `","`) {
+		t.Errorf("archive entrypoint %s, Dockerfile %s", ep, want["ENTRYPOINT"])
+	}
+	if cfg.Config.User != want["USER"] {
+		t.Errorf("archive user %q, Dockerfile %q", cfg.Config.User, want["USER"])
+	}
+	for _, f := range ociimage.Toolgate("x", bin).Files {
+		if strings.Contains(f.Path, "sh") && !strings.HasPrefix(f.Path, "/home") {
+			t.Errorf("the image carries %s", f.Path)
+		}
 	}
 }

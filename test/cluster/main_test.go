@@ -1,0 +1,95 @@
+//go:build cluster
+
+// Package cluster runs the users' path on a real single-node cluster
+// (internal/localcluster): helm install the chart with the locally built
+// image, apply Policies, run annotated agents under a real kubelet, freeze
+// them, lose the webhooks, upgrade and uninstall. It needs root and the
+// binaries of hack/setup-cluster.sh; without them it fails, saying why.
+package cluster
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/localcluster"
+	"github.com/toolgate/toolgate/internal/ociimage"
+	"github.com/toolgate/toolgate/internal/testenv"
+)
+
+// The images the suite imports into the node's containerd.
+const (
+	toolgateRepo = "toolgate.local/toolgate"
+	toolgateTag  = "test"
+	toolgateRef  = toolgateRepo + ":" + toolgateTag
+	agentRef     = "toolgate.local/agent:test"
+	agentBinary  = "/agentapp"
+)
+
+var imagesDir = filepath.Join(localcluster.StateDir, "images")
+
+func archive(name string) string { return filepath.Join(imagesDir, name+".tar") }
+
+var node *localcluster.Node
+
+func TestMain(m *testing.M) {
+	if !localcluster.InNode() {
+		// On the host: build the images while the Go toolchain can reach
+		// the module proxy, then run this binary again in the node's
+		// network namespace, and tear down whatever happens there.
+		os.Exit(localcluster.RunInNode(buildImages))
+	}
+	var err error
+	if node, err = localcluster.StartNode([]string{archive("pause"), archive("toolgate"), archive("agent")}); err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: starting the node cluster: %v\n", err)
+		os.Exit(1)
+	}
+	fmt.Fprintf(os.Stderr, "localcluster: cluster up (control plane, containerd, images imported, kubelet, node Ready) in %v\n", node.Up.Round(time.Millisecond))
+	code := m.Run()
+	t := time.Now()
+	node.Stop()
+	fmt.Fprintf(os.Stderr, "localcluster: cluster stopped in %v\n", time.Since(t).Round(time.Millisecond))
+	os.Exit(code)
+}
+
+// buildImages writes the three OCI archives: toolgate (the Dockerfile's
+// final stage around the binary built as its build stage builds it), the
+// test agent, and the sandbox image.
+func buildImages() error {
+	started := time.Now()
+	if err := os.MkdirAll(imagesDir, 0o755); err != nil {
+		return err
+	}
+	tg := filepath.Join(imagesDir, "toolgate")
+	if err := ociimage.BuildToolgate(testenv.RepoRoot(), tg, "v0.0.0-cluster-test", "cluster"); err != nil {
+		return err
+	}
+	agent := filepath.Join(imagesDir, "agentapp")
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", agent, "./test/cluster/agentapp")
+	cmd.Dir = testenv.RepoRoot()
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building the test agent: %w\n%s", err, out)
+	}
+	for _, img := range []struct {
+		name string
+		img  ociimage.Image
+	}{
+		{"toolgate", ociimage.Toolgate(toolgateRef, tg)},
+		// The agent runs as a user of its own, not the sidecar's.
+		{"agent", ociimage.Static(agentRef, agent, agentBinary, "1000:1000")},
+		{"pause", ociimage.Static(localcluster.PauseImage, agent, "/pause", "65535:65535")},
+	} {
+		if img.name == "pause" {
+			img.img.Cmd = []string{"pause"}
+		}
+		if _, err := ociimage.Write(archive(img.name), img.img); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(os.Stderr, "localcluster: images built in %v\n", time.Since(started).Round(time.Millisecond))
+	return nil
+}
