@@ -1,0 +1,496 @@
+# ---------------------------------------------------------------------------
+# The scan: what toolgate's engine does with the rules above, in Rego.
+# Policies are in evaluation order (priority descending, then name); their
+# ids, versions, defaults and each rule's effect and reason are in
+# data.toolgate.policies. The rules above add to:
+#   hit    [policy, rule]                 a rule of an ordered policy matched
+#   thit   [policy, rank, rule]           a tiered policy's rule matched at tool level
+#   rhit   [policy, resource, rank, rule] ... or for one resource of the call
+#   rbound [policy, resource]             a tiered policy has rules bound to that resource
+# ---------------------------------------------------------------------------
+
+# decision is what `toolgate eval` prints for input, less latencyMs and trace.
+decision := d if {
+	d := _frozen
+} else := _result("deny", "deny", null, null, null, null, "NO_POLICIES", "the bundle has no policies", []) if {
+	count(data.toolgate.policies) == 0
+} else := _scan
+
+# The clock: input.now (RFC 3339) when given, else OPA's.
+_now_ns := t if {
+	t := time.parse_rfc3339_ns(input.now)
+} else := time.now_ns()
+
+# A frozen agent_id (compared as strings.EqualFold does) denies everything
+# until the freeze expires.
+_frozen := _result("deny", "deny", null, null, null, null, "AGENT_FROZEN", live[0].reason, []) if {
+	entries := data.toolgate.frozenAgents[_agent_fold]
+	live := [e | some e in entries; not _expired(e)]
+	count(live) > 0
+}
+
+_expired(e) if {
+	e.expiresAtNs != null
+	_now_ns >= e.expiresAtNs
+}
+
+_agent_fold := _fold(input.agent_id) if is_string(input.agent_id)
+
+# Unicode simple folding: every rune to one fixed member of its orbit
+# (data.toolgate.fold lists the runes that change; ASCII lower-cases).
+_fold(s) := lower(s) if {
+	regex.match(`^[\x00-\x7f]*$`, s)
+} else := concat("", [object.get(data.toolgate.fold, c, c) | some c in split(s, "")])
+
+# The result object, with the keys the engine leaves out left out.
+_result(decision, effect, pid, pver, rid, res, code, reason, warnings) := {k: v |
+	some k, v in {
+		"decision": decision, "effect": effect, "matchedPolicyId": pid,
+		"matchedPolicyVersion": pver, "matchedRuleId": rid, "matchedResource": res,
+		"code": code, "reason": reason, "warnings": warnings,
+	}
+	not _omitted(k, v)
+}
+
+_omitted(k, null) if k in {"matchedResource", "code"}
+
+_omitted("reason", "")
+
+_omitted("reason", null)
+
+_omitted("warnings", [])
+
+# The first policy that stops the scan (a deny, or a policy that does not
+# compile) decides; else the last policy with a verdict; else the first
+# policy's default.
+_stops := [pi | some pi, p in data.toolgate.policies; _stops_at(pi, p)]
+
+_stops_at(_, p) if p.compileError != ""
+
+_stops_at(pi, _) if _verdict[pi].stop
+
+_scan := r if {
+	count(_stops) > 0
+	pi := _stops[0]
+	p := data.toolgate.policies[pi]
+	p.compileError != ""
+	r := _result("deny", "deny", p.id, p.version, null, null, "POLICY_COMPILE_ERROR", p.compileError, _warnings_before(pi))
+} else := r if {
+	count(_stops) > 0
+	pi := _stops[0]
+	r := _verdict_result(pi, array.concat(_warnings_before(pi), _verdict[pi].warnings))
+} else := r if {
+	set := [pi | some pi, _ in data.toolgate.policies; _verdict[pi].set]
+	count(set) > 0
+	r := _verdict_result(set[count(set) - 1], _warnings_before(count(data.toolgate.policies)))
+} else := r if {
+	first := data.toolgate.policies[0]
+	first.defaultDeny
+	r := _result("deny", "deny", null, null, null, null, null, first.defaultReason, _warnings_before(count(data.toolgate.policies)))
+} else := _result("allow", "allow", null, null, null, null, null, null, _warnings_before(count(data.toolgate.policies)))
+
+_warnings_before(n) := [w | some pi, _ in data.toolgate.policies; pi < n; some w in _verdict[pi].warnings]
+
+_verdict_result(pi, warnings) := r if {
+	p := data.toolgate.policies[pi]
+	v := _verdict[pi]
+	r := _result(_decision_of(v.effect), v.effect, p.id, p.version, _rule_id(p, v), _resource_ref(v), _code(v), _reason(pi, p, v), warnings)
+}
+
+_decision_of("deny") := "deny"
+
+_decision_of(e) := "allow" if e != "deny"
+
+_rule_id(p, v) := p.rules[v.rule].id if v.rule != null
+
+_rule_id(_, v) := null if v.rule == null
+
+_resource_ref(v) := {"type": _resources[v.res].type, "name": _resources[v.res].name} if v.res != null
+
+_resource_ref(v) := null if v.res == null
+
+_code(v) := "IMPLICIT_DENY" if v.implicit
+
+_code(v) := null if not v.implicit
+
+_reason(_, p, v) := p.rules[v.rule].reason if v.rule != null
+
+_reason(_, p, v) := sprintf("no rule bound to resource %s/%s matched in policy %q", [_resources[v.res].type, _resources[v.res].name, p.id]) if {
+	v.implicit
+}
+
+# An ordered policy: the first matching deny decides at once; otherwise the
+# last matching allow, warn or audit is its verdict. Every warn reached adds
+# its reason to the warnings.
+_verdict[pi] := v if {
+	some pi, p in data.toolgate.policies
+	p.compileError == ""
+	not p.tiered
+	hits := sort([ri | some h in hit; h[0] == pi; ri := h[1]])
+	v := _ordered(p, hits)
+}
+
+_ordered(p, hits) := v if {
+	denies := [ri | some ri in hits; p.rules[ri].effect == "deny"]
+	count(denies) > 0
+	v := {
+		"set": true, "stop": true, "effect": "deny", "rule": denies[0], "res": null, "implicit": false,
+		"warnings": [p.rules[ri].reason | some ri in hits; ri < denies[0]; p.rules[ri].effect == "warn"],
+	}
+} else := v if {
+	count(hits) > 0
+	last := hits[count(hits) - 1]
+	v := {
+		"set": true, "stop": false, "effect": p.rules[last].effect, "rule": last, "res": null, "implicit": false,
+		"warnings": [p.rules[ri].reason | some ri in hits; p.rules[ri].effect == "warn"],
+	}
+} else := {"set": false, "stop": false, "warnings": []}
+
+# A tiered policy: one evaluation at tool level and one per resource the
+# call touches, each decided by its top-ranked matching rule (priority,
+# then deny > warn > audit > allow, then spec order), or for a resource with
+# rules bound to it of which none matched, an implicit deny. The strongest
+# effect wins, ties to the earliest evaluation.
+_verdict[pi] := v if {
+	some pi, p in data.toolgate.policies
+	p.compileError == ""
+	p.tiered
+	evals := array.concat([_tool_eval(pi, p)], [e | some i, _ in _resources; e := _resource_eval(pi, p, i)])
+	v := _tiered(evals)
+}
+
+_tiered(evals) := v if {
+	set := [e | some e in evals; e.set]
+	count(set) > 0
+	top := max({_effect_rank[e.effect] | some e in set})
+	best := [e | some e in set; _effect_rank[e.effect] == top][0]
+	v := object.union(best, {"stop": best.effect == "deny", "warnings": [e.reason | some e in set; e.effect == "warn"]})
+} else := {"set": false, "stop": false, "warnings": []}
+
+_effect_rank := {"deny": 3, "warn": 2, "audit": 1, "allow": 0}
+
+_tool_eval(pi, p) := v if {
+	ranked := {[h[1], h[2]] | some h in thit; h[0] == pi}
+	count(ranked) > 0
+	ri := min(ranked)[1]
+	v := {"set": true, "effect": p.rules[ri].effect, "rule": ri, "res": null, "implicit": false, "reason": p.rules[ri].reason}
+} else := {"set": false}
+
+_resource_eval(pi, p, i) := v if {
+	ranked := {[h[2], h[3]] | some h in rhit; h[0] == pi; h[1] == i}
+	count(ranked) > 0
+	ri := min(ranked)[1]
+	v := {"set": true, "effect": p.rules[ri].effect, "rule": ri, "res": i, "implicit": false, "reason": p.rules[ri].reason}
+} else := v if {
+	[pi, i] in rbound
+	v := {"set": true, "effect": "deny", "rule": null, "res": i, "implicit": true, "reason": ""}
+} else := {"set": false}
+
+# ---------------------------------------------------------------------------
+# What the gateway filters read from a request; a field of the wrong type
+# counts as absent.
+# ---------------------------------------------------------------------------
+
+# The call's resources: entries of input.resources with a string type and name.
+_resources := [r | some r in input.resources; is_string(r.type); is_string(r.name)] if {
+	is_array(input.resources)
+} else := []
+
+_server := input.server if {
+	is_string(input.server)
+} else := s if {
+	not "server" in object.keys(input)
+	s := _server_of(input.tool_name)
+}
+
+# An MCP tool's server: mcp__<server>__<tool>.
+_server_of(t) := s if {
+	is_string(t)
+	startswith(t, "mcp__")
+	rest := substring(t, 5, -1)
+	i := indexof(rest, "__")
+	i > 0
+	count(rest) > i + 2
+	s := substring(rest, 0, i)
+}
+
+_action := input.action if {
+	is_string(input.action)
+} else := "call"
+
+_confidence := input.actor_confidence if {
+	is_string(input.actor_confidence)
+} else := "unknown"
+
+_context := input.context if {
+	is_object(input.context)
+} else := {}
+
+# subjects: the agent or one of the roles is listed; a deny also holds when
+# an identity it is scoped by is missing.
+_subjects(agents, _, _) if _agent_fold in agents
+
+_subjects(agents, _, true) if {
+	count(agents) > 0
+	not is_string(input.agent_id)
+}
+
+_subjects(_, roles, true) if {
+	count(roles) > 0
+	not is_array(input.roles)
+}
+
+_subjects(_, roles, _) if {
+	is_array(input.roles)
+	some role in input.roles
+	is_string(role)
+	role in roles
+}
+
+# A resource target of a rule in an ordered policy: any resource touched.
+_touches(targets) if {
+	some r in _resources
+	_binds(r, targets)
+}
+
+# The resource is one a rule's targets name: targets maps types to names.
+_binds(r, targets) if r.name in targets[r.type]
+
+# select.resourceType in an ordered policy: any resource touched.
+_touches_type(t) if {
+	some r in _resources
+	r.type == t
+}
+
+# when.sensitivity: the call's tags, or any touched resource's.
+_tagged(listed) if {
+	is_array(input.sensitivity)
+	some t in input.sensitivity
+	t in listed
+}
+
+_tagged(listed) if {
+	some r in _resources
+	is_array(r.sensitivity)
+	some t in r.sensitivity
+	t in listed
+}
+
+# ... in a per-resource evaluation: the call's tags, or the resource's.
+_tagged_resource(_, listed) if _tagged_call(listed)
+
+_tagged_resource(r, listed) if {
+	is_array(r.sensitivity)
+	some t in r.sensitivity
+	t in listed
+}
+
+_tagged_call(listed) if {
+	is_array(input.sensitivity)
+	some t in input.sensitivity
+	t in listed
+}
+
+# when.schedule: one of the windows holds now. Days are weekday names; a
+# window crossing midnight belongs to the day it starts (after lists the
+# days whose window ends in the small hours of the next day).
+_in_schedule(windows) if {
+	some w in windows
+	_in_window(w)
+}
+
+_in_window(w) if {
+	w.from < w.to
+	[h, m, s] := time.clock([_now_ns, w.zone])
+	secs := (h * 3600 + m * 60) + s
+	time.weekday([_now_ns, w.zone]) in w.days
+	secs >= w.from
+	secs < w.to
+}
+
+_in_window(w) if {
+	w.from > w.to
+	[h, m, s] := time.clock([_now_ns, w.zone])
+	secs := (h * 3600 + m * 60) + s
+	time.weekday([_now_ns, w.zone]) in w.days
+	secs >= w.from
+}
+
+_in_window(w) if {
+	w.from > w.to
+	[h, m, s] := time.clock([_now_ns, w.zone])
+	secs := (h * 3600 + m * 60) + s
+	time.weekday([_now_ns, w.zone]) in w.after
+	secs < w.to
+}
+
+# Rate limits and token budgets count what the caller supplies in
+# input.counts: calls["agent/1m0s"] is how many calls to this tool this
+# agent made that were allowed in the trailing minute, tokens["session/1h0m0s"]
+# the tokens this session spent in the trailing hour, and so on (the
+# window as Go prints a duration; absent counts are 0).
+_calls(key) := n if {
+	n := input.counts.calls[key]
+	is_number(n)
+} else := 0
+
+_tokens(key) := n if {
+	n := input.counts.tokens[key]
+	is_number(n)
+} else := 0
+
+# The tokens this call spends: input.tokens when a positive number.
+_call_tokens := n if {
+	is_number(input.tokens)
+	n := _num(input.tokens)
+	n > 0
+} else := 0
+
+# ---------------------------------------------------------------------------
+# The operators, as the engine defines them.
+# ---------------------------------------------------------------------------
+
+# A path step that is a decimal number: an object's key, or an array's index.
+_at(node, key, _) := node[key] if is_object(node)
+
+_at(node, _, i) := node[i] if is_array(node)
+
+_key(node, key) := node[key] if is_object(node)
+
+_present(_) := true
+
+# is_empty: missing, null, "", [] and {} are empty.
+_non_empty(x) if {
+	x != null
+	x != ""
+	x != []
+	x != {}
+}
+
+_valid_json(x) if {
+	is_string(x)
+	json.is_valid(x)
+}
+
+# eq with a number: the request's number as the engine reads it (float64).
+_eq_num(x, c) if {
+	is_number(x)
+	_num(x) == c
+}
+
+# The number gt, gte, lt and lte see: a number, or a string in JSON number
+# syntax, read as a float64.
+_number(x) := _num(x) if is_number(x)
+
+_number(x) := _num(to_number(x)) if {
+	is_string(x)
+	regex.match(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$`, x)
+}
+
+# _num(x) is the float64 nearest x, as its shortest decimal: what the
+# engine's encoding/json decoding makes of a JSON number.
+_num(x) := to_number(_go_float(x))
+
+# Go's %v of float64(x): shortest round-trip digits.
+_go_float(x) := g if {
+	g := sprintf("%v", [x])
+	not regex.match(`^-?[0-9]{16,}$`, g)
+} else := sprintf("%v", [to_number(concat("", [sprintf("%v", [x]), ".0"]))])
+
+# Stringify: strings as they are, numbers as JavaScript writes them,
+# booleans and null as their JSON words, objects and arrays as compact JSON
+# with sorted keys.
+_str(x) := x if is_string(x)
+
+_str(x) := _js_number(x) if is_number(x)
+
+_str(true) := "true"
+
+_str(false) := "false"
+
+_str(null) := "null"
+
+_str(x) := _json(x) if is_object(x)
+
+_str(x) := _json(x) if is_array(x)
+
+# JavaScript's Number#toString of float64(x).
+_js_number(x) := "0" if {
+	_num(x) == 0
+} else := s if {
+	g := _go_float(x)
+	neg := startswith(g, "-")
+	u := trim_prefix(g, "-")
+	parts := split(u, "e")
+	mant := split(parts[0], ".")
+	exp := _exp_of(parts)
+	all := concat("", mant)
+	digits0 := trim_left(all, "0")
+	point := (count(mant[0]) - (count(all) - count(digits0))) + exp
+	digits := trim_right(digits0, "0")
+	s := concat("", [_sign(neg), _js_digits(digits, point)])
+}
+
+_exp_of(parts) := to_number(trim_left(substring(parts[1], 1, -1), "0")) if {
+	count(parts) == 2
+	startswith(parts[1], "+")
+}
+
+_exp_of(parts) := 0 - to_number(trim_left(substring(parts[1], 1, -1), "0")) if {
+	count(parts) == 2
+	startswith(parts[1], "-")
+}
+
+_exp_of(parts) := 0 if count(parts) == 1
+
+_sign(true) := "-"
+
+_sign(false) := ""
+
+_zeros := "000000000000000000000"
+
+# digits d with the decimal point after point digits (0.d when point is 0).
+_js_digits(d, point) := concat("", [d, substring(_zeros, 0, point - count(d))]) if {
+	count(d) <= point
+	point <= 21
+}
+
+_js_digits(d, point) := concat("", [substring(d, 0, point), ".", substring(d, point, -1)]) if {
+	0 < point
+	point < count(d)
+	point <= 21
+}
+
+_js_digits(d, point) := concat("", ["0.", substring(_zeros, 0, 0 - point), d]) if {
+	-6 < point
+	point <= 0
+}
+
+_js_digits(d, point) := concat("", [_js_mantissa(d), "e", _exp_sign(point - 1), format_int(abs(point - 1), 10)]) if {
+	_exponent_form(point)
+}
+
+_exponent_form(point) if point > 21
+
+_exponent_form(point) if point <= -6
+
+_js_mantissa(d) := d if count(d) == 1
+
+_js_mantissa(d) := concat("", [substring(d, 0, 1), ".", substring(d, 1, -1)]) if count(d) > 1
+
+_exp_sign(e) := "+" if e >= 0
+
+_exp_sign(e) := "-" if e < 0
+
+# Compact JSON with sorted keys and numbers as JavaScript writes them, not
+# escaping <, >, &, U+2028 or U+2029 (encoding/json does).
+_json(x) := s if {
+	fixed := json.patch(x, [{"op": "replace", "path": p, "value": to_number(_js_number(v))} |
+		walk(x, [p, v])
+		is_number(v)
+	])
+	pieces := split(json.marshal(fixed), `\\`)
+	s := concat(`\\`, [_unescape_html(piece) | some piece in pieces])
+}
+
+_unescape_html(s) := replace(replace(replace(replace(replace(s, `\u003c`, "<"), `\u003e`, ">"), `\u0026`, "&"), `\u2028`, "\u2028"), `\u2029`, "\u2029")
