@@ -247,7 +247,7 @@ const (
 type gen struct {
 	out           strings.Builder
 	calls, tokens map[string]bool
-	folds         bool // agents are compared folded
+	folds         bool            // agents are compared folded
 	heads         map[string]bool // hit, thit, rhit, rbound: some rule adds to it
 	groups        int
 	negations     int
@@ -586,7 +586,7 @@ func (g *gen) group(p *engine.Policy, r *engine.Rule, members []engine.Condition
 	g.groups++
 	name := fmt.Sprintf("_any_%d", g.groups)
 	call, head := name, name
-	if m == modeResource {
+	if readsResource(members, m) {
 		call, head = name+"(r)", name+"(r)"
 	}
 	var defs strings.Builder
@@ -595,7 +595,11 @@ func (g *gen) group(p *engine.Policy, r *engine.Rule, members []engine.Condition
 		if member.All != nil {
 			tests = member.All
 		}
-		fmt.Fprintf(&defs, "%s if {\n", head)
+		h := head
+		if head != name && !readsResource(tests, m) {
+			h = name + "(_)"
+		}
+		fmt.Fprintf(&defs, "%s if {\n", h)
 		for i := range tests {
 			e, err := g.test(&tests[i], m)
 			if err != nil {
@@ -610,6 +614,24 @@ func (g *gen) group(p *engine.Policy, r *engine.Rule, members []engine.Condition
 	return call, nil
 }
 
+// readsResource tells whether conditions read the resource under
+// evaluation (r): paths rooted at resource, in a per-resource evaluation.
+func readsResource(conds []engine.Condition, m mode) bool {
+	if m != modeResource {
+		return false
+	}
+	for i := range conds {
+		c := &conds[i]
+		if readsResource(c.All, m) || readsResource(c.Any, m) {
+			return true
+		}
+		if c.Field == "resource" || strings.HasPrefix(c.Field, "resource.") {
+			return true
+		}
+	}
+	return false
+}
+
 // test is the Rego expression of one condition. A negated operator is
 // `not` of a helper rule holding its opposite: OPA evaluates the fields a
 // call reads before the call, outside the `not`, so `not f(input.missing)`
@@ -621,7 +643,7 @@ func (g *gen) test(c *engine.Condition, m mode) (string, error) {
 	}
 	g.negations++
 	name := fmt.Sprintf("_not_%d", g.negations)
-	if m == modeResource {
+	if readsResource([]engine.Condition{*c}, m) {
 		name += "(r)"
 	}
 	fmt.Fprintf(&g.pending, "%s if %s\n\n", name, e)

@@ -232,13 +232,19 @@ _subjects(agents, _, _) if _agent_fold in agents
 
 _subjects(agents, _, true) if {
 	count(agents) > 0
-	not is_string(input.agent_id)
+	not _has_agent
 }
 
 _subjects(_, roles, true) if {
 	count(roles) > 0
-	not is_array(input.roles)
+	not _has_roles
 }
+
+# (`not is_string(input.agent_id)` would be undefined, not true, when
+# agent_id is missing: OPA reads a call's arguments outside the `not`.)
+_has_agent if is_string(input.agent_id)
+
+_has_roles if is_array(input.roles)
 
 _subjects(_, roles, _) if {
 	is_array(input.roles)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -36,6 +37,7 @@ func prepare(t testing.TB, b engine.Bundle) (*pair, error) {
 		return nil, err
 	}
 	if err := checkStrict(out); err != nil {
+		_ = os.WriteFile("/tmp/regodiff-strict.rego", out.Policy, 0o644)
 		t.Fatalf("opa check --strict: %v\n%s", err, out.Policy)
 	}
 	var doc map[string]any
