@@ -29,8 +29,11 @@ func newExportCommand() *cobra.Command {
 	export := &cobra.Command{
 		Use:   "export",
 		Short: "Export a namespace's policies for other enforcers",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Args:  cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageErrorf("%s: unknown format %q: the one format is rego (%s rego)", cmd.CommandPath(), args[0], cmd.CommandPath())
+			}
 			return usageErrorf("%s: name a format: %s rego", cmd.CommandPath(), cmd.CommandPath())
 		},
 	}
