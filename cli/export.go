@@ -23,6 +23,9 @@ type ExportOptions struct {
 	Tar bool
 	// Now decides which freezes have expired; empty means the real clock.
 	Now string
+	// BundleFile is a bundle document (what `toolgate bundle` prints and
+	// the operator publishes) to export instead of manifests.
+	BundleFile string
 }
 
 func newExportCommand() *cobra.Command {
@@ -58,12 +61,17 @@ func newExportCommand() *cobra.Command {
 	cmd.Flags().StringVarP(&o.Out, "output", "o", "", "bundle directory to write; with --tar, the .tar.gz file, or - for stdout (required)")
 	cmd.Flags().BoolVar(&o.Tar, "tar", false, "write the gzipped tar OPA's bundle plugin loads instead of a directory")
 	cmd.Flags().StringVar(&o.Now, "now", "", "leave out freezes expired at this RFC 3339 time instead of now")
+	cmd.Flags().StringVar(&o.BundleFile, "bundle-file", "", "export this bundle document (toolgate bundle's output, a ConfigMap's bundle.json) instead of manifests; - for stdin")
 	export.AddCommand(cmd)
 	return export
 }
 
 func runExport(cmd *cobra.Command, o *ExportOptions, s streams) error {
-	if err := o.check(cmd); err != nil {
+	if o.BundleFile != "" {
+		if len(o.Paths) > 0 || o.Namespace != "" || o.Now != "" {
+			return usageErrorf("%s: --bundle-file exports a built bundle: -f, -n and --now build one from manifests", cmd.CommandPath())
+		}
+	} else if err := o.check(cmd); err != nil {
 		return err
 	}
 	switch {
@@ -72,20 +80,9 @@ func runExport(cmd *cobra.Command, o *ExportOptions, s streams) error {
 	case o.Out == "-" && !o.Tar:
 		return usageErrorf("%s: -o - writes to stdout, which only --tar can: a bundle directory is several files", cmd.CommandPath())
 	}
-	now, err := parseNow(o.Now)
+	b, err := exportedBundle(o, s)
 	if err != nil {
 		return err
-	}
-	set, err := loadNamespace(&o.sourceFlags, s.in)
-	if err != nil {
-		return err
-	}
-	b := bundle.Build(set.PolicyObjects(), set.FrozenAgentObjects(), now)
-	_, diags := engine.Compile(b)
-	printDiagnostics(s.err, set, diags)
-	// The revision is the published bundle's, so both name the same policies.
-	if _, b.Revision, err = engine.Encode(b); err != nil {
-		return fmt.Errorf("encoding the bundle: %w", err)
 	}
 	out, err := rego.Export(b)
 	if err != nil {
@@ -117,4 +114,36 @@ func runExport(cmd *cobra.Command, o *ExportOptions, s streams) error {
 		return fmt.Errorf("writing the bundle: %w", err)
 	}
 	return nil
+}
+
+// exportedBundle is the bundle to export: the one --bundle-file names, or
+// the one the operator would publish for the manifests, with its revision
+// (so the Rego bundle and the JSON bundle name the same policies).
+func exportedBundle(o *ExportOptions, s streams) (engine.Bundle, error) {
+	if o.BundleFile != "" {
+		doc, name, err := readFlagFile("--bundle-file", o.BundleFile, s.in)
+		if err != nil {
+			return engine.Bundle{}, err
+		}
+		b, err := engine.Decode(doc)
+		if err != nil {
+			return engine.Bundle{}, usageErrorf("--bundle-file %s: %v", name, err)
+		}
+		return b, nil
+	}
+	now, err := parseNow(o.Now)
+	if err != nil {
+		return engine.Bundle{}, err
+	}
+	set, err := loadNamespace(&o.sourceFlags, s.in)
+	if err != nil {
+		return engine.Bundle{}, err
+	}
+	b := bundle.Build(set.PolicyObjects(), set.FrozenAgentObjects(), now)
+	_, diags := engine.Compile(b)
+	printDiagnostics(s.err, set, diags)
+	if _, b.Revision, err = engine.Encode(b); err != nil {
+		return engine.Bundle{}, fmt.Errorf("encoding the bundle: %w", err)
+	}
+	return b, nil
 }

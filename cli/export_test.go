@@ -41,6 +41,23 @@ func TestExportRegoDirectory(t *testing.T) {
 	}
 }
 
+// --bundle-file exports a built bundle: the same Rego as from its manifests.
+func TestExportRegoFromBundleFile(t *testing.T) {
+	o := run(t, "", "bundle", "-f", samplesDir, "--now", exportNow)
+	if o.code != 0 {
+		t.Fatalf("bundle: exit %d %s", o.code, o.stderr)
+	}
+	file := filepath.Join(t.TempDir(), "bundle.json")
+	if err := os.WriteFile(file, []byte(o.stdout), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o = run(t, "", "export", "rego", "--bundle-file", file, "--tar", "-o", "-")
+	want, _ := exportSamples(t).Tar()
+	if o.code != 0 || o.stdout != string(want) {
+		t.Errorf("exit %d (%s): the export of the bundle file differs from the export of its manifests", o.code, o.stderr)
+	}
+}
+
 func exportSamples(t *testing.T) *rego.Bundle {
 	t.Helper()
 	set, err := manifest.Load([]string{samplesDir}, nil)
@@ -148,6 +165,8 @@ spec:
 		{"bad --now", []string{"export", "rego", "-f", samplesDir, "--now", "tomorrow", "-o", dir}, ExitUsage, "not an RFC 3339 time"},
 		{"missing manifests", []string{"export", "rego", "-f", filepath.Join(dir, "nope"), "-o", dir}, ExitUsage, "nope"},
 		{"unknown flag", []string{"export", "rego", "--zip"}, ExitUsage, "unknown flag: --zip"},
+		{"bundle file and manifests", []string{"export", "rego", "--bundle-file", file, "-f", samplesDir, "-o", dir}, ExitUsage, "--bundle-file exports a built bundle"},
+		{"corrupt bundle file", []string{"export", "rego", "--bundle-file", file, "-o", filepath.Join(dir, "out")}, ExitUsage, "corrupt bundle"},
 		{"unexportable", []string{"export", "rego", "-f", unexportable, "-o", filepath.Join(dir, "out")}, ExitProblems, `policy "greek" rule "no-greek" cannot be exported to Rego`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -132,6 +132,8 @@ type countKeys struct {
 }
 
 type data struct {
+	PolicyCount  int                     `json:"policyCount"`
+	FrozenCount  int                     `json:"frozenCount"`
 	Policies     []policyData            `json:"policies"`
 	FrozenAgents map[string][]frozenData `json:"frozenAgents"`
 	Fold         map[string]string       `json:"fold"`
@@ -170,11 +172,13 @@ func Export(b engine.Bundle) (*Bundle, error) {
 		}
 		key := engine.FoldKey(f.ID)
 		d.FrozenAgents[key] = append(d.FrozenAgents[key], e)
+		d.FrozenCount++
 		g.folds = true
 	}
 	if g.folds {
 		d.Fold = foldTable()
 	}
+	d.PolicyCount = len(d.Policies)
 	d.Counts = countKeys{Calls: sortedSet(g.calls), Tokens: sortedSet(g.tokens)}
 
 	doc, err := json.MarshalIndent(map[string]any{Root: d}, "", " ")

@@ -96,7 +96,8 @@ rbound := set()
 # The scan: what toolgate's engine does with the rules above, in Rego.
 # Policies are in evaluation order (priority descending, then name); their
 # ids, versions, defaults and each rule's effect and reason are in
-# data.toolgate.policies. The rules above add to:
+# data.toolgate.policies, which is only ever read a leaf at a time (OPA
+# converts what it reads from its store on every read). The rules above add to:
 #   hit    [policy, rule]                 a rule of an ordered policy matched
 #   thit   [policy, rank, rule]           a tiered policy's rule matched at tool level
 #   rhit   [policy, resource, rank, rule] ... or for one resource of the call
@@ -107,8 +108,15 @@ rbound := set()
 decision := d if {
 	d := _frozen
 } else := _result("deny", "deny", null, null, null, null, "NO_POLICIES", "the bundle has no policies", []) if {
-	count(data.toolgate.policies) == 0
+	data.toolgate.policyCount == 0
 } else := _scan
+
+# The policies' indexes, in evaluation order.
+_policies := numbers.range(0, data.toolgate.policyCount - 1) if {
+	data.toolgate.policyCount > 0
+} else := []
+
+_rule(pi, ri) := data.toolgate.policies[pi].rules[ri]
 
 # The clock: input.now (RFC 3339) when given, else OPA's.
 _now_ns := t if {
@@ -118,6 +126,7 @@ _now_ns := t if {
 # A frozen agent_id (compared as strings.EqualFold does) denies everything
 # until the freeze expires.
 _frozen := _result("deny", "deny", null, null, null, null, "AGENT_FROZEN", live[0].reason, []) if {
+	data.toolgate.frozenCount > 0
 	entries := data.toolgate.frozenAgents[_agent_fold]
 	live := [e | some e in entries; not _expired(e)]
 	count(live) > 0
@@ -134,7 +143,11 @@ _agent_fold := _fold(input.agent_id) if is_string(input.agent_id)
 # (data.toolgate.fold lists the runes that change; ASCII lower-cases).
 _fold(s) := lower(s) if {
 	regex.match(`^[\x00-\x7f]*$`, s)
-} else := concat("", [object.get(data.toolgate.fold, c, c) | some c in split(s, "")])
+} else := concat("", [_fold_rune(c) | some c in split(s, "")])
+
+_fold_rune(c) := f if {
+	f := data.toolgate.fold[c]
+} else := c
 
 # The result object, with the keys the engine leaves out left out.
 _result(decision, effect, pid, pver, rid, res, code, reason, warnings) := {k: v |
@@ -157,45 +170,48 @@ _omitted("warnings", [])
 # The first policy that stops the scan (a deny, or a policy that does not
 # compile) decides; else the last policy with a verdict; else the first
 # policy's default.
-_stops := [pi | some pi, p in data.toolgate.policies; _stops_at(pi, p)]
+_stops := [pi | some pi in _policies; _stops_at(pi)]
 
-_stops_at(_, p) if p.compileError != ""
+_stops_at(pi) if data.toolgate.policies[pi].compileError != ""
 
-_stops_at(pi, _) if _verdict[pi].stop
+_stops_at(pi) if _verdict[pi].stop
 
 _scan := r if {
 	count(_stops) > 0
 	pi := _stops[0]
-	p := data.toolgate.policies[pi]
-	p.compileError != ""
-	r := _result("deny", "deny", p.id, p.version, null, null, "POLICY_COMPILE_ERROR", p.compileError, _warnings_before(pi))
+	data.toolgate.policies[pi].compileError != ""
+	r := _result(
+		"deny", "deny", data.toolgate.policies[pi].id, data.toolgate.policies[pi].version, null, null,
+		"POLICY_COMPILE_ERROR", data.toolgate.policies[pi].compileError, _warnings_before(pi),
+	)
 } else := r if {
 	count(_stops) > 0
 	pi := _stops[0]
 	r := _verdict_result(pi, array.concat(_warnings_before(pi), _verdict[pi].warnings))
 } else := r if {
-	set := [pi | some pi, _ in data.toolgate.policies; _verdict[pi].set]
+	set := [pi | some pi in _policies; _verdict[pi].set]
 	count(set) > 0
-	r := _verdict_result(set[count(set) - 1], _warnings_before(count(data.toolgate.policies)))
+	r := _verdict_result(set[count(set) - 1], _warnings_before(data.toolgate.policyCount))
 } else := r if {
-	first := data.toolgate.policies[0]
-	first.defaultDeny
-	r := _result("deny", "deny", null, null, null, null, null, first.defaultReason, _warnings_before(count(data.toolgate.policies)))
-} else := _result("allow", "allow", null, null, null, null, null, null, _warnings_before(count(data.toolgate.policies)))
+	data.toolgate.policies[0].defaultDeny
+	r := _result("deny", "deny", null, null, null, null, null, data.toolgate.policies[0].defaultReason, _warnings_before(data.toolgate.policyCount))
+} else := _result("allow", "allow", null, null, null, null, null, null, _warnings_before(data.toolgate.policyCount))
 
-_warnings_before(n) := [w | some pi, _ in data.toolgate.policies; pi < n; some w in _verdict[pi].warnings]
+_warnings_before(n) := [w | some pi in _policies; pi < n; some w in _verdict[pi].warnings]
 
 _verdict_result(pi, warnings) := r if {
-	p := data.toolgate.policies[pi]
 	v := _verdict[pi]
-	r := _result(_decision_of(v.effect), v.effect, p.id, p.version, _rule_id(p, v), _resource_ref(v), _code(v), _reason(pi, p, v), warnings)
+	r := _result(
+		_decision_of(v.effect), v.effect, data.toolgate.policies[pi].id, data.toolgate.policies[pi].version,
+		_rule_id(pi, v), _resource_ref(v), _code(v), _reason(pi, v), warnings,
+	)
 }
 
 _decision_of("deny") := "deny"
 
 _decision_of(e) := "allow" if e != "deny"
 
-_rule_id(p, v) := p.rules[v.rule].id if v.rule != null
+_rule_id(pi, v) := data.toolgate.policies[pi].rules[v.rule].id if v.rule != null
 
 _rule_id(_, v) := null if v.rule == null
 
@@ -207,9 +223,9 @@ _code(v) := "IMPLICIT_DENY" if v.implicit
 
 _code(v) := null if not v.implicit
 
-_reason(_, p, v) := p.rules[v.rule].reason if v.rule != null
+_reason(pi, v) := data.toolgate.policies[pi].rules[v.rule].reason if v.rule != null
 
-_reason(_, p, v) := sprintf("no rule bound to resource %s/%s matched in policy %q", [_resources[v.res].type, _resources[v.res].name, p.id]) if {
+_reason(pi, v) := sprintf("no rule bound to resource %s/%s matched in policy %q", [_resources[v.res].type, _resources[v.res].name, data.toolgate.policies[pi].id]) if {
 	v.implicit
 }
 
@@ -217,26 +233,26 @@ _reason(_, p, v) := sprintf("no rule bound to resource %s/%s matched in policy %
 # last matching allow, warn or audit is its verdict. Every warn reached adds
 # its reason to the warnings.
 _verdict[pi] := v if {
-	some pi, p in data.toolgate.policies
-	p.compileError == ""
-	not p.tiered
+	some pi in _policies
+	data.toolgate.policies[pi].compileError == ""
+	not data.toolgate.policies[pi].tiered
 	hits := sort([ri | some h in hit; h[0] == pi; ri := h[1]])
-	v := _ordered(p, hits)
+	v := _ordered(pi, hits)
 }
 
-_ordered(p, hits) := v if {
-	denies := [ri | some ri in hits; p.rules[ri].effect == "deny"]
+_ordered(pi, hits) := v if {
+	denies := [ri | some ri in hits; data.toolgate.policies[pi].rules[ri].effect == "deny"]
 	count(denies) > 0
 	v := {
 		"set": true, "stop": true, "effect": "deny", "rule": denies[0], "res": null, "implicit": false,
-		"warnings": [p.rules[ri].reason | some ri in hits; ri < denies[0]; p.rules[ri].effect == "warn"],
+		"warnings": [_rule(pi, ri).reason | some ri in hits; ri < denies[0]; _rule(pi, ri).effect == "warn"],
 	}
 } else := v if {
 	count(hits) > 0
 	last := hits[count(hits) - 1]
 	v := {
-		"set": true, "stop": false, "effect": p.rules[last].effect, "rule": last, "res": null, "implicit": false,
-		"warnings": [p.rules[ri].reason | some ri in hits; p.rules[ri].effect == "warn"],
+		"set": true, "stop": false, "effect": data.toolgate.policies[pi].rules[last].effect, "rule": last, "res": null, "implicit": false,
+		"warnings": [_rule(pi, ri).reason | some ri in hits; _rule(pi, ri).effect == "warn"],
 	}
 } else := {"set": false, "stop": false, "warnings": []}
 
@@ -246,10 +262,10 @@ _ordered(p, hits) := v if {
 # rules bound to it of which none matched, an implicit deny. The strongest
 # effect wins, ties to the earliest evaluation.
 _verdict[pi] := v if {
-	some pi, p in data.toolgate.policies
-	p.compileError == ""
-	p.tiered
-	evals := array.concat([_tool_eval(pi, p)], [e | some i, _ in _resources; e := _resource_eval(pi, p, i)])
+	some pi in _policies
+	data.toolgate.policies[pi].compileError == ""
+	data.toolgate.policies[pi].tiered
+	evals := array.concat([_tool_eval(pi)], [e | some i, _ in _resources; e := _resource_eval(pi, i)])
 	v := _tiered(evals)
 }
 
@@ -263,18 +279,18 @@ _tiered(evals) := v if {
 
 _effect_rank := {"deny": 3, "warn": 2, "audit": 1, "allow": 0}
 
-_tool_eval(pi, p) := v if {
+_tool_eval(pi) := v if {
 	ranked := {[h[1], h[2]] | some h in thit; h[0] == pi}
 	count(ranked) > 0
 	ri := min(ranked)[1]
-	v := {"set": true, "effect": p.rules[ri].effect, "rule": ri, "res": null, "implicit": false, "reason": p.rules[ri].reason}
+	v := {"set": true, "effect": _rule(pi, ri).effect, "rule": ri, "res": null, "implicit": false, "reason": _rule(pi, ri).reason}
 } else := {"set": false}
 
-_resource_eval(pi, p, i) := v if {
+_resource_eval(pi, i) := v if {
 	ranked := {[h[2], h[3]] | some h in rhit; h[0] == pi; h[1] == i}
 	count(ranked) > 0
 	ri := min(ranked)[1]
-	v := {"set": true, "effect": p.rules[ri].effect, "rule": ri, "res": i, "implicit": false, "reason": p.rules[ri].reason}
+	v := {"set": true, "effect": _rule(pi, ri).effect, "rule": ri, "res": i, "implicit": false, "reason": _rule(pi, ri).reason}
 } else := v if {
 	[pi, i] in rbound
 	v := {"set": true, "effect": "deny", "rule": null, "res": i, "implicit": true, "reason": ""}
@@ -489,13 +505,25 @@ _number(x) := _num(to_number(x)) if {
 
 # _num(x) is the float64 nearest x, as its shortest decimal: what the
 # engine's encoding/json decoding makes of a JSON number.
-_num(x) := to_number(_go_float(x))
+# An integer below 2^53 is its own float64.
+_num(x) := x if {
+	abs(x) < 9007199254740992
+	floor(x) == x
+} else := to_number(_go_float(x))
 
-# Go's %v of float64(x): shortest round-trip digits.
+# Go's %v of float64(x): shortest round-trip digits. sprintf formats a
+# number written as an integer exactly: one of 16 digits or more is read
+# again as a float.
 _go_float(x) := g if {
 	g := sprintf("%v", [x])
-	not regex.match(`^-?[0-9]{16,}$`, g)
+	not _long_integer(g)
 } else := sprintf("%v", [to_number(concat("", [sprintf("%v", [x]), ".0"]))])
+
+_long_integer(g) if {
+	count(g) >= 16
+	not contains(g, ".")
+	not contains(g, "e")
+}
 
 # Stringify: strings as they are, numbers as JavaScript writes them,
 # booleans and null as their JSON words, objects and arrays as compact JSON
