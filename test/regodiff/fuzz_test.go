@@ -2,11 +2,11 @@ package regodiff
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -24,9 +24,9 @@ var (
 // The vocabulary is small so that conditions hold often, and holds what
 // matters: number forms, unicode, types, <>& inside objects.
 var (
-	tools   = []string{"Bash", "bash", "pay", "mcp__db__query", "mcp__db__", "mcp____x", "mcp__github__create_issue", "tool_1", "5", ""}
-	agents  = []string{"agent-1", "Agent-1", "AGENT-K", "agent-\u212a", "agent-k", "\u017fam", "SAM", "sam", "\u03c3\u03c2", "\u03a3\u03a3", "\u03c3\u03c3", "stra\u00dfe", "", "\u0130x", "ix"}
-	fields  = []string{"tool_name", "agent_id", "input.command", "input.path", "input", "input.nested.deep", "kwargs.amount",
+	tools  = []string{"Bash", "bash", "pay", "mcp__db__query", "mcp__db__", "mcp____x", "mcp__github__create_issue", "tool_1", "5", ""}
+	agents = []string{"agent-1", "Agent-1", "AGENT-K", "agent-\u212a", "agent-k", "\u017fam", "SAM", "sam", "\u03c3\u03c2", "\u03a3\u03a3", "\u03c3\u03c3", "stra\u00dfe", "", "\u0130x", "ix"}
+	fields = []string{"tool_name", "agent_id", "input.command", "input.path", "input", "input.nested.deep", "kwargs.amount",
 		"kwargs.flag", "kwargs.note", "kwargs", "args.0", "args.1.x", "args.1", "args.2", "args", "input.missing",
 		"kwargs.amount.x", "session_id", "args.01", "resource.name", "resource.level", "resource", "in.if", "a-b.c d"}
 	strs = []string{"Bash", "bash", "rm", "rm -rf /", "-rf", "ls", "a&&b", "&&", "<script>", "5000", "1000", "1e3", "abc",
@@ -50,8 +50,8 @@ var (
 
 type gen struct{ r *rand.Rand }
 
-func (g *gen) n(k int) int        { return g.r.IntN(k) }
-func (g *gen) p(pct int) bool     { return g.r.IntN(100) < pct }
+func (g *gen) n(k int) int         { return g.r.IntN(k) }
+func (g *gen) p(pct int) bool      { return g.r.IntN(100) < pct }
 func pick[T any](g *gen, xs []T) T { return xs[g.n(len(xs))] }
 
 func (g *gen) some(xs []string, max int) []string {
