@@ -150,22 +150,20 @@ _fold_rune(c) := f if {
 } else := c
 
 # The result object, with the keys the engine leaves out left out.
-_result(decision, effect, pid, pver, rid, res, code, reason, warnings) := {k: v |
-	some k, v in {
-		"decision": decision, "effect": effect, "matchedPolicyId": pid,
-		"matchedPolicyVersion": pver, "matchedRuleId": rid, "matchedResource": res,
-		"code": code, "reason": reason, "warnings": warnings,
-	}
-	not _omitted(k, v)
+_result(decision, effect, pid, pver, rid, res, code, reason, warnings) := object.union_n([
+	{"decision": decision, "effect": effect, "matchedPolicyId": pid, "matchedPolicyVersion": pver, "matchedRuleId": rid},
+	_optional("matchedResource", res), _optional("code", code), _optional("reason", reason), _optional("warnings", warnings),
+])
+
+_optional(_, null) := {}
+
+_optional(_, "") := {}
+
+_optional(_, []) := {}
+
+_optional(k, v) := {k: v} if {
+	not v in {null, "", []}
 }
-
-_omitted(k, null) if k in {"matchedResource", "code"}
-
-_omitted("reason", "")
-
-_omitted("reason", null)
-
-_omitted("warnings", [])
 
 # The first policy that stops the scan (a deny, or a policy that does not
 # compile) decides; else the last policy with a verdict; else the first
