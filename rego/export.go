@@ -132,11 +132,17 @@ type countKeys struct {
 }
 
 type data struct {
-	PolicyCount  int                     `json:"policyCount"`
-	FrozenCount  int                     `json:"frozenCount"`
-	Policies     []policyData            `json:"policies"`
-	FrozenAgents map[string][]frozenData `json:"frozenAgents"`
-	Fold         map[string]string       `json:"fold"`
+	PolicyCount int          `json:"policyCount"`
+	FrozenCount int          `json:"frozenCount"`
+	Policies    []policyData `json:"policies"`
+	// What the scan needs to know without reading every policy: the
+	// policies that do not compile, the tiered ones, and whether any rule
+	// warns.
+	CompileErrors  []int                   `json:"compileErrors"`
+	TieredPolicies []int                   `json:"tieredPolicies"`
+	Warns          bool                    `json:"warns"`
+	FrozenAgents   map[string][]frozenData `json:"frozenAgents"`
+	Fold           map[string]string       `json:"fold"`
 	// Counts lists the input.counts keys the rules read.
 	Counts countKeys `json:"counts"`
 }
@@ -148,13 +154,22 @@ func Export(b engine.Bundle) (*Bundle, error) {
 	sorted := engine.Bundle{Policies: slices.Clone(b.Policies)}
 	sorted.Sort()
 	g := &gen{calls: map[string]bool{}, tokens: map[string]bool{}, heads: map[string]bool{}}
-	d := data{Policies: []policyData{}, FrozenAgents: map[string][]frozenData{}, Fold: map[string]string{}}
+	d := data{Policies: []policyData{}, CompileErrors: []int{}, TieredPolicies: []int{}, FrozenAgents: map[string][]frozenData{}, Fold: map[string]string{}}
 	for pi := range sorted.Policies {
 		pd, err := g.policy(pi, &sorted.Policies[pi])
 		if err != nil {
 			return nil, err
 		}
 		d.Policies = append(d.Policies, pd)
+		switch {
+		case pd.CompileError != "":
+			d.CompileErrors = append(d.CompileErrors, pi)
+		case pd.Tiered:
+			d.TieredPolicies = append(d.TieredPolicies, pi)
+		}
+		for _, r := range pd.Rules {
+			d.Warns = d.Warns || r.Effect == string(engine.EffectWarn)
+		}
 	}
 	for _, f := range b.FrozenAgents {
 		// Only a freeze naming an agent_id can be decided from the request;
@@ -194,7 +209,7 @@ func Export(b engine.Bundle) (*Bundle, error) {
 	fmt.Fprintf(&src, "# Bundle revision %s. Query data.toolgate.decision with the tool call as input.\n", b.Revision)
 	src.WriteString("package toolgate\n\n")
 	src.WriteString(g.out.String())
-	for _, name := range []string{"hit", "thit", "rhit", "rbound"} {
+	for _, name := range []string{"deny_hit", "hit", "thit", "rhit", "rbound"} {
 		if !g.heads[name] {
 			fmt.Fprintf(&src, "# no rule adds to %s\n%s := set()\n\n", name, name)
 		}
@@ -286,6 +301,8 @@ func (g *gen) policy(pi int, raw *engine.Policy) (policyData, error) {
 		pd.Rules = append(pd.Rules, ruleData{ID: r.ID, Effect: r.Effect, Reason: engine.RuleReason(p.ID, r)})
 		var err error
 		switch {
+		case !pd.Tiered && engine.Effect(r.Effect) == engine.EffectDeny:
+			err = g.rule(&p, r, modeOrdered, fmt.Sprintf("deny_hit contains [%d, %d]", pi, ri), ri, rank[ri], "")
 		case !pd.Tiered:
 			err = g.rule(&p, r, modeOrdered, fmt.Sprintf("hit contains [%d, %d]", pi, ri), ri, rank[ri], "")
 		case r.Targets != nil && r.Targets.Resources != nil:

@@ -18,7 +18,7 @@ hit contains [0, 1] if {
 # ---- policy "bash-no-rm-rf" (priority 0, ordered: the first matching deny decides, else the last match; default allow)
 
 # policy "bash-no-rm-rf" rule 0 "no-rm-rf": deny
-hit contains [1, 0] if {
+deny_hit contains [1, 0] if {
 	input.tool_name == "Bash"
 	regex.match(`\brm\s+(-\S+\s+)*-[a-zA-Z]*([rR][a-zA-Z]*f|f[a-zA-Z]*[rR])`, _str(input.input.command))
 }
@@ -54,7 +54,7 @@ thit contains [2, 2, 3] if {
 # ---- policy "mcp-github-writes" (priority 0, ordered: the first matching deny decides, else the last match; default allow)
 
 # policy "mcp-github-writes" rule 0 "no-github-writes": deny
-hit contains [3, 0] if {
+deny_hit contains [3, 0] if {
 	regex.match(`^mcp__github__(create|delete|update)_`, _str(input.tool_name))
 }
 
@@ -66,13 +66,13 @@ hit contains [3, 1] if {
 # ---- policy "pay-cap" (priority 0, ordered: the first matching deny decides, else the last match; default allow)
 
 # policy "pay-cap" rule 0 "pay-over-cap": deny
-hit contains [4, 0] if {
+deny_hit contains [4, 0] if {
 	input.tool_name == "pay"
 	_number(input.kwargs.amount) > 1000
 }
 
 # policy "pay-cap" rule 1 "pay-without-amount": deny
-hit contains [4, 1] if {
+deny_hit contains [4, 1] if {
 	input.tool_name == "pay"
 	not _not_1
 }
@@ -98,7 +98,8 @@ rbound := set()
 # ids, versions, defaults and each rule's effect and reason are in
 # data.toolgate.policies, which is only ever read a leaf at a time (OPA
 # converts what it reads from its store on every read). The rules above add to:
-#   hit    [policy, rule]                 a rule of an ordered policy matched
+#   deny_hit [policy, rule]               a deny rule of an ordered policy matched
+#   hit    [policy, rule]                 another rule of an ordered policy matched
 #   thit   [policy, rank, rule]           a tiered policy's rule matched at tool level
 #   rhit   [policy, resource, rank, rule] ... or for one resource of the call
 #   rbound [policy, resource]             a tiered policy has rules bound to that resource
@@ -149,61 +150,87 @@ _fold_rune(c) := f if {
 	f := data.toolgate.fold[c]
 } else := c
 
-# The result object, with the keys the engine leaves out left out.
-_result(decision, effect, pid, pver, rid, res, code, reason, warnings) := object.union_n([
-	{"decision": decision, "effect": effect, "matchedPolicyId": pid, "matchedPolicyVersion": pver, "matchedRuleId": rid},
-	_optional("matchedResource", res), _optional("code", code), _optional("reason", reason), _optional("warnings", warnings),
-])
+# The result object, with the keys the engine leaves out left out (null
+# matchedResource and code, an empty reason, no warnings).
+_result(decision, effect, pid, pver, rid, res, code, reason, warnings) := object.remove(
+	{
+		"decision": decision, "effect": effect, "matchedPolicyId": pid, "matchedPolicyVersion": pver,
+		"matchedRuleId": rid, "matchedResource": res, "code": code, "reason": reason, "warnings": warnings,
+	},
+	{k | some k, v in {"matchedResource": res, "code": code, "reason": reason, "warnings": warnings}; v in {null, "", []}},
+)
 
-_optional(_, null) := {}
+# The scan stops at the first ordered deny, the first policy that does not
+# compile, or the first tiered policy whose verdict is a deny: as
+# [policy, rule], rule -1 for the policy itself (before any of its rules).
+_stops contains h if some h in deny_hit
 
-_optional(_, "") := {}
+_stops contains [pi, -1] if some pi in data.toolgate.compileErrors
 
-_optional(_, []) := {}
-
-_optional(k, v) := {k: v} if {
-	not v in {null, "", []}
+_stops contains [pi, -1] if {
+	some pi in data.toolgate.tieredPolicies
+	_tiered_verdict[pi].stop
 }
 
-# The first policy that stops the scan (a deny, or a policy that does not
-# compile) decides; else the last policy with a verdict; else the first
-# policy's default.
-_stops := [pi | some pi in _policies; _stops_at(pi)]
-
-_stops_at(pi) if data.toolgate.policies[pi].compileError != ""
-
-_stops_at(pi) if _verdict[pi].stop
-
 _scan := r if {
-	count(_stops) > 0
-	pi := _stops[0]
-	data.toolgate.policies[pi].compileError != ""
-	r := _result(
-		"deny", "deny", data.toolgate.policies[pi].id, data.toolgate.policies[pi].version, null, null,
-		"POLICY_COMPILE_ERROR", data.toolgate.policies[pi].compileError, _warnings_before(pi),
-	)
+	s := min(_stops)
+	data.toolgate.policies[s[0]].compileError != ""
+	p := data.toolgate.policies[s[0]]
+	r := _result("deny", "deny", p.id, p.version, null, null, "POLICY_COMPILE_ERROR", p.compileError, _warnings_before(s))
 } else := r if {
-	count(_stops) > 0
-	pi := _stops[0]
-	r := _verdict_result(pi, array.concat(_warnings_before(pi), _verdict[pi].warnings))
+	s := min(_stops)
+	s[1] >= 0
+	r := _rule_result(s[0], s[1], _warnings_before(s))
 } else := r if {
-	set := [pi | some pi in _policies; _verdict[pi].set]
-	count(set) > 0
-	r := _verdict_result(set[count(set) - 1], _warnings_before(data.toolgate.policyCount))
+	s := min(_stops)
+	r := _tiered_result(s[0], _warnings_before([s[0] + 1, -1]))
+} else := r if {
+	# Otherwise the last policy with a verdict: an ordered policy's last
+	# match, or a tiered policy's verdict.
+	pi := max({h[0] | some h in hit} | {pi | some pi in data.toolgate.tieredPolicies; _tiered_verdict[pi].set})
+	r := _last_result(pi, _warnings_before([data.toolgate.policyCount, -1]))
 } else := r if {
 	data.toolgate.policies[0].defaultDeny
-	r := _result("deny", "deny", null, null, null, null, null, data.toolgate.policies[0].defaultReason, _warnings_before(data.toolgate.policyCount))
-} else := _result("allow", "allow", null, null, null, null, null, null, _warnings_before(data.toolgate.policyCount))
+	r := _result("deny", "deny", null, null, null, null, null, data.toolgate.policies[0].defaultReason, _warnings_before([data.toolgate.policyCount, -1]))
+} else := _result("allow", "allow", null, null, null, null, null, null, _warnings_before([data.toolgate.policyCount, -1]))
 
-_warnings_before(n) := [w | some pi in _policies; pi < n; some w in _verdict[pi].warnings]
+_last_result(pi, warnings) := _tiered_result(pi, warnings) if {
+	data.toolgate.policies[pi].tiered
+} else := _rule_result(pi, max({h[1] | some h in hit; h[0] == pi}), warnings)
 
-_verdict_result(pi, warnings) := r if {
-	v := _verdict[pi]
+_rule_result(pi, ri, warnings) := r if {
+	rule := data.toolgate.policies[pi].rules[ri]
+	r := _result(
+		_decision_of(rule.effect), rule.effect, data.toolgate.policies[pi].id, data.toolgate.policies[pi].version,
+		rule.id, null, null, rule.reason, warnings,
+	)
+}
+
+_tiered_result(pi, warnings) := r if {
+	v := _tiered_verdict[pi]
 	r := _result(
 		_decision_of(v.effect), v.effect, data.toolgate.policies[pi].id, data.toolgate.policies[pi].version,
 		_rule_id(pi, v), _resource_ref(v), _code(v), _reason(pi, v), warnings,
 	)
 }
+
+# The warnings reached before [policy, rule]: every matching warn rule of an
+# ordered policy, every warn verdict of a tiered one, in scan order.
+_warnings_before(s) := [] if {
+	not data.toolgate.warns
+} else := [w |
+	some pi in _policies
+	[pi, -1] < s
+	some w in _warnings_of(pi, s)
+]
+
+_warnings_of(pi, s) := _tiered_verdict[pi].warnings if {
+	data.toolgate.policies[pi].tiered
+} else := [_rule(pi, ri).reason |
+	some ri in sort({h[1] | some h in hit; h[0] == pi})
+	[pi, ri] < s
+	_rule(pi, ri).effect == "warn"
+]
 
 _decision_of("deny") := "deny"
 
@@ -227,42 +254,13 @@ _reason(pi, v) := sprintf("no rule bound to resource %s/%s matched in policy %q"
 	v.implicit
 }
 
-# An ordered policy: the first matching deny decides at once; otherwise the
-# last matching allow, warn or audit is its verdict. Every warn reached adds
-# its reason to the warnings.
-_verdict[pi] := v if {
-	some pi in _policies
-	data.toolgate.policies[pi].compileError == ""
-	not data.toolgate.policies[pi].tiered
-	hits := sort([ri | some h in hit; h[0] == pi; ri := h[1]])
-	v := _ordered(pi, hits)
-}
-
-_ordered(pi, hits) := v if {
-	denies := [ri | some ri in hits; data.toolgate.policies[pi].rules[ri].effect == "deny"]
-	count(denies) > 0
-	v := {
-		"set": true, "stop": true, "effect": "deny", "rule": denies[0], "res": null, "implicit": false,
-		"warnings": [_rule(pi, ri).reason | some ri in hits; ri < denies[0]; _rule(pi, ri).effect == "warn"],
-	}
-} else := v if {
-	count(hits) > 0
-	last := hits[count(hits) - 1]
-	v := {
-		"set": true, "stop": false, "effect": data.toolgate.policies[pi].rules[last].effect, "rule": last, "res": null, "implicit": false,
-		"warnings": [_rule(pi, ri).reason | some ri in hits; _rule(pi, ri).effect == "warn"],
-	}
-} else := {"set": false, "stop": false, "warnings": []}
-
 # A tiered policy: one evaluation at tool level and one per resource the
 # call touches, each decided by its top-ranked matching rule (priority,
 # then deny > warn > audit > allow, then spec order), or for a resource with
 # rules bound to it of which none matched, an implicit deny. The strongest
 # effect wins, ties to the earliest evaluation.
-_verdict[pi] := v if {
-	some pi in _policies
-	data.toolgate.policies[pi].compileError == ""
-	data.toolgate.policies[pi].tiered
+_tiered_verdict[pi] := v if {
+	some pi in data.toolgate.tieredPolicies
 	evals := array.concat([_tool_eval(pi)], [e | some i, _ in _resources; e := _resource_eval(pi, i)])
 	v := _tiered(evals)
 }
