@@ -398,9 +398,9 @@ _eq_num(x, c) if {
 
 # The number gt, gte, lt and lte see: a number, or a string in JSON number
 # syntax, read as a float64.
-_number(x) := _num(x) if is_number(x)
-
-_number(x) := _num(to_number(x)) if {
+_number(x) := _num(x) if {
+	is_number(x)
+} else := _num(to_number(x)) if {
 	is_string(x)
 	regex.match(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$`, x)
 }
@@ -430,19 +430,17 @@ _long_integer(g) if {
 # Stringify: strings as they are, numbers as JavaScript writes them,
 # booleans and null as their JSON words, objects and arrays as compact JSON
 # with sorted keys.
-_str(x) := x if is_string(x)
-
-_str(x) := _js_number(x) if is_number(x)
-
-_str(true) := "true"
-
-_str(false) := "false"
-
-_str(null) := "null"
-
-_str(x) := _json(x) if is_object(x)
-
-_str(x) := _json(x) if is_array(x)
+_str(x) := x if {
+	is_string(x)
+} else := _js_number(x) if {
+	is_number(x)
+} else := "true" if {
+	x == true
+} else := "false" if {
+	x == false
+} else := "null" if {
+	x == null
+} else := _json(x)
 
 # JavaScript's Number#toString of float64(x).
 _js_number(x) := "0" if {
