@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -110,7 +111,7 @@ func TestMain(m *testing.M) {
 			err = os.WriteFile(*writeCorpus, doc, 0o644)
 		}
 		if err != nil {
-			os.Stderr.WriteString(err.Error() + "\n")
+			fmt.Fprintln(os.Stderr, err)
 			code = 1
 		}
 	}
