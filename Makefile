@@ -79,6 +79,10 @@ test: ## Run every test, envtest suites included (builds the control plane on fi
 test-rego: ## OPA v1.22.3 (a separate module, test/regodiff) against the engine on the exported Rego: samples, table cases, 20,000+ fuzzed requests.
 	cd test/regodiff && go test $(GO_TEST_FLAGS) ./...
 
+.PHONY: rego-corpus
+rego-corpus: ## Re-record the engine's table-test cases that test-rego decides with OPA (after changing those tests).
+	go test -count=1 -run 'TestEvaluate|TestGateway|TestOperators' ./engine/ -write-corpus $(CURDIR)/test/regodiff/testdata/engine-cases.json
+
 .PHONY: bench
 bench: ## Engine and bundle-build benchmarks.
 	go test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) ./engine/ ./controllers/
