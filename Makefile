@@ -77,7 +77,7 @@ test: ## Run every test, envtest suites included (builds the control plane on fi
 
 .PHONY: test-rego
 test-rego: ## OPA v1.22.3 (a separate module, test/regodiff) against the engine on the exported Rego: samples, table cases, 20,000+ fuzzed requests.
-	cd test/regodiff && go test $(GO_TEST_FLAGS) ./...
+	cd test/regodiff && go test $(GO_TEST_FLAGS) -v ./... | grep -Ev '^(=== RUN|    --- PASS)'
 
 .PHONY: rego-corpus
 rego-corpus: ## Re-record the engine's table-test cases that test-rego decides with OPA (after changing those tests).
