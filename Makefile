@@ -113,6 +113,14 @@ test-typescript: build typescript-client ## TypeScript client (@toolgate/client)
 	cd $(TS_CLIENT) && npm run --silent typecheck
 	cd $(TS_CLIENT) && TOOLGATE_BIN=$(LOCALBIN)/toolgate npm test
 
+.PHONY: test-rego
+test-rego: ## OPA v1.22.3 (a separate module, test/regodiff) against the engine on the exported Rego: samples, table cases, 20,000+ fuzzed requests.
+	cd test/regodiff && go test $(GO_TEST_FLAGS) -v ./... | grep -Ev '^(=== RUN|    --- PASS)'
+
+.PHONY: rego-corpus
+rego-corpus: ## Re-record the engine's table-test cases that test-rego decides with OPA (after changing those tests).
+	go test -count=1 -run 'TestEvaluate|TestGateway|TestOperators' ./engine/ -write-corpus $(CURDIR)/test/regodiff/testdata/engine-cases.json
+
 .PHONY: bench
 bench: ## Engine and bundle-build benchmarks.
 	go test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) ./engine/ ./controllers/
@@ -146,7 +154,7 @@ compare-engine: ## Engine benchmarks at the last commit before the gateway model
 	./hack/compare-engine.sh
 
 .PHONY: compare-opa
-compare-opa: ## OPA (opa bench, built into bin/) and the engine on the same 1000-rule scenario, side by side.
+compare-opa: ## OPA (opa bench, built into bin/) on hand-written and on exported Rego, and the engine, on the same 1000-rule scenario, side by side.
 	./hack/compare-opa.sh
 
 .PHONY: helm

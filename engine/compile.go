@@ -265,7 +265,7 @@ func (k *compiler) policy(in *Policy) (cpolicy, []Diagnostic) {
 	case "allow":
 	case "deny":
 		out.defaultDeny = true
-		out.defaultReason = fmt.Sprintf("no rule matched and policy %q denies by default", p.ID)
+		out.defaultReason = DefaultDenyReason(p.ID)
 	default:
 		d.policyf(At("spec", "defaultEffect"), "must be allow or deny, not %q", p.DefaultEffect)
 	}
@@ -305,9 +305,7 @@ func (k *compiler) policy(in *Policy) (cpolicy, []Diagnostic) {
 	if out.tiered {
 		out.rankRules()
 	}
-	if len(d.out) > 0 {
-		out.compileError = fmt.Sprintf("policy %q failed to compile: %s", p.ID, d.out[0].String())
-	}
+	out.compileError = compileErrorOf(p.ID, d.out)
 	return out, d.out
 }
 

@@ -141,6 +141,7 @@ func TestEvaluateAgentFrozen(t *testing.T) {
 			if tc.agent != nil {
 				req["agent_id"] = tc.agent
 			}
+			record(t, Bundle{Policies: policies, FrozenAgents: tc.frozen}, req, t0, nil)
 			res := c.Evaluate(req, EvalOptions{Now: fixedClock(t0)})
 			checkResult(t, res, tc.want)
 			if !strings.Contains(strings.ToLower(res.Reason), strings.ToLower(tc.reason)) {
@@ -238,7 +239,9 @@ func TestEvaluatePolicyCompileError(t *testing.T) {
 			if len(diags) == 0 {
 				t.Fatal("the broken policy produced no diagnostics")
 			}
-			res := c.Evaluate(Request{"tool_name": "Bash", "input": map[string]any{"command": tc.command}}, EvalOptions{})
+			req := Request{"tool_name": "Bash", "input": map[string]any{"command": tc.command}}
+			record(t, Bundle{Policies: tc.policies}, req, t0, nil)
+			res := c.Evaluate(req, EvalOptions{})
 			checkResult(t, res, tc.want)
 			if res.Code == CodePolicyCompileError {
 				for _, s := range []string{"broken", "lookahead", "rm(?=x)"} {
@@ -399,7 +402,9 @@ func TestEvaluateOrder(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			c := mustCompile(t, Bundle{Policies: tc.policies})
-			res := c.Evaluate(Request{"tool_name": "Bash", "input": map[string]any{"command": "rm -rf /"}}, EvalOptions{})
+			req := Request{"tool_name": "Bash", "input": map[string]any{"command": "rm -rf /"}}
+			record(t, Bundle{Policies: tc.policies}, req, t0, nil)
+			res := c.Evaluate(req, EvalOptions{})
 			checkResult(t, res, tc.want)
 			if !strings.Contains(res.Reason, tc.reason) {
 				t.Errorf("reason %q does not contain %q", res.Reason, tc.reason)

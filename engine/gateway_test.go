@@ -75,6 +75,7 @@ func runGatewayCases(t *testing.T, cases []gwCase) {
 			if want.PolicyID != "" {
 				want.Version = max(tc.want.version, 1)
 			}
+			record(t, b, Request(req), now, usage)
 			for _, explain := range []bool{false, true} {
 				res := c.Evaluate(Request(req), EvalOptions{Now: fixedClock(now), Usage: usage, Explain: explain})
 				if msg := compareGateway(res, want); msg != "" {

@@ -310,8 +310,10 @@ func manyValues(extra string) []string {
 // whether that rule matched, checking that the explain path agrees.
 func condHolds(t *testing.T, cond Condition, req Request) bool {
 	t.Helper()
-	c := mustCompile(t, Bundle{Policies: []Policy{{ID: "p", Version: 1, DefaultEffect: "allow",
-		Rules: []Rule{{ID: "r", Effect: "deny", Conditions: []Condition{cond}}}}}})
+	b := Bundle{Policies: []Policy{{ID: "p", Version: 1, DefaultEffect: "allow",
+		Rules: []Rule{{ID: "r", Effect: "deny", Conditions: []Condition{cond}}}}}}
+	record(t, b, req, t0, nil)
+	c := mustCompile(t, b)
 	res := c.Evaluate(req, EvalOptions{})
 	if res.Code != "" {
 		t.Fatalf("unexpected code %s: %s", res.Code, res.Reason)

@@ -1,0 +1,179 @@
+package cli
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/toolgate/toolgate/bundle"
+	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/manifest"
+	"github.com/toolgate/toolgate/rego"
+)
+
+const exportNow = "2026-11-15T12:00:00Z"
+
+// The directory holds .manifest, toolgate/policy.rego and data.json: the
+// exporter's output for the bundle `toolgate bundle` prints.
+func TestExportRegoDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	o := run(t, "", "export", "rego", "-f", samplesDir, "--now", exportNow, "-o", dir)
+	if o.code != 0 || o.stderr != "" || o.stdout != "" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", o.code, o.stdout, o.stderr)
+	}
+	want := exportSamples(t)
+	for _, f := range want.Files() {
+		got, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(f[0])))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != f[1] {
+			t.Errorf("%s is not rego.Export of the samples' bundle", f[0])
+		}
+	}
+	if !strings.Contains(string(want.Manifest), want.Revision) || !strings.HasPrefix(want.Revision, "sha256:") {
+		t.Errorf("the manifest does not carry the bundle's revision: %s", want.Manifest)
+	}
+}
+
+// --bundle-file exports a built bundle: the same Rego as from its manifests.
+func TestExportRegoFromBundleFile(t *testing.T) {
+	o := run(t, "", "bundle", "-f", samplesDir, "--now", exportNow)
+	if o.code != 0 {
+		t.Fatalf("bundle: exit %d %s", o.code, o.stderr)
+	}
+	file := filepath.Join(t.TempDir(), "bundle.json")
+	if err := os.WriteFile(file, []byte(o.stdout), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o = run(t, "", "export", "rego", "--bundle-file", file, "--tar", "-o", "-")
+	want, _ := exportSamples(t).Tar()
+	if o.code != 0 || o.stdout != string(want) {
+		t.Errorf("exit %d (%s): the export of the bundle file differs from the export of its manifests", o.code, o.stderr)
+	}
+}
+
+func exportSamples(t *testing.T) *rego.Bundle {
+	t.Helper()
+	set, err := manifest.Load([]string{samplesDir}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, _ := parseNow(exportNow)
+	b := bundle.Build(set.PolicyObjects(), set.FrozenAgentObjects(), now)
+	if _, b.Revision, err = engine.Encode(b); err != nil {
+		t.Fatal(err)
+	}
+	out, err := rego.Export(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// --tar writes the gzipped tar OPA's bundle plugin loads, to a file or stdout.
+func TestExportRegoTar(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "bundle.tar.gz")
+	o := run(t, "", "export", "rego", "-f", samplesDir, "--now", exportNow, "--tar", "-o", file)
+	if o.code != 0 || o.stderr != "" {
+		t.Fatalf("exit %d, stderr %q", o.code, o.stderr)
+	}
+	doc, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := exportSamples(t).Tar()
+	if !bytes.Equal(doc, want) {
+		t.Error("the tar file is not the exported bundle's tar")
+	}
+	files := untar(t, doc)
+	if len(files) != 3 || files["/.manifest"] == "" || !strings.HasPrefix(files["/toolgate/policy.rego"], "# Generated") || files["/data.json"] == "" {
+		t.Errorf("tar holds %d files: %v", len(files), keys(files))
+	}
+	o = run(t, "", "export", "rego", "-f", samplesDir, "--now", exportNow, "--tar", "-o", "-")
+	if o.code != 0 || o.stdout != string(want) {
+		t.Errorf("--tar -o -: exit %d, %d bytes on stdout, want %d", o.code, len(o.stdout), len(want))
+	}
+}
+
+func untar(t *testing.T, doc []byte) map[string]string {
+	t.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(zr)
+	out := map[string]string{}
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(tr)
+		out[h.Name] = string(b)
+	}
+}
+
+func keys(m map[string]string) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func TestExportRegoErrors(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "a-file")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	unexportable := filepath.Join(dir, "greek.yaml")
+	if err := os.WriteFile(unexportable, []byte(`apiVersion: toolgate.dev/v1alpha1
+kind: Policy
+metadata: {name: greek}
+spec:
+  rules:
+  - id: no-greek
+    effect: deny
+    conditions: [{field: input.text, operator: matches, value: '\p{Greek}'}]
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"no format", []string{"export"}, ExitUsage, "name a format: toolgate export rego"},
+		{"unknown format", []string{"export", "wasm"}, ExitUsage, `unknown format "wasm"`},
+		{"no -f", []string{"export", "rego", "-o", dir}, ExitUsage, "-f PATH is required"},
+		{"no -o", []string{"export", "rego", "-f", samplesDir}, ExitUsage, "-o is required"},
+		{"stdout without --tar", []string{"export", "rego", "-f", samplesDir, "-o", "-"}, ExitUsage, "only --tar can"},
+		{"directory onto a file", []string{"export", "rego", "-f", samplesDir, "-o", file}, ExitUsage, "is a file, not a directory"},
+		{"tar onto a directory", []string{"export", "rego", "-f", samplesDir, "--tar", "-o", dir}, ExitUsage, "is a directory"},
+		{"bad namespace", []string{"export", "rego", "-f", samplesDir, "-n", "Not_A_Namespace", "-o", dir}, ExitUsage, "is not a namespace name"},
+		{"bad --now", []string{"export", "rego", "-f", samplesDir, "--now", "tomorrow", "-o", dir}, ExitUsage, "not an RFC 3339 time"},
+		{"missing manifests", []string{"export", "rego", "-f", filepath.Join(dir, "nope"), "-o", dir}, ExitUsage, "nope"},
+		{"unknown flag", []string{"export", "rego", "--zip"}, ExitUsage, "unknown flag: --zip"},
+		{"bundle file and manifests", []string{"export", "rego", "--bundle-file", file, "-f", samplesDir, "-o", dir}, ExitUsage, "--bundle-file exports a built bundle"},
+		{"corrupt bundle file", []string{"export", "rego", "--bundle-file", file, "-o", filepath.Join(dir, "out")}, ExitUsage, "corrupt bundle"},
+		{"unexportable", []string{"export", "rego", "-f", unexportable, "-o", filepath.Join(dir, "out")}, ExitProblems, `policy "greek" rule "no-greek" cannot be exported to Rego`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := run(t, "", tc.args...)
+			if o.code != tc.code || !strings.Contains(o.stderr, tc.want) {
+				t.Errorf("exit %d, stderr %q; want exit %d and %q", o.code, o.stderr, tc.code, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,867 @@
+// Package rego exports a namespace's bundle as an OPA bundle: Rego (v1
+// syntax) whose data.toolgate.decision is, for every request, the result
+// toolgate's engine gives (less latencyMs and trace). Like the engine it is
+// pure: it reads an engine.Bundle and writes bytes, and OPA is no
+// dependency of it (the differential test in test/regodiff runs OPA).
+//
+// The generated module has one Rego rule per policy rule, with the policy
+// and rule in a comment, and a fixed part (runtime.rego) with the scan and
+// the operators. What it cannot carry over it refuses (Export returns an
+// error naming the policy, rule and feature) rather than export wrongly.
+package rego
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/toolgate/toolgate/engine"
+)
+
+// Paths of the bundle's files, relative to its root.
+const (
+	ManifestFile = ".manifest"
+	PolicyFile   = "toolgate/policy.rego"
+	DataFile     = "data.json"
+)
+
+// Root is the bundle's one root: its rules and data live under data.toolgate.
+const Root = "toolgate"
+
+//go:embed runtime.rego
+var runtime string
+
+// Bundle is an exported OPA bundle: the contents of its files.
+type Bundle struct {
+	Revision string
+	Manifest []byte
+	Policy   []byte
+	Data     []byte
+}
+
+// Files lists the bundle's files in a fixed order: path and contents.
+func (b *Bundle) Files() [][2]string {
+	return [][2]string{
+		{ManifestFile, string(b.Manifest)},
+		{PolicyFile, string(b.Policy)},
+		{DataFile, string(b.Data)},
+	}
+}
+
+// WriteDir writes the bundle's files under dir, creating it.
+func (b *Bundle) WriteDir(dir string) error {
+	for _, f := range b.Files() {
+		path := filepath.Join(dir, filepath.FromSlash(f[0]))
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, []byte(f[1]), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WriteTar writes the bundle as the gzipped tar OPA's bundle plugin loads.
+// It is reproducible: equal bundles give equal bytes.
+func (b *Bundle) WriteTar(w io.Writer) error {
+	gz := gzip.NewWriter(w)
+	tw := tar.NewWriter(gz)
+	for _, f := range b.Files() {
+		hdr := &tar.Header{Name: "/" + f[0], Mode: 0o644, Size: int64(len(f[1])), Typeflag: tar.TypeReg, ModTime: time.Unix(0, 0).UTC()}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if _, err := io.WriteString(tw, f[1]); err != nil {
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return gz.Close()
+}
+
+// Tar is WriteTar into memory.
+func (b *Bundle) Tar() ([]byte, error) {
+	var buf bytes.Buffer
+	err := b.WriteTar(&buf)
+	return buf.Bytes(), err
+}
+
+// policyData is what the scan reads about one policy (data.toolgate.policies).
+type policyData struct {
+	ID            string     `json:"id"`
+	Version       int64      `json:"version"`
+	Tiered        bool       `json:"tiered"`
+	DefaultDeny   bool       `json:"defaultDeny"`
+	DefaultReason string     `json:"defaultReason"`
+	CompileError  string     `json:"compileError"`
+	Rules         []ruleData `json:"rules"`
+}
+
+type ruleData struct {
+	ID     string `json:"id"`
+	Effect string `json:"effect"`
+	Reason string `json:"reason"`
+}
+
+type frozenData struct {
+	Reason      string `json:"reason"`
+	ExpiresAtNs *int64 `json:"expiresAtNs"`
+}
+
+type countKeys struct {
+	Calls  []string `json:"calls"`
+	Tokens []string `json:"tokens"`
+}
+
+type data struct {
+	PolicyCount int          `json:"policyCount"`
+	FrozenCount int          `json:"frozenCount"`
+	Policies    []policyData `json:"policies"`
+	// What the scan needs to know without reading every policy: the
+	// policies that do not compile, the tiered ones, and whether any rule
+	// warns.
+	CompileErrors  []int                   `json:"compileErrors"`
+	TieredPolicies []int                   `json:"tieredPolicies"`
+	Warns          bool                    `json:"warns"`
+	FrozenAgents   map[string][]frozenData `json:"frozenAgents"`
+	Fold           map[string]string       `json:"fold"`
+	// Counts lists the input.counts keys the rules read.
+	Counts countKeys `json:"counts"`
+}
+
+// Export turns a bundle into Rego and data. Policies that do not compile are
+// exported as such: OPA denies POLICY_COMPILE_ERROR where the scan reaches
+// them, as the engine does. The error names what cannot be exported.
+func Export(b engine.Bundle) (*Bundle, error) {
+	sorted := engine.Bundle{Policies: slices.Clone(b.Policies)}
+	sorted.Sort()
+	g := &gen{calls: map[string]bool{}, tokens: map[string]bool{}, heads: map[string]bool{}}
+	d := data{Policies: []policyData{}, CompileErrors: []int{}, TieredPolicies: []int{}, FrozenAgents: map[string][]frozenData{}, Fold: map[string]string{}}
+	for pi := range sorted.Policies {
+		pd, err := g.policy(pi, &sorted.Policies[pi])
+		if err != nil {
+			return nil, err
+		}
+		d.Policies = append(d.Policies, pd)
+		switch {
+		case pd.CompileError != "":
+			d.CompileErrors = append(d.CompileErrors, pi)
+		case pd.Tiered:
+			d.TieredPolicies = append(d.TieredPolicies, pi)
+		}
+		for _, r := range pd.Rules {
+			d.Warns = d.Warns || r.Effect == string(engine.EffectWarn)
+		}
+	}
+	for _, f := range b.FrozenAgents {
+		// Only a freeze naming an agent_id can be decided from the request;
+		// one naming a ServiceAccount needs the caller's word for it.
+		if f.ID == "" && f.ServiceAccount != "" {
+			continue
+		}
+		e := frozenData{Reason: f.Reason}
+		if e.Reason == "" {
+			e.Reason = f.Describe() + " is frozen"
+		}
+		if f.ExpiresAt != nil {
+			ns := unixNanoClamped(*f.ExpiresAt)
+			e.ExpiresAtNs = &ns
+		}
+		key := engine.FoldKey(f.ID)
+		d.FrozenAgents[key] = append(d.FrozenAgents[key], e)
+		d.FrozenCount++
+		g.folds = true
+	}
+	if g.folds {
+		d.Fold = foldTable()
+	}
+	d.PolicyCount = len(d.Policies)
+	d.Counts = countKeys{Calls: sortedSet(g.calls), Tokens: sortedSet(g.tokens)}
+
+	doc, err := json.MarshalIndent(map[string]any{Root: d}, "", " ")
+	if err != nil {
+		return nil, fmt.Errorf("encoding the data: %w", err)
+	}
+	manifest, err := json.MarshalIndent(map[string]any{"revision": b.Revision, "roots": []string{Root}, "rego_version": 1}, "", " ")
+	if err != nil {
+		return nil, fmt.Errorf("encoding the manifest: %w", err)
+	}
+	var src strings.Builder
+	src.WriteString("# Generated by `toolgate export rego`: toolgate's policies as Rego (v1).\n")
+	fmt.Fprintf(&src, "# Bundle revision %s. Query data.toolgate.decision with the tool call as input.\n", b.Revision)
+	src.WriteString("package toolgate\n\n")
+	src.WriteString(g.out.String())
+	for _, name := range []string{"deny_hit", "hit", "thit", "rhit", "rbound"} {
+		if !g.heads[name] {
+			fmt.Fprintf(&src, "# no rule adds to %s\n%s := set()\n\n", name, name)
+		}
+	}
+	src.WriteString(runtime)
+	return &Bundle{Revision: b.Revision, Manifest: append(manifest, '\n'), Policy: []byte(src.String()), Data: append(doc, '\n')}, nil
+}
+
+func unixNanoClamped(t time.Time) int64 {
+	switch {
+	case t.Before(time.Unix(0, math.MinInt64)):
+		return math.MinInt64
+	case t.After(time.Unix(0, math.MaxInt64)):
+		return math.MaxInt64
+	}
+	return t.UnixNano()
+}
+
+func sortedSet(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+var foldOnce = sync.OnceValue(func() map[string]string {
+	m := map[string]string{}
+	for r := rune(0); r <= unicode.MaxRune; r++ {
+		if !utf8.ValidRune(r) {
+			continue
+		}
+		s := string(r)
+		if k := engine.FoldKey(s); k != s {
+			m[s] = k
+		}
+	}
+	return m
+})
+
+// foldTable maps every rune that folding changes to its fold key.
+func foldTable() map[string]string { return foldOnce() }
+
+// mode is where a rule is checked, as in the engine.
+type mode uint8
+
+const (
+	modeOrdered mode = iota
+	modeTool
+	modeResource
+)
+
+type gen struct {
+	out           strings.Builder
+	calls, tokens map[string]bool
+	folds         bool            // agents are compared folded
+	heads         map[string]bool // hit, thit, rhit, rbound: some rule adds to it
+	groups        int
+	negations     int
+	// pending are helper rules of the rule being written, written after it.
+	pending strings.Builder
+}
+
+// refusal is the error for what cannot be exported.
+func refusal(p *engine.Policy, r *engine.Rule, format string, args ...any) error {
+	return fmt.Errorf("policy %q rule %q cannot be exported to Rego: %s", p.ID, r.ID, fmt.Sprintf(format, args...))
+}
+
+func (g *gen) policy(pi int, raw *engine.Policy) (policyData, error) {
+	p := raw.WithDefaults()
+	pd := policyData{ID: p.ID, Version: p.Version, Tiered: p.Tiered(), Rules: []ruleData{},
+		DefaultDeny: p.DefaultEffect == string(engine.Deny)}
+	if pd.DefaultDeny {
+		pd.DefaultReason = engine.DefaultDenyReason(p.ID)
+	}
+	if pd.CompileError = engine.CompileError(*raw); pd.CompileError != "" {
+		fmt.Fprintf(&g.out, "# policy %s (priority %d) does not compile: the scan denies where it reaches it.\n\n", quote(p.ID), p.Priority)
+		return pd, nil
+	}
+	kind := "ordered: the first matching deny decides, else the last match"
+	if pd.Tiered {
+		kind = "tiered: the top-ranked match of each evaluation decides"
+	}
+	fmt.Fprintf(&g.out, "# ---- policy %s (priority %d, %s; default %s)\n\n", quote(p.ID), p.Priority, kind, p.DefaultEffect)
+	rank := ranks(&p)
+	for ri := range p.Rules {
+		r := &p.Rules[ri]
+		pd.Rules = append(pd.Rules, ruleData{ID: r.ID, Effect: r.Effect, Reason: engine.RuleReason(p.ID, r)})
+		var err error
+		switch {
+		case !pd.Tiered && engine.Effect(r.Effect) == engine.EffectDeny:
+			err = g.rule(&p, r, modeOrdered, fmt.Sprintf("deny_hit contains [%d, %d]", pi, ri), ri, rank[ri], "")
+		case !pd.Tiered:
+			err = g.rule(&p, r, modeOrdered, fmt.Sprintf("hit contains [%d, %d]", pi, ri), ri, rank[ri], "")
+		case r.Targets != nil && r.Targets.Resources != nil:
+			err = g.resourceRule(&p, r, pi, ri, rank[ri])
+		default:
+			err = g.rule(&p, r, modeTool, fmt.Sprintf("thit contains [%d, %d, %d]", pi, rank[ri], ri), ri, rank[ri], "")
+		}
+		if err != nil {
+			return pd, err
+		}
+	}
+	return pd, nil
+}
+
+// ranks is a tiered policy's evaluation order: rule i is ranks[i]-th by
+// priority (descending), effect (deny, warn, audit, allow) and index.
+func ranks(p *engine.Policy) []int {
+	order := make([]int, len(p.Rules))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(x, y int) int {
+		a, b := &p.Rules[x], &p.Rules[y]
+		if a.Priority != b.Priority {
+			if a.Priority > b.Priority {
+				return -1
+			}
+			return 1
+		}
+		return engine.EffectRank(engine.Effect(b.Effect)) - engine.EffectRank(engine.Effect(a.Effect))
+	})
+	rank := make([]int, len(order))
+	for pos, i := range order {
+		rank[i] = pos
+	}
+	return rank
+}
+
+func (g *gen) comment(p *engine.Policy, r *engine.Rule, ri, rank int, tiered bool) {
+	fmt.Fprintf(&g.out, "# policy %s rule %d %s: %s", quote(p.ID), ri, quote(r.ID), r.Effect)
+	if tiered {
+		fmt.Fprintf(&g.out, " (priority %d, rank %d)", r.Priority, rank)
+	}
+	g.out.WriteString("\n")
+}
+
+// rule writes one rule: head, then the filters and conditions of r in mode m.
+// prelude opens the body (the resource binding of a per-resource rule).
+func (g *gen) rule(p *engine.Policy, r *engine.Rule, m mode, head string, ri, rank int, prelude string) error {
+	if m != modeResource {
+		g.comment(p, r, ri, rank, m == modeTool)
+	}
+	body, possible, err := g.body(p, r, m)
+	if err != nil {
+		return err
+	}
+	if !possible {
+		g.out.WriteString("# (select.resourceType never holds at a tiered policy's tool level: no rule)\n\n")
+		g.pending.Reset()
+		return nil
+	}
+	lines := append(splitLines(prelude), body...)
+	if len(lines) == 0 {
+		lines = []string{"true"}
+	}
+	g.heads[strings.Fields(head)[0]] = true
+	fmt.Fprintf(&g.out, "%s if {\n", head)
+	for _, l := range lines {
+		fmt.Fprintf(&g.out, "\t%s\n", l)
+	}
+	g.out.WriteString("}\n\n")
+	g.flush()
+	return nil
+}
+
+// flush writes the pending helper rules.
+func (g *gen) flush() {
+	g.out.WriteString(g.pending.String())
+	g.pending.Reset()
+}
+
+func splitLines(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, "\n")
+}
+
+// resourceRule writes a tiered policy's rule bound to resources: it is
+// evaluated for each resource it names, and makes the resource bound.
+func (g *gen) resourceRule(p *engine.Policy, r *engine.Rule, pi, ri, rank int) error {
+	g.comment(p, r, ri, rank, true)
+	names := map[string][]string{}
+	var types []string
+	for _, t := range r.Targets.Resources {
+		if _, ok := names[t.Type]; !ok {
+			types = append(types, t.Type)
+		}
+		names[t.Type] = append(names[t.Type], t.Names...)
+	}
+	sort.Strings(types)
+	var obj []string
+	for _, t := range types {
+		obj = append(obj, quote(t)+": "+stringSet(names[t]))
+	}
+	bind := fmt.Sprintf("some i, r in _resources\n_binds(r, {%s})", strings.Join(obj, ", "))
+	var targets []string
+	if t := r.Targets; t != nil {
+		if t.Servers != nil {
+			targets = append(targets, "_server in "+stringSet(t.Servers))
+		}
+		if t.Tools != nil {
+			targets = append(targets, "input.tool_name in "+stringSet(t.Tools))
+		}
+	}
+	g.heads["rbound"] = true
+	fmt.Fprintf(&g.out, "rbound contains [%d, i] if {\n", pi)
+	for _, l := range append(splitLines(bind), targets...) {
+		fmt.Fprintf(&g.out, "\t%s\n", l)
+	}
+	g.out.WriteString("}\n\n")
+	return g.rule(p, r, modeResource, fmt.Sprintf("rhit contains [%d, i, %d, %d]", pi, rank, ri), ri, rank, bind)
+}
+
+// body is the expressions of r's filters and conditions in mode m;
+// possible=false when a filter can never hold there.
+func (g *gen) body(p *engine.Policy, r *engine.Rule, m mode) ([]string, bool, error) {
+	var out []string
+	deny := engine.Effect(r.Effect) == engine.EffectDeny
+	if s := r.Subjects; s != nil {
+		folded := make([]string, len(s.Agents))
+		for i, a := range s.Agents {
+			folded[i] = engine.FoldKey(a)
+		}
+		if len(folded) > 0 {
+			g.folds = true
+		}
+		out = append(out, fmt.Sprintf("_subjects(%s, %s, %t)", stringSet(folded), stringSet(s.Roles), deny))
+	}
+	if t := r.Targets; t != nil {
+		if t.Servers != nil {
+			out = append(out, "_server in "+stringSet(t.Servers))
+		}
+		if t.Tools != nil {
+			out = append(out, "input.tool_name in "+stringSet(t.Tools))
+		}
+		if t.Resources != nil && m == modeOrdered {
+			names := map[string][]string{}
+			for _, rt := range t.Resources {
+				names[rt.Type] = append(names[rt.Type], rt.Names...)
+			}
+			var obj []string
+			for _, typ := range sortedSet(keysOf(names)) {
+				obj = append(obj, quote(typ)+": "+stringSet(names[typ]))
+			}
+			out = append(out, fmt.Sprintf("_touches({%s})", strings.Join(obj, ", ")))
+		}
+	}
+	if s := r.Select; s != nil {
+		if s.Action != nil {
+			out = append(out, "_action in "+stringSet(s.Action))
+		}
+		if s.SideEffect != nil {
+			out = append(out, "input.side_effect in "+stringSet(s.SideEffect))
+		}
+		if pat, ok := engine.SelectToolPattern(s.Tool); ok {
+			if err := checkPattern(pat); err != nil {
+				return nil, false, refusal(p, r, "select.tool %s", err)
+			}
+			out = append(out, "is_string(input.tool_name)", fmt.Sprintf("regex.match(%s, input.tool_name)", regexLiteral(pat)))
+		} else if s.Tool != "" {
+			out = append(out, "input.tool_name == "+quote(s.Tool))
+		}
+		if s.ResourceType != "" {
+			switch m {
+			case modeTool:
+				return nil, false, nil
+			case modeResource:
+				out = append(out, "r.type == "+quote(s.ResourceType))
+			default:
+				out = append(out, fmt.Sprintf("_touches_type(%s)", quote(s.ResourceType)))
+			}
+		}
+		for _, key := range sortedSet(keysOf(s.Context)) {
+			e, err := equalTo(fmt.Sprintf("_context[%s]", quote(key)), s.Context[key])
+			if err != nil {
+				return nil, false, refusal(p, r, "select.context %s: %v", key, err)
+			}
+			out = append(out, e)
+		}
+	}
+	if w := r.When; w != nil {
+		if w.Schedule != nil {
+			out = append(out, "_in_schedule("+schedule(w.Schedule)+")")
+		}
+		if w.Environments != nil {
+			out = append(out, "input.environment in "+stringSet(w.Environments))
+		}
+		if w.ActorConfidence != nil {
+			out = append(out, "_confidence in "+stringSet(w.ActorConfidence))
+		}
+		if w.Sensitivity != nil {
+			if m == modeResource {
+				out = append(out, fmt.Sprintf("_tagged_resource(r, %s)", stringSet(w.Sensitivity)))
+			} else {
+				out = append(out, fmt.Sprintf("_tagged(%s)", stringSet(w.Sensitivity)))
+			}
+		}
+		if l := w.RateLimit; l != nil {
+			key := g.countKey(l, g.calls)
+			out = append(out, fmt.Sprintf("_calls(%s) >= %d", quote(key), l.Max))
+		}
+		if l := w.TokenBudget; l != nil {
+			key := g.countKey(l, g.tokens)
+			out = append(out, fmt.Sprintf("_tokens(%s) + _call_tokens > %d", quote(key), l.Max))
+		}
+	}
+	for ci := range r.Conditions {
+		c := &r.Conditions[ci]
+		if c.Any != nil {
+			name, err := g.group(p, r, c.Any, m)
+			if err != nil {
+				return nil, false, err
+			}
+			out = append(out, name)
+			continue
+		}
+		e, err := g.test(c, m)
+		if err != nil {
+			return nil, false, refusal(p, r, "condition %d: %v", ci, err)
+		}
+		out = append(out, e)
+	}
+	return out, true, nil
+}
+
+func keysOf[V any](m map[string]V) map[string]bool {
+	out := make(map[string]bool, len(m))
+	for k := range m {
+		out[k] = true
+	}
+	return out
+}
+
+// countKey is the input.counts key a limit reads: per/window.
+func (g *gen) countKey(l *engine.Limit, into map[string]bool) string {
+	per := l.Per
+	if per == "" {
+		per = engine.PerAgent
+	}
+	d, _ := engine.ParseWindow(l.Window) // the policy compiled
+	key := per + "/" + d.String()
+	into[key] = true
+	return key
+}
+
+var weekdayNames = map[string]time.Weekday{"sun": time.Sunday, "mon": time.Monday, "tue": time.Tuesday,
+	"wed": time.Wednesday, "thu": time.Thursday, "fri": time.Friday, "sat": time.Saturday}
+
+// schedule writes windows as the runtime's _in_window reads them: days
+// (weekday names, as time.weekday gives them), after (the days after them,
+// for a window crossing midnight), from and to in seconds of the day, zone.
+func schedule(ws []engine.Window) string {
+	var items []string
+	for _, w := range ws {
+		days := map[time.Weekday]bool{}
+		if w.Days == nil {
+			for d := time.Sunday; d <= time.Saturday; d++ {
+				days[d] = true
+			}
+		}
+		for _, d := range w.Days {
+			days[weekdayNames[d]] = true
+		}
+		var on, after []string
+		for d := time.Sunday; d <= time.Saturday; d++ {
+			if days[d] {
+				on = append(on, d.String())
+				after = append(after, ((d + 1) % 7).String())
+			}
+		}
+		zone := w.TimeZone
+		if zone == "" {
+			zone = "UTC"
+		}
+		items = append(items, fmt.Sprintf("{\"days\": %s, \"after\": %s, \"from\": %d, \"to\": %d, \"zone\": %s}",
+			stringSet(on), stringSet(after), secondsOf(w.From), secondsOf(w.To), quote(zone)))
+	}
+	return "[" + strings.Join(items, ", ") + "]"
+}
+
+func secondsOf(hhmm string) int {
+	h, _ := strconv.Atoi(hhmm[:2])
+	m, _ := strconv.Atoi(hhmm[3:5])
+	return h*3600 + m*60
+}
+
+// group writes an any group as a helper rule (a function of the resource
+// in a per-resource evaluation), one definition per member, and returns
+// the expression that calls it.
+func (g *gen) group(p *engine.Policy, r *engine.Rule, members []engine.Condition, m mode) (string, error) {
+	g.groups++
+	name := fmt.Sprintf("_any_%d", g.groups)
+	call, head := name, name
+	if readsResource(members, m) {
+		call, head = name+"(r)", name+"(r)"
+	}
+	var defs strings.Builder
+	for _, member := range members {
+		tests := []engine.Condition{member}
+		if member.All != nil {
+			tests = member.All
+		}
+		h := head
+		if head != name && !readsResource(tests, m) {
+			h = name + "(_)"
+		}
+		fmt.Fprintf(&defs, "%s if {\n", h)
+		for i := range tests {
+			e, err := g.test(&tests[i], m)
+			if err != nil {
+				return "", refusal(p, r, "any group: %v", err)
+			}
+			fmt.Fprintf(&defs, "\t%s\n", e)
+		}
+		defs.WriteString("}\n\n")
+	}
+	fmt.Fprintf(&g.out, "# an any group of rule %s: one definition per member\n", quote(r.ID))
+	g.out.WriteString(defs.String())
+	return call, nil
+}
+
+// readsResource tells whether conditions read the resource under
+// evaluation (r): paths rooted at resource, in a per-resource evaluation.
+func readsResource(conds []engine.Condition, m mode) bool {
+	if m != modeResource {
+		return false
+	}
+	for i := range conds {
+		c := &conds[i]
+		if readsResource(c.All, m) || readsResource(c.Any, m) {
+			return true
+		}
+		if c.Field == "resource" || strings.HasPrefix(c.Field, "resource.") {
+			return true
+		}
+	}
+	return false
+}
+
+// test is the Rego expression of one condition. A negated operator is
+// `not` of a helper rule holding its opposite: OPA evaluates the fields a
+// call reads before the call, outside the `not`, so `not f(input.missing)`
+// would be undefined where the engine's condition holds.
+func (g *gen) test(c *engine.Condition, m mode) (string, error) {
+	e, negated, err := test(c, m)
+	if err != nil || !negated {
+		return e, err
+	}
+	g.negations++
+	name := fmt.Sprintf("_not_%d", g.negations)
+	if readsResource([]engine.Condition{*c}, m) {
+		name += "(r)"
+	}
+	fmt.Fprintf(&g.pending, "%s if %s\n\n", name, e)
+	return "not " + name, nil
+}
+
+// test is the Rego expression of one condition: it holds exactly when the
+// engine's condition holds, missing fields included (a negated operator
+// holds on a missing field because `not` of an undefined call is true).
+func test(c *engine.Condition, m mode) (string, bool, error) {
+	e, err := positive(c, m)
+	switch c.Operator {
+	case "neq", "not_in", "not_contains", "not_exists", "is_empty":
+		return e, true, err
+	}
+	return e, false, err
+}
+
+// positive is the expression of the condition, or for a negated operator
+// (neq, not_in, not_contains, not_exists, is_empty) of its opposite.
+func positive(c *engine.Condition, m mode) (string, error) {
+	path, err := engine.ParsePath(c.Field)
+	if err != nil {
+		return "", err
+	}
+	f := field(path, m)
+	str := "_str(" + f + ")"
+	switch c.Operator {
+	case "eq":
+		return equalTo(f, c.Value)
+	case "neq":
+		return equalTo(f, c.Value)
+	case "in", "not_in":
+		raws := c.Values
+		if len(c.Value) > 0 {
+			raws = []json.RawMessage{c.Value}
+		}
+		members := make([]string, 0, len(raws))
+		for _, raw := range raws {
+			var v any
+			if err := json.Unmarshal(raw, &v); err != nil {
+				return "", err
+			}
+			members = append(members, engine.Stringify(v))
+		}
+		return str + " in " + stringSet(members), nil
+	case "contains", "not_contains", "starts_with", "ends_with", "matches":
+		var lit string
+		if err := json.Unmarshal(c.Value, &lit); err != nil {
+			return "", err
+		}
+		switch c.Operator {
+		case "contains":
+			return fmt.Sprintf("contains(%s, %s)", str, quote(lit)), nil
+		case "not_contains":
+			return fmt.Sprintf("contains(%s, %s)", str, quote(lit)), nil
+		case "starts_with":
+			return fmt.Sprintf("startswith(%s, %s)", str, quote(lit)), nil
+		case "ends_with":
+			return fmt.Sprintf("endswith(%s, %s)", str, quote(lit)), nil
+		}
+		if err := checkPattern(lit); err != nil {
+			return "", fmt.Errorf("matches %w", err)
+		}
+		return fmt.Sprintf("regex.match(%s, %s)", regexLiteral(lit), str), nil
+	case "gt", "gte", "lt", "lte":
+		var n float64
+		if err := json.Unmarshal(c.Value, &n); err != nil {
+			return "", err
+		}
+		op := map[string]string{"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}[c.Operator]
+		return fmt.Sprintf("_number(%s) %s %s", f, op, number(n)), nil
+	case "exists", "not_exists":
+		return "_present(" + f + ")", nil
+	case "is_empty", "is_not_empty":
+		return "_non_empty(" + f + ")", nil
+	case "is_valid_json":
+		return "_valid_json(" + f + ")", nil
+	}
+	return "", fmt.Errorf("unknown operator %q", c.Operator)
+}
+
+// equalTo is eq's strict, type-aware equality with a scalar literal.
+func equalTo(f string, raw json.RawMessage) (string, error) {
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return "", err
+	}
+	switch x := v.(type) {
+	case string:
+		return f + " == " + quote(x), nil
+	case float64:
+		return fmt.Sprintf("_eq_num(%s, %s)", f, number(x)), nil
+	case bool:
+		return fmt.Sprintf("%s == %t", f, x), nil
+	}
+	return "", fmt.Errorf("not a string, number or boolean")
+}
+
+// number writes a float64 as a Rego number: its shortest decimal, which OPA
+// compares exactly.
+func number(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+// field is the Rego expression of a field path: a ref where every step is
+// a key, _at for a decimal step (an object's key or an array's index) and
+// _key after one. In a per-resource evaluation a path rooted at resource
+// reads the resource under evaluation (r).
+func field(path engine.Path, m mode) string {
+	cur := "input"
+	if m == modeResource && path[0].Key == "resource" {
+		cur, path = "r", path[1:]
+	}
+	plain := true
+	for _, s := range path {
+		switch {
+		case s.Index >= 0:
+			cur = fmt.Sprintf("_at(%s, %s, %d)", cur, quote(s.Key), s.Index)
+			plain = false
+		case !plain:
+			cur = fmt.Sprintf("_key(%s, %s)", cur, quote(s.Key))
+		case isIdent(s.Key):
+			cur += "." + s.Key
+		default:
+			cur += "[" + quote(s.Key) + "]"
+		}
+	}
+	return cur
+}
+
+var keywords = map[string]bool{"as": true, "default": true, "else": true, "false": true, "import": true, "package": true,
+	"not": true, "null": true, "true": true, "with": true, "some": true, "in": true, "every": true, "contains": true, "if": true}
+
+func isIdent(s string) bool {
+	if s == "" || keywords[s] {
+		return false
+	}
+	for i, c := range s {
+		if c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (i > 0 && c >= '0' && c <= '9') {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// quote writes s as a Rego string literal (a JSON string).
+func quote(s string) string {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s)
+	return strings.TrimSuffix(buf.String(), "\n")
+}
+
+// stringSet writes a Rego set of strings, sorted and without repeats.
+func stringSet(items []string) string {
+	if len(items) == 0 {
+		return "set()"
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range items {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, quote(s))
+		}
+	}
+	sort.Strings(out)
+	return "{" + strings.Join(out, ", ") + "}"
+}
+
+// regexLiteral writes a pattern as a raw string when it can be one.
+func regexLiteral(p string) string {
+	if !strings.ContainsAny(p, "`\n\r") {
+		return "`" + p + "`"
+	}
+	return quote(p)
+}
+
+// checkPattern refuses a pattern whose meaning could differ between the
+// engine's RE2 (go-re2) and OPA's regex.match (Go's regexp): \C (any byte,
+// which Go does not know), \p and \P (Unicode classes, whose tables follow
+// each library's Unicode version) and any character outside ASCII (case
+// folding and classes of non-ASCII text follow those tables too). The rest,
+// ASCII RE2 syntax, means the same in both.
+func checkPattern(p string) error {
+	for i := 0; i < len(p); i++ {
+		if p[i] >= utf8.RuneSelf {
+			return fmt.Errorf("pattern %s has a character outside ASCII: exported patterns are ASCII RE2 syntax", quote(p))
+		}
+		if p[i] == '\\' && i+1 < len(p) {
+			switch p[i+1] {
+			case 'C', 'p', 'P':
+				return fmt.Errorf("pattern %s uses \\%c, whose meaning differs between RE2 and Go's regexp", quote(p), p[i+1])
+			}
+			i++
+		}
+	}
+	return nil
+}

@@ -1,0 +1,439 @@
+package regodiff
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/engine"
+)
+
+var (
+	fuzzBundles  = flag.Int("bundles", 400, "random bundles the differential test generates")
+	fuzzRequests = flag.Int("requests", 60, "random requests per bundle")
+	fuzzSeed     = flag.Uint64("seed", 1, "seed of the random bundles and requests")
+	dumpDir      = flag.String("dump", "", "write the first mismatch's bundle, exported bundle and input here")
+)
+
+// The vocabulary is small so that conditions hold often, and holds what
+// matters: number forms, unicode, types, <>& inside objects.
+var (
+	tools  = []string{"Bash", "bash", "pay", "mcp__db__query", "mcp__db__", "mcp____x", "mcp__github__create_issue", "tool_1", "5", ""}
+	agents = []string{"agent-1", "Agent-1", "AGENT-K", "agent-\u212a", "agent-k", "\u017fam", "SAM", "sam", "\u03c3\u03c2", "\u03a3\u03a3", "\u03c3\u03c3", "stra\u00dfe", "", "\u0130x", "ix"}
+	fields = []string{"tool_name", "agent_id", "input.command", "input.path", "input", "input.nested.deep", "kwargs.amount",
+		"kwargs.flag", "kwargs.note", "kwargs", "args.0", "args.1.x", "args.1", "args.2", "args", "input.missing",
+		"kwargs.amount.x", "session_id", "args.01", "resource.name", "resource.level", "resource", "in.if", "a-b.c d"}
+	strs = []string{"Bash", "bash", "rm", "rm -rf /", "-rf", "ls", "a&&b", "&&", "<script>", "5000", "1000", "1e3", "abc",
+		"true", "null", "", `{"a":1}`, "x", "agent-1", "[1,2]", "0x10", "NaN", " 1000", "\u212a", "\u00e9", "line\nbreak",
+		"+5", ".5", "05", "-2.5e-1", `{"x":"n"}`, `"command":"rm -rf /"`, "5", "1e400", "1e-400", "123456789012345678901", "\u2028", "tab\there", "q\"uote\\"}
+	numbers = []string{"5000", "5000.0", "5e3", "5E+3", "50000e-1", "999", "1000", "0", "-0", "-0.0", "-1", "1.5", "0.1", "1e21",
+		"1e20", "1e-7", "1e-6", "0.000001", "123456789", "9007199254740993", "9007199254740992", "123456789012345678901",
+		"12345678901234567890123", "1.7976931348623157e308", "5e-324", "0.1000000000000000055511151231257827", "2.5", "100000000000000000000.0", "-1.5e-10"}
+	patterns = []string{"^rm", "rf /$", "^Bash$", "[0-9]+", "(?i)bash", "", "^$", "a&&b", `^\{`, "5000", `^[1-9][0-9]{3,}$`, "&&",
+		"(?s).", "rm", "^ls$", `e\+21$`, `\d\.\d`, "(?i)k", "<", `^\[`, `\bdrop\s`, "(?i)^mcp__", `^"`, `\n`}
+	badPatterns = []string{"(", "(?=x)", `(a)\1`, "x{1001}", "[z-a]"}
+	roles       = []string{"analyst", "admin", "dev"}
+	servers     = []string{"db", "github", "x"}
+	resTypes    = []string{"table", "repo", "file"}
+	resNames    = []string{"users", "orders", "main", "a"}
+	tags        = []string{"pii", "secret", "public"}
+	zones       = []string{"", "UTC", "Europe/Berlin", "America/New_York", "Asia/Kolkata"}
+	days        = []string{"mon", "tue", "wed", "thu", "fri", "sat", "sun"}
+	operators   = append(append([]string{}, engine.Operators...), "bogus")
+)
+
+type gen struct{ r *rand.Rand }
+
+func (g *gen) n(k int) int         { return g.r.IntN(k) }
+func (g *gen) p(pct int) bool      { return g.r.IntN(100) < pct }
+func pick[T any](g *gen, xs []T) T { return xs[g.n(len(xs))] }
+
+func (g *gen) some(xs []string, max int) []string {
+	n := 1 + g.n(max)
+	out := make([]string, n)
+	for i := range out {
+		out[i] = pick(g, xs)
+	}
+	return out
+}
+
+func jsonText(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// scalar is a condition value: mostly well typed for its operator.
+func (g *gen) scalar() json.RawMessage {
+	switch g.n(3) {
+	case 0:
+		return jsonText(pick(g, strs))
+	case 1:
+		return json.RawMessage(pick(g, numbers))
+	}
+	return json.RawMessage(pick(g, []string{"true", "false"}))
+}
+
+func (g *gen) test() engine.Condition {
+	c := engine.Condition{Field: pick(g, fields), Operator: pick(g, operators)}
+	if g.p(2) {
+		c.Field = pick(g, []string{"", "a..b", "__proto__", "x."})
+	}
+	switch c.Operator {
+	case "eq", "neq":
+		c.Value = g.scalar()
+	case "in", "not_in":
+		if g.p(20) {
+			c.Value = g.scalar()
+		} else {
+			for range 1 + g.n(4) {
+				c.Values = append(c.Values, g.scalar())
+			}
+		}
+	case "contains", "not_contains", "starts_with", "ends_with":
+		c.Value = jsonText(pick(g, strs))
+	case "matches":
+		c.Value = jsonText(pick(g, patterns))
+		if g.p(3) {
+			c.Value = jsonText(pick(g, badPatterns))
+		}
+	case "gt", "gte", "lt", "lte":
+		c.Value = json.RawMessage(pick(g, numbers))
+	}
+	if g.p(3) { // a value of the wrong type, or one where none belongs
+		c.Value = pick(g, []json.RawMessage{json.RawMessage("null"), json.RawMessage("{}"), json.RawMessage(`"x"`), json.RawMessage("7")})
+	}
+	return c
+}
+
+func (g *gen) condition() engine.Condition {
+	if !g.p(15) {
+		return g.test()
+	}
+	var any []engine.Condition
+	for range 1 + g.n(3) {
+		if g.p(30) {
+			var all []engine.Condition
+			for range 1 + g.n(2) {
+				all = append(all, g.test())
+			}
+			any = append(any, engine.Condition{All: all})
+		} else {
+			any = append(any, g.test())
+		}
+	}
+	return engine.Condition{Any: any}
+}
+
+func (g *gen) rule(i int, tiered bool) engine.Rule {
+	r := engine.Rule{ID: fmt.Sprintf("r%d", i), Effect: pick(g, []string{"allow", "deny", "deny", "warn", "audit"})}
+	if g.p(2) {
+		r.ID = pick(g, []string{"", "Bad_ID", "r0"})
+	}
+	if g.p(1) {
+		r.Effect = "block"
+	}
+	if g.p(30) {
+		r.Description = pick(g, []string{"no <b>", "caf\u00e9 \"q\"", "d"})
+	}
+	if tiered {
+		r.Priority = int32(g.n(3))
+	} else if g.p(1) {
+		r.Priority = 1 // a compile error in an ordered policy
+	}
+	gate := 40
+	if tiered {
+		gate = 75
+	}
+	if g.p(gate) {
+		g.gateway(&r, tiered)
+	}
+	for range g.n(4) {
+		r.Conditions = append(r.Conditions, g.condition())
+	}
+	return r
+}
+
+func (g *gen) gateway(r *engine.Rule, tiered bool) {
+	if g.p(30) {
+		s := &engine.Subjects{}
+		if g.p(60) {
+			s.Agents = g.some(agents[:12], 2)
+		}
+		if s.Agents == nil || g.p(40) {
+			s.Roles = g.some(roles, 2)
+		}
+		r.Subjects = s
+	}
+	if g.p(50) {
+		t := &engine.Targets{}
+		if g.p(40) {
+			t.Servers = g.some(servers, 2)
+		}
+		if g.p(30) {
+			t.Tools = g.some(tools[:9], 2)
+		}
+		if g.p(50) || (t.Servers == nil && t.Tools == nil) {
+			for range 1 + g.n(2) {
+				t.Resources = append(t.Resources, engine.ResourceTarget{Type: pick(g, resTypes), Names: g.some(resNames, 2)})
+			}
+		}
+		r.Targets = t
+	}
+	if g.p(30) {
+		s := &engine.Select{}
+		switch g.n(6) {
+		case 0:
+			s.Action = g.some([]string{"call", "read", "write"}, 2)
+		case 1:
+			s.SideEffect = g.some([]string{"read", "write"}, 1)
+		case 2:
+			s.Tool = pick(g, []string{"pay", "/^mcp__db__/", "/(?i)BASH/", "Bash"})
+		case 3:
+			s.ResourceType = pick(g, resTypes)
+		default:
+			s.Context = map[string]json.RawMessage{pick(g, []string{"env", "team"}): g.scalar()}
+		}
+		r.Select = s
+	}
+	if g.p(30) {
+		w := &engine.When{}
+		switch g.n(6) {
+		case 0:
+			win := engine.Window{From: pick(g, []string{"08:00", "22:00", "00:00", "12:30"}), To: pick(g, []string{"18:00", "06:00", "23:59", "12:31"}), TimeZone: pick(g, zones)}
+			if g.p(60) {
+				win.Days = g.some(days, 3)
+			}
+			w.Schedule = []engine.Window{win}
+		case 1:
+			w.Environments = g.some([]string{"prod", "dev"}, 1)
+		case 2:
+			w.Sensitivity = g.some(tags, 2)
+		case 3:
+			w.ActorConfidence = g.some([]string{"unknown", "high", "low"}, 2)
+		case 4:
+			w.RateLimit = &engine.Limit{Max: int64(1 + g.n(5)), Window: pick(g, []string{"1m", "90s", "1h", "7d"}), Per: pick(g, []string{"", "agent", "session"})}
+		default:
+			w.TokenBudget = &engine.Limit{Max: int64(500 + g.n(1500)), Window: pick(g, []string{"1h", "24h"}), Per: pick(g, []string{"", "session"})}
+		}
+		r.When = w
+	}
+}
+
+func (g *gen) bundle(now time.Time) engine.Bundle {
+	var b engine.Bundle
+	names := []string{"alpha", "beta", "gamma", "delta"}
+	for i := range g.n(5) { // 0 to 4 policies: none is NO_POLICIES
+		p := engine.Policy{ID: names[i], Priority: int32(pick(g, []int{0, 10, 10, 20})), Version: int64(g.n(3)),
+			DefaultEffect: pick(g, []string{"", "allow", "deny"})}
+		if g.p(1) {
+			p.DefaultEffect = "maybe"
+		}
+		tiered := g.p(35)
+		if tiered {
+			p.Evaluation = engine.EvaluationTiered
+		} else if g.p(20) {
+			p.Evaluation = engine.EvaluationOrdered
+		}
+		for j := range g.n(7) { // 0 rules does not compile
+			p.Rules = append(p.Rules, g.rule(j, tiered))
+		}
+		b.Policies = append(b.Policies, p)
+	}
+	for range g.n(3) {
+		f := engine.FrozenAgent{ID: pick(g, agents)}
+		if g.p(20) {
+			f.Reason = "stop \u00e9"
+		}
+		if g.p(60) {
+			at := now.Add(time.Duration(g.n(7)-3) * time.Hour)
+			f.ExpiresAt = &at
+		}
+		if g.p(10) {
+			f.ServiceAccount = "sa-1"
+		}
+		b.FrozenAgents = append(b.FrozenAgents, f)
+	}
+	return b
+}
+
+// value writes a random JSON value as text, numbers in every form.
+func (g *gen) value(depth int) string {
+	switch k := g.n(9); {
+	case k < 3:
+		return string(jsonText(pick(g, strs)))
+	case k < 5:
+		return pick(g, numbers)
+	case k == 5:
+		return pick(g, []string{"true", "false", "null"})
+	case k == 6 && depth < 3:
+		var items []string
+		for range g.n(4) {
+			items = append(items, g.value(depth+1))
+		}
+		return "[" + strings.Join(items, ",") + "]"
+	case depth < 3:
+		return g.object(depth+1, []string{"x", "a", "b", "<", "z", "command", "deep", "\u00e9"})
+	}
+	return `"leaf"`
+}
+
+func (g *gen) object(depth int, keys []string) string {
+	var items []string
+	seen := map[string]bool{}
+	for range g.n(4) {
+		k := pick(g, keys)
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		items = append(items, string(jsonText(k))+":"+g.value(depth))
+	}
+	return "{" + strings.Join(items, ",") + "}"
+}
+
+func (g *gen) request() []byte {
+	var items []string
+	add := func(k, v string) { items = append(items, string(jsonText(k))+":"+v) }
+	if !g.p(5) {
+		if g.p(5) {
+			add("tool_name", g.value(2))
+		} else {
+			add("tool_name", string(jsonText(pick(g, tools))))
+		}
+	}
+	if g.p(85) {
+		if g.p(5) {
+			add("agent_id", g.value(2))
+		} else {
+			add("agent_id", string(jsonText(pick(g, agents))))
+		}
+	}
+	if g.p(50) {
+		add("session_id", string(jsonText(pick(g, []string{"s1", "s2", ""}))))
+	}
+	if g.p(80) {
+		add("input", g.object(1, []string{"command", "path", "nested", "sql", "x"}))
+	}
+	if g.p(60) {
+		add("kwargs", g.object(1, []string{"amount", "flag", "note"}))
+	}
+	if g.p(40) {
+		add("args", g.value(0))
+	}
+	if g.p(30) {
+		add("roles", pick(g, []string{`["analyst"]`, `["dev","admin"]`, `[]`, `"analyst"`, `[1,"dev"]`}))
+	}
+	if g.p(20) {
+		add("server", pick(g, []string{`"db"`, `"github"`, `5`, `null`}))
+	}
+	if g.p(20) {
+		add("action", pick(g, []string{`"read"`, `"write"`, `"call"`, `1`}))
+	}
+	if g.p(30) {
+		add("side_effect", pick(g, []string{`"read"`, `"write"`, `true`}))
+	}
+	if g.p(20) {
+		add("environment", pick(g, []string{`"prod"`, `"dev"`, `[]`}))
+	}
+	if g.p(20) {
+		add("actor_confidence", pick(g, []string{`"high"`, `"low"`, `"unknown"`, `3`}))
+	}
+	if g.p(30) {
+		add("sensitivity", pick(g, []string{`["pii"]`, `["public","secret"]`, `"pii"`, `[1]`}))
+	}
+	if g.p(20) {
+		add("context", pick(g, []string{`{"env":"prod"}`, `{"team":5000}`, `{"env":true,"team":"x"}`, `[1]`, `{"team":"5e3"}`}))
+	}
+	if g.p(40) {
+		var rs []string
+		for range g.n(4) {
+			rs = append(rs, pick(g, []string{
+				fmt.Sprintf(`{"type":%q,"name":%q}`, pick(g, resTypes), pick(g, resNames)),
+				fmt.Sprintf(`{"type":%q,"name":%q,"sensitivity":["pii"],"level":%s}`, pick(g, resTypes), pick(g, resNames), pick(g, numbers)),
+				`{"type":"table"}`, `"users"`, `{"type":1,"name":"users"}`,
+			}))
+		}
+		add("resources", "["+strings.Join(rs, ",")+"]")
+	}
+	if g.p(20) {
+		add("tokens", pick(g, []string{"100", "1e3", "-5", "0.5", `"100"`, "2000"}))
+	}
+	if g.p(5) {
+		add("resource", g.object(1, []string{"name", "level"}))
+	}
+	return []byte("{" + strings.Join(items, ",") + "}")
+}
+
+// TestFuzz compares OPA and the engine on random bundles and requests:
+// every operator, missing fields, numbers in every JSON form, unicode,
+// frozen agents with expiry, compile errors, several policies with
+// priorities and defaults, tiered policies with every gateway filter.
+func TestFuzz(t *testing.T) {
+	g := &gen{r: rand.New(rand.NewPCG(*fuzzSeed, 2))}
+	base := time.Date(2026, 11, 16, 7, 0, 0, 0, time.UTC)
+	compared, refused, failures := 0, 0, 0
+	for range *fuzzBundles {
+		now := base.Add(time.Duration(g.n(7*24*4)) * 15 * time.Minute)
+		b := g.bundle(now)
+		p, err := prepare(t, b)
+		if err != nil {
+			refused++
+			t.Errorf("refused a bundle the generator means to be exportable: %v", err)
+			continue
+		}
+		u := usage{seed: g.r.Uint64()}
+		for range *fuzzRequests {
+			at := now
+			if g.p(30) {
+				at = now.Add(time.Duration(g.n(600)-300) * time.Minute)
+			}
+			doc := g.request()
+			var use engine.Usage = u
+			if g.p(10) {
+				use = nil
+			}
+			ok, err := p.compare(t, doc, at, use)
+			if err != nil {
+				failures++
+				if failures <= 5 {
+					bj, _ := json.Marshal(b)
+					t.Errorf("%v\nbundle: %s", err, bj)
+				}
+				if failures == 1 && *dumpDir != "" {
+					dump(t, *dumpDir, p, b, doc, at, use)
+				}
+			}
+			if ok {
+				compared++
+			}
+		}
+	}
+	t.Logf("fuzz: %d requests compared over %d bundles, %d mismatches, %d refused", compared, *fuzzBundles, failures, refused)
+	if compared < 20000 && *fuzzBundles**fuzzRequests >= 24000 {
+		t.Errorf("only %d requests compared, want at least 20,000", compared)
+	}
+}
+
+func dump(t *testing.T, dir string, p *pair, b engine.Bundle, doc []byte, at time.Time, u engine.Usage) {
+	bj, _ := json.MarshalIndent(b, "", " ")
+	_ = os.MkdirAll(dir, 0o755)
+	_ = os.WriteFile(filepath.Join(dir, "bundle.json"), bj, 0o644)
+	var in map[string]any
+	_ = json.Unmarshal(doc, &in)
+	in["now"] = at.Format(time.RFC3339Nano)
+	if u != nil {
+		req, _ := engine.DecodeRequest(doc)
+		in["counts"] = countsFor(req, u, at, p.counts.calls, p.counts.tokens)
+	}
+	ij, _ := json.Marshal(in)
+	_ = os.WriteFile(filepath.Join(dir, "input.json"), ij, 0o644)
+	if err := p.exported.WriteDir(filepath.Join(dir, "opa")); err != nil {
+		t.Log(err)
+	}
+}
