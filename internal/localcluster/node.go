@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -83,14 +82,7 @@ type Node struct {
 	// Up is how long Start took, Ready when the node was Ready.
 	Up time.Duration
 
-	procs []*daemon
-}
-
-type daemon struct {
-	name string
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
+	procs []*Process
 }
 
 // StartNode starts the cluster and imports the OCI archives in images
@@ -380,23 +372,12 @@ iptables: {localhostNodePorts: false}
 
 // run starts a daemon logging to logs/<name>.log, with its pid file.
 func (n *Node) run(name string, env []string, bin string, args ...string) error {
-	logPath := n.path("logs", name+".log")
-	f, err := os.Create(logPath)
+	d, err := startLogged(name, n.path("logs", name+".log"), env, bin, args...)
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.Env = append(os.Environ(), env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("starting %s: %w", name, err)
-	}
-	d := &daemon{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); _ = f.Close(); close(d.done) }()
 	n.procs = append(n.procs, d)
-	return os.WriteFile(n.path("run", name+".pid"), fmt.Appendf(nil, "%d %s", cmd.Process.Pid, bin), 0o644)
+	return os.WriteFile(n.path("run", name+".pid"), fmt.Appendf(nil, "%d %s", d.Cmd.Process.Pid, bin), 0o644)
 }
 
 // waitFor polls cond until it holds, failing early when the daemon it
@@ -416,7 +397,7 @@ func (n *Node) waitFor(what string, timeout time.Duration, daemonName string, co
 		for _, d := range n.procs {
 			select {
 			case <-d.done:
-				return fmt.Errorf("%s exited while waiting for %s; end of %s:\n%s", d.name, what, d.log, tail(d.log, 3000))
+				return fmt.Errorf("%s exited while waiting for %s; end of %s:\n%s", d.Name, what, d.Log, tail(d.Log, 3000))
 			default:
 			}
 		}
@@ -447,12 +428,12 @@ func (n *Node) Stop() {
 	stopped := false
 	for i := len(n.procs) - 1; i >= 0; i-- {
 		d := n.procs[i]
-		if d.name == "containerd" && !stopped {
+		if d.Name == "containerd" && !stopped {
 			n.killContainers()
 			stopped = true
 		}
-		d.stop()
-		_ = os.Remove(n.path("run", d.name+".pid"))
+		d.stopWithin(5 * time.Second)
+		_ = os.Remove(n.path("run", d.Name+".pid"))
 	}
 }
 
@@ -472,20 +453,5 @@ func (n *Node) killContainers() {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-	}
-}
-
-func (d *daemon) stop() {
-	select {
-	case <-d.done:
-		return
-	default:
-	}
-	_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-d.done:
-	case <-time.After(5 * time.Second):
-		_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
-		<-d.done
 	}
 }

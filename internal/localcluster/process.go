@@ -20,13 +20,26 @@ type Process struct {
 // StartProcess runs bin with args; its output goes to Dir/<name>.log. The
 // cluster stops it on Stop.
 func (c *Cluster) StartProcess(name, bin string, args ...string) (*Process, error) {
-	logPath := filepath.Join(c.Dir, name+".log")
+	p, err := startLogged(name, filepath.Join(c.Dir, name+".log"), nil, bin, args...)
+	if err != nil {
+		return nil, err
+	}
+	c.procs = append(c.procs, p)
+	return p, nil
+}
+
+// startLogged starts bin in its own process group (so stopping it stops
+// its children too), with env added to ours and its output in logPath.
+func startLogged(name, logPath string, env []string, bin string, args ...string) (*Process, error) {
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		_ = logFile.Close()
@@ -38,7 +51,6 @@ func (c *Cluster) StartProcess(name, bin string, args ...string) (*Process, erro
 		_ = logFile.Close()
 		close(p.done)
 	}()
-	c.procs = append(c.procs, p)
 	return p, nil
 }
 
@@ -53,14 +65,17 @@ func (p *Process) Exited() bool {
 }
 
 // Stop sends SIGTERM to the process group, then SIGKILL after 10 s.
-func (p *Process) Stop() {
+func (p *Process) Stop() { p.stopWithin(10 * time.Second) }
+
+// stopWithin sends SIGTERM to the process group, then SIGKILL after grace.
+func (p *Process) stopWithin(grace time.Duration) {
 	if p.Exited() {
 		return
 	}
 	_ = syscall.Kill(-p.Cmd.Process.Pid, syscall.SIGTERM)
 	select {
 	case <-p.done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(grace):
 		_ = syscall.Kill(-p.Cmd.Process.Pid, syscall.SIGKILL)
 		<-p.done
 	}
