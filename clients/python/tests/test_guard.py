@@ -43,6 +43,39 @@ class GuardTest(unittest.TestCase):
         self.assertEqual(cm.exception.result.code, "pay-without-amount")
         self.assertEqual(ran, [(250, "EUR")], "a denied tool must not run")
 
+    def test_method(self) -> None:
+        client = self.client
+
+        class Shop:
+            def __init__(self) -> None:
+                self.paid = []
+
+            @toolgate.guard(client, session_id="g-method", framework="python", agent_id="shop-agent")
+            def pay(self, amount=None, currency="EUR"):
+                self.paid.append(amount)
+
+            @classmethod
+            @toolgate.guard(client, session_id="g-method", framework="python", agent_id="shop-agent", tool_name="pay")
+            def pay_for_all(cls, *, amount):
+                return amount
+
+        shop = Shop()
+        shop.pay(amount=250)
+        with self.assertRaises(toolgate.ToolDenied) as cm:
+            shop.pay(amount=5000)
+        self.assertEqual(cm.exception.result.code, "pay-over-cap")
+        # The instance is not an argument: one positional argument reaches
+        # the sidecar as args[0], so the rule that needs kwargs.amount denies.
+        with self.assertRaises(toolgate.ToolDenied) as cm:
+            shop.pay(250)
+        self.assertEqual(cm.exception.result.code, "pay-without-amount")
+        self.assertEqual(Shop.pay_for_all(amount=10), 10)
+        with self.assertRaises(toolgate.ToolDenied):
+            Shop.pay_for_all(amount=5000)
+        self.assertEqual(shop.paid, [250])
+        logged = [d for d in self.sc.decision_log() if d.get("session_id") == "g-method"]
+        self.assertEqual(len(logged), 5, logged)
+
     def test_async(self) -> None:
         ran = []
         loop_thread = []

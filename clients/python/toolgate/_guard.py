@@ -42,7 +42,9 @@ def guard(
     Coroutine functions are guarded too: the blocking evaluate() runs in a
     worker thread (``asyncio.to_thread``), so the event loop never waits on
     the sidecar. Arguments that do not encode as JSON raise TypeError, as
-    evaluate() does, and the function does not run.
+    evaluate() does, and the function does not run. On a method (a function
+    whose first parameter is named ``self`` or ``cls``) the instance or
+    class is not an argument of the tool and is not sent.
 
         @toolgate.guard(client, session_id="s-1", framework="python")
         def pay(amount, currency="EUR"): ...
@@ -55,7 +57,11 @@ def guard(
         if not name:
             raise ValueError("toolgate.guard: %r has no __name__: pass tool_name=" % (fn,))
 
+        params = list(inspect.signature(fn).parameters)
+        bound = 1 if params and params[0] in ("self", "cls") else 0
+
         def check(args: Any, kwargs: Any) -> None:
+            args = args[bound:]
             res = client.evaluate(
                 name,
                 session_id=session_id,
