@@ -97,7 +97,7 @@ func runExport(cmd *cobra.Command, o *ExportOptions, s streams) error {
 		}
 		return nil
 	}
-	doc, err := out.Tar()
+	doc, err := out.Tar(nil)
 	if err != nil {
 		return fmt.Errorf("writing the bundle: %w", err)
 	}

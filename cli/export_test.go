@@ -52,7 +52,7 @@ func TestExportRegoFromBundleFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	o = run(t, "", "export", "rego", "--bundle-file", file, "--tar", "-o", "-")
-	want, _ := exportSamples(t).Tar()
+	want, _ := exportSamples(t).Tar(nil)
 	if o.code != 0 || o.stdout != string(want) {
 		t.Errorf("exit %d (%s): the export of the bundle file differs from the export of its manifests", o.code, o.stderr)
 	}
@@ -87,7 +87,7 @@ func TestExportRegoTar(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, _ := exportSamples(t).Tar()
+	want, _ := exportSamples(t).Tar(nil)
 	if !bytes.Equal(doc, want) {
 		t.Error("the tar file is not the exported bundle's tar")
 	}
