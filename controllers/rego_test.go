@@ -270,6 +270,8 @@ func TestPolicyRegoCannotExpressStillPublishesTheJSONBundle(t *testing.T) {
 	if err := k8s.Patch(context.Background(), &cur, patch); err != nil {
 		t.Fatal(err)
 	}
-	waitForRego(t, ns, func(b engine.Bundle) bool { return len(b.Policies) == 2 && b.Revision != cm.Annotations[v1alpha1.RevisionAnnotation] })
+	waitForRego(t, ns, func(b engine.Bundle) bool {
+		return len(b.Policies) == 2 && b.Revision != cm.Annotations[v1alpha1.RevisionAnnotation]
+	})
 	waitForPolicyReady(t, ns, "unicode", v1alpha1.ReasonPublished)
 }

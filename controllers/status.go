@@ -38,8 +38,8 @@ type outcome struct {
 	// regoErr is why the published ConfigMap carries no Rego bundle
 	// (PublishRego): rego.Export refused the bundle.
 	regoErr error
-	diags       map[string][]engine.Diagnostic
-	now         time.Time
+	diags   map[string][]engine.Diagnostic
+	now     time.Time
 	// generations are those of the objects the bundle was built from: a
 	// status describes only what was published.
 	generations map[types.UID]int64
