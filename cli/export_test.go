@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/manifest"
 	"github.com/toolgate/toolgate/rego"
 )
@@ -175,5 +176,30 @@ spec:
 				t.Errorf("exit %d, stderr %q; want exit %d and %q", o.code, o.stderr, tc.code, tc.want)
 			}
 		})
+	}
+}
+
+// --signing-key signs the tar as the operator does with --publish-rego.
+func TestExportRegoTarSigned(t *testing.T) {
+	ring := testenv.Keyring(t, 2)
+	keyFile := filepath.Join(t.TempDir(), "keys.pem")
+	if err := os.WriteFile(keyFile, ring.PrivatePEM(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := run(t, "", "export", "rego", "-f", samplesDir, "--now", exportNow, "--tar", "-o", "-", "--signing-key", keyFile)
+	want, _ := exportSamples(t).Tar(ring.Current())
+	if o.code != 0 || o.stdout != string(want) {
+		t.Fatalf("exit %d (%s): not the tar signed by the first key", o.code, o.stderr)
+	}
+	if files := untar(t, []byte(o.stdout)); files["/.signatures.json"] == "" {
+		t.Errorf("no .signatures.json in %v", keys(files))
+	}
+	if o := run(t, "", "export", "rego", "-f", samplesDir, "-o", t.TempDir(), "--signing-key", keyFile); o.code != ExitUsage {
+		t.Errorf("--signing-key without --tar: exit %d", o.code)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.pem")
+	_ = os.WriteFile(bad, ring.PublicPEM(), 0o600)
+	if o := run(t, "", "export", "rego", "-f", samplesDir, "--tar", "-o", "-", "--signing-key", bad); o.code != ExitUsage || !strings.Contains(o.stderr, "--signing-key") {
+		t.Errorf("public keys as --signing-key: exit %d %s", o.code, o.stderr)
 	}
 }
