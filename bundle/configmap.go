@@ -21,6 +21,11 @@ const (
 	Key = "bundle.json"
 	// GzipKey (in binaryData) holds it gzip-compressed when it is not.
 	GzipKey = "bundle.json.gz"
+	// RegoTarKey (in binaryData), when the operator runs with
+	// --publish-rego, holds the namespace's bundle as an OPA bundle
+	// (`toolgate export rego --tar`), signed for OPA when the operator
+	// signs. Sidecars ignore it.
+	RegoTarKey = "bundle.rego.tar.gz"
 	// SignatureKey (in data) holds the operator's signature over the
 	// document (see Signature); a mounted volume shows it as a file.
 	SignatureKey = "bundle.sig"

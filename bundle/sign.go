@@ -107,6 +107,28 @@ func (k SigningKey) Sign(namespace, revision string, counter uint64) []byte {
 	return out
 }
 
+// SignJWS signs a compact JWS signing input (base64url header "."
+// base64url payload) with EdDSA: the signature of an OPA bundle's
+// .signatures.json (rego.Signer). It refuses anything else, so the key
+// signs nothing that could be read as a bundle.sig statement (which has
+// newlines and "=", never base64url text).
+func (k SigningKey) SignJWS(signingInput []byte) ([]byte, error) {
+	dots := 0
+	for _, c := range signingInput {
+		switch {
+		case c == '.':
+			dots++
+		case c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '-', c == '_':
+		default:
+			return nil, fmt.Errorf("not a JWS signing input: byte %q", c)
+		}
+	}
+	if dots != 1 {
+		return nil, errors.New("not a JWS signing input: want header.payload")
+	}
+	return ed25519.Sign(k.priv, signingInput), nil
+}
+
 // Keyring is the operator's keys: the first signs, every one is published
 // as trusted (previous keys until every bundle is re-signed, next keys
 // before they sign, so sidecars given them at admission accept them).

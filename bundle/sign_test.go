@@ -125,3 +125,21 @@ func BenchmarkVerify(b *testing.B) {
 		}
 	}
 }
+
+// SignJWS signs JWS signing inputs (the Rego bundle's .signatures.json) and
+// nothing else: never a bundle.sig statement.
+func TestSignJWSSignsOnlyJWSInput(t *testing.T) {
+	k := testenv.Keyring(t, 1).Current()
+	sig, err := k.SignJWS([]byte("eyJhbGciOiJFZERTQSJ9.eyJmaWxlcyI6W119"))
+	if err != nil || len(sig) != 64 {
+		t.Fatalf("a JWS signing input: %d bytes, %v", len(sig), err)
+	}
+	for _, in := range []string{
+		"toolgate-bundle-signature-v1\nnamespace=agents\nrevision=sha256:aa\ncounter=7\n",
+		"eyJhbGciOiJFZERTQSJ9", "a.b.c", "a.b=", "",
+	} {
+		if _, err := k.SignJWS([]byte(in)); err == nil {
+			t.Errorf("SignJWS signed %q", in)
+		}
+	}
+}

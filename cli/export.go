@@ -26,6 +26,11 @@ type ExportOptions struct {
 	// BundleFile is a bundle document (what `toolgate bundle` prints and
 	// the operator publishes) to export instead of manifests.
 	BundleFile string
+	// SigningKey is a PEM file of Ed25519 private keys (the operator's
+	// toolgate-signing-key Secret's keys.pem): with Tar, its first key signs
+	// the bundle for OPA (.signatures.json), as the operator does with
+	// --publish-rego.
+	SigningKey string
 }
 
 func newExportCommand() *cobra.Command {
@@ -61,6 +66,7 @@ func newExportCommand() *cobra.Command {
 	cmd.Flags().StringVarP(&o.Out, "output", "o", "", "bundle directory to write; with --tar, the .tar.gz file, or - for stdout (required)")
 	cmd.Flags().BoolVar(&o.Tar, "tar", false, "write the gzipped tar OPA's bundle plugin loads instead of a directory")
 	cmd.Flags().StringVar(&o.Now, "now", "", "leave out freezes expired at this RFC 3339 time instead of now")
+	cmd.Flags().StringVar(&o.SigningKey, "signing-key", "", "with --tar, sign the bundle for OPA (.signatures.json, EdDSA) with the first key of this PEM file of Ed25519 private keys, as the operator does")
 	cmd.Flags().StringVar(&o.BundleFile, "bundle-file", "", "export this bundle document (toolgate bundle's output, a ConfigMap's bundle.json) instead of manifests; - for stdin")
 	export.AddCommand(cmd)
 	return export
@@ -79,6 +85,20 @@ func runExport(cmd *cobra.Command, o *ExportOptions, s streams) error {
 		return usageErrorf("%s: -o is required: the bundle directory, or with --tar the .tar.gz file (- for stdout)", cmd.CommandPath())
 	case o.Out == "-" && !o.Tar:
 		return usageErrorf("%s: -o - writes to stdout, which only --tar can: a bundle directory is several files", cmd.CommandPath())
+	case o.SigningKey != "" && !o.Tar:
+		return usageErrorf("%s: --signing-key signs the --tar bundle: a bundle directory is written unsigned", cmd.CommandPath())
+	}
+	var signer rego.Signer
+	if o.SigningKey != "" {
+		pemKeys, err := os.ReadFile(o.SigningKey)
+		if err != nil {
+			return usageErrorf("%s: --signing-key: %v", cmd.CommandPath(), err)
+		}
+		ring, err := bundle.ParseKeyring(pemKeys)
+		if err != nil {
+			return usageErrorf("%s: --signing-key %s: %v", cmd.CommandPath(), o.SigningKey, err)
+		}
+		signer = ring.Current()
 	}
 	b, err := exportedBundle(o, s)
 	if err != nil {
@@ -97,7 +117,7 @@ func runExport(cmd *cobra.Command, o *ExportOptions, s streams) error {
 		}
 		return nil
 	}
-	doc, err := out.Tar()
+	doc, err := out.Tar(signer)
 	if err != nil {
 		return fmt.Errorf("writing the bundle: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/manifest"
 	"github.com/toolgate/toolgate/rego"
 )
@@ -52,7 +53,7 @@ func TestExportRegoFromBundleFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	o = run(t, "", "export", "rego", "--bundle-file", file, "--tar", "-o", "-")
-	want, _ := exportSamples(t).Tar()
+	want, _ := exportSamples(t).Tar(nil)
 	if o.code != 0 || o.stdout != string(want) {
 		t.Errorf("exit %d (%s): the export of the bundle file differs from the export of its manifests", o.code, o.stderr)
 	}
@@ -87,7 +88,7 @@ func TestExportRegoTar(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, _ := exportSamples(t).Tar()
+	want, _ := exportSamples(t).Tar(nil)
 	if !bytes.Equal(doc, want) {
 		t.Error("the tar file is not the exported bundle's tar")
 	}
@@ -175,5 +176,30 @@ spec:
 				t.Errorf("exit %d, stderr %q; want exit %d and %q", o.code, o.stderr, tc.code, tc.want)
 			}
 		})
+	}
+}
+
+// --signing-key signs the tar as the operator does with --publish-rego.
+func TestExportRegoTarSigned(t *testing.T) {
+	ring := testenv.Keyring(t, 2)
+	keyFile := filepath.Join(t.TempDir(), "keys.pem")
+	if err := os.WriteFile(keyFile, ring.PrivatePEM(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := run(t, "", "export", "rego", "-f", samplesDir, "--now", exportNow, "--tar", "-o", "-", "--signing-key", keyFile)
+	want, _ := exportSamples(t).Tar(ring.Current())
+	if o.code != 0 || o.stdout != string(want) {
+		t.Fatalf("exit %d (%s): not the tar signed by the first key", o.code, o.stderr)
+	}
+	if files := untar(t, []byte(o.stdout)); files["/.signatures.json"] == "" {
+		t.Errorf("no .signatures.json in %v", keys(files))
+	}
+	if o := run(t, "", "export", "rego", "-f", samplesDir, "-o", t.TempDir(), "--signing-key", keyFile); o.code != ExitUsage {
+		t.Errorf("--signing-key without --tar: exit %d", o.code)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.pem")
+	_ = os.WriteFile(bad, ring.PublicPEM(), 0o600)
+	if o := run(t, "", "export", "rego", "-f", samplesDir, "--tar", "-o", "-", "--signing-key", bad); o.code != ExitUsage || !strings.Contains(o.stderr, "--signing-key") {
+		t.Errorf("public keys as --signing-key: exit %d %s", o.code, o.stderr)
 	}
 }

@@ -31,6 +31,9 @@ type bundleReconciler struct {
 	// published holds, per namespace, the bundle this process last
 	// published: what a BundleTooLarge namespace's freezes are added to.
 	published sync.Map // namespace -> engine.Bundle
+	// regoExports holds, per namespace, the last Rego bundle exported
+	// (PublishRego).
+	regoExports sync.Map // namespace -> regoExport
 }
 
 func (r *bundleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -55,7 +58,9 @@ func (r *bundleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	out := newOutcome(in, r.opts.ConfigMapName, revision, diags, now)
 	compileErrors.WithLabelValues(req.Namespace).Set(float64(len(diags)))
 
-	p, err := renderPayload(doc, revision, r.opts.CompressAbove, r.opts.MaxStoredBytes)
+	regoTar, regoErr := r.regoBundle(req.Namespace, b, revision)
+	out.regoErr = regoErr
+	p, err := renderPayload(doc, revision, r.opts.CompressAbove, r.opts.MaxStoredBytes, regoTar)
 	var tooLarge *errBundleTooLarge
 	switch {
 	case errors.As(err, &tooLarge):

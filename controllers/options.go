@@ -34,6 +34,11 @@ type Options struct {
 	// Keys, when set, sign every bundle published (bundle.SignatureKey);
 	// the first key signs, all verify the counter of the bundle replaced.
 	Keys *bundle.Keyring
+	// PublishRego adds the namespace's bundle as an OPA bundle (rego.Export,
+	// `toolgate export rego --tar`) under bundle.RegoTarKey, signed for OPA
+	// with Keys' current key when Keys is set. Its bytes count against
+	// MaxStoredBytes.
+	PublishRego bool
 }
 
 func (o Options) withDefaults() Options {

@@ -3,6 +3,7 @@ package controllers
 import (
 	"bytes"
 	"compress/gzip"
+	"errors"
 	"fmt"
 	"maps"
 
@@ -24,12 +25,18 @@ type payload struct {
 // document is larger than sidecars accept (compressed is then 0).
 type errBundleTooLarge struct {
 	raw, compressed, limit int
+	// rego is the size of the Rego bundle stored beside it (0: none).
+	rego int
 }
 
 func (e *errBundleTooLarge) Error() string {
 	if e.compressed == 0 {
 		return fmt.Sprintf("bundle is %d bytes, more than the %d a sidecar accepts decompressed: split the namespace's policies or shorten descriptions",
 			e.raw, e.limit)
+	}
+	if e.rego > 0 {
+		return fmt.Sprintf("bundle is %d bytes (%d gzipped) plus the %d-byte Rego bundle (%s, --publish-rego), more than the %d a ConfigMap can hold: split the namespace's policies, shorten descriptions, or turn off --publish-rego (Helm value manager.publishRego)",
+			e.raw, e.compressed, e.rego, bundle.RegoTarKey, e.limit)
 	}
 	return fmt.Sprintf("bundle is %d bytes (%d gzipped), more than the %d a ConfigMap can hold: split the namespace's policies or shorten descriptions",
 		e.raw, e.compressed, e.limit)
@@ -38,11 +45,31 @@ func (e *errBundleTooLarge) Error() string {
 // renderPayload stores small documents as text, so `kubectl get -o yaml`
 // shows them, and larger ones gzipped in binaryData.
 // A document past bundle.MaxDocumentBytes is never published, however well
-// it compresses: sidecars refuse it.
-func renderPayload(doc []byte, revision string, compressAbove, maxStored int) (payload, error) {
+// it compresses: sidecars refuse it. regoTar, when not nil, is stored
+// beside it (bundle.RegoTarKey) and counts against maxStored.
+func renderPayload(doc []byte, revision string, compressAbove, maxStored int, regoTar []byte) (payload, error) {
 	if len(doc) > bundle.MaxDocumentBytes {
 		return payload{}, &errBundleTooLarge{raw: len(doc), limit: bundle.MaxDocumentBytes}
 	}
+	p, err := renderDocument(doc, revision, compressAbove, maxStored-len(regoTar))
+	var tooLarge *errBundleTooLarge
+	if errors.As(err, &tooLarge) {
+		tooLarge.limit, tooLarge.rego = maxStored, len(regoTar)
+	}
+	if err != nil || regoTar == nil {
+		return p, err
+	}
+	p.binaryData = maps.Clone(p.binaryData)
+	if p.binaryData == nil {
+		p.binaryData = map[string][]byte{}
+	}
+	p.binaryData[bundle.RegoTarKey] = regoTar
+	p.size += len(regoTar)
+	return p, nil
+}
+
+// renderDocument stores the document alone within maxStored bytes.
+func renderDocument(doc []byte, revision string, compressAbove, maxStored int) (payload, error) {
 	if len(doc) <= compressAbove && len(doc) <= maxStored {
 		return payload{revision: revision, data: map[string]string{bundle.Key: string(doc)}, size: len(doc)}, nil
 	}

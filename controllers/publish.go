@@ -117,6 +117,7 @@ func (r *bundleReconciler) deleteBundle(ctx context.Context, ns string) error {
 	key := types.NamespacedName{Namespace: ns, Name: r.opts.ConfigMapName}
 	r.written.Delete(key)
 	r.published.Delete(ns)
+	r.regoExports.Delete(ns)
 	err := r.client.Get(ctx, key, &cm)
 	if apierrors.IsNotFound(err) {
 		forgetNamespace(ns)
@@ -156,7 +157,13 @@ func (r *bundleReconciler) publishFreezes(ctx context.Context, ns string, frozen
 	if err != nil {
 		return "", false, err
 	}
-	p, err := renderPayload(doc, revision, r.opts.CompressAbove, r.opts.MaxStoredBytes)
+	// The Rego bundle goes along when it exports and fits; the freezes go
+	// out without it otherwise.
+	regoTar, _ := r.regoBundle(ns, b, revision)
+	p, err := renderPayload(doc, revision, r.opts.CompressAbove, r.opts.MaxStoredBytes, regoTar)
+	if err != nil && regoTar != nil {
+		p, err = renderPayload(doc, revision, r.opts.CompressAbove, r.opts.MaxStoredBytes, nil)
+	}
 	if err != nil {
 		return "", false, nil
 	}

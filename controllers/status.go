@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/rego"
 )
 
 // maxConditionMessage keeps a message with many diagnostics readable and well
@@ -33,8 +35,11 @@ type outcome struct {
 	// freezeAlone: that revision carries no policies (none published yet by
 	// this process to build on).
 	freezeAlone bool
-	diags       map[string][]engine.Diagnostic
-	now         time.Time
+	// regoErr is why the published ConfigMap carries no Rego bundle
+	// (PublishRego): rego.Export refused the bundle.
+	regoErr error
+	diags   map[string][]engine.Diagnostic
+	now     time.Time
 	// generations are those of the objects the bundle was built from: a
 	// status describes only what was published.
 	generations map[types.UID]int64
@@ -74,6 +79,14 @@ func policyStatus(p *v1alpha1.Policy, o outcome) v1alpha1.PolicyStatus {
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, v1alpha1.ReasonBundleTooLarge, o.tooLarge.Error()
 	case len(diags) > 0:
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, v1alpha1.ReasonCompileError, diagnosticsMessage(diags)
+	case o.regoRefuses(p.Name):
+		// Live for the sidecars: only the Rego bundle is missing.
+		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.ReasonRegoExportRefused
+		cond.Message = fmt.Sprintf("live in ConfigMap %s, which carries no Rego bundle (%s, --publish-rego) until this is fixed: %v",
+			o.configMap, bundle.RegoTarKey, o.regoErr)
+		if len(cond.Message) > maxConditionMessage {
+			cond.Message = strings.ToValidUTF8(cond.Message[:maxConditionMessage-3], "") + "..."
+		}
 	default:
 		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.ReasonPublished
 		cond.Message = fmt.Sprintf("live in ConfigMap %s", o.configMap)
@@ -122,6 +135,16 @@ func frozenAgentStatus(f *v1alpha1.FrozenAgent, o outcome) v1alpha1.FrozenAgentS
 	}
 	st.Conditions = withProgress(st.Conditions, cond)
 	return st
+}
+
+// regoRefuses tells whether the Rego export failed because of the named
+// policy; an error that names no policy concerns them all.
+func (o outcome) regoRefuses(policy string) bool {
+	if o.regoErr == nil {
+		return false
+	}
+	var refusal *rego.RefusalError
+	return !errors.As(o.regoErr, &refusal) || refusal.PolicyID == policy
 }
 
 func (o outcome) publishFailedMessage() string {

@@ -91,7 +91,7 @@ func (r *statusReconciler) patchStatus(ctx context.Context, obj, before client.O
 		if prev := apimeta.FindStatusCondition(was, v1alpha1.ConditionReady); prev == nil || prev.Reason != ready.Reason {
 			emit(r.recorder, obj, corev1.EventTypeWarning, ready.Reason, "Publish", ready.Message)
 		}
-	case v1alpha1.ReasonCompileError, v1alpha1.ReasonBundleTooLarge:
+	case v1alpha1.ReasonCompileError, v1alpha1.ReasonBundleTooLarge, v1alpha1.ReasonRegoExportRefused:
 		emit(r.recorder, obj, corev1.EventTypeWarning, ready.Reason, "Publish", ready.Message)
 	case v1alpha1.ReasonExpired:
 		emit(r.recorder, obj, corev1.EventTypeNormal, ready.Reason, "Expire", ready.Message)

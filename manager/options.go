@@ -75,6 +75,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"namespace of the leader election Lease (default: the pod's namespace)")
 	fs.StringVar(&o.Controller.ConfigMapName, "bundle-configmap-name", o.Controller.ConfigMapName,
 		"name of the bundle ConfigMap published in each namespace")
+	fs.BoolVar(&o.Controller.PublishRego, "publish-rego", o.Controller.PublishRego,
+		"also publish each namespace's bundle as an OPA bundle (toolgate export rego --tar) under binaryData."+bundle.RegoTarKey+
+			" of its bundle ConfigMap, signed for OPA when bundles are signed; it counts against the ConfigMap size limit")
 	fs.StringSliceVar(&o.Namespaces, "namespaces", o.Namespaces,
 		"comma-separated namespaces to watch (default: all)")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig,

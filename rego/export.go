@@ -77,12 +77,21 @@ func (b *Bundle) WriteDir(dir string) error {
 	return nil
 }
 
-// WriteTar writes the bundle as the gzipped tar OPA's bundle plugin loads.
-// It is reproducible: equal bundles give equal bytes.
-func (b *Bundle) WriteTar(w io.Writer) error {
+// WriteTar writes the bundle as the gzipped tar OPA's bundle plugin loads,
+// signed by s (OPA's .signatures.json, see Signer) unless s is nil. It is
+// reproducible: equal bundles (and keys) give equal bytes.
+func (b *Bundle) WriteTar(w io.Writer, s Signer) error {
+	files := b.Files()
+	if s != nil {
+		sigs, err := signaturesFile(files, s)
+		if err != nil {
+			return err
+		}
+		files = append([][2]string{{SignaturesFile, string(sigs)}}, files...)
+	}
 	gz := gzip.NewWriter(w)
 	tw := tar.NewWriter(gz)
-	for _, f := range b.Files() {
+	for _, f := range files {
 		hdr := &tar.Header{Name: "/" + f[0], Mode: 0o644, Size: int64(len(f[1])), Typeflag: tar.TypeReg, ModTime: time.Unix(0, 0).UTC()}
 		if err := tw.WriteHeader(hdr); err != nil {
 			return err
@@ -98,9 +107,9 @@ func (b *Bundle) WriteTar(w io.Writer) error {
 }
 
 // Tar is WriteTar into memory.
-func (b *Bundle) Tar() ([]byte, error) {
+func (b *Bundle) Tar(s Signer) ([]byte, error) {
 	var buf bytes.Buffer
-	err := b.WriteTar(&buf)
+	err := b.WriteTar(&buf, s)
 	return buf.Bytes(), err
 }
 
@@ -274,9 +283,20 @@ type gen struct {
 	pending strings.Builder
 }
 
+// RefusalError is Export's error for what cannot be exported: it names the
+// policy and rule.
+type RefusalError struct {
+	PolicyID, RuleID string
+	Reason           string
+}
+
+func (e *RefusalError) Error() string {
+	return fmt.Sprintf("policy %q rule %q cannot be exported to Rego: %s", e.PolicyID, e.RuleID, e.Reason)
+}
+
 // refusal is the error for what cannot be exported.
 func refusal(p *engine.Policy, r *engine.Rule, format string, args ...any) error {
-	return fmt.Errorf("policy %q rule %q cannot be exported to Rego: %s", p.ID, r.ID, fmt.Sprintf(format, args...))
+	return &RefusalError{PolicyID: p.ID, RuleID: r.ID, Reason: fmt.Sprintf(format, args...)}
 }
 
 func (g *gen) policy(pi int, raw *engine.Policy) (policyData, error) {

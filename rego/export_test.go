@@ -85,7 +85,7 @@ func TestExportLayout(t *testing.T) {
 			t.Errorf("policy.rego lacks %q", want)
 		}
 	}
-	doc, err := out.Tar()
+	doc, err := out.Tar(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestExportLayout(t *testing.T) {
 	if got := strings.Join(names, " "); got != "/.manifest /toolgate/policy.rego /data.json" {
 		t.Errorf("tar holds %s", got)
 	}
-	again, _ := out.Tar()
+	again, _ := out.Tar(nil)
 	if !bytes.Equal(doc, again) {
 		t.Error("the tar is not reproducible")
 	}

@@ -23,6 +23,11 @@ const (
 	// ReasonPublishFailed: the API server refused the bundle ConfigMap's
 	// write; the message carries its error. Retried with backoff.
 	ReasonPublishFailed = "PublishFailed"
+	// ReasonRegoExportRefused (Ready=True: the policy is live in the JSON
+	// bundle sidecars enforce) says the operator, publishing Rego bundles
+	// (--publish-rego), could not export this policy to Rego: the
+	// namespace's bundle ConfigMap carries no Rego bundle until it can.
+	ReasonRegoExportRefused = "RegoExportRefused"
 	// ReasonPublishing is Reconciling's reason.
 	ReasonPublishing = "Publishing"
 )
