@@ -39,6 +39,12 @@ type Options struct {
 	// with Keys' current key when Keys is set. Its bytes count against
 	// MaxStoredBytes.
 	PublishRego bool
+	// RegoUnsigned publishes the Rego bundle without its OPA signature even
+	// when Keys is set: OPA's configuration file cannot name an EdDSA key,
+	// so an OPA that loads the bundle through it (a file:// resource, a
+	// bundle service) refuses a signed one. The bundle ConfigMap's write
+	// protection then guards it alone.
+	RegoUnsigned bool
 }
 
 func (o Options) withDefaults() Options {

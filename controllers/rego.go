@@ -14,7 +14,8 @@ type regoExport struct {
 }
 
 // regoBundle is the bundle as `toolgate export rego --tar` writes it, signed
-// for OPA with the current key when the operator signs; nil without
+// for OPA with the current key when the operator signs (unless
+// RegoUnsigned); nil without
 // PublishRego. An error (a policy the exporter refuses) leaves the Rego
 // bundle out: the JSON bundle is published regardless.
 func (r *bundleReconciler) regoBundle(ns string, b engine.Bundle, revision string) ([]byte, error) {
@@ -23,7 +24,7 @@ func (r *bundleReconciler) regoBundle(ns string, b engine.Bundle, revision strin
 	}
 	var signer rego.Signer
 	keyID := ""
-	if r.opts.Keys != nil {
+	if r.opts.Keys != nil && !r.opts.RegoUnsigned {
 		key := r.opts.Keys.Current()
 		signer, keyID = key, key.ID()
 	}

@@ -189,6 +189,20 @@ func TestPublishRegoSignsForOPAWithTheCurrentKey(t *testing.T) {
 	signatureOf(t, ns, signingKeys(t, key).Trusted())
 }
 
+// RegoUnsigned leaves the OPA signature out, for OPAs whose configuration
+// file cannot name an EdDSA key; the JSON bundle stays signed.
+func TestPublishRegoUnsignedForOPAConfigurations(t *testing.T) {
+	ns := newNamespace(t)
+	key := newSigningKey(t)
+	startManager(t, controllers.Options{PublishRego: true, RegoUnsigned: true, Keys: signingKeys(t, key)}, ns)
+	create(t, policy(ns, "guard", 1))
+	_, _, files := waitForRego(t, ns, func(b engine.Bundle) bool { return len(b.Policies) == 1 })
+	if sig, ok := files[rego.SignaturesFile]; ok {
+		t.Errorf("--rego-unsigned published .signatures.json: %s", sig)
+	}
+	signatureOf(t, ns, signingKeys(t, key).Trusted())
+}
+
 // The Rego bundle counts against MaxStoredBytes: a namespace whose JSON
 // bundle fits alone but not with it is BundleTooLarge, and says why.
 func TestPublishRegoCountsAgainstTheSizeLimit(t *testing.T) {

@@ -78,6 +78,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.Controller.PublishRego, "publish-rego", o.Controller.PublishRego,
 		"also publish each namespace's bundle as an OPA bundle (toolgate export rego --tar) under binaryData."+bundle.RegoTarKey+
 			" of its bundle ConfigMap, signed for OPA when bundles are signed; it counts against the ConfigMap size limit")
+	fs.BoolVar(&o.Controller.RegoUnsigned, "rego-unsigned", o.Controller.RegoUnsigned,
+		"with --publish-rego: leave the Rego bundle unsigned even when bundles are signed, for an OPA that loads it through its configuration file "+
+			"(a file:// resource or a bundle service), whose keys cannot be EdDSA; only the bundle ConfigMap's write protection then guards it")
 	fs.StringSliceVar(&o.Namespaces, "namespaces", o.Namespaces,
 		"comma-separated namespaces to watch (default: all)")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig,

@@ -148,6 +148,9 @@ func TestNonDefaultValuesReachTheDeployment(t *testing.T) {
 	if v, _ := flagValue(c.Args, "publish-rego"); v != "true" {
 		t.Errorf("--publish-rego=%q, want true (manager.publishRego)", v)
 	}
+	if v, _ := flagValue(c.Args, "rego-unsigned"); v != "true" {
+		t.Errorf("--rego-unsigned=%q, want true (manager.regoUnsigned)", v)
+	}
 	if v, _ := flagValue(c.Args, "cluster-name"); v != "prod-eu-1" {
 		t.Errorf("--cluster-name=%q, want prod-eu-1", v)
 	}
@@ -172,7 +175,7 @@ func TestSidecarDefaultsToTheManagerImage(t *testing.T) {
 		t.Errorf("--cluster-name=%q passed, yet clusterName is empty by default", v)
 	}
 	for flag, want := range map[string]string{"sidecar-cpu-request": "10m", "sidecar-cpu-limit": "500m",
-		"publish-rego": "false", "sidecar-memory": "64Mi", "sidecar-listen": "127.0.0.1:8181", "sidecar-image-pull-policy": "IfNotPresent", "sidecar-native": "true", "sidecar-metrics-port": "9191",
+		"publish-rego": "false", "rego-unsigned": "false", "sidecar-memory": "64Mi", "sidecar-listen": "127.0.0.1:8181", "sidecar-image-pull-policy": "IfNotPresent", "sidecar-native": "true", "sidecar-metrics-port": "9191",
 		"sidecar-socket": webhook.DefaultSocket, "sidecar-uid": strconv.Itoa(webhook.DefaultSidecarUID), "sidecar-gid": strconv.Itoa(webhook.DefaultSidecarUID)} {
 		if v, _ := flagValue(c.Args, flag); v != want {
 			t.Errorf("--%s=%q, want the values.yaml default %q", flag, v, want)

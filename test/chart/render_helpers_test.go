@@ -41,6 +41,7 @@ var nonDefault = []string{
 	"--set", "sidecarInjection.image.digest=sha256:" + strings.Repeat("ab", 32),
 	"--set", "manager.namespaces={team-a,team-b}",
 	"--set", "manager.publishRego=true",
+	"--set", "manager.regoUnsigned=true",
 	"--set", "sidecarInjection.nativeSidecar=false",
 	"--set", "clusterName=prod-eu-1",
 	"--set", "sidecarInjection.socket=/run/agent-gate/gate.sock",
