@@ -74,6 +74,27 @@ func settled(t *testing.T, ns string) engine.Bundle {
 	return b
 }
 
+// republishWritesNothing reconciles ns's unchanged bundle three times with
+// a fresh bundle reconciler (as a restarted or re-elected manager would)
+// and fails when that changes any object or sends any write; why names
+// what makes the content unchanged, for the message.
+func republishWritesNothing(t *testing.T, mgr *testManager, opts controllers.Options, ns, why string) {
+	t.Helper()
+	before := snapshot(t, ns)
+	writes := mgr.writes.Load()
+	bundler, _ := controllers.NewReconcilersForTest(mgr, opts)
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: bundle.DefaultConfigMapName}}
+	for range 3 {
+		if _, err := bundler.Reconcile(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before.diff(t, snapshot(t, ns))
+	if n := mgr.writes.Load() - writes; n != 0 {
+		t.Fatalf("%d write requests for %s", n, why)
+	}
+}
+
 func TestIdleReconcileWritesNothing(t *testing.T) {
 	ns := newNamespace(t)
 	mgr := startManager(t, controllers.Options{}, ns)

@@ -15,7 +15,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
@@ -111,19 +110,7 @@ func TestPublishRegoAddsTheOPABundleAndRewritesOnlyOnChange(t *testing.T) {
 	waitForPolicyReady(t, ns, "guard", v1alpha1.ReasonPublished)
 
 	// Unchanged content: no write, the same bytes.
-	before := snapshot(t, ns)
-	writes := mgr.writes.Load()
-	bundler, _ := controllers.NewReconcilersForTest(mgr, opts)
-	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: bundle.DefaultConfigMapName}}
-	for range 3 {
-		if _, err := bundler.Reconcile(context.Background(), req); err != nil {
-			t.Fatal(err)
-		}
-	}
-	before.diff(t, snapshot(t, ns))
-	if n := mgr.writes.Load() - writes; n != 0 {
-		t.Fatalf("%d write requests for an unchanged bundle", n)
-	}
+	republishWritesNothing(t, mgr, opts, ns, "an unchanged bundle")
 
 	// A policy change: a new Rego bundle for the new revision.
 	var p v1alpha1.Policy

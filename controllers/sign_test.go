@@ -6,8 +6,6 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
-	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/bundle"
@@ -61,19 +59,7 @@ func TestPublishedBundlesAreSignedAndUnchangedOnesAreNotRewritten(t *testing.T) 
 	}
 
 	// Re-reconciles of unchanged content: the same signature, no write.
-	before := snapshot(t, ns)
-	writes := mgr.writes.Load()
-	bundler, _ := controllers.NewReconcilersForTest(mgr, opts)
-	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: bundle.DefaultConfigMapName}}
-	for range 3 {
-		if _, err := bundler.Reconcile(context.Background(), req); err != nil {
-			t.Fatal(err)
-		}
-	}
-	before.diff(t, snapshot(t, ns))
-	if n := mgr.writes.Load() - writes; n != 0 {
-		t.Fatalf("%d write requests while re-signing unchanged content", n)
-	}
+	republishWritesNothing(t, mgr, opts, ns, "re-signing unchanged content")
 
 	// A new leader with the same key continues from the ConfigMap's counter.
 	mgr.stop()

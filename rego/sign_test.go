@@ -1,15 +1,12 @@
 package rego
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"io"
 	"strings"
 	"testing"
 )
@@ -37,21 +34,7 @@ func TestSignedTar(t *testing.T) {
 	if again, _ := out.Tar(s); !bytes.Equal(doc, again) {
 		t.Fatal("the signed tar is not reproducible: an unchanged bundle would be rewritten")
 	}
-	zr, _ := gzip.NewReader(bytes.NewReader(doc))
-	tr := tar.NewReader(zr)
-	files := map[string][]byte{}
-	var names []string
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		names = append(names, h.Name)
-		files[h.Name], _ = io.ReadAll(tr)
-	}
+	names, files := untar(t, doc)
 	if got := strings.Join(names, " "); got != "/.signatures.json /.manifest /toolgate/policy.rego /data.json" {
 		t.Fatalf("signed tar holds %s", got)
 	}
