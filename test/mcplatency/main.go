@@ -25,9 +25,11 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -57,13 +59,16 @@ func main() {
 	flag.DurationVar(&c.targetP50, "target-p50", 200*time.Microsecond, "fail when the added p50 is above this")
 	flag.DurationVar(&c.targetP99, "target-p99", time.Millisecond, "fail when the added p99 is above this")
 	flag.Parse()
-	if err := run(c); err != nil {
+	// Interrupted, it still stops its processes and removes its directory.
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	if err := run(ctx, c); err != nil {
 		fmt.Fprintln(os.Stderr, "mcplatency:", err)
 		os.Exit(1)
 	}
 }
 
-func run(c config) error {
+func run(ctx context.Context, c config) error {
 	dir, err := os.MkdirTemp("", "toolgate-mcplatency")
 	if err != nil {
 		return err
@@ -80,6 +85,7 @@ func run(c config) error {
 
 	server := exec.Command(filepath.Join(dir, "mcpserver"), "-listen", "127.0.0.1:0")
 	server.Stderr = os.Stderr
+	server.SysProcAttr = orphanless()
 	out, err := server.StdoutPipe()
 	if err != nil {
 		return err
@@ -111,6 +117,7 @@ func run(c config) error {
 		"--agent-id", "bench-agent", "--decision-log", c.decisionLog, "--listen", decisions, "--mcp-listen", proxyAddr, "--mcp-upstream", "files="+endpoint)
 	sidecar.Stdout = io.Discard // the decision log: written, as in production, then dropped
 	sidecar.Stderr = os.Stderr
+	sidecar.SysProcAttr = orphanless()
 	if err := sidecar.Start(); err != nil {
 		return err
 	}
@@ -126,6 +133,7 @@ func run(c config) error {
 	}
 	bare := exec.Command(self, "-bare-proxy", bareAddr, endpoint)
 	bare.Stderr = os.Stderr
+	bare.SysProcAttr = orphanless()
 	if err := bare.Start(); err != nil {
 		return err
 	}
@@ -134,7 +142,6 @@ func run(c config) error {
 		return err
 	}
 
-	ctx := context.Background()
 	direct, err := connect(ctx, endpoint, c.version)
 	if err != nil {
 		return fmt.Errorf("direct session: %w", err)
@@ -165,6 +172,9 @@ func run(c config) error {
 	fmt.Printf("%d warm-up and %d measured tools/call (read_file, %d-byte argument, %s) each way, alternating ...\n",
 		c.warmup, c.calls, c.argBytes, c.version)
 	for i := range c.warmup + c.calls {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("interrupted after %d calls each way: %w", i, err)
+		}
 		var took [3]time.Duration
 		for j, cs := range []*mcp.ClientSession{direct, proxied, hop} {
 			if took[j], err = call(cs); err != nil {
@@ -262,6 +272,9 @@ func waitReady(url string) error {
 	}
 	return fmt.Errorf("the sidecar was not ready at %s within 30s", url)
 }
+
+// orphanless has a child killed when this process dies, however it dies.
+func orphanless() *syscall.SysProcAttr { return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} }
 
 func stop(cmd *exec.Cmd) {
 	_ = cmd.Process.Signal(os.Interrupt)
