@@ -78,7 +78,7 @@ func InNode() bool { return os.Getenv(innerEnv) == "1" }
 // whatever the run's outcome, and returns its exit code. prepare runs
 // before the re-execution, on the host, where the Go toolchain can reach
 // the network (building images).
-func RunInNode(prepare func() error) int {
+func RunInNode(prepare func() error) (code int) {
 	fail := func(format string, args ...any) int {
 		fmt.Fprintf(os.Stderr, "FAIL: localcluster: "+format+"\n", args...)
 		return 1
@@ -113,12 +113,22 @@ func RunInNode(prepare func() error) int {
 	if c := kubepodsCgroups(); len(c) > 0 {
 		return fail("this machine cannot run the test cluster: another kubelet's cgroups are here (%s)", strings.Join(c, ", "))
 	}
+	// The host's own interfaces, addresses, routes and forwarding must not
+	// change, while the cluster runs or after: a change fails the run.
+	guard, err := guardHostNet(250 * time.Millisecond)
+	if err != nil {
+		return fail("reading the host's network: %v", err)
+	}
 	defer func() {
 		t := time.Now()
 		if err := Teardown(); err != nil {
 			fmt.Fprintf(os.Stderr, "localcluster: teardown: %v\n", err)
 		}
 		fmt.Fprintf(os.Stderr, "localcluster: teardown took %v\n", time.Since(t).Round(time.Millisecond))
+		if changed := guard.finish(); changed != "" {
+			fmt.Fprintf(os.Stderr, "FAIL: localcluster changed the host's own network (only namespaces it creates may hold its addresses): %s\n", changed)
+			code = 1
+		}
 	}()
 	if err := setupHost(); err != nil {
 		return fail("setting up the node's network namespace: %v", err)
