@@ -34,17 +34,6 @@ type ExportOptions struct {
 }
 
 func newExportCommand() *cobra.Command {
-	export := &cobra.Command{
-		Use:   "export",
-		Short: "Export a namespace's policies for other enforcers",
-		Args:  cobra.ArbitraryArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return usageErrorf("%s: unknown format %q: the one format is rego (%s rego)", cmd.CommandPath(), args[0], cmd.CommandPath())
-			}
-			return usageErrorf("%s: name a format: %s rego", cmd.CommandPath(), cmd.CommandPath())
-		},
-	}
 	o := &ExportOptions{}
 	cmd := &cobra.Command{
 		Use:   "rego -f PATH... [-n NAMESPACE] -o DIR | --tar -o FILE|-",
@@ -68,8 +57,7 @@ func newExportCommand() *cobra.Command {
 	cmd.Flags().StringVar(&o.Now, "now", "", "leave out freezes expired at this RFC 3339 time instead of now")
 	cmd.Flags().StringVar(&o.SigningKey, "signing-key", "", "with --tar, sign the bundle for OPA (.signatures.json, EdDSA) with the first key of this PEM file of Ed25519 private keys, as the operator does")
 	cmd.Flags().StringVar(&o.BundleFile, "bundle-file", "", "export this bundle document (toolgate bundle's output, a ConfigMap's bundle.json) instead of manifests; - for stdin")
-	export.AddCommand(cmd)
-	return export
+	return groupCommand("export", "Export a namespace's policies for other enforcers", "format", cmd)
 }
 
 func runExport(cmd *cobra.Command, o *ExportOptions, s streams) error {

@@ -156,7 +156,7 @@ spec:
 		want string
 	}{
 		{"no format", []string{"export"}, ExitUsage, "name a format: toolgate export rego"},
-		{"unknown format", []string{"export", "wasm"}, ExitUsage, `unknown format "wasm"`},
+		{"unknown format", []string{"export", "wasm"}, ExitUsage, `unknown format "wasm": use toolgate export rego`},
 		{"no -f", []string{"export", "rego", "-o", dir}, ExitUsage, "-f PATH is required"},
 		{"no -o", []string{"export", "rego", "-f", samplesDir}, ExitUsage, "-o is required"},
 		{"stdout without --tar", []string{"export", "rego", "-f", samplesDir, "-o", "-"}, ExitUsage, "only --tar can"},

@@ -35,14 +35,7 @@ type HookOptions struct {
 }
 
 func newHookCommand() *cobra.Command {
-	hook := &cobra.Command{
-		Use:   "hook",
-		Short: "Decide an agent's tool calls from its hook protocol",
-		Args:  cobra.NoArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
-	}
-	hook.AddCommand(newClaudeCodeHookCommand())
-	return hook
+	return groupCommand("hook", "Decide an agent's tool calls from its hook protocol", "agent", newClaudeCodeHookCommand())
 }
 
 func newClaudeCodeHookCommand() *cobra.Command {

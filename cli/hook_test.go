@@ -146,3 +146,18 @@ func TestHookMalformedEvent(t *testing.T) {
 		}
 	}
 }
+
+// toolgate hook needs the agent's protocol named: bare or unknown, it is a
+// usage error listing the agents, never a silent help page an agent's hook
+// would read as no decision.
+func TestHookNamesItsAgents(t *testing.T) {
+	for args, want := range map[string]string{
+		"":       "toolgate hook: name an agent: toolgate hook claude-code",
+		"cursor": `toolgate hook: unknown agent "cursor": use toolgate hook claude-code`,
+	} {
+		o := run(t, "", append([]string{"hook"}, strings.Fields(args)...)...)
+		if o.code != ExitUsage || o.stdout != "" || !strings.Contains(o.stderr, want) {
+			t.Errorf("toolgate hook %s: exit %d, stdout %q, stderr %q; want exit %d and %q", args, o.code, o.stdout, o.stderr, ExitUsage, want)
+		}
+	}
+}
