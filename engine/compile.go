@@ -303,28 +303,19 @@ func (k *compiler) policy(in *Policy) (cpolicy, []Diagnostic) {
 		out.rules = append(out.rules, cr)
 	}
 	if out.tiered {
-		out.rankRules()
+		out.rankRules(p.Rules)
 	}
 	out.compileError = compileErrorOf(p.ID, d.out)
 	return out, d.out
 }
 
 // rankRules orders a tiered policy's rules as evaluation sees them.
-func (p *cpolicy) rankRules() {
-	order := make([]int32, len(p.rules))
-	for i := range order {
-		order[i] = int32(i)
-	}
-	slices.SortStableFunc(order, func(x, y int32) int {
-		a, b := &p.rules[x], &p.rules[y]
-		if c := cmp.Compare(b.priority, a.priority); c != 0 {
-			return c
-		}
-		return cmp.Compare(effectRank(b.effect), effectRank(a.effect))
-	})
-	p.rank = make([]int32, len(order))
-	for pos, i := range order {
-		p.rank[i] = int32(pos)
+func (p *cpolicy) rankRules(rules []Rule) {
+	p.rank = make([]int32, len(rules))
+	order := make([]int32, len(rules)) // rule indexes in rank order
+	for i, r := range RuleRanks(rules) {
+		p.rank[i] = int32(r)
+		order[r] = int32(i)
 	}
 	byRank := func(l []int32) {
 		slices.SortFunc(l, func(x, y int32) int { return cmp.Compare(p.rank[x], p.rank[y]) })

@@ -1,6 +1,11 @@
 package engine
 
-import "fmt"
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+)
 
 // What evaluation says and compares, exported for ports of the engine to
 // other evaluators (the Rego exporter), so that a port states exactly what
@@ -34,14 +39,53 @@ func compileErrorOf(id string, diags []Diagnostic) string {
 	return fmt.Sprintf("policy %q failed to compile: %s", id, diags[0].String())
 }
 
-// EffectRank orders effects as a tiered policy ranks them: deny (3) > warn
-// > audit > allow (0).
-func EffectRank(e Effect) int { return effectRank(e) }
-
 // SelectToolPattern tells whether a select.tool value is a /regex/, and
 // returns the pattern.
 func SelectToolPattern(tool string) (string, bool) { return regexOf(tool) }
 
-// ServerOf derives an MCP tool's server from its name, as the gateway
-// filters do when a request names no server.
-func ServerOf(tool string) (string, bool) { return serverOf(tool) }
+// RuleRanks is a tiered policy's evaluation order: rule i is the
+// RuleRanks(rules)[i]-th evaluated, by priority (descending), then effect
+// (deny, warn, audit, allow), then index. The first matching rule in this
+// order decides.
+func RuleRanks(rules []Rule) []int {
+	order := make([]int, len(rules))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(x, y int) int {
+		a, b := &rules[x], &rules[y]
+		if c := cmp.Compare(b.Priority, a.Priority); c != 0 {
+			return c
+		}
+		return cmp.Compare(effectRank(Effect(b.Effect)), effectRank(Effect(a.Effect)))
+	})
+	rank := make([]int, len(order))
+	for pos, i := range order {
+		rank[i] = pos
+	}
+	return rank
+}
+
+// WindowSpan is a schedule window as evaluation reads it: the weekdays it
+// starts on (in order from Sunday), from and to in seconds of the day (to
+// before from crosses midnight), and its IANA zone.
+type WindowSpan struct {
+	Days     []time.Weekday
+	From, To int
+	Zone     string
+}
+
+// SpanOf reads w as compiling it does; ok is false when w does not compile.
+func SpanOf(w Window) (span WindowSpan, ok bool) {
+	cw, ok := window(func(Location, string, ...any) {}, nil, &w)
+	if !ok {
+		return WindowSpan{}, false
+	}
+	for d := time.Sunday; d <= time.Saturday; d++ {
+		if cw.days&(1<<d) != 0 {
+			span.Days = append(span.Days, d)
+		}
+	}
+	span.From, span.To, span.Zone = int(cw.from), int(cw.to), cw.loc.String()
+	return span, true
+}

@@ -315,7 +315,7 @@ func (g *gen) policy(pi int, raw *engine.Policy) (policyData, error) {
 		kind = "tiered: the top-ranked match of each evaluation decides"
 	}
 	fmt.Fprintf(&g.out, "# ---- policy %s (priority %d, %s; default %s)\n\n", quote(p.ID), p.Priority, kind, p.DefaultEffect)
-	rank := ranks(&p)
+	rank := engine.RuleRanks(p.Rules)
 	for ri := range p.Rules {
 		r := &p.Rules[ri]
 		pd.Rules = append(pd.Rules, ruleData{ID: r.ID, Effect: r.Effect, Reason: engine.RuleReason(p.ID, r)})
@@ -335,30 +335,6 @@ func (g *gen) policy(pi int, raw *engine.Policy) (policyData, error) {
 		}
 	}
 	return pd, nil
-}
-
-// ranks is a tiered policy's evaluation order: rule i is ranks[i]-th by
-// priority (descending), effect (deny, warn, audit, allow) and index.
-func ranks(p *engine.Policy) []int {
-	order := make([]int, len(p.Rules))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(x, y int) int {
-		a, b := &p.Rules[x], &p.Rules[y]
-		if a.Priority != b.Priority {
-			if a.Priority > b.Priority {
-				return -1
-			}
-			return 1
-		}
-		return engine.EffectRank(engine.Effect(b.Effect)) - engine.EffectRank(engine.Effect(a.Effect))
-	})
-	rank := make([]int, len(order))
-	for pos, i := range order {
-		rank[i] = pos
-	}
-	return rank
 }
 
 func (g *gen) comment(p *engine.Policy, r *engine.Rule, ri, rank int, tiered bool) {
@@ -579,45 +555,24 @@ func (g *gen) countKey(l *engine.Limit, into map[string]bool) string {
 	return key
 }
 
-var weekdayNames = map[string]time.Weekday{"sun": time.Sunday, "mon": time.Monday, "tue": time.Tuesday,
-	"wed": time.Wednesday, "thu": time.Thursday, "fri": time.Friday, "sat": time.Saturday}
-
 // schedule writes windows as the runtime's _in_window reads them: days
 // (weekday names, as time.weekday gives them), after (the days after them,
 // for a window crossing midnight), from and to in seconds of the day, zone.
+// Windows are read as the engine compiles them (engine.SpanOf); a policy
+// whose windows do not compile is exported as a compile error, never here.
 func schedule(ws []engine.Window) string {
 	var items []string
 	for _, w := range ws {
-		days := map[time.Weekday]bool{}
-		if w.Days == nil {
-			for d := time.Sunday; d <= time.Saturday; d++ {
-				days[d] = true
-			}
-		}
-		for _, d := range w.Days {
-			days[weekdayNames[d]] = true
-		}
+		span, _ := engine.SpanOf(w)
 		var on, after []string
-		for d := time.Sunday; d <= time.Saturday; d++ {
-			if days[d] {
-				on = append(on, d.String())
-				after = append(after, ((d + 1) % 7).String())
-			}
-		}
-		zone := w.TimeZone
-		if zone == "" {
-			zone = "UTC"
+		for _, d := range span.Days {
+			on = append(on, d.String())
+			after = append(after, ((d + 1) % 7).String())
 		}
 		items = append(items, fmt.Sprintf("{\"days\": %s, \"after\": %s, \"from\": %d, \"to\": %d, \"zone\": %s}",
-			stringSet(on), stringSet(after), secondsOf(w.From), secondsOf(w.To), quote(zone)))
+			stringSet(on), stringSet(after), span.From, span.To, quote(span.Zone)))
 	}
 	return "[" + strings.Join(items, ", ") + "]"
-}
-
-func secondsOf(hhmm string) int {
-	h, _ := strconv.Atoi(hhmm[:2])
-	m, _ := strconv.Atoi(hhmm[3:5])
-	return h*3600 + m*60
 }
 
 // group writes an any group as a helper rule (a function of the resource
