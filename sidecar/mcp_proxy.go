@@ -23,8 +23,8 @@ import (
 // (within the sidecar's body limits), its tools/call messages decided, and
 // the client's bytes forwarded unchanged when every call in it is allowed.
 // Everything else (GET streams, DELETE, responses and SSE streams from the
-// upstream) is relayed by httputil.ReverseProxy, which flushes event streams
-// as they arrive.
+// upstream) is relayed as it arrives: by directForwarder for plain-http
+// upstreams, by httputil.ReverseProxy for the rest.
 type mcpProxy struct {
 	s      *Server
 	routes map[string]*mcpRoute
@@ -35,9 +35,23 @@ type mcpProxy struct {
 }
 
 type mcpRoute struct {
-	up      mcpUpstream
+	up mcpUpstream
+	// direct forwards to a plain-http upstream (mcp_forward.go); nil for
+	// the rest, which rp serves.
+	direct  *directForwarder
 	rp      *httputil.ReverseProxy
+	modify  func(*http.Response) error
+	fail    func(http.ResponseWriter, *http.Request, error)
 	counted mcpCounters
+}
+
+// forward sends r upstream and relays the answer.
+func (rt *mcpRoute) forward(w http.ResponseWriter, r *http.Request) {
+	if rt.direct != nil {
+		rt.direct.forward(w, r, rt, rt.modify, rt.fail)
+		return
+	}
+	rt.rp.ServeHTTP(w, r)
 }
 
 const mcpPathPrefix = "/mcp/"
@@ -53,7 +67,8 @@ func newMCPProxy(s *Server, ups []mcpUpstream) *mcpProxy {
 		if up.auth != nil {
 			up.auth.log = s.log
 		}
-		rt := &mcpRoute{up: up, counted: requests.counters(up.name)}
+		rt := &mcpRoute{up: up, counted: requests.counters(up.name), direct: newDirectForwarder(up.url)}
+		rt.modify, rt.fail = p.modifyResponse(rt), p.upstreamError(rt)
 		tr := &http.Transport{
 			Proxy:                 http.ProxyFromEnvironment,
 			DialContext:           (&net.Dialer{Timeout: mcpDialTimeout, KeepAlive: 30 * time.Second}).DialContext,
@@ -71,8 +86,8 @@ func newMCPProxy(s *Server, ups []mcpUpstream) *mcpProxy {
 		rt.rp = &httputil.ReverseProxy{
 			Rewrite:        rt.rewrite,
 			Transport:      tr,
-			ErrorHandler:   p.upstreamError(rt),
-			ModifyResponse: p.modifyResponse(rt),
+			ErrorHandler:   rt.fail,
+			ModifyResponse: rt.modify,
 			// Every write is flushed at once: an event stream, or any
 			// answer sent in pieces, reaches the agent as it arrives.
 			FlushInterval: -1,
@@ -120,10 +135,22 @@ func (p *mcpProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = rc.SetWriteDeadline(time.Time{})
 	_ = rc.SetReadDeadline(time.Time{})
 	if r.Method != http.MethodPost {
-		rt.rp.ServeHTTP(w, r)
+		rt.forward(w, r)
 		return
 	}
 	p.post(w, r, rt)
+}
+
+// close drops the upstream connections kept alive.
+func (p *mcpProxy) close() {
+	for _, rt := range p.routes {
+		if rt.direct != nil {
+			rt.direct.close()
+		}
+		if tr, ok := rt.rp.Transport.(*http.Transport); ok {
+			tr.CloseIdleConnections()
+		}
+	}
 }
 
 func (p *mcpProxy) paths() string {
@@ -198,7 +225,7 @@ func (p *mcpProxy) post(w http.ResponseWriter, r *http.Request, rt *mcpRoute) {
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
 	r.Header.Del("Transfer-Encoding")
-	rt.rp.ServeHTTP(w, r.WithContext(withMCPInfo(r.Context(), info)))
+	rt.forward(w, r.WithContext(withMCPInfo(r.Context(), info)))
 }
 
 // readBody reads a POST body within the sidecar's own limits: at most

@@ -2,17 +2,16 @@ package sidecar
 
 import (
 	"fmt"
-	"log/slog"
 	"net"
-	"net/http"
 )
 
 // openMCP opens the MCP proxy's listener and server; nil, nil without
-// --mcp-upstream. The proxy has a server of its own because its streams
-// outlive any write timeout: it bounds headers and idle connections, each
+// --mcp-upstream. The proxy has a server of its own (mcp_serve.go) because
+// its streams outlive any write timeout and because net/http's adds
+// wake-ups to every call: it bounds headers and idle connections, each
 // POST body by --read-timeout (mcpProxy.readBody), and its connections by
 // --max-connections, like each --listen address.
-func (s *Server) openMCP() (*http.Server, net.Listener, error) {
+func (s *Server) openMCP() (*mcpServer, net.Listener, error) {
 	if s.mcp == nil {
 		return nil, nil, nil
 	}
@@ -31,9 +30,6 @@ func (s *Server) openMCP() (*http.Server, net.Listener, error) {
 	if s.opts.MCP.onListen != nil {
 		s.opts.MCP.onListen(ln.Addr())
 	}
-	srv := &http.Server{Handler: s.mcp,
-		ReadHeaderTimeout: s.opts.ReadHeaderTimeout, IdleTimeout: s.opts.IdleTimeout, MaxHeaderBytes: maxHeaderBytes,
-		ConnState: trackConnState, ConnContext: withConn,
-		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	srv := &mcpServer{handler: s.mcp, readHeaderTimeout: s.opts.ReadHeaderTimeout, idleTimeout: s.opts.IdleTimeout, log: s.log}
 	return srv, newConnLimiter(ln, s.opts.MaxConnections, s.metrics, s.opts.MCP.Listen), nil
 }

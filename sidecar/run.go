@@ -59,7 +59,7 @@ func Run(ctx context.Context, opts Options, onListen func(net.Addr)) error {
 		return err
 	}
 	decisions := s.httpServer(s)
-	servers := []*http.Server{decisions}
+	servers := []server{decisions}
 	var serving []served
 	for _, ln := range lns {
 		s.log.Info("serving decisions", "addr", ln.Addr().String(), "agentId", opts.AgentID,
@@ -143,8 +143,15 @@ func Run(ctx context.Context, opts Options, onListen func(net.Addr)) error {
 }
 
 type served struct {
-	srv *http.Server
+	srv server
 	ln  net.Listener
+}
+
+// server is what Run starts and stops: net/http's, or the MCP proxy's own
+// (mcp_serve.go).
+type server interface {
+	Serve(net.Listener) error
+	Shutdown(context.Context) error
 }
 
 // httpServer serves h with the timeouts and connection tracking both

@@ -164,6 +164,9 @@ func New(opts Options) (*Server, error) {
 
 // Close flushes the decision log, waiting at most until ctx ends.
 func (s *Server) Close(ctx context.Context) error {
+	if s.mcp != nil {
+		s.mcp.close()
+	}
 	return s.decisions.close(ctx)
 }
 

@@ -2,10 +2,11 @@
 // tools/call: real processes (the toolgate binary as sidecar, the test MCP
 // server built with the official Go SDK), the official SDK client as the
 // agent, calls with a 1 KiB argument alternating between a session straight
-// to the server, one through the proxy, and one through a bare
-// httputil.ReverseProxy process (this binary with -bare-proxy): what any
-// extra process hop costs on this machine, so the proxy's own share can be
-// told from it.
+// to the server, one through the proxy, one through a bare
+// httputil.ReverseProxy process (this binary with -bare-proxy): what an
+// HTTP hop costs on this machine, and one through a TCP splice (-splice),
+// which parses nothing: the least any process hop costs, so the proxy's
+// own share can be told from both.
 //
 //	go run ./test/mcplatency        (make measure-mcp)
 //
@@ -47,6 +48,10 @@ type config struct {
 func main() {
 	if len(os.Args) == 4 && os.Args[1] == "-bare-proxy" {
 		bareProxy(os.Args[2], os.Args[3])
+		return
+	}
+	if len(os.Args) == 4 && os.Args[1] == "-splice" {
+		splice(os.Args[2], os.Args[3])
 		return
 	}
 	var c config
@@ -142,6 +147,18 @@ func run(ctx context.Context, c config) error {
 		return err
 	}
 
+	spliceAddr := freeAddr()
+	spl := exec.Command(self, "-splice", spliceAddr, strings.TrimPrefix(upstream, "http://"))
+	spl.Stderr = os.Stderr
+	spl.SysProcAttr = orphanless()
+	if err := spl.Start(); err != nil {
+		return err
+	}
+	defer stop(spl)
+	if err := waitListening(spliceAddr); err != nil {
+		return err
+	}
+
 	direct, err := connect(ctx, endpoint, c.version)
 	if err != nil {
 		return fmt.Errorf("direct session: %w", err)
@@ -157,6 +174,11 @@ func run(ctx context.Context, c config) error {
 		return fmt.Errorf("bare proxy session: %w", err)
 	}
 	defer func() { _ = hop.Close() }()
+	floor, err := connect(ctx, "http://"+spliceAddr+strings.TrimPrefix(endpoint, upstream), c.version)
+	if err != nil {
+		return fmt.Errorf("splice session: %w", err)
+	}
+	defer func() { _ = floor.Close() }()
 
 	args := map[string]any{"path": strings.Repeat("p", c.argBytes)}
 	call := func(cs *mcp.ClientSession) (time.Duration, error) {
@@ -168,32 +190,35 @@ func run(ctx context.Context, c config) error {
 		}
 		return took, err
 	}
-	var d, p, h []time.Duration
+	var d, p, h, f []time.Duration
 	fmt.Printf("%d warm-up and %d measured tools/call (read_file, %d-byte argument, %s) each way, alternating ...\n",
 		c.warmup, c.calls, c.argBytes, c.version)
 	for i := range c.warmup + c.calls {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("interrupted after %d calls each way: %w", i, err)
 		}
-		var took [3]time.Duration
-		for j, cs := range []*mcp.ClientSession{direct, proxied, hop} {
+		var took [4]time.Duration
+		for j, cs := range []*mcp.ClientSession{direct, proxied, hop, floor} {
 			if took[j], err = call(cs); err != nil {
 				return fmt.Errorf("call %d on path %d: %w", i, j, err)
 			}
 		}
 		if i >= c.warmup {
-			d, p, h = append(d, took[0]), append(p, took[1]), append(h, took[2])
+			d, p, h, f = append(d, took[0]), append(p, took[1]), append(h, took[2]), append(f, took[3])
 		}
 	}
-	for _, s := range [][]time.Duration{d, p, h} {
+	for _, s := range [][]time.Duration{d, p, h, f} {
 		slices.Sort(s)
 	}
 	d50, d99, p50, p99, h50, h99 := pct(d, 50), pct(d, 99), pct(p, 50), pct(p, 99), pct(h, 50), pct(h, 99)
 	fmt.Printf("direct:              p50 %v  p99 %v\n", d50, d99)
-	fmt.Printf("bare ReverseProxy:   p50 %v  p99 %v  (any extra hop: +%v / +%v)\n", h50, h99, h50-d50, h99-d99)
+	f50, f99 := pct(f, 50), pct(f, 99)
+	fmt.Printf("TCP splice:          p50 %v  p99 %v  (the floor of any process hop: +%v / +%v)\n", f50, f99, f50-d50, f99-d99)
+	fmt.Printf("bare ReverseProxy:   p50 %v  p99 %v  (an HTTP hop: +%v / +%v)\n", h50, h99, h50-d50, h99-d99)
 	fmt.Printf("toolgate MCP proxy:  p50 %v  p99 %v\n", p50, p99)
 	fmt.Printf("added by toolgate:   p50 %v (target <= %v)  p99 %v (target <= %v)\n", p50-d50, c.targetP50, p99-d99, c.targetP99)
 	fmt.Printf("beyond a bare hop:   p50 %v  p99 %v\n", p50-h50, p99-h99)
+	fmt.Printf("beyond the floor:    p50 %v  p99 %v\n", p50-f50, p99-f99)
 	if p50-d50 > c.targetP50 || p99-d99 > c.targetP99 {
 		return errors.New("the proxy adds more than its target")
 	}
@@ -246,6 +271,33 @@ func bareProxy(addr, target string) {
 		Transport: &http.Transport{MaxIdleConnsPerHost: 128}}
 	srv := &http.Server{Addr: addr, Handler: rp, ReadHeaderTimeout: 5 * time.Second}
 	fmt.Fprintln(os.Stderr, srv.ListenAndServe())
+}
+
+// splice copies bytes both ways between each client and a connection of
+// its own to target, parsing nothing: what a process hop costs at the
+// least on this machine.
+func splice(addr, target string) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		panic(err)
+	}
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return
+		}
+		go func() {
+			defer func() { _ = c.Close() }()
+			u, err := net.Dial("tcp", target)
+			if err != nil {
+				return
+			}
+			defer func() { _ = u.Close() }()
+			go func() { _, _ = io.Copy(u, c); _ = u.(*net.TCPConn).CloseWrite() }()
+			_, _ = io.Copy(c, u)
+		}()
+	}
 }
 
 func waitListening(addr string) error {

@@ -1,0 +1,562 @@
+package sidecar
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// mcpServer serves HTTP/1.1 on the MCP proxy's own listener, in place of
+// net/http's server, for one reason: latency. net/http starts a goroutine
+// per request to watch the connection once the body is read, and ends it
+// with a deadline after the response; on this kind of machine those
+// wake-ups cost more than the decision. Here a connection is one goroutine
+// that reads a request with net/http's own parser (http.ReadRequest: the
+// same framing rules, so nothing can be smuggled past it that net/http
+// would refuse), runs the proxy's handler and writes the answer.
+//
+// What it keeps of net/http's server: the header, idle and header-size
+// limits, Expect: 100-continue, keep-alive and Connection: close, HTTP/1.0
+// clients, aborting a response on http.ErrAbortHandler, graceful shutdown.
+// The Unix socket's MCP path is served by net/http (server.go).
+type mcpServer struct {
+	handler           http.Handler
+	readHeaderTimeout time.Duration
+	idleTimeout       time.Duration
+	log               *slog.Logger
+
+	mu       sync.Mutex
+	ln       net.Listener
+	conns    map[*mcpServerConn]struct{}
+	shutdown bool
+	wg       sync.WaitGroup
+}
+
+type mcpServerConn struct {
+	c  net.Conn
+	tc *trackedConn // nil when the listener has no limiter
+	br *bufio.Reader
+	bw *bufio.Writer
+	lr *io.LimitedReader // bounds the bytes a request's headers may take
+
+	mu     sync.Mutex
+	idle   bool   // between two requests: shutdown may close it
+	cancel func() // the request being served, cancelled when shutdown closes it
+	// linger: the last request's body was not read to its end; the
+	// connection is half-closed and read out before it is closed, so the
+	// agent reads the answer rather than a reset (as net/http does).
+	linger bool
+}
+
+// lingerTimeout bounds reading out an agent's unread body before closing.
+const lingerTimeout = 500 * time.Millisecond
+
+// Serve accepts connections until Shutdown.
+func (m *mcpServer) Serve(ln net.Listener) error {
+	m.mu.Lock()
+	if m.shutdown {
+		m.mu.Unlock()
+		return http.ErrServerClosed
+	}
+	m.ln = ln
+	if m.conns == nil {
+		m.conns = map[*mcpServerConn]struct{}{}
+	}
+	m.mu.Unlock()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			m.mu.Lock()
+			closed := m.shutdown
+			m.mu.Unlock()
+			if closed {
+				return http.ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(5 * time.Millisecond)
+				continue
+			}
+			return err
+		}
+		sc := &mcpServerConn{c: c, idle: true}
+		sc.tc, _ = c.(*trackedConn)
+		sc.lr = &io.LimitedReader{R: c}
+		sc.br = bufio.NewReaderSize(sc.lr, 4<<10)
+		sc.bw = bufio.NewWriterSize(c, 4<<10)
+		m.mu.Lock()
+		if m.shutdown {
+			m.mu.Unlock()
+			_ = c.Close()
+			return http.ErrServerClosed
+		}
+		m.conns[sc] = struct{}{}
+		m.wg.Add(1)
+		m.mu.Unlock()
+		go m.serveConn(sc)
+	}
+}
+
+// Shutdown stops accepting, closes idle connections, waits for the
+// others to finish their request (a stream: until ctx ends) and then
+// closes what is left.
+func (m *mcpServer) Shutdown(ctx context.Context) error {
+	m.mu.Lock()
+	m.shutdown = true
+	var err error
+	if m.ln != nil {
+		err = m.ln.Close()
+	}
+	m.mu.Unlock()
+	done := make(chan struct{})
+	go func() { m.wg.Wait(); close(done) }()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		m.closeConns(true)
+		select {
+		case <-done:
+			return err
+		case <-ctx.Done():
+			m.closeConns(false)
+			<-done
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+func (m *mcpServer) closeConns(idleOnly bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for sc := range m.conns {
+		sc.mu.Lock()
+		if !idleOnly || sc.idle {
+			_ = sc.c.Close()
+			if sc.cancel != nil {
+				sc.cancel()
+			}
+		}
+		sc.mu.Unlock()
+	}
+}
+
+func (m *mcpServer) closing() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.shutdown
+}
+
+// maxDrainBytes is what is read of a request body the handler left
+// unread to keep the connection; past it, the connection is closed.
+const maxDrainBytes = 256 << 10
+
+func (m *mcpServer) serveConn(sc *mcpServerConn) {
+	defer func() {
+		if sc.linger {
+			if cw, ok := sc.c.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
+				_ = sc.c.SetReadDeadline(time.Now().Add(lingerTimeout))
+				_, _ = io.Copy(io.Discard, sc.c)
+			}
+		}
+		_ = sc.c.Close()
+		m.mu.Lock()
+		delete(m.conns, sc)
+		m.mu.Unlock()
+		m.wg.Done()
+	}()
+	for {
+		if m.closing() {
+			return
+		}
+		// Between requests: kept alive, evictable first at the cap.
+		if sc.tc != nil {
+			sc.tc.keptAlive.Store(true)
+			sc.tc.waitingSince.Store(monoNow())
+		}
+		sc.lr.N = maxHeaderBytes + 4096 // net/http's allowance too
+		_ = sc.c.SetReadDeadline(time.Now().Add(m.idleTimeout))
+		if _, err := sc.br.Peek(1); err != nil {
+			return
+		}
+		sc.mu.Lock()
+		sc.idle = false
+		sc.mu.Unlock()
+		if sc.tc != nil {
+			sc.tc.keptAlive.Store(false)
+			sc.tc.waitingSince.Store(monoNow())
+		}
+		_ = sc.c.SetReadDeadline(time.Now().Add(m.readHeaderTimeout))
+		req, err := http.ReadRequest(sc.br)
+		if err != nil {
+			sc.refuse(err)
+			return
+		}
+		sc.lr.N = 1<<63 - 1 // the body is bounded by the handler
+		_ = sc.c.SetReadDeadline(time.Time{})
+		if !m.serveRequest(sc, req) {
+			return
+		}
+		sc.mu.Lock()
+		sc.idle = true
+		sc.mu.Unlock()
+	}
+}
+
+// refuse answers a request that could not be read, as net/http would,
+// unless the client just went away or was too slow.
+func (sc *mcpServerConn) refuse(err error) {
+	switch {
+	case sc.lr.N <= 0:
+		_, _ = io.WriteString(sc.c, "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n431 Request Header Fields Too Large")
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), isTimeout(err):
+	default:
+		_, _ = io.WriteString(sc.c, "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request")
+	}
+}
+
+// serveRequest runs the handler for req and finishes its answer; false
+// when the connection must be closed.
+func (m *mcpServer) serveRequest(sc *mcpServerConn, req *http.Request) (keep bool) {
+	if req.ProtoMajor != 1 {
+		_, _ = io.WriteString(sc.c, "HTTP/1.1 505 HTTP Version Not Supported\r\nConnection: close\r\n\r\n")
+		return false
+	}
+	if req.Host == "" && req.ProtoAtLeast(1, 1) {
+		_, _ = io.WriteString(sc.c, "HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n400 Bad Request: missing required Host header")
+		return false
+	}
+	keep = !req.Close && req.ProtoAtLeast(1, 1) // an HTTP/1.0 agent gets one answer per connection
+	if expect := req.Header.Get("Expect"); expect != "" {
+		if !strings.EqualFold(expect, "100-continue") || !req.ProtoAtLeast(1, 1) {
+			_, _ = io.WriteString(sc.c, "HTTP/1.1 417 Expectation Failed\r\nConnection: close\r\n\r\n")
+			return false
+		}
+		if req.ContentLength != 0 {
+			// Asked to go on: the body is read next (within --read-timeout).
+			_, _ = io.WriteString(sc.bw, "HTTP/1.1 100 Continue\r\n\r\n")
+			if sc.bw.Flush() != nil {
+				return false
+			}
+		}
+		req.Header.Del("Expect")
+	}
+	req.RemoteAddr = sc.c.RemoteAddr().String()
+	ctx, cancel := context.WithCancel(withConn(context.Background(), sc.c))
+	defer cancel()
+	req = req.WithContext(ctx)
+	body := &eofBody{ReadCloser: req.Body}
+	body.done.Store(req.Body == http.NoBody)
+	req.Body = body
+	w := &mcpResponse{sc: sc, req: req, header: http.Header{}, contentLength: -1, closeAfter: !keep}
+	// A request still being answered after closeWatchDelay (a session
+	// stream, a slow tool) gets a goroutine that notices the agent
+	// leaving, so the upstream exchange is closed with it; a quick
+	// tools/call never pays for one.
+	watch := &closeWatch{sc: sc, cancel: cancel, body: body}
+	watch.arm()
+	sc.mu.Lock()
+	sc.cancel = cancel
+	sc.mu.Unlock()
+	ok := w.run(m.handler, m.log)
+	if !watch.stop() {
+		ok = false
+	}
+	sc.mu.Lock()
+	sc.cancel = nil
+	sc.mu.Unlock()
+	if !ok || !w.finish() || w.closeAfter {
+		sc.linger = ok && !body.done.Load()
+		return false
+	}
+	// Keep the connection only when the request's body was read to its
+	// end, or what is left of it is small.
+	if n, err := io.CopyN(io.Discard, req.Body, maxDrainBytes+1); n > maxDrainBytes || err != nil && err != io.EOF {
+		sc.linger = true
+		return false
+	}
+	return keep
+}
+
+// closeWatchDelay is how long a request is served before its connection
+// is watched for the agent leaving.
+const closeWatchDelay = 100 * time.Millisecond
+
+// closeWatch cancels a request whose agent closes the connection. It
+// starts only once the request's body has been read (the watcher and the
+// handler must not read the connection together), and stop reports
+// whether the connection is still usable. Bytes the agent sends meanwhile
+// (its next request) stay in the reader.
+type closeWatch struct {
+	sc     *mcpServerConn
+	cancel func()
+	body   *eofBody
+
+	mu      sync.Mutex
+	timer   *time.Timer
+	started bool
+	stopped bool
+	done    chan error
+}
+
+func (cw *closeWatch) arm() {
+	cw.mu.Lock()
+	defer cw.mu.Unlock()
+	cw.timer = time.AfterFunc(closeWatchDelay, cw.fire)
+}
+
+func (cw *closeWatch) fire() {
+	cw.mu.Lock()
+	defer cw.mu.Unlock()
+	if cw.stopped {
+		return
+	}
+	if !cw.body.done.Load() {
+		cw.timer.Reset(closeWatchDelay)
+		return
+	}
+	cw.started, cw.done = true, make(chan error, 1)
+	go func() {
+		_, err := cw.sc.br.Peek(1)
+		if err != nil && !isTimeout(err) {
+			cw.cancel()
+		}
+		cw.done <- err
+	}()
+}
+
+func (cw *closeWatch) stop() bool {
+	cw.mu.Lock()
+	cw.stopped = true
+	cw.timer.Stop()
+	started := cw.started
+	cw.mu.Unlock()
+	if !started {
+		return true
+	}
+	_ = cw.sc.c.SetReadDeadline(time.Unix(1, 0))
+	err := <-cw.done
+	_ = cw.sc.c.SetReadDeadline(time.Time{})
+	return err == nil || isTimeout(err)
+}
+
+// eofBody notes when a request body has been read to its end.
+type eofBody struct {
+	io.ReadCloser
+	done atomic.Bool
+}
+
+func (b *eofBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.done.Store(true)
+	}
+	return n, err
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// mcpResponse is the http.ResponseWriter of mcpServer. Like net/http's, it
+// holds a small answer until the handler returns and sends it with a
+// Content-Length; one that is flushed or grows past a buffer goes out
+// chunked.
+type mcpResponse struct {
+	sc            *mcpServerConn
+	req           *http.Request
+	header        http.Header
+	status        int
+	contentLength int64 // from the handler's Content-Length header, -1 if none
+	pending       []byte
+	sent          bool // the status line and headers are written
+	chunked       bool
+	chunks        io.WriteCloser
+	written       int64
+	closeAfter    bool
+	failed        error
+}
+
+const mcpResponseBuffer = 4 << 10
+
+func (w *mcpResponse) Header() http.Header { return w.header }
+
+func (w *mcpResponse) WriteHeader(code int) {
+	if w.status != 0 || code < 200 {
+		return // interim answers are not relayed (the forwarder skips them)
+	}
+	w.status = code
+	if cl := w.header.Get("Content-Length"); cl != "" {
+		if n, err := strconv.ParseInt(cl, 10, 64); err == nil && n >= 0 {
+			w.contentLength = n
+		} else {
+			w.header.Del("Content-Length")
+		}
+	}
+}
+
+func (w *mcpResponse) bodyAllowed() bool {
+	return w.req.Method != http.MethodHead && w.status != http.StatusNoContent && w.status != http.StatusNotModified
+}
+
+func (w *mcpResponse) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.failed != nil {
+		return 0, w.failed
+	}
+	if !w.bodyAllowed() {
+		return 0, http.ErrBodyNotAllowed
+	}
+	if w.contentLength >= 0 && w.written+int64(len(p)) > w.contentLength {
+		return 0, http.ErrContentLength
+	}
+	w.written += int64(len(p))
+	if !w.sent {
+		if len(w.pending)+len(p) <= mcpResponseBuffer {
+			w.pending = append(w.pending, p...)
+			return len(p), nil
+		}
+		if err := w.sendHeader(false); err != nil {
+			return 0, err
+		}
+	}
+	return w.body(p)
+}
+
+func (w *mcpResponse) body(p []byte) (int, error) {
+	var err error
+	if w.chunked {
+		_, err = w.chunks.Write(p)
+	} else {
+		_, err = w.sc.bw.Write(p)
+	}
+	if err != nil {
+		w.failed = err
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// sendHeader writes the status line and headers, framing the body by
+// Content-Length when it is known (final: the handler returned) or
+// declared, chunked otherwise.
+func (w *mcpResponse) sendHeader(final bool) error {
+	w.sent = true
+	bw := w.sc.bw
+	fmt.Fprintf(bw, "HTTP/1.1 %03d %s\r\n", w.status, http.StatusText(w.status))
+	h := w.header
+	switch {
+	case !w.bodyAllowed():
+	case w.contentLength >= 0:
+	case final:
+		w.contentLength = int64(len(w.pending))
+		h.Set("Content-Length", strconv.Itoa(len(w.pending)))
+	case w.req.ProtoAtLeast(1, 1):
+		w.chunked = true
+		w.chunks = httputil.NewChunkedWriter(bw)
+		h.Set("Transfer-Encoding", "chunked")
+	default:
+		w.closeAfter = true // an HTTP/1.0 body of unknown length ends with the connection
+	}
+	if w.closeAfter {
+		h.Set("Connection", "close")
+	}
+	if _, ok := h["Date"]; !ok {
+		h.Set("Date", time.Now().UTC().Format(http.TimeFormat))
+	}
+	if err := h.Write(bw); err != nil {
+		w.failed = err
+		return err
+	}
+	_, _ = bw.WriteString("\r\n")
+	pending := w.pending
+	w.pending = nil
+	if len(pending) > 0 {
+		if _, err := w.body(pending); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// FlushError sends what is written so far (http.ResponseController).
+func (w *mcpResponse) FlushError() error {
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.failed != nil {
+		return w.failed
+	}
+	if !w.sent {
+		if err := w.sendHeader(false); err != nil {
+			return err
+		}
+	}
+	if err := w.sc.bw.Flush(); err != nil {
+		w.failed = err
+		return err
+	}
+	return nil
+}
+
+// Flush is http.Flusher.
+func (w *mcpResponse) Flush() { _ = w.FlushError() }
+
+// SetReadDeadline and SetWriteDeadline serve http.ResponseController.
+func (w *mcpResponse) SetReadDeadline(t time.Time) error  { return w.sc.c.SetReadDeadline(t) }
+func (w *mcpResponse) SetWriteDeadline(t time.Time) error { return w.sc.c.SetWriteDeadline(t) }
+
+// run calls h; false when it aborted the answer (http.ErrAbortHandler) or
+// panicked, either of which closes the connection, as net/http does.
+func (w *mcpResponse) run(h http.Handler, log *slog.Logger) (ok bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			ok = false
+			if v != http.ErrAbortHandler {
+				log.Error("MCP proxy handler panicked", "panic", v, "path", w.req.URL.Path)
+			}
+		}
+	}()
+	h.ServeHTTP(w, w.req)
+	return true
+}
+
+// finish completes the answer; false when the connection cannot carry
+// another one.
+func (w *mcpResponse) finish() bool {
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.failed != nil {
+		return false
+	}
+	if !w.sent {
+		if err := w.sendHeader(true); err != nil {
+			return false
+		}
+	}
+	if w.chunked {
+		if w.chunks.Close() != nil {
+			return false
+		}
+		_, _ = w.sc.bw.WriteString("\r\n")
+	}
+	if w.contentLength >= 0 && w.written != w.contentLength && w.bodyAllowed() {
+		w.closeAfter = true // a short body: the agent must not read the next answer as its rest
+	}
+	return w.sc.bw.Flush() == nil
+}

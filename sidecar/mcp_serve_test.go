@@ -1,0 +1,161 @@
+package sidecar
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The MCP listener's own HTTP/1.1 server (mcp_serve.go), driven over raw
+// TCP with what a well-behaved client never sends, against the real MCP
+// server upstream.
+
+// rawExchange sends raw on a new connection to the rig's proxy and reads
+// responses until the connection closes or wait passes.
+func rawExchange(t *testing.T, proxy, raw string, wait time.Duration) string {
+	t.Helper()
+	u, err := url.Parse(proxy)
+	must(t, err)
+	c, err := net.Dial("tcp", u.Host)
+	must(t, err)
+	defer c.Close()
+	_, err = io.WriteString(c, raw)
+	must(t, err)
+	must(t, c.SetReadDeadline(time.Now().Add(wait)))
+	out, _ := io.ReadAll(c)
+	return string(out)
+}
+
+func callBody(tool, args string) string {
+	return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + tool + `","arguments":` + args + `,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}}}`
+}
+
+// mcpPost is a 2026-07-28 tools/call POST of body (from callBody).
+func mcpPost(path, host, body, extra string) string {
+	tool := strings.Split(strings.Split(body, `"name":"`)[1], `"`)[0]
+	return fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMcp-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: %s\r\n%sContent-Length: %d\r\n\r\n%s",
+		path, host, tool, extra, len(body), body)
+}
+
+func TestMCPServerRefusesMalformedRequests(t *testing.T) {
+	up := startMCPServer(t)
+	rig := startMCPRig(t, up.endpoint("2026-07-28"), mcpTestBundle(), nil)
+	u, _ := url.Parse(rig.proxy)
+	for _, tc := range []struct {
+		name, raw, want string
+	}{
+		{"garbage request line", "HELLO\r\n\r\n", "HTTP/1.1 400 Bad Request"},
+		{"no Host on HTTP/1.1", "POST /mcp/pay HTTP/1.1\r\nContent-Length: 0\r\n\r\n", "HTTP/1.1 400 Bad Request"},
+		{"headers past the limit", "POST /mcp/pay HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", maxHeaderBytes+8192) + "\r\n\r\n", "HTTP/1.1 431 Request Header Fields Too Large"},
+		{"HTTP/2 preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "HTTP/1.1 505 HTTP Version Not Supported"},
+		{"an expectation it cannot meet", "POST /mcp/pay HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\nContent-Length: 2\r\n\r\n{}", "HTTP/1.1 417 Expectation Failed"},
+		{"bad chunked body", "POST /mcp/pay HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "HTTP/1.1 400 Bad Request"},
+		{"two content lengths", "POST /mcp/pay HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}", "HTTP/1.1 400 Bad Request"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := rawExchange(t, rig.proxy, tc.raw, 5*time.Second)
+			if !strings.HasPrefix(got, tc.want) {
+				t.Fatalf("got %q, want it to start with %q", got, tc.want)
+			}
+		})
+	}
+	// A request that keeps the connection and one with headers it never
+	// ends: the first is answered, the second closed at --read-header-timeout.
+	slow := rawExchange(t, rig.proxy, "POST /mcp/pay HTTP/1.1\r\nHost: "+u.Host+"\r\nX-Slow: ", 10*time.Second)
+	if slow != "" {
+		t.Fatalf("unfinished headers got %q", slow)
+	}
+	if got := up.stats(t).Calls; len(got) != 0 {
+		t.Fatalf("the server saw calls %v", got)
+	}
+}
+
+// A body framed two ways (Content-Length and chunked) is read as net/http
+// reads it, chunked, and what is decided is what is forwarded: the pay
+// call hidden in the chunks is denied and never reaches the server.
+func TestMCPServerDecidesWhatItForwardsWhateverTheFraming(t *testing.T) {
+	up := startMCPServer(t)
+	rig := startMCPRig(t, up.endpoint("2026-07-28"), mcpTestBundle(), nil)
+	u, _ := url.Parse(rig.proxy)
+	hidden := callBody("pay", `{"amount":5000}`)
+	decoy := callBody("read_file", `{"path":"a"}`)
+	raw := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMcp-Protocol-Version: 2026-07-28\r\nContent-Length: %d\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n",
+		u.Path, u.Host, len(decoy), len(hidden), hidden)
+	got := rawExchange(t, rig.proxy, raw, 5*time.Second)
+	if !strings.HasPrefix(got, "HTTP/1.1 200 ") || !strings.Contains(got, "pay-cap") || !strings.Contains(got, `"isError":true`) {
+		t.Fatalf("a pay call in a doubly framed body: %q", got)
+	}
+	if calls := up.stats(t).Calls; len(calls) != 0 {
+		t.Fatalf("the server saw %v", calls)
+	}
+}
+
+func TestMCPServerKeepsConnectionsAsHTTPSays(t *testing.T) {
+	up := startMCPServer(t)
+	rig := startMCPRig(t, up.endpoint("2026-07-28"), mcpTestBundle(), nil)
+	u, _ := url.Parse(rig.proxy)
+	read := callBody("read_file", `{"path":"a"}`)
+	pay := callBody("pay", `{"amount":5000}`)
+
+	t.Run("pipelined requests are answered in order on one connection", func(t *testing.T) {
+		c, err := net.Dial("tcp", u.Host)
+		must(t, err)
+		defer c.Close()
+		_, err = io.WriteString(c, mcpPost(u.Path, u.Host, pay, "")+mcpPost(u.Path, u.Host, read, ""))
+		must(t, err)
+		must(t, c.SetReadDeadline(time.Now().Add(10*time.Second)))
+		br := bufio.NewReader(c)
+		for i, want := range []string{"pay-cap", "contents of a"} {
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("answer %d: %v", i, err)
+			}
+			body := readAll(t, resp)
+			if resp.StatusCode != http.StatusOK || !strings.Contains(body, want) {
+				t.Fatalf("answer %d: %d %s, want %s", i, resp.StatusCode, body, want)
+			}
+		}
+	})
+	t.Run("Expect: 100-continue is honoured", func(t *testing.T) {
+		c, err := net.Dial("tcp", u.Host)
+		must(t, err)
+		defer c.Close()
+		head, body, _ := strings.Cut(mcpPost(u.Path, u.Host, read, "Expect: 100-continue\r\n"), "\r\n\r\n")
+		_, err = io.WriteString(c, head+"\r\n\r\n")
+		must(t, err)
+		must(t, c.SetReadDeadline(time.Now().Add(10*time.Second)))
+		br := bufio.NewReader(c)
+		line, err := br.ReadString('\n')
+		if err != nil || !strings.HasPrefix(line, "HTTP/1.1 100 Continue") {
+			t.Fatalf("before the body: %q %v", line, err)
+		}
+		_, _ = br.ReadString('\n')
+		_, err = io.WriteString(c, body)
+		must(t, err)
+		resp, err := http.ReadResponse(br, nil)
+		must(t, err)
+		if text := readAll(t, resp); resp.StatusCode != http.StatusOK || !strings.Contains(text, "contents of a") {
+			t.Fatalf("after the body: %d %s", resp.StatusCode, text)
+		}
+	})
+	t.Run("HTTP/1.0 and Connection: close get one answer and a close", func(t *testing.T) {
+		for _, raw := range []string{
+			strings.Replace(mcpPost(u.Path, u.Host, read, ""), "HTTP/1.1", "HTTP/1.0", 1),
+			mcpPost(u.Path, u.Host, read, "Connection: close\r\n"),
+		} {
+			got := rawExchange(t, rig.proxy, raw+raw, 10*time.Second)
+			if strings.Count(got, "HTTP/1.1 200") != 1 || !strings.Contains(got, "Connection: close") {
+				t.Fatalf("got %q", got)
+			}
+		}
+	})
+	if got := up.stats(t).Calls; got["read_file"] != 4 || len(got) != 1 {
+		t.Fatalf("the server saw %v, want 4 read_file calls", got)
+	}
+}
