@@ -52,7 +52,8 @@ func TestPublishRetryable(t *testing.T) {
 
 		{"forbidden", apierrors.NewForbidden(cms, "toolgate-bundle", errors.New("no RBAC")), false},
 		{"quota exceeded", apierrors.NewForbidden(cms, "toolgate-bundle", errors.New("exceeded quota: q")), false},
-		{"invalid (an admission policy)", apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, "toolgate-bundle",
+		{"an admission policy's denial", apierrors.NewForbidden(cms, "toolgate-bundle", errors.New("ValidatingAdmissionPolicy 'p' with binding 'b' denied request")), false},
+		{"invalid", apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, "toolgate-bundle",
 			field.ErrorList{field.Invalid(field.NewPath("data"), "x", "refused")}), false},
 		{"request entity too large", apierrors.NewRequestEntityTooLargeError("limit is 3145728"), false},
 		{"bad request", apierrors.NewBadRequest("bad"), false},

@@ -117,7 +117,7 @@ func failBundleWritesTransiently(t *testing.T, ns string) (lift func()) {
 func ptrTo[T any](v T) *T { return &v }
 
 // TestPublishFailureSetsReadyFalse: when the API server refuses the bundle's
-// write (here an admission policy: Invalid, which will not pass by itself),
+// write (here an admission policy: Forbidden, which will not pass by itself),
 // the namespace's Policies and FrozenAgents say so (Ready=False,
 // PublishFailed, with the API error, and kstatus Stalled) instead of
 // keeping a stale Ready=True; each gets one event for the failure streak,
