@@ -67,10 +67,58 @@ func refuseBundleWrites(t *testing.T, ns, message string) (lift func()) {
 	return lift
 }
 
+// failBundleWritesTransiently makes every write of ns's bundle ConfigMap
+// fail as an API server under trouble answers: a webhook it must call
+// (failurePolicy Fail) listens on a closed loopback port, so the API server
+// answers 500 InternalError "failed calling webhook". It lasts until the
+// test ends or the returned func is called.
+func failBundleWritesTransiently(t *testing.T, ns string) (lift func()) {
+	t.Helper()
+	ctx := context.Background()
+	url := "https://" + testenv.FreeLoopbackAddr(t) + "/validate"
+	whc := &admissionv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "unreachable-" + ns},
+		Webhooks: []admissionv1.ValidatingWebhook{{
+			Name:                    "unreachable.toolgate.test",
+			ClientConfig:            admissionv1.WebhookClientConfig{URL: &url},
+			FailurePolicy:           ptrTo(admissionv1.Fail),
+			SideEffects:             ptrTo(admissionv1.SideEffectClassNone),
+			AdmissionReviewVersions: []string{"v1"},
+			TimeoutSeconds:          ptrTo(int32(2)),
+			Rules: []admissionv1.RuleWithOperations{{
+				Operations: []admissionv1.OperationType{admissionv1.Create, admissionv1.Update},
+				Rule:       admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
+			}},
+			MatchConditions: []admissionv1.MatchCondition{{Name: "this-bundle",
+				Expression: fmt.Sprintf("request.namespace == %q && request.name == %q", ns, bundle.DefaultConfigMapName)}},
+		}}}
+	create(t, whc)
+	lifted := false
+	lift = func() {
+		if lifted {
+			return
+		}
+		lifted = true
+		if err := k8s.Delete(ctx, whc); client.IgnoreNotFound(err) != nil {
+			t.Errorf("deleting %s: %v", whc.Name, err)
+		}
+	}
+	t.Cleanup(lift)
+	testenv.Eventually(t, "bundle writes fail calling the webhook", func() (bool, string) {
+		cm, found := getBundleConfigMap(t, ns)
+		if !found {
+			return false, "no bundle"
+		}
+		err := k8s.Update(ctx, cm)
+		return apierrors.IsInternalError(err) && strings.Contains(err.Error(), "failed calling webhook"), fmt.Sprint(err)
+	})
+	return lift
+}
+
 func ptrTo[T any](v T) *T { return &v }
 
 // TestPublishFailureSetsReadyFalse: when the API server refuses the bundle's
-// write, the namespace's Policies and FrozenAgents say so (Ready=False,
+// write (here an admission policy: Forbidden, which will not pass by itself),
+// the namespace's Policies and FrozenAgents say so (Ready=False,
 // PublishFailed, with the API error, and kstatus Stalled) instead of
 // keeping a stale Ready=True; each gets one event for the failure streak,
 // not one per retry. Once writes go through, they are Ready again.
@@ -94,10 +142,15 @@ func TestPublishFailureSetsReadyFalse(t *testing.T) {
 	if ready.Status != metav1.ConditionFalse || !strings.Contains(ready.Message, refusal) || !strings.Contains(ready.Message, bundle.DefaultConfigMapName) {
 		t.Errorf("Ready = %s %q, want False with the API server's refusal", ready.Status, ready.Message)
 	}
-	if failed.Status.BundleRevision != b.Revision || failed.Status.ObservedGeneration == failed.Generation {
-		t.Errorf("status says generation %d is live in %s; the bundle still holds %s", failed.Status.ObservedGeneration, failed.Status.BundleRevision, b.Revision)
+	// The refused generation is observed (kstatus reads Stalled only on an
+	// observed generation); the revision and rule count stay what is live.
+	if failed.Status.BundleRevision != b.Revision || failed.Status.RuleCount != 3 || failed.Status.ObservedGeneration != failed.Generation {
+		t.Errorf("status %+v: want generation %d observed, still live in %s with 3 rules", failed.Status, failed.Generation, b.Revision)
 	}
 	requireCondition(t, failed.Status.Conditions, v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonPublishFailed)
+	if c := findCondition(failed.Status.Conditions, v1alpha1.ConditionReconciling); c != nil {
+		t.Errorf("an admission policy's refusal is Reconciling (%s): it does not pass by itself", c.Reason)
+	}
 	f := waitForFrozenReady(t, ns, "freeze", v1alpha1.ReasonPublishFailed)
 	requireCondition(t, f.Status.Conditions, v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonPublishFailed)
 

@@ -91,14 +91,20 @@ func policyStatus(p *v1alpha1.Policy, o outcome) v1alpha1.PolicyStatus {
 		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.ReasonPublished
 		cond.Message = fmt.Sprintf("live in ConfigMap %s", o.configMap)
 	}
-	if o.tooLarge == nil && o.publishErr == nil {
+	switch {
+	case o.tooLarge == nil && o.publishErr == nil:
 		// A policy that does not compile is still published (sidecars deny
 		// POLICY_COMPILE_ERROR when they reach it), so it is live too.
 		st.ObservedGeneration = p.Generation
 		st.BundleRevision = o.revision
 		st.RuleCount = int32(len(p.Spec.Rules))
+	case !o.retrying():
+		// Stalled: the verdict on this generation is in, and kstatus reads
+		// Stalled only on an observed generation. The revision and rule
+		// count stay those of what is live.
+		st.ObservedGeneration = p.Generation
 	}
-	st.Conditions = withProgress(st.Conditions, cond)
+	st.Conditions = withProgress(st.Conditions, cond, o.retrying())
 	return st
 }
 
@@ -111,6 +117,9 @@ func frozenAgentStatus(f *v1alpha1.FrozenAgent, o outcome) v1alpha1.FrozenAgentS
 	switch {
 	case o.publishErr != nil:
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, v1alpha1.ReasonPublishFailed, o.publishFailedMessage()
+		if !o.retrying() {
+			st.ObservedGeneration = f.Generation // Stalled, as a policy's
+		}
 	case bundle.FrozenAgent(f).Expired(o.now):
 		cond.Status, cond.Reason = metav1.ConditionFalse, v1alpha1.ReasonExpired
 		cond.Message = fmt.Sprintf("expired at %s and removed from ConfigMap %s",
@@ -119,6 +128,7 @@ func frozenAgentStatus(f *v1alpha1.FrozenAgent, o outcome) v1alpha1.FrozenAgentS
 		st.BundleRevision = ""
 	case o.tooLarge != nil && o.freezeRevision == "":
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, v1alpha1.ReasonBundleTooLarge, o.tooLarge.Error()
+		st.ObservedGeneration = f.Generation // Stalled, as a policy's
 	case o.tooLarge != nil:
 		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.ReasonPublished
 		cond.Message = fmt.Sprintf("live in ConfigMap %s, with the last policies that fit (the namespace's policies are BundleTooLarge)", o.configMap)
@@ -133,9 +143,13 @@ func frozenAgentStatus(f *v1alpha1.FrozenAgent, o outcome) v1alpha1.FrozenAgentS
 		st.ObservedGeneration = f.Generation
 		st.BundleRevision = o.revision
 	}
-	st.Conditions = withProgress(st.Conditions, cond)
+	st.Conditions = withProgress(st.Conditions, cond, o.retrying())
 	return st
 }
+
+// retrying tells whether the publish failed for a reason expected to pass by
+// itself (publishRetryable): the objects are then Reconciling, not Stalled.
+func (o outcome) retrying() bool { return o.publishErr != nil && publishRetryable(o.publishErr) }
 
 // regoRefuses tells whether the Rego export failed because of the named
 // policy; an error that names no policy concerns them all.
@@ -148,7 +162,11 @@ func (o outcome) regoRefuses(policy string) bool {
 }
 
 func (o outcome) publishFailedMessage() string {
-	msg := fmt.Sprintf("the bundle could not be written to ConfigMap %s (retrying): %v", o.configMap, o.publishErr)
+	format := "the bundle could not be written to ConfigMap %s, and will not be until this is fixed (retried with backoff): %v"
+	if o.retrying() {
+		format = "the bundle could not be written to ConfigMap %s yet (retrying): %v"
+	}
+	msg := fmt.Sprintf(format, o.configMap, o.publishErr)
 	if len(msg) > maxConditionMessage {
 		msg = strings.ToValidUTF8(msg[:maxConditionMessage-3], "") + "..."
 	}
@@ -156,18 +174,28 @@ func (o outcome) publishFailedMessage() string {
 }
 
 // withProgress sets ready and the kstatus conditions that follow from it, on
-// a copy of conds: the generation is no longer Reconciling, and it is
-// Stalled, with Ready's reason and message, when it cannot be published.
-func withProgress(conds []metav1.Condition, ready metav1.Condition) []metav1.Condition {
+// a copy of conds. While a publish is retrying, the generation is still
+// Reconciling (reason PublishRetrying, with Ready's message) and not
+// Stalled. Otherwise it is no longer Reconciling, and it is Stalled, with
+// Ready's reason and message, when it cannot be published.
+func withProgress(conds []metav1.Condition, ready metav1.Condition, retrying bool) []metav1.Condition {
 	conds = append([]metav1.Condition(nil), conds...)
 	apimeta.SetStatusCondition(&conds, ready)
-	apimeta.RemoveStatusCondition(&conds, v1alpha1.ConditionReconciling)
-	switch ready.Reason {
-	case v1alpha1.ReasonCompileError, v1alpha1.ReasonBundleTooLarge, v1alpha1.ReasonPublishFailed:
+	switch {
+	case retrying:
+		reconciling := ready
+		reconciling.Type, reconciling.Status, reconciling.Reason =
+			v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonPublishRetrying
+		apimeta.SetStatusCondition(&conds, reconciling)
+		apimeta.RemoveStatusCondition(&conds, v1alpha1.ConditionStalled)
+	case ready.Reason == v1alpha1.ReasonCompileError, ready.Reason == v1alpha1.ReasonBundleTooLarge,
+		ready.Reason == v1alpha1.ReasonPublishFailed:
+		apimeta.RemoveStatusCondition(&conds, v1alpha1.ConditionReconciling)
 		stalled := ready
 		stalled.Type, stalled.Status = v1alpha1.ConditionStalled, metav1.ConditionTrue
 		apimeta.SetStatusCondition(&conds, stalled)
 	default:
+		apimeta.RemoveStatusCondition(&conds, v1alpha1.ConditionReconciling)
 		apimeta.RemoveStatusCondition(&conds, v1alpha1.ConditionStalled)
 	}
 	return conds

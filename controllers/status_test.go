@@ -6,8 +6,10 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/engine"
@@ -31,6 +33,12 @@ func ready(t *testing.T, conds []metav1.Condition) metav1.Condition {
 	t.Fatal("no Ready condition")
 	return metav1.Condition{}
 }
+
+// quota is terminal (someone must raise it), busy retryable.
+var (
+	quota = apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "toolgate-bundle", errors.New("exceeded quota: q"))
+	busy  = apierrors.NewTooManyRequests("too many requests", 1)
+)
 
 func TestPolicyStatus(t *testing.T) {
 	live := v1alpha1.PolicyStatus{ObservedGeneration: 1, BundleRevision: "sha256:old", RuleCount: 1,
@@ -58,18 +66,27 @@ func TestPolicyStatus(t *testing.T) {
 		{"diagnostics of another policy do not count", testPolicy(2, 3, live),
 			outcome{revision: "sha256:new", diags: map[string][]engine.Diagnostic{"q": {diag}}, now: t0},
 			metav1.ConditionTrue, v1alpha1.ReasonPublished, "sha256:new", 2, 3, "", t0.Add(-time.Hour)},
+		// Stalled: the generation is observed (kstatus reads Stalled only
+		// then), what is live stays.
 		{"too large keeps what is live", testPolicy(2, 3, live),
 			outcome{revision: "sha256:new", tooLarge: errors.New("too big"), now: t0},
-			metav1.ConditionFalse, v1alpha1.ReasonBundleTooLarge, "sha256:old", 1, 1, "too big", t0},
+			metav1.ConditionFalse, v1alpha1.ReasonBundleTooLarge, "sha256:old", 2, 1, "too big", t0},
 		{"too large wins over compile error", testPolicy(1, 1, v1alpha1.PolicyStatus{}),
 			outcome{tooLarge: errors.New("too big"), diags: map[string][]engine.Diagnostic{"p": {diag}}, now: t0},
-			metav1.ConditionFalse, v1alpha1.ReasonBundleTooLarge, "", 0, 0, "too big", t0},
-		{"publish failed keeps what is live", testPolicy(2, 3, live),
-			outcome{configMap: "cm", revision: "sha256:new", publishErr: errors.New("quota exceeded"), now: t0},
-			metav1.ConditionFalse, v1alpha1.ReasonPublishFailed, "sha256:old", 1, 1, "could not be written to ConfigMap cm (retrying): quota exceeded", t0},
-		{"publish failed wins over too large", testPolicy(2, 3, live),
-			outcome{publishErr: errors.New("quota exceeded"), tooLarge: errors.New("too big"), now: t0},
-			metav1.ConditionFalse, v1alpha1.ReasonPublishFailed, "sha256:old", 1, 1, "quota exceeded", t0},
+			metav1.ConditionFalse, v1alpha1.ReasonBundleTooLarge, "", 1, 0, "too big", t0},
+		{"publish refused keeps what is live", testPolicy(2, 3, live),
+			outcome{configMap: "cm", revision: "sha256:new", publishErr: quota, now: t0},
+			metav1.ConditionFalse, v1alpha1.ReasonPublishFailed, "sha256:old", 2, 1, "could not be written to ConfigMap cm, and will not be until this is fixed (retried with backoff): " + quota.Error(), t0},
+		{"publish refused wins over too large", testPolicy(2, 3, live),
+			outcome{publishErr: quota, tooLarge: errors.New("too big"), now: t0},
+			metav1.ConditionFalse, v1alpha1.ReasonPublishFailed, "sha256:old", 2, 1, "exceeded quota", t0},
+		// Reconciling: this generation is not observed until it is live.
+		{"publish retrying keeps what is live", testPolicy(2, 3, live),
+			outcome{configMap: "cm", revision: "sha256:new", publishErr: busy, now: t0},
+			metav1.ConditionFalse, v1alpha1.ReasonPublishFailed, "sha256:old", 1, 1, "could not be written to ConfigMap cm yet (retrying): " + busy.Error(), t0},
+		{"publish retrying wins over too large", testPolicy(2, 3, live),
+			outcome{publishErr: busy, tooLarge: errors.New("too big"), now: t0},
+			metav1.ConditionFalse, v1alpha1.ReasonPublishFailed, "sha256:old", 1, 1, "too many requests", t0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -88,13 +105,16 @@ func TestPolicyStatus(t *testing.T) {
 			if st.BundleRevision != tt.wantRev || st.ObservedGeneration != tt.wantObsGen || st.RuleCount != tt.wantRules {
 				t.Errorf("status %+v", st)
 			}
+			retrying := tt.out.publishErr == busy
 			stalled := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionStalled)
-			if wantStalled := tt.wantReason != v1alpha1.ReasonPublished; wantStalled != (stalled != nil) ||
+			if wantStalled := tt.wantReason != v1alpha1.ReasonPublished && !retrying; wantStalled != (stalled != nil) ||
 				(stalled != nil && (stalled.Status != metav1.ConditionTrue || stalled.Reason != c.Reason || stalled.Message != c.Message)) {
 				t.Errorf("Stalled = %+v with Ready %s", stalled, c.Reason)
 			}
-			if apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionReconciling) != nil {
-				t.Error("Reconciling left on a generation whose outcome is known")
+			rec := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionReconciling)
+			if retrying != (rec != nil) || (rec != nil && (rec.Status != metav1.ConditionTrue ||
+				rec.Reason != v1alpha1.ReasonPublishRetrying || rec.Message != c.Message || rec.ObservedGeneration != tt.policy.Generation)) {
+				t.Errorf("Reconciling = %+v with Ready %s, retrying %v", rec, c.Reason, retrying)
 			}
 			if len(tt.policy.Status.Conditions) != len(before.Conditions) ||
 				(len(before.Conditions) > 0 && tt.policy.Status.Conditions[0] != before.Conditions[0]) {
@@ -123,13 +143,15 @@ func TestFrozenAgentStatus(t *testing.T) {
 		{"expires later", frozen(at(time.Second), live), outcome{revision: "sha256:new", now: t0}, v1alpha1.ReasonPublished, "sha256:new", 3},
 		{"expires now", frozen(at(0), live), outcome{revision: "sha256:new", now: t0}, v1alpha1.ReasonExpired, "", 3},
 		{"expired", frozen(at(-time.Hour), live), outcome{revision: "sha256:new", now: t0}, v1alpha1.ReasonExpired, "", 3},
-		{"too large", frozen(nil, live), outcome{tooLarge: errors.New("big"), now: t0}, v1alpha1.ReasonBundleTooLarge, "sha256:old", 2},
+		{"too large", frozen(nil, live), outcome{tooLarge: errors.New("big"), now: t0}, v1alpha1.ReasonBundleTooLarge, "sha256:old", 3},
 		{"expired and too large", frozen(at(-time.Hour), live), outcome{tooLarge: errors.New("big"), now: t0}, v1alpha1.ReasonExpired, "", 3},
 		// Published alone after a restart: live in that revision, which
 		// toolgate freeze waits for.
 		{"too large, freeze alone", frozen(nil, live), outcome{tooLarge: errors.New("big"), freezeRevision: "sha256:alone", freezeAlone: true, now: t0}, v1alpha1.ReasonPublished, "sha256:alone", 3},
 		{"too large, freeze on the last policies", frozen(nil, live), outcome{tooLarge: errors.New("big"), freezeRevision: "sha256:last", now: t0}, v1alpha1.ReasonPublished, "sha256:last", 3},
-		{"publish failed", frozen(nil, live), outcome{revision: "sha256:new", publishErr: errors.New("refused"), now: t0}, v1alpha1.ReasonPublishFailed, "sha256:old", 2},
+		{"publish refused", frozen(nil, live), outcome{revision: "sha256:new", publishErr: quota, now: t0}, v1alpha1.ReasonPublishFailed, "sha256:old", 3},
+		{"publish retrying", frozen(nil, live), outcome{revision: "sha256:new", publishErr: busy, now: t0}, v1alpha1.ReasonPublishFailed, "sha256:old", 2},
+		{"publish retrying, expired", frozen(at(-time.Hour), live), outcome{revision: "sha256:new", publishErr: busy, now: t0}, v1alpha1.ReasonPublishFailed, "sha256:old", 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -142,13 +164,21 @@ func TestFrozenAgentStatus(t *testing.T) {
 			if c.Reason != tt.wantReason || c.Status != wantStatus || st.BundleRevision != tt.wantRev || st.ObservedGeneration != tt.wantObsGen {
 				t.Errorf("Ready %s %s, status %+v", c.Status, c.Reason, st)
 			}
+			retrying := tt.out.publishErr == busy
+			if rec := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionReconciling); retrying != (rec != nil) {
+				t.Errorf("Reconciling = %+v, retrying %v", rec, retrying)
+			}
+			stalls := tt.wantReason == v1alpha1.ReasonBundleTooLarge || (tt.wantReason == v1alpha1.ReasonPublishFailed && !retrying)
+			if s := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionStalled); stalls != (s != nil) {
+				t.Errorf("Stalled = %+v, want one: %v", s, stalls)
+			}
 		})
 	}
 }
 
 func TestReconcilingMarksANewGeneration(t *testing.T) {
 	published := withProgress(nil, metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue,
-		Reason: v1alpha1.ReasonPublished, ObservedGeneration: 1})
+		Reason: v1alpha1.ReasonPublished, ObservedGeneration: 1}, false)
 	conds := reconciling(published, 2, t0)
 	c := apimeta.FindStatusCondition(conds, v1alpha1.ConditionReconciling)
 	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonPublishing || c.ObservedGeneration != 2 {
@@ -161,9 +191,48 @@ func TestReconcilingMarksANewGeneration(t *testing.T) {
 		t.Error("marking the same generation twice writes again")
 	}
 	done := withProgress(conds, metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue,
-		Reason: v1alpha1.ReasonPublished, ObservedGeneration: 2})
+		Reason: v1alpha1.ReasonPublished, ObservedGeneration: 2}, false)
 	if apimeta.FindStatusCondition(done, v1alpha1.ConditionReconciling) != nil {
 		t.Error("Reconciling stays once the generation is published")
+	}
+}
+
+// TestProgressFollowsTheFailure: a streak of failed publishes moves between
+// Reconciling (retrying) and Stalled (needs a fix) as its error does, never
+// both, and a publish clears both. Retries keep Reconciling's transition
+// time.
+func TestProgressFollowsTheFailure(t *testing.T) {
+	failed := func(msg string, at time.Time) metav1.Condition {
+		return metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonPublishFailed,
+			Message: msg, ObservedGeneration: 2, LastTransitionTime: metav1.NewTime(at)}
+	}
+	only := func(conds []metav1.Condition, want, gone string) *metav1.Condition {
+		t.Helper()
+		c := apimeta.FindStatusCondition(conds, want)
+		if c == nil || c.Status != metav1.ConditionTrue || apimeta.FindStatusCondition(conds, gone) != nil {
+			t.Fatalf("want %s alone, got %+v", want, conds)
+		}
+		return c
+	}
+	conds := reconciling(nil, 2, t0)
+	conds = withProgress(conds, failed("busy", t0.Add(time.Second)), true)
+	if c := only(conds, v1alpha1.ConditionReconciling, v1alpha1.ConditionStalled); c.Reason != v1alpha1.ReasonPublishRetrying || c.Message != "busy" {
+		t.Fatalf("Reconciling = %+v", c)
+	}
+	conds = withProgress(conds, failed("still busy", t0.Add(2*time.Second)), true)
+	if c := only(conds, v1alpha1.ConditionReconciling, v1alpha1.ConditionStalled); c.Message != "still busy" || !c.LastTransitionTime.Time.Equal(t0) {
+		t.Fatalf("a retry moved Reconciling: %+v", c)
+	}
+	conds = withProgress(conds, failed("forbidden", t0.Add(3*time.Second)), false)
+	if c := only(conds, v1alpha1.ConditionStalled, v1alpha1.ConditionReconciling); c.Reason != v1alpha1.ReasonPublishFailed || c.Message != "forbidden" {
+		t.Fatalf("Stalled = %+v", c)
+	}
+	conds = withProgress(conds, failed("busy again", t0.Add(4*time.Second)), true)
+	only(conds, v1alpha1.ConditionReconciling, v1alpha1.ConditionStalled)
+	conds = withProgress(conds, metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue,
+		Reason: v1alpha1.ReasonPublished, ObservedGeneration: 2}, false)
+	if len(conds) != 1 {
+		t.Fatalf("after the publish: %+v", conds)
 	}
 }
 

@@ -8,12 +8,16 @@ const (
 	// the namespace's published bundle.
 	ConditionReady = "Ready"
 	// ConditionReconciling (kstatus) is True while the object's current
-	// generation is being published.
+	// generation is being published (reason Publishing), and while its
+	// publish fails for a reason expected to pass, the API server busy or
+	// briefly unreachable (reason PublishRetrying, with Ready's message).
+	// kstatus (Flux, kubectl wait's callers) reads it as InProgress.
 	ConditionReconciling = "Reconciling"
 	// ConditionStalled (kstatus) is True while the object's current
-	// generation cannot be published: CompileError, BundleTooLarge or
-	// PublishFailed, with Ready's message. kubectl wait, Flux and Argo CD
-	// read it as failed rather than waiting for it.
+	// generation cannot be published until something is fixed:
+	// CompileError, BundleTooLarge, or PublishFailed with an error that is
+	// not transient (Forbidden, Invalid, ...), with Ready's reason and
+	// message. kstatus reads it as Failed rather than waiting for it.
 	ConditionStalled = "Stalled"
 
 	ReasonPublished      = "Published"
@@ -21,15 +25,22 @@ const (
 	ReasonBundleTooLarge = "BundleTooLarge"
 	ReasonExpired        = "Expired"
 	// ReasonPublishFailed: the API server refused the bundle ConfigMap's
-	// write; the message carries its error. Retried with backoff.
+	// write; the message carries its error. Retried with backoff; with
+	// Reconciling=True when the error is expected to pass, Stalled=True
+	// otherwise.
 	ReasonPublishFailed = "PublishFailed"
 	// ReasonRegoExportRefused (Ready=True: the policy is live in the JSON
 	// bundle sidecars enforce) says the operator, publishing Rego bundles
 	// (--publish-rego), could not export this policy to Rego: the
 	// namespace's bundle ConfigMap carries no Rego bundle until it can.
 	ReasonRegoExportRefused = "RegoExportRefused"
-	// ReasonPublishing is Reconciling's reason.
+	// ReasonPublishing is Reconciling's reason while a new generation is
+	// on its way to the bundle.
 	ReasonPublishing = "Publishing"
+	// ReasonPublishRetrying is Reconciling's reason while the bundle's
+	// write fails for a reason expected to pass (Ready is then False,
+	// PublishFailed): the operator retries with backoff.
+	ReasonPublishRetrying = "PublishRetrying"
 )
 
 // Labels and annotations toolgate puts on the objects it writes or reads.
