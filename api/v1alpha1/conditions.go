@@ -30,6 +30,10 @@ const (
 	ReasonRegoExportRefused = "RegoExportRefused"
 	// ReasonPublishing is Reconciling's reason.
 	ReasonPublishing = "Publishing"
+	// ReasonSigningKeysInvalid is the Warning event on the operator's key
+	// Secret when it no longer holds a valid keyring (or was deleted): the
+	// operator keeps signing with the last valid one.
+	ReasonSigningKeysInvalid = "SigningKeysInvalid"
 )
 
 // Labels and annotations toolgate puts on the objects it writes or reads.
