@@ -23,7 +23,7 @@ help: ## Show targets.
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from kubebuilder markers.
 	$(CONTROLLER_GEN) crd paths="./api/..." output:crd:artifacts:config=config/crd/bases
-	$(CONTROLLER_GEN) rbac:roleName=toolgate-manager paths="./controllers/...;./webhook/..." output:rbac:artifacts:config=config/rbac
+	$(CONTROLLER_GEN) rbac:roleName=toolgate-manager paths="./controllers/...;./webhook/...;./manager/..." output:rbac:artifacts:config=config/rbac
 	$(CONTROLLER_GEN) webhook paths="./webhook/..." output:webhook:artifacts:config=config/webhook
 	./hack/chart-crds.sh
 

@@ -29,6 +29,13 @@ const (
 	// SignatureKey (in data) holds the operator's signature over the
 	// document (see Signature); a mounted volume shows it as a file.
 	SignatureKey = "bundle.sig"
+	// EndorsementsKey (in data), while the operator's keyring holds more
+	// than one key, holds the signing key's public key endorsed by every
+	// other key (see KeyEndorsements): a sidecar admitted before the key
+	// was added accepts bundles it signs. A new key, not a field of
+	// bundle.sig, so sidecars that parse bundle.sig strictly and know
+	// nothing of endorsements read the ConfigMap (and its volume) as before.
+	EndorsementsKey = "bundle.endorsements"
 
 	// SigningKeysConfigMapName is the ConfigMap, in the operator's own
 	// namespace, that publishes the operator's public keys under

@@ -32,8 +32,10 @@ type Options struct {
 	// SkipNameValidation lets one process run several managers (tests).
 	SkipNameValidation bool
 	// Keys, when set, sign every bundle published (bundle.SignatureKey);
-	// the first key signs, all verify the counter of the bundle replaced.
-	Keys *bundle.Keyring
+	// the first key signs, all verify the counter of the bundle replaced,
+	// and the others endorse the first (bundle.EndorsementsKey). Swapping
+	// its keyring re-signs every bundle.
+	Keys *SigningKeys
 	// PublishRego adds the namespace's bundle as an OPA bundle (rego.Export,
 	// `toolgate export rego --tar`) under bundle.RegoTarKey, signed for OPA
 	// with Keys' current key when Keys is set. Its bytes count against

@@ -24,8 +24,8 @@ func (r *bundleReconciler) regoBundle(ns string, b engine.Bundle, revision strin
 	}
 	var signer rego.Signer
 	keyID := ""
-	if r.opts.Keys != nil && !r.opts.RegoUnsigned {
-		key := r.opts.Keys.Current()
+	if ring := r.keyring(); ring != nil && !r.opts.RegoUnsigned {
+		key := ring.Current()
 		signer, keyID = key, key.ID()
 	}
 	if last, ok := r.regoExports.Load(ns); ok {

@@ -131,7 +131,7 @@ func TestPublishRegoAddsTheOPABundleAndRewritesOnlyOnChange(t *testing.T) {
 func TestPublishRegoSignsForOPAWithTheCurrentKey(t *testing.T) {
 	ns := newNamespace(t)
 	key, old := newSigningKey(t), newSigningKey(t)
-	startManager(t, controllers.Options{PublishRego: true, Keys: signingKeys(t, key, old)}, ns)
+	startManager(t, controllers.Options{PublishRego: true, Keys: controllers.NewSigningKeys(signingKeys(t, key, old))}, ns)
 	create(t, policy(ns, "guard", 1))
 	_, _, files := waitForRego(t, ns, func(b engine.Bundle) bool { return len(b.Policies) == 1 })
 
@@ -181,7 +181,7 @@ func TestPublishRegoSignsForOPAWithTheCurrentKey(t *testing.T) {
 func TestPublishRegoUnsignedForOPAConfigurations(t *testing.T) {
 	ns := newNamespace(t)
 	key := newSigningKey(t)
-	startManager(t, controllers.Options{PublishRego: true, RegoUnsigned: true, Keys: signingKeys(t, key)}, ns)
+	startManager(t, controllers.Options{PublishRego: true, RegoUnsigned: true, Keys: controllers.NewSigningKeys(signingKeys(t, key))}, ns)
 	create(t, policy(ns, "guard", 1))
 	_, _, files := waitForRego(t, ns, func(b engine.Bundle) bool { return len(b.Policies) == 1 })
 	if sig, ok := files[rego.SignaturesFile]; ok {

@@ -71,13 +71,15 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		DeleteFunc:  func(e event.DeleteEvent) bool { return e.Object.GetName() == opts.ConfigMapName },
 		GenericFunc: func(e event.GenericEvent) bool { return e.Object.GetName() == opts.ConfigMapName },
 	}
-	err := ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		Watches(&v1alpha1.Policy{}, toBundle, builder.WithPredicates(specChanged{})).
 		Watches(&v1alpha1.FrozenAgent{}, toBundle, builder.WithPredicates(specChanged{})).
-		Watches(&corev1.ConfigMap{}, toBundle, builder.WithPredicates(ourBundle)).
-		WithOptions(controllerOpts).
-		Complete(br)
+		Watches(&corev1.ConfigMap{}, toBundle, builder.WithPredicates(ourBundle))
+	if opts.Keys != nil {
+		b = b.WatchesRawSource(reSignOnSwap(opts.Keys, mgr.GetClient(), opts.ConfigMapName))
+	}
+	err := b.WithOptions(controllerOpts).Complete(br)
 	if err != nil {
 		return fmt.Errorf("setting up the bundle controller: %w", err)
 	}

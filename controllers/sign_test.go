@@ -50,10 +50,10 @@ func signatureOf(t *testing.T, ns string, trusted *bundle.TrustedKeys) (bundle.S
 func TestPublishedBundlesAreSignedAndUnchangedOnesAreNotRewritten(t *testing.T) {
 	ns := newNamespace(t)
 	key := newSigningKey(t)
-	opts := controllers.Options{Keys: signingKeys(t, key)}
+	opts := controllers.Options{Keys: controllers.NewSigningKeys(signingKeys(t, key))}
 	mgr := startManager(t, opts, ns)
 	settled(t, ns)
-	first, _ := signatureOf(t, ns, opts.Keys.Trusted())
+	first, _ := signatureOf(t, ns, opts.Keys.Load().Trusted())
 	if first.KeyID != key.ID() {
 		t.Fatalf("signed by %s, want %s", first.KeyID, key.ID())
 	}
@@ -66,7 +66,7 @@ func TestPublishedBundlesAreSignedAndUnchangedOnesAreNotRewritten(t *testing.T) 
 	second := startManager(t, opts, ns)
 	create(t, policy(ns, "another", 1))
 	waitForBundle(t, ns, "the second policy", func(b engine.Bundle) bool { return len(b.Policies) == 2 })
-	next, _ := signatureOf(t, ns, opts.Keys.Trusted())
+	next, _ := signatureOf(t, ns, opts.Keys.Load().Trusted())
 	if next.Counter <= first.Counter {
 		t.Fatalf("publish counter %d after %d: it must grow across leaders", next.Counter, first.Counter)
 	}
@@ -75,10 +75,10 @@ func TestPublishedBundlesAreSignedAndUnchangedOnesAreNotRewritten(t *testing.T) 
 
 func TestAttackForgedCounterInTheConfigMapIsNotBuiltOn(t *testing.T) {
 	ns := newNamespace(t)
-	opts := controllers.Options{Keys: signingKeys(t, newSigningKey(t))}
+	opts := controllers.Options{Keys: controllers.NewSigningKeys(signingKeys(t, newSigningKey(t)))}
 	startManager(t, opts, ns)
 	settled(t, ns)
-	genuine, cm := signatureOf(t, ns, opts.Keys.Trusted())
+	genuine, cm := signatureOf(t, ns, opts.Keys.Load().Trusted())
 
 	// A namespace editor writes a signature claiming a huge counter. Were
 	// the operator to continue from it, it would jump the counter by the
@@ -96,7 +96,7 @@ func TestAttackForgedCounterInTheConfigMapIsNotBuiltOn(t *testing.T) {
 	}
 	testenv.Eventually(t, "the operator to repair the signature", func() (bool, string) {
 		cm, _ := getBundleConfigMap(t, ns)
-		got, err := opts.Keys.Trusted().Verify([]byte(cm.Data[bundle.SignatureKey]), ns, cm.Annotations[v1alpha1.RevisionAnnotation])
+		got, err := opts.Keys.Load().Trusted().Verify([]byte(cm.Data[bundle.SignatureKey]), ns, cm.Annotations[v1alpha1.RevisionAnnotation])
 		if err != nil {
 			return false, err.Error()
 		}
@@ -110,16 +110,16 @@ func TestAttackForgedCounterInTheConfigMapIsNotBuiltOn(t *testing.T) {
 func TestKeyRotationReSignsEveryBundleWithTheNewKey(t *testing.T) {
 	ns := newNamespace(t)
 	old, next := newSigningKey(t), newSigningKey(t)
-	first := startManager(t, controllers.Options{Keys: signingKeys(t, old)}, ns)
+	first := startManager(t, controllers.Options{Keys: controllers.NewSigningKeys(signingKeys(t, old))}, ns)
 	b := settled(t, ns)
 	before, _ := signatureOf(t, ns, signingKeys(t, old).Trusted())
 	first.stop()
 
 	// The new key signs, the old one is still trusted.
-	rotated := controllers.Options{Keys: signingKeys(t, next, old)}
+	rotated := controllers.Options{Keys: controllers.NewSigningKeys(signingKeys(t, next, old))}
 	startManager(t, rotated, ns)
 	testenv.Eventually(t, "the bundle re-signed with the new key", func() (bool, string) {
-		s, cm := signatureOf(t, ns, rotated.Keys.Trusted())
+		s, cm := signatureOf(t, ns, rotated.Keys.Load().Trusted())
 		if cm.Annotations[v1alpha1.RevisionAnnotation] != b.Revision {
 			t.Fatalf("rotation changed the content: %s, was %s", cm.Annotations[v1alpha1.RevisionAnnotation], b.Revision)
 		}
@@ -133,4 +133,44 @@ func TestKeyRotationReSignsEveryBundleWithTheNewKey(t *testing.T) {
 	})
 	// The old key may go now: the bundle verifies with the new one alone.
 	signatureOf(t, ns, signingKeys(t, next).Trusted())
+}
+
+// A keyring swapped under a running manager (the manager's key Secret
+// reload) re-signs every namespace's bundle at once, with the new key's
+// endorsement by the old one, which a sidecar trusting only the old key
+// accepts; once the old key is gone the endorsements go too.
+func TestSwappedKeyringReSignsEveryBundleWhileRunning(t *testing.T) {
+	a, b := newNamespace(t), newNamespace(t)
+	old, next := newSigningKey(t), newSigningKey(t)
+	keys := controllers.NewSigningKeys(signingKeys(t, old))
+	startManager(t, controllers.Options{Keys: keys}, a, b)
+	revs := map[string]string{a: settled(t, a).Revision, b: settled(t, b).Revision}
+	oldOnly := signingKeys(t, old).Trusted()
+	for ns := range revs {
+		if _, cm := signatureOf(t, ns, oldOnly); cm.Data[bundle.EndorsementsKey] != "" {
+			t.Fatalf("a keyring of one key published endorsements in %s", ns)
+		}
+	}
+
+	keys.Swap(signingKeys(t, next, old))
+	for ns, rev := range revs {
+		testenv.Eventually(t, "the bundle of "+ns+" re-signed with the new key", func() (bool, string) {
+			cm, _ := getBundleConfigMap(t, ns)
+			s, err := oldOnly.VerifyEndorsed([]byte(cm.Data[bundle.SignatureKey]), []byte(cm.Data[bundle.EndorsementsKey]), ns, rev)
+			if err != nil {
+				return false, err.Error()
+			}
+			return s.KeyID == next.ID(), "signed by " + s.KeyID
+		})
+	}
+
+	keys.Swap(signingKeys(t, next))
+	for ns := range revs {
+		testenv.Eventually(t, "the endorsements of "+ns+" dropped with the old key", func() (bool, string) {
+			cm, _ := getBundleConfigMap(t, ns)
+			_, has := cm.Data[bundle.EndorsementsKey]
+			return !has, "still there"
+		})
+		signatureOf(t, ns, signingKeys(t, next).Trusted())
+	}
 }

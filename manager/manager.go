@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -63,17 +64,20 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
-	var trustedPEM string
-	if ns := o.Signing.namespace(); ns != "" {
-		ring, err := signingKeys(cfg, scheme, ns, o.Signing.SecretName)
+	signingNS := o.Signing.namespace()
+	if signingNS != "" {
+		ring, err := signingKeys(cfg, scheme, signingNS, o.Signing.SecretName)
 		if err != nil {
 			return nil, err
 		}
-		o.Controller.Keys, trustedPEM = ring, string(ring.PublicPEM())
+		o.Controller.Keys = controllers.NewSigningKeys(ring)
 	} else {
 		ctrl.Log.WithName("signing").Info("no --signing-namespace and no POD_NAMESPACE: bundles are published unsigned; sidecars with --trusted-keys will refuse them")
 	}
 	cacheOpts := cache.Options{ByObject: controllers.CacheByObject(o.Controller)}
+	if signingNS != "" {
+		cacheOpts.ByObject[&corev1.Secret{}] = signingKeyCache(signingNS, o.Signing.SecretName)
+	}
 	if len(o.Namespaces) > 0 {
 		cacheOpts.DefaultNamespaces = make(map[string]cache.Config, len(o.Namespaces))
 		for _, ns := range o.Namespaces {
@@ -101,6 +105,11 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if err := controllers.Setup(mgr, o.Controller); err != nil {
 		return nil, err
 	}
+	if signingNS != "" {
+		if err := setupSigningKeyReload(mgr, signingNS, o.Signing.SecretName, o.Controller.Keys, o.Controller.SkipNameValidation); err != nil {
+			return nil, fmt.Errorf("watching the signing key Secret: %w", err)
+		}
+	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, err
 	}
@@ -108,7 +117,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		return nil, err
 	}
 	if o.Webhooks.Enabled {
-		if err := setupWebhooks(mgr, o, trustedPEM); err != nil {
+		if err := setupWebhooks(mgr, o); err != nil {
 			return nil, err
 		}
 	}
@@ -123,13 +132,16 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 // setupWebhooks registers the webhooks, and a readiness check that holds the
 // pod out of its Service until they serve (in self mode, until the
 // certificates exist).
-func setupWebhooks(mgr ctrl.Manager, o Options, trustedPEM string) error {
+func setupWebhooks(mgr ctrl.Manager, o Options) error {
 	wo, err := o.Webhooks.setup(o.Controller.ConfigMapName)
 	if err != nil {
 		return err
 	}
-	if wo.Inject != nil {
-		wo.Inject.TrustedKeysPEM = trustedPEM
+	if wo.Inject != nil && o.Controller.Keys != nil {
+		// Read at each admission: a key added since start is trusted by
+		// the Pods admitted from then on.
+		keys := o.Controller.Keys
+		wo.Inject.TrustedKeysPEM = func() string { return string(keys.Load().PublicPEM()) }
 	}
 	registered, err := webhook.Setup(mgr, wo)
 	if err != nil {

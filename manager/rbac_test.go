@@ -2,8 +2,11 @@ package manager
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -102,4 +105,68 @@ func writeKubeconfigFor(t *testing.T, u *envtest.AuthenticatedUser) string {
 		t.Fatal(err)
 	}
 	return writeKubeconfig(t, data)
+}
+
+// TestSigningKeyWatchNeedsOnlyItsSecret runs a signing manager as a user
+// whose only Secret access in the signing namespace is what role.yaml
+// grants by name (get, list, watch toolgate-signing-key) and create: its
+// informer must list and watch that one Secret by name, or the cache never
+// syncs and no rotation step is taken. Then a rotation step must arrive.
+func TestSigningKeyWatchNeedsOnlyItsSecret(t *testing.T) {
+	root := testenv.RepoRoot()
+	data, err := os.ReadFile(filepath.Join(root, "config", "rbac", "role.yaml"))
+	must(t, err)
+	var cluster rbacv1.ClusterRole
+	var local rbacv1.Role
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		if strings.Contains(doc, "kind: ClusterRole") {
+			must(t, yaml.UnmarshalStrict([]byte(doc), &cluster))
+		} else if strings.Contains(doc, "kind: Role") {
+			must(t, yaml.UnmarshalStrict([]byte(doc), &local))
+		}
+	}
+	// Of the namespaced rules, the key Secret's by name, and create: not the
+	// webhook rotator's namespace-wide list and watch.
+	var rules []rbacv1.PolicyRule
+	for _, r := range local.Rules {
+		switch {
+		case slices.Contains(r.ResourceNames, bundle.SigningKeySecretName):
+			rules = append(rules, r)
+		case len(r.ResourceNames) == 0 && slices.Contains(r.Verbs, "create"):
+			r.Verbs = []string{"create"}
+			rules = append(rules, r)
+		}
+	}
+	if len(rules) != 2 {
+		t.Fatalf("role.yaml's Role has no rule naming %s: %+v", bundle.SigningKeySecretName, local.Rules)
+	}
+	ctx := context.Background()
+	sns, ns := newNamespace(t), newNamespace(t)
+	const user = "toolgate-manager-signing-rbac-test"
+	cluster.ObjectMeta = metav1.ObjectMeta{Name: user}
+	must(t, k8s.Create(ctx, &cluster))
+	must(t, k8s.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: user},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}}}))
+	must(t, k8s.Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: sns, Name: user}, Rules: rules}))
+	must(t, k8s.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: sns, Name: user},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: user},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}}}))
+	authn, err := env.AddUser(envtest.User{Name: user}, restCfg)
+	must(t, err)
+
+	o := signingOptions(t, sns, ns)
+	o.Kubeconfig = writeKubeconfigFor(t, authn)
+	runInBackground(t, o)
+	createPolicy(t, ns, "p")
+	publishedKeys(t, sns)
+	ring, err := RotateSigningKeys(ctx, k8s, sns, bundle.SigningKeySecretName, RotateAdd, "", false)
+	must(t, err)
+	next := ring.Keys()[1]
+	_, err = RotateSigningKeys(ctx, k8s, sns, bundle.SigningKeySecretName, RotatePromote, next.ID(), false)
+	must(t, err)
+	testenv.Eventually(t, "the bundle re-signed with the promoted key, under name-only Secret access", func() (bool, string) {
+		s, err := bundleSignature(t, ns, ring.Trusted())
+		return err == nil && s.KeyID == next.ID(), fmt.Sprint(s.KeyID, err)
+	})
 }

@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +18,12 @@ import (
 	"github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/bundle"
 )
+
+// The key Secret is created on first start (create cannot be narrowed by
+// name), then read and watched by name (the informer's field selector lets
+// RBAC name it); the manager never writes it again.
+// +kubebuilder:rbac:groups="",namespace=toolgate-system,resources=secrets,verbs=create
+// +kubebuilder:rbac:groups="",namespace=toolgate-system,resources=secrets,resourceNames=toolgate-signing-key,verbs=get;list;watch
 
 // signingTimeout bounds the key Secret and ConfigMap calls at start.
 const signingTimeout = 30 * time.Second
@@ -101,22 +109,25 @@ func wrapPublishKeys(key types.NamespacedName, err error) error {
 	return nil
 }
 
-// Key rotation steps, for RotateSigningKeys.
+// Key rotation steps, for RotateSigningKeys. Running managers watch the
+// key Secret and take each step at once: no restart.
 const (
-	// RotateAdd appends a new key: published and handed to sidecars
-	// injected from the next manager start, not signing yet.
+	// RotateAdd appends a new key: published, and handed to the sidecars
+	// of Pods admitted from then on, not signing yet.
 	RotateAdd = "add"
-	// RotatePromote makes the key given sign (first in the Secret); every
-	// bundle is re-signed with it at the next manager start.
+	// RotatePromote makes the key given sign (first in the Secret): every
+	// bundle is re-signed with it, endorsed by the other keys, so sidecars
+	// admitted before it was added accept it.
 	RotatePromote = "promote"
-	// RotateRetire removes a key that no longer signs.
+	// RotateRetire removes a key that no longer signs. It is refused while
+	// a bundle still carries the key's signature, unless forced.
 	RotateRetire = "retire"
 )
 
 // RotateSigningKeys changes the key Secret ns/name by one step and returns
-// the keyring it now holds. Managers read the Secret at start: restart
-// them after each step (kubectl rollout restart).
-func RotateSigningKeys(ctx context.Context, c client.Client, ns, name, step, keyID string) (*bundle.Keyring, error) {
+// the keyring it now holds. force retires a key even while bundles still
+// carry its signature.
+func RotateSigningKeys(ctx context.Context, c client.Client, ns, name, step, keyID string, force bool) (*bundle.Keyring, error) {
 	var s corev1.Secret
 	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &s); err != nil {
 		return nil, fmt.Errorf("the signing key Secret %s/%s: %w", ns, name, err)
@@ -159,6 +170,11 @@ func RotateSigningKeys(ctx context.Context, c client.Client, ns, name, step, key
 		if i == 0 {
 			return nil, fmt.Errorf("key %s signs: promote another key first", keyID)
 		}
+		if !force {
+			if err := refuseWhileSigning(ctx, c, r.Trusted(), keyID); err != nil {
+				return nil, err
+			}
+		}
 		keys = append(keys[:i:i], keys[i+1:]...)
 	default:
 		return nil, fmt.Errorf("rotation step %q: want %s, %s or %s", step, RotateAdd, RotatePromote, RotateRetire)
@@ -174,4 +190,30 @@ func RotateSigningKeys(ctx context.Context, c client.Client, ns, name, step, key
 		return nil, fmt.Errorf("updating the signing key Secret %s/%s: %w", ns, name, err)
 	}
 	return r, nil
+}
+
+// refuseWhileSigning fails while a bundle ConfigMap anywhere in the
+// cluster (every one the operator writes carries v1alpha1.BundleLabel)
+// carries a signature by keyID that trusted verifies: sidecars of that
+// namespace would keep its bundle, but a sidecar restarting without the
+// retired key would refuse it. A signature that does not verify (a forgery
+// naming the key) does not hold the step back.
+func refuseWhileSigning(ctx context.Context, c client.Client, trusted *bundle.TrustedKeys, keyID string) error {
+	var cms corev1.ConfigMapList
+	if err := c.List(ctx, &cms, client.MatchingLabels{v1alpha1.BundleLabel: "true"}); err != nil {
+		return fmt.Errorf("checking that no bundle is still signed by %s (or retire with --force): %w", keyID, err)
+	}
+	var still []string
+	for _, cm := range cms.Items {
+		s, err := trusted.VerifyStatement([]byte(cm.Data[bundle.SignatureKey]), cm.Namespace)
+		if err == nil && s.KeyID == keyID {
+			still = append(still, cm.Namespace)
+		}
+	}
+	if len(still) > 0 {
+		slices.Sort(still)
+		return fmt.Errorf("key %s still signs the bundles of %d namespaces (%s): a running manager re-signs them within seconds of promote; try again, or retire with --force",
+			keyID, len(still), strings.Join(still, ", "))
+	}
+	return nil
 }

@@ -236,7 +236,7 @@ func TestKeyRotationKeepsSidecarsServing(t *testing.T) {
 
 	// Step 1: a new key is added; restarted, the manager publishes both and
 	// sidecars started from now on trust both. Nothing is re-signed yet.
-	ring, err := RotateSigningKeys(ctx, k8s, sns, bundle.SigningKeySecretName, RotateAdd, "")
+	ring, err := RotateSigningKeys(ctx, k8s, sns, bundle.SigningKeySecretName, RotateAdd, "", false)
 	must(t, err)
 	next := ring.Keys()[1]
 	stop = runInBackground(t, signingOptions(t, sns, ns))
@@ -256,7 +256,7 @@ func TestKeyRotationKeepsSidecarsServing(t *testing.T) {
 	must(t, stop())
 
 	// Step 2: the new key signs; the restarted manager re-signs the bundle.
-	_, err = RotateSigningKeys(ctx, k8s, sns, bundle.SigningKeySecretName, RotatePromote, next.ID())
+	_, err = RotateSigningKeys(ctx, k8s, sns, bundle.SigningKeySecretName, RotatePromote, next.ID(), false)
 	must(t, err)
 	stop = runInBackground(t, signingOptions(t, sns, ns))
 	testenv.Eventually(t, "the bundle re-signed with the new key", func() (bool, string) {
@@ -271,7 +271,7 @@ func TestKeyRotationKeepsSidecarsServing(t *testing.T) {
 	must(t, stop())
 
 	// Step 3: the old key is retired and no longer published.
-	_, err = RotateSigningKeys(ctx, k8s, sns, bundle.SigningKeySecretName, RotateRetire, old.ID())
+	_, err = RotateSigningKeys(ctx, k8s, sns, bundle.SigningKeySecretName, RotateRetire, old.ID(), false)
 	must(t, err)
 	runInBackground(t, signingOptions(t, sns, ns))
 	testenv.Eventually(t, "only the new key published", func() (bool, string) {
@@ -284,7 +284,7 @@ func TestKeyRotationKeepsSidecarsServing(t *testing.T) {
 	if got := rejectedTotal(t, base); got != "" {
 		t.Fatalf("bundles refused during the rotation: %s", got)
 	}
-	if _, err := RotateSigningKeys(ctx, k8s, sns, bundle.SigningKeySecretName, RotateRetire, next.ID()); err == nil {
+	if _, err := RotateSigningKeys(ctx, k8s, sns, bundle.SigningKeySecretName, RotateRetire, next.ID(), false); err == nil {
 		t.Fatal("retiring the only, signing key succeeded")
 	}
 }
@@ -404,6 +404,43 @@ func TestInjectedSidecarTrustsOperatorKeys(t *testing.T) {
 	if r := sidecarReadyz(t, base); r.BundleRevision != signedRev {
 		t.Fatalf("the sidecar serves %s after the forgery, want %s", r.BundleRevision, signedRev)
 	}
+
+	// A key added while the manager runs is handed to the Pods admitted
+	// from then on, without a restart.
+	ring, err := RotateSigningKeys(ctx, k8s, sns, bundle.SigningKeySecretName, RotateAdd, "", false)
+	must(t, err)
+	for i := 0; ; i++ {
+		later := pod.DeepCopy()
+		later.Name = fmt.Sprintf("agent-later-%d", i)
+		must(t, k8s.Create(ctx, later))
+		got := injectedArg(t, ns, later.Name, "--trusted-keys-pem=")
+		if got == string(ring.PublicPEM()) {
+			break
+		}
+		if i == 50 {
+			t.Fatalf("Pods admitted after add still get only\n%s", got)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// injectedArg is the value of the injected sidecar's argument with prefix.
+func injectedArg(t *testing.T, ns, name, prefix string) string {
+	t.Helper()
+	var p corev1.Pod
+	must(t, k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &p))
+	for _, c := range append(p.Spec.InitContainers, p.Spec.Containers...) {
+		if c.Name != webhook.SidecarName {
+			continue
+		}
+		for _, a := range c.Args {
+			if v, ok := strings.CutPrefix(a, prefix); ok {
+				return v
+			}
+		}
+	}
+	t.Fatalf("no injected %s in Pod %s/%s", prefix, ns, name)
+	return ""
 }
 
 func TestSigningKeyCommandRotates(t *testing.T) {

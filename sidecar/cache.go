@@ -30,6 +30,10 @@ func (c *bundleCache) path() string { return filepath.Join(c.dir, c.name) }
 // verified at start like any other.
 func (c *bundleCache) sigPath() string { return c.path() + ".sig" }
 
+// endorsementsPath holds the bundle's endorsements, when it came with some:
+// a bundle accepted through one must verify at the next start too.
+func (c *bundleCache) endorsementsPath() string { return c.path() + ".endorsements" }
+
 // counterPath keeps the highest publish counter loaded, and its revision.
 // Unlike the bundle it survives an unload, so a sidecar restarted after the
 // ConfigMap was deleted still refuses an older signed bundle put back.
@@ -55,34 +59,46 @@ func (c *bundleCache) saveCounter(n uint64, rev string) error {
 	return c.write(c.counterPath(), fmt.Appendf(nil, "%d %s\n", n, rev))
 }
 
-// read returns nil, nil, nil when nothing is cached, and a nil sig when
-// the bundle was cached unsigned.
-func (c *bundleCache) read() (doc, sig []byte, err error) {
+// read returns a nil doc when nothing is cached, and a nil sig when the
+// bundle was cached unsigned.
+func (c *bundleCache) read() (doc []byte, sl seal, err error) {
 	doc, err = os.ReadFile(c.path())
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, nil
+		return nil, seal{}, nil
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading the cached bundle: %w", err)
+		return nil, seal{}, fmt.Errorf("reading the cached bundle: %w", err)
 	}
-	sig, err = os.ReadFile(c.sigPath())
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, fmt.Errorf("reading the cached bundle's signature: %w", err)
+	if sl.sig, err = readOptional(c.sigPath()); err != nil {
+		return nil, seal{}, fmt.Errorf("reading the cached bundle's signature: %w", err)
 	}
-	return doc, sig, nil
+	if sl.endorsements, err = readOptional(c.endorsementsPath()); err != nil {
+		return nil, seal{}, fmt.Errorf("reading the cached bundle's endorsements: %w", err)
+	}
+	return doc, sl, nil
 }
 
-// save writes the signature, then the bundle. A crash in between leaves a
-// pair that does not verify, refused at the next start (fail closed).
-func (c *bundleCache) save(doc, sig []byte) error {
-	if sig == nil {
-		if err := os.Remove(c.sigPath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
-	} else if err := c.write(c.sigPath(), sig); err != nil {
+// save writes the seal, then the bundle. A crash in between leaves a
+// set that does not verify, refused at the next start (fail closed).
+func (c *bundleCache) save(doc []byte, sl seal) error {
+	if err := c.writeOrRemove(c.sigPath(), sl.sig); err != nil {
+		return err
+	}
+	if err := c.writeOrRemove(c.endorsementsPath(), sl.endorsements); err != nil {
 		return err
 	}
 	return c.write(c.path(), doc)
+}
+
+// writeOrRemove writes data to path, or removes path when data is nil.
+func (c *bundleCache) writeOrRemove(path string, data []byte) error {
+	if data == nil {
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	return c.write(path, data)
 }
 
 // write writes atomically (temporary file, fsync, rename): a crash never
@@ -116,8 +132,10 @@ func (c *bundleCache) remove() error {
 	if errors.Is(err, fs.ErrNotExist) {
 		err = nil
 	}
-	if serr := os.Remove(c.sigPath()); serr != nil && !errors.Is(serr, fs.ErrNotExist) {
-		return errors.Join(err, serr)
+	for _, p := range []string{c.sigPath(), c.endorsementsPath()} {
+		if perr := os.Remove(p); perr != nil && !errors.Is(perr, fs.ErrNotExist) {
+			err = errors.Join(err, perr)
+		}
 	}
 	return err
 }

@@ -38,12 +38,18 @@ func (s *Server) load(raw []byte, gzipped bool, origin string) error {
 // loadSigned verifies the signature once, here, for the whole bundle: the
 // decision path never sees it.
 func (s *Server) loadSigned(raw []byte, gzipped bool, sig []byte, origin string) error {
+	return s.loadSealed(raw, gzipped, seal{sig: sig}, origin)
+}
+
+// loadSealed is loadSigned with the whole seal: the signature and the
+// signing key's endorsements, as the sources read them.
+func (s *Server) loadSealed(raw []byte, gzipped bool, sl seal, origin string) error {
 	doc, err := bundle.ReadDocument(raw, gzipped)
 	if err == nil {
 		var b engine.Bundle
 		if b, err = engine.Decode(doc); err == nil {
 			var v verified
-			if v, err = s.verify(b.Revision, sig); err == nil {
+			if v, err = s.verify(b.Revision, sl); err == nil {
 				if err = s.swap(b, doc, v, origin); err == nil {
 					return nil
 				}
@@ -70,7 +76,7 @@ func (s *Server) swap(b engine.Bundle, doc []byte, v verified, origin string) er
 			st := newState(cur.compiled, cur.revision, origin, cur.loadedAt, s.idPrefix)
 			s.state.Store(st)
 		}
-		s.saveCache(doc, v.sig, origin)
+		s.saveCache(doc, v.seal, origin)
 		return nil
 	}
 	started := time.Now()
@@ -87,13 +93,13 @@ func (s *Server) swap(b engine.Bundle, doc []byte, v verified, origin string) er
 		// evaluation reaches it; the webhook should have stopped it earlier.
 		s.log.Warn("policy does not compile; decisions reaching it deny", "source", origin, "diagnostic", d.String())
 	}
-	s.saveCache(doc, v.sig, origin)
+	s.saveCache(doc, v.seal, origin)
 	return nil
 }
 
-func (s *Server) saveCache(doc, sig []byte, origin string) {
+func (s *Server) saveCache(doc []byte, sl seal, origin string) {
 	if origin != originCache && s.cache != nil {
-		if err := s.cache.save(doc, sig); err != nil {
+		if err := s.cache.save(doc, sl); err != nil {
 			s.log.Warn("caching the bundle failed", "dir", s.cache.dir, "err", err)
 		}
 	}
@@ -133,11 +139,11 @@ func (s *Server) loadCache() {
 		return
 	}
 	s.loadCounter()
-	doc, sig, err := s.cache.read()
+	doc, sl, err := s.cache.read()
 	switch {
 	case err != nil:
 		s.reject(originCache, err)
 	case doc != nil:
-		_ = s.loadSigned(doc, false, sig, originCache)
+		_ = s.loadSealed(doc, false, sl, originCache)
 	}
 }

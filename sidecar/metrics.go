@@ -112,7 +112,7 @@ func newMetrics(age, bodyBytes func() float64, ledger *usage.Ledger) *metrics {
 		Name: metricPrefix + "bundle_reload_failures_total", Help: "Bundles rejected (corrupt, unreadable); the last good one kept serving.",
 	}, []string{"source"})
 	m.rejected = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: metricPrefix + "bundle_rejected_total", Help: "Bundles refused, by reason (unsigned, unknown_key, bad_signature, wrong_namespace, rollback, corrupt, unreadable); the last good one kept serving.",
+		Name: metricPrefix + "bundle_rejected_total", Help: "Bundles refused, by reason (unsigned, unknown_key, bad_signature, bad_endorsement, wrong_namespace, rollback, corrupt, unreadable); the last good one kept serving.",
 	}, []string{"reason"})
 	m.logDropped = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: metricPrefix + "decision_log_dropped_total", Help: "Decision log events dropped, by sink and reason.",

@@ -123,9 +123,12 @@ func (c *configMapSource) apply(s *Server, obj any) {
 		s.reject(originConfigMap, err)
 		return
 	}
-	var sig []byte
+	var sl seal
 	if v, ok := cm.Data[bundle.SignatureKey]; ok {
-		sig = []byte(v)
+		sl.sig = []byte(v)
 	}
-	_ = s.loadSigned(raw, gz, sig, originConfigMap)
+	if v, ok := cm.Data[bundle.EndorsementsKey]; ok {
+		sl.endorsements = []byte(v)
+	}
+	_ = s.loadSealed(raw, gz, sl, originConfigMap)
 }

@@ -30,15 +30,15 @@ type pathSource struct {
 	origin   string
 	watchDir string
 	poll     time.Duration
-	// read returns the bundle bytes, its signature (nil when there is
+	// read returns the bundle bytes, its seal (nil parts when there are
 	// none), whether they are gzip, and found=false when the source has no
 	// bundle at all.
-	read func() (raw, sig []byte, gzipped, found bool, err error)
+	read func() (raw []byte, sl seal, gzipped, found bool, err error)
 	// relevant filters events; nil means every event in watchDir.
 	relevant func(fsnotify.Event) bool
 
 	last     []byte
-	lastSig  []byte
+	lastSeal seal
 	lastGzip bool
 	seen     bool
 }
@@ -48,29 +48,43 @@ func newFileSource(path string, poll time.Duration) *pathSource {
 	gz := strings.HasSuffix(path, ".gz")
 	return &pathSource{
 		origin: originBundleFile, watchDir: filepath.Dir(path), poll: poll,
-		read: func() ([]byte, []byte, bool, bool, error) {
+		read: func() ([]byte, seal, bool, bool, error) {
 			raw, err := os.ReadFile(path)
 			if errors.Is(err, fs.ErrNotExist) {
-				return nil, nil, false, false, nil
+				return nil, seal{}, false, false, nil
 			}
 			if err != nil {
-				return nil, nil, false, false, err
+				return nil, seal{}, false, false, err
 			}
-			sig, err := readOptional(path + ".sig")
-			return raw, sig, gz, err == nil, err
+			sl, err := readSeal(path+".sig", path+".endorsements")
+			return raw, sl, gz, err == nil, err
 		},
 		// Editors and kubectl cp replace a file by renaming another over it,
 		// so the directory is watched and events are matched by name.
 		relevant: func(ev fsnotify.Event) bool {
 			name := filepath.Clean(ev.Name)
-			return name == path || name == path+".sig"
+			return name == path || name == path+".sig" || name == path+".endorsements"
 		},
 	}
 }
 
 func newDirSource(dir string, poll time.Duration) *pathSource {
 	return &pathSource{origin: originBundleDir, watchDir: dir, poll: poll,
-		read: func() ([]byte, []byte, bool, bool, error) { return readBundleDir(dir) }}
+		read: func() ([]byte, seal, bool, bool, error) { return readBundleDir(dir) }}
+}
+
+// readSeal reads a bundle's signature and endorsements files, either of
+// which may be missing.
+func readSeal(sigPath, endorsementsPath string) (seal, error) {
+	sig, err := readOptional(sigPath)
+	if err != nil {
+		return seal{}, err
+	}
+	endorsements, err := readOptional(endorsementsPath)
+	if err != nil {
+		return seal{}, err
+	}
+	return seal{sig: sig, endorsements: endorsements}, nil
 }
 
 // readOptional reads a file that may be missing (nil, nil).
@@ -87,44 +101,44 @@ func readOptional(path string) ([]byte, error) {
 // points to and checks the link did not move meanwhile, so both keys come
 // from one published version: reading the top-level symlinks during a swap
 // could see neither key and wrongly conclude the bundle was deleted.
-func readBundleDir(dir string) ([]byte, []byte, bool, bool, error) {
+func readBundleDir(dir string) ([]byte, seal, bool, bool, error) {
 	for range maxSnapshotTries {
 		target, err := os.Readlink(filepath.Join(dir, kubeletDataLink))
 		if errors.Is(err, fs.ErrNotExist) {
 			return readBundleKeys(dir) // a plain directory
 		}
 		if err != nil {
-			return nil, nil, false, false, fmt.Errorf("reading %s: %w", kubeletDataLink, err)
+			return nil, seal{}, false, false, fmt.Errorf("reading %s: %w", kubeletDataLink, err)
 		}
 		if !filepath.IsAbs(target) {
 			target = filepath.Join(dir, target)
 		}
-		raw, sig, gz, found, err := readBundleKeys(target)
+		raw, sl, gz, found, err := readBundleKeys(target)
 		after, lerr := os.Readlink(filepath.Join(dir, kubeletDataLink))
 		if lerr == nil && (after == target || filepath.Join(dir, after) == target) {
-			return raw, sig, gz, found, err
+			return raw, sl, gz, found, err
 		}
 	}
-	return nil, nil, false, false, fmt.Errorf("%s kept moving while it was read", filepath.Join(dir, kubeletDataLink))
+	return nil, seal{}, false, false, fmt.Errorf("%s kept moving while it was read", filepath.Join(dir, kubeletDataLink))
 }
 
-// readBundleKeys reads the bundle keys and the signature of one version.
-func readBundleKeys(dir string) ([]byte, []byte, bool, bool, error) {
+// readBundleKeys reads the bundle keys and the seal of one version.
+func readBundleKeys(dir string) ([]byte, seal, bool, bool, error) {
 	plain, perr := os.ReadFile(filepath.Join(dir, bundle.Key))
 	zipped, zerr := os.ReadFile(filepath.Join(dir, bundle.GzipKey))
 	plainMissing, zipMissing := errors.Is(perr, fs.ErrNotExist), errors.Is(zerr, fs.ErrNotExist)
 	switch {
 	case perr != nil && !plainMissing:
-		return nil, nil, false, false, perr
+		return nil, seal{}, false, false, perr
 	case zerr != nil && !zipMissing:
-		return nil, nil, false, false, zerr
+		return nil, seal{}, false, false, zerr
 	}
-	sig, err := readOptional(filepath.Join(dir, bundle.SignatureKey))
+	sl, err := readSeal(filepath.Join(dir, bundle.SignatureKey), filepath.Join(dir, bundle.EndorsementsKey))
 	if err != nil {
-		return nil, nil, false, false, err
+		return nil, seal{}, false, false, err
 	}
 	raw, gz, found, err := bundle.PickKey(dir, plain, !plainMissing, zipped, !zipMissing)
-	return raw, sig, gz, found, err
+	return raw, sl, gz, found, err
 }
 
 func (p *pathSource) run(ctx context.Context, s *Server) error {
@@ -167,16 +181,16 @@ func (p *pathSource) run(ctx context.Context, s *Server) error {
 // sync reads the source and loads it when its bytes changed. Bytes already
 // rejected are not rejected again at every poll.
 func (p *pathSource) sync(s *Server) {
-	raw, sig, gz, found, err := p.read()
+	raw, sl, gz, found, err := p.read()
 	switch {
 	case err != nil:
 		s.reject(p.origin, err)
 	case !found:
-		p.last, p.lastSig, p.seen = nil, nil, false
+		p.last, p.lastSeal, p.seen = nil, seal{}, false
 		s.unload(p.origin, "no bundle in "+p.watchDir)
-	case p.seen && gz == p.lastGzip && bytes.Equal(raw, p.last) && bytes.Equal(sig, p.lastSig):
+	case p.seen && gz == p.lastGzip && bytes.Equal(raw, p.last) && sl.equal(p.lastSeal):
 	default:
-		p.last, p.lastSig, p.lastGzip, p.seen = raw, sig, gz, true
-		_ = s.loadSigned(raw, gz, sig, p.origin)
+		p.last, p.lastSeal, p.lastGzip, p.seen = raw, sl, gz, true
+		_ = s.loadSealed(raw, gz, sl, p.origin)
 	}
 }

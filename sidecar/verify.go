@@ -1,6 +1,7 @@
 package sidecar
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -20,6 +21,7 @@ const (
 	reasonUnknownKey     = "unknown_key"
 	reasonBadSignature   = "bad_signature"
 	reasonWrongNamespace = "wrong_namespace"
+	reasonBadEndorsement = "bad_endorsement"
 	reasonRollback       = "rollback"
 	reasonCorrupt        = "corrupt"
 	reasonUnreadable     = "unreadable"
@@ -31,6 +33,8 @@ func rejectReason(err error) string {
 		return reasonUnsigned
 	case errors.Is(err, bundle.ErrUnknownKey):
 		return reasonUnknownKey
+	case errors.Is(err, bundle.ErrBadEndorsement):
+		return reasonBadEndorsement
 	case errors.Is(err, bundle.ErrWrongNamespace):
 		return reasonWrongNamespace
 	case errors.Is(err, bundle.ErrBadSignature):
@@ -52,11 +56,21 @@ type rejection struct {
 	At     time.Time `json:"at"`
 }
 
+// seal is what vouches for a bundle: its bundle.sig and, during a key
+// rotation, its bundle.endorsements (nil when there is none).
+type seal struct {
+	sig, endorsements []byte
+}
+
+func (a seal) equal(b seal) bool {
+	return bytes.Equal(a.sig, b.sig) && bytes.Equal(a.endorsements, b.endorsements)
+}
+
 // verified is what a checked signature vouches for; the zero value when
 // the sidecar has no trusted keys.
 type verified struct {
 	counter uint64
-	sig     []byte
+	seal    seal
 }
 
 // loadTrustedKeys reads --trusted-keys and --trusted-keys-pem; nil, nil
@@ -95,18 +109,20 @@ func (o *Options) bundleNamespace() string {
 	return o.BundleNamespace
 }
 
-// verify checks sig against the trusted keys, once per load. Without
+// verify checks the seal against the trusted keys, once per load: a
+// bundle signed by a key the sidecar does not trust is accepted only when
+// its endorsement by a trusted key holds (bundle.VerifyEndorsed). Without
 // trusted keys every bundle is accepted unsigned, as New announced.
-func (s *Server) verify(revision string, sig []byte) (verified, error) {
+func (s *Server) verify(revision string, sl seal) (verified, error) {
 	if s.trust == nil {
 		return verified{}, nil
 	}
 	s.verifications.Add(1)
-	v, err := s.trust.Verify(sig, s.namespace, revision)
+	v, err := s.trust.VerifyEndorsed(sl.sig, sl.endorsements, s.namespace, revision)
 	if err != nil {
 		return verified{}, err
 	}
-	return verified{counter: v.Counter, sig: sig}, nil
+	return verified{counter: v.Counter, seal: sl}, nil
 }
 
 // checkCounter refuses a signed bundle whose publish counter is lower than

@@ -82,11 +82,13 @@ type InjectOptions struct {
 	// MetricsPort, when not 0, is where the sidecar also serves /metrics
 	// (and health) on the Pod's IP, as the port named MetricsPortName.
 	MetricsPort int32
-	// TrustedKeysPEM, when set, are the operator's public signing keys,
-	// put into the sidecar's arguments (--trusted-keys-pem): a Pod's
-	// containers cannot be changed after creation, and nothing in the
-	// agent's namespace (a ConfigMap its editors could rewrite) is trusted.
-	TrustedKeysPEM string
+	// TrustedKeysPEM, when set, returns the operator's public signing keys
+	// at each admission, put into the sidecar's arguments
+	// (--trusted-keys-pem): a Pod's containers cannot be changed after
+	// creation, and nothing in the agent's namespace (a ConfigMap its
+	// editors could rewrite) is trusted. A key promoted later reaches the
+	// sidecar through its endorsement (bundle.EndorsementsKey).
+	TrustedKeysPEM func() string
 }
 
 // SidecarBinary is where the Dockerfile puts the one toolgate binary; the
@@ -215,8 +217,10 @@ func InjectSidecar(pod *corev1.Pod, o InjectOptions) {
 	if o.ClusterName != "" {
 		c.Args = append(c.Args, "--decision-log-label=cluster="+o.ClusterName)
 	}
-	if o.TrustedKeysPEM != "" {
-		c.Args = append(c.Args, "--trusted-keys-pem="+o.TrustedKeysPEM)
+	if o.TrustedKeysPEM != nil {
+		if keys := o.TrustedKeysPEM(); keys != "" {
+			c.Args = append(c.Args, "--trusted-keys-pem="+keys)
+		}
 	}
 	if o.MetricsPort != 0 {
 		c.Args = append(c.Args, fmt.Sprintf("--metrics-listen=:%d", o.MetricsPort))

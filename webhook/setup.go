@@ -31,8 +31,12 @@ const (
 )
 
 // The rotator keeps its Secret current and injects the CA into our webhook
-// configurations.
-// +kubebuilder:rbac:groups="",namespace=toolgate-system,resources=secrets,verbs=get;list;watch;create;update
+// configurations. Its own cache lists and watches every Secret of the
+// namespace (which cannot be narrowed by name) and ensureSecret creates
+// its Secret (create cannot be narrowed by name either); it reads and
+// writes only that one.
+// +kubebuilder:rbac:groups="",namespace=toolgate-system,resources=secrets,verbs=list;watch;create
+// +kubebuilder:rbac:groups="",namespace=toolgate-system,resources=secrets,resourceNames=toolgate-webhook-certs,verbs=get;update
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations;mutatingwebhookconfigurations,verbs=get;list;watch;update
 
 // Options configure the admission webhooks.

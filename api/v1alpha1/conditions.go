@@ -41,6 +41,10 @@ const (
 	// write fails for a reason expected to pass (Ready is then False,
 	// PublishFailed): the operator retries with backoff.
 	ReasonPublishRetrying = "PublishRetrying"
+	// ReasonSigningKeysInvalid is the Warning event on the operator's key
+	// Secret when it no longer holds a valid keyring (or was deleted): the
+	// operator keeps signing with the last valid one.
+	ReasonSigningKeysInvalid = "SigningKeysInvalid"
 )
 
 // Labels and annotations toolgate puts on the objects it writes or reads.

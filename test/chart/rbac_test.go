@@ -158,7 +158,12 @@ func requireGeneratedRules(t *testing.T, m installedManager, appNamespace string
 							ns = m.namespace
 						}
 						name := ""
-						if verb == "get" || verb == "update" || verb == "patch" || verb == "delete" {
+						if len(r.ResourceNames) > 0 {
+							name = r.ResourceNames[0]
+							if resource == "secrets" && name != "toolgate-signing-key" {
+								name = m.secret // the webhook Secret, named by the install
+							}
+						} else if verb == "get" || verb == "update" || verb == "patch" || verb == "delete" {
 							name = map[string]string{"secrets": m.secret,
 								"validatingwebhookconfigurations": m.validating,
 								"mutatingwebhookconfigurations":   m.mutating}[resource]
@@ -265,6 +270,9 @@ func requireSigningAccess(t *testing.T, m installedManager) {
 	for _, a := range []access{
 		{"create", "", "secrets", m.namespace, ""},
 		{"get", "", "secrets", m.namespace, "toolgate-signing-key"},
+		{"list", "", "secrets", m.namespace, "toolgate-signing-key"},
+		{"watch", "", "secrets", m.namespace, "toolgate-signing-key"},
+		{"create", "", "events", m.namespace, ""},
 		{"create", "", "configmaps", m.namespace, ""},
 		{"get", "", "configmaps", m.namespace, "toolgate-signing-keys"},
 		{"update", "", "configmaps", m.namespace, "toolgate-signing-keys"},
@@ -333,7 +341,12 @@ func TestKustomizeRBACGrantsWhatTheCodeNeeds(t *testing.T) {
 			t.Errorf("%s cannot %s %s %q in %q", m.user(), a.verb, a.resource, a.name, a.namespace)
 		}
 	}
+	// Secrets as narrowly as the chart: only the webhook's and the key.
+	requireSigningAccess(t, m)
 	requireDenied(t, m, []access{
+		{"get", "", "secrets", m.namespace, "someone-elses-secret"},
+		{"update", "", "secrets", m.namespace, "someone-elses-secret"},
+		{"delete", "", "secrets", m.namespace, m.secret},
 		{"get", "", "secrets", app, ""},
 		{"create", "rbac.authorization.k8s.io", "clusterroles", "", ""},
 		{"create", "", "pods", app, ""},
