@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
@@ -60,5 +62,31 @@ func TestUnannotatedPodsNeverReachTheWebhook(t *testing.T) {
 	}
 	if after := podWebhookCalls(t); after != before+1 {
 		t.Errorf("the pod webhook served %v requests for one annotated Pod, want 1", after-before)
+	}
+}
+
+// Of the updates, the API server sends the webhook only ephemeral
+// containers added to a Pod carrying the sidecar: not other updates of
+// injected Pods, and not kubectl debug of any other Pod.
+func TestOnlyDebuggingInjectedPodsReachesTheWebhook(t *testing.T) {
+	ctx := context.Background()
+	plain := admit(t, pod("debugged-plain", nil))
+	injected := injectedPod(t, "updated-injected")
+	before := podWebhookCalls(t)
+	if err := debug(t, k8sClient, plain, debugContainer("dbg")); err != nil {
+		t.Fatal(err)
+	}
+	patch := []byte(`{"metadata":{"labels":{"team":"a"}}}`)
+	if err := k8sClient.Patch(ctx, &injected, client.RawPatch(types.StrategicMergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+	if after := podWebhookCalls(t); after != before {
+		t.Errorf("the pod webhook served %v requests for other updates", after-before)
+	}
+	if err := debug(t, k8sClient, injected, debugContainer("dbg")); err != nil {
+		t.Fatal(err)
+	}
+	if after := podWebhookCalls(t); after != before+1 {
+		t.Errorf("the pod webhook served %v requests for one ephemeral container of an injected Pod, want 1", after-before)
 	}
 }
