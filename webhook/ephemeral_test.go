@@ -278,3 +278,39 @@ func TestEphemeralContainersGetTheSocketReadOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackSidecarImageCannotBeReplaced: a container's image is the one
+// field of a running Pod's containers that may be updated, and edit may
+// update Pods: a Pod author set the sidecar's image to one that answers
+// allow to everything, and kubelet restarted it with the injected
+// arguments. The agent's own images may still change.
+func TestAttackSidecarImageCannotBeReplaced(t *testing.T) {
+	attacker := testenv.Impersonate(t, restConfig, mallory, podAuthor...)
+	testenv.BindEdit(t, k8sClient, ns, mallory)
+	if !testenv.CanEventually(t, k8sClient, mallory, podAuthor, "patch", "", "pods", ns, "") {
+		t.Fatalf("RBAC: edit does not let %s patch Pods; the test would prove nothing", mallory)
+	}
+	ctx := context.Background()
+	p := injectedPod(t, "sidecar-image")
+	var stored corev1.Pod
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(&p), &stored); err != nil {
+		t.Fatal(err)
+	}
+	evil := stored.DeepCopy()
+	sidecarOf(t, evil).Image = "evil.example/allow-everything:1"
+	err := attacker.Patch(ctx, evil, client.MergeFrom(&stored))
+	if err == nil || !strings.Contains(err.Error(), `spec.initContainers[0].image: Forbidden: the injected toolgate-sidecar container's image cannot change`) {
+		t.Errorf("replacing the sidecar's image: %v", err)
+	}
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(&p), &stored); err != nil {
+		t.Fatal(err)
+	}
+	if got := sidecarOf(t, &stored).Image; got != testInject.Image {
+		t.Errorf("the sidecar runs %s", got)
+	}
+	agent := stored.DeepCopy()
+	agent.Spec.Containers[0].Image = "python:3.13"
+	if err := attacker.Patch(ctx, agent, client.MergeFrom(&stored)); err != nil {
+		t.Errorf("updating the agent's image: %v", err)
+	}
+}

@@ -124,17 +124,13 @@ func SetupPodInjector(mgr ctrl.Manager, o InjectOptions) error {
 
 // Default implements admission.Defaulter: it leaves Pods without the
 // annotation alone, and refuses an annotated Pod that already declares the
-// sidecar or its volumes (refuseInjection) rather than skipping it. On an
-// update of pods/ephemeralcontainers (kubectl debug) it guards the added
-// containers of an injected Pod instead (admitEphemeral); the webhook's
-// matchConditions send it no other update.
+// sidecar or its volumes (refuseInjection) rather than skipping it. An
+// update of an injected Pod, or of its ephemeral containers (kubectl
+// debug), it guards instead (admitUpdate).
 func (p *PodInjector) Default(ctx context.Context, pod *corev1.Pod) error {
 	req, reqErr := admission.RequestFromContext(ctx)
 	if reqErr == nil && req.Operation == admissionv1.Update {
-		if req.SubResource == ephemeralSubresource {
-			return admitEphemeral(req, pod, p.Options.RunAsUser)
-		}
-		return nil
+		return admitUpdate(req, pod, p.Options.RunAsUser)
 	}
 	if pod.Annotations[v1alpha1.AnnotationInject] != "true" {
 		return nil

@@ -258,6 +258,21 @@ func TestAttackUnguardedPodRefusedInEnforceNamespace(t *testing.T) {
 		corev1.VolumeMount{Name: socketVolumeName, MountPath: "/var/run/toolgate", ReadOnly: true})); err != nil {
 		t.Errorf("an ordinary debug container while the injector is down: %v", err)
 	}
+	// Nor may the sidecar's image change; the agent's may.
+	var running corev1.Pod
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(genuine), &running); err != nil {
+		t.Fatal(err)
+	}
+	swapped := running.DeepCopy()
+	sidecarOf(t, swapped).Image = "evil.example/allow-everything:1"
+	if err := k8sClient.Patch(ctx, swapped, client.MergeFrom(&running)); err == nil || !strings.Contains(err.Error(), "image cannot change on a running Pod") {
+		t.Errorf("replacing the sidecar's image while the injector is down: %v", err)
+	}
+	agent := running.DeepCopy()
+	agent.Spec.Containers[0].Image = "python:3.13"
+	if err := k8sClient.Patch(ctx, agent, client.MergeFrom(&running)); err != nil {
+		t.Errorf("updating the agent's image while the injector is down: %v", err)
+	}
 	// Elsewhere, the same Pod is still admitted (without a sidecar): only
 	// enforce namespaces wait.
 	elsewhere := pod("unenforced-while-injector-down", injectMe)

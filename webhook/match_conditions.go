@@ -14,20 +14,21 @@ import (
 const InjectMatchExpression = `request.operation != 'CREATE' || (has(object.metadata.annotations) && '` + v1alpha1.AnnotationInject +
 	`' in object.metadata.annotations && object.metadata.annotations['` + v1alpha1.AnnotationInject + `'] == 'true')`
 
-// EphemeralMatchExpression lets through, besides creates, only the
-// updates of pods/ephemeralcontainers (kubectl debug) of Pods that carry
-// the sidecar as stored (oldObject): not the update's own body, whose
-// labels and annotations the API server drops, and not annotations,
-// which a Pod author can remove from a running Pod first. Containers
-// cannot be added to or removed from a Pod, so this holds for its life.
-const EphemeralMatchExpression = `request.operation == 'CREATE' || (has(request.subResource) && request.subResource == '` + ephemeralSubresource +
-	`' && (oldObject.spec.containers.exists(c, c.name == '` + SidecarName + `') || ` +
-	`(has(oldObject.spec.initContainers) && oldObject.spec.initContainers.exists(c, c.name == '` + SidecarName + `'))))`
+// InjectedPodUpdateExpression lets through, besides creates, only the
+// updates (of a Pod, or of its ephemeral containers: kubectl debug; the
+// webhook's rules name no other subresource) of a Pod that carries the
+// sidecar as stored (oldObject): not as the update's own body says, and
+// not by annotation, which a Pod author can remove from a running Pod
+// first. Containers cannot be added to or removed from a Pod, so this
+// holds for its life.
+const InjectedPodUpdateExpression = `request.operation == 'CREATE' || ` +
+	`oldObject.spec.containers.exists(c, c.name == '` + SidecarName + `') || ` +
+	`(has(oldObject.spec.initContainers) && oldObject.spec.initContainers.exists(c, c.name == '` + SidecarName + `'))`
 
 // The conditions' names in the webhook configuration.
 const (
-	InjectMatchConditionName    = "annotated-for-injection"
-	EphemeralMatchConditionName = "debugging-an-injected-pod"
+	InjectMatchConditionName       = "annotated-for-injection"
+	InjectedPodUpdateConditionName = "updating-an-injected-pod"
 )
 
 // InjectMatchConditions are the pod webhook's matchConditions; the API
@@ -35,6 +36,6 @@ const (
 func InjectMatchConditions() []admissionregistrationv1.MatchCondition {
 	return []admissionregistrationv1.MatchCondition{
 		{Name: InjectMatchConditionName, Expression: InjectMatchExpression},
-		{Name: EphemeralMatchConditionName, Expression: EphemeralMatchExpression},
+		{Name: InjectedPodUpdateConditionName, Expression: InjectedPodUpdateExpression},
 	}
 }

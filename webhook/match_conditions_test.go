@@ -65,28 +65,31 @@ func TestUnannotatedPodsNeverReachTheWebhook(t *testing.T) {
 	}
 }
 
-// Of the updates, the API server sends the webhook only ephemeral
-// containers added to a Pod carrying the sidecar: not other updates of
-// injected Pods, and not kubectl debug of any other Pod.
-func TestOnlyDebuggingInjectedPodsReachesTheWebhook(t *testing.T) {
+// Of the updates, the API server sends the webhook only those of Pods
+// carrying the sidecar (their own, and their ephemeral containers'): not
+// kubectl label or kubectl debug of any other Pod.
+func TestOnlyUpdatesOfInjectedPodsReachTheWebhook(t *testing.T) {
 	ctx := context.Background()
-	plain := admit(t, pod("debugged-plain", nil))
+	plain := admit(t, pod("updated-plain", nil))
 	injected := injectedPod(t, "updated-injected")
+	label := client.RawPatch(types.StrategicMergePatchType, []byte(`{"metadata":{"labels":{"team":"a"}}}`))
 	before := podWebhookCalls(t)
 	if err := debug(t, k8sClient, plain, debugContainer("dbg")); err != nil {
 		t.Fatal(err)
 	}
-	patch := []byte(`{"metadata":{"labels":{"team":"a"}}}`)
-	if err := k8sClient.Patch(ctx, &injected, client.RawPatch(types.StrategicMergePatchType, patch)); err != nil {
+	if err := k8sClient.Patch(ctx, &plain, label); err != nil {
 		t.Fatal(err)
 	}
 	if after := podWebhookCalls(t); after != before {
-		t.Errorf("the pod webhook served %v requests for other updates", after-before)
+		t.Errorf("the pod webhook served %v requests for updates of a Pod without the sidecar", after-before)
 	}
 	if err := debug(t, k8sClient, injected, debugContainer("dbg")); err != nil {
 		t.Fatal(err)
 	}
-	if after := podWebhookCalls(t); after != before+1 {
-		t.Errorf("the pod webhook served %v requests for one ephemeral container of an injected Pod, want 1", after-before)
+	if err := k8sClient.Patch(ctx, &injected, label); err != nil {
+		t.Fatal(err)
+	}
+	if after := podWebhookCalls(t); after != before+2 {
+		t.Errorf("the pod webhook served %v requests for two updates of an injected Pod, want 2", after-before)
 	}
 }

@@ -16,26 +16,56 @@ import (
 // through the Pod's own CREATE.
 const ephemeralSubresource = "ephemeralcontainers"
 
-// admitEphemeral guards the ephemeral containers an update adds to an
-// injected Pod: each follows the rules of the Pod's own containers
-// (refuseContainer, refuseSidecarUser), may not target the sidecar, and
-// gets the socket read-only and TOOLGATE_URL (pointAtSidecar), so that
-// kubectl debug cannot take the socket over.
-//
-// The API server keeps nothing of such an update but its ephemeral
-// containers, and a Pod's labels and annotations can be changed before
-// it: everything else is read from the Pod as stored (req.OldObject),
-// never from the body, and a stored Pod carrying the sidecar is guarded
-// whatever its annotations say.
-func admitEphemeral(req admission.Request, pod *corev1.Pod, defaultUID int64) error {
+// admitUpdate guards an injected Pod after its creation. Of its
+// containers, an update may change the images, and kubectl debug may add
+// ephemeral containers (admitEphemeral); the webhook's matchConditions
+// send it no other update, and only for Pods that carry the sidecar as
+// stored. What it reads of the Pod is req.OldObject, the Pod as stored,
+// never the update's body: a Pod author can change labels and annotations
+// before, or with, the update.
+func admitUpdate(req admission.Request, pod *corev1.Pod, defaultUID int64) error {
 	var stored corev1.Pod
 	if err := json.Unmarshal(req.OldObject.Raw, &stored); err != nil {
-		return apierrors.NewBadRequest(fmt.Sprintf("reading the stored Pod of an ephemeral container update: %v", err))
+		return apierrors.NewBadRequest(fmt.Sprintf("reading the stored Pod of an update: %v", err))
 	}
 	sidecar := sidecarIn(&stored)
 	if sidecar == nil {
 		return nil
 	}
+	switch req.SubResource {
+	case "":
+		return refuseSidecarImageChange(pod, sidecar.Image)
+	case ephemeralSubresource:
+		return admitEphemeral(&stored, sidecar, pod, defaultUID)
+	}
+	return nil
+}
+
+// refuseSidecarImageChange refuses an update of pod that gives the sidecar
+// another image than image: kubelet would restart it from that image with
+// the injected arguments, and anything there could answer allow. The
+// agent's own images may change.
+func refuseSidecarImageChange(pod *corev1.Pod, image string) error {
+	var errs field.ErrorList
+	for _, list := range containerLists(pod) {
+		for i, c := range list.containers {
+			if c.Name == SidecarName && c.Image != image {
+				errs = append(errs, field.Forbidden(list.path.Index(i).Child("image"), fmt.Sprintf(
+					"the injected %s container's image cannot change on a running Pod (it is %s); recreate the Pod to have a newer sidecar injected", SidecarName, image)))
+			}
+		}
+	}
+	return podInvalid(pod, errs)
+}
+
+// admitEphemeral guards the ephemeral containers an update adds to stored,
+// an injected Pod whose sidecar is sidecar: each follows the rules of the
+// Pod's own containers (refuseContainer, refuseSidecarUser), may not
+// target the sidecar, and gets the socket read-only and TOOLGATE_URL
+// (pointAtSidecar), so that kubectl debug cannot take the socket over.
+// The API server keeps nothing of such an update but its ephemeral
+// containers: everything else is read from stored.
+func admitEphemeral(stored *corev1.Pod, sidecar *corev1.Container, pod *corev1.Pod, defaultUID int64) error {
 	had := map[string]bool{}
 	for _, ec := range stored.Spec.EphemeralContainers {
 		had[ec.Name] = true
@@ -51,7 +81,7 @@ func admitEphemeral(req admission.Request, pod *corev1.Pod, defaultUID int64) er
 	if err := refuseEphemeral(merged, had, uid); err != nil {
 		return err
 	}
-	socket, listen := injectedListeners(&stored, sidecar)
+	socket, listen := injectedListeners(stored, sidecar)
 	for i := range pod.Spec.EphemeralContainers {
 		ec := &pod.Spec.EphemeralContainers[i]
 		if had[ec.Name] {
