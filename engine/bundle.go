@@ -160,6 +160,14 @@ func (f FrozenAgent) Describe() string {
 	}
 }
 
+// FreezesServiceAccount tells whether f freezes the sidecars running as
+// serviceAccount: the comparison evaluation makes (exact: a ServiceAccount
+// name is a lowercase DNS subdomain, and an empty one is never matched),
+// for tools that find or lift freezes outside an evaluation.
+func (f FrozenAgent) FreezesServiceAccount(serviceAccount string) bool {
+	return f.ServiceAccount != "" && f.ServiceAccount == serviceAccount
+}
+
 // Expired reports whether the freeze has ended at now. A freeze ends at its
 // expiresAt (an explicit zero time has long passed); one without never ends.
 // This is the one rule evaluation, the bundle builder and the operator's

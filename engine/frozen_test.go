@@ -34,6 +34,9 @@ func TestFreezeByServiceAccount(t *testing.T) {
 			EvalOptions{ServiceAccount: tc.sa})
 		if got := res.Code == CodeAgentFrozen; got != tc.frozen {
 			t.Errorf("sa %q agent %q: %+v, want frozen=%v", tc.sa, tc.agent, res, tc.frozen)
+		} else if b.FrozenAgents[0].FreezesServiceAccount(tc.sa) != got {
+			// toolgate unfreeze --service-account finds freezes with it.
+			t.Errorf("FreezesServiceAccount(%q) disagrees with evaluation (frozen=%v)", tc.sa, got)
 		} else if got && res.Reason != "INC-7" {
 			t.Errorf("reason %q", res.Reason)
 		}

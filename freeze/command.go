@@ -60,6 +60,9 @@ Exit status: 0 live, 1 not confirmed live within --timeout, 2 the command could 
 		Example: `  toolgate freeze billing-bot-7 -n agents --reason "INC-1234: looping on refunds"
   toolgate freeze billing-bot-7 -n agents --for 2h`,
 		Args: func(cmd *cobra.Command, args []string) error {
+			if err := emptyServiceAccount(cmd, o.sa); err != nil {
+				return err
+			}
 			if o.sa != "" && len(args) == 0 {
 				return nil // by service account alone
 			}
@@ -83,6 +86,15 @@ Exit status: 0 live, 1 not confirmed live within --timeout, 2 the command could 
 	f.BoolVar(&o.wait, "wait", o.wait, "wait until the operator reports the freeze live in the bundle")
 	f.DurationVar(&o.timeout, "timeout", o.timeout, "how long --wait waits")
 	return cmd
+}
+
+// emptyServiceAccount refuses --service-account "" (a script's unset
+// variable) with what is wrong, rather than as a missing agent id.
+func emptyServiceAccount(cmd *cobra.Command, sa string) error {
+	if cmd.Flags().Changed("service-account") && sa == "" {
+		return usage("--service-account needs a ServiceAccount name")
+	}
+	return nil
 }
 
 func exactlyOneAgent(_ *cobra.Command, args []string) error {

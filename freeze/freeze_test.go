@@ -180,6 +180,12 @@ func TestFreezeRejectsMalformedInput(t *testing.T) {
 		{[]string{"freeze", "bob", "-n", "Bad_NS"}, "--namespace"},
 		{[]string{"unfreeze"}, "exactly one agent id"},
 		{[]string{"unfreeze", "bob", "-n", "Bad_NS"}, "--namespace"},
+		{[]string{"unfreeze", "--service-account", ""}, "--service-account needs a ServiceAccount name"},
+		{[]string{"unfreeze", "bob", "--service-account", "billing-bot"}, "give an agent id or --service-account, not both"},
+		{[]string{"unfreeze", "--service-account", "Not_A_Name"}, `--service-account: serviceAccount "Not_A_Name" is not a ServiceAccount name`},
+		{[]string{"unfreeze", "--service-account", strings.Repeat("a", engine.MaxServiceAccountLength+1)}, "is not a ServiceAccount name"},
+		{[]string{"unfreeze", "--service-account", "billing-bot", "-n", "Bad_NS"}, "--namespace"},
+		{[]string{"freeze", "--service-account", ""}, "--service-account needs a ServiceAccount name"},
 	} {
 		args := append(append([]string{}, tc.args[:1]...), k...)
 		args = append(args, tc.args[1:]...)
@@ -227,5 +233,45 @@ func TestFreezeByServiceAccount(t *testing.T) {
 	code, out = toolgate(t, "freeze", "--service-account", "other-bot", "--name", "freeze-sa-billing-bot", "-n", watched, "--kubeconfig", kubeconfig)
 	if code != 2 || !strings.Contains(out, `already freezes service account "billing-bot", not service account "other-bot"`) {
 		t.Errorf("name taken: exit %d\n%s", code, out)
+	}
+}
+
+// toolgate unfreeze --service-account deletes every FrozenAgent that
+// freezes that ServiceAccount, alone or beside an agent id, compared as
+// sidecars compare it; freezes of agent ids or of other ServiceAccounts
+// stay.
+func TestUnfreezeByServiceAccount(t *testing.T) {
+	removeAfter(t, watched, "sa-alone", "sa-and-agent", "sa-other", "agent-only")
+	for name, spec := range map[string]v1alpha1.FrozenAgentSpec{
+		"sa-alone":     {ServiceAccount: "lift-bot"},
+		"sa-and-agent": {AgentID: "lift-agent", ServiceAccount: "lift-bot"},
+		"sa-other":     {ServiceAccount: "lift-bot-2"},
+		"agent-only":   {AgentID: "lift-bot"}, // an agent id that happens to read the same
+	} {
+		fa := &v1alpha1.FrozenAgent{ObjectMeta: metav1.ObjectMeta{Namespace: watched, Name: name}, Spec: spec}
+		if err := k8sClient.Create(context.Background(), fa); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out := toolgate(t, "unfreeze", "--service-account", "lift-bot", "-n", watched, "--kubeconfig", kubeconfig)
+	if code != 0 || !strings.Contains(out, `frozenagent agents/sa-alone deleted (it froze service account "lift-bot")`) ||
+		!strings.Contains(out, `frozenagent agents/sa-and-agent deleted (it froze agent "lift-agent" and service account "lift-bot")`) ||
+		strings.Count(out, " deleted") != 2 {
+		t.Fatalf("unfreeze --service-account: exit %d\n%s", code, out)
+	}
+	var list v1alpha1.FrozenAgentList
+	if err := k8sClient.List(context.Background(), &list, client.InNamespace(watched)); err != nil {
+		t.Fatal(err)
+	}
+	left := map[string]bool{}
+	for _, fa := range list.Items {
+		left[fa.Name] = true
+	}
+	if left["sa-alone"] || left["sa-and-agent"] || !left["sa-other"] || !left["agent-only"] {
+		t.Errorf("FrozenAgents left: %v", left)
+	}
+	code, out = toolgate(t, "unfreeze", "--service-account", "lift-bot", "-n", watched, "--kubeconfig", kubeconfig)
+	if code != 1 || !strings.Contains(out, `no FrozenAgent in agents freezes service account "lift-bot"`) {
+		t.Errorf("unfreeze of nothing: exit %d\n%s", code, out)
 	}
 }

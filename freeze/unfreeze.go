@@ -10,32 +10,61 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/engine"
 )
 
 // NewUnfreezeCommand returns `toolgate unfreeze`.
 func NewUnfreezeCommand() *cobra.Command {
 	var conn connection
+	var sa string
 	cmd := &cobra.Command{
-		Use:   "unfreeze AGENT_ID",
-		Short: "Delete every FrozenAgent that freezes an agent in a namespace",
+		Use:   "unfreeze AGENT_ID | --service-account NAME",
+		Short: "Delete every FrozenAgent that freezes an agent, or a ServiceAccount, in a namespace",
 		Long: `Delete every FrozenAgent in the namespace whose agentId matches AGENT_ID (case-insensitively,
-as the freeze itself matches), whatever their names: the agent is then decided by policies again.
+as the freeze itself matches), or, with --service-account, whose serviceAccount is NAME (exactly,
+as sidecars match it), whatever their names: the agent is then decided by policies again. A
+FrozenAgent naming both an agent and a ServiceAccount is deleted by either, and lifts both.
 
 Exit status: 0 deleted, 1 no FrozenAgent froze it, 2 the command could not run.`,
-		Example: `  toolgate unfreeze billing-bot-7 -n agents`,
-		Args:    exactlyOneAgent,
+		Example: `  toolgate unfreeze billing-bot-7 -n agents
+  toolgate unfreeze --service-account billing-bot -n agents`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if err := emptyServiceAccount(cmd, sa); err != nil {
+				return err
+			}
+			switch {
+			case sa == "":
+				return exactlyOneAgent(cmd, args)
+			case len(args) > 0:
+				return usage("give an agent id or --service-account, not both: a FrozenAgent naming both is lifted by either")
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runUnfreeze(cmd.Context(), cmd.OutOrStdout(), &conn, args[0])
+			agentID := ""
+			if len(args) == 1 {
+				agentID = args[0]
+			}
+			return runUnfreeze(cmd.Context(), cmd.OutOrStdout(), &conn, agentID, sa)
 		},
 	}
 	conn.addFlags(cmd)
+	cmd.Flags().StringVar(&sa, "service-account", "", "instead of AGENT_ID, lift every freeze of sidecars running as this ServiceAccount")
 	return cmd
 }
 
-func runUnfreeze(ctx context.Context, out io.Writer, conn *connection, agentID string) error {
-	if err := checkFreeze(agentID, "", ""); err != nil {
+// runUnfreeze deletes the FrozenAgents that freeze agentID, or, when sa is
+// set, the ServiceAccount sa: compared as evaluation compares them.
+func runUnfreeze(ctx context.Context, out io.Writer, conn *connection, agentID, sa string) error {
+	if err := checkFreeze(agentID, sa, ""); err != nil {
 		return err
+	}
+	freezes := func(f engine.FrozenAgent) bool { return engine.SameAgent(f.ID, agentID) }
+	what := fmt.Sprintf("%q", agentID)
+	if sa != "" {
+		freezes = func(f engine.FrozenAgent) bool { return f.FreezesServiceAccount(sa) }
+		what = engine.FrozenAgent{ServiceAccount: sa}.Describe()
 	}
 	c, ns, err := conn.client()
 	if err != nil {
@@ -48,17 +77,18 @@ func runUnfreeze(ctx context.Context, out io.Writer, conn *connection, agentID s
 	deleted := 0
 	for i := range list.Items {
 		fa := &list.Items[i]
-		if !engine.SameAgent(fa.Spec.AgentID, agentID) {
+		f := bundle.FrozenAgent(fa)
+		if !freezes(f) {
 			continue
 		}
 		if err := c.Delete(ctx, fa); err != nil && !apierrors.IsNotFound(err) {
 			return notDone("deleting FrozenAgent %s/%s: %v", ns, fa.Name, err)
 		}
-		fmt.Fprintf(out, "frozenagent %s/%s deleted\n", ns, fa.Name)
+		fmt.Fprintf(out, "frozenagent %s/%s deleted (it froze %s)\n", ns, fa.Name, f.Describe())
 		deleted++
 	}
 	if deleted == 0 {
-		return notDone("no FrozenAgent in %s freezes %q", ns, agentID)
+		return notDone("no FrozenAgent in %s freezes %s", ns, what)
 	}
 	return nil
 }

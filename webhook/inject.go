@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -49,7 +50,7 @@ const (
 // process namespace, signal or trace it.
 const DefaultSidecarUID = 64181
 
-// +kubebuilder:webhook:path=/mutate-v1-pod,mutating=true,failurePolicy=ignore,sideEffects=NoneOnDryRun,groups="",resources=pods,verbs=create,versions=v1,name=mpod.toolgate.dev,admissionReviewVersions=v1,reinvocationPolicy=Never,timeoutSeconds=5
+// +kubebuilder:webhook:path=/mutate-v1-pod,mutating=true,failurePolicy=ignore,sideEffects=NoneOnDryRun,groups="",resources=pods;pods/ephemeralcontainers,verbs=create;update,versions=v1,name=mpod.toolgate.dev,admissionReviewVersions=v1,reinvocationPolicy=Never,timeoutSeconds=5
 
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;create;update
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch
@@ -125,18 +126,24 @@ func SetupPodInjector(mgr ctrl.Manager, o InjectOptions) error {
 
 // Default implements admission.Defaulter: it leaves Pods without the
 // annotation alone, and refuses an annotated Pod that already declares the
-// sidecar or its volumes (refuseInjection) rather than skipping it.
+// sidecar or its volumes (refuseInjection) rather than skipping it. An
+// update of an injected Pod, or of its ephemeral containers (kubectl
+// debug), it guards instead (admitUpdate).
 func (p *PodInjector) Default(ctx context.Context, pod *corev1.Pod) error {
+	req, reqErr := admission.RequestFromContext(ctx)
+	if reqErr == nil && req.Operation == admissionv1.Update {
+		return admitUpdate(req, pod, p.Options.RunAsUser)
+	}
 	if pod.Annotations[v1alpha1.AnnotationInject] != "true" {
 		return nil
 	}
-	if err := refuseInjection(pod); err != nil {
+	if err := refuseInjection(pod, p.Options.RunAsUser); err != nil {
 		return err
 	}
 	if err := refuseMCP(pod); err != nil {
 		return err
 	}
-	if req, err := admission.RequestFromContext(ctx); err == nil {
+	if reqErr == nil {
 		// On create the Pod may not carry its namespace yet; the request does.
 		if req.DryRun == nil || !*req.DryRun {
 			if err := p.grantBundleRead(ctx, req.Namespace, serviceAccount(pod)); err != nil {
@@ -263,32 +270,35 @@ func InjectSidecar(pod *corev1.Pod, o InjectOptions) {
 // shareSocket mounts the socket's directory read-only into every other
 // container and init container (kubelet makes an emptyDir 0777: the
 // read-only mount is what keeps the agent from replacing the socket), and
-// points TOOLGATE_URL at the sidecar where a container does not set it.
-// A container that already mounts something at that directory, or inside
-// it, keeps its own mounts and gets the TCP address instead, when there is
-// one. A TOOLGATE_URL in a container's env wins; one from envFrom does not
-// (Kubernetes lets env override envFrom), so set it in env. Ephemeral
-// containers are added after admission and get neither.
+// points TOOLGATE_URL at the sidecar (pointAtSidecar). Ephemeral
+// containers, added after admission, get the same from admitEphemeral.
 func shareSocket(pod *corev1.Pod, o InjectOptions) {
-	tcpURL := ""
-	if o.Listen != "" {
-		tcpURL = "http://" + loopback(o.Listen)
-	}
 	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for i := range list {
-			c := &list[i]
-			if c.Name == SidecarName {
-				continue
-			}
-			url := tcpURL
-			if o.Socket != "" && !mountsAt(c, path.Dir(o.Socket)) {
-				c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: socketVolumeName, MountPath: path.Dir(o.Socket), ReadOnly: true})
-				url = "unix://" + o.Socket
-			}
-			if url != "" && !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == EnvURL }) {
-				c.Env = append(c.Env, corev1.EnvVar{Name: EnvURL, Value: url})
+			if list[i].Name != SidecarName {
+				pointAtSidecar(&list[i], o.Socket, o.Listen)
 			}
 		}
+	}
+}
+
+// pointAtSidecar mounts the directory of socket read-only into c and sets
+// TOOLGATE_URL to it where c does not set it. A container that already
+// mounts something at that directory, or inside it, keeps its own mounts
+// and gets the TCP address listen instead, when there is one. A
+// TOOLGATE_URL in a container's env wins; one from envFrom does not
+// (Kubernetes lets env override envFrom), so set it in env.
+func pointAtSidecar(c *corev1.Container, socket, listen string) {
+	url := ""
+	if listen != "" {
+		url = "http://" + loopback(listen)
+	}
+	if socket != "" && !mountsAt(c, path.Dir(socket)) {
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: socketVolumeName, MountPath: path.Dir(socket), ReadOnly: true})
+		url = "unix://" + socket
+	}
+	if url != "" && !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == EnvURL }) {
+		c.Env = append(c.Env, corev1.EnvVar{Name: EnvURL, Value: url})
 	}
 }
 
@@ -351,9 +361,18 @@ func sidecarTokenVolume() corev1.Volume {
 		}}}}
 }
 
-func hasSidecar(pod *corev1.Pod) bool {
-	named := func(c corev1.Container) bool { return c.Name == SidecarName }
-	return slices.ContainsFunc(pod.Spec.Containers, named) || slices.ContainsFunc(pod.Spec.InitContainers, named)
+func hasSidecar(pod *corev1.Pod) bool { return sidecarIn(pod) != nil }
+
+// sidecarIn is pod's toolgate-sidecar container, nil without one.
+func sidecarIn(pod *corev1.Pod) *corev1.Container {
+	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range list {
+			if list[i].Name == SidecarName {
+				return &list[i]
+			}
+		}
+	}
+	return nil
 }
 
 // probe runs `toolgate sidecar probe` inside the sidecar container, with

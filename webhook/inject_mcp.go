@@ -135,10 +135,7 @@ func refuseMCP(pod *corev1.Pod) error {
 			}
 		}
 	}
-	for _, list := range []struct {
-		path       *field.Path
-		containers []corev1.Container
-	}{{spec.Child("initContainers"), pod.Spec.InitContainers}, {spec.Child("containers"), pod.Spec.Containers}} {
+	for _, list := range containerLists(pod) {
 		for i, c := range list.containers {
 			cp := list.path.Index(i)
 			for j, m := range c.VolumeMounts {

@@ -234,6 +234,45 @@ func TestAttackUnguardedPodRefusedInEnforceNamespace(t *testing.T) {
 	if err := k8sClient.Create(ctx, genuine); err != nil {
 		t.Errorf("a Pod carrying exactly the injected sidecar: %v", err)
 	}
+	// kubectl debug while the injector is down: the policy applies its
+	// rules to the added containers.
+	for _, ec := range []corev1.EphemeralContainer{
+		debugContainer("socket-rw", corev1.VolumeMount{Name: socketVolumeName, MountPath: "/mnt/s"}),
+		debugContainer("cache", corev1.VolumeMount{Name: cacheVolumeName, MountPath: "/cache"}),
+		func() corev1.EphemeralContainer {
+			ec := debugContainer("as-sidecar")
+			uid := testInject.RunAsUser
+			ec.SecurityContext = &corev1.SecurityContext{RunAsUser: &uid}
+			return ec
+		}(),
+		func() corev1.EphemeralContainer {
+			ec := debugContainer("targets-sidecar")
+			ec.TargetContainerName = SidecarName
+			return ec
+		}(),
+	} {
+		debugRefused(t, k8sClient, *genuine, ec, "may not mount the toolgate sidecar's volumes")
+	}
+	// Read-only, as the injector mounts it, the socket is allowed.
+	if err := debug(t, k8sClient, *genuine, debugContainer("socket-ro",
+		corev1.VolumeMount{Name: socketVolumeName, MountPath: "/var/run/toolgate", ReadOnly: true})); err != nil {
+		t.Errorf("an ordinary debug container while the injector is down: %v", err)
+	}
+	// Nor may the sidecar's image change; the agent's may.
+	var running corev1.Pod
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(genuine), &running); err != nil {
+		t.Fatal(err)
+	}
+	swapped := running.DeepCopy()
+	sidecarOf(t, swapped).Image = "evil.example/allow-everything:1"
+	if err := k8sClient.Patch(ctx, swapped, client.MergeFrom(&running)); err == nil || !strings.Contains(err.Error(), "image cannot change on a running Pod") {
+		t.Errorf("replacing the sidecar's image while the injector is down: %v", err)
+	}
+	agent := running.DeepCopy()
+	agent.Spec.Containers[0].Image = "python:3.13"
+	if err := k8sClient.Patch(ctx, agent, client.MergeFrom(&running)); err != nil {
+		t.Errorf("updating the agent's image while the injector is down: %v", err)
+	}
 	// Elsewhere, the same Pod is still admitted (without a sidecar): only
 	// enforce namespaces wait.
 	elsewhere := pod("unenforced-while-injector-down", injectMe)
@@ -293,4 +332,40 @@ func TestMalformedBindingAnnotationsAreRefused(t *testing.T) {
 			refused(t, p, "metadata.annotations["+tc.key+"]: Invalid value", tc.want)
 		})
 	}
+}
+
+// TestAttackContainerRunningAsSidecarUIDIsRefused: the Pod's own
+// containers may not run as the sidecar's user either, set on the
+// container or inherited from the Pod (the sidecar sets its own).
+func TestAttackContainerRunningAsSidecarUIDIsRefused(t *testing.T) {
+	uid, other := int64(DefaultSidecarUID), int64(1000)
+	onContainer := pod("agent-as-sidecar-uid", injectMe)
+	onContainer.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{RunAsUser: &uid}
+	refused(t, onContainer, `spec.containers[0].securityContext.runAsUser: Forbidden: 64181 is the injected toolgate-sidecar container's user`)
+
+	onPod := pod("pod-as-sidecar-uid", injectMe)
+	onPod.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: &uid}
+	onPod.Spec.InitContainers = []corev1.Container{{Name: "setup", Image: "busybox"}}
+	refused(t, onPod, `spec.securityContext.runAsUser: Forbidden: 64181 is the injected toolgate-sidecar container's user`,
+		"spec.initContainers[0]", "spec.containers[0]")
+
+	// Every container says otherwise: the Pod's default is not used.
+	overridden := pod("pod-uid-overridden", injectMe)
+	overridden.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: &uid}
+	overridden.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{RunAsUser: &other}
+	if stored := admit(t, overridden); sidecarOf(t, &stored) == nil {
+		t.Error("not injected")
+	}
+}
+
+// TestAttackPodMountingMCPCredentialVolumeIsRefused: the agent's container
+// mounts the volume the injector will add for an MCP upstream's
+// credential, without declaring it: refuseMCP only looked at volumes the
+// Pod declared, the injector then declared it, and the agent read the
+// Secret meant for the sidecar alone.
+func TestAttackPodMountingMCPCredentialVolumeIsRefused(t *testing.T) {
+	p := pod("mounts-mcp-credential", map[string]string{v1alpha1.AnnotationInject: "true",
+		AnnotationMCPUpstreams: "github=https://mcp.example.com/;secret=gh-cred"})
+	p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: mcpVolumePrefix + "github", MountPath: "/stolen"}}
+	refused(t, p, `spec.containers[0].volumeMounts[0].name: Forbidden: volume "toolgate-mcp-github" is an MCP upstream's credential`)
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
@@ -60,5 +62,34 @@ func TestUnannotatedPodsNeverReachTheWebhook(t *testing.T) {
 	}
 	if after := podWebhookCalls(t); after != before+1 {
 		t.Errorf("the pod webhook served %v requests for one annotated Pod, want 1", after-before)
+	}
+}
+
+// Of the updates, the API server sends the webhook only those of Pods
+// carrying the sidecar (their own, and their ephemeral containers'): not
+// kubectl label or kubectl debug of any other Pod.
+func TestOnlyUpdatesOfInjectedPodsReachTheWebhook(t *testing.T) {
+	ctx := context.Background()
+	plain := admit(t, pod("updated-plain", nil))
+	injected := injectedPod(t, "updated-injected")
+	label := client.RawPatch(types.StrategicMergePatchType, []byte(`{"metadata":{"labels":{"team":"a"}}}`))
+	before := podWebhookCalls(t)
+	if err := debug(t, k8sClient, plain, debugContainer("dbg")); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8sClient.Patch(ctx, &plain, label); err != nil {
+		t.Fatal(err)
+	}
+	if after := podWebhookCalls(t); after != before {
+		t.Errorf("the pod webhook served %v requests for updates of a Pod without the sidecar", after-before)
+	}
+	if err := debug(t, k8sClient, injected, debugContainer("dbg")); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8sClient.Patch(ctx, &injected, label); err != nil {
+		t.Fatal(err)
+	}
+	if after := podWebhookCalls(t); after != before+2 {
+		t.Errorf("the pod webhook served %v requests for two updates of an injected Pod, want 2", after-before)
 	}
 }

@@ -36,8 +36,10 @@ import (
 // every rejection below went through kube-apiserver's admission chain.
 var (
 	k8sClient client.Client
-	warnings  = &warningRecorder{}
-	scheme    = runtime.NewScheme()
+	// restConfig is the admin's, for clients that impersonate a user.
+	restConfig *rest.Config
+	warnings   = &warningRecorder{}
+	scheme     = runtime.NewScheme()
 )
 
 func TestMain(m *testing.M) {
@@ -116,6 +118,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 
+	restConfig = cfg
 	clientCfg := rest.CopyConfig(cfg)
 	clientCfg.WarningHandlerWithContext = warnings
 	if k8sClient, err = client.New(clientCfg, client.Options{Scheme: scheme}); err != nil {

@@ -7,13 +7,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // The channel ConfigMaps the admission policy guards: the bundle in every
@@ -188,49 +188,16 @@ func channelConfigMap(ns, name, doc string) *corev1.ConfigMap {
 		Data: map[string]string{"bundle.json": doc}}
 }
 
-// bindEdit gives user the built-in edit ClusterRole in ns. envtest runs no
-// kube-controller-manager, so edit is still empty: the rules its
-// aggregationRule selects (the API server's bootstrap
-// system:aggregate-to-edit and friends) go into a copy, as the aggregation
-// controller would put them into edit.
+// bindEdit gives user the built-in edit ClusterRole in ns (see
+// testenv.BindEdit).
 func bindEdit(t *testing.T, ns, user string) {
 	t.Helper()
-	var edit rbacv1.ClusterRole
-	if err := k8s.Get(ctx(t), client.ObjectKey{Name: "edit"}, &edit); err != nil {
-		t.Fatalf("the built-in edit role: %v", err)
-	}
-	aggregated := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "test-aggregated-edit"}}
-	for _, sel := range edit.AggregationRule.ClusterRoleSelectors {
-		var parts rbacv1.ClusterRoleList
-		if err := k8s.List(ctx(t), &parts, client.MatchingLabels(sel.MatchLabels)); err != nil {
-			t.Fatal(err)
-		}
-		for _, p := range parts.Items {
-			aggregated.Rules = append(aggregated.Rules, p.Rules...)
-		}
-	}
-	if err := k8s.Create(ctx(t), aggregated); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	rb := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edit-" + user},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: aggregated.Name},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
-	}
-	if err := k8s.Create(ctx(t), rb); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
+	testenv.BindEdit(t, k8s, ns, user)
 }
 
 func impersonate(t *testing.T, s subject) client.Client {
 	t.Helper()
-	imp := rest.CopyConfig(cfg)
-	imp.Impersonate = rest.ImpersonationConfig{UserName: s.user(), Groups: s.groups()}
-	c, err := client.New(imp, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return testenv.Impersonate(t, cfg, s.user(), s.groups()...)
 }
 
 func ctx(t *testing.T) context.Context {

@@ -5,12 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -76,34 +74,14 @@ func (u plainUser) groups() []string { return []string{"system:authenticated"} }
 // optional /subresource) named name in namespace.
 func can(t *testing.T, m subject, verb, group, resource, namespace, name string) bool {
 	t.Helper()
-	res, sub, _ := strings.Cut(resource, "/")
-	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-		User: m.user(), Groups: m.groups(),
-		ResourceAttributes: &authorizationv1.ResourceAttributes{
-			Namespace: namespace, Verb: verb, Group: group, Resource: res, Subresource: sub, Name: name},
-	}}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := k8s.Create(ctx, sar); err != nil {
-		t.Fatalf("SubjectAccessReview: %v", err)
-	}
-	return sar.Status.Allowed
+	return testenv.Can(t, k8s, m.user(), m.groups(), verb, group, resource, namespace, name)
 }
 
-// canEventually is can for an access the test expects to be granted. RBAC
-// objects just applied reach the authorizer through an informer, so a grant
-// can take a moment to apply, longer on a loaded machine; a denial needs no
-// wait, since lag only ever delays grants.
+// canEventually is can for an access the test expects to be granted (see
+// testenv.CanEventually).
 func canEventually(t *testing.T, m subject, verb, group, resource, namespace, name string) bool {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !can(t, m, verb, group, resource, namespace, name) {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return true
+	return testenv.CanEventually(t, k8s, m.user(), m.groups(), verb, group, resource, namespace, name)
 }
 
 // generatedRules reads config/rbac/role.yaml, which controller-gen writes
