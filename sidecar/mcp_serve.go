@@ -41,7 +41,21 @@ type mcpServer struct {
 	conns    map[*mcpServerConn]struct{}
 	shutdown bool
 	wg       sync.WaitGroup
+	sweeping chan struct{} // closed to stop the sweeper
 }
+
+// Timeouts are kept by one sweeper goroutine, not by a socket deadline or
+// timer per request: on this kind of machine, arming a timer that is
+// earlier than the runtime's next one wakes its network poller thread,
+// and a request armed three (idle, headers, body) and a fourth to watch
+// for the agent leaving. The sweeper looks every sweepInterval: a phase
+// overrunning its limit has its socket deadline set in the past (the
+// blocked read fails as a timeout would, and the answer can still be
+// written), and a request served longer than closeWatchDelay is watched.
+const sweepInterval = 50 * time.Millisecond
+
+// expiredDeadline marks a read deadline the sweeper has enforced.
+const expiredDeadline = -1
 
 type mcpServerConn struct {
 	c  net.Conn
@@ -50,9 +64,17 @@ type mcpServerConn struct {
 	bw *bufio.Writer
 	lr *io.LimitedReader // bounds the bytes a request's headers may take
 
+	// readDeadline is when the current read must be done, in monoNow
+	// nanoseconds (0: none; expiredDeadline: enforced by the sweeper).
+	readDeadline atomic.Int64
+	// serving is when the current request started being served (0:
+	// none); watch is its close watch, set under mu.
+	serving atomic.Int64
+
 	mu     sync.Mutex
 	idle   bool   // between two requests: shutdown may close it
 	cancel func() // the request being served, cancelled when shutdown closes it
+	watch  *closeWatch
 	// linger: the last request's body was not read to its end; the
 	// connection is half-closed and read out before it is closed, so the
 	// agent reads the answer rather than a reset (as net/http does).
@@ -72,6 +94,10 @@ func (m *mcpServer) Serve(ln net.Listener) error {
 	m.ln = ln
 	if m.conns == nil {
 		m.conns = map[*mcpServerConn]struct{}{}
+	}
+	if m.sweeping == nil {
+		m.sweeping = make(chan struct{})
+		go m.sweep(m.sweeping)
 	}
 	m.mu.Unlock()
 	for {
@@ -118,7 +144,14 @@ func (m *mcpServer) Shutdown(ctx context.Context) error {
 	if m.ln != nil {
 		err = m.ln.Close()
 	}
+	sweeping := m.sweeping
+	m.sweeping = nil
 	m.mu.Unlock()
+	// The sweeper keeps going until every connection is done: it is what
+	// notices agents that have left their streams.
+	if sweeping != nil {
+		defer close(sweeping)
+	}
 	done := make(chan struct{})
 	go func() { m.wg.Wait(); close(done) }()
 	tick := time.NewTicker(10 * time.Millisecond)
@@ -148,6 +181,67 @@ func (m *mcpServer) closeConns(idleOnly bool) {
 				sc.cancel()
 			}
 		}
+		sc.mu.Unlock()
+	}
+}
+
+// sweep enforces read deadlines and starts close watches until stop.
+func (m *mcpServer) sweep(stop <-chan struct{}) {
+	tick := time.NewTicker(sweepInterval)
+	defer tick.Stop()
+	var conns []*mcpServerConn
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		m.mu.Lock()
+		conns = conns[:0]
+		for sc := range m.conns {
+			conns = append(conns, sc)
+		}
+		m.mu.Unlock()
+		now := monoNow()
+		watchAfter := int64(closeWatchDelay)
+		if m.closing() {
+			watchAfter = 0 // stopping: every stream whose agent left ends now
+		}
+		for _, sc := range conns {
+			if d := sc.readDeadline.Load(); d > 0 && now > d {
+				sc.mu.Lock()
+				if sc.readDeadline.CompareAndSwap(d, expiredDeadline) {
+					_ = sc.c.SetReadDeadline(time.Unix(1, 0))
+				}
+				sc.mu.Unlock()
+			}
+			if t := sc.serving.Load(); t > 0 && now-t >= watchAfter {
+				sc.mu.Lock()
+				if w := sc.watch; w != nil {
+					w.fire()
+				}
+				sc.mu.Unlock()
+			}
+		}
+	}
+}
+
+// setReadDeadline gives the connection's next reads a deadline (zero:
+// none), kept by the sweeper.
+func (sc *mcpServerConn) setReadDeadline(t time.Time) {
+	d := int64(0)
+	if !t.IsZero() {
+		d = max(monoNow()+int64(time.Until(t)), 1)
+	}
+	sc.setReadDeadlineMono(d)
+}
+
+func (sc *mcpServerConn) setReadDeadlineMono(d int64) {
+	if sc.readDeadline.Swap(d) == expiredDeadline {
+		// The sweeper cut the last phase short as it ended: undo it, after
+		// it is done (it sets the socket's deadline under mu).
+		sc.mu.Lock()
+		_ = sc.c.SetReadDeadline(time.Time{})
 		sc.mu.Unlock()
 	}
 }
@@ -186,7 +280,7 @@ func (m *mcpServer) serveConn(sc *mcpServerConn) {
 			sc.tc.waitingSince.Store(monoNow())
 		}
 		sc.lr.N = maxHeaderBytes + 4096 // net/http's allowance too
-		_ = sc.c.SetReadDeadline(time.Now().Add(m.idleTimeout))
+		sc.setReadDeadlineMono(monoNow() + int64(m.idleTimeout))
 		if _, err := sc.br.Peek(1); err != nil {
 			return
 		}
@@ -197,14 +291,14 @@ func (m *mcpServer) serveConn(sc *mcpServerConn) {
 			sc.tc.keptAlive.Store(false)
 			sc.tc.waitingSince.Store(monoNow())
 		}
-		_ = sc.c.SetReadDeadline(time.Now().Add(m.readHeaderTimeout))
+		sc.setReadDeadlineMono(monoNow() + int64(m.readHeaderTimeout))
 		req, err := http.ReadRequest(sc.br)
 		if err != nil {
 			sc.refuse(err)
 			return
 		}
 		sc.lr.N = 1<<63 - 1 // the body is bounded by the handler
-		_ = sc.c.SetReadDeadline(time.Time{})
+		sc.setReadDeadlineMono(0)
 		if !m.serveRequest(sc, req) {
 			return
 		}
@@ -265,17 +359,19 @@ func (m *mcpServer) serveRequest(sc *mcpServerConn, req *http.Request) (keep boo
 	// leaving, so the upstream exchange is closed with it; a quick
 	// tools/call never pays for one.
 	watch := &closeWatch{sc: sc, cancel: cancel, body: body}
-	watch.arm()
 	sc.mu.Lock()
-	sc.cancel = cancel
+	sc.cancel, sc.watch = cancel, watch
 	sc.mu.Unlock()
+	sc.serving.Store(monoNow())
 	ok := w.run(m.handler, m.log)
+	sc.serving.Store(0)
+	sc.mu.Lock()
+	sc.cancel, sc.watch = nil, nil
+	sc.mu.Unlock()
 	if !watch.stop() {
 		ok = false
 	}
-	sc.mu.Lock()
-	sc.cancel = nil
-	sc.mu.Unlock()
+	sc.setReadDeadlineMono(0)
 	if !ok || !w.finish() || w.closeAfter {
 		sc.linger = ok && !body.done.Load()
 		return false
@@ -293,37 +389,26 @@ func (m *mcpServer) serveRequest(sc *mcpServerConn, req *http.Request) (keep boo
 // is watched for the agent leaving.
 const closeWatchDelay = 100 * time.Millisecond
 
-// closeWatch cancels a request whose agent closes the connection. It
-// starts only once the request's body has been read (the watcher and the
-// handler must not read the connection together), and stop reports
-// whether the connection is still usable. Bytes the agent sends meanwhile
-// (its next request) stay in the reader.
+// closeWatch cancels a request whose agent closes the connection. The
+// sweeper starts it (fire), only once the request's body has been read
+// (the watcher and the handler must not read the connection together),
+// and stop reports whether the connection is still usable. Bytes the
+// agent sends meanwhile (its next request) stay in the reader.
 type closeWatch struct {
 	sc     *mcpServerConn
 	cancel func()
 	body   *eofBody
 
 	mu      sync.Mutex
-	timer   *time.Timer
 	started bool
 	stopped bool
 	done    chan error
 }
 
-func (cw *closeWatch) arm() {
-	cw.mu.Lock()
-	defer cw.mu.Unlock()
-	cw.timer = time.AfterFunc(closeWatchDelay, cw.fire)
-}
-
 func (cw *closeWatch) fire() {
 	cw.mu.Lock()
 	defer cw.mu.Unlock()
-	if cw.stopped {
-		return
-	}
-	if !cw.body.done.Load() {
-		cw.timer.Reset(closeWatchDelay)
+	if cw.stopped || cw.started || !cw.body.done.Load() {
 		return
 	}
 	cw.started, cw.done = true, make(chan error, 1)
@@ -339,7 +424,6 @@ func (cw *closeWatch) fire() {
 func (cw *closeWatch) stop() bool {
 	cw.mu.Lock()
 	cw.stopped = true
-	cw.timer.Stop()
 	started := cw.started
 	cw.mu.Unlock()
 	if !started {
@@ -516,9 +600,20 @@ func (w *mcpResponse) FlushError() error {
 // Flush is http.Flusher.
 func (w *mcpResponse) Flush() { _ = w.FlushError() }
 
-// SetReadDeadline and SetWriteDeadline serve http.ResponseController.
-func (w *mcpResponse) SetReadDeadline(t time.Time) error  { return w.sc.c.SetReadDeadline(t) }
-func (w *mcpResponse) SetWriteDeadline(t time.Time) error { return w.sc.c.SetWriteDeadline(t) }
+// SetReadDeadline serves http.ResponseController: kept by the sweeper.
+func (w *mcpResponse) SetReadDeadline(t time.Time) error {
+	w.sc.setReadDeadline(t)
+	return nil
+}
+
+// SetWriteDeadline serves http.ResponseController. The proxy only ever
+// lifts write deadlines, and this listener sets none.
+func (w *mcpResponse) SetWriteDeadline(t time.Time) error {
+	if t.IsZero() {
+		return nil
+	}
+	return w.sc.c.SetWriteDeadline(t)
+}
 
 // run calls h; false when it aborted the answer (http.ErrAbortHandler) or
 // panicked, either of which closes the connection, as net/http does.
