@@ -134,6 +134,17 @@ class Sidecar:
         with open(self.stdout_path) as f:
             return [json.loads(line) for line in f if line.strip()]
 
+    def wait_decision_log(self, pred, count: int, timeout: float = 5.0) -> List[dict]:
+        """The decision log lines matching pred once there are count of them:
+        the sidecar writes its log in batches, a few milliseconds after the
+        decisions."""
+        deadline = time.monotonic() + timeout
+        while True:
+            lines = [d for d in self.decision_log() if pred(d)]
+            if len(lines) >= count or time.monotonic() > deadline:
+                return lines
+            time.sleep(0.01)
+
     def metric(self, name: str) -> float:
         """A metric's value from GET /metrics (the sum over its label sets)."""
         host, port = self.tcp_addr.rsplit(":", 1)

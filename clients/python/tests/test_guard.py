@@ -73,7 +73,7 @@ class GuardTest(unittest.TestCase):
         with self.assertRaises(toolgate.ToolDenied):
             Shop.pay_for_all(amount=5000)
         self.assertEqual(shop.paid, [250])
-        logged = [d for d in self.sc.decision_log() if d.get("session_id") == "g-method"]
+        logged = self.sc.wait_decision_log(lambda d: d.get("session_id") == "g-method", 5)
         self.assertEqual(len(logged), 5, logged)
 
     def test_async(self) -> None:
