@@ -273,6 +273,25 @@ func TestMCPProxyFiltersToolsList(t *testing.T) {
 			if got, want := listTools(t, cs), "pay read_file"; got != want {
 				t.Fatalf("tools/list after the change: %s, want %s", got, want)
 			}
+
+			// A frozen agent is denied every call, so every tool is hidden;
+			// thawed, its tools come back. Each change is told.
+			frozen := b
+			frozen.FrozenAgents = []engine.FrozenAgent{{ID: mcpAgent, Reason: "incident 7"}}
+			for _, step := range []struct {
+				b    engine.Bundle
+				want string
+			}{{frozen, ""}, {b, "pay read_file"}} {
+				rig.publish(step.b)
+				select {
+				case <-changed:
+				case <-time.After(20 * time.Second):
+					t.Fatalf("no notifications/tools/list_changed when the agent's freeze changed (want list %q)", step.want)
+				}
+				if got := listTools(t, cs); got != step.want {
+					t.Fatalf("tools/list: %q, want %q", got, step.want)
+				}
+			}
 		})
 	}
 }

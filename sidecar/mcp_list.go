@@ -54,21 +54,57 @@ func (s *Server) mcpBundleLoaded(b engine.Bundle) {
 		}
 	}
 	prev := s.mcp.static.Swap(next)
-	if prev != nil && prev.key != next.key {
+	frozen := s.agentFrozen()
+	thawedOrFrozen := s.mcp.wasFrozen.Swap(frozen) != frozen
+	if prev != nil && (prev.key != next.key || thawedOrFrozen) {
 		s.mcp.streams.notifyListChanged()
 	}
 }
 
-// hidden tells whether a tool is denied by rule to this agent on rt
-// whatever its arguments.
+// hidden tells whether a tool is denied to this agent on rt whatever its
+// arguments: by a rule that reads none of them, or because the agent is
+// frozen (every call is denied, so every tool is hidden).
 func (p *mcpProxy) hidden(st *mcpStatic, rt *mcpRoute, tool string) bool {
+	req := engine.Request{"tool_name": tool, "server": rt.up.name, "action": "call", "framework": mcpFramework}
+	p.s.binding.fill(req)
+	opts := engine.EvalOptions{ServiceAccount: p.s.opts.ServiceAccount}
+	if p.frozen(req, opts) {
+		return true
+	}
 	if st == nil || st.compiled == nil {
 		return false
 	}
-	req := engine.Request{"tool_name": tool, "server": rt.up.name, "action": "call", "framework": mcpFramework}
-	p.s.binding.fill(req)
-	res := st.compiled.Evaluate(req, engine.EvalOptions{ServiceAccount: p.s.opts.ServiceAccount})
+	res := st.compiled.Evaluate(req, opts)
 	return res.Decision == engine.Deny && res.Code == "" && res.MatchedRuleID != ""
+}
+
+// frozen tells whether the served bundle (with the freezes watched through
+// the API) freezes the agent req names: the engine's own freeze check, which
+// comes before any rule.
+func (p *mcpProxy) frozen(req engine.Request, opts engine.EvalOptions) bool {
+	cur := p.s.state.Load().compiled
+	return cur != nil && cur.Evaluate(req, opts).Code == engine.CodeAgentFrozen
+}
+
+// agentFrozen is frozen for this sidecar's bound agent, on any upstream.
+func (s *Server) agentFrozen() bool {
+	if s.mcp == nil {
+		return false
+	}
+	req := engine.Request{"tool_name": "", "action": "call", "framework": mcpFramework}
+	s.binding.fill(req)
+	return s.mcp.frozen(req, engine.EvalOptions{ServiceAccount: s.opts.ServiceAccount})
+}
+
+// mcpFreezesChanged tells open list streams when the bound agent was
+// frozen or thawed by a FrozenAgent watched through the API.
+func (s *Server) mcpFreezesChanged() {
+	if s.mcp == nil {
+		return
+	}
+	if frozen := s.agentFrozen(); s.mcp.wasFrozen.Swap(frozen) != frozen {
+		s.mcp.streams.notifyListChanged()
+	}
 }
 
 // filterList rewrites the answers to the POST's tools/list requests

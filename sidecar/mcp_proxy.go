@@ -32,6 +32,9 @@ type mcpProxy struct {
 	// session streams told when that changes.
 	static  atomic.Pointer[mcpStatic]
 	streams listStreams
+	// wasFrozen is whether the bound agent was frozen when lists were last
+	// told: a freeze or thaw changes every list.
+	wasFrozen atomic.Bool
 }
 
 type mcpRoute struct {

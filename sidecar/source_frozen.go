@@ -179,5 +179,6 @@ func (s *Server) setAPIFreezes(list []engine.FrozenAgent) {
 	}
 	st := newState(cur.compiled.WithFrozen(list), cur.revision, cur.origin, cur.loadedAt, s.idPrefix)
 	s.state.Store(st)
+	s.mcpFreezesChanged()
 	s.log.Info("FrozenAgents applied from the API", "count", len(list))
 }
