@@ -3,10 +3,12 @@ package sidecar
 import (
 	"context"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -58,7 +60,13 @@ func TestFrozenAgentsFromTheAPI(t *testing.T) {
 	o := testOptions()
 	o.ConfigMap, o.AgentID, o.ServiceAccount = ns+"/"+name, "agent-1", "bot-sa"
 	o.Kubeconfig = writeKubeconfig(t, identity)
+	// The MCP proxy too: a freeze from the API hides the agent's tools.
+	up := startMCPServer(t)
+	o.MCP.Listen, o.MCP.Upstreams = "127.0.0.1:0", []string{"pay=" + up.endpoint("2025-11-25")}
+	proxyAddr := make(chan net.Addr, 1)
+	o.MCP.onListen = func(a net.Addr) { proxyAddr <- a }
 	base := startRun(t, o)
+	rig := &mcpRig{t: t, decisions: base, proxy: "http://" + (<-proxyAddr).String() + "/mcp/pay"}
 	eventually(t, "the bundle", func() bool { return readyRevision(t, base) != "" })
 	eventually(t, "the forbidden watch reported in /readyz", func() bool {
 		_, body := get(t, base+"/readyz")
@@ -107,6 +115,34 @@ func TestFrozenAgentsFromTheAPI(t *testing.T) {
 		}
 		must(t, cl.Delete(ctx, &v1alpha1.FrozenAgent{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "f-agent"}}))
 		eventually(t, "unfrozen after delete", func() bool { return !frozen(agentDecision(t, base, "agent-1")) })
+	})
+	t.Run("the MCP proxy hides a frozen agent's tools and tells its streams", func(t *testing.T) {
+		changed := make(chan struct{}, 8)
+		cs := rig.connect("2025-11-25", &mcp.ClientOptions{
+			ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+		}, nil)
+		if got := listTools(t, cs); got != "delete_file pay read_file stream" {
+			t.Fatalf("tools/list before the freeze: %q", got)
+		}
+		waitChanged := func(what string) {
+			t.Helper()
+			select {
+			case <-changed:
+			case <-time.After(20 * time.Second):
+				t.Fatalf("no notifications/tools/list_changed after %s", what)
+			}
+		}
+		create(&v1alpha1.FrozenAgent{ObjectMeta: metav1.ObjectMeta{Name: "f-mcp"},
+			Spec: v1alpha1.FrozenAgentSpec{AgentID: "agent-1", Reason: "INC-2"}})
+		waitChanged("the freeze")
+		if got := listTools(t, cs); got != "" {
+			t.Fatalf("tools/list of a frozen agent: %q, want none", got)
+		}
+		must(t, cl.Delete(ctx, &v1alpha1.FrozenAgent{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "f-mcp"}}))
+		waitChanged("the thaw")
+		if got := listTools(t, cs); got != "delete_file pay read_file stream" {
+			t.Fatalf("tools/list after the thaw: %q", got)
+		}
 	})
 	t.Run("expiry on the sidecar's clock", func(t *testing.T) {
 		end := metav1.NewTime(time.Now().Add(2 * time.Second).Truncate(time.Second).Add(time.Second))
