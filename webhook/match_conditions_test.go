@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"k8s.io/apimachinery/pkg/types"
@@ -11,6 +12,24 @@ import (
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
 )
+
+// settledPodWebhookCalls is podWebhookCalls once it stops moving: the
+// counter is incremented after the webhook's answer is written, so an
+// admission that has returned may not be counted yet.
+func settledPodWebhookCalls(t *testing.T) float64 {
+	t.Helper()
+	prev := podWebhookCalls(t)
+	for range 50 {
+		time.Sleep(100 * time.Millisecond)
+		now := podWebhookCalls(t)
+		if now == prev {
+			return now
+		}
+		prev = now
+	}
+	t.Fatalf("the pod webhook's request count did not settle (last %v)", prev)
+	return prev
+}
 
 // podWebhookCalls is how many admission requests the pod webhook served,
 // from controller-runtime's own counter.
@@ -47,20 +66,20 @@ func label(m *dto.Metric, name string) string {
 // annotation is admitted without toolgate ever being asked, and an
 // annotated one is sent to it.
 func TestUnannotatedPodsNeverReachTheWebhook(t *testing.T) {
-	before := podWebhookCalls(t)
+	before := settledPodWebhookCalls(t)
 	for i, annotations := range []map[string]string{nil, {v1alpha1.AnnotationInject: "false"}, {"other": "true"}} {
 		p := pod("not-asked-"+string(rune('a'+i)), annotations)
 		if err := k8sClient.Create(context.Background(), p); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if after := podWebhookCalls(t); after != before {
+	if after := settledPodWebhookCalls(t); after != before {
 		t.Errorf("the pod webhook served %v requests for Pods without the annotation", after-before)
 	}
 	if err := k8sClient.Create(context.Background(), pod("asked", map[string]string{v1alpha1.AnnotationInject: "true"})); err != nil {
 		t.Fatal(err)
 	}
-	if after := podWebhookCalls(t); after != before+1 {
+	if after := settledPodWebhookCalls(t); after != before+1 {
 		t.Errorf("the pod webhook served %v requests for one annotated Pod, want 1", after-before)
 	}
 }
@@ -73,14 +92,14 @@ func TestOnlyUpdatesOfInjectedPodsReachTheWebhook(t *testing.T) {
 	plain := admit(t, pod("updated-plain", nil))
 	injected := injectedPod(t, "updated-injected")
 	label := client.RawPatch(types.StrategicMergePatchType, []byte(`{"metadata":{"labels":{"team":"a"}}}`))
-	before := podWebhookCalls(t)
+	before := settledPodWebhookCalls(t)
 	if err := debug(t, k8sClient, plain, debugContainer("dbg")); err != nil {
 		t.Fatal(err)
 	}
 	if err := k8sClient.Patch(ctx, &plain, label); err != nil {
 		t.Fatal(err)
 	}
-	if after := podWebhookCalls(t); after != before {
+	if after := settledPodWebhookCalls(t); after != before {
 		t.Errorf("the pod webhook served %v requests for updates of a Pod without the sidecar", after-before)
 	}
 	if err := debug(t, k8sClient, injected, debugContainer("dbg")); err != nil {
@@ -89,7 +108,7 @@ func TestOnlyUpdatesOfInjectedPodsReachTheWebhook(t *testing.T) {
 	if err := k8sClient.Patch(ctx, &injected, label); err != nil {
 		t.Fatal(err)
 	}
-	if after := podWebhookCalls(t); after != before+2 {
+	if after := settledPodWebhookCalls(t); after != before+2 {
 		t.Errorf("the pod webhook served %v requests for two updates of an injected Pod, want 2", after-before)
 	}
 }
