@@ -251,7 +251,7 @@ func TestMCPProxyFiltersToolsList(t *testing.T) {
 			cs := rig.connect(version, &mcp.ClientOptions{
 				ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
 			}, nil)
-			if got, want := listTools(t, cs), "pay read_file stream"; got != want {
+			if got, want := listTools(t, cs), "pay read_file route stream"; got != want {
 				t.Fatalf("tools/list through the proxy: %s, want %s (delete_file hidden)", got, want)
 			}
 			deniedDecision(t, callTool(t, cs, "delete_file", map[string]any{"path": "/tmp/x"}),
@@ -270,7 +270,7 @@ func TestMCPProxyFiltersToolsList(t *testing.T) {
 			case <-time.After(20 * time.Second):
 				t.Fatal("no notifications/tools/list_changed after the bundle changed what is hidden")
 			}
-			if got, want := listTools(t, cs), "pay read_file"; got != want {
+			if got, want := listTools(t, cs), "pay read_file route"; got != want {
 				t.Fatalf("tools/list after the change: %s, want %s", got, want)
 			}
 
@@ -281,7 +281,7 @@ func TestMCPProxyFiltersToolsList(t *testing.T) {
 			for _, step := range []struct {
 				b    engine.Bundle
 				want string
-			}{{frozen, ""}, {b, "pay read_file"}} {
+			}{{frozen, ""}, {b, "pay read_file route"}} {
 				rig.publish(step.b)
 				select {
 				case <-changed:

@@ -185,6 +185,7 @@ func (p *mcpProxy) filterMessage(st *mcpStatic, rt *mcpRoute, ids []json.RawMess
 	}
 	kept := tools[:0:0]
 	for _, t := range tools {
+		rt.params.learn(t)
 		var named struct {
 			Name string `json:"name"`
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -46,6 +47,9 @@ type mcpRoute struct {
 	modify  func(*http.Response) error
 	fail    func(http.ResponseWriter, *http.Request, error)
 	counted mcpCounters
+	// params are the x-mcp-header bindings of the upstream's tools, from
+	// the tools/list answers relayed (mcp_params.go).
+	params paramSchemas
 }
 
 // forward sends r upstream and relays the answer.
@@ -186,7 +190,7 @@ func (p *mcpProxy) post(w http.ResponseWriter, r *http.Request, rt *mcpRoute) {
 		writeRPCError(w, http.StatusBadRequest, nil, rpcInvalidRequest, "toolgate: the body is not JSON-RPC the proxy can read unambiguously: "+err.Error())
 		return
 	}
-	if err := checkMCPHeaders(r.Header, msgs, batch); err != nil {
+	if err := checkMCPHeaders(r.Header, msgs, batch, &rt.params); err != nil {
 		rt.counted.refused.Inc()
 		var id json.RawMessage
 		if !batch {
@@ -267,17 +271,21 @@ func (p *mcpProxy) readBody(w http.ResponseWriter, r *http.Request, b *buffers) 
 	return nil, false
 }
 
-// checkMCPHeaders refuses a POST whose Mcp-Method or Mcp-Name header
-// disagrees with its body: whatever routes or authorizes on the headers
-// (the upstream, a gateway behind it) must see the call that was decided.
-func checkMCPHeaders(h http.Header, msgs []mcpMessage, batch bool) error {
+// checkMCPHeaders refuses a POST whose Mcp-Method, Mcp-Name or Mcp-Param-*
+// header disagrees with its body: whatever routes or authorizes on the
+// headers (the upstream, a gateway behind it) must see the call that was
+// decided. params are the upstream's tools' x-mcp-header bindings.
+func checkMCPHeaders(h http.Header, msgs []mcpMessage, batch bool, params *paramSchemas) error {
 	methods, names := h.Values("Mcp-Method"), h.Values("Mcp-Name")
 	if len(methods) > 1 || len(names) > 1 {
 		return errors.New("Mcp-Method and Mcp-Name may each be given once")
 	}
+	mirrored := slices.ContainsFunc(slices.Collect(maps.Keys(h)), func(k string) bool {
+		return strings.HasPrefix(http.CanonicalHeaderKey(k), paramHeaderPrefix)
+	})
 	if batch {
-		if len(methods)+len(names) > 0 {
-			return errors.New("a batch cannot carry Mcp-Method or Mcp-Name: they describe one message")
+		if len(methods)+len(names) > 0 || mirrored {
+			return errors.New("a batch cannot carry Mcp-Method, Mcp-Name or Mcp-Param-* headers: they describe one message")
 		}
 		return nil
 	}
@@ -285,20 +293,25 @@ func checkMCPHeaders(h http.Header, msgs []mcpMessage, batch bool) error {
 	if len(methods) == 1 && methods[0] != m.Method {
 		return fmt.Errorf("the Mcp-Method header %q does not match the body's method %q; refused so the call decided is the call run", methods[0], m.Method)
 	}
-	if m.Method != methodToolsCall || len(names) == 0 {
+	if m.Method != methodToolsCall {
+		if mirrored {
+			return fmt.Errorf("Mcp-Param-* headers mirror a tools/call's arguments; this is %q", m.Method)
+		}
 		return nil
-	}
-	hname, err := decodeHeaderName(names[0])
-	if err != nil {
-		return err
 	}
 	if m.call == nil {
 		return nil // decideCall refuses it
 	}
-	if hname != *m.call.Name {
-		return fmt.Errorf("the Mcp-Name header %q does not match the body's tool %q; refused so the call decided is the call run", hname, *m.call.Name)
+	if len(names) == 1 {
+		hname, err := decodeHeaderName(names[0])
+		if err != nil {
+			return err
+		}
+		if hname != *m.call.Name {
+			return fmt.Errorf("the Mcp-Name header %q does not match the body's tool %q; refused so the call decided is the call run", hname, *m.call.Name)
+		}
 	}
-	return nil
+	return params.check(h, m.call)
 }
 
 // JSON-RPC error codes the proxy answers with.

@@ -159,3 +159,51 @@ func TestMCPServerKeepsConnectionsAsHTTPSays(t *testing.T) {
 		t.Fatalf("the server saw %v, want 4 read_file calls", got)
 	}
 }
+
+// Mcp-Param-* headers (SEP-2243) mirror the arguments a tool's schema
+// marks with x-mcp-header. The official SDK client sends them and its
+// server checks them; the proxy checks them too, before anything behind it
+// can route on a header that disagrees with the call it decided.
+func TestMCPProxyChecksParamHeaders(t *testing.T) {
+	up := startMCPServer(t)
+	rig := startMCPRig(t, up.endpoint("2026-07-28"), mcpTestBundle(), nil)
+	u, _ := url.Parse(rig.proxy)
+	route := callBody("route", `{"region":"eu","body":"x"}`)
+
+	// Before any tools/list, the proxy cannot tell which argument a header
+	// mirrors: refused, and said why.
+	got := rawExchange(t, rig.proxy, mcpPost(u.Path, u.Host, route, "Mcp-Param-Region: eu\r\nConnection: close\r\n"), 10*time.Second)
+	if !strings.HasPrefix(got, "HTTP/1.1 400 ") || !strings.Contains(got, "list the tools first") {
+		t.Fatalf("a mirrored header before tools/list: %q", got)
+	}
+
+	cs := rig.connect("2026-07-28", nil, nil)
+	if names := listTools(t, cs); !strings.Contains(names, "route") {
+		t.Fatalf("tools/list: %s", names)
+	}
+	// The SDK client mirrors region itself; both checks pass.
+	if text := resultText(t, callTool(t, cs, "route", map[string]any{"region": "eu", "body": "x"})); text != "routed to eu" {
+		t.Fatalf("route through the proxy: %q", text)
+	}
+	for _, tc := range []struct{ name, header, want string }{
+		{"a header that disagrees with the body", "Mcp-Param-Region: us\r\n", "does not match argument"},
+		{"a header no argument is mirrored in", "Mcp-Param-Region: eu\r\nMcp-Param-Zone: a\r\n", "mirrors no argument"},
+		{"the header given twice", "Mcp-Param-Region: eu\r\nMcp-Param-Region: us\r\n", "may be given once"},
+		{"bad base64", "Mcp-Param-Region: =?base64?***?=\r\n", "not valid base64"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := rawExchange(t, rig.proxy, mcpPost(u.Path, u.Host, route, tc.header+"Connection: close\r\n"), 10*time.Second)
+			if !strings.HasPrefix(got, "HTTP/1.1 400 ") || !strings.Contains(got, tc.want) || !strings.Contains(got, "-32020") {
+				t.Fatalf("got %q, want a 400 with %q", got, tc.want)
+			}
+		})
+	}
+	// The argument's value, base64-encoded as SEP-2243 allows, passes.
+	got = rawExchange(t, rig.proxy, mcpPost(u.Path, u.Host, route, "Mcp-Param-Region: =?base64?ZXU=?=\r\nConnection: close\r\n"), 10*time.Second)
+	if !strings.HasPrefix(got, "HTTP/1.1 200 ") || !strings.Contains(got, "routed to eu") {
+		t.Fatalf("a base64 header that matches: %q", got)
+	}
+	if calls := up.stats(t).Calls; calls["route"] != 2 || len(calls) != 1 {
+		t.Fatalf("the server saw %v, want route twice (the SDK's call and the base64 one)", calls)
+	}
+}

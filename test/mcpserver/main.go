@@ -61,6 +61,11 @@ type pathIn struct {
 	Path string `json:"path" jsonschema:"a file path"`
 }
 
+type routeIn struct {
+	Region string `json:"region" jsonschema:"where the request is routed"`
+	Body   string `json:"body" jsonschema:"what is sent"`
+}
+
 type noteIn struct {
 	Note string `json:"note" jsonschema:"a note echoed back"`
 }
@@ -85,6 +90,18 @@ func newServer(st *stats) *mcp.Server {
 		func(_ context.Context, _ *mcp.CallToolRequest, in pathIn) (*mcp.CallToolResult, any, error) {
 			st.count("delete_file")
 			return text("deleted " + in.Path), nil, nil
+		})
+	// route mirrors its region argument in the Mcp-Param-Region header
+	// (SEP-2243, x-mcp-header), which the SDK's server checks against the
+	// body.
+	mcp.AddTool(srv, &mcp.Tool{Name: "route", Description: "send a body to a region",
+		InputSchema: map[string]any{"type": "object", "required": []string{"region"}, "properties": map[string]any{
+			"region": map[string]any{"type": "string", "x-mcp-header": "Region"},
+			"body":   map[string]any{"type": "string"},
+		}}},
+		func(_ context.Context, _ *mcp.CallToolRequest, in routeIn) (*mcp.CallToolResult, any, error) {
+			st.count("route")
+			return text("routed to " + in.Region), nil, nil
 		})
 	// stream sends a progress notification at once, then waits for POST
 	// /release: a client that sees the notification before releasing has
