@@ -353,7 +353,7 @@ func (m *mcpServer) serveRequest(sc *mcpServerConn, req *http.Request) (keep boo
 	body := &eofBody{ReadCloser: req.Body}
 	body.done.Store(req.Body == http.NoBody)
 	req.Body = body
-	w := &mcpResponse{sc: sc, req: req, header: http.Header{}, contentLength: -1, closeAfter: !keep}
+	w := &mcpResponse{sc: sc, req: req, reqBody: body, header: http.Header{}, contentLength: -1, closeAfter: !keep}
 	// A request still being answered after closeWatchDelay (a session
 	// stream, a slow tool) gets a goroutine that notices the agent
 	// leaving, so the upstream exchange is closed with it; a quick
@@ -376,9 +376,10 @@ func (m *mcpServer) serveRequest(sc *mcpServerConn, req *http.Request) (keep boo
 		sc.linger = ok && !body.done.Load()
 		return false
 	}
-	// Keep the connection only when the request's body was read to its
-	// end, or what is left of it is small.
-	if n, err := io.CopyN(io.Discard, req.Body, maxDrainBytes+1); n > maxDrainBytes || err != nil && err != io.EOF {
+	// An answer sent before the handler returned (a stream) could not say
+	// Connection: close; keep the connection only if the rest of the body
+	// can still be read out.
+	if !w.drainBody() {
 		sc.linger = true
 		return false
 	}
@@ -461,6 +462,7 @@ func isTimeout(err error) bool {
 type mcpResponse struct {
 	sc            *mcpServerConn
 	req           *http.Request
+	reqBody       *eofBody
 	header        http.Header
 	status        int
 	contentLength int64 // from the handler's Content-Length header, -1 if none
@@ -630,6 +632,24 @@ func (w *mcpResponse) run(h http.Handler, log *slog.Logger) (ok bool) {
 	return true
 }
 
+// drainBody reads out what the handler left of the request body, up to
+// maxDrainBytes; false when more is left or it cannot be read.
+func (w *mcpResponse) drainBody() bool {
+	if w.reqBody.done.Load() {
+		return true
+	}
+	if w.req.ContentLength > maxDrainBytes {
+		return false // declared too long to read out, as net/http judges it
+	}
+	w.sc.setReadDeadlineMono(monoNow() + int64(drainTimeout))
+	defer w.sc.setReadDeadlineMono(0)
+	n, err := io.CopyN(io.Discard, w.reqBody, maxDrainBytes+1)
+	return n <= maxDrainBytes && err == io.EOF
+}
+
+// drainTimeout bounds reading out a body the handler left.
+const drainTimeout = time.Second
+
 // finish completes the answer; false when the connection cannot carry
 // another one.
 func (w *mcpResponse) finish() bool {
@@ -640,6 +660,12 @@ func (w *mcpResponse) finish() bool {
 		return false
 	}
 	if !w.sent {
+		// As net/http does before its headers: read out what the handler
+		// left of the body, or say Connection: close, so the agent never
+		// sends its next request on a connection about to be closed.
+		if !w.drainBody() {
+			w.closeAfter = true
+		}
 		if err := w.sendHeader(true); err != nil {
 			return false
 		}

@@ -144,6 +144,15 @@ func TestMCPServerKeepsConnectionsAsHTTPSays(t *testing.T) {
 			t.Fatalf("after the body: %d %s", resp.StatusCode, text)
 		}
 	})
+	t.Run("an answer that leaves the body unread says Connection: close", func(t *testing.T) {
+		// Declared past the proxy's limit: answered 413 before any of it is
+		// read, so the agent must not send its next request on this one.
+		raw := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", u.Path, u.Host, MaxRequestBytes+1)
+		got := rawExchange(t, rig.proxy, raw, 10*time.Second)
+		if !strings.HasPrefix(got, "HTTP/1.1 413 ") || !strings.Contains(got, "Connection: close") {
+			t.Fatalf("got %q", got)
+		}
+	})
 	t.Run("HTTP/1.0 and Connection: close get one answer and a close", func(t *testing.T) {
 		for _, raw := range []string{
 			strings.Replace(mcpPost(u.Path, u.Host, read, ""), "HTTP/1.1", "HTTP/1.0", 1),

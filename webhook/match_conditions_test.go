@@ -108,7 +108,9 @@ func TestOnlyUpdatesOfInjectedPodsReachTheWebhook(t *testing.T) {
 	if err := k8sClient.Patch(ctx, &injected, label); err != nil {
 		t.Fatal(err)
 	}
-	if after := settledPodWebhookCalls(t); after != before+2 {
-		t.Errorf("the pod webhook served %v requests for two updates of an injected Pod, want 2", after-before)
+	// At least two: the API server retries a patch that meets a conflict,
+	// admission included, so one update can reach the webhook twice.
+	if after := settledPodWebhookCalls(t); after < before+2 {
+		t.Errorf("the pod webhook served %v requests for two updates of an injected Pod, want 2 (or more, with retries)", after-before)
 	}
 }
