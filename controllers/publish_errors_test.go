@@ -25,7 +25,7 @@ import (
 func TestPublishRetryable(t *testing.T) {
 	cms := schema.GroupResource{Resource: "configmaps"}
 	put := func(err error) error {
-		return &url.Error{Op: "Put", URL: "https://10.0.0.1/api/v1/configmaps", Err: err}
+		return &url.Error{Op: "Put", URL: "https://192.0.2.1/api/v1/configmaps", Err: err}
 	}
 	dial := func(errno syscall.Errno) error {
 		return put(&net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", errno)})

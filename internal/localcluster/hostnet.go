@@ -16,7 +16,7 @@ import (
 // cluster must never change any of it: its addresses live in namespaces it
 // creates (setupHost), and nothing may route off the machine.
 type hostNet struct {
-	entries []string // sorted: "link tg-x", "addr eth0 192.0.2.2/24", "route main 10.0.0.0/8 dev eth0 via ..."
+	entries []string // sorted: "link tg-x", "addr eth0 192.0.2.2/24", "route main 198.51.100.0/24 dev eth0 via ..."
 	forward string
 }
 

@@ -15,7 +15,7 @@ func TestHostNetDiff(t *testing.T) {
 		now  hostNet
 		want string
 	}{
-		{hostNet{entries: append([]string{"addr eth0 10.254.254.1/32"}, before.entries...), forward: "0"}, "+ addr eth0 10.254.254.1/32"},
+		{hostNet{entries: append([]string{"addr eth0 198.51.100.7/32"}, before.entries...), forward: "0"}, "+ addr eth0 198.51.100.7/32"},
 		{hostNet{entries: []string{"addr lo 127.0.0.1/8", "link eth0", "link lo"}, forward: "0"}, "- addr eth0 192.0.2.2/24"},
 		{hostNet{entries: before.entries, forward: "1"}, "net.ipv4.ip_forward 0 -> 1"},
 	}
