@@ -54,55 +54,49 @@ func (s *Server) mcpBundleLoaded(b engine.Bundle) {
 		}
 	}
 	prev := s.mcp.static.Swap(next)
-	frozen := s.agentFrozen()
-	thawedOrFrozen := s.mcp.wasFrozen.Swap(frozen) != frozen
-	if prev != nil && (prev.key != next.key || thawedOrFrozen) {
+	if thawedOrFrozen := s.freezeChanged(); prev != nil && (prev.key != next.key || thawedOrFrozen) {
 		s.mcp.streams.notifyListChanged()
 	}
 }
 
-// hidden tells whether a tool is denied to this agent on rt whatever its
-// arguments: by a rule that reads none of them, or because the agent is
-// frozen (every call is denied, so every tool is hidden).
+// hidden tells whether a tool is denied by rule to this agent on rt
+// whatever its arguments (a frozen agent's tools are all hidden:
+// filterMessage asks agentFrozen once per list).
 func (p *mcpProxy) hidden(st *mcpStatic, rt *mcpRoute, tool string) bool {
-	req := engine.Request{"tool_name": tool, "server": rt.up.name, "action": "call", "framework": mcpFramework}
-	p.s.binding.fill(req)
-	opts := engine.EvalOptions{ServiceAccount: p.s.opts.ServiceAccount}
-	if p.frozen(req, opts) {
-		return true
-	}
 	if st == nil || st.compiled == nil {
 		return false
 	}
-	res := st.compiled.Evaluate(req, opts)
+	req := engine.Request{"tool_name": tool, "server": rt.up.name, "action": "call", "framework": mcpFramework}
+	p.s.binding.fill(req)
+	res := st.compiled.Evaluate(req, engine.EvalOptions{ServiceAccount: p.s.opts.ServiceAccount})
 	return res.Decision == engine.Deny && res.Code == "" && res.MatchedRuleID != ""
 }
 
-// frozen tells whether the served bundle (with the freezes watched through
-// the API) freezes the agent req names: the engine's own freeze check, which
-// comes before any rule.
-func (p *mcpProxy) frozen(req engine.Request, opts engine.EvalOptions) bool {
-	cur := p.s.state.Load().compiled
-	return cur != nil && cur.Evaluate(req, opts).Code == engine.CodeAgentFrozen
-}
-
-// agentFrozen is frozen for this sidecar's bound agent, on any upstream.
+// agentFrozen tells whether the served bundle (with the freezes watched
+// through the API) freezes this sidecar's bound agent: the engine's own
+// freeze check, which comes before any rule and reads neither the tool nor
+// the upstream, so it holds for every call the agent could make.
 func (s *Server) agentFrozen() bool {
-	if s.mcp == nil {
+	cur := s.state.Load().compiled
+	if cur == nil {
 		return false
 	}
-	req := engine.Request{"tool_name": "", "action": "call", "framework": mcpFramework}
+	req := engine.Request{"action": "call", "framework": mcpFramework}
 	s.binding.fill(req)
-	return s.mcp.frozen(req, engine.EvalOptions{ServiceAccount: s.opts.ServiceAccount})
+	return cur.Evaluate(req, engine.EvalOptions{ServiceAccount: s.opts.ServiceAccount}).Code == engine.CodeAgentFrozen
+}
+
+// freezeChanged records whether the bound agent is frozen now and tells
+// whether that changed since lists were last told.
+func (s *Server) freezeChanged() bool {
+	frozen := s.agentFrozen()
+	return s.mcp.wasFrozen.Swap(frozen) != frozen
 }
 
 // mcpFreezesChanged tells open list streams when the bound agent was
 // frozen or thawed by a FrozenAgent watched through the API.
 func (s *Server) mcpFreezesChanged() {
-	if s.mcp == nil {
-		return
-	}
-	if frozen := s.agentFrozen(); s.mcp.wasFrozen.Swap(frozen) != frozen {
+	if s.mcp != nil && s.freezeChanged() {
 		s.mcp.streams.notifyListChanged()
 	}
 }
@@ -183,9 +177,13 @@ func (p *mcpProxy) filterMessage(st *mcpStatic, rt *mcpRoute, ids []json.RawMess
 	if json.Unmarshal(result["tools"], &tools) != nil {
 		return msg
 	}
+	frozen := p.s.agentFrozen()
 	kept := tools[:0:0]
 	for _, t := range tools {
 		rt.params.learn(t)
+		if frozen {
+			continue
+		}
 		var named struct {
 			Name string `json:"name"`
 		}
