@@ -76,19 +76,27 @@ func collectParamBindings(schema json.RawMessage, prefix []string, out *[]paramB
 	}
 }
 
-// check refuses a tools/call whose Mcp-Param-* headers do not each mirror,
-// exactly, an argument of the call that the tool's schema binds to it.
-func (ps *paramSchemas) check(h http.Header, call *toolCallParams) error {
+// paramHeaderNames are the Mcp-Param-* headers of a request, sorted; nil
+// (no allocation) when there are none, as on almost every call. Keys are
+// canonical: the request parser made them so.
+func paramHeaderNames(h http.Header) []string {
 	var present []string
 	for k := range h {
-		if strings.HasPrefix(http.CanonicalHeaderKey(k), paramHeaderPrefix) {
+		if strings.HasPrefix(k, paramHeaderPrefix) {
 			present = append(present, k)
 		}
 	}
+	slices.Sort(present)
+	return present
+}
+
+// check refuses a tools/call whose Mcp-Param-* headers (present, from
+// paramHeaderNames) do not each mirror, exactly, an argument of the call
+// that the tool's schema binds to it.
+func (ps *paramSchemas) check(h http.Header, present []string, call *toolCallParams) error {
 	if len(present) == 0 {
 		return nil
 	}
-	slices.Sort(present)
 	v, seen := ps.tools.Load(*call.Name)
 	if !seen {
 		return fmt.Errorf("the call carries %s, but tool %q's input schema has not been seen in a tools/list through this proxy, so the header cannot be checked against the arguments; list the tools first", strings.Join(present, ", "), *call.Name)
@@ -101,7 +109,7 @@ func (ps *paramSchemas) check(h http.Header, call *toolCallParams) error {
 		}
 	}
 	for _, name := range present {
-		i := slices.IndexFunc(bindings, func(b paramBinding) bool { return b.header == http.CanonicalHeaderKey(name) })
+		i := slices.IndexFunc(bindings, func(b paramBinding) bool { return b.header == name })
 		if i < 0 {
 			return fmt.Errorf("the %s header mirrors no argument of tool %q", name, *call.Name)
 		}

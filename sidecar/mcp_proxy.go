@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -280,11 +279,9 @@ func checkMCPHeaders(h http.Header, msgs []mcpMessage, batch bool, params *param
 	if len(methods) > 1 || len(names) > 1 {
 		return errors.New("Mcp-Method and Mcp-Name may each be given once")
 	}
-	mirrored := slices.ContainsFunc(slices.Collect(maps.Keys(h)), func(k string) bool {
-		return strings.HasPrefix(http.CanonicalHeaderKey(k), paramHeaderPrefix)
-	})
+	mirrored := paramHeaderNames(h)
 	if batch {
-		if len(methods)+len(names) > 0 || mirrored {
+		if len(methods)+len(names) > 0 || len(mirrored) > 0 {
 			return errors.New("a batch cannot carry Mcp-Method, Mcp-Name or Mcp-Param-* headers: they describe one message")
 		}
 		return nil
@@ -294,7 +291,7 @@ func checkMCPHeaders(h http.Header, msgs []mcpMessage, batch bool, params *param
 		return fmt.Errorf("the Mcp-Method header %q does not match the body's method %q; refused so the call decided is the call run", methods[0], m.Method)
 	}
 	if m.Method != methodToolsCall {
-		if mirrored {
+		if len(mirrored) > 0 {
 			return fmt.Errorf("Mcp-Param-* headers mirror a tools/call's arguments; this is %q", m.Method)
 		}
 		return nil
@@ -311,7 +308,7 @@ func checkMCPHeaders(h http.Header, msgs []mcpMessage, batch bool, params *param
 			return fmt.Errorf("the Mcp-Name header %q does not match the body's tool %q; refused so the call decided is the call run", hname, *m.call.Name)
 		}
 	}
-	return params.check(h, m.call)
+	return params.check(h, mirrored, m.call)
 }
 
 // JSON-RPC error codes the proxy answers with.

@@ -313,28 +313,39 @@ func (m *mcpServer) serveConn(sc *mcpServerConn) {
 func (sc *mcpServerConn) refuse(err error) {
 	switch {
 	case sc.lr.N <= 0:
-		_, _ = io.WriteString(sc.c, "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n431 Request Header Fields Too Large")
+		sc.fail(http.StatusRequestHeaderFieldsTooLarge, "")
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), isTimeout(err):
 	default:
-		_, _ = io.WriteString(sc.c, "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request")
+		sc.fail(http.StatusBadRequest, "")
 	}
+}
+
+// fail answers a request the loop refuses itself, before any handler, and
+// the connection is closed after it.
+func (sc *mcpServerConn) fail(code int, detail string) {
+	body := fmt.Sprintf("%d %s", code, http.StatusText(code))
+	if detail != "" {
+		body += ": " + detail
+	}
+	_, _ = fmt.Fprintf(sc.c, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
+		code, http.StatusText(code), len(body), body)
 }
 
 // serveRequest runs the handler for req and finishes its answer; false
 // when the connection must be closed.
 func (m *mcpServer) serveRequest(sc *mcpServerConn, req *http.Request) (keep bool) {
 	if req.ProtoMajor != 1 {
-		_, _ = io.WriteString(sc.c, "HTTP/1.1 505 HTTP Version Not Supported\r\nConnection: close\r\n\r\n")
+		sc.fail(http.StatusHTTPVersionNotSupported, "")
 		return false
 	}
 	if req.Host == "" && req.ProtoAtLeast(1, 1) {
-		_, _ = io.WriteString(sc.c, "HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n400 Bad Request: missing required Host header")
+		sc.fail(http.StatusBadRequest, "missing required Host header")
 		return false
 	}
 	keep = !req.Close && req.ProtoAtLeast(1, 1) // an HTTP/1.0 agent gets one answer per connection
 	if expect := req.Header.Get("Expect"); expect != "" {
 		if !strings.EqualFold(expect, "100-continue") || !req.ProtoAtLeast(1, 1) {
-			_, _ = io.WriteString(sc.c, "HTTP/1.1 417 Expectation Failed\r\nConnection: close\r\n\r\n")
+			sc.fail(http.StatusExpectationFailed, "")
 			return false
 		}
 		if req.ContentLength != 0 {
