@@ -159,14 +159,13 @@ func withoutHopHeaders(h http.Header) {
 	}
 }
 
-// forward sends r (its body in body when buffered, else r.Body) to the
-// upstream and relays the answer through modify to w. It reports an
-// upstream that did not answer through fail, like ReverseProxy's
-// ErrorHandler; once the answer has started, a broken upstream aborts the
+// forward sends r to rt's upstream and relays the answer through
+// rt.modify to w. It reports an upstream that did not answer through
+// rt.fail, like ReverseProxy's ErrorHandler; once the answer has started, a broken upstream aborts the
 // agent's response (http.ErrAbortHandler), as ReverseProxy does, so a
 // truncated answer is never mistaken for a whole one.
-func (f *directForwarder) forward(w http.ResponseWriter, r *http.Request, rt *mcpRoute,
-	modify func(*http.Response) error, fail func(http.ResponseWriter, *http.Request, error)) {
+func (f *directForwarder) forward(w http.ResponseWriter, r *http.Request, rt *mcpRoute) {
+	modify, fail := rt.modify, rt.fail
 	ctx := r.Context()
 	out := r.Clone(ctx)
 	withoutHopHeaders(out.Header)

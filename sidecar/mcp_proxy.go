@@ -54,7 +54,7 @@ type mcpRoute struct {
 // forward sends r upstream and relays the answer.
 func (rt *mcpRoute) forward(w http.ResponseWriter, r *http.Request) {
 	if rt.direct != nil {
-		rt.direct.forward(w, r, rt, rt.modify, rt.fail)
+		rt.direct.forward(w, r, rt)
 		return
 	}
 	rt.rp.ServeHTTP(w, r)
