@@ -90,7 +90,8 @@ func (f *directForwarder) conn(ctx context.Context) (*upstreamConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &upstreamConn{Conn: c, br: bufio.NewReaderSize(c, 16<<10), bw: bufio.NewWriterSize(c, 16<<10)}, nil
+	rw := newSocketIO(c)
+	return &upstreamConn{Conn: c, br: bufio.NewReaderSize(rw, 16<<10), bw: bufio.NewWriterSize(rw, 16<<10)}, nil
 }
 
 // peerOpen tells whether an idle connection can carry a request: the
@@ -102,17 +103,7 @@ func peerOpen(c net.Conn) bool {
 		return true
 	}
 	raw, err := sc.SyscallConn()
-	if err != nil {
-		return false
-	}
-	open := false
-	var buf [1]byte
-	err = raw.Read(func(fd uintptr) bool {
-		n, _, err := syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		open = n < 0 && (errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EWOULDBLOCK))
-		return true
-	})
-	return err == nil && open
+	return err == nil && peekOpen(raw)
 }
 
 func (f *directForwarder) release(c *upstreamConn) {
@@ -302,14 +293,16 @@ func relayBody(w http.ResponseWriter, resp *http.Response, upstream *bufio.Reade
 			if _, werr := w.Write((*buf)[:n]); werr != nil {
 				return false, werr
 			}
-			if !direct || upstream.Buffered() == 0 {
+			if err != io.EOF && (!direct || upstream.Buffered() == 0) {
 				if werr := rc.Flush(); werr != nil {
 					return false, werr
 				}
 			}
 		}
 		if err == io.EOF {
-			return true, rc.Flush()
+			// The last bytes go with the end of the answer (finish), in
+			// one write.
+			return true, nil
 		}
 		if err != nil {
 			return false, nil

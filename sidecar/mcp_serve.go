@@ -118,9 +118,10 @@ func (m *mcpServer) Serve(ln net.Listener) error {
 		}
 		sc := &mcpServerConn{c: c, idle: true}
 		sc.tc, _ = c.(*trackedConn)
-		sc.lr = &io.LimitedReader{R: c}
+		rw := newSocketIO(c)
+		sc.lr = &io.LimitedReader{R: rw}
 		sc.br = bufio.NewReaderSize(sc.lr, 4<<10)
-		sc.bw = bufio.NewWriterSize(c, 4<<10)
+		sc.bw = bufio.NewWriterSize(rw, 4<<10)
 		m.mu.Lock()
 		if m.shutdown {
 			m.mu.Unlock()

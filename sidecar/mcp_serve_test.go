@@ -216,3 +216,86 @@ func TestMCPProxyChecksParamHeaders(t *testing.T) {
 		t.Fatalf("the server saw %v, want route twice (the SDK's call and the base64 one)", calls)
 	}
 }
+
+// rawUpstream answers each request it reads on a connection by calling
+// answer with the connection: an HTTP peer whose bytes and their timing
+// the test sets exactly, which no real server lets a test choose.
+func rawUpstream(t *testing.T, answer func(c net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					_, _ = io.Copy(io.Discard, req.Body)
+					answer(c)
+				}
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String() + "/mcp"
+}
+
+// The proxy relays an answer as it arrives: what the upstream has sent
+// reaches the agent before the rest comes (an event stream is never held
+// back), and an answer already whole when it arrives goes out whole, framed
+// by its length, in one piece rather than a chunk and then an end.
+func TestMCPProxyRelaysAnswersAsTheyArrive(t *testing.T) {
+	event := "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"ok\"}]}}\n\n"
+	head := "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+	chunk := fmt.Sprintf("%x\r\n%s\r\n", len(event), event)
+	post := func(t *testing.T, proxy string) (*http.Response, *bufio.Reader) {
+		u, _ := url.Parse(proxy)
+		c, err := net.Dial("tcp", u.Host)
+		must(t, err)
+		t.Cleanup(func() { _ = c.Close() })
+		_, err = io.WriteString(c, mcpPost(u.Path, u.Host, callBody("read_file", `{"path":"a"}`), ""))
+		must(t, err)
+		must(t, c.SetReadDeadline(time.Now().Add(10*time.Second)))
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, nil)
+		must(t, err)
+		return resp, br
+	}
+
+	t.Run("whole on arrival: one piece, framed by length", func(t *testing.T) {
+		up := rawUpstream(t, func(c net.Conn) { _, _ = io.WriteString(c, head+chunk+"0\r\n\r\n") })
+		rig := startMCPRig(t, up, mcpTestBundle(), nil)
+		resp, _ := post(t, rig.proxy)
+		body := readAll(t, resp)
+		if resp.ContentLength != int64(len(event)) || len(resp.TransferEncoding) != 0 || body != event {
+			t.Fatalf("got Content-Length %d, Transfer-Encoding %v, body %q; want the event framed by its length, %d bytes",
+				resp.ContentLength, resp.TransferEncoding, body, len(event))
+		}
+	})
+	t.Run("a stream reaches the agent event by event", func(t *testing.T) {
+		release := make(chan struct{})
+		up := rawUpstream(t, func(c net.Conn) {
+			_, _ = io.WriteString(c, head+chunk)
+			<-release
+			_, _ = io.WriteString(c, chunk+"0\r\n\r\n")
+		})
+		rig := startMCPRig(t, up, mcpTestBundle(), nil)
+		defer close(release)
+		resp, _ := post(t, rig.proxy)
+		if len(resp.TransferEncoding) == 0 {
+			t.Fatalf("a stream still open upstream was framed by length (%d): the proxy waited for its end", resp.ContentLength)
+		}
+		got := make([]byte, len(event))
+		if _, err := io.ReadFull(resp.Body, got); err != nil || string(got) != event {
+			t.Fatalf("the first event, while the upstream holds the rest: %q, %v", got, err)
+		}
+	})
+}

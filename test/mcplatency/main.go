@@ -6,7 +6,8 @@
 // httputil.ReverseProxy process (this binary with -bare-proxy): what an
 // HTTP hop costs on this machine, and one through a TCP splice (-splice),
 // which parses nothing: the least any process hop costs, so the proxy's
-// own share can be told from both.
+// own share can be told from both. It also reports each process's CPU
+// time per call, the steadier figure on a noisy machine.
 //
 //	go run ./test/mcplatency        (make measure-mcp)
 //
@@ -20,6 +21,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -29,6 +31,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -191,6 +194,8 @@ func run(ctx context.Context, c config) error {
 		return took, err
 	}
 	var d, p, h, f []time.Duration
+	var cpu0 [4]time.Duration
+	cpuKnown := false
 	fmt.Printf("%d warm-up and %d measured tools/call (read_file, %d-byte argument, %s) each way, alternating ...\n",
 		c.warmup, c.calls, c.argBytes, c.version)
 	for i := range c.warmup + c.calls {
@@ -203,10 +208,16 @@ func run(ctx context.Context, c config) error {
 				return fmt.Errorf("call %d on path %d: %w", i, j, err)
 			}
 		}
+		if i == c.warmup {
+			cpu0, cpuKnown = cpuOf(server, sidecar, bare, spl)
+		}
 		if i >= c.warmup {
 			d, p, h, f = append(d, took[0]), append(p, took[1]), append(h, took[2]), append(f, took[3])
 		}
 	}
+	cpu1, ok := cpuOf(server, sidecar, bare, spl)
+	cpuKnown = cpuKnown && ok
+	per := func(i int) time.Duration { return (cpu1[i] - cpu0[i]) / time.Duration(c.calls) }
 	for _, s := range [][]time.Duration{d, p, h, f} {
 		slices.Sort(s)
 	}
@@ -219,6 +230,10 @@ func run(ctx context.Context, c config) error {
 	fmt.Printf("added by toolgate:   p50 %v (target <= %v)  p99 %v (target <= %v)\n", p50-d50, c.targetP50, p99-d99, c.targetP99)
 	fmt.Printf("beyond a bare hop:   p50 %v  p99 %v\n", p50-h50, p99-h99)
 	fmt.Printf("beyond the floor:    p50 %v  p99 %v\n", p50-f50, p99-f99)
+	if cpuKnown {
+		// The server answers all four paths; the others, one each.
+		fmt.Printf("CPU per call:        toolgate %v  bare ReverseProxy %v  TCP splice %v  (the server %v)\n", per(1), per(2), per(3), per(0)/4)
+	}
 	if p50-d50 > c.targetP50 || p99-d99 > c.targetP99 {
 		return errors.New("the proxy adds more than its target")
 	}
@@ -247,6 +262,32 @@ func connect(ctx context.Context, endpoint, version string) (*mcp.ClientSession,
 		&mcp.ClientSessionOptions{ProtocolVersion: version})
 }
 
+// cpuOf reads each process's CPU time so far (user and system, in
+// clock ticks of 10 ms, Linux's USER_HZ) from /proc: what one call costs
+// a process, measured over all of them. ok is false where /proc cannot
+// tell.
+func cpuOf(cmds ...*exec.Cmd) (t [4]time.Duration, ok bool) {
+	for i, cmd := range cmds {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid))
+		if err != nil {
+			return t, false
+		}
+		// Fields after the command name, which may hold spaces: utime and
+		// stime are the 12th and 13th.
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) < 13 {
+			return t, false
+		}
+		u, err1 := strconv.ParseInt(f[11], 10, 64)
+		s, err2 := strconv.ParseInt(f[12], 10, 64)
+		if err1 != nil || err2 != nil {
+			return t, false
+		}
+		t[i] = time.Duration(u+s) * 10 * time.Millisecond
+	}
+	return t, true
+}
+
 func pct(sorted []time.Duration, p int) time.Duration {
 	return sorted[(len(sorted)*p+99)/100-1]
 }
@@ -268,7 +309,9 @@ func bareProxy(addr, target string) {
 		panic(err)
 	}
 	rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.Out.URL = u; pr.Out.Host = "" },
-		Transport: &http.Transport{MaxIdleConnsPerHost: 128}}
+		Transport: &http.Transport{MaxIdleConnsPerHost: 128},
+		// A session's closing stream is no news here.
+		ErrorLog: log.New(io.Discard, "", 0)}
 	srv := &http.Server{Addr: addr, Handler: rp, ReadHeaderTimeout: 5 * time.Second}
 	fmt.Fprintln(os.Stderr, srv.ListenAndServe())
 }
