@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-func TestCheckUnambiguous(t *testing.T) {
+func TestParseMCPBodyRefusesAmbiguousKeys(t *testing.T) {
 	wide := func(dup bool) string {
 		var kv []string
 		for i := range 40 {
@@ -37,13 +37,13 @@ func TestCheckUnambiguous(t *testing.T) {
 		{wide(true), true},
 		{`[{"a":1,"b":{"c":1},"a":2}]`, true},
 	} {
-		err := checkUnambiguous([]byte(c.body))
+		_, _, err := parseMCPBody([]byte(c.body))
 		if got := errors.Is(err, errAmbiguousJSON); got != c.ambiguous {
 			t.Errorf("%s: ambiguous %v (%v), want %v", c.body, got, err, c.ambiguous)
 		}
 	}
 	for _, bad := range []string{`{"a":1}}`, `{"a":"1`} {
-		if err := checkUnambiguous([]byte(bad)); err == nil {
+		if _, _, err := parseMCPBody([]byte(bad)); err == nil {
 			t.Errorf("%s: accepted", bad)
 		}
 	}
