@@ -206,6 +206,25 @@ func (c *Compiled) WithFrozen(extra []FrozenAgent) *Compiled {
 	return out
 }
 
+// NextFreezeExpiry is the soonest expiry after now among c's freezes (the
+// bundle's and those WithFrozen merged); false when none expires after
+// now. Nothing else changes when a freeze ends by itself, so whoever shows
+// what a freeze hides (the sidecar's tools/list filter) looks again then.
+func (c *Compiled) NextFreezeExpiry(now time.Time) (time.Time, bool) {
+	var next time.Time
+	found := false
+	for _, index := range []map[string][]frozenEntry{c.frozen.byAgent, c.frozen.byServiceAccount} {
+		for _, entries := range index {
+			for _, e := range entries {
+				if e.ExpiresAt != nil && e.ExpiresAt.After(now) && (!found || e.ExpiresAt.Before(next)) {
+					next, found = *e.ExpiresAt, true
+				}
+			}
+		}
+	}
+	return next, found
+}
+
 // CheckPolicy returns every reason p would not compile; none means it is
 // valid. It is the single validation the webhook and the CLI use.
 func CheckPolicy(p Policy) []Diagnostic {

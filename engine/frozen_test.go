@@ -145,3 +145,36 @@ func TestFrozenCheckAllocs(t *testing.T) {
 		}
 	}
 }
+
+func TestNextFreezeExpiry(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) *time.Time { t := now.Add(d); return &t }
+	c, err := Compile(Bundle{FrozenAgents: []FrozenAgent{
+		{ID: "forever"},
+		{ID: "past", ExpiresAt: at(-time.Minute)},
+		{ID: "later", ExpiresAt: at(time.Hour)},
+		{ServiceAccount: "ns/sa", ExpiresAt: at(30 * time.Minute)},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := c.NextFreezeExpiry(now); !ok || !got.Equal(*at(30 * time.Minute)) {
+		t.Fatalf("next expiry = %v %v; want the service account's, in 30m", got, ok)
+	}
+	// Freezes merged from the API count too, and one expiring exactly now
+	// is already over.
+	merged := c.WithFrozen([]FrozenAgent{{ID: "api", ExpiresAt: at(time.Minute)}, {ID: "now", ExpiresAt: at(0)}})
+	if got, ok := merged.NextFreezeExpiry(now); !ok || !got.Equal(*at(time.Minute)) {
+		t.Fatalf("with the API's freezes: %v %v; want in 1m", got, ok)
+	}
+	if got, ok := c.NextFreezeExpiry(now.Add(2 * time.Hour)); ok {
+		t.Fatalf("after every expiry: %v; want none", got)
+	}
+	none, err := Compile(Bundle{FrozenAgents: []FrozenAgent{{ID: "forever"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := none.NextFreezeExpiry(now); ok {
+		t.Fatalf("only a freeze without expiry: %v; want none", got)
+	}
+}

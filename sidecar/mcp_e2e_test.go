@@ -292,6 +292,32 @@ func TestMCPProxyFiltersToolsList(t *testing.T) {
 					t.Fatalf("tools/list: %q, want %q", got, step.want)
 				}
 			}
+
+			// A freeze that ends by itself changes the list with nothing
+			// else happening: the session is told then too.
+			ends := time.Now().Add(2 * time.Second)
+			expiring := b
+			expiring.FrozenAgents = []engine.FrozenAgent{{ID: mcpAgent, Reason: "cool-off", ExpiresAt: &ends}}
+			rig.publish(expiring)
+			select {
+			case <-changed:
+			case <-time.After(20 * time.Second):
+				t.Fatal("no notifications/tools/list_changed when the expiring freeze began")
+			}
+			if got := listTools(t, cs); got != "" {
+				t.Fatalf("tools/list while frozen until %v: %q, want none", ends, got)
+			}
+			select {
+			case <-changed:
+			case <-time.After(20 * time.Second):
+				t.Fatal("no notifications/tools/list_changed when the freeze expired")
+			}
+			if time.Now().Before(ends) {
+				t.Fatalf("told of a change before the freeze expired at %v", ends)
+			}
+			if got := listTools(t, cs); got != "pay read_file route" {
+				t.Fatalf("tools/list after the freeze expired: %q, want pay read_file route", got)
+			}
 		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/toolgate/toolgate/engine"
 )
@@ -83,14 +84,60 @@ func (s *Server) agentFrozen() bool {
 	}
 	req := engine.Request{"action": "call", "framework": mcpFramework}
 	s.binding.fill(req)
-	return cur.Evaluate(req, engine.EvalOptions{ServiceAccount: s.opts.ServiceAccount}).Code == engine.CodeAgentFrozen
+	return cur.Evaluate(req, engine.EvalOptions{ServiceAccount: s.opts.ServiceAccount, Now: s.now}).Code == engine.CodeAgentFrozen
 }
 
 // freezeChanged records whether the bound agent is frozen now and tells
 // whether that changed since lists were last told.
 func (s *Server) freezeChanged() bool {
 	frozen := s.agentFrozen()
+	s.armFreezeExpiry()
 	return s.mcp.wasFrozen.Swap(frozen) != frozen
+}
+
+// freezeExpirySlack is how long after a freeze's expiry the lists are
+// looked at again: past it, whatever clock the timer and the engine read.
+const freezeExpirySlack = 10 * time.Millisecond
+
+// armFreezeExpiry sets one timer at the soonest expiry of any freeze
+// served, so that open list streams are told when a freeze ends by
+// itself: nothing else happens then (no bundle, no watch event), yet the
+// frozen agent's tools come back. Any freeze's expiry is looked at, not
+// only this agent's: the look is cheap, and tells only on a change.
+func (s *Server) armFreezeExpiry() {
+	now := time.Now
+	if s.now != nil {
+		now = s.now
+	}
+	var at time.Time
+	due := false
+	if c := s.state.Load().compiled; c != nil {
+		at, due = c.NextFreezeExpiry(now())
+	}
+	p := s.mcp
+	p.expiryMu.Lock()
+	defer p.expiryMu.Unlock()
+	if p.expiry != nil {
+		if due && at.Equal(p.expiryAt) {
+			return // already set for it
+		}
+		p.expiry.Stop()
+		p.expiry = nil
+	}
+	if !due {
+		return
+	}
+	p.expiryAt = at
+	var t *time.Timer
+	t = time.AfterFunc(at.Sub(now())+freezeExpirySlack, func() {
+		p.expiryMu.Lock()
+		if p.expiry == t {
+			p.expiry = nil // fired: the next look sets the next one
+		}
+		p.expiryMu.Unlock()
+		s.mcpFreezesChanged()
+	})
+	p.expiry = t
 }
 
 // mcpFreezesChanged tells open list streams when the bound agent was

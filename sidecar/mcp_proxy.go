@@ -12,6 +12,7 @@ import (
 	"net/http/httputil"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,6 +36,11 @@ type mcpProxy struct {
 	// wasFrozen is whether the bound agent was frozen when lists were last
 	// told: a freeze or thaw changes every list.
 	wasFrozen atomic.Bool
+	// expiry looks again when the next freeze ends by itself
+	// (armFreezeExpiry); nil when none is due.
+	expiryMu sync.Mutex
+	expiry   *time.Timer
+	expiryAt time.Time
 }
 
 type mcpRoute struct {
@@ -149,6 +155,12 @@ func (p *mcpProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // close drops the upstream connections kept alive.
 func (p *mcpProxy) close() {
+	p.expiryMu.Lock()
+	if p.expiry != nil {
+		p.expiry.Stop()
+		p.expiry = nil
+	}
+	p.expiryMu.Unlock()
 	for _, rt := range p.routes {
 		if rt.direct != nil {
 			rt.direct.close()
