@@ -283,11 +283,21 @@ func (s *Server) closeResponse(out []byte, st *state, id uint64) []byte {
 }
 
 func (s *Server) finish(ev *event, req engine.Request, res *engine.Result, revision string) {
+	if s.settle(ev, req, res, revision) {
+		s.decisions.record(ev)
+	}
+}
+
+// settle counts a decision in the metrics and completes its event for the
+// decision log; false when no decision log is kept. finish records the
+// event at once; the MCP proxy records an allowed call's once the call is
+// on its way upstream (mcpInfo.recordAllowed).
+func (s *Server) settle(ev *event, req engine.Request, res *engine.Result, revision string) bool {
 	took := time.Since(ev.at)
 	effect := res.StatedEffect()
 	s.metrics.observeDecision(res.Decision, res.Code, effect, took)
 	if !s.decisions.enabled() {
-		return
+		return false
 	}
 	ev.idPrefix = s.idPrefix
 	ev.agentID = stringField(req, "agent_id")
@@ -302,7 +312,7 @@ func (s *Server) finish(ev *event, req engine.Request, res *engine.Result, revis
 	if s.decisions.wantsRequest() {
 		ev.req = req
 	}
-	s.decisions.record(ev)
+	return true
 }
 
 // internalError turns a panic into a deny, so the client still gets a

@@ -36,7 +36,7 @@ func BenchmarkMCPDecideCall(b *testing.B) {
 		if err := checkMCPHeaders(r.Header, msgs, batch, &rt.params); err != nil {
 			b.Fatal(err)
 		}
-		if _, ok := s.mcp.decideCall(r, rt, &msgs[0], len(body)); !ok {
+		if _, ok, _ := s.mcp.decideCall(r, rt, &msgs[0], len(body)); !ok {
 			b.Fatal("denied")
 		}
 	}

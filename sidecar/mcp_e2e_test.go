@@ -3,6 +3,7 @@ package sidecar
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -39,16 +40,19 @@ func TestMCPProxyDecidesCalls(t *testing.T) {
 			if got := up.stats(t).Calls["pay"]; got != 1 {
 				t.Fatalf("the server saw %d pay calls, want only the allowed one", got)
 			}
-			// Logged like any decision, with the MCP request's fields.
-			eventually(t, "the deny is logged", func() bool {
+			// Logged like any decision, with the MCP request's fields: the
+			// deny, and the allowed call (recorded once it is sent).
+			eventually(t, "the allow and the deny are logged", func() bool {
+				seen := map[any]bool{}
 				for _, l := range rig.logs.lines(t) {
 					req, _ := l["request"].(map[string]any)
-					if l["decision"] == "deny" && l["tool_name"] == "pay" && l["framework"] == "mcp" && l["agent_id"] == mcpAgent &&
+					input, _ := req["input"].(map[string]any)
+					if l["tool_name"] == "pay" && l["framework"] == "mcp" && l["agent_id"] == mcpAgent &&
 						req["server"] == "pay" && req["action"] == "call" {
-						return true
+						seen[fmt.Sprintf("%v %v", l["decision"], input["amount"])] = true
 					}
 				}
-				return false
+				return seen["allow 40"] && seen["deny 5000"]
 			})
 
 			frozen := mcpTestBundle()
@@ -220,6 +224,15 @@ func TestMCPProxyUpstreamDown(t *testing.T) {
 			if _, metrics := get(t, rig.decisions+"/metrics"); !strings.Contains(metrics, `toolgate_sidecar_mcp_requests_total{outcome="upstream_error",upstream="pay"} 1`+"\n") {
 				t.Errorf("upstream_error not counted once:\n%s", metrics)
 			}
+			// Allowed, then not delivered: the decision is logged all the same.
+			eventually(t, "the allowed call is logged", func() bool {
+				for _, l := range rig.logs.lines(t) {
+					if l["decision"] == "allow" && l["tool_name"] == "read_file" && l["framework"] == "mcp" {
+						return true
+					}
+				}
+				return false
+			})
 		})
 	}
 }
@@ -361,6 +374,15 @@ func TestMCPProxyBatchesAndLimits(t *testing.T) {
 		answers[1].ID != "two" || answers[1].Error == nil || answers[1].Error.Code != rpcNotForwarded {
 		t.Fatalf("batch with a denied call: %d %s", status, body)
 	}
+	// Both calls were decided, and both decisions are logged: the allowed
+	// one too, though the batch was never sent.
+	eventually(t, "both of the batch's decisions are logged", func() bool {
+		seen := map[string]bool{}
+		for _, l := range rig.logs.lines(t) {
+			seen[fmt.Sprintf("%v %v", l["decision"], l["tool_name"])] = true
+		}
+		return seen["deny pay"] && seen["allow read_file"]
+	})
 	// A 2026-07-28 deny says its result is complete, as the SDKs' servers do.
 	req, err := http.NewRequest(http.MethodPost, rig.proxy, strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"pay","arguments":{"amount":5000}}}`))
 	must(t, err)

@@ -189,7 +189,11 @@ func (f *directForwarder) forward(w http.ResponseWriter, r *http.Request, rt *mc
 		}
 		_ = c.Close()
 	}()
-	if err := writeRequest(c.bw, out); err != nil {
+	err = writeRequest(c.bw, out)
+	if info := mcpInfoOf(ctx); info != nil {
+		info.recordAllowed() // sent (or failed): the log's writer may wake now
+	}
+	if err != nil {
 		fail(w, out, err)
 		return
 	}

@@ -63,6 +63,9 @@ func (rt *mcpRoute) forward(w http.ResponseWriter, r *http.Request) {
 		rt.direct.forward(w, r, rt)
 		return
 	}
+	if info := mcpInfoOf(r.Context()); info != nil {
+		info.recordAllowed()
+	}
 	rt.rp.ServeHTTP(w, r)
 }
 
@@ -210,14 +213,18 @@ func (p *mcpProxy) post(w http.ResponseWriter, r *http.Request, rt *mcpRoute) {
 		writeRPCError(w, http.StatusBadRequest, id, rpcHeaderMismatch, "toolgate: "+err.Error())
 		return
 	}
-	info := &mcpInfo{msgs: msgs, batch: batch}
+	info := &mcpInfo{msgs: msgs, batch: batch, s: s}
+	defer info.recordAllowed()   // whatever the forwarder did not
 	var denied []json.RawMessage // per message: its answer when denied
 	anyDenied := false
 	for i := range msgs {
 		m := &msgs[i]
 		switch m.Method {
 		case methodToolsCall:
-			answer, allowed := p.decideCall(r, rt, m, len(body))
+			answer, allowed, logLater := p.decideCall(r, rt, m, len(body))
+			if logLater != nil {
+				info.allowed = append(info.allowed, logLater)
+			}
 			if !allowed {
 				if denied == nil {
 					denied = make([]json.RawMessage, len(msgs))

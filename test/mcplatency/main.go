@@ -44,6 +44,7 @@ import (
 
 type config struct {
 	calls, warmup, argBytes, rules int
+	pause                          time.Duration
 	version, decisionLog           string
 	targetP50, targetP99           time.Duration
 }
@@ -62,6 +63,7 @@ func main() {
 	flag.IntVar(&c.warmup, "warmup", 500, "unmeasured calls on each path first")
 	flag.IntVar(&c.argBytes, "arg-bytes", 1024, "size of the call's argument")
 	flag.IntVar(&c.rules, "rules", 100, "rules in the bundle beside the pay cap")
+	flag.DurationVar(&c.pause, "pause", 0, "idle time before each call, as an agent's between its tool calls (0: none)")
 	flag.StringVar(&c.decisionLog, "decision-log", "stdout", "the sidecar's --decision-log (stdout, as in production, or none)")
 	flag.StringVar(&c.version, "version", "2025-11-25", "MCP protocol version (2025-11-25 or 2026-07-28)")
 	flag.DurationVar(&c.targetP50, "target-p50", 200*time.Microsecond, "fail when the added p50 is above this")
@@ -204,6 +206,9 @@ func run(ctx context.Context, c config) error {
 		}
 		var took [4]time.Duration
 		for j, cs := range []*mcp.ClientSession{direct, proxied, hop, floor} {
+			if c.pause > 0 {
+				time.Sleep(c.pause) // before each call, so no path finds the machine warmer
+			}
 			if took[j], err = call(cs); err != nil {
 				return fmt.Errorf("call %d on path %d: %w", i, j, err)
 			}
