@@ -15,6 +15,9 @@ const (
 // toolgate_sidecar_mcp_requests_total, resolved once.
 type mcpCounters struct {
 	forwarded, denied, refused, upstreamError prometheus.Counter
+	// schemasListed and schemaListFailed count the proxy's own tools/list
+	// requests (mcp_params_learn.go).
+	schemasListed, schemaListFailed prometheus.Counter
 }
 
 func newMCPRequests(reg *prometheus.Registry) *prometheus.CounterVec {
@@ -27,10 +30,21 @@ func newMCPRequests(reg *prometheus.Registry) *prometheus.CounterVec {
 }
 
 func (v mcpRequestsVec) counters(upstream string) mcpCounters {
+	r := v.requests
 	return mcpCounters{
-		forwarded: v.WithLabelValues(upstream, mcpForwarded), denied: v.WithLabelValues(upstream, mcpDenied),
-		refused: v.WithLabelValues(upstream, mcpRefused), upstreamError: v.WithLabelValues(upstream, mcpUpstreamError),
+		forwarded: r.WithLabelValues(upstream, mcpForwarded), denied: r.WithLabelValues(upstream, mcpDenied),
+		refused: r.WithLabelValues(upstream, mcpRefused), upstreamError: r.WithLabelValues(upstream, mcpUpstreamError),
+		schemasListed: v.schemaLists.WithLabelValues(upstream, "listed"), schemaListFailed: v.schemaLists.WithLabelValues(upstream, "failed"),
 	}
 }
 
-type mcpRequestsVec struct{ *prometheus.CounterVec }
+func newMCPSchemaLists(reg *prometheus.Registry) *prometheus.CounterVec {
+	v := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: metricPrefix + "mcp_schema_lists_total",
+		Help: "tools/list requests the MCP proxy made itself, to learn a tool's schema for a call's Mcp-Param-* headers, by upstream and outcome (listed, failed).",
+	}, []string{"upstream", "outcome"})
+	reg.MustRegister(v)
+	return v
+}
+
+type mcpRequestsVec struct{ requests, schemaLists *prometheus.CounterVec }

@@ -99,7 +99,7 @@ func (ps *paramSchemas) check(h http.Header, present []string, call *toolCallPar
 	}
 	v, seen := ps.tools.Load(*call.Name)
 	if !seen {
-		return fmt.Errorf("the call carries %s, but tool %q's input schema has not been seen in a tools/list through this proxy, so the header cannot be checked against the arguments; list the tools first", strings.Join(present, ", "), *call.Name)
+		return fmt.Errorf("the call carries %s, but the upstream's tools/list does not list tool %q (or could not be read), so the header cannot be checked against the arguments", strings.Join(present, ", "), *call.Name)
 	}
 	bindings := v.([]paramBinding)
 	var args map[string]json.RawMessage

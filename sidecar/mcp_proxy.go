@@ -52,6 +52,9 @@ type mcpRoute struct {
 	modify  func(*http.Response) error
 	fail    func(http.ResponseWriter, *http.Request, error)
 	counted mcpCounters
+	// learner lists the upstream's tools when a call needs a schema the
+	// proxy has not seen (mcp_params_learn.go).
+	learner learner
 	// params are the x-mcp-header bindings of the upstream's tools, from
 	// the tools/list answers relayed (mcp_params.go).
 	params paramSchemas
@@ -77,7 +80,7 @@ const mcpDialTimeout = 5 * time.Second
 
 func newMCPProxy(s *Server, ups []mcpUpstream) *mcpProxy {
 	p := &mcpProxy{s: s, routes: make(map[string]*mcpRoute, len(ups))}
-	requests := mcpRequestsVec{newMCPRequests(s.metrics.registry)}
+	requests := mcpRequestsVec{newMCPRequests(s.metrics.registry), newMCPSchemaLists(s.metrics.registry)}
 	for _, up := range ups {
 		if up.auth != nil {
 			up.auth.log = s.log
@@ -203,6 +206,9 @@ func (p *mcpProxy) post(w http.ResponseWriter, r *http.Request, rt *mcpRoute) {
 		rt.counted.refused.Inc()
 		writeRPCError(w, http.StatusBadRequest, nil, rpcInvalidRequest, "toolgate: the body is not JSON-RPC the proxy can read unambiguously: "+err.Error())
 		return
+	}
+	if !batch && msgs[0].call != nil && len(paramHeaderNames(r.Header)) > 0 {
+		p.learnToolsFor(r, rt, &msgs[0])
 	}
 	if err := checkMCPHeaders(r.Header, msgs, batch, &rt.params); err != nil {
 		rt.counted.refused.Inc()

@@ -179,11 +179,25 @@ func TestMCPProxyChecksParamHeaders(t *testing.T) {
 	u, _ := url.Parse(rig.proxy)
 	route := callBody("route", `{"region":"eu","body":"x"}`)
 
-	// Before any tools/list, the proxy cannot tell which argument a header
-	// mirrors: refused, and said why.
+	// Before any tools/list through the proxy (a client that listed before
+	// the sidecar restarted, and keeps its list), the proxy lists the
+	// upstream's tools itself to learn which argument a header mirrors:
+	// the matching header passes, a disagreeing one is refused.
 	got := rawExchange(t, rig.proxy, mcpPost(u.Path, u.Host, route, "Mcp-Param-Region: eu\r\nConnection: close\r\n"), 10*time.Second)
-	if !strings.HasPrefix(got, "HTTP/1.1 400 ") || !strings.Contains(got, "list the tools first") {
-		t.Fatalf("a mirrored header before tools/list: %q", got)
+	if !strings.HasPrefix(got, "HTTP/1.1 200 ") || !strings.Contains(got, "routed to eu") {
+		t.Fatalf("a mirrored header before any tools/list through the proxy: %q", got)
+	}
+	// A tool the upstream does not list cannot be checked: refused, said
+	// why, and not looked for again on the next call.
+	nope := callBody("nope", `{"region":"eu"}`)
+	for range 2 {
+		got = rawExchange(t, rig.proxy, mcpPost(u.Path, u.Host, nope, "Mcp-Param-Region: eu\r\nConnection: close\r\n"), 10*time.Second)
+		if !strings.HasPrefix(got, "HTTP/1.1 400 ") || !strings.Contains(got, `does not list tool \"nope\"`) {
+			t.Fatalf("a mirrored header for a tool the upstream does not have: %q", got)
+		}
+	}
+	if n := metricValue(t, rig.decisions, `toolgate_sidecar_mcp_schema_lists_total{outcome="listed",upstream="pay"}`); n != 2 {
+		t.Fatalf("the proxy listed the upstream's tools %v times, want 2 (for route, and once for nope)", n)
 	}
 
 	cs := rig.connect("2026-07-28", nil, nil)
@@ -212,8 +226,8 @@ func TestMCPProxyChecksParamHeaders(t *testing.T) {
 	if !strings.HasPrefix(got, "HTTP/1.1 200 ") || !strings.Contains(got, "routed to eu") {
 		t.Fatalf("a base64 header that matches: %q", got)
 	}
-	if calls := up.stats(t).Calls; calls["route"] != 2 || len(calls) != 1 {
-		t.Fatalf("the server saw %v, want route twice (the SDK's call and the base64 one)", calls)
+	if calls := up.stats(t).Calls; calls["route"] != 3 || len(calls) != 1 {
+		t.Fatalf("the server saw %v, want route three times (before any list, the SDK's call, the base64 one)", calls)
 	}
 }
 
@@ -298,4 +312,34 @@ func TestMCPProxyRelaysAnswersAsTheyArrive(t *testing.T) {
 			t.Fatalf("the first event, while the upstream holds the rest: %q, %v", got, err)
 		}
 	})
+}
+
+// When the proxy's own tools/list fails (the upstream errs, or answers
+// what is not a tools list), the call's Mcp-Param-* header cannot be
+// checked: the call is refused, never forwarded unchecked, and the listing
+// counted by its outcome.
+func TestMCPProxyRefusesParamHeadersItCannotCheck(t *testing.T) {
+	for _, tc := range []struct{ name, answer, outcome string }{
+		{"a 500", "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 4\r\n\r\noops", "failed"},
+		{"JSON that is no list", "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 17\r\n\r\n{\"tools\":\"nope\"}\n", "listed"},
+		{"not JSON at all", "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 3\r\n\r\nhi\n", "failed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			calls := make(chan struct{}, 16)
+			up := rawUpstream(t, func(c net.Conn) { calls <- struct{}{}; _, _ = io.WriteString(c, tc.answer) })
+			rig := startMCPRig(t, up, mcpTestBundle(), nil)
+			u, _ := url.Parse(rig.proxy)
+			got := rawExchange(t, rig.proxy, mcpPost(u.Path, u.Host, callBody("route", `{"region":"eu"}`), "Mcp-Param-Region: eu\r\nConnection: close\r\n"), 10*time.Second)
+			if !strings.HasPrefix(got, "HTTP/1.1 400 ") || !strings.Contains(got, "could not be read") {
+				t.Fatalf("got %q, want a 400 saying the header cannot be checked", got)
+			}
+			if len(calls) != 1 {
+				t.Fatalf("the upstream got %d requests, want only the proxy's own tools/list", len(calls))
+			}
+			series := `toolgate_sidecar_mcp_schema_lists_total{outcome="` + tc.outcome + `",upstream="pay"}`
+			if n := metricValue(t, rig.decisions, series); n != 1 {
+				t.Fatalf("%s = %v, want 1", series, n)
+			}
+		})
+	}
 }

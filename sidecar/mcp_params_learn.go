@@ -1,0 +1,169 @@
+package sidecar
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// A call can carry Mcp-Param-* headers for a tool whose schema the proxy
+// has not seen: its client listed the tools before the sidecar restarted,
+// or through another path, and a 2026-07-28 client lists once and keeps
+// the list. Refusing such calls until the client lists again would refuse
+// them for good. So the proxy lists the upstream's tools itself, as the
+// client would (the client's headers and _meta, the sidecar's credential),
+// learns the schemas, and then checks the headers as usual.
+
+// learnTimeout bounds the proxy's own listing, all pages included.
+const learnTimeout = 5 * time.Second
+
+// maxLearnPages bounds how many pages of tools/list the proxy reads.
+const maxLearnPages = 16
+
+// relearnAfter is how long a tool the upstream did not list is not
+// looked for again: an agent naming tools that do not exist cannot make
+// the proxy list the upstream's tools on every call.
+const relearnAfter = 30 * time.Second
+
+// learner lists one upstream's tools for the proxy, one listing at a time.
+type learner struct {
+	mu     sync.Mutex
+	missed map[string]time.Time // tools looked for and not listed, and when
+}
+
+// learnToolsFor lists rt's tools when a call's Mcp-Param-* headers name a
+// tool the proxy has not seen. Failing, it leaves the schemas as they
+// were: the check then refuses the call, as before, saying why.
+func (p *mcpProxy) learnToolsFor(r *http.Request, rt *mcpRoute, m *mcpMessage) {
+	name := *m.call.Name
+	if _, seen := rt.params.tools.Load(name); seen {
+		return
+	}
+	l := &rt.learner
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, seen := rt.params.tools.Load(name); seen {
+		return // listed while this call waited
+	}
+	if at, ok := l.missed[name]; ok && time.Since(at) < relearnAfter {
+		return
+	}
+	var params struct {
+		Meta json.RawMessage `json:"_meta"`
+	}
+	_ = json.Unmarshal(m.Params, &params) // read already: an object
+	ctx, cancel := context.WithTimeout(r.Context(), learnTimeout)
+	defer cancel()
+	cursor := ""
+	for range maxLearnPages {
+		next, err := p.listPage(ctx, r, rt, params.Meta, cursor)
+		if err != nil {
+			rt.counted.schemaListFailed.Inc()
+			p.s.log.Warn("listing the MCP upstream's tools to check a call's Mcp-Param-* headers failed",
+				"upstream", rt.up.name, "tool", name, "err", err)
+			return
+		}
+		rt.counted.schemasListed.Inc()
+		if _, seen := rt.params.tools.Load(name); seen {
+			return
+		}
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	if l.missed == nil || len(l.missed) >= 1024 {
+		l.missed = map[string]time.Time{}
+	}
+	l.missed[name] = time.Now()
+}
+
+// listPage sends one tools/list as the agent's request r would have (its
+// headers and _meta, the sidecar's credential), and learns the schemas in
+// the answer; it returns the answer's nextCursor.
+func (p *mcpProxy) listPage(ctx context.Context, r *http.Request, rt *mcpRoute, meta json.RawMessage, cursor string) (string, error) {
+	params := map[string]any{}
+	if len(meta) > 0 {
+		params["_meta"] = meta
+	}
+	if cursor != "" {
+		params["cursor"] = cursor
+	}
+	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": learnID, "method": methodToolsList, "params": params})
+	if err != nil {
+		return "", err
+	}
+	out, err := http.NewRequestWithContext(ctx, http.MethodPost, rt.up.url.String(), bytes.NewReader(body))
+	if err != nil {
+		return "", err
+	}
+	for k, v := range r.Header {
+		if !strings.HasPrefix(k, paramHeaderPrefix) {
+			out.Header[k] = v
+		}
+	}
+	withoutHopHeaders(out.Header)
+	for _, k := range []string{"Content-Length", "Mcp-Name", "Expect", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "Forwarded"} {
+		out.Header.Del(k)
+	}
+	out.Header.Set("Mcp-Method", methodToolsList)
+	out.Header.Set("Content-Type", "application/json")
+	out.Header.Set("Accept", "application/json, text/event-stream")
+	if rt.up.auth != nil {
+		rt.up.auth.apply(out.Header)
+	}
+	resp, err := rt.rp.Transport.RoundTrip(out)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("the upstream answered tools/list with %s", resp.Status)
+	}
+	ids := []json.RawMessage{json.RawMessage(`"` + learnID + `"`)}
+	st := p.static.Load()
+	next := ""
+	learn := func(msg []byte) []byte {
+		p.filterAnswers(st, rt, ids, msg) // learns each listed tool's bindings
+		var page struct {
+			ID     json.RawMessage `json:"id"`
+			Result struct {
+				NextCursor string `json:"nextCursor"`
+			} `json:"result"`
+		}
+		if json.Unmarshal(msg, &page) == nil && bytes.Equal(bytes.TrimSpace(page.ID), ids[0]) {
+			next = page.Result.NextCursor
+		}
+		return msg
+	}
+	switch mediaType(resp.Header.Get("Content-Type")) {
+	case "application/json":
+		msg, err := io.ReadAll(io.LimitReader(resp.Body, maxListBytes+1))
+		if err != nil {
+			return "", err
+		}
+		if len(msg) > maxListBytes {
+			return "", fmt.Errorf("the tools/list answer is more than %d bytes", maxListBytes)
+		}
+		learn(msg)
+	case "text/event-stream":
+		// A POST's stream ends once it has answered.
+		events := newSSERewriter(resp.Body, learn, nil)
+		defer func() { _ = events.Close() }()
+		if _, err := io.Copy(io.Discard, io.LimitReader(events, maxListBytes)); err != nil {
+			return "", err
+		}
+	default:
+		return "", fmt.Errorf("the upstream answered tools/list as %q", resp.Header.Get("Content-Type"))
+	}
+	return next, nil
+}
+
+// learnID is the id of the proxy's own tools/list requests.
+const learnID = "toolgate-schemas"
