@@ -58,6 +58,13 @@ func TestDemo(t *testing.T) {
 		"=> DENY  (policy pay-cap, rule pay-over-cap)",
 		"=> DENY AGENT_FROZEN: incident INC-7",
 		"ms after kubectl apply started)",
+		// The MCP proxy: delete_file hidden, a read forwarded, a read under
+		// /secrets/ denied on its argument, and the server's own count.
+		"policy.toolgate.dev/mcp-files created",
+		"=> tools: pay read_file route stream",
+		"=> the server answered: contents of notes.txt",
+		"=> DENIED by toolgate: files-no-secrets: nothing under /secrets/ is read by agents",
+		`"calls":{"read_file":1}}`,
 		"==> stopping everything",
 	} {
 		if !strings.Contains(story, want) {
@@ -97,11 +104,12 @@ func TestDemo(t *testing.T) {
 	if err != nil {
 		t.Fatalf("curl never ran: %v", err)
 	}
-	if curled := strings.Split(strings.TrimSpace(string(curlBytes)), "\n"); len(asked) != 5 || !slices.Equal(asked, curled) {
-		t.Errorf("the demo printed 5 curl commands?\n  curl %s\nand ran\n  curl %s", strings.Join(asked, "\n  curl "), strings.Join(curled, "\n  curl "))
+	if curled := strings.Split(strings.TrimSpace(string(curlBytes)), "\n"); len(asked) != 9 || !slices.Equal(asked, curled) {
+		t.Errorf("the demo printed 9 curl commands?\n  curl %s\nand ran\n  curl %s", strings.Join(asked, "\n  curl "), strings.Join(curled, "\n  curl "))
 	}
-	if n := strings.Count(story, `"bundleRevision":"sha256:`); n != 5 {
-		t.Errorf("want the sidecar's 5 JSON answers printed, found %d", n)
+	// Five /v1/evaluate answers, and the MCP deny's decision object.
+	if n := strings.Count(story, `"bundleRevision":"sha256:`); n != 6 {
+		t.Errorf("want the sidecar's 6 decisions printed, found %d", n)
 	}
 	if t.Failed() {
 		t.Log(story)

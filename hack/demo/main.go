@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -89,7 +90,24 @@ func run(out io.Writer, keep bool) error {
 	if err != nil {
 		return err
 	}
-	addr, err := sidecarAddr()
+	addr, err := freeAddr("127.0.0.1:8181")
+	if err != nil {
+		return err
+	}
+	// An MCP server built with the official Go SDK (pay, read_file,
+	// delete_file, ...), which the sidecar proxies as "files".
+	mcpServer, err := buildMCPServer(dir)
+	if err != nil {
+		return err
+	}
+	filesAddr, err := freeAddr("127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	if _, err := cluster.StartProcess("mcp-files", mcpServer, "-listen", filesAddr); err != nil {
+		return err
+	}
+	mcpAddr, err := freeAddr("127.0.0.1:8182")
 	if err != nil {
 		return err
 	}
@@ -97,11 +115,13 @@ func run(out io.Writer, keep bool) error {
 	// beside it for clients that cannot use one.
 	sock := filepath.Join(dir, "toolgate.sock")
 	if _, err := cluster.StartProcess("sidecar", bin, "sidecar", "--configmap", "demo/toolgate-bundle",
-		"--kubeconfig", cluster.Kubeconfig, "--listen", "unix://"+sock, "--listen", addr, "--decision-log", "stdout"); err != nil {
+		"--kubeconfig", cluster.Kubeconfig, "--listen", "unix://"+sock, "--listen", addr, "--decision-log", "stdout",
+		"--mcp-listen", mcpAddr, "--mcp-upstream", "files=http://"+filesAddr+"/mcp-stateless"); err != nil {
 		return err
 	}
 	d := &demo{out: out, kubectl: kubectl, curl: curl, kubeconfig: cluster.Kubeconfig, socket: sock, client: unixClient(sock)}
 	say("==> the operator (toolgate manager, with its webhooks) and a sidecar on %s and %s are running", sock, addr)
+	say("==> the sidecar also proxies an MCP server (official Go SDK) at http://%s/mcp/files", mcpAddr)
 	say("==> the kubectl commands below run %s in %s, with", kubectl, testenv.RepoRoot())
 	say("$ export KUBECONFIG=%s", cluster.Kubeconfig)
 
@@ -165,6 +185,34 @@ func run(out io.Writer, keep bool) error {
 		return fmt.Errorf("the unfreeze never reached the sidecar: %w", err)
 	}
 	if err := d.show(ls); err != nil {
+		return err
+	}
+
+	say("\n--- 7. MCP tools, enforced: the agent reaches the files server only through the sidecar")
+	if _, err := d.run(mcpPolicy, "apply", "-n", "demo", "-f", "-"); err != nil {
+		return err
+	}
+	files := "http://" + mcpAddr + "/mcp/files"
+	if err := waitUntil(30*time.Second, func() bool {
+		names, err := mcpToolNames(files)
+		return err == nil && !slices.Contains(names, "delete_file")
+	}); err != nil {
+		return fmt.Errorf("the proxy never hid delete_file: %w", err)
+	}
+	say("    tools/list: delete_file is hidden (the policy denies it whatever its arguments)")
+	if err := d.mcp(files, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`); err != nil {
+		return err
+	}
+	say("    read_file is allowed: the call reaches the server")
+	if err := d.mcp(files, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"notes.txt"}}}`); err != nil {
+		return err
+	}
+	say("    read_file under /secrets/ is denied on its argument: the server never sees it, the model reads why")
+	if err := d.mcp(files, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"/secrets/db-password"}}}`); err != nil {
+		return err
+	}
+	say("    the server's own count: the one allowed call, nothing else")
+	if err := d.get("http://" + filesAddr + "/stats"); err != nil {
 		return err
 	}
 
@@ -347,9 +395,10 @@ func unixClient(path string) *http.Client {
 		}}}
 }
 
-// sidecarAddr is 127.0.0.1:8181, the sidecar's default, when it is free.
-func sidecarAddr() (string, error) {
-	for _, a := range []string{"127.0.0.1:8181", "127.0.0.1:0"} {
+// freeAddr is want (a default port of the sidecar's) when it is free, or
+// a free port on 127.0.0.1.
+func freeAddr(want string) (string, error) {
+	for _, a := range []string{want, "127.0.0.1:0"} {
 		l, err := net.Listen("tcp", a)
 		if err == nil {
 			addr := l.Addr().String()

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/testenv"
+)
+
+// mcpPolicy governs the files MCP server: reads are allowed, except under
+// /secrets/ (decided on the call's argument), and deletes never.
+const mcpPolicy = `apiVersion: toolgate.dev/v1alpha1
+kind: Policy
+metadata:
+  name: mcp-files
+spec:
+  rules:
+  - id: files-no-secrets
+    description: nothing under /secrets/ is read by agents
+    effect: deny
+    conditions:
+    - {field: server, operator: eq, value: files}
+    - {field: input.path, operator: starts_with, value: /secrets/}
+  - id: files-no-delete
+    description: agents never delete files
+    effect: deny
+    conditions:
+    - {field: server, operator: eq, value: files}
+    - {field: tool_name, operator: eq, value: delete_file}
+  - id: files-read
+    description: agents may read files over MCP
+    effect: allow
+    conditions:
+    - {field: server, operator: eq, value: files}
+    - {field: tool_name, operator: eq, value: read_file}
+`
+
+// buildMCPServer builds the test MCP server (official Go SDK) into dir.
+func buildMCPServer(dir string) (string, error) {
+	out := filepath.Join(dir, "mcp-files")
+	cmd := exec.Command("go", "build", "-o", out, "./test/mcpserver")
+	cmd.Dir = testenv.RepoRoot()
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building the MCP server: %w\n%s", err, b)
+	}
+	return out, nil
+}
+
+// mcp prints the curl command an MCP client's POST amounts to, runs
+// exactly that, prints the answer (an event stream, as the SDK's server
+// sends it), and sums it up in one line.
+func (d *demo) mcp(url, body string) error {
+	args := []string{"-s", url, "-H", "Content-Type: application/json", "-H", "Accept: application/json, text/event-stream", "-d", body}
+	line := "$ curl " + shellJoin(args)
+	fmt.Fprintln(d.out, line)
+	out, err := exec.Command(d.curl, args...).Output()
+	if err != nil {
+		return fmt.Errorf("%s: %w", line, err)
+	}
+	fmt.Fprintln(d.out, indent(strings.TrimSpace(string(out))))
+	var msg struct {
+		Result struct {
+			Tools []struct {
+				Name string `json:"name"`
+			} `json:"tools"`
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+			IsError bool `json:"isError"`
+		} `json:"result"`
+		Error *struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(eventData(out), &msg); err != nil {
+		return fmt.Errorf("%s: the answer is not JSON-RPC: %w", line, err)
+	}
+	switch {
+	case msg.Error != nil:
+		return fmt.Errorf("%s: %s", line, msg.Error.Message)
+	case msg.Result.Tools != nil:
+		var names []string
+		for _, t := range msg.Result.Tools {
+			names = append(names, t.Name)
+		}
+		fmt.Fprintln(d.out, "    => tools: "+strings.Join(names, " "))
+	case msg.Result.IsError && len(msg.Result.Content) > 0:
+		fmt.Fprintln(d.out, "    => DENIED by toolgate: "+msg.Result.Content[0].Text)
+	case len(msg.Result.Content) > 0:
+		fmt.Fprintln(d.out, "    => the server answered: "+msg.Result.Content[0].Text)
+	}
+	return nil
+}
+
+// get prints a curl GET, runs exactly that and prints the answer.
+func (d *demo) get(url string) error {
+	args := []string{"-s", url}
+	line := "$ curl " + shellJoin(args)
+	fmt.Fprintln(d.out, line)
+	out, err := exec.Command(d.curl, args...).Output()
+	if err != nil {
+		return fmt.Errorf("%s: %w", line, err)
+	}
+	fmt.Fprintln(d.out, indent(strings.TrimSpace(string(out))))
+	return nil
+}
+
+// eventData is the data of an event-stream answer's event, or the answer
+// itself when it is plain JSON.
+func eventData(b []byte) []byte {
+	for _, l := range bytes.Split(b, []byte("\n")) {
+		if d, ok := bytes.CutPrefix(l, []byte("data: ")); ok {
+			return d
+		}
+	}
+	return b
+}
+
+// mcpToolNames lists the tools the proxy shows, quietly (to wait on).
+func mcpToolNames(url string) ([]string, error) {
+	c := &http.Client{Timeout: 5 * time.Second}
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"jsonrpc":"2.0","id":0,"method":"tools/list"}`))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var buf bytes.Buffer
+	if _, err := buf.ReadFrom(resp.Body); err != nil {
+		return nil, err
+	}
+	var msg struct {
+		Result struct {
+			Tools []struct {
+				Name string `json:"name"`
+			} `json:"tools"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(eventData(buf.Bytes()), &msg); err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(msg.Result.Tools))
+	for _, t := range msg.Result.Tools {
+		names = append(names, t.Name)
+	}
+	return names, nil
+}
