@@ -212,7 +212,7 @@ func run(out io.Writer, keep bool) error {
 		return err
 	}
 	say("    the server's own count: the one allowed call, nothing else")
-	if err := d.get("http://" + filesAddr + "/stats"); err != nil {
+	if _, _, err := d.curlShown("-s", "http://"+filesAddr+"/stats"); err != nil {
 		return err
 	}
 
@@ -297,14 +297,10 @@ func (d *demo) show(r map[string]any) error {
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(r)
-	args := []string{"-s", "--unix-socket", d.socket, "-XPOST", "http://sidecar/v1/evaluate", "-d", strings.TrimSpace(buf.String())}
-	line := "$ curl " + shellJoin(args)
-	fmt.Fprintln(d.out, line)
-	out, err := exec.Command(d.curl, args...).Output()
+	line, out, err := d.curlShown("-s", "--unix-socket", d.socket, "-XPOST", "http://sidecar/v1/evaluate", "-d", strings.TrimSpace(buf.String()))
 	if err != nil {
-		return fmt.Errorf("%s: %w", line, err)
+		return err
 	}
-	fmt.Fprintln(d.out, indent(strings.TrimSpace(string(out))))
 	var got decision
 	if err := json.Unmarshal(out, &got); err != nil {
 		return fmt.Errorf("%s: the sidecar's answer is not a decision: %w", line, err)
@@ -321,6 +317,20 @@ func (d *demo) show(r map[string]any) error {
 	}
 	fmt.Fprintln(d.out, summary)
 	return nil
+}
+
+// curlShown prints the curl command a user would type, runs exactly that
+// with the curl on PATH, and prints curl's answer, indented; it returns the
+// line printed (for errors) and the answer.
+func (d *demo) curlShown(args ...string) (string, []byte, error) {
+	line := "$ curl " + shellJoin(args)
+	fmt.Fprintln(d.out, line)
+	out, err := exec.Command(d.curl, args...).Output()
+	if err != nil {
+		return line, nil, fmt.Errorf("%s: %w", line, err)
+	}
+	fmt.Fprintln(d.out, indent(strings.TrimSpace(string(out))))
+	return line, out, nil
 }
 
 // run prints the command line a user would type, runs exactly that with the

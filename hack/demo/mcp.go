@@ -56,28 +56,11 @@ func buildMCPServer(dir string) (string, error) {
 // exactly that, prints the answer (an event stream, as the SDK's server
 // sends it), and sums it up in one line.
 func (d *demo) mcp(url, body string) error {
-	args := []string{"-s", url, "-H", "Content-Type: application/json", "-H", "Accept: application/json, text/event-stream", "-d", body}
-	line := "$ curl " + shellJoin(args)
-	fmt.Fprintln(d.out, line)
-	out, err := exec.Command(d.curl, args...).Output()
+	line, out, err := d.curlShown("-s", url, "-H", "Content-Type: application/json", "-H", "Accept: application/json, text/event-stream", "-d", body)
 	if err != nil {
-		return fmt.Errorf("%s: %w", line, err)
+		return err
 	}
-	fmt.Fprintln(d.out, indent(strings.TrimSpace(string(out))))
-	var msg struct {
-		Result struct {
-			Tools []struct {
-				Name string `json:"name"`
-			} `json:"tools"`
-			Content []struct {
-				Text string `json:"text"`
-			} `json:"content"`
-			IsError bool `json:"isError"`
-		} `json:"result"`
-		Error *struct {
-			Message string `json:"message"`
-		} `json:"error"`
-	}
+	var msg mcpAnswer
 	if err := json.Unmarshal(eventData(out), &msg); err != nil {
 		return fmt.Errorf("%s: the answer is not JSON-RPC: %w", line, err)
 	}
@@ -85,29 +68,12 @@ func (d *demo) mcp(url, body string) error {
 	case msg.Error != nil:
 		return fmt.Errorf("%s: %s", line, msg.Error.Message)
 	case msg.Result.Tools != nil:
-		var names []string
-		for _, t := range msg.Result.Tools {
-			names = append(names, t.Name)
-		}
-		fmt.Fprintln(d.out, "    => tools: "+strings.Join(names, " "))
+		fmt.Fprintln(d.out, "    => tools: "+strings.Join(msg.toolNames(), " "))
 	case msg.Result.IsError && len(msg.Result.Content) > 0:
 		fmt.Fprintln(d.out, "    => DENIED by toolgate: "+msg.Result.Content[0].Text)
 	case len(msg.Result.Content) > 0:
 		fmt.Fprintln(d.out, "    => the server answered: "+msg.Result.Content[0].Text)
 	}
-	return nil
-}
-
-// get prints a curl GET, runs exactly that and prints the answer.
-func (d *demo) get(url string) error {
-	args := []string{"-s", url}
-	line := "$ curl " + shellJoin(args)
-	fmt.Fprintln(d.out, line)
-	out, err := exec.Command(d.curl, args...).Output()
-	if err != nil {
-		return fmt.Errorf("%s: %w", line, err)
-	}
-	fmt.Fprintln(d.out, indent(strings.TrimSpace(string(out))))
 	return nil
 }
 
@@ -140,19 +106,33 @@ func mcpToolNames(url string) ([]string, error) {
 	if _, err := buf.ReadFrom(resp.Body); err != nil {
 		return nil, err
 	}
-	var msg struct {
-		Result struct {
-			Tools []struct {
-				Name string `json:"name"`
-			} `json:"tools"`
-		} `json:"result"`
-	}
+	var msg mcpAnswer
 	if err := json.Unmarshal(eventData(buf.Bytes()), &msg); err != nil {
 		return nil, err
 	}
-	names := make([]string, 0, len(msg.Result.Tools))
-	for _, t := range msg.Result.Tools {
+	return msg.toolNames(), nil
+}
+
+// mcpAnswer is what the demo reads of a JSON-RPC answer.
+type mcpAnswer struct {
+	Result struct {
+		Tools []struct {
+			Name string `json:"name"`
+		} `json:"tools"`
+		Content []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+		IsError bool `json:"isError"`
+	} `json:"result"`
+	Error *struct {
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func (a *mcpAnswer) toolNames() []string {
+	names := make([]string, 0, len(a.Result.Tools))
+	for _, t := range a.Result.Tools {
 		names = append(names, t.Name)
 	}
-	return names, nil
+	return names
 }
