@@ -25,7 +25,8 @@ func parseMCPBody(body []byte) (msgs []mcpMessage, batch bool, err error) {
 	s.ws()
 	batch = s.i < len(body) && body[s.i] == '['
 	if batch {
-		err = s.batch()
+		s.msgs = s.msgs[:0]
+		err = s.array(roleMessage)
 	} else {
 		s.msgs = append(s.msgs[:0], msgSpans{})
 		s.cur = &s.msgs[0]

@@ -93,7 +93,7 @@ func (s *mcpScanner) value(role scanRole) (span, error) {
 	case c == '{':
 		err = s.object(role)
 	case c == '[':
-		err = s.array()
+		err = s.array(roleNone)
 	case c == '"':
 		_, err = s.str()
 	case c == '-' || (c >= '0' && c <= '9'):
@@ -118,7 +118,10 @@ func (s *mcpScanner) enter() error {
 	return nil
 }
 
-func (s *mcpScanner) array() error {
+// array reads an array, each element as elem says: roleMessage for a
+// batch (a top-level array), whose elements are messages, roleNone
+// anywhere else.
+func (s *mcpScanner) array(elem scanRole) error {
 	if err := s.enter(); err != nil {
 		return err
 	}
@@ -130,8 +133,16 @@ func (s *mcpScanner) array() error {
 		return nil
 	}
 	for {
-		if _, err := s.value(roleNone); err != nil {
+		if elem == roleMessage {
+			s.msgs = append(s.msgs, msgSpans{})
+			s.cur = &s.msgs[len(s.msgs)-1]
+		}
+		v, err := s.value(elem)
+		if err != nil {
 			return err
+		}
+		if elem == roleMessage {
+			s.cur.value = v
 		}
 		s.ws()
 		if s.i >= len(s.data) {
@@ -415,38 +426,4 @@ func (s *mcpScanner) literal(word string) error {
 		s.i++
 	}
 	return nil
-}
-
-// batch reads a top-level array, each element a message.
-func (s *mcpScanner) batch() error {
-	s.i++ // [
-	s.depth = 1
-	s.msgs = s.msgs[:0]
-	s.ws()
-	if s.i < len(s.data) && s.data[s.i] == ']' {
-		s.i++
-		return nil
-	}
-	for {
-		s.msgs = append(s.msgs, msgSpans{})
-		s.cur = &s.msgs[len(s.msgs)-1]
-		v, err := s.value(roleMessage)
-		if err != nil {
-			return err
-		}
-		s.cur.value = v
-		s.ws()
-		if s.i >= len(s.data) {
-			return s.syntax("")
-		}
-		switch s.data[s.i] {
-		case ',':
-			s.i++
-		case ']':
-			s.i++
-			return nil
-		default:
-			return s.syntax("expected , or ] in an array")
-		}
-	}
 }
