@@ -33,7 +33,7 @@ func BenchmarkMCPDecideCall(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := checkMCPHeaders(r.Header, msgs, batch, &rt.params); err != nil {
+		if err := checkMCPHeaders(r.Header, paramHeaderNames(r.Header), msgs, batch, &rt.params); err != nil {
 			b.Fatal(err)
 		}
 		if _, ok, _ := s.mcp.decideCall(r, rt, &msgs[0], len(body)); !ok {

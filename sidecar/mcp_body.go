@@ -100,6 +100,7 @@ func readCallSpans(body []byte, sp *msgSpans) *toolCallParams {
 	switch kindOf(body, sp.meta) {
 	case 0, 'n':
 	case '{':
+		p.meta = body[sp.meta.start:sp.meta.end]
 		if p.Meta.AgentID, ok = optionalString(body, sp.agentID); !ok {
 			return nil
 		}

@@ -159,14 +159,7 @@ func (f *directForwarder) forward(w http.ResponseWriter, r *http.Request, rt *mc
 	modify, fail := rt.modify, rt.fail
 	ctx := r.Context()
 	out := r.Clone(ctx)
-	withoutHopHeaders(out.Header)
-	out.Header.Del("Accept-Encoding") // nothing is compressed upstream (mcp_proxy.go)
-	for _, name := range []string{"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "Forwarded"} {
-		out.Header.Del(name)
-	}
-	if rt.up.auth != nil {
-		rt.up.auth.apply(out.Header)
-	}
+	rt.upstreamHeader(out.Header)
 	u := *f.url
 	if r.URL.RawQuery != "" {
 		u.RawQuery = r.URL.RawQuery
@@ -225,6 +218,20 @@ func (f *directForwarder) forward(w http.ResponseWriter, r *http.Request, rt *mc
 		return
 	}
 	reusable = !resp.Close && !out.Close
+}
+
+// upstreamHeader makes an agent's request headers the upstream's: no
+// hop-by-hop or forwarding headers, nothing compressed (mcp_proxy.go), and
+// the sidecar's credential where it holds one.
+func (rt *mcpRoute) upstreamHeader(h http.Header) {
+	withoutHopHeaders(h)
+	h.Del("Accept-Encoding")
+	for _, name := range []string{"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "Forwarded"} {
+		h.Del(name)
+	}
+	if rt.up.auth != nil {
+		rt.up.auth.apply(h)
+	}
 }
 
 // writeRequest writes out as HTTP/1.1 with its body framed by length

@@ -30,6 +30,9 @@ type toolCallParams struct {
 		AgentID   *string `json:"toolgate.dev/agent_id"`
 		SessionID *string `json:"toolgate.dev/session_id"`
 	} `json:"_meta"`
+	// meta is _meta as sent, when an object: what the proxy's own
+	// tools/list carries for the client (mcp_params_learn.go).
+	meta json.RawMessage
 }
 
 const (

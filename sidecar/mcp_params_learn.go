@@ -40,8 +40,8 @@ type learner struct {
 // learnToolsFor lists rt's tools when a call's Mcp-Param-* headers name a
 // tool the proxy has not seen. Failing, it leaves the schemas as they
 // were: the check then refuses the call, as before, saying why.
-func (p *mcpProxy) learnToolsFor(r *http.Request, rt *mcpRoute, m *mcpMessage) {
-	name := *m.call.Name
+func (p *mcpProxy) learnToolsFor(r *http.Request, rt *mcpRoute, call *toolCallParams) {
+	name := *call.Name
 	if _, seen := rt.params.tools.Load(name); seen {
 		return
 	}
@@ -54,15 +54,11 @@ func (p *mcpProxy) learnToolsFor(r *http.Request, rt *mcpRoute, m *mcpMessage) {
 	if at, ok := l.missed[name]; ok && time.Since(at) < relearnAfter {
 		return
 	}
-	var params struct {
-		Meta json.RawMessage `json:"_meta"`
-	}
-	_ = json.Unmarshal(m.Params, &params) // read already: an object
 	ctx, cancel := context.WithTimeout(r.Context(), learnTimeout)
 	defer cancel()
 	cursor := ""
 	for range maxLearnPages {
-		next, err := p.listPage(ctx, r, rt, params.Meta, cursor)
+		next, err := listPage(ctx, r, rt, call.meta, cursor)
 		if err != nil {
 			rt.counted.schemaListFailed.Inc()
 			p.s.log.Warn("listing the MCP upstream's tools to check a call's Mcp-Param-* headers failed",
@@ -87,7 +83,7 @@ func (p *mcpProxy) learnToolsFor(r *http.Request, rt *mcpRoute, m *mcpMessage) {
 // listPage sends one tools/list as the agent's request r would have (its
 // headers and _meta, the sidecar's credential), and learns the schemas in
 // the answer; it returns the answer's nextCursor.
-func (p *mcpProxy) listPage(ctx context.Context, r *http.Request, rt *mcpRoute, meta json.RawMessage, cursor string) (string, error) {
+func listPage(ctx context.Context, r *http.Request, rt *mcpRoute, meta json.RawMessage, cursor string) (string, error) {
 	params := map[string]any{}
 	if len(meta) > 0 {
 		params["_meta"] = meta
@@ -104,20 +100,14 @@ func (p *mcpProxy) listPage(ctx context.Context, r *http.Request, rt *mcpRoute, 
 		return "", err
 	}
 	for k, v := range r.Header {
-		if !strings.HasPrefix(k, paramHeaderPrefix) {
+		if !strings.HasPrefix(k, paramHeaderPrefix) && k != "Mcp-Name" {
 			out.Header[k] = v
 		}
 	}
-	withoutHopHeaders(out.Header)
-	for _, k := range []string{"Content-Length", "Mcp-Name", "Expect", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "Forwarded"} {
-		out.Header.Del(k)
-	}
+	rt.upstreamHeader(out.Header)
 	out.Header.Set("Mcp-Method", methodToolsList)
 	out.Header.Set("Content-Type", "application/json")
 	out.Header.Set("Accept", "application/json, text/event-stream")
-	if rt.up.auth != nil {
-		rt.up.auth.apply(out.Header)
-	}
 	resp, err := rt.rp.Transport.RoundTrip(out)
 	if err != nil {
 		return "", err
@@ -126,18 +116,19 @@ func (p *mcpProxy) listPage(ctx context.Context, r *http.Request, rt *mcpRoute, 
 	if resp.StatusCode != http.StatusOK {
 		return "", fmt.Errorf("the upstream answered tools/list with %s", resp.Status)
 	}
-	ids := []json.RawMessage{json.RawMessage(`"` + learnID + `"`)}
-	st := p.static.Load()
 	next := ""
 	learn := func(msg []byte) []byte {
-		p.filterAnswers(st, rt, ids, msg) // learns each listed tool's bindings
 		var page struct {
 			ID     json.RawMessage `json:"id"`
 			Result struct {
-				NextCursor string `json:"nextCursor"`
+				Tools      []json.RawMessage `json:"tools"`
+				NextCursor string            `json:"nextCursor"`
 			} `json:"result"`
 		}
-		if json.Unmarshal(msg, &page) == nil && bytes.Equal(bytes.TrimSpace(page.ID), ids[0]) {
+		if json.Unmarshal(msg, &page) == nil && string(bytes.TrimSpace(page.ID)) == `"`+learnID+`"` {
+			for _, t := range page.Result.Tools {
+				rt.params.learn(t)
+			}
 			next = page.Result.NextCursor
 		}
 		return msg

@@ -207,10 +207,11 @@ func (p *mcpProxy) post(w http.ResponseWriter, r *http.Request, rt *mcpRoute) {
 		writeRPCError(w, http.StatusBadRequest, nil, rpcInvalidRequest, "toolgate: the body is not JSON-RPC the proxy can read unambiguously: "+err.Error())
 		return
 	}
-	if !batch && msgs[0].call != nil && len(paramHeaderNames(r.Header)) > 0 {
-		p.learnToolsFor(r, rt, &msgs[0])
+	mirrored := paramHeaderNames(r.Header)
+	if !batch && msgs[0].call != nil && len(mirrored) > 0 {
+		p.learnToolsFor(r, rt, msgs[0].call)
 	}
-	if err := checkMCPHeaders(r.Header, msgs, batch, &rt.params); err != nil {
+	if err := checkMCPHeaders(r.Header, mirrored, msgs, batch, &rt.params); err != nil {
 		rt.counted.refused.Inc()
 		var id json.RawMessage
 		if !batch {
@@ -298,13 +299,13 @@ func (p *mcpProxy) readBody(w http.ResponseWriter, r *http.Request, b *buffers) 
 // checkMCPHeaders refuses a POST whose Mcp-Method, Mcp-Name or Mcp-Param-*
 // header disagrees with its body: whatever routes or authorizes on the
 // headers (the upstream, a gateway behind it) must see the call that was
-// decided. params are the upstream's tools' x-mcp-header bindings.
-func checkMCPHeaders(h http.Header, msgs []mcpMessage, batch bool, params *paramSchemas) error {
+// decided. mirrored are its Mcp-Param-* headers (paramHeaderNames);
+// params are the upstream's tools' x-mcp-header bindings.
+func checkMCPHeaders(h http.Header, mirrored []string, msgs []mcpMessage, batch bool, params *paramSchemas) error {
 	methods, names := h.Values("Mcp-Method"), h.Values("Mcp-Name")
 	if len(methods) > 1 || len(names) > 1 {
 		return errors.New("Mcp-Method and Mcp-Name may each be given once")
 	}
-	mirrored := paramHeaderNames(h)
 	if batch {
 		if len(methods)+len(names) > 0 || len(mirrored) > 0 {
 			return errors.New("a batch cannot carry Mcp-Method, Mcp-Name or Mcp-Param-* headers: they describe one message")
