@@ -35,13 +35,13 @@ type mcpInfo struct {
 	// sparse calls, is woken by a record, and that wake-up (a thread's, tens
 	// of µs on the measuring VM) was on every call's way to the upstream.
 	allowed []*event
-	s       *Server
+	log     *decisionLog
 }
 
 // recordAllowed records the allowed calls' events, once.
 func (info *mcpInfo) recordAllowed() {
 	for _, ev := range info.allowed {
-		info.s.decisions.record(ev)
+		info.log.record(ev)
 	}
 	info.allowed = nil
 }

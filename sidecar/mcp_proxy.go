@@ -220,7 +220,7 @@ func (p *mcpProxy) post(w http.ResponseWriter, r *http.Request, rt *mcpRoute) {
 		writeRPCError(w, http.StatusBadRequest, id, rpcHeaderMismatch, "toolgate: "+err.Error())
 		return
 	}
-	info := &mcpInfo{msgs: msgs, batch: batch, s: s}
+	info := &mcpInfo{msgs: msgs, batch: batch, log: s.decisions}
 	defer info.recordAllowed()   // whatever the forwarder did not
 	var denied []json.RawMessage // per message: its answer when denied
 	anyDenied := false
