@@ -8,6 +8,8 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/toolgate/toolgate/engine"
 )
 
@@ -36,6 +38,21 @@ type mcpInfo struct {
 	// of µs on the measuring VM) was on every call's way to the upstream.
 	allowed []*event
 	log     *decisionLog
+	// arrived is when the POST's first byte was read (monoNow); held,
+	// told once it is sent, times its way through the proxy.
+	arrived int64
+	held    prometheus.Observer
+}
+
+// sent is told that the POST is on its way upstream (written, or handed to
+// the HTTP transport) or failed to be: it records the allowed calls and,
+// for a POST sent, the time the proxy held it.
+func (info *mcpInfo) sent(ok bool) {
+	if ok && info.held != nil {
+		info.held.Observe(float64(monoNow()-info.arrived) / 1e9)
+	}
+	info.held = nil
+	info.recordAllowed()
 }
 
 // recordAllowed records the allowed calls' events, once.

@@ -29,6 +29,11 @@ func TestMCPProxyDecidesCalls(t *testing.T) {
 			rig := startMCPRig(t, up.endpoint(version), mcpTestBundle(), nil)
 			cs := rig.connect(version, nil, nil)
 
+			held := func() (count, sum float64) {
+				return metricValue(t, rig.decisions, `toolgate_sidecar_mcp_held_seconds_count{upstream="pay"}`),
+					metricValue(t, rig.decisions, `toolgate_sidecar_mcp_held_seconds_sum{upstream="pay"}`)
+			}
+			count0, sum0 := held()
 			if got := resultText(t, callTool(t, cs, "pay", map[string]any{"amount": 40})); got != "paid 40" {
 				t.Fatalf("allowed pay answered %q, want paid 40", got)
 			}
@@ -36,6 +41,11 @@ func TestMCPProxyDecidesCalls(t *testing.T) {
 				"pay-cap: payments over 100 need a human")
 			if d["matchedRuleId"] != "pay-cap" || d["matchedPolicyId"] != "payments" {
 				t.Fatalf("deny decision %v, want policy payments rule pay-cap", d)
+			}
+			// The forwarded call is timed through the proxy, the denied one
+			// (never sent) is not.
+			if count, sum := held(); count != count0+1 || sum <= sum0 || sum-sum0 > 10 {
+				t.Fatalf("mcp_held_seconds count %v -> %v, sum %v -> %v: want the one forwarded call, timed", count0, count, sum0, sum)
 			}
 			if got := up.stats(t).Calls["pay"]; got != 1 {
 				t.Fatalf("the server saw %d pay calls, want only the allowed one", got)
@@ -215,11 +225,16 @@ func TestMCPProxyUpstreamDown(t *testing.T) {
 			rig.noStandaloneSSE = true
 			cs := rig.connect(version, nil, nil)
 			up.stop()
+			held := `toolgate_sidecar_mcp_held_seconds_count{upstream="pay"}`
+			sent := metricValue(t, rig.decisions, held)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "read_file", Arguments: map[string]any{"path": "a"}})
 			if err == nil || !strings.Contains(err.Error(), `toolgate: MCP upstream "pay" did not answer`) {
 				t.Fatalf("call with the upstream down: %v, want toolgate's JSON-RPC error", err)
+			}
+			if got := metricValue(t, rig.decisions, held); got != sent {
+				t.Errorf("%s went from %v to %v for a call never sent", held, sent, got)
 			}
 			if _, metrics := get(t, rig.decisions+"/metrics"); !strings.Contains(metrics, `toolgate_sidecar_mcp_requests_total{outcome="upstream_error",upstream="pay"} 1`+"\n") {
 				t.Errorf("upstream_error not counted once:\n%s", metrics)
@@ -418,6 +433,7 @@ func TestMCPProxyBatchesAndLimits(t *testing.T) {
 		`toolgate_sidecar_mcp_requests_total{outcome="denied",upstream="pay"} 4`,
 		`toolgate_sidecar_mcp_requests_total{outcome="refused",upstream="pay"} 1`,
 		`toolgate_sidecar_mcp_requests_total{outcome="forwarded",upstream="pay"} 0`,
+		`toolgate_sidecar_mcp_held_seconds_count{upstream="pay"} 0`,
 	} {
 		if !strings.Contains(metrics, want+"\n") {
 			t.Errorf("/metrics lacks %s", want)
@@ -438,8 +454,14 @@ func TestMCPProxyOnTheSocket(t *testing.T) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
 	}
 	cs := rig.connect("2025-11-25", nil, nil)
+	held := `toolgate_sidecar_mcp_held_seconds_count{upstream="pay"}`
+	sent := metricValue(t, rig.decisions, held)
 	if got := resultText(t, callTool(t, cs, "pay", map[string]any{"amount": 3})); got != "paid 3" {
 		t.Fatalf("pay over the socket: %q", got)
+	}
+	// Timed from its handler's start here, which net/http serves.
+	if got := metricValue(t, rig.decisions, held); got != sent+1 {
+		t.Errorf("%s went from %v to %v for one call over the socket", held, sent, got)
 	}
 	deniedDecision(t, callTool(t, cs, "pay", map[string]any{"amount": 300}), "pay-cap: payments over 100 need a human")
 }

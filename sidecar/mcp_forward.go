@@ -184,7 +184,7 @@ func (f *directForwarder) forward(w http.ResponseWriter, r *http.Request, rt *mc
 	}()
 	err = writeRequest(c.bw, out)
 	if info := mcpInfoOf(ctx); info != nil {
-		info.recordAllowed() // sent (or failed): the log's writer may wake now
+		info.sent(err == nil) // the log's writer may wake now
 	}
 	if err != nil {
 		fail(w, out, err)

@@ -67,7 +67,7 @@ func (rt *mcpRoute) forward(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if info := mcpInfoOf(r.Context()); info != nil {
-		info.recordAllowed()
+		info.sent(true)
 	}
 	rt.rp.ServeHTTP(w, r)
 }
@@ -80,7 +80,7 @@ const mcpDialTimeout = 5 * time.Second
 
 func newMCPProxy(s *Server, ups []mcpUpstream) *mcpProxy {
 	p := &mcpProxy{s: s, routes: make(map[string]*mcpRoute, len(ups))}
-	requests := mcpRequestsVec{newMCPRequests(s.metrics.registry), newMCPSchemaLists(s.metrics.registry)}
+	requests := mcpRequestsVec{newMCPRequests(s.metrics.registry), newMCPSchemaLists(s.metrics.registry), newMCPHeld(s.metrics.registry)}
 	for _, up := range ups {
 		if up.auth != nil {
 			up.auth.log = s.log
@@ -190,6 +190,7 @@ func (p *mcpProxy) paths() string {
 // answers it itself.
 func (p *mcpProxy) post(w http.ResponseWriter, r *http.Request, rt *mcpRoute) {
 	s := p.s
+	arrived := requestArrival(w)
 	b := &buffers{}
 	defer func() {
 		if b.reserved > 0 {
@@ -220,7 +221,7 @@ func (p *mcpProxy) post(w http.ResponseWriter, r *http.Request, rt *mcpRoute) {
 		writeRPCError(w, http.StatusBadRequest, id, rpcHeaderMismatch, "toolgate: "+err.Error())
 		return
 	}
-	info := &mcpInfo{msgs: msgs, batch: batch, log: s.decisions}
+	info := &mcpInfo{msgs: msgs, batch: batch, log: s.decisions, arrived: arrived, held: rt.counted.held}
 	defer info.recordAllowed()   // whatever the forwarder did not
 	var denied []json.RawMessage // per message: its answer when denied
 	anyDenied := false
@@ -258,6 +259,16 @@ func (p *mcpProxy) post(w http.ResponseWriter, r *http.Request, rt *mcpRoute) {
 	r.ContentLength = int64(len(body))
 	r.Header.Del("Transfer-Encoding")
 	rt.forward(w, r.WithContext(withMCPInfo(r.Context(), info)))
+}
+
+// requestArrival is when w's request began to arrive, in monoNow
+// nanoseconds: its first byte read on the proxy's own listener, and now on
+// the Unix socket, which net/http serves.
+func requestArrival(w http.ResponseWriter) int64 {
+	if a, ok := w.(interface{ arrivedAt() int64 }); ok {
+		return a.arrivedAt()
+	}
+	return monoNow()
 }
 
 // readBody reads a POST body within the sidecar's own limits: at most

@@ -285,12 +285,13 @@ func (m *mcpServer) serveConn(sc *mcpServerConn) {
 		if _, err := sc.br.Peek(1); err != nil {
 			return
 		}
+		arrived := monoNow()
 		sc.mu.Lock()
 		sc.idle = false
 		sc.mu.Unlock()
 		if sc.tc != nil {
 			sc.tc.keptAlive.Store(false)
-			sc.tc.waitingSince.Store(monoNow())
+			sc.tc.waitingSince.Store(arrived)
 		}
 		sc.setReadDeadlineMono(monoNow() + int64(m.readHeaderTimeout))
 		req, err := http.ReadRequest(sc.br)
@@ -300,7 +301,7 @@ func (m *mcpServer) serveConn(sc *mcpServerConn) {
 		}
 		sc.lr.N = 1<<63 - 1 // the body is bounded by the handler
 		sc.setReadDeadlineMono(0)
-		if !m.serveRequest(sc, req) {
+		if !m.serveRequest(sc, req, arrived) {
 			return
 		}
 		sc.mu.Lock()
@@ -334,7 +335,7 @@ func (sc *mcpServerConn) fail(code int, detail string) {
 
 // serveRequest runs the handler for req and finishes its answer; false
 // when the connection must be closed.
-func (m *mcpServer) serveRequest(sc *mcpServerConn, req *http.Request) (keep bool) {
+func (m *mcpServer) serveRequest(sc *mcpServerConn, req *http.Request, arrived int64) (keep bool) {
 	if req.ProtoMajor != 1 {
 		sc.fail(http.StatusHTTPVersionNotSupported, "")
 		return false
@@ -365,7 +366,7 @@ func (m *mcpServer) serveRequest(sc *mcpServerConn, req *http.Request) (keep boo
 	body := &eofBody{ReadCloser: req.Body}
 	body.done.Store(req.Body == http.NoBody)
 	req.Body = body
-	w := &mcpResponse{sc: sc, req: req, reqBody: body, header: http.Header{}, contentLength: -1, closeAfter: !keep}
+	w := &mcpResponse{sc: sc, req: req, reqBody: body, header: http.Header{}, contentLength: -1, closeAfter: !keep, arrived: arrived}
 	// A request still being answered after closeWatchDelay (a session
 	// stream, a slow tool) gets a goroutine that notices the agent
 	// leaving, so the upstream exchange is closed with it; a quick
@@ -485,11 +486,16 @@ type mcpResponse struct {
 	written       int64
 	closeAfter    bool
 	failed        error
+	arrived       int64 // when the request's first byte was read (monoNow)
 }
 
 const mcpResponseBuffer = 4 << 10
 
 func (w *mcpResponse) Header() http.Header { return w.header }
+
+// arrivedAt is when the request's first byte was read, in monoNow
+// nanoseconds: where the time the proxy holds it starts (requestArrival).
+func (w *mcpResponse) arrivedAt() int64 { return w.arrived }
 
 func (w *mcpResponse) WriteHeader(code int) {
 	if w.status != 0 || code < 200 {

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -37,6 +38,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/internal/testenv"
@@ -198,6 +201,8 @@ func run(ctx context.Context, c config) error {
 	var d, p, h, f []time.Duration
 	var cpu0 [4]time.Duration
 	cpuKnown := false
+	metricsURL := "http://" + decisions + "/metrics"
+	var held0 heldBuckets
 	fmt.Printf("%d warm-up and %d measured tools/call (read_file, %d-byte argument, %s) each way, alternating ...\n",
 		c.warmup, c.calls, c.argBytes, c.version)
 	for i := range c.warmup + c.calls {
@@ -215,6 +220,9 @@ func run(ctx context.Context, c config) error {
 		}
 		if i == c.warmup {
 			cpu0, cpuKnown = cpuOf(server, sidecar, bare, spl)
+			if held0, err = heldOf(metricsURL); err != nil {
+				return err
+			}
 		}
 		if i >= c.warmup {
 			d, p, h, f = append(d, took[0]), append(p, took[1]), append(h, took[2]), append(f, took[3])
@@ -235,6 +243,13 @@ func run(ctx context.Context, c config) error {
 	fmt.Printf("added by toolgate:   p50 %v (target <= %v)  p99 %v (target <= %v)\n", p50-d50, c.targetP50, p99-d99, c.targetP99)
 	fmt.Printf("beyond a bare hop:   p50 %v  p99 %v\n", p50-h50, p99-h99)
 	fmt.Printf("beyond the floor:    p50 %v  p99 %v\n", p50-f50, p99-f99)
+	held1, err := heldOf(metricsURL)
+	if err != nil {
+		return err
+	}
+	held := held1.minus(held0)
+	fmt.Printf("held by toolgate:    p50 %v  p99 %v  (its mcp_held_seconds: a call's first byte read to its last written upstream)\n",
+		held.quantile(0.5), held.quantile(0.99))
 	if cpuKnown {
 		// The server answers all four paths; the others, one each.
 		fmt.Printf("CPU per call:        toolgate %v  bare ReverseProxy %v  TCP splice %v  (the server %v)\n", per(1), per(2), per(3), per(0)/4)
@@ -291,6 +306,73 @@ func cpuOf(cmds ...*exec.Cmd) (t [4]time.Duration, ok bool) {
 		t[i] = time.Duration(u+s) * 10 * time.Millisecond
 	}
 	return t, true
+}
+
+// heldBuckets are the sidecar's toolgate_sidecar_mcp_held_seconds buckets
+// for the measured upstream: cumulative counts by upper bound, ascending.
+type heldBuckets struct {
+	upper []float64
+	count []uint64
+}
+
+func heldOf(metricsURL string) (heldBuckets, error) {
+	var hb heldBuckets
+	resp, err := http.Get(metricsURL)
+	if err != nil {
+		return hb, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return hb, fmt.Errorf("the sidecar's /metrics: %w", err)
+	}
+	if fam := families["toolgate_sidecar_mcp_held_seconds"]; fam != nil {
+		for _, m := range fam.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "upstream" && l.GetValue() == "files" {
+					for _, b := range m.GetHistogram().GetBucket() {
+						hb.upper, hb.count = append(hb.upper, b.GetUpperBound()), append(hb.count, b.GetCumulativeCount())
+					}
+					return hb, nil
+				}
+			}
+		}
+	}
+	return hb, errors.New("the sidecar's /metrics has no toolgate_sidecar_mcp_held_seconds for upstream files")
+}
+
+// minus is what was counted since before.
+func (hb heldBuckets) minus(before heldBuckets) heldBuckets {
+	out := heldBuckets{upper: hb.upper, count: slices.Clone(hb.count)}
+	for i := range out.count {
+		if i < len(before.count) {
+			out.count[i] -= before.count[i]
+		}
+	}
+	return out
+}
+
+// quantile interpolates within the bucket the q-th observation falls in,
+// as PromQL's histogram_quantile does; past the last bound, that bound.
+func (hb heldBuckets) quantile(q float64) time.Duration {
+	if len(hb.count) == 0 {
+		return 0
+	}
+	total := hb.count[len(hb.count)-1]
+	rank := q * float64(total)
+	lower, below := 0.0, uint64(0)
+	for i, c := range hb.count {
+		if math.IsInf(hb.upper[i], 1) {
+			break
+		}
+		if float64(c) >= rank && c > below {
+			s := lower + (hb.upper[i]-lower)*(rank-float64(below))/float64(c-below)
+			return time.Duration(s * float64(time.Second)).Round(time.Microsecond)
+		}
+		lower, below = hb.upper[i], c
+	}
+	return time.Duration(lower * float64(time.Second))
 }
 
 func pct(sorted []time.Duration, p int) time.Duration {
