@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 )
 
 // Signing. The operator signs a statement about each bundle it publishes:
@@ -154,6 +155,30 @@ func NewKeyring(keys []SigningKey) (*Keyring, error) {
 
 // Current is the key that signs.
 func (r *Keyring) Current() SigningKey { return r.keys[0] }
+
+// Seal returns the bundle.sig for a bundle of namespace and revision,
+// signed by the current key, given the one the bundle carries now (prev;
+// nil when none). prev itself when it is already the current key's for this
+// revision: Ed25519 is deterministic and the counter is kept, so an
+// unchanged bundle rewrites nothing. Otherwise the counter is the next above
+// prev's, when a key of the ring verifies prev, and never below now in Unix
+// milliseconds: a publisher that lost prev (a new leader, a deleted
+// ConfigMap or file) still signs above every earlier counter, clocks
+// permitting, so sidecars do not refuse its bundle as a rollback. The
+// operator and `toolgate bundle --signing-key` both seal with it.
+func (r *Keyring) Seal(namespace, revision string, prev []byte, now time.Time) []byte {
+	key := r.Current()
+	var last uint64
+	if len(prev) > 0 {
+		if s, err := r.Trusted().VerifyStatement(prev, namespace); err == nil {
+			if s.KeyID == key.ID() && s.Revision == revision {
+				return prev
+			}
+			last = s.Counter
+		}
+	}
+	return key.Sign(namespace, revision, max(last+1, uint64(now.UnixMilli())))
+}
 
 // Keys are all keys, the current one first.
 func (r *Keyring) Keys() []SigningKey { return append([]SigningKey(nil), r.keys...) }

@@ -11,35 +11,24 @@ import (
 
 // signed returns p carrying its signature (bundle.SignatureKey in data),
 // and the signing key's endorsements while the keyring has other keys
-// (bundle.EndorsementsKey), when the operator signs (Options.Keys). An unchanged bundle keeps the
-// signature cm already has, if that one is by the current key, for this
-// namespace and revision: Ed25519 is deterministic and the counter is
-// reused, so a re-reconcile writes nothing. Otherwise the counter is the
-// next above the one cm carries, when a trusted key verifies it, and never
-// below the publish time in Unix milliseconds: a new leader continues from
-// the ConfigMap, and a deleted or tampered ConfigMap still gets a counter
-// above every earlier one (clocks permitting), so sidecars do not refuse
-// it as a rollback. cm is nil when there is none.
+// (bundle.EndorsementsKey), when the operator signs (Options.Keys). The
+// signature is sealed from the one cm carries (bundle.Keyring.Seal): kept
+// for an unchanged bundle, so a re-reconcile writes nothing; otherwise its
+// counter continues from cm's, so a new leader continues from the
+// ConfigMap, and a deleted or tampered one still gets a counter above every
+// earlier one. cm is nil when there is none.
 func (r *bundleReconciler) signed(ns string, cm *corev1.ConfigMap, p payload) payload {
 	ring := r.keyring()
 	if ring == nil {
 		return p
 	}
-	key := ring.Current()
-	var prev uint64
+	var prev []byte
 	if cm != nil {
 		if raw, ok := cm.Data[bundle.SignatureKey]; ok {
-			s, err := ring.Trusted().VerifyStatement([]byte(raw), ns)
-			if err == nil {
-				if s.KeyID == key.ID() && s.Revision == p.revision {
-					return withSignature(p, []byte(raw), ring.Endorsements())
-				}
-				prev = s.Counter
-			}
+			prev = []byte(raw)
 		}
 	}
-	counter := max(prev+1, uint64(time.Now().UnixMilli()))
-	return withSignature(p, key.Sign(ns, p.revision, counter), ring.Endorsements())
+	return withSignature(p, ring.Seal(ns, p.revision, prev, time.Now()), ring.Endorsements())
 }
 
 // keyring is the keyring to sign with now; nil when the operator does not
