@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/toolgate/toolgate/internal/atomicfile"
 )
 
 // bundleCache keeps the last good bundle document on local disk, so a
@@ -101,30 +103,14 @@ func (c *bundleCache) writeOrRemove(path string, data []byte) error {
 	return c.write(path, data)
 }
 
-// write writes atomically (temporary file, fsync, rename): a crash never
-// leaves a half-written cache, which would be rejected at the next start
-// anyway but would lose the last good bundle.
+// write writes atomically: a crash never leaves a half-written cache,
+// which would be rejected at the next start anyway but would lose the last
+// good bundle.
 func (c *bundleCache) write(path string, data []byte) error {
 	if err := os.MkdirAll(c.dir, 0o700); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(c.dir, c.name+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name()) // no-op after the rename
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
+	return atomicfile.Write(path, data, 0o600)
 }
 
 func (c *bundleCache) remove() error {
