@@ -9,14 +9,19 @@
 //	GET /stats     {"calls":{"pay":1,...},"authorization":["Bearer ..."]}
 //	POST /release  lets every stream call waiting return
 //
-// It prints "listening on ADDR" once it serves.
+// It prints "listening on ADDR" once it serves. With -stdio it speaks MCP
+// on its stdin and stdout instead, as a server an agent starts itself, and
+// serves only /stats and /release on -listen (saying so on stderr); it
+// exits when its stdin ends.
 package main
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"net/http"
@@ -128,6 +133,7 @@ func newServer(st *stats) *mcp.Server {
 
 func main() {
 	addr := flag.String("listen", "127.0.0.1:0", "address to serve on (loopback)")
+	stdio := flag.Bool("stdio", false, "speak MCP on stdin and stdout; -listen serves only /stats and /release")
 	flag.Parse()
 	st := &stats{calls: map[string]int{}, release: make(chan struct{})}
 	srv := newServer(st)
@@ -150,6 +156,15 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	serve := func() error { return (&http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}).Serve(ln) }
+	if *stdio {
+		fmt.Fprintf(os.Stderr, "listening on %s\n", ln.Addr())
+		go func() { log.Fatal(serve()) }()
+		if err := srv.Run(context.Background(), &mcp.StdioTransport{}); err != nil && !errors.Is(err, io.EOF) {
+			log.Fatal(err)
+		}
+		return
+	}
 	fmt.Fprintf(os.Stdout, "listening on %s\n", ln.Addr())
-	log.Fatal((&http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}).Serve(ln))
+	log.Fatal(serve())
 }

@@ -1,0 +1,273 @@
+package sidecar
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/testenv"
+)
+
+// The stdio wrapper's tests run it as the agent does: the real toolgate
+// binary, started by the official SDK client's CommandTransport, in front
+// of test/mcpserver speaking stdio; the sidecar (Run) decides.
+
+var toolgateBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "toolgate-bin")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "toolgate")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/toolgate")
+	cmd.Dir = testenv.RepoRoot()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building cmd/toolgate: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// stdioCommand is `toolgate mcp stdio` asking the sidecar at url, in front
+// of the test server, whose call counts are served on statsAddr.
+func stdioCommand(t *testing.T, url, statsAddr string, extra ...string) *exec.Cmd {
+	t.Helper()
+	tg, err := toolgateBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err := mcpServerBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"mcp", "stdio", "--server", "pay", "--url", url}, extra...)
+	args = append(args, "--", server, "-stdio", "-listen", statsAddr)
+	cmd := exec.Command(tg, args...)
+	cmd.Stderr = os.Stderr
+	return cmd
+}
+
+func connectStdio(t *testing.T, cmd *exec.Cmd, version string) *mcp.ClientSession {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "toolgate-test-agent", Version: "1.0.0"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := c.Connect(ctx, &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		t.Fatalf("starting the server through toolgate mcp stdio: %v", err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+func stdioServerCalls(t *testing.T, statsAddr string) map[string]int {
+	t.Helper()
+	status, body := get(t, "http://"+statsAddr+"/stats")
+	if status != http.StatusOK {
+		t.Fatalf("stats: %d %s", status, body)
+	}
+	var st upstreamStats
+	if err := json.Unmarshal([]byte(body), &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Calls
+}
+
+// TestMCPStdioDecidesCalls: allowed calls reach the server and answer;
+// a call denied on its argument, a frozen agent's call and any call while
+// the sidecar cannot be reached are answered by toolgate and never reach
+// the server; every decision is the sidecar's, logged as an MCP call.
+func TestMCPStdioDecidesCalls(t *testing.T) {
+	for _, version := range []string{"2025-11-25", "2026-07-28"} {
+		t.Run(version, func(t *testing.T) {
+			rig := startMCPRig(t, "http://127.0.0.1:1/mcp", mcpTestBundle(), nil) // its HTTP proxy is not used
+			stats := testenv.FreeLoopbackAddr(t)
+			cs := connectStdio(t, stdioCommand(t, rig.decisions, stats), version)
+
+			if got := resultText(t, callTool(t, cs, "pay", map[string]any{"amount": 40})); got != "paid 40" {
+				t.Fatalf("allowed pay answered %q, want paid 40", got)
+			}
+			d := deniedDecision(t, callTool(t, cs, "pay", map[string]any{"amount": 5000}), "pay-cap: payments over 100 need a human")
+			if d["matchedRuleId"] != "pay-cap" {
+				t.Fatalf("deny decision %v, want rule pay-cap", d)
+			}
+			if got := stdioServerCalls(t, stats)["pay"]; got != 1 {
+				t.Fatalf("the server saw %d pay calls, want only the allowed one", got)
+			}
+			eventually(t, "both decisions are logged as the MCP calls they are", func() bool {
+				seen := map[string]bool{}
+				for _, l := range rig.logs.lines(t) {
+					req, _ := l["request"].(map[string]any)
+					input, _ := req["input"].(map[string]any)
+					session, _ := l["session_id"].(string)
+					if l["tool_name"] == "pay" && l["framework"] == "mcp" && l["agent_id"] == mcpAgent &&
+						req["server"] == "pay" && req["action"] == "call" && strings.HasPrefix(session, "stdio-") {
+						seen[fmt.Sprintf("%v %v", l["decision"], input["amount"])] = true
+					}
+				}
+				return seen["allow 40"] && seen["deny 5000"]
+			})
+
+			frozen := mcpTestBundle()
+			frozen.FrozenAgents = []engine.FrozenAgent{{ID: mcpAgent, Reason: "INC-21: looping on payments"}}
+			rig.publish(frozen)
+			deniedDecision(t, callTool(t, cs, "read_file", map[string]any{"path": "/etc/motd"}), "AGENT_FROZEN: INC-21: looping on payments")
+			rig.publish(mcpTestBundle())
+			if got := resultText(t, callTool(t, cs, "read_file", map[string]any{"path": "/etc/motd"})); got != "contents of /etc/motd" {
+				t.Fatalf("after the unfreeze read_file answered %q", got)
+			}
+
+			// No sidecar to ask: denied, fail closed, never forwarded.
+			down := testenv.FreeLoopbackAddr(t)
+			stats2 := testenv.FreeLoopbackAddr(t)
+			cs2 := connectStdio(t, stdioCommand(t, "http://"+down, stats2, "--timeout", "500ms"), version)
+			res := callTool(t, cs2, "read_file", map[string]any{"path": "/etc/motd"})
+			if !res.IsError || !strings.HasPrefix(resultText(t, res), "SIDECAR_UNAVAILABLE: ") || !strings.Contains(resultText(t, res), "denied (fail closed)") {
+				t.Fatalf("with no sidecar: %+v", res)
+			}
+			if got := stdioServerCalls(t, stats2); len(got) != 0 {
+				t.Fatalf("the server saw %v with no sidecar to decide", got)
+			}
+		})
+	}
+}
+
+// TestMCPStdioRefusesWhatItCannotRead: messages toolgate cannot read
+// unambiguously, batches holding a call and over-long lines are answered
+// with a JSON-RPC error and never reach the server; what follows is read
+// as usual; the wrapper exits with the server's status.
+func TestMCPStdioRefusesWhatItCannotRead(t *testing.T) {
+	rig := startMCPRig(t, "http://127.0.0.1:1/mcp", mcpTestBundle(), nil)
+	stats := testenv.FreeLoopbackAddr(t)
+	cmd := stdioCommand(t, rig.decisions, stats)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outPipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	out := bufio.NewReader(outPipe)
+	answer := func(send string) map[string]any {
+		t.Helper()
+		if _, err := io.WriteString(in, send+"\n"); err != nil {
+			t.Fatal(err)
+		}
+		line, err := out.ReadBytes('\n')
+		if err != nil {
+			t.Fatalf("no answer to %.80s: %v", send, err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(line, &m); err != nil {
+			t.Fatalf("answer %s: %v", line, err)
+		}
+		return m
+	}
+	errorOf := func(m map[string]any) (code float64, msg string) {
+		e, _ := m["error"].(map[string]any)
+		code, _ = e["code"].(float64)
+		msg, _ = e["message"].(string)
+		return code, msg
+	}
+	for _, c := range []struct {
+		name, send string
+		id         any
+		code       float64
+		want       string
+	}{
+		{"not JSON", `not json`, nil, rpcInvalidRequest, "not JSON-RPC toolgate can read unambiguously"},
+		{"case-variant key", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_file","Name":"pay","arguments":{"amount":5000}}}`, nil, rpcInvalidRequest, "not JSON-RPC toolgate can read unambiguously"},
+		{"duplicate argument", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"pay","arguments":{"amount":5,"amount":5000}}}`, nil, rpcInvalidRequest, "not JSON-RPC toolgate can read unambiguously"},
+		{"batch with a call", `[{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"pay","arguments":{"amount":5}}}]`, nil, rpcInvalidRequest, "a batch holding tools/call"},
+		{"params not an object", `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":["pay"]}`, float64(4), rpcInvalidParams, "params must be an object with a string name"},
+		{"over-long line", `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"pay","arguments":{"note":"` + strings.Repeat("x", maxStdioLine) + `"}}}`, nil, rpcInvalidRequest, fmt.Sprintf("more than %d bytes", maxStdioLine)},
+	} {
+		m := answer(c.send)
+		code, msg := errorOf(m)
+		if m["id"] != c.id || code != c.code || !strings.Contains(msg, c.want) || !strings.Contains(msg, "not forwarded") {
+			t.Errorf("%s: answered %v, want error %v %q for id %v", c.name, m, c.code, c.want, c.id)
+		}
+	}
+	// Read as usual after all that: the server answers initialize.
+	init := answer(`{"jsonrpc":"2.0","id":9,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	if init["id"] != float64(9) || init["result"] == nil {
+		t.Fatalf("initialize after the refusals: %v", init)
+	}
+	if got := stdioServerCalls(t, stats); len(got) != 0 {
+		t.Fatalf("the server saw calls %v", got)
+	}
+	// The agent closes its end: the server's input ends, it exits 0, and
+	// so does the wrapper.
+	_ = in.Close()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the wrapper exited with %v after the agent closed its input", err)
+		}
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("the wrapper did not exit after the agent closed its input")
+	}
+}
+
+// TestMCPStdioCommandLine: flag mistakes are usage errors (exit 2) naming
+// what to fix; a server that cannot start is exit 2 too; the wrapper exits
+// with its server's status.
+func TestMCPStdioCommandLine(t *testing.T) {
+	tg, err := toolgateBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (int, string) {
+		cmd := exec.Command(tg, args...)
+		var stderr bytes.Buffer
+		cmd.Stderr, cmd.Stdin = &stderr, strings.NewReader("")
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return code, stderr.String()
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"mcp"}, 2, "name a transport: toolgate mcp stdio"},
+		{[]string{"mcp", "sse"}, 2, `unknown transport "sse"`},
+		{[]string{"mcp", "stdio", "--server", "files"}, 2, "the server's command goes after --"},
+		{[]string{"mcp", "stdio", "--server", "files", "echo", "--", "x"}, 2, "the server's command goes after --"},
+		{[]string{"mcp", "stdio", "--", "true"}, 2, "--server NAME is required"},
+		{[]string{"mcp", "stdio", "--server", "files", "--timeout", "0s", "--", "true"}, 2, "--timeout must be positive"},
+		{[]string{"mcp", "stdio", "--server", "files", "--timeout", "soon", "--", "true"}, 2, "invalid argument"},
+		{[]string{"mcp", "stdio", "--server", "files", "--url", "ftp://x", "--", "true"}, 2, "ftp://x"},
+		{[]string{"mcp", "stdio", "--server", "files", "--url", "http://127.0.0.1:1", "--", "/nonexistent/server"}, 2, "starting the server"},
+		{[]string{"mcp", "stdio", "--server", "files", "--url", "http://127.0.0.1:1", "--", "sh", "-c", "exit 7"}, 7, ""},
+	} {
+		code, stderr := run(c.args...)
+		if code != c.code || !strings.Contains(stderr, c.want) {
+			t.Errorf("toolgate %s: exit %d, stderr %q; want exit %d with %q", strings.Join(c.args, " "), code, stderr, c.code, c.want)
+		}
+	}
+}
