@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/localcluster"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -31,13 +31,7 @@ var toolgateBinary = sync.OnceValues(func() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, "toolgate")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/toolgate")
-	cmd.Dir = testenv.RepoRoot()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building cmd/toolgate: %v\n%s", err, out)
-	}
-	return bin, nil
+	return localcluster.BuildToolgate(dir)
 })
 
 // stdioCommand is `toolgate mcp stdio` asking the sidecar at url, in front
