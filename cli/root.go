@@ -39,7 +39,7 @@ func NewRootCommand(extra ...*cobra.Command) *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageErrorf("%s: %v (see %s --help)", c.CommandPath(), err, c.CommandPath())
 	})
-	root.AddCommand(newEvalCommand(), newValidateCommand(), newBundleCommand(), newVersionCommand(), newHookCommand(), newExportCommand())
+	root.AddCommand(newEvalCommand(), newValidateCommand(), newBundleCommand(), newVersionCommand(), newHookCommand(), newExportCommand(), newMCPCommand())
 	root.AddCommand(extra...)
 	return root
 }

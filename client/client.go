@@ -120,9 +120,22 @@ func (c *Client) Evaluate(ctx context.Context, req Request) (Result, error) {
 		err = fmt.Errorf("toolgate: encoding the request: %w", err)
 		return unavailable(engine.Deny, err.Error()), err
 	}
+	return c.evaluate(ctx, body, req.Traceparent)
+}
+
+// EvaluateJSON asks the sidecar to decide a request already encoded as the
+// JSON object it reads (what Request.MarshalJSON writes; the MCP stdio
+// guard holds its calls that way), with Evaluate's results: a request the
+// sidecar refuses (400) is a deny, fail closed, like any answer that is not
+// a decision.
+func (c *Client) EvaluateJSON(ctx context.Context, body []byte) (Result, error) {
+	return c.evaluate(ctx, body, "")
+}
+
+func (c *Client) evaluate(ctx context.Context, body []byte, traceparent string) (Result, error) {
 	callCtx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	res, why := c.post(callCtx, body, req.Traceparent)
+	res, why := c.post(callCtx, body, traceparent)
 	if why == "" {
 		return res, nil
 	}

@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -243,4 +245,33 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// TestClientEvaluateJSON: a request held as JSON is decided as Evaluate
+// decides its Request, a body the sidecar refuses is a deny naming why,
+// and no sidecar is a deny, fail closed.
+func TestClientEvaluateJSON(t *testing.T) {
+	sc := startSidecar(t, sampleBundle(t), nil)
+	c := newClient(t, Options{URL: sc.tcp})
+	for _, name := range []string{"bash_rm_rf.json", "bash_git_status.json"} {
+		doc, err := os.ReadFile(filepath.Join(samples, "requests", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := evaluate(t, c, requestOf(t, doc))
+		got, err := c.EvaluateJSON(context.Background(), doc)
+		if err != nil || got.Decision != want.Decision || got.MatchedRuleID != want.MatchedRuleID || got.BundleRevision != want.BundleRevision || got.DecisionID == "" {
+			t.Errorf("%s: EvaluateJSON %+v, %v; Evaluate %+v", name, got, err, want)
+		}
+	}
+	for _, body := range []string{`not json`, `{"tool_name":"Read"`, `[]`} {
+		res, err := c.EvaluateJSON(context.Background(), []byte(body))
+		if err != nil || res.Decision != engine.Deny || res.Code != CodeSidecarUnavailable || !strings.Contains(res.Reason, "status 400") {
+			t.Errorf("body %q: got %+v, %v; want deny SIDECAR_UNAVAILABLE with the sidecar's 400", body, res, err)
+		}
+	}
+	sc.stop()
+	if res, err := c.EvaluateJSON(context.Background(), []byte(`{"tool_name":"Read"}`)); err != nil || res.Decision != engine.Deny || res.Code != CodeSidecarUnavailable {
+		t.Errorf("after the stop: got %+v, %v; want deny SIDECAR_UNAVAILABLE", res, err)
+	}
 }

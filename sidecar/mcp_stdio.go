@@ -15,35 +15,35 @@ import (
 	"os/signal"
 	"sync"
 	"syscall"
-	"time"
 
-	"github.com/toolgate/toolgate/client"
+	"github.com/toolgate/toolgate/engine"
 )
 
-// The stdio wrapper: an MCP server the agent starts itself (stdio, as in
-// Claude Code's, Cursor's or an SDK's server list) is started by toolgate
-// instead, which relays every message both ways and decides each
-// tools/call first, by asking the sidecar as every toolgate client does.
-// It reads messages with the proxy's own reader and denies with the
-// proxy's own answer, so a call is read and refused as over HTTP. Unlike
-// the HTTP proxy it does not hold the server's credentials or filter
-// tools/list: whoever edits the agent's server list can start the server
-// without it, so it guards an agent that is configured, as the hooks do.
+// The stdio guard (`toolgate mcp stdio`): an MCP server the agent starts
+// itself (stdio, as in Claude Code's, Cursor's or an SDK's server list) is
+// started by toolgate instead, which relays every message both ways and
+// decides each tools/call first. It reads messages with the proxy's own
+// reader, builds the proxy's request and denies with the proxy's answer,
+// so a call is read, decided and refused as over HTTP. Unlike the HTTP
+// proxy it does not hold the server's credentials or filter tools/list:
+// whoever edits the agent's server list can start the server without it,
+// so it guards an agent that is configured, as the hooks do.
 
-// MCPStdioOptions configure `toolgate mcp stdio`.
+// MCPStdioOptions configure the stdio guard.
 type MCPStdioOptions struct {
 	// Server is the request's server field: the name policies match.
 	Server string
-	// URL is the sidecar's; empty: found as every client finds it
-	// (TOOLGATE_URL, the socket, the loopback port).
-	URL string
-	// Timeout bounds each decision; past it the call is denied.
-	Timeout time.Duration
 	// AgentID is sent as the request's agent_id, unless a call's _meta
 	// names one (the sidecar's own binding wins over both).
 	AgentID string
 	// Command is the server to start, and its arguments.
 	Command []string
+	// Decide decides one request, given as the JSON object /v1/evaluate
+	// reads: the result and the decision object the agent is shown under
+	// _meta when it is not an allow. It never fails: a decision it could
+	// not get is a deny. (The CLI asks the sidecar with the Go client,
+	// which this package does not import: the client's tests start it.)
+	Decide func(ctx context.Context, request []byte) (res engine.Result, decision []byte)
 }
 
 // maxStdioLine bounds one message from the agent, as MaxRequestBytes bounds
@@ -54,14 +54,9 @@ const maxStdioLine = MaxRequestBytes
 // input and the server exits, or the server exits. It returns the
 // server's exit status.
 func RunMCPStdio(ctx context.Context, o MCPStdioOptions, in io.Reader, out, errOut io.Writer) (int, error) {
-	if o.Server == "" || len(o.Command) == 0 {
-		return 2, errors.New("toolgate mcp stdio: --server NAME and the server's command (after --) are required")
+	if o.Server == "" || len(o.Command) == 0 || o.Decide == nil {
+		return 2, errors.New("toolgate mcp stdio: a server name, the server's command and a decider are required")
 	}
-	c, err := client.New(client.Options{URL: o.URL, Timeout: o.Timeout})
-	if err != nil {
-		return 2, fmt.Errorf("toolgate mcp stdio: %w", err)
-	}
-	defer c.Close()
 	cmd := exec.Command(o.Command[0], o.Command[1:]...)
 	cmd.Stderr = errOut
 	toServer, err := cmd.StdinPipe()
@@ -91,7 +86,7 @@ func RunMCPStdio(ctx context.Context, o MCPStdioOptions, in io.Reader, out, errO
 		defer close(relayed)
 		relayLines(fromServer, w)
 	}()
-	g := &stdioGuard{decide: c, server: o.Server, agentID: o.AgentID, session: newStdioSession(), out: w, errOut: errOut}
+	g := &stdioGuard{decide: o.Decide, server: o.Server, agentID: o.AgentID, session: newStdioSession(), out: w}
 	go func() {
 		g.guard(ctx, in, toServer)
 		// The agent is done (or gone): the server's input ends, as if
@@ -152,12 +147,11 @@ func newStdioSession() string {
 
 // stdioGuard decides what the agent sends before the server sees it.
 type stdioGuard struct {
-	decide  client.Evaluator
+	decide  func(ctx context.Context, request []byte) (engine.Result, []byte)
 	server  string
 	agentID string
 	session string
 	out     *stdioWriter
-	errOut  io.Writer
 	// modern: the agent asked for 2026-07-28 or later at initialize, whose
 	// results say they are complete.
 	modern bool
@@ -252,27 +246,21 @@ func (g *stdioGuard) decideCall(ctx context.Context, m *mcpMessage) (answer json
 		}
 		return appendRPCError(nil, m.ID, rpcInvalidParams, "toolgate: tools/call params must be an object with a string name; not forwarded"), false
 	}
-	req := client.Request{ToolName: *p.Name, SessionID: g.session, AgentID: g.agentID, Framework: mcpFramework,
-		Extra: map[string]any{"server": g.server, "action": "call"}}
-	if len(p.Arguments) > 0 {
-		req.Input = p.Arguments
-	}
+	session, agent := g.session, &g.agentID
 	if p.Meta.SessionID != nil {
-		req.SessionID = *p.Meta.SessionID
+		session = *p.Meta.SessionID
 	}
 	if p.Meta.AgentID != nil {
-		req.AgentID = *p.Meta.AgentID
+		agent = p.Meta.AgentID
+	} else if g.agentID == "" {
+		agent = nil
 	}
-	res, err := g.decide.Evaluate(ctx, req)
-	if err != nil {
-		fmt.Fprintf(g.errOut, "toolgate mcp stdio: %s denied: %v\n", *p.Name, err)
-	}
-	if res.Allowed() {
+	res, decision := g.decide(ctx, mcpRequestDoc(*p.Name, g.server, p.Arguments, session, agent))
+	if res.Decision == engine.Allow {
 		return nil, true
 	}
-	decision, merr := json.Marshal(res)
-	if merr != nil {
-		decision = []byte(`{"decision":"deny"}`)
+	if len(decision) == 0 {
+		decision, _ = res.AppendJSON(nil) // the engine's fields at least
 	}
-	return denyCallResult(m.ID, &res.Result, decision, g.modern), false
+	return denyCallResult(m.ID, &res, decision, g.modern), false
 }

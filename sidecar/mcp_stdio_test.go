@@ -2,7 +2,6 @@ package sidecar
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -219,49 +218,5 @@ func TestMCPStdioRefusesWhatItCannotRead(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		_ = cmd.Process.Kill()
 		t.Fatal("the wrapper did not exit after the agent closed its input")
-	}
-}
-
-// TestMCPStdioCommandLine: flag mistakes are usage errors (exit 2) naming
-// what to fix; a server that cannot start is exit 2 too; the wrapper exits
-// with its server's status.
-func TestMCPStdioCommandLine(t *testing.T) {
-	tg, err := toolgateBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := func(args ...string) (int, string) {
-		cmd := exec.Command(tg, args...)
-		var stderr bytes.Buffer
-		cmd.Stderr, cmd.Stdin = &stderr, strings.NewReader("")
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return code, stderr.String()
-	}
-	for _, c := range []struct {
-		args []string
-		code int
-		want string
-	}{
-		{[]string{"mcp"}, 2, "name a transport: toolgate mcp stdio"},
-		{[]string{"mcp", "sse"}, 2, `unknown transport "sse"`},
-		{[]string{"mcp", "stdio", "--server", "files"}, 2, "the server's command goes after --"},
-		{[]string{"mcp", "stdio", "--server", "files", "echo", "--", "x"}, 2, "the server's command goes after --"},
-		{[]string{"mcp", "stdio", "--", "true"}, 2, "--server NAME is required"},
-		{[]string{"mcp", "stdio", "--server", "files", "--timeout", "0s", "--", "true"}, 2, "--timeout must be positive"},
-		{[]string{"mcp", "stdio", "--server", "files", "--timeout", "soon", "--", "true"}, 2, "invalid argument"},
-		{[]string{"mcp", "stdio", "--server", "files", "--url", "ftp://x", "--", "true"}, 2, "ftp://x"},
-		{[]string{"mcp", "stdio", "--server", "files", "--url", "http://127.0.0.1:1", "--", "/nonexistent/server"}, 2, "starting the server"},
-		{[]string{"mcp", "stdio", "--server", "files", "--url", "http://127.0.0.1:1", "--", "sh", "-c", "exit 7"}, 7, ""},
-	} {
-		code, stderr := run(c.args...)
-		if code != c.code || !strings.Contains(stderr, c.want) {
-			t.Errorf("toolgate %s: exit %d, stderr %q; want exit %d with %q", strings.Join(c.args, " "), code, stderr, c.code, c.want)
-		}
 	}
 }

@@ -13,6 +13,6 @@ import (
 )
 
 func main() {
-	os.Exit(cli.Execute(cli.NewRootCommand(manager.NewCommand(), sidecar.NewCommand(), sidecar.NewMCPCommand(),
+	os.Exit(cli.Execute(cli.NewRootCommand(manager.NewCommand(), sidecar.NewCommand(),
 		freeze.NewFreezeCommand(), freeze.NewUnfreezeCommand())))
 }
