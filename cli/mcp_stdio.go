@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,7 +24,15 @@ type MCPStdioOptions struct {
 	Timeout time.Duration
 	// AgentID is the requests' agent_id where a call's _meta names none.
 	AgentID string
+	// BundleDir, when set, decides locally from this bundle document or
+	// directory of Policy and FrozenAgent manifests, re-read every
+	// localReload, instead of asking a sidecar.
+	BundleDir string
 }
+
+// localReload is how often --bundle-dir is re-read: an edit, a freeze
+// added, takes effect within it.
+const localReload = time.Second
 
 func newMCPCommand() *cobra.Command {
 	return groupCommand("mcp", "Guard the MCP servers an agent starts itself", "transport", newMCPStdioCommand())
@@ -41,8 +51,11 @@ func newMCPStdioCommand() *cobra.Command {
 			"text and the decision under _meta[\"toolgate.dev/decision\"], as from the HTTP proxy. It fails\n" +
 			"closed: an unreachable, slow or failing sidecar denies. A message it cannot read unambiguously\n" +
 			"is answered with a JSON-RPC error and not forwarded. Put it in front of the server's command in\n" +
-			"the agent's MCP configuration; it exits with the server's status.",
+			"the agent's MCP configuration; it exits with the server's status. With --bundle-dir it decides\n" +
+			"locally from manifests (or a bundle document) instead, re-read every second, and says each\n" +
+			"deny on stderr, since no sidecar logs it.",
 		Example: `  toolgate mcp stdio --server files -- npx -y @modelcontextprotocol/server-filesystem /srv
+  toolgate mcp stdio --server files --bundle-dir policies/ -- npx -y @modelcontextprotocol/server-filesystem /srv
   {"mcpServers": {"files": {"command": "toolgate", "args": ["mcp", "stdio", "--server", "files", "--", "npx", "-y", "@modelcontextprotocol/server-filesystem", "/srv"]}}}`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -53,6 +66,7 @@ func newMCPStdioCommand() *cobra.Command {
 	cmd.Flags().StringVar(&o.URL, "url", "", "the sidecar: http://host:port or unix:///path (default: TOOLGATE_URL, then the socket, then "+client.DefaultURL+")")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", o.Timeout, "longest to wait for a decision; past it the call is denied")
 	cmd.Flags().StringVar(&o.AgentID, "agent-id", "", "agent_id of the requests, where a call's _meta names none (a sidecar's binding wins)")
+	cmd.Flags().StringVar(&o.BundleDir, "bundle-dir", "", "decide locally from the Policy and FrozenAgent manifests in this file or directory (or a bundle document), with no sidecar")
 	return cmd
 }
 
@@ -64,26 +78,65 @@ func runMCPStdio(cmd *cobra.Command, o *MCPStdioOptions, args []string, s stream
 		return usageErrorf("%s: --server NAME is required: the server field policies match", cmd.CommandPath())
 	case o.Timeout <= 0:
 		return usageErrorf("%s: --timeout must be positive, not %v", cmd.CommandPath(), o.Timeout)
+	case o.BundleDir != "" && o.URL != "":
+		return usageErrorf("%s: --bundle-dir decides locally, --url asks a sidecar: give one", cmd.CommandPath())
+	case o.BundleDir == "-":
+		return usageErrorf("%s: --bundle-dir -: stdin carries the agent's messages; give a file or directory", cmd.CommandPath())
 	}
-	c, err := client.New(client.Options{URL: o.URL, Timeout: o.Timeout})
-	if err != nil {
-		return usageErrorf("%s: %v", cmd.CommandPath(), err)
-	}
-	defer c.Close()
-	// The client's results are decisions, fail closed: an error (the
-	// context ending) comes with a deny already.
-	decide := func(ctx context.Context, request []byte) (engine.Result, []byte) {
-		res, _ := c.EvaluateJSON(ctx, request)
-		decision, err := res.MarshalJSON()
+	ctx, cancel := context.WithCancel(cmd.Context())
+	defer cancel()
+	var decide func(context.Context, []byte) (engine.Result, []byte)
+	if o.BundleDir != "" {
+		local, err := client.NewLocal(client.LocalOptions{BundlePath: o.BundleDir})
 		if err != nil {
-			decision = nil // the guard writes the engine's fields instead
+			return usageErrorf("%s: --bundle-dir %s: %v", cmd.CommandPath(), o.BundleDir, err)
 		}
-		return res.Result, decision
+		go local.Watch(ctx, localReload, func(err error) {
+			fmt.Fprintf(s.err, "toolgate mcp stdio: --bundle-dir %s: %v; the last good policies keep deciding\n", o.BundleDir, err)
+		})
+		decide = func(_ context.Context, request []byte) (engine.Result, []byte) {
+			var res client.Result
+			if req, err := engine.DecodeRequest(request); err != nil {
+				res.Decision, res.Effect, res.Reason = engine.Deny, engine.EffectDeny, "the call cannot be decided: "+err.Error()
+			} else {
+				res = local.EvaluateRequest(req)
+			}
+			if res.Decision != engine.Allow {
+				var call struct {
+					ToolName string `json:"tool_name"`
+				}
+				_ = json.Unmarshal(request, &call)
+				fmt.Fprintf(s.err, "toolgate mcp stdio: %s\n", explain(&res.Result, call.ToolName))
+			}
+			return res.Result, decisionJSON(res)
+		}
+	} else {
+		c, err := client.New(client.Options{URL: o.URL, Timeout: o.Timeout})
+		if err != nil {
+			return usageErrorf("%s: %v", cmd.CommandPath(), err)
+		}
+		defer c.Close()
+		// The client's results are decisions, fail closed: an error (the
+		// context ending) comes with a deny already.
+		decide = func(ctx context.Context, request []byte) (engine.Result, []byte) {
+			res, _ := c.EvaluateJSON(ctx, request)
+			return res.Result, decisionJSON(res)
+		}
 	}
-	code, err := sidecar.RunMCPStdio(cmd.Context(), sidecar.MCPStdioOptions{Server: o.Server, AgentID: o.AgentID, Command: args, Decide: decide},
+	code, err := sidecar.RunMCPStdio(ctx, sidecar.MCPStdioOptions{Server: o.Server, AgentID: o.AgentID, Command: args, Decide: decide},
 		s.in, s.out, s.err)
 	if err != nil || code != 0 {
 		return &ExitError{Code: code, Err: err} // the server's status, or 2 when it could not start
 	}
 	return nil
+}
+
+// decisionJSON is the decision object the agent is shown under _meta; nil
+// when it does not encode, and the guard writes the engine's fields.
+func decisionJSON(res client.Result) []byte {
+	b, err := res.MarshalJSON()
+	if err != nil {
+		return nil
+	}
+	return b
 }

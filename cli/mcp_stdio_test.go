@@ -26,6 +26,10 @@ func TestMCPStdioCommandLine(t *testing.T) {
 		{[]string{"mcp", "stdio", "--server", "files", "--url", "http://127.0.0.1:1", "--", "/nonexistent/server"}, 2, "starting the server"},
 		{[]string{"mcp", "stdio", "--server", "files", "--url", "http://127.0.0.1:1", "--", "sh", "-c", "exit 7"}, 7, ""},
 		{[]string{"mcp", "stdio", "--server", "files", "--url", "http://127.0.0.1:1", "--", "true"}, 0, ""},
+		{[]string{"mcp", "stdio", "--server", "files", "--url", "http://127.0.0.1:1", "--bundle-dir", samplesDir, "--", "true"}, 2, "--bundle-dir decides locally, --url asks a sidecar: give one"},
+		{[]string{"mcp", "stdio", "--server", "files", "--bundle-dir", "-", "--", "true"}, 2, "stdin carries the agent's messages"},
+		{[]string{"mcp", "stdio", "--server", "files", "--bundle-dir", "/nonexistent/policies", "--", "true"}, 2, "--bundle-dir /nonexistent/policies:"},
+		{[]string{"mcp", "stdio", "--server", "files", "--bundle-dir", samplesDir, "--", "true"}, 0, ""},
 	} {
 		o := runBinary(t, "", nil, c.args...)
 		if o.code != c.code || !strings.Contains(o.stderr, c.want) || (c.want == "" && o.stderr != "") {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -37,6 +38,13 @@ var toolgateBinary = sync.OnceValues(func() (string, error) {
 // of the test server, whose call counts are served on statsAddr.
 func stdioCommand(t *testing.T, url, statsAddr string, extra ...string) *exec.Cmd {
 	t.Helper()
+	return stdioGuardCommand(t, statsAddr, append([]string{"--url", url}, extra...)...)
+}
+
+// stdioGuardCommand is `toolgate mcp stdio --server pay` with flags, in
+// front of the test server.
+func stdioGuardCommand(t *testing.T, statsAddr string, flags ...string) *exec.Cmd {
+	t.Helper()
 	tg, err := toolgateBinary()
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +53,7 @@ func stdioCommand(t *testing.T, url, statsAddr string, extra ...string) *exec.Cm
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"mcp", "stdio", "--server", "pay", "--url", url}, extra...)
+	args := append([]string{"mcp", "stdio", "--server", "pay"}, flags...)
 	args = append(args, "--", server, "-stdio", "-listen", statsAddr)
 	cmd := exec.Command(tg, args...)
 	cmd.Stderr = os.Stderr
@@ -218,5 +226,59 @@ func TestMCPStdioRefusesWhatItCannotRead(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		_ = cmd.Process.Kill()
 		t.Fatal("the wrapper did not exit after the agent closed its input")
+	}
+}
+
+// TestMCPStdioDecidesLocally: with --bundle-dir there is no sidecar to
+// ask: the same answers, from the file; a freeze written to it takes effect
+// while the server runs; a corrupt rewrite keeps the last good policies;
+// each deny is said on stderr, since no sidecar logs it.
+func TestMCPStdioDecidesLocally(t *testing.T) {
+	dir := t.TempDir()
+	bundleFile := filepath.Join(dir, "bundle.json")
+	write := func(doc []byte) {
+		t.Helper()
+		must(t, os.WriteFile(bundleFile+".tmp", doc, 0o644))
+		must(t, os.Rename(bundleFile+".tmp", bundleFile))
+	}
+	doc, _ := encode(t, mcpTestBundle())
+	write(doc)
+	stats := testenv.FreeLoopbackAddr(t)
+	cmd := stdioGuardCommand(t, stats, "--bundle-dir", bundleFile, "--agent-id", mcpAgent)
+	stderr, err := os.Create(filepath.Join(dir, "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = stderr.Close() }()
+	cmd.Stderr = stderr
+	cs := connectStdio(t, cmd, "2025-11-25")
+
+	if got := resultText(t, callTool(t, cs, "pay", map[string]any{"amount": 40})); got != "paid 40" {
+		t.Fatalf("allowed pay answered %q, want paid 40", got)
+	}
+	deniedDecision(t, callTool(t, cs, "pay", map[string]any{"amount": 5000}), "pay-cap: payments over 100 need a human")
+	if got := stdioServerCalls(t, stats)["pay"]; got != 1 {
+		t.Fatalf("the server saw %d pay calls, want only the allowed one", got)
+	}
+
+	frozen := mcpTestBundle()
+	frozen.FrozenAgents = []engine.FrozenAgent{{ID: mcpAgent, Reason: "INC-22: stop"}}
+	doc, _ = encode(t, frozen)
+	write(doc)
+	testenv.Eventually(t, "the freeze written to --bundle-dir denies", func() (bool, string) {
+		res := callTool(t, cs, "read_file", map[string]any{"path": "/etc/motd"})
+		return res.IsError, fmt.Sprintf("%+v", res)
+	})
+	write([]byte(`{"policies": [`))
+	testenv.Eventually(t, "the corrupt rewrite is reported", func() (bool, string) {
+		b, _ := os.ReadFile(stderr.Name())
+		return strings.Contains(string(b), "the last good policies keep deciding"), string(b)
+	})
+	deniedDecision(t, callTool(t, cs, "read_file", map[string]any{"path": "/etc/motd"}), "AGENT_FROZEN: INC-22: stop")
+	b, _ := os.ReadFile(stderr.Name())
+	for _, want := range []string{"toolgate denied pay: rule pay-cap (policy payments)", "toolgate denied read_file: AGENT_FROZEN: INC-22: stop"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, b)
+		}
 	}
 }
