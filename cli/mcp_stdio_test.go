@@ -1,8 +1,13 @@
 package cli
 
 import (
+	"bufio"
+	"errors"
+	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestMCPStdioCommandLine: flag mistakes are usage errors (exit 2) naming
@@ -26,6 +31,7 @@ func TestMCPStdioCommandLine(t *testing.T) {
 		{[]string{"mcp", "stdio", "--server", "files", "--url", "http://127.0.0.1:1", "--", "/nonexistent/server"}, 2, "starting the server"},
 		{[]string{"mcp", "stdio", "--server", "files", "--url", "http://127.0.0.1:1", "--", "sh", "-c", "exit 7"}, 7, ""},
 		{[]string{"mcp", "stdio", "--server", "files", "--url", "http://127.0.0.1:1", "--", "true"}, 0, ""},
+		{[]string{"mcp", "stdio", "--server", "files", "--url", "http://127.0.0.1:1", "--", "sh", "-c", "kill -TERM $$"}, 128 + 15, ""},
 		{[]string{"mcp", "stdio", "--server", "files", "--url", "http://127.0.0.1:1", "--bundle-dir", samplesDir, "--", "true"}, 2, "--bundle-dir decides locally, --url asks a sidecar: give one"},
 		{[]string{"mcp", "stdio", "--server", "files", "--bundle-dir", "-", "--", "true"}, 2, "stdin carries the agent's messages"},
 		{[]string{"mcp", "stdio", "--server", "files", "--bundle-dir", "/nonexistent/policies", "--", "true"}, 2, "--bundle-dir /nonexistent/policies:"},
@@ -35,5 +41,39 @@ func TestMCPStdioCommandLine(t *testing.T) {
 		if o.code != c.code || !strings.Contains(o.stderr, c.want) || (c.want == "" && o.stderr != "") {
 			t.Errorf("toolgate %s: exit %d, stderr %q; want exit %d with %q", strings.Join(c.args, " "), o.code, o.stderr, c.code, c.want)
 		}
+	}
+}
+
+// TestMCPStdioPassesSignalsOn: a SIGTERM the agent sends toolgate reaches
+// the server, which decides how to end; toolgate exits with its status.
+func TestMCPStdioPassesSignalsOn(t *testing.T) {
+	cmd := exec.Command(toolgateBinary(t), "mcp", "stdio", "--server", "files", "--url", "http://127.0.0.1:1", "--",
+		"sh", "-c", `trap 'exit 42' TERM; echo ready; while :; do sleep 0.05; done`)
+	cmd.Stdin = strings.NewReader("")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The server's first line relayed: its trap is set.
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("relayed %q, %v", line, err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 42 {
+			t.Fatalf("toolgate ended with %v, want the server's exit 42 after its TERM trap", err)
+		}
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("toolgate did not end after SIGTERM")
 	}
 }

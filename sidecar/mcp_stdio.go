@@ -73,7 +73,7 @@ func RunMCPStdio(ctx context.Context, o MCPStdioOptions, in io.Reader, out, errO
 	// Signals the agent sends toolgate are the server's too.
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
+	defer func() { signal.Stop(sigs); close(sigs) }()
 	go func() {
 		for s := range sigs {
 			_ = cmd.Process.Signal(s)
@@ -100,6 +100,9 @@ func RunMCPStdio(ctx context.Context, o MCPStdioOptions, in io.Reader, out, errO
 	case err == nil:
 		return 0, nil
 	case errors.As(err, &exit):
+		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal()), nil // as a shell says a server killed by a signal
+		}
 		return exit.ExitCode(), nil
 	}
 	return 1, err
