@@ -65,10 +65,23 @@ func TestDemo(t *testing.T) {
 		"=> the server answered: contents of notes.txt",
 		"=> DENIED by toolgate: files-no-secrets: nothing under /secrets/ is read by agents",
 		`"calls":{"read_file":1}}`,
+		// The stdio guard in front of the same server speaking stdio: the
+		// same read forwarded, the same read denied, the same count.
+		"$ toolgate mcp stdio --server files --url unix://",
+		"    < {\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"files-no-secrets: nothing under /secrets/ is read by agents\"}],\"isError\":true,",
 		"==> stopping everything",
 	} {
 		if !strings.Contains(story, want) {
 			t.Errorf("the demo's story lacks %q", want)
+		}
+	}
+	for what, n := range map[string]int{
+		"=> the server answered: contents of notes.txt":                                      2,
+		"=> DENIED by toolgate: files-no-secrets: nothing under /secrets/ is read by agents": 2,
+		`"calls":{"read_file":1}}`:                                                           2,
+	} {
+		if got := strings.Count(story, what); got != n {
+			t.Errorf("want %q %d times (the HTTP proxy, the stdio guard), found %d", what, n, got)
 		}
 	}
 	if strings.Count(story, "=> ALLOW") != 2 {
@@ -104,12 +117,13 @@ func TestDemo(t *testing.T) {
 	if err != nil {
 		t.Fatalf("curl never ran: %v", err)
 	}
-	if curled := strings.Split(strings.TrimSpace(string(curlBytes)), "\n"); len(asked) != 9 || !slices.Equal(asked, curled) {
-		t.Errorf("the demo printed 9 curl commands?\n  curl %s\nand ran\n  curl %s", strings.Join(asked, "\n  curl "), strings.Join(curled, "\n  curl "))
+	if curled := strings.Split(strings.TrimSpace(string(curlBytes)), "\n"); len(asked) != 10 || !slices.Equal(asked, curled) {
+		t.Errorf("the demo printed 10 curl commands?\n  curl %s\nand ran\n  curl %s", strings.Join(asked, "\n  curl "), strings.Join(curled, "\n  curl "))
 	}
-	// Five /v1/evaluate answers, and the MCP deny's decision object.
-	if n := strings.Count(story, `"bundleRevision":"sha256:`); n != 6 {
-		t.Errorf("want the sidecar's 6 decisions printed, found %d", n)
+	// Five /v1/evaluate answers, and the MCP denies' decision objects (the
+	// HTTP proxy's, the stdio guard's).
+	if n := strings.Count(story, `"bundleRevision":"sha256:`); n != 7 {
+		t.Errorf("want the sidecar's 7 decisions printed, found %d", n)
 	}
 	if t.Failed() {
 		t.Log(story)

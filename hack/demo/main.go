@@ -216,6 +216,40 @@ func run(out io.Writer, keep bool) error {
 		return err
 	}
 
+	say("\n--- 8. An MCP server the agent starts itself (stdio): toolgate starts it instead, one line in the agent's configuration")
+	stdioStats, err := freeAddr("127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	say("    (PATH=%s:$PATH; the agent writes each message on the guard's stdin)", dir)
+	g, err := d.startStdio(bin, "mcp", "stdio", "--server", "files", "--url", "unix://"+sock, "--",
+		filepath.Base(mcpServer), "-stdio", "-listen", stdioStats)
+	if err != nil {
+		return err
+	}
+	for _, m := range []struct {
+		msg string
+		id  int
+	}{
+		{`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"demo-agent","version":"1.0"}}}`, 1},
+		{`{"jsonrpc":"2.0","method":"notifications/initialized"}`, 0},
+		{`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"notes.txt"}}}`, 2},
+		{`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"/secrets/db-password"}}}`, 3},
+	} {
+		if err := g.send(m.msg, m.id); err != nil {
+			_ = g.stop()
+			return err
+		}
+	}
+	say("    the stdio server's own count: the one allowed call")
+	if _, _, err := d.curlShown("-s", "http://"+stdioStats+"/stats"); err != nil {
+		_ = g.stop()
+		return err
+	}
+	if err := g.stop(); err != nil {
+		return err
+	}
+
 	say("")
 	if _, err := d.run("", "get", "policies,frozenagents", "-n", "demo"); err != nil {
 		return err

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -135,4 +138,86 @@ func (a *mcpAnswer) toolNames() []string {
 		names = append(names, t.Name)
 	}
 	return names
+}
+
+// stdioGuard is `toolgate mcp stdio` as an agent's MCP configuration
+// starts it: the demo writes the agent's messages on its stdin and reads
+// the answers on its stdout, printing both.
+type stdioGuard struct {
+	d    *demo
+	cmd  *exec.Cmd
+	in   io.WriteCloser
+	out  *bufio.Reader
+	errs bytes.Buffer
+}
+
+// startStdio prints the command line and starts exactly that, with the
+// demo's directory, where both binaries are, first on PATH.
+func (d *demo) startStdio(bin string, args ...string) (*stdioGuard, error) {
+	fmt.Fprintln(d.out, "$ toolgate "+shellJoin(args))
+	g := &stdioGuard{d: d, cmd: exec.Command(bin, args...)}
+	g.cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	g.cmd.Stderr = &g.errs
+	var err error
+	if g.in, err = g.cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	out, err := g.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	g.out = bufio.NewReader(out)
+	return g, g.cmd.Start()
+}
+
+// send writes one message, as the agent would, and for a request (id set)
+// prints the answer and sums up a call's.
+func (g *stdioGuard) send(msg string, id int) error {
+	fmt.Fprintln(g.d.out, "    > "+msg)
+	if _, err := io.WriteString(g.in, msg+"\n"); err != nil {
+		return fmt.Errorf("writing to toolgate mcp stdio: %w\n%s", err, g.errs.String())
+	}
+	if id == 0 {
+		return nil
+	}
+	for {
+		line, err := g.out.ReadBytes('\n')
+		if err != nil {
+			return fmt.Errorf("no answer to %d from toolgate mcp stdio: %w\n%s", id, err, g.errs.String())
+		}
+		var msg struct {
+			ID int `json:"id"`
+			mcpAnswer
+		}
+		if json.Unmarshal(line, &msg) != nil || msg.ID != id {
+			continue // not the answer waited for
+		}
+		fmt.Fprintln(g.d.out, "    < "+strings.TrimSpace(string(line)))
+		switch {
+		case msg.Error != nil:
+			return fmt.Errorf("toolgate mcp stdio answered %d with an error: %s", id, msg.Error.Message)
+		case msg.Result.IsError && len(msg.Result.Content) > 0:
+			fmt.Fprintln(g.d.out, "    => DENIED by toolgate: "+msg.Result.Content[0].Text)
+		case len(msg.Result.Content) > 0:
+			fmt.Fprintln(g.d.out, "    => the server answered: "+msg.Result.Content[0].Text)
+		}
+		return nil
+	}
+}
+
+// stop ends the agent's input: the server's ends too, and both exit.
+func (g *stdioGuard) stop() error {
+	_ = g.in.Close()
+	done := make(chan error, 1)
+	go func() { done <- g.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("toolgate mcp stdio: %w\n%s", err, g.errs.String())
+		}
+		return nil
+	case <-time.After(10 * time.Second):
+		_ = g.cmd.Process.Kill()
+		return fmt.Errorf("toolgate mcp stdio did not exit after its input ended\n%s", g.errs.String())
+	}
 }
