@@ -282,3 +282,91 @@ func TestMCPStdioDecidesLocally(t *testing.T) {
 		}
 	}
 }
+
+// TestMCPStdioAnswersConcurrentCalls runs the guard in process (so `go
+// test -race` sees it) in front of the real test server over stdio, the
+// SDK client on its pipes and the engine deciding: calls in flight at once
+// get each its own answer, whether the server's or the guard's deny, every
+// line whole.
+func TestMCPStdioAnswersConcurrentCalls(t *testing.T) {
+	server, err := mcpServerBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	compiled, diags := engine.Compile(mcpTestBundle())
+	if len(diags) > 0 {
+		t.Fatal(diags)
+	}
+	decide := func(_ context.Context, doc []byte) (engine.Result, []byte) {
+		req, err := engine.DecodeRequest(doc)
+		if err != nil {
+			t.Errorf("the guard's request does not decode: %v\n%s", err, doc)
+			return engine.Result{Decision: engine.Deny}, nil
+		}
+		res := compiled.Evaluate(req, engine.EvalOptions{})
+		decision, _ := res.AppendJSON(nil)
+		return res, decision
+	}
+	toGuard, agentOut := io.Pipe()
+	agentIn, fromGuard := io.Pipe()
+	stats := testenv.FreeLoopbackAddr(t)
+	exited := make(chan int, 1)
+	go func() {
+		code, err := RunMCPStdio(context.Background(), MCPStdioOptions{Server: "pay", Command: []string{server, "-stdio", "-listen", stats}, Decide: decide},
+			toGuard, fromGuard, os.Stderr)
+		if err != nil {
+			t.Errorf("RunMCPStdio: %v", err)
+		}
+		_ = fromGuard.Close()
+		exited <- code
+	}()
+	c := mcp.NewClient(&mcp.Implementation{Name: "toolgate-test-agent", Version: "1.0.0"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cs, err := c.Connect(ctx, &mcp.IOTransport{Reader: agentIn, Writer: agentOut}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			amount := 10 + i
+			if i%2 == 1 {
+				amount = 1000 + i
+			}
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "pay", Arguments: map[string]any{"amount": amount}})
+			if err != nil {
+				t.Errorf("pay %d: %v", amount, err)
+				return
+			}
+			text := ""
+			if len(res.Content) == 1 {
+				if tc, ok := res.Content[0].(*mcp.TextContent); ok {
+					text = tc.Text
+				}
+			}
+			want := fmt.Sprintf("paid %d", amount)
+			if i%2 == 1 {
+				want = "pay-cap: payments over 100 need a human"
+			}
+			if text != want || res.IsError != (i%2 == 1) {
+				t.Errorf("pay %d answered %q (isError %v), want %q", amount, text, res.IsError, want)
+			}
+		}()
+	}
+	wg.Wait()
+	if got := stdioServerCalls(t, stats)["pay"]; got != 8 {
+		t.Errorf("the server saw %d pay calls, want the 8 allowed", got)
+	}
+	_ = cs.Close()
+	select {
+	case code := <-exited:
+		if code != 0 {
+			t.Errorf("the server exited %d after the agent left", code)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("RunMCPStdio did not return after the agent left")
+	}
+}
