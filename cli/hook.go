@@ -19,19 +19,35 @@ import (
 // event, and a Write of a large file is the biggest one it sends.
 const maxHookEvent = 16 << 20
 
-// HookOptions are the flags of `toolgate hook claude-code`.
+// HookOptions are the flags of `toolgate hook claude-code`. Its AgentID is
+// the requests' agent_id: Claude Code does not name agents.
 type HookOptions struct {
+	deciderFlags
+}
+
+// deciderFlags say who decides the calls of a command standing in front of
+// an agent's tools (the hook, the stdio guard): a sidecar, or manifests.
+type deciderFlags struct {
 	// URL is the sidecar (http://host:port, unix:///path); empty means
 	// TOOLGATE_URL, then the default socket, then the default port.
 	URL string
 	// BundleDir, when set, decides locally from Policy and FrozenAgent
-	// manifests instead of asking a sidecar.
+	// manifests (or a bundle document) instead of asking a sidecar.
 	BundleDir string
 	// Timeout bounds the wait for the sidecar, so a hung one denies
-	// instead of stalling the agent until Claude Code kills the hook.
+	// instead of stalling the agent.
 	Timeout time.Duration
-	// AgentID is the request's agent_id: Claude Code does not name agents.
+	// AgentID is the requests' agent_id.
 	AgentID string
+}
+
+// register adds the flags; agentHelp says where agent_id comes from.
+func (f *deciderFlags) register(cmd *cobra.Command, agentHelp string) {
+	f.Timeout = 2 * time.Second
+	cmd.Flags().StringVar(&f.URL, "url", "", "the sidecar: http://host:port or unix:///path (default: TOOLGATE_URL, then the socket, then "+client.DefaultURL+")")
+	cmd.Flags().StringVar(&f.BundleDir, "bundle-dir", "", "decide locally from the Policy and FrozenAgent manifests in this file or directory (or a bundle document), with no sidecar")
+	cmd.Flags().DurationVar(&f.Timeout, "timeout", f.Timeout, "longest to wait for the sidecar; past it the call is denied")
+	cmd.Flags().StringVar(&f.AgentID, "agent-id", "", agentHelp)
 }
 
 func newHookCommand() *cobra.Command {
@@ -39,7 +55,7 @@ func newHookCommand() *cobra.Command {
 }
 
 func newClaudeCodeHookCommand() *cobra.Command {
-	o := &HookOptions{Timeout: 2 * time.Second}
+	o := &HookOptions{}
 	cmd := &cobra.Command{
 		Use:   "claude-code",
 		Short: "A Claude Code PreToolUse hook: decide the tool call with toolgate",
@@ -55,10 +71,7 @@ func newClaudeCodeHookCommand() *cobra.Command {
 			return runClaudeCodeHook(cmd.Context(), o, streamsOf(cmd))
 		},
 	}
-	cmd.Flags().StringVar(&o.URL, "url", "", "the sidecar: http://host:port or unix:///path (default: TOOLGATE_URL, then the socket, then "+client.DefaultURL+")")
-	cmd.Flags().StringVar(&o.BundleDir, "bundle-dir", "", "decide locally from the Policy and FrozenAgent manifests in this file or directory, with no sidecar")
-	cmd.Flags().DurationVar(&o.Timeout, "timeout", o.Timeout, "longest to wait for the sidecar; past it the call is denied")
-	cmd.Flags().StringVar(&o.AgentID, "agent-id", "", "agent_id of the requests (Claude Code's events name none)")
+	o.register(cmd, "agent_id of the requests (Claude Code's events name none)")
 	return cmd
 }
 

@@ -13,21 +13,13 @@ import (
 	"github.com/toolgate/toolgate/sidecar"
 )
 
-// MCPStdioOptions are the flags of `toolgate mcp stdio`.
+// MCPStdioOptions are the flags of `toolgate mcp stdio`. Its AgentID is
+// the requests' agent_id where a call's _meta names none; BundleDir is
+// re-read every localReload.
 type MCPStdioOptions struct {
+	deciderFlags
 	// Server is the requests' server field: the name policies match.
 	Server string
-	// URL is the sidecar (http://host:port, unix:///path); empty means
-	// TOOLGATE_URL, then the default socket, then the default port.
-	URL string
-	// Timeout bounds each decision; past it the call is denied.
-	Timeout time.Duration
-	// AgentID is the requests' agent_id where a call's _meta names none.
-	AgentID string
-	// BundleDir, when set, decides locally from this bundle document or
-	// directory of Policy and FrozenAgent manifests, re-read every
-	// localReload, instead of asking a sidecar.
-	BundleDir string
 }
 
 // localReload is how often --bundle-dir is re-read: an edit, a freeze
@@ -39,7 +31,7 @@ func newMCPCommand() *cobra.Command {
 }
 
 func newMCPStdioCommand() *cobra.Command {
-	o := &MCPStdioOptions{Timeout: 2 * time.Second}
+	o := &MCPStdioOptions{}
 	cmd := &cobra.Command{
 		Use:   "stdio --server NAME [--url URL] -- COMMAND [ARG...]",
 		Short: "Start an MCP server over stdio and decide every tools/call it is sent",
@@ -63,10 +55,7 @@ func newMCPStdioCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&o.Server, "server", "", "the server field of the calls' requests: the name policies match (required)")
-	cmd.Flags().StringVar(&o.URL, "url", "", "the sidecar: http://host:port or unix:///path (default: TOOLGATE_URL, then the socket, then "+client.DefaultURL+")")
-	cmd.Flags().DurationVar(&o.Timeout, "timeout", o.Timeout, "longest to wait for a decision; past it the call is denied")
-	cmd.Flags().StringVar(&o.AgentID, "agent-id", "", "agent_id of the requests, where a call's _meta names none (a sidecar's binding wins)")
-	cmd.Flags().StringVar(&o.BundleDir, "bundle-dir", "", "decide locally from the Policy and FrozenAgent manifests in this file or directory (or a bundle document), with no sidecar")
+	o.register(cmd, "agent_id of the requests, where a call's _meta names none (a sidecar's binding wins)")
 	return cmd
 }
 
