@@ -45,7 +45,7 @@ type deciderFlags struct {
 func (f *deciderFlags) register(cmd *cobra.Command, agentHelp string) {
 	f.Timeout = 2 * time.Second
 	cmd.Flags().StringVar(&f.URL, "url", "", "the sidecar: http://host:port or unix:///path (default: TOOLGATE_URL, then the socket, then "+client.DefaultURL+")")
-	cmd.Flags().StringVar(&f.BundleDir, "bundle-dir", "", "decide locally from the Policy and FrozenAgent manifests in this file or directory (or a bundle document), with no sidecar")
+	cmd.Flags().StringVar(&f.BundleDir, "bundle-dir", "", "decide locally from the Policy and FrozenAgent manifests in this file or directory, with no sidecar")
 	cmd.Flags().DurationVar(&f.Timeout, "timeout", f.Timeout, "longest to wait for the sidecar; past it the call is denied")
 	cmd.Flags().StringVar(&f.AgentID, "agent-id", "", agentHelp)
 }
