@@ -293,7 +293,7 @@ func (m *mcpServer) serveConn(sc *mcpServerConn) {
 			sc.tc.keptAlive.Store(false)
 			sc.tc.waitingSince.Store(arrived)
 		}
-		sc.setReadDeadlineMono(monoNow() + int64(m.readHeaderTimeout))
+		sc.setReadDeadlineMono(arrived + int64(m.readHeaderTimeout))
 		req, err := http.ReadRequest(sc.br)
 		if err != nil {
 			sc.refuse(err)
