@@ -22,49 +22,44 @@ type mcpCounters struct {
 	held prometheus.Observer
 }
 
-func newMCPRequests(reg *prometheus.Registry) *prometheus.CounterVec {
-	v := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: metricPrefix + "mcp_requests_total",
-		Help: "Client POSTs to the MCP proxy, by upstream and outcome: forwarded, denied (a tools/call in it was denied or could not be decided; answered by the proxy), refused (400/413); and upstream_error, any request the upstream did not answer.",
-	}, []string{"upstream", "outcome"})
-	reg.MustRegister(v)
-	return v
+// mcpMetrics are the MCP proxy's metric families; counters resolves one
+// upstream's children.
+type mcpMetrics struct {
+	requests, schemaLists *prometheus.CounterVec
+	held                  *prometheus.HistogramVec
 }
 
-func (v mcpRequestsVec) counters(upstream string) mcpCounters {
-	r := v.requests
+// newMCPMetrics makes and registers the MCP proxy's metrics.
+// mcp_held_seconds is what the proxy adds to a call on its way in, so an
+// operator can tell it from the upstream's own time without a second
+// measurement; its buckets are finer than decision_duration_seconds' below
+// 200 µs, where a forwarded call's time is.
+func newMCPMetrics(reg *prometheus.Registry) mcpMetrics {
+	m := mcpMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: metricPrefix + "mcp_requests_total",
+			Help: "Client POSTs to the MCP proxy, by upstream and outcome: forwarded, denied (a tools/call in it was denied or could not be decided; answered by the proxy), refused (400/413); and upstream_error, any request the upstream did not answer.",
+		}, []string{"upstream", "outcome"}),
+		schemaLists: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: metricPrefix + "mcp_schema_lists_total",
+			Help: "tools/list requests the MCP proxy made itself, to learn a tool's schema for a call's Mcp-Param-* headers, by upstream and outcome (listed, failed).",
+		}, []string{"upstream", "outcome"}),
+		held: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    metricPrefix + "mcp_held_seconds",
+			Help:    "Time the MCP proxy held each POST it forwarded, by upstream: reading, checking and deciding it, from its first byte read (its handler starting, on the Unix socket) to its last byte written upstream (to its handing to the HTTP transport, for https and HTTP_PROXY upstreams). The upstream's time is not in it.",
+			Buckets: []float64{10e-6, 20e-6, 30e-6, 40e-6, 50e-6, 75e-6, 100e-6, 150e-6, 200e-6, 300e-6, 500e-6, 1e-3, 2.5e-3, 10e-3, 100e-3},
+		}, []string{"upstream"}),
+	}
+	reg.MustRegister(m.requests, m.schemaLists, m.held)
+	return m
+}
+
+func (m mcpMetrics) counters(upstream string) mcpCounters {
+	r := m.requests
 	return mcpCounters{
 		forwarded: r.WithLabelValues(upstream, mcpForwarded), denied: r.WithLabelValues(upstream, mcpDenied),
 		refused: r.WithLabelValues(upstream, mcpRefused), upstreamError: r.WithLabelValues(upstream, mcpUpstreamError),
-		schemasListed: v.schemaLists.WithLabelValues(upstream, "listed"), schemaListFailed: v.schemaLists.WithLabelValues(upstream, "failed"),
-		held: v.held.WithLabelValues(upstream),
+		schemasListed: m.schemaLists.WithLabelValues(upstream, "listed"), schemaListFailed: m.schemaLists.WithLabelValues(upstream, "failed"),
+		held: m.held.WithLabelValues(upstream),
 	}
-}
-
-// newMCPHeld is what the proxy adds to a call on its way in, so an
-// operator can tell it from the upstream's own time without a second
-// measurement. Its buckets are finer than decision_duration_seconds' below
-// 200 µs, where a forwarded call's time is.
-func newMCPHeld(reg *prometheus.Registry) *prometheus.HistogramVec {
-	v := prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    metricPrefix + "mcp_held_seconds",
-		Help:    "Time the MCP proxy held each POST it forwarded, by upstream: reading, checking and deciding it, from its first byte read (its handler starting, on the Unix socket) to its last byte written upstream (to its handing to the HTTP transport, for https and HTTP_PROXY upstreams). The upstream's time is not in it.",
-		Buckets: []float64{10e-6, 20e-6, 30e-6, 40e-6, 50e-6, 75e-6, 100e-6, 150e-6, 200e-6, 300e-6, 500e-6, 1e-3, 2.5e-3, 10e-3, 100e-3},
-	}, []string{"upstream"})
-	reg.MustRegister(v)
-	return v
-}
-
-func newMCPSchemaLists(reg *prometheus.Registry) *prometheus.CounterVec {
-	v := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: metricPrefix + "mcp_schema_lists_total",
-		Help: "tools/list requests the MCP proxy made itself, to learn a tool's schema for a call's Mcp-Param-* headers, by upstream and outcome (listed, failed).",
-	}, []string{"upstream", "outcome"})
-	reg.MustRegister(v)
-	return v
-}
-
-type mcpRequestsVec struct {
-	requests, schemaLists *prometheus.CounterVec
-	held                  *prometheus.HistogramVec
 }

@@ -80,7 +80,7 @@ const mcpDialTimeout = 5 * time.Second
 
 func newMCPProxy(s *Server, ups []mcpUpstream) *mcpProxy {
 	p := &mcpProxy{s: s, routes: make(map[string]*mcpRoute, len(ups))}
-	requests := mcpRequestsVec{newMCPRequests(s.metrics.registry), newMCPSchemaLists(s.metrics.registry), newMCPHeld(s.metrics.registry)}
+	requests := newMCPMetrics(s.metrics.registry)
 	for _, up := range ups {
 		if up.auth != nil {
 			up.auth.log = s.log
