@@ -155,7 +155,14 @@ func (p *mcpProxy) filterList(rt *mcpRoute, resp *http.Response, ids []json.RawM
 		return nil
 	}
 	st := p.static.Load()
-	filter := func(msg []byte) []byte { return p.filterAnswers(st, rt, ids, msg) }
+	return rewriteListAnswer(resp, func(msg []byte) []byte { return p.filterAnswers(st, rt, ids, msg) })
+}
+
+// rewriteListAnswer passes each message of a tools/list answer through
+// rewrite: a JSON body whole (read at once, at most maxListBytes), an event
+// stream event by event as resp.Body is read. Any other body is left as it
+// is. The proxy's relay filters with it, its own listing learns.
+func rewriteListAnswer(resp *http.Response, rewrite func([]byte) []byte) error {
 	switch mediaType(resp.Header.Get("Content-Type")) {
 	case "application/json":
 		body, err := io.ReadAll(io.LimitReader(resp.Body, maxListBytes+1))
@@ -166,12 +173,12 @@ func (p *mcpProxy) filterList(rt *mcpRoute, resp *http.Response, ids []json.RawM
 		if len(body) > maxListBytes {
 			return fmt.Errorf("the tools/list answer is more than %d bytes", maxListBytes)
 		}
-		out := filter(body)
+		out := rewrite(body)
 		resp.Body = io.NopCloser(bytes.NewReader(out))
 		resp.ContentLength = int64(len(out))
 		resp.Header.Set("Content-Length", strconv.Itoa(len(out)))
 	case "text/event-stream":
-		resp.Body = newSSERewriter(resp.Body, filter, nil)
+		resp.Body = newSSERewriter(resp.Body, rewrite, nil)
 	}
 	return nil
 }

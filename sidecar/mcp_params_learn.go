@@ -134,24 +134,17 @@ func listPage(ctx context.Context, r *http.Request, rt *mcpRoute, meta json.RawM
 		return msg
 	}
 	switch mediaType(resp.Header.Get("Content-Type")) {
-	case "application/json":
-		msg, err := io.ReadAll(io.LimitReader(resp.Body, maxListBytes+1))
-		if err != nil {
-			return "", err
-		}
-		if len(msg) > maxListBytes {
-			return "", fmt.Errorf("the tools/list answer is more than %d bytes", maxListBytes)
-		}
-		learn(msg)
-	case "text/event-stream":
-		// A POST's stream ends once it has answered.
-		events := newSSERewriter(resp.Body, learn, nil)
-		defer func() { _ = events.Close() }()
-		if _, err := io.Copy(io.Discard, io.LimitReader(events, maxListBytes)); err != nil {
-			return "", err
-		}
+	case "application/json", "text/event-stream":
 	default:
 		return "", fmt.Errorf("the upstream answered tools/list as %q", resp.Header.Get("Content-Type"))
+	}
+	if err := rewriteListAnswer(resp, learn); err != nil {
+		return "", err
+	}
+	// Reading the body is what runs learn (a POST's stream ends once it
+	// has answered).
+	if _, err := io.Copy(io.Discard, io.LimitReader(resp.Body, maxListBytes)); err != nil {
+		return "", err
 	}
 	return next, nil
 }
