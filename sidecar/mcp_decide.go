@@ -98,7 +98,7 @@ func (p *mcpProxy) decideCall(r *http.Request, rt *mcpRoute, m *mcpMessage, body
 	}()
 	params := m.call
 	if params == nil {
-		return p.refuse(m.ID, "toolgate: tools/call params must be an object with a string name; not forwarded"), false, nil
+		return refuseCall(m.ID, msgBadCallParams), false, nil
 	}
 	ev.toolName = *params.Name
 	// The same cap as /v1/evaluate: past it, deny at once, never queue.
@@ -120,7 +120,7 @@ func (p *mcpProxy) decideCall(r *http.Request, rt *mcpRoute, m *mcpMessage, body
 	doc := mcpRequestDoc(*params.Name, rt.up.name, params.Arguments, session, agent)
 	req, err := engine.DecodeRequestLimit(doc, s.opts.MaxRequestElements)
 	if err != nil {
-		return p.refuse(m.ID, fmt.Sprintf("toolgate: the call cannot be decided: %v (--max-request-elements is %d); not forwarded", err, s.opts.MaxRequestElements)), false, nil
+		return refuseCall(m.ID, fmt.Sprintf("toolgate: the call cannot be decided: %v (--max-request-elements is %d); not forwarded", err, s.opts.MaxRequestElements)), false, nil
 	}
 	res, st := s.evaluateRequest(req, false, &ev)
 	ev.id = s.nextID.Add(1)
@@ -182,8 +182,13 @@ func (p *mcpProxy) selfDeny(r *http.Request, id json.RawMessage, ev *event, req 
 	return answer
 }
 
-// refuse answers a call that cannot be decided with a JSON-RPC error.
-func (p *mcpProxy) refuse(id json.RawMessage, msg string) json.RawMessage {
+// msgBadCallParams refuses a tools/call whose params are not an object
+// with a string name (mcpMessage.call is nil): nothing to decide.
+const msgBadCallParams = "toolgate: tools/call params must be an object with a string name; not forwarded"
+
+// refuseCall answers a call that cannot be decided with a JSON-RPC error
+// (nil for a notification, which gets none), over HTTP and stdio alike.
+func refuseCall(id json.RawMessage, msg string) json.RawMessage {
 	if len(id) == 0 {
 		return nil
 	}

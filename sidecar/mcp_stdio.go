@@ -244,19 +244,14 @@ func (g *stdioGuard) check(ctx context.Context, line []byte) []byte {
 func (g *stdioGuard) decideCall(ctx context.Context, m *mcpMessage) (answer json.RawMessage, allowed bool) {
 	p := m.call
 	if p == nil {
-		if len(m.ID) == 0 {
-			return nil, false
-		}
-		return appendRPCError(nil, m.ID, rpcInvalidParams, "toolgate: tools/call params must be an object with a string name; not forwarded"), false
+		return refuseCall(m.ID, msgBadCallParams), false
 	}
-	session, agent := g.session, &g.agentID
+	session, agent := g.session, p.Meta.AgentID
 	if p.Meta.SessionID != nil {
 		session = *p.Meta.SessionID
 	}
-	if p.Meta.AgentID != nil {
-		agent = p.Meta.AgentID
-	} else if g.agentID == "" {
-		agent = nil
+	if agent == nil && g.agentID != "" {
+		agent = &g.agentID
 	}
 	res, decision := g.decide(ctx, mcpRequestDoc(*p.Name, g.server, p.Arguments, session, agent))
 	if res.Decision == engine.Allow {
