@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -18,7 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/engine"
-	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/localcluster"
 )
 
 // The MCP end-to-end tests run three real parties: the MCP server in
@@ -35,13 +34,7 @@ var mcpServerBinary = sync.OnceValues(func() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, "mcpserver")
-	cmd := exec.Command("go", "build", "-o", bin, "./test/mcpserver")
-	cmd.Dir = testenv.RepoRoot()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building test/mcpserver: %v\n%s", err, out)
-	}
-	return bin, nil
+	return localcluster.Build(dir, "./test/mcpserver", "mcpserver")
 })
 
 // mcpUpstreamProc is the MCP server process.

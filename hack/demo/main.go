@@ -96,7 +96,7 @@ func run(out io.Writer, keep bool) error {
 	}
 	// An MCP server built with the official Go SDK (pay, read_file,
 	// delete_file, ...), which the sidecar proxies as "files".
-	mcpServer, err := buildMCPServer(dir)
+	mcpServer, err := localcluster.Build(dir, "./test/mcpserver", "mcp-files")
 	if err != nil {
 		return err
 	}

@@ -12,8 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-
-	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // mcpPolicy governs the files MCP server: reads are allowed, except under
@@ -43,17 +41,6 @@ spec:
     - {field: server, operator: eq, value: files}
     - {field: tool_name, operator: eq, value: read_file}
 `
-
-// buildMCPServer builds the test MCP server (official Go SDK) into dir.
-func buildMCPServer(dir string) (string, error) {
-	out := filepath.Join(dir, "mcp-files")
-	cmd := exec.Command("go", "build", "-o", out, "./test/mcpserver")
-	cmd.Dir = testenv.RepoRoot()
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building the MCP server: %w\n%s", err, b)
-	}
-	return out, nil
-}
 
 // mcp prints the curl command an MCP client's POST amounts to, runs
 // exactly that, prints the answer (an event stream, as the SDK's server

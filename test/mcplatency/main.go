@@ -42,7 +42,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/toolgate/toolgate/engine"
-	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/localcluster"
 )
 
 type config struct {
@@ -89,10 +89,8 @@ func run(ctx context.Context, c config) error {
 	defer func() { _ = os.RemoveAll(dir) }()
 	fmt.Println("building toolgate and test/mcpserver ...")
 	for _, b := range [][2]string{{"toolgate", "./cmd/toolgate"}, {"mcpserver", "./test/mcpserver"}} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b[0]), b[1])
-		cmd.Dir = testenv.RepoRoot()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("building %s: %v\n%s", b[1], err, out)
+		if _, err := localcluster.Build(dir, b[1], b[0]); err != nil {
+			return err
 		}
 	}
 
