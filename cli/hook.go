@@ -41,6 +41,19 @@ type deciderFlags struct {
 	AgentID string
 }
 
+// check refuses flags that cannot decide; command prefixes the message.
+func (f *deciderFlags) check(command string) error {
+	switch {
+	case f.Timeout <= 0:
+		return usageErrorf("%s: --timeout must be positive, not %v", command, f.Timeout)
+	case f.BundleDir == "-":
+		return usageErrorf("%s: --bundle-dir -: stdin carries the agent's messages; give a file or directory", command)
+	case f.BundleDir != "" && f.URL != "":
+		return usageErrorf("%s: --bundle-dir decides locally, --url asks a sidecar: give one", command)
+	}
+	return nil
+}
+
 // register adds the flags; agentHelp says where agent_id comes from.
 func (f *deciderFlags) register(cmd *cobra.Command, agentHelp string) {
 	f.Timeout = 2 * time.Second
@@ -68,6 +81,9 @@ func newClaudeCodeHookCommand() *cobra.Command {
 			"  toolgate hook claude-code --bundle-dir policies/",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.check(cmd.CommandPath()); err != nil {
+				return err
+			}
 			return runClaudeCodeHook(cmd.Context(), o, streamsOf(cmd))
 		},
 	}
@@ -98,12 +114,6 @@ type hookDecision struct {
 }
 
 func runClaudeCodeHook(ctx context.Context, o *HookOptions, s streams) error {
-	if o.BundleDir == "-" {
-		return usageErrorf("--bundle-dir -: stdin carries the hook event; give a file or directory")
-	}
-	if o.Timeout <= 0 {
-		return usageErrorf("--timeout %s: must be positive", o.Timeout)
-	}
 	req, err := readClaudeCodeEvent(s.in, o.AgentID)
 	if err != nil {
 		// Exit 2 is the protocol's blocking error: the call does not run

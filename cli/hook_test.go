@@ -161,3 +161,22 @@ func TestHookNamesItsAgents(t *testing.T) {
 		}
 	}
 }
+
+// TestHookRefusesFlagsThatCannotDecide: the checks the stdio guard shares
+// (deciderFlags), as usage errors before any event is read.
+func TestHookRefusesFlagsThatCannotDecide(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--timeout", "0s"}, "toolgate hook claude-code: --timeout must be positive, not 0s"},
+		{[]string{"--timeout", "-1s"}, "--timeout must be positive, not -1s"},
+		{[]string{"--bundle-dir", "-"}, "--bundle-dir -: stdin carries the agent's messages"},
+		{[]string{"--bundle-dir", samplesDir, "--url", "http://127.0.0.1:1"}, "--bundle-dir decides locally, --url asks a sidecar: give one"},
+	} {
+		o := run(t, `{"hook_event_name":"PreToolUse","tool_name":"Read","tool_input":{}}`, append([]string{"hook", "claude-code"}, c.args...)...)
+		if o.code != ExitUsage || o.stdout != "" || !strings.Contains(o.stderr, c.want) {
+			t.Errorf("hook %v: exit %d, stdout %q, stderr %q; want a usage error with %q", c.args, o.code, o.stdout, o.stderr, c.want)
+		}
+	}
+}

@@ -65,12 +65,9 @@ func runMCPStdio(cmd *cobra.Command, o *MCPStdioOptions, args []string, s stream
 		return usageErrorf("%s: the server's command goes after --: %s --server NAME -- COMMAND [ARG...]", cmd.CommandPath(), cmd.CommandPath())
 	case o.Server == "":
 		return usageErrorf("%s: --server NAME is required: the server field policies match", cmd.CommandPath())
-	case o.Timeout <= 0:
-		return usageErrorf("%s: --timeout must be positive, not %v", cmd.CommandPath(), o.Timeout)
-	case o.BundleDir != "" && o.URL != "":
-		return usageErrorf("%s: --bundle-dir decides locally, --url asks a sidecar: give one", cmd.CommandPath())
-	case o.BundleDir == "-":
-		return usageErrorf("%s: --bundle-dir -: stdin carries the agent's messages; give a file or directory", cmd.CommandPath())
+	}
+	if err := o.check(cmd.CommandPath()); err != nil {
+		return err
 	}
 	ctx, cancel := context.WithCancel(cmd.Context())
 	defer cancel()
