@@ -71,7 +71,7 @@ func runMCPStdio(cmd *cobra.Command, o *MCPStdioOptions, args []string, s stream
 	}
 	ctx, cancel := context.WithCancel(cmd.Context())
 	defer cancel()
-	var decide func(context.Context, []byte) (engine.Result, []byte)
+	var decide sidecar.MCPDecider
 	if o.BundleDir != "" {
 		local, err := client.NewLocal(client.LocalOptions{BundlePath: o.BundleDir})
 		if err != nil {

@@ -38,13 +38,16 @@ type MCPStdioOptions struct {
 	AgentID string
 	// Command is the server to start, and its arguments.
 	Command []string
-	// Decide decides one request, given as the JSON object /v1/evaluate
-	// reads: the result and the decision object the agent is shown under
-	// _meta when it is not an allow. It never fails: a decision it could
-	// not get is a deny. (The CLI asks the sidecar with the Go client,
-	// which this package does not import: the client's tests start it.)
-	Decide func(ctx context.Context, request []byte) (res engine.Result, decision []byte)
+	// Decide decides the calls.
+	Decide MCPDecider
 }
+
+// MCPDecider decides one request, given as the JSON object /v1/evaluate
+// reads: the result and the decision object the agent is shown under
+// _meta when it is not an allow. It never fails: a decision it could not
+// get is a deny. (The CLI asks the sidecar with the Go client, which this
+// package does not import: the client's tests start it.)
+type MCPDecider func(ctx context.Context, request []byte) (res engine.Result, decision []byte)
 
 // maxStdioLine bounds one message from the agent, as MaxRequestBytes bounds
 // a POST: a longer line is refused and read past, never forwarded.
@@ -86,7 +89,7 @@ func RunMCPStdio(ctx context.Context, o MCPStdioOptions, in io.Reader, out, errO
 		defer close(relayed)
 		relayLines(fromServer, w)
 	}()
-	g := &stdioGuard{decide: o.Decide, server: o.Server, agentID: o.AgentID, session: newStdioSession(), out: w}
+	g := &stdioGuard{opts: o, session: newStdioSession(), out: w}
 	go func() {
 		g.guard(ctx, in, toServer)
 		// The agent is done (or gone): the server's input ends, as if
@@ -150,9 +153,7 @@ func newStdioSession() string {
 
 // stdioGuard decides what the agent sends before the server sees it.
 type stdioGuard struct {
-	decide  func(ctx context.Context, request []byte) (engine.Result, []byte)
-	server  string
-	agentID string
+	opts    MCPStdioOptions
 	session string
 	out     *stdioWriter
 	// modern: the agent asked for 2026-07-28 or later at initialize, whose
@@ -250,10 +251,10 @@ func (g *stdioGuard) decideCall(ctx context.Context, m *mcpMessage) (answer json
 	if p.Meta.SessionID != nil {
 		session = *p.Meta.SessionID
 	}
-	if agent == nil && g.agentID != "" {
-		agent = &g.agentID
+	if agent == nil && g.opts.AgentID != "" {
+		agent = &g.opts.AgentID
 	}
-	res, decision := g.decide(ctx, mcpRequestDoc(*p.Name, g.server, p.Arguments, session, agent))
+	res, decision := g.opts.Decide(ctx, mcpRequestDoc(*p.Name, g.opts.Server, p.Arguments, session, agent))
 	if res.Decision == engine.Allow {
 		return nil, true
 	}
