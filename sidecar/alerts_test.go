@@ -9,7 +9,7 @@ import (
 // Every sidecar metric the chart's alerts watch exists.
 func TestAlertsWatchExportedMetrics(t *testing.T) {
 	m := newTestMetrics()
-	testenv.RequireAlertMetrics(t, metricPrefix, m.decisions, m.latency, m.badRequests, m.internalErrors,
-		m.identityMismatches, m.bundleInfo, m.bundleLoaded, m.lastLoad, m.reloads, m.reloadFailures, m.logDropped,
-		m.listenerUp, m.connsOpen, m.connsEvicted, m.connsRefused, m.traceTruncated)
+	testenv.RequireAlertMetrics(t, metricPrefix, m.Decisions, m.Latency, m.BadRequests, m.InternalErrors,
+		m.IdentityMismatches, m.bundleInfo, m.bundleLoaded, m.lastLoad, m.reloads, m.reloadFailures, m.logDropped,
+		m.listenerUp, m.connsOpen, m.connsEvicted, m.connsRefused, m.TraceTruncated)
 }

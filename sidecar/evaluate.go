@@ -3,82 +3,27 @@ package sidecar
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
-	"runtime/debug"
 	"strconv"
 	"time"
 
+	"github.com/toolgate/toolgate/decide"
+	"github.com/toolgate/toolgate/decisionlog"
 	"github.com/toolgate/toolgate/engine"
 )
 
 // MaxRequestBytes bounds an evaluate request body.
-const MaxRequestBytes = 1 << 20
-
-// maxPooledBuffer keeps one huge request from pinning a megabyte per pooled
-// buffer forever.
-const maxPooledBuffer = 64 << 10
-
-// buffers are the per-request scratch space: the body as read and the
-// response as encoded, both reused across requests.
-type buffers struct {
-	in  []byte
-	out []byte
-	// reserved is what in holds of --max-body-bytes-in-flight: its
-	// capacity once that is past maxPooledBuffer, else 0.
-	reserved int64
-	// probe is one byte of scratch for readBody to see the end of a body
-	// that fills in exactly.
-	probe [1]byte
-}
-
-// putBuffers releases the request's body reservation and pools b, unless
-// a buffer grew past maxPooledBuffer: then it is left to the collector, so
-// idle memory does not stay at the high-water mark.
-func (s *Server) putBuffers(b *buffers) {
-	if b.reserved > 0 {
-		s.bodyBytes.Add(-b.reserved)
-		b.reserved = 0
-	}
-	if cap(b.in) > maxPooledBuffer || cap(b.out) > maxPooledBuffer {
-		return
-	}
-	s.bufs.Put(b)
-}
-
-// reserveBody is asked before b.in grows to newCap bytes. Buffers up to
-// maxPooledBuffer are free (at most one per connection, bounded by
-// --max-connections); past it the request holds its whole capacity against
-// --max-body-bytes-in-flight, and is refused when that would exceed it.
-func (s *Server) reserveBody(b *buffers, newCap int) bool {
-	if newCap <= maxPooledBuffer {
-		return true
-	}
-	need := int64(newCap) - b.reserved
-	for {
-		held := s.bodyBytes.Load()
-		if held+need > s.bodyBudget {
-			return false
-		}
-		if s.bodyBytes.CompareAndSwap(held, held+need) {
-			b.reserved = int64(newCap)
-			if s.onBodyReserve != nil {
-				s.onBodyReserve(held + need)
-			}
-			return true
-		}
-	}
-}
+const MaxRequestBytes = decide.MaxRequestBytes
 
 // overloaded answers deny OVERLOADED at once: the sidecar is at one of its
-// limits (flag names it) and fails closed rather than queue or allow.
-func (s *Server) overloaded(w http.ResponseWriter, b *buffers, ev *event, reason string) {
-	s.writeDeny(w, b, nil, ev, CodeOverloaded, reason+"; denied to fail closed, retry shortly")
+// limits (reason names it) and fails closed rather than queue or allow.
+func (s *Server) overloaded(w http.ResponseWriter, b *decide.Buffers, ev *decisionlog.Event, reason string) {
+	s.writeDeny(w, b, nil, ev, decide.SelfDeny(CodeOverloaded, reason))
 }
 
 func (s *Server) badRequest(w http.ResponseWriter, format string, args ...any) {
-	s.metrics.badRequests.Inc()
+	s.d.BadRequest()
 	writeError(w, http.StatusBadRequest, fmt.Sprintf(format, args...))
 }
 
@@ -89,15 +34,18 @@ func (s *Server) badRequest(w http.ResponseWriter, format string, args ...any) {
 // or a wait instead of one.
 func (s *Server) evaluate(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	b := s.bufs.Get().(*buffers)
-	defer s.putBuffers(b)
+	b := s.d.Bodies.Get()
+	defer s.d.Bodies.Put(b)
 	var req engine.Request
-	ev := event{at: start}
-	ev.traceID, ev.spanID = traceOf(r.Header)
+	ev := decisionlog.Event{At: start}
+	ev.TraceID, ev.SpanID = decisionlog.TraceOf(r.Header)
 	wrote := false
 	defer func() {
 		if p := recover(); p != nil {
-			s.internalError(w, b, req, &ev, wrote, p)
+			res := s.d.Failed(p)
+			if !wrote {
+				s.writeDeny(w, b, req, &ev, res)
+			}
 		}
 	}()
 	explain, ok := s.read(w, r, b, &ev)
@@ -105,25 +53,21 @@ func (s *Server) evaluate(w http.ResponseWriter, r *http.Request) {
 		wrote = true
 		return
 	}
-	ev.bodyBytes = len(b.in)
-	// Decoding and evaluating are what cost CPU and memory; past the cap a
-	// request is denied rather than queued, so a flood cannot build a
-	// backlog that delays every later decision.
-	if s.evaluating.Add(1) > s.maxEvaluating {
-		s.evaluating.Add(-1)
+	ev.BodyBytes = len(b.In)
+	if !s.d.Admit() {
 		wrote = true
-		s.overloaded(w, b, &ev, fmt.Sprintf("the sidecar is deciding %d requests already (--max-evaluations)", s.maxEvaluating))
+		s.writeDeny(w, b, nil, &ev, decide.SelfDeny(CodeOverloaded, s.d.OverloadReason()))
 		return
 	}
-	defer s.evaluating.Add(-1)
+	defer s.d.Done()
 	conn := connOf(r)
 	if !conn.setBusy() {
 		wrote = true
-		s.overloaded(w, b, &ev, "this connection was closed at the connection cap (--max-connections) before its request was evaluated")
+		s.overloaded(w, b, &ev, "this connection was closed at the connection cap (--max-connections) before its request was evaluated; denied to fail closed, retry shortly")
 		return
 	}
 	defer conn.setWaiting()
-	req, err := engine.DecodeRequestLimit(b.in, s.opts.MaxRequestElements)
+	req, err := engine.DecodeRequestLimit(b.In, s.opts.MaxRequestElements)
 	if err != nil {
 		wrote = true
 		if errors.Is(err, engine.ErrTooManyElements) {
@@ -133,14 +77,15 @@ func (s *Server) evaluate(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	ev.toolName = stringField(req, "tool_name")
-	s.decide(w, b, req, explain, &ev, &wrote)
+	ev.ToolName = decide.StringField(req, "tool_name")
+	res, st := s.d.Decide(req, explain, &ev)
+	s.answer(w, b, req, &ev, &res, st, &wrote)
 }
 
-// read reads the request body into b.in, answering 400 itself when the
+// read reads the request body into b.In, answering 400 itself when the
 // request is malformed, and deny OVERLOADED when its body would take the
 // bodies being read past --max-body-bytes-in-flight.
-func (s *Server) read(w http.ResponseWriter, r *http.Request, b *buffers, ev *event) (explain, ok bool) {
+func (s *Server) read(w http.ResponseWriter, r *http.Request, b *decide.Buffers, ev *decisionlog.Event) (explain, ok bool) {
 	if r.ContentLength > MaxRequestBytes {
 		s.badRequest(w, "request body is %d bytes, more than the limit of %d", r.ContentLength, MaxRequestBytes)
 		return false, false
@@ -156,68 +101,22 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, b *buffers, ev *ev
 	if r.ContentLength >= 0 {
 		size, limit = int(r.ContentLength), int(r.ContentLength)
 	}
-	reserve := func(newCap int) bool { return s.reserveBody(b, newCap) }
-	b.in, err = readBody(b.in[:0], http.MaxBytesReader(w, r.Body, MaxRequestBytes), size, limit, b.probe[:], reserve)
+	err = s.d.Bodies.Read(b, b.In[:0], http.MaxBytesReader(w, r.Body, MaxRequestBytes), size, limit)
 	if err != nil {
 		if tooBig := (*http.MaxBytesError)(nil); errors.As(err, &tooBig) {
 			s.badRequest(w, "request body is more than the limit of %d bytes", MaxRequestBytes)
-		} else if err == errBodyBudget {
+		} else if err == decide.ErrBodyBudget {
 			// The rest of the body is not read: the connection closes
 			// after this answer, which is sent first.
 			w.Header().Set("Connection", "close")
-			s.overloaded(w, b, ev, fmt.Sprintf("request bodies being read hold %d of %d bytes (--max-body-bytes-in-flight)",
-				s.bodyBytes.Load(), s.bodyBudget))
+			s.overloaded(w, b, ev, fmt.Sprintf("request bodies being read hold %d of %d bytes (--max-body-bytes-in-flight); denied to fail closed, retry shortly",
+				s.d.Bodies.Held(), s.d.Bodies.Budget()))
 		} else {
 			s.badRequest(w, "reading the request body: %v", err)
 		}
 		return false, false
 	}
 	return explain, true
-}
-
-// errBodyBudget ends a read whose buffer would take the request bodies
-// being read past --max-body-bytes-in-flight.
-var errBodyBudget = errors.New("request bodies in flight are at --max-body-bytes-in-flight")
-
-// readBody appends the whole body to dst, keeping the slice for reuse. The
-// buffer grows to size at once when that is known (a Content-Length; -1
-// when not), else by doubling, and never past limit: a longer body is r's
-// to refuse. Before each growth reserve is asked for the new capacity; a
-// refusal ends the read with errBodyBudget, before anything is allocated.
-// probe is one byte of scratch to see the end of a body that fills the
-// buffer at limit.
-func readBody(dst []byte, r io.Reader, size, limit int, probe []byte, reserve func(newCap int) bool) ([]byte, error) {
-	for {
-		if len(dst) == cap(dst) || size > cap(dst) {
-			if cap(dst) >= limit {
-				n, err := r.Read(probe)
-				switch {
-				case n > 0:
-					return dst, fmt.Errorf("the body is longer than %d bytes", limit)
-				case err == io.EOF:
-					return dst, nil
-				case err != nil:
-					return dst, err
-				}
-				continue
-			}
-			newCap := min(max(2*cap(dst), 512, size), limit)
-			if !reserve(newCap) {
-				return dst, errBodyBudget
-			}
-			grown := make([]byte, len(dst), newCap)
-			copy(grown, dst)
-			dst = grown
-		}
-		n, err := r.Read(dst[len(dst):cap(dst)])
-		dst = dst[:len(dst)+n]
-		if err != nil {
-			if err == io.EOF {
-				return dst, nil
-			}
-			return dst, err
-		}
-	}
 }
 
 func explainParam(r *http.Request) (bool, error) {
@@ -239,108 +138,20 @@ func explainParam(r *http.Request) (bool, error) {
 	return on, nil
 }
 
-func (s *Server) decide(w http.ResponseWriter, b *buffers, req engine.Request, explain bool, ev *event, wrote *bool) {
-	res, st := s.evaluateRequest(req, explain, ev)
-	out, err := res.AppendJSON(b.out[:0])
-	if err != nil {
-		panic(fmt.Sprintf("encoding the result: %v", err))
-	}
-	ev.id = s.nextID.Add(1)
-	b.out = s.closeResponse(out, st, ev.id)
+// answer writes a decision and commits it to the metrics and the log.
+func (s *Server) answer(w http.ResponseWriter, b *decide.Buffers, req engine.Request, ev *decisionlog.Event, res *engine.Result, st *decide.State, wrote *bool) {
+	ev.ID = s.d.NextID()
+	b.Out = s.d.AppendAnswer(b.Out, res, st, ev.ID)
 	w.Header()["Content-Type"] = jsonContentType
 	*wrote = true
-	_, _ = w.Write(b.out)
-	s.finish(ev, req, &res, st.revision)
+	_, _ = w.Write(b.Out)
+	s.d.Commit(ev, req, res, st.Revision)
 }
 
-// evaluateRequest is the one decision path, for /v1/evaluate and for the
-// MCP proxy's tools/call alike: the bound agent id, roles and environment
-// override the request's, the bundle and freezes held now decide, and an
-// allowed call is counted for rate limits and token budgets. The caller
-// answers, then records the decision with finish.
-func (s *Server) evaluateRequest(req engine.Request, explain bool, ev *event) (engine.Result, *state) {
-	s.bind(req, ev)
-	if s.beforeEvaluate != nil {
-		s.beforeEvaluate(req)
-	}
-	st := s.state.Load()
-	// The service account is the sidecar's own (--service-account, set by
-	// the injector from the Pod spec), never the request's.
-	res := s.usage.Decide(st.compiled, req, engine.EvalOptions{Explain: explain, MaxTrace: s.opts.MaxTrace,
-		ServiceAccount: s.opts.ServiceAccount, Now: s.now})
-	if res.TraceTruncated {
-		s.metrics.traceTruncated.Inc()
-	}
-	return res, st
-}
-
-// closeResponse replaces the result's closing brace with bundleRevision and
-// decisionId.
-func (s *Server) closeResponse(out []byte, st *state, id uint64) []byte {
-	out = append(out[:len(out)-1], st.suffix...)
-	out = strconv.AppendUint(out, id, 36)
-	return append(out, "\"}\n"...)
-}
-
-func (s *Server) finish(ev *event, req engine.Request, res *engine.Result, revision string) {
-	if s.settle(ev, req, res, revision) {
-		s.decisions.record(ev)
-	}
-}
-
-// settle counts a decision in the metrics and completes its event for the
-// decision log; false when no decision log is kept. finish records the
-// event at once; the MCP proxy records an allowed call's once the call is
-// on its way upstream (mcpInfo.recordAllowed).
-func (s *Server) settle(ev *event, req engine.Request, res *engine.Result, revision string) bool {
-	took := time.Since(ev.at)
-	effect := res.StatedEffect()
-	s.metrics.observeDecision(res.Decision, res.Code, effect, took)
-	if !s.decisions.enabled() {
-		return false
-	}
-	ev.idPrefix = s.idPrefix
-	ev.agentID = stringField(req, "agent_id")
-	ev.sessionID = stringField(req, "session_id")
-	ev.toolUseID = stringField(req, "tool_use_id")
-	ev.framework = stringField(req, "framework")
-	ev.decision, ev.code, ev.reason = res.Decision, res.Code, res.Reason
-	ev.effect, ev.warnings = effect, res.Warnings
-	ev.policyID, ev.policyVersion, ev.ruleID = res.MatchedPolicyID, res.MatchedPolicyVersion, res.MatchedRuleID
-	ev.revision = revision
-	ev.latency = took
-	if s.decisions.wantsRequest() {
-		ev.req = req
-	}
-	return true
-}
-
-// internalError turns a panic into a deny, so the client still gets a
-// decision and fails closed. req is nil when the panic came before the
-// request parsed.
-func (s *Server) internalError(w http.ResponseWriter, b *buffers, req engine.Request, ev *event, wrote bool, p any) {
-	s.metrics.internalErrors.Inc()
-	s.log.Error("decision failed; answered deny "+string(CodeInternalError), "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
-	if wrote {
-		return
-	}
-	s.writeDeny(w, b, req, ev, CodeInternalError, "the sidecar failed while deciding; denied to fail closed")
-}
-
-// writeDeny answers a deny the sidecar made itself, code saying why, and
-// logs it as a decision. req is nil when it was not decoded.
-func (s *Server) writeDeny(w http.ResponseWriter, b *buffers, req engine.Request, ev *event, code engine.Code, reason string) {
-	res := engine.Result{Decision: engine.Deny, Code: code, Reason: reason}
-	st := s.state.Load()
-	out, _ := res.AppendJSON(b.out[:0])
-	ev.id = s.nextID.Add(1)
-	b.out = s.closeResponse(out, st, ev.id)
-	w.Header()["Content-Type"] = jsonContentType
-	_, _ = w.Write(b.out)
-	s.finish(ev, req, &res, st.revision)
-}
-
-func stringField(req engine.Request, key string) string {
-	s, _ := req[key].(string)
-	return s
+// writeDeny answers a deny the sidecar made itself (res: decide.SelfDeny
+// or decide.Failed), and logs it as a decision. req is nil when it was not
+// decoded.
+func (s *Server) writeDeny(w http.ResponseWriter, b *decide.Buffers, req engine.Request, ev *decisionlog.Event, res engine.Result) {
+	wrote := false
+	s.answer(w, b, req, ev, &res, s.d.State(), &wrote)
 }

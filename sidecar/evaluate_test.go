@@ -3,7 +3,6 @@ package sidecar
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/toolgate/toolgate/decide"
 	"github.com/toolgate/toolgate/engine"
 )
 
@@ -45,10 +45,10 @@ func TestEvaluateRejectsMalformedInputWith400(t *testing.T) {
 			assertJSONError(t, status, http.StatusBadRequest, data, tc.want)
 		})
 	}
-	if got := testutil.ToFloat64(s.metrics.badRequests); got != float64(len(cases)) {
+	if got := testutil.ToFloat64(s.metrics.BadRequests); got != float64(len(cases)) {
 		t.Errorf("bad_requests_total = %v, want %d", got, len(cases))
 	}
-	if got := sumOf(t, s.metrics.decisions); got != 0 {
+	if got := sumOf(t, s.metrics.Decisions); got != 0 {
 		t.Errorf("malformed requests were counted as %v decisions", got)
 	}
 }
@@ -239,14 +239,14 @@ func TestAgentIdentityIsOverriddenAndTheMismatchLogged(t *testing.T) {
 			t.Errorf("session %v: requested_agent_id %v, want %v", l["session_id"], got, want[l["session_id"].(string)])
 		}
 	}
-	if got := testutil.ToFloat64(s.metrics.identityMismatches); got != 2 {
+	if got := testutil.ToFloat64(s.metrics.IdentityMismatches); got != 2 {
 		t.Errorf("agent_id_overrides_total = %v, want 2", got)
 	}
 }
 
 func TestAPanicInTheHandlerIsADenyWithACode(t *testing.T) {
 	s, base, rev, logs := denyBashLoggingToStdout(t)
-	s.beforeEvaluate = func(r engine.Request) {
+	s.d.Config().BeforeEvaluate = func(r engine.Request) {
 		if r["tool_name"] == "boom" {
 			panic("injected failure")
 		}
@@ -258,10 +258,10 @@ func TestAPanicInTheHandlerIsADenyWithACode(t *testing.T) {
 	if got := toolDecision(t, base, "Read"); got != "allow" {
 		t.Errorf("the next request: %s, want allow (the server must survive)", got)
 	}
-	if got := testutil.ToFloat64(s.metrics.internalErrors); got != 1 {
+	if got := testutil.ToFloat64(s.metrics.InternalErrors); got != 1 {
 		t.Errorf("internal_errors_total = %v, want 1", got)
 	}
-	if got := testutil.ToFloat64(s.metrics.common[decisionKey{engine.Deny, CodeInternalError, engine.EffectDeny}]); got != 1 {
+	if got := testutil.ToFloat64(s.metrics.Common[decide.DecisionKey{Decision: engine.Deny, Code: CodeInternalError, Effect: engine.EffectDeny}]); got != 1 {
 		t.Errorf("decisions_total{deny,INTERNAL_ERROR} = %v, want 1", got)
 	}
 	_ = s.Close(t.Context())
@@ -305,56 +305,6 @@ func TestMetricsEndpoint(t *testing.T) {
 	}
 }
 
-// readBody asks reserve for every capacity before it allocates it, grows a
-// declared length in one step, sees the end of a body that fills the buffer
-// at its limit, and stops at a refusal with what it had.
-func TestReadBodyReservesBeforeGrowing(t *testing.T) {
-	var probe [1]byte
-	for _, tc := range []struct {
-		name        string
-		body, size  int
-		allow       int // the largest capacity reserve grants
-		wantReserve []int
-		wantErr     error
-	}{
-		{"empty, declared", 0, 0, 0, nil, nil},
-		{"small, unknown length", 600, -1, 1 << 20, []int{512, 1024}, nil},
-		{"declared length in one step", 300 << 10, 300 << 10, 1 << 20, []int{300 << 10}, nil},
-		{"unknown length up to the limit", 1 << 20, -1, 1 << 20, []int{512, 1 << 10, 2 << 10, 4 << 10, 8 << 10, 16 << 10, 32 << 10, 64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20}, nil},
-		{"refused growth", 200 << 10, -1, 128 << 10, []int{512, 1 << 10, 2 << 10, 4 << 10, 8 << 10, 16 << 10, 32 << 10, 64 << 10, 128 << 10, 256 << 10}, errBodyBudget},
-		{"refused declared length", 1 << 20, 1 << 20, 512 << 10, []int{1 << 20}, errBodyBudget},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var asked []int
-			reserve := func(newCap int) bool { asked = append(asked, newCap); return newCap <= tc.allow }
-			limit := MaxRequestBytes
-			if tc.size >= 0 {
-				limit = tc.size
-			}
-			in := bytes.Repeat([]byte{'x'}, tc.body)
-			got, err := readBody(nil, io.LimitReader(bytes.NewReader(in), int64(tc.body)), tc.size, limit, probe[:], reserve)
-			if err != tc.wantErr {
-				t.Fatalf("error %v, want %v", err, tc.wantErr)
-			}
-			if fmt.Sprint(asked) != fmt.Sprint(tc.wantReserve) {
-				t.Errorf("reserved %v, want %v", asked, tc.wantReserve)
-			}
-			if err == nil && !bytes.Equal(got, in) {
-				t.Errorf("read %d bytes of %d", len(got), len(in))
-			}
-			if err != nil && cap(got) > tc.allow {
-				t.Errorf("a buffer of %d bytes was allocated past the grant of %d", cap(got), tc.allow)
-			}
-		})
-	}
-	// Past the limit, the reader refuses, not readBody.
-	_, err := readBody(nil, http.MaxBytesReader(nil, io.NopCloser(bytes.NewReader(make([]byte, MaxRequestBytes+1))), MaxRequestBytes),
-		-1, MaxRequestBytes, probe[:], func(int) bool { return true })
-	if tooBig := (*http.MaxBytesError)(nil); !errors.As(err, &tooBig) {
-		t.Errorf("a body one byte past the limit: %v", err)
-	}
-}
-
 // Small requests, the fast path, never touch the body budget.
 func TestSmallBodiesTakeNothingFromTheBudget(t *testing.T) {
 	o := testOptions()
@@ -368,7 +318,7 @@ func TestSmallBodiesTakeNothingFromTheBudget(t *testing.T) {
 			t.Errorf("%d bytes: %+v", len(body), d.Result)
 		}
 	}
-	if reserved != 0 || s.bodyBytes.Load() != 0 {
-		t.Errorf("%d reservations, %d bytes in flight", reserved, s.bodyBytes.Load())
+	if reserved != 0 || s.d.Bodies.Held() != 0 {
+		t.Errorf("%d reservations, %d bytes in flight", reserved, s.d.Bodies.Held())
 	}
 }

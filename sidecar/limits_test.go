@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/toolgate/toolgate/decisionlog"
 	"github.com/toolgate/toolgate/engine"
 )
 
@@ -485,7 +486,7 @@ func TestWideJSONIsRefusedWith400(t *testing.T) {
 			t.Errorf("%s: %s", name, data)
 		}
 	}
-	if n := testutil.ToFloat64(s.metrics.badRequests); n != 3 {
+	if n := testutil.ToFloat64(s.metrics.BadRequests); n != 3 {
 		t.Errorf("bad requests %v, want 3", n)
 	}
 }
@@ -524,7 +525,7 @@ func TestExplainTraceIsBoundedBy_MaxTrace(t *testing.T) {
 	if explained.Decision != plain.Decision || explained.MatchedRuleID != plain.MatchedRuleID || plain.MatchedRuleID != "no-rm" {
 		t.Errorf("explained %s by %s, plain %s by %s", explained.Decision, explained.MatchedRuleID, plain.Decision, plain.MatchedRuleID)
 	}
-	if n := testutil.ToFloat64(s.metrics.traceTruncated); n != 1 {
+	if n := testutil.ToFloat64(s.metrics.TraceTruncated); n != 1 {
 		t.Errorf("trace_truncated_total %v", n)
 	}
 }
@@ -548,15 +549,15 @@ func TestDecisionLogQueueIsBoundedInBytes(t *testing.T) {
 			const total = 100
 			req := engine.Request{"tool_name": "Write", "input": map[string]any{"content": strings.Repeat("x", tc.bodyBytes)}}
 			for i := range total {
-				s.decisions.record(&event{at: time.Now(), id: uint64(i), toolName: "Write", decision: engine.Allow,
-					req: req, bodyBytes: tc.bodyBytes})
+				s.d.Record(&decisionlog.Event{At: time.Now(), ID: uint64(i), ToolName: "Write", Decision: engine.Allow,
+					Request: req, BodyBytes: tc.bodyBytes})
 			}
 			dropped := testutil.ToFloat64(s.metrics.logDropped.WithLabelValues("http", "queue_full"))
-			held := s.decisions.sinks[0].bytes.Load()
+			held := s.d.Log().HeldBytes()
 			if held > int64(o.DecisionLogQueueBytes) {
 				t.Errorf("the queue holds %d bytes, bound %d", held, o.DecisionLogQueueBytes)
 			}
-			if fits := int64(o.DecisionLogQueueBytes) / (eventSize + int64(tc.bodyBytes)); tc.dropped && dropped < float64(total-int(fits)-2) {
+			if fits := int64(o.DecisionLogQueueBytes) / (decisionlog.EventSize + int64(tc.bodyBytes)); tc.dropped && dropped < float64(total-int(fits)-2) {
 				t.Errorf("dropped %v of %d; %d fit in the bytes", dropped, total, fits)
 			}
 			if !tc.dropped && dropped != 0 {
@@ -567,7 +568,7 @@ func TestDecisionLogQueueIsBoundedInBytes(t *testing.T) {
 			if delivered := sum(rec.sizes()); delivered+int(dropped) != total {
 				t.Errorf("delivered %d + dropped %v != %d", delivered, dropped, total)
 			}
-			if left := s.decisions.sinks[0].bytes.Load(); left != 0 {
+			if left := s.d.Log().HeldBytes(); left != 0 {
 				t.Errorf("%d bytes still counted against the drained queue", left)
 			}
 		})

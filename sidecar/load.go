@@ -67,14 +67,13 @@ func (s *Server) swap(b engine.Bundle, doc []byte, v verified, origin string) er
 		return err
 	}
 	s.rejected.Store(nil)
-	cur := s.state.Load()
-	if cur.compiled != nil && cur.revision == b.Revision {
+	cur := s.d.State()
+	if cur.Compiled != nil && cur.Revision == b.Revision {
 		// A resync or a re-read of the same content (or the same content
 		// re-signed); only note that the source now vouches for what the
 		// cache served.
-		if cur.origin != origin {
-			st := newState(cur.compiled, cur.revision, origin, cur.loadedAt, s.idPrefix)
-			s.state.Store(st)
+		if cur.Origin != origin {
+			s.d.Serve(cur.Compiled, cur.Revision, origin, cur.LoadedAt)
 		}
 		s.saveCache(doc, v.seal, origin)
 		return nil
@@ -82,9 +81,10 @@ func (s *Server) swap(b engine.Bundle, doc []byte, v verified, origin string) er
 	started := time.Now()
 	compiled, diags := engine.Compile(b)
 	now := time.Now()
-	st := newState(compiled.WithFrozen(s.apiFrozen), b.Revision, origin, now, s.idPrefix)
-	s.state.Store(st)
-	s.mcpBundleLoaded(b)
+	s.d.Serve(compiled.WithFrozen(s.apiFrozen), b.Revision, origin, now)
+	if s.mcp != nil {
+		s.mcp.bundleLoaded(b)
+	}
 	s.metrics.setBundle(b.Revision, now)
 	s.log.Info("bundle loaded", "source", origin, "revision", b.Revision, "policies", len(b.Policies),
 		"frozenAgents", len(b.FrozenAgents), "compile", now.Sub(started))
@@ -116,10 +116,10 @@ func (s *Server) unload(origin, why string) {
 			s.log.Warn("removing the cached bundle failed", "dir", s.cache.dir, "err", err)
 		}
 	}
-	if s.state.Load().compiled == nil {
+	if !s.d.Ready() {
 		return
 	}
-	s.state.Store(newState(nil, "", origin, time.Now(), s.idPrefix))
+	s.d.Serve(nil, "", origin, time.Now())
 	s.metrics.setBundle("", time.Time{})
 	s.log.Warn("bundle unloaded; every decision is deny "+string(engine.CodeNoPolicies), "source", origin, "why", why)
 }

@@ -10,13 +10,17 @@ import (
 // (mcp_scan.go), then the values it noted read into mcpMessage as
 // encoding/json would read them.
 
+// maxPooledScan keeps a scanner grown by one huge body out of the pool, as
+// the decider's body buffers are kept out past the same size.
+const maxPooledScan = 64 << 10
+
 // parseMCPBody reads a POST body: one message, or a batch (a JSON array).
 // Every object anywhere in it is checked for ambiguous keys.
 func parseMCPBody(body []byte) (msgs []mcpMessage, batch bool, err error) {
 	s := scanners.Get().(*mcpScanner)
 	defer func() {
 		s.data, s.cur, s.msgs = nil, nil, s.msgs[:0]
-		if cap(s.folded) > maxPooledBuffer || cap(s.keys) > maxPooledBuffer/16 || cap(s.msgs) > 64 {
+		if cap(s.folded) > maxPooledScan || cap(s.keys) > maxPooledScan/16 || cap(s.msgs) > 64 {
 			return // grown for one large body: not kept for every later one
 		}
 		scanners.Put(s)

@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"runtime/debug"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/toolgate/toolgate/decide"
+	"github.com/toolgate/toolgate/decisionlog"
 	"github.com/toolgate/toolgate/engine"
 )
 
@@ -36,8 +37,8 @@ type mcpInfo struct {
 	// the POST is on its way upstream: the log's writer, idle between
 	// sparse calls, is woken by a record, and that wake-up (a thread's, tens
 	// of µs on the measuring VM) was on every call's way to the upstream.
-	allowed []*event
-	log     *decisionLog
+	allowed []*decisionlog.Event
+	log     *decide.Decider
 	// arrived is when the POST's first byte was read (monoNow); held,
 	// told once it is sent, times its way through the proxy.
 	arrived int64
@@ -58,7 +59,7 @@ func (info *mcpInfo) sent(ok bool) {
 // recordAllowed records the allowed calls' events, once.
 func (info *mcpInfo) recordAllowed() {
 	for _, ev := range info.allowed {
-		info.log.record(ev)
+		info.log.Record(ev)
 	}
 	info.allowed = nil
 }
@@ -81,18 +82,17 @@ func mcpInfoOf(ctx context.Context) *mcpInfo {
 // gets instead (nil for a notification, which gets none), and has logged
 // it. Allowed, it returns the decision log event for the caller to record
 // (nil when no log is kept).
-func (p *mcpProxy) decideCall(r *http.Request, rt *mcpRoute, m *mcpMessage, bodyBytes int) (answer json.RawMessage, allowed bool, logLater *event) {
-	s := p.s
-	ev := event{at: time.Now(), bodyBytes: bodyBytes, framework: mcpFramework}
-	ev.traceID, ev.spanID = traceOf(r.Header)
+func (p *mcpProxy) decideCall(r *http.Request, rt *mcpRoute, m *mcpMessage, bodyBytes int) (answer json.RawMessage, allowed bool, logLater *decisionlog.Event) {
+	d := p.d
+	ev := decisionlog.Event{At: time.Now(), BodyBytes: bodyBytes, Framework: mcpFramework}
+	ev.TraceID, ev.SpanID = decisionlog.TraceOf(r.Header)
 	var req engine.Request
 	recorded := false
 	defer func() {
 		if v := recover(); v != nil {
-			s.metrics.internalErrors.Inc()
-			s.log.Error("MCP call decision failed; denied "+string(CodeInternalError), "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			res := d.Failed(v)
 			if !recorded {
-				answer, allowed, logLater = p.selfDeny(r, m.ID, &ev, req, CodeInternalError, "the sidecar failed while deciding; denied to fail closed"), false, nil
+				answer, allowed, logLater = p.selfDeny(r, m.ID, &ev, req, res), false, nil
 			}
 		}
 	}()
@@ -100,15 +100,13 @@ func (p *mcpProxy) decideCall(r *http.Request, rt *mcpRoute, m *mcpMessage, body
 	if params == nil {
 		return refuseCall(m.ID, msgBadCallParams), false, nil
 	}
-	ev.toolName = *params.Name
+	ev.ToolName = *params.Name
 	// The same cap as /v1/evaluate: past it, deny at once, never queue.
-	if s.evaluating.Add(1) > s.maxEvaluating {
-		s.evaluating.Add(-1)
+	if !d.Admit() {
 		recorded = true
-		return p.selfDeny(r, m.ID, &ev, nil, CodeOverloaded,
-			fmt.Sprintf("the sidecar is deciding %d requests already (--max-evaluations); denied to fail closed, retry shortly", s.maxEvaluating)), false, nil
+		return p.selfDeny(r, m.ID, &ev, nil, decide.SelfDeny(decide.CodeOverloaded, d.OverloadReason())), false, nil
 	}
-	defer s.evaluating.Add(-1)
+	defer d.Done()
 	session := r.Header.Get("Mcp-Session-Id")
 	if session == "" && params.Meta.SessionID != nil {
 		session = *params.Meta.SessionID
@@ -118,21 +116,22 @@ func (p *mcpProxy) decideCall(r *http.Request, rt *mcpRoute, m *mcpMessage, body
 		agent = params.Meta.AgentID
 	}
 	doc := mcpRequestDoc(*params.Name, rt.up.name, params.Arguments, session, agent)
-	req, err := engine.DecodeRequestLimit(doc, s.opts.MaxRequestElements)
+	maxElements := d.Config().MaxRequestElements
+	req, err := engine.DecodeRequestLimit(doc, maxElements)
 	if err != nil {
-		return refuseCall(m.ID, fmt.Sprintf("toolgate: the call cannot be decided: %v (--max-request-elements is %d); not forwarded", err, s.opts.MaxRequestElements)), false, nil
+		return refuseCall(m.ID, fmt.Sprintf("toolgate: the call cannot be decided: %v (--max-request-elements is %d); not forwarded", err, maxElements)), false, nil
 	}
-	res, st := s.evaluateRequest(req, false, &ev)
-	ev.id = s.nextID.Add(1)
+	res, st := d.Decide(req, false, &ev)
+	ev.ID = d.NextID()
 	if res.Decision != engine.Allow {
-		answer = denyCallResult(m.ID, &res, s.closeResponse(mustAppendJSON(&res), st, ev.id), modernMCP(r))
+		answer = denyCallResult(m.ID, &res, d.AppendAnswer(nil, &res, st, ev.ID), modernMCP(r))
 	}
 	recorded = true
 	if res.Decision != engine.Allow {
-		s.finish(&ev, req, &res, st.revision)
+		d.Commit(&ev, req, &res, st.Revision)
 		return answer, false, nil
 	}
-	if s.settle(&ev, req, &res, st.revision) {
+	if d.Settle(&ev, req, &res, st.Revision) {
 		logLater = &ev
 	}
 	return nil, true, logLater
@@ -162,23 +161,13 @@ func mcpRequestDoc(tool, server string, args json.RawMessage, session string, ag
 	return append(doc, '}')
 }
 
-func mustAppendJSON(res *engine.Result) []byte {
-	out, err := res.AppendJSON(nil)
-	if err != nil {
-		panic(fmt.Sprintf("encoding the result: %v", err))
-	}
-	return out
-}
-
 // selfDeny is a deny the sidecar made itself (overload, failure), logged
 // and counted as a decision like /v1/evaluate's.
-func (p *mcpProxy) selfDeny(r *http.Request, id json.RawMessage, ev *event, req engine.Request, code engine.Code, reason string) json.RawMessage {
-	s := p.s
-	res := engine.Result{Decision: engine.Deny, Code: code, Reason: reason}
-	st := s.state.Load()
-	ev.id = s.nextID.Add(1)
-	answer := denyCallResult(id, &res, s.closeResponse(mustAppendJSON(&res), st, ev.id), modernMCP(r))
-	s.finish(ev, req, &res, st.revision)
+func (p *mcpProxy) selfDeny(r *http.Request, id json.RawMessage, ev *decisionlog.Event, req engine.Request, res engine.Result) json.RawMessage {
+	st := p.d.State()
+	ev.ID = p.d.NextID()
+	answer := denyCallResult(id, &res, p.d.AppendAnswer(nil, &res, st, ev.ID), modernMCP(r))
+	p.d.Commit(ev, req, &res, st.Revision)
 	return answer
 }
 

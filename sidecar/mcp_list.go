@@ -33,30 +33,27 @@ type mcpStatic struct {
 // staticFields are the request fields a tools/list can fill without a
 // call's arguments; agent_id, roles and environment only when this sidecar
 // binds them (otherwise each call names its own).
-func (s *Server) staticFields() []string {
-	return append([]string{"tool_name", "server", "action", "framework"}, s.binding.fill(nil)...)
+func (p *mcpProxy) staticFields() []string {
+	return append([]string{"tool_name", "server", "action", "framework"}, p.d.Bind(nil)...)
 }
 
-// mcpBundleLoaded recomputes the static rules for a new bundle and, when
+// bundleLoaded recomputes the static rules for a new bundle and, when
 // they changed, tells every open list stream.
-func (s *Server) mcpBundleLoaded(b engine.Bundle) {
-	if s.mcp == nil {
-		return
-	}
-	static := engine.ArgumentFreeDenials(b, s.staticFields())
+func (p *mcpProxy) bundleLoaded(b engine.Bundle) {
+	static := engine.ArgumentFreeDenials(b, p.staticFields())
 	next := &mcpStatic{}
 	if len(static.Policies) > 0 {
 		doc, _, err := engine.Encode(static)
 		if err != nil {
-			s.log.Error("tools/list filtering is off for this bundle: encoding its static rules failed", "err", err)
+			p.log.Error("tools/list filtering is off for this bundle: encoding its static rules failed", "err", err)
 		} else {
 			next.key = string(doc)
 			next.compiled, _ = engine.Compile(static)
 		}
 	}
-	prev := s.mcp.static.Swap(next)
-	if thawedOrFrozen := s.freezeChanged(); prev != nil && (prev.key != next.key || thawedOrFrozen) {
-		s.mcp.streams.notifyListChanged()
+	prev := p.static.Swap(next)
+	if thawedOrFrozen := p.freezeChanged(); prev != nil && (prev.key != next.key || thawedOrFrozen) {
+		p.streams.notifyListChanged()
 	}
 }
 
@@ -68,8 +65,8 @@ func (p *mcpProxy) hidden(st *mcpStatic, rt *mcpRoute, tool string) bool {
 		return false
 	}
 	req := engine.Request{"tool_name": tool, "server": rt.up.name, "action": "call", "framework": mcpFramework}
-	p.s.binding.fill(req)
-	res := st.compiled.Evaluate(req, engine.EvalOptions{ServiceAccount: p.s.opts.ServiceAccount})
+	p.d.Bind(req)
+	res := st.compiled.Evaluate(req, engine.EvalOptions{ServiceAccount: p.d.Config().ServiceAccount})
 	return res.Decision == engine.Deny && res.Code == "" && res.MatchedRuleID != ""
 }
 
@@ -77,22 +74,23 @@ func (p *mcpProxy) hidden(st *mcpStatic, rt *mcpRoute, tool string) bool {
 // through the API) freezes this sidecar's bound agent: the engine's own
 // freeze check, which comes before any rule and reads neither the tool nor
 // the upstream, so it holds for every call the agent could make.
-func (s *Server) agentFrozen() bool {
-	cur := s.state.Load().compiled
+func (p *mcpProxy) agentFrozen() bool {
+	cur := p.d.State().Compiled
 	if cur == nil {
 		return false
 	}
 	req := engine.Request{"action": "call", "framework": mcpFramework}
-	s.binding.fill(req)
-	return cur.Evaluate(req, engine.EvalOptions{ServiceAccount: s.opts.ServiceAccount, Now: s.now}).Code == engine.CodeAgentFrozen
+	p.d.Bind(req)
+	cfg := p.d.Config()
+	return cur.Evaluate(req, engine.EvalOptions{ServiceAccount: cfg.ServiceAccount, Now: cfg.Now}).Code == engine.CodeAgentFrozen
 }
 
 // freezeChanged records whether the bound agent is frozen now and tells
 // whether that changed since lists were last told.
-func (s *Server) freezeChanged() bool {
-	frozen := s.agentFrozen()
-	s.armFreezeExpiry()
-	return s.mcp.wasFrozen.Swap(frozen) != frozen
+func (p *mcpProxy) freezeChanged() bool {
+	frozen := p.agentFrozen()
+	p.armFreezeExpiry()
+	return p.wasFrozen.Swap(frozen) != frozen
 }
 
 // freezeExpirySlack is how long after a freeze's expiry the lists are
@@ -104,17 +102,16 @@ const freezeExpirySlack = 10 * time.Millisecond
 // itself: nothing else happens then (no bundle, no watch event), yet the
 // frozen agent's tools come back. Any freeze's expiry is looked at, not
 // only this agent's: the look is cheap, and tells only on a change.
-func (s *Server) armFreezeExpiry() {
+func (p *mcpProxy) armFreezeExpiry() {
 	now := time.Now
-	if s.now != nil {
-		now = s.now
+	if p.d.Config().Now != nil {
+		now = p.d.Config().Now
 	}
 	var at time.Time
 	due := false
-	if c := s.state.Load().compiled; c != nil {
+	if c := p.d.State().Compiled; c != nil {
 		at, due = c.NextFreezeExpiry(now())
 	}
-	p := s.mcp
 	p.expiryMu.Lock()
 	defer p.expiryMu.Unlock()
 	if p.expiry != nil {
@@ -135,16 +132,16 @@ func (s *Server) armFreezeExpiry() {
 			p.expiry = nil // fired: the next look sets the next one
 		}
 		p.expiryMu.Unlock()
-		s.mcpFreezesChanged()
+		p.freezesChanged()
 	})
 	p.expiry = t
 }
 
-// mcpFreezesChanged tells open list streams when the bound agent was
+// freezesChanged tells open list streams when the bound agent was
 // frozen or thawed by a FrozenAgent watched through the API.
-func (s *Server) mcpFreezesChanged() {
-	if s.mcp != nil && s.freezeChanged() {
-		s.mcp.streams.notifyListChanged()
+func (p *mcpProxy) freezesChanged() {
+	if p.freezeChanged() {
+		p.streams.notifyListChanged()
 	}
 }
 
@@ -231,7 +228,7 @@ func (p *mcpProxy) filterMessage(st *mcpStatic, rt *mcpRoute, ids []json.RawMess
 	if json.Unmarshal(result["tools"], &tools) != nil {
 		return msg
 	}
-	frozen := p.s.agentFrozen()
+	frozen := p.agentFrozen()
 	kept := tools[:0:0]
 	for _, t := range tools {
 		rt.params.learn(t)

@@ -34,7 +34,7 @@ type mcpMetrics struct {
 // operator can tell it from the upstream's own time without a second
 // measurement; its buckets are finer than decision_duration_seconds' below
 // 200 µs, where a forwarded call's time is.
-func newMCPMetrics(reg *prometheus.Registry) mcpMetrics {
+func newMCPMetrics(reg prometheus.Registerer) mcpMetrics {
 	m := mcpMetrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: metricPrefix + "mcp_requests_total",

@@ -61,7 +61,7 @@ func (p *mcpProxy) learnToolsFor(r *http.Request, rt *mcpRoute, call *toolCallPa
 		next, err := listPage(ctx, r, rt, call.meta, cursor)
 		if err != nil {
 			rt.counted.schemaListFailed.Inc()
-			p.s.log.Warn("listing the MCP upstream's tools to check a call's Mcp-Param-* headers failed",
+			p.log.Warn("listing the MCP upstream's tools to check a call's Mcp-Param-* headers failed",
 				"upstream", rt.up.name, "tool", name, "err", err)
 			return
 		}

@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/toolgate/toolgate/decide"
 	"github.com/toolgate/toolgate/engine"
 )
 
@@ -27,8 +29,12 @@ import (
 // upstream) is relayed as it arrives: by directForwarder for plain-http
 // upstreams, by httputil.ReverseProxy for the rest.
 type mcpProxy struct {
-	s      *Server
-	routes map[string]*mcpRoute
+	// d decides every tools/call: the proxy's one way to a decision.
+	d   *decide.Decider
+	log *slog.Logger
+	// readTimeout bounds the sending of a POST body (--read-timeout).
+	readTimeout time.Duration
+	routes      map[string]*mcpRoute
 	// static filters tools/list answers (mcp_list.go); streams are the
 	// session streams told when that changes.
 	static  atomic.Pointer[mcpStatic]
@@ -78,12 +84,12 @@ const mcpPathPrefix = "/mcp/"
 // one fails as a JSON-RPC error quickly rather than hang the agent.
 const mcpDialTimeout = 5 * time.Second
 
-func newMCPProxy(s *Server, ups []mcpUpstream) *mcpProxy {
-	p := &mcpProxy{s: s, routes: make(map[string]*mcpRoute, len(ups))}
-	requests := newMCPMetrics(s.metrics.registry)
+func newMCPProxy(d *decide.Decider, ups []mcpUpstream, reg prometheus.Registerer, log *slog.Logger, readTimeout time.Duration) *mcpProxy {
+	p := &mcpProxy{d: d, log: log, readTimeout: readTimeout, routes: make(map[string]*mcpRoute, len(ups))}
+	requests := newMCPMetrics(reg)
 	for _, up := range ups {
 		if up.auth != nil {
-			up.auth.log = s.log
+			up.auth.log = log
 		}
 		rt := &mcpRoute{up: up, counted: requests.counters(up.name), direct: newDirectForwarder(up.url)}
 		rt.modify, rt.fail = p.modifyResponse(rt), p.upstreamError(rt)
@@ -109,7 +115,7 @@ func newMCPProxy(s *Server, ups []mcpUpstream) *mcpProxy {
 			// Every write is flushed at once: an event stream, or any
 			// answer sent in pieces, reaches the agent as it arrives.
 			FlushInterval: -1,
-			ErrorLog:      slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+			ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		}
 		p.routes[up.name] = rt
 	}
@@ -189,14 +195,9 @@ func (p *mcpProxy) paths() string {
 // post reads, checks and decides one client POST, then forwards it or
 // answers it itself.
 func (p *mcpProxy) post(w http.ResponseWriter, r *http.Request, rt *mcpRoute) {
-	s := p.s
 	arrived := requestArrival(w)
-	b := &buffers{}
-	defer func() {
-		if b.reserved > 0 {
-			s.bodyBytes.Add(-b.reserved)
-		}
-	}()
+	b := &decide.Buffers{}
+	defer p.d.Bodies.Release(b)
 	body, ok := p.readBody(w, r, b)
 	if !ok {
 		rt.counted.refused.Inc()
@@ -221,7 +222,7 @@ func (p *mcpProxy) post(w http.ResponseWriter, r *http.Request, rt *mcpRoute) {
 		writeRPCError(w, http.StatusBadRequest, id, rpcHeaderMismatch, "toolgate: "+err.Error())
 		return
 	}
-	info := &mcpInfo{msgs: msgs, batch: batch, log: s.decisions, arrived: arrived, held: rt.counted.held}
+	info := &mcpInfo{msgs: msgs, batch: batch, log: p.d, arrived: arrived, held: rt.counted.held}
 	defer info.recordAllowed()   // whatever the forwarder did not
 	var denied []json.RawMessage // per message: its answer when denied
 	anyDenied := false
@@ -274,33 +275,30 @@ func requestArrival(w http.ResponseWriter) int64 {
 // readBody reads a POST body within the sidecar's own limits: at most
 // MaxRequestBytes, bodies past a pooled buffer held against
 // --max-body-bytes-in-flight, and --read-timeout to send it.
-func (p *mcpProxy) readBody(w http.ResponseWriter, r *http.Request, b *buffers) ([]byte, bool) {
-	s := p.s
+func (p *mcpProxy) readBody(w http.ResponseWriter, r *http.Request, b *decide.Buffers) ([]byte, bool) {
 	if r.ContentLength > MaxRequestBytes {
 		writeRPCError(w, http.StatusRequestEntityTooLarge, nil, rpcInvalidRequest,
 			fmt.Sprintf("toolgate: the body is %d bytes, more than the proxy's limit of %d", r.ContentLength, MaxRequestBytes))
 		return nil, false
 	}
 	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Now().Add(s.opts.ReadTimeout))
+	_ = rc.SetReadDeadline(time.Now().Add(p.readTimeout))
 	defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
 	size, limit := -1, MaxRequestBytes
 	if r.ContentLength >= 0 {
 		size, limit = int(r.ContentLength), int(r.ContentLength)
 	}
-	reserve := func(newCap int) bool { return s.reserveBody(b, newCap) }
-	var err error
-	b.in, err = readBody(nil, http.MaxBytesReader(w, r.Body, MaxRequestBytes), size, limit, b.probe[:], reserve)
+	err := p.d.Bodies.Read(b, nil, http.MaxBytesReader(w, r.Body, MaxRequestBytes), size, limit)
 	if err == nil {
-		return b.in, true
+		return b.In, true
 	}
 	switch tooBig := (*http.MaxBytesError)(nil); {
 	case errors.As(err, &tooBig):
 		writeRPCError(w, http.StatusRequestEntityTooLarge, nil, rpcInvalidRequest, fmt.Sprintf("toolgate: the body is more than the proxy's limit of %d bytes", MaxRequestBytes))
-	case err == errBodyBudget:
+	case err == decide.ErrBodyBudget:
 		w.Header().Set("Connection", "close")
 		writeRPCError(w, http.StatusServiceUnavailable, nil, rpcOverloaded,
-			fmt.Sprintf("toolgate: request bodies being read hold %d of %d bytes (--max-body-bytes-in-flight); not forwarded, retry shortly", s.bodyBytes.Load(), s.bodyBudget))
+			fmt.Sprintf("toolgate: request bodies being read hold %d of %d bytes (--max-body-bytes-in-flight); not forwarded, retry shortly", p.d.Bodies.Held(), p.d.Bodies.Budget()))
 	default:
 		writeRPCError(w, http.StatusBadRequest, nil, rpcInvalidRequest, "toolgate: reading the body: "+err.Error())
 	}
@@ -384,7 +382,7 @@ func appendRPCError(dst []byte, id json.RawMessage, code int, msg string) []byte
 func (p *mcpProxy) upstreamError(rt *mcpRoute) func(http.ResponseWriter, *http.Request, error) {
 	return func(w http.ResponseWriter, r *http.Request, err error) {
 		rt.counted.upstreamError.Inc()
-		p.s.log.Warn("MCP upstream did not answer", "upstream", rt.up.name, "method", r.Method, "err", err)
+		p.log.Warn("MCP upstream did not answer", "upstream", rt.up.name, "method", r.Method, "err", err)
 		msg := fmt.Sprintf("toolgate: MCP upstream %q did not answer: %v", rt.up.name, err)
 		if r.Method != http.MethodPost {
 			writeRPCError(w, http.StatusBadGateway, nil, rpcUpstreamDown, msg)

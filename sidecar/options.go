@@ -8,14 +8,14 @@ import (
 	"net"
 	"net/url"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/toolgate/toolgate/decide"
+	"github.com/toolgate/toolgate/decisionlog"
 	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/usage"
 )
@@ -297,16 +297,16 @@ func (o *Options) validateServing() error {
 	if o.DecisionLogFlushInterval <= 0 {
 		add("--decision-log-flush-interval must be positive, not %v", o.DecisionLogFlushInterval)
 	}
-	if _, err := parseLogLabels(o.LogLabels); err != nil {
+	if _, err := decisionlog.ParseLabels(o.LogLabels); err != nil {
 		add("--decision-log-label: %v", err)
 	}
 	for _, f := range o.LogFields {
-		if err := parseLogField(f); err != nil {
+		if err := decisionlog.CheckField(f); err != nil {
 			add("--log-fields: %v", err)
 		}
 	}
 	for _, f := range o.Redact {
-		if _, err := parseRedactPath(f); err != nil {
+		if err := decisionlog.CheckRedact(f); err != nil {
 			add("--redact: %v", err)
 		}
 	}
@@ -453,35 +453,23 @@ func validateSinkURL(raw string) error {
 	return nil
 }
 
-const maxLogLabels = 32
-
-var logLabelKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]{0,62}$`)
-
-type logLabel struct{ key, value string }
-
-// parseLogLabels reads --decision-log-label values, KEY=VALUE each.
-func parseLogLabels(raw []string) ([]logLabel, error) {
-	if len(raw) > maxLogLabels {
-		return nil, fmt.Errorf("%d labels, more than %d", len(raw), maxLogLabels)
+// decisionLogConfig is what the decision log takes of the options.
+func (o Options) decisionLogConfig() decisionlog.Config {
+	return decisionlog.Config{
+		Stdout: o.DecisionLog == DecisionLogStdout, Writer: o.DecisionLogWriter,
+		URL: o.DecisionLogURL, Batch: o.DecisionLogBatch, FlushInterval: o.DecisionLogFlushInterval,
+		Queue: o.DecisionLogQueue, QueueBytes: o.DecisionLogQueueBytes,
+		Fields: o.LogFields, Redact: o.Redact, Labels: o.LogLabels,
 	}
-	out := make([]logLabel, 0, len(raw))
-	seen := map[string]bool{}
-	for _, kv := range raw {
-		k, v, ok := strings.Cut(kv, "=")
-		switch {
-		case !ok:
-			return nil, fmt.Errorf("%q is not KEY=VALUE", kv)
-		case !logLabelKey.MatchString(k):
-			return nil, fmt.Errorf("%q: key %q must start with a letter or _ and hold only letters, digits, _ . - (at most 63)", kv, k)
-		case seen[k]:
-			return nil, fmt.Errorf("key %q is given twice", k)
-		case len(v) > 1024:
-			return nil, fmt.Errorf("%q: the value is %d bytes, more than 1024", k, len(v))
-		case !utf8.ValidString(v):
-			return nil, fmt.Errorf("%q: the value is not UTF-8", k)
-		}
-		seen[k] = true
-		out = append(out, logLabel{k, v})
+}
+
+// deciderConfig is what the decision core takes of the options.
+func (o Options) deciderConfig() decide.Config {
+	return decide.Config{
+		AgentID: o.AgentID, Roles: o.Roles, Environment: o.Environment, ServiceAccount: o.ServiceAccount,
+		MaxEvaluations: o.MaxEvaluations, MaxBodyBytesInFlight: o.MaxBodyBytesInFlight,
+		MaxRequestElements: o.MaxRequestElements, MaxTrace: o.MaxTrace,
+		UsageMaxKeys: o.UsageMaxKeys, UsageMaxEventsPerKey: o.UsageMaxEventsPerKey,
+		Now: o.now, BeforeEvaluate: o.beforeEvaluate, OnBodyReserve: o.onBodyReserve,
 	}
-	return out, nil
 }

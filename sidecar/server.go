@@ -2,8 +2,6 @@ package sidecar
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -17,31 +15,30 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/toolgate/toolgate/bundle"
+	"github.com/toolgate/toolgate/decide"
+	"github.com/toolgate/toolgate/decisionlog"
 	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/usage"
 )
 
-// CodeInternalError is the code of a deny the sidecar made because it
-// failed, not because a policy said so.
-const CodeInternalError engine.Code = "INTERNAL_ERROR"
-
-// CodeOverloaded is the code of a deny the sidecar made because it was
-// already evaluating --max-evaluations requests: it answers at once rather
-// than queue, and never allows.
-const CodeOverloaded engine.Code = "OVERLOADED"
+// CodeInternalError and CodeOverloaded are the codes of the denies the
+// sidecar makes itself (decide owns them).
+const (
+	CodeInternalError = decide.CodeInternalError
+	CodeOverloaded    = decide.CodeOverloaded
+)
 
 // Server answers decisions from the bundle it currently holds. It is an
 // http.Handler; Run wires it to a listener and a bundle source.
 type Server struct {
-	opts      Options
-	log       *slog.Logger
-	state     atomic.Pointer[state]
-	metrics   *metrics
-	decisions *decisionLog
-	cache     *bundleCache
-	metricsH  http.Handler
-	bufs      sync.Pool
-	loadMu    sync.Mutex // serialises reloads; decisions never take it
+	opts Options
+	log  *slog.Logger
+	// d is the decision core: bundle served, binding, usage, guard, log.
+	d        *decide.Decider
+	metrics  *metrics
+	cache    *bundleCache
+	metricsH http.Handler
+	loadMu   sync.Mutex // serialises reloads; decisions never take it
 
 	// trust, when set, are the keys a bundle must be signed with, for
 	// namespace; counter and counterRevision are the highest publish
@@ -60,59 +57,8 @@ type Server struct {
 	apiFrozen   []engine.FrozenAgent
 	frozenWatch frozenWatch
 
-	// binding is what replaces a request's agent_id, roles and
-	// environment (--agent-id, --roles, --environment).
-	binding binding
-	// usage counts the calls this sidecar allowed, for rateLimit and
-	// tokenBudget; now is the clock they are decided and counted at (nil:
-	// the real one).
-	usage *usage.Ledger
-	now   func() time.Time
-	// Decision ids are a per-process random prefix and a counter: unique
-	// across restarts and replicas without a random read per decision.
-	idPrefix string
-	nextID   atomic.Uint64
-	// evaluating counts the requests being decoded and evaluated, up to
-	// maxEvaluating.
-	evaluating    atomic.Int64
-	maxEvaluating int64
-	// bodyBytes is what request bodies being read and decided hold of
-	// bodyBudget (--max-body-bytes-in-flight); see reserveBody.
-	bodyBytes  atomic.Int64
-	bodyBudget int64
-
 	// mcp is the MCP proxy, nil without --mcp-upstream (mcp_proxy.go).
 	mcp *mcpProxy
-
-	// beforeEvaluate lets tests make the handler fail; nil in production.
-	beforeEvaluate func(engine.Request)
-	// onBodyReserve is told the bytes in flight after each body
-	// reservation; nil in production.
-	onBodyReserve func(inFlight int64)
-}
-
-// state is what one decision reads with a single atomic load.
-type state struct {
-	compiled *engine.Compiled // nil: no bundle, deny NO_POLICIES
-	revision string
-	origin   string
-	loadedAt time.Time
-	// suffix closes a response: `,"bundleRevision":...,"decisionId":"<prefix>`,
-	// encoded once per load instead of once per decision.
-	suffix []byte
-}
-
-func newState(c *engine.Compiled, revision, origin string, at time.Time, idPrefix string) *state {
-	st := &state{compiled: c, revision: revision, origin: origin, loadedAt: at}
-	st.suffix = append(st.suffix, `,"bundleRevision":`...)
-	if revision == "" {
-		st.suffix = append(st.suffix, "null"...)
-	} else {
-		st.suffix = engine.AppendJSONString(st.suffix, revision)
-	}
-	st.suffix = append(st.suffix, `,"decisionId":"`...)
-	st.suffix = append(st.suffix, idPrefix...)
-	return st
 }
 
 // New builds a server with no bundle loaded (every decision is deny
@@ -123,35 +69,32 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	var err error
-	s := &Server{opts: opts, log: opts.Logger, maxEvaluating: int64(opts.MaxEvaluations),
-		bodyBudget: int64(opts.MaxBodyBytesInFlight), beforeEvaluate: opts.beforeEvaluate, onBodyReserve: opts.onBodyReserve}
+	s := &Server{opts: opts, log: opts.Logger}
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
-	s.binding = newBinding(opts)
-	s.now = opts.now
-	if s.usage, err = usage.New(opts.UsageMaxKeys, opts.UsageMaxEventsPerKey); err != nil {
+	ledger, err := usage.New(opts.UsageMaxKeys, opts.UsageMaxEventsPerKey)
+	if err != nil {
 		return nil, err
 	}
-	var rnd [6]byte
-	if _, err := rand.Read(rnd[:]); err != nil {
-		return nil, fmt.Errorf("seeding decision ids: %w", err)
-	}
-	s.idPrefix = hex.EncodeToString(rnd[:]) + "-"
-	s.state.Store(newState(nil, "", "", time.Time{}, s.idPrefix))
-	s.metrics = newMetrics(s.bundleAge, func() float64 { return float64(s.bodyBytes.Load()) }, s.usage)
+	var bodies *decide.BodyBudget
+	s.metrics = newMetrics(s.bundleAge, func() float64 { return float64(bodies.Held()) }, ledger)
 	s.metricsH = promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{})
-	s.bufs.New = func() any { return new(buffers) }
 	if opts.CacheDir != "" {
 		s.cache = &bundleCache{dir: opts.CacheDir, name: cacheFileName(opts)}
 	}
-	s.decisions = newDecisionLog(opts, s.metrics, s.log)
+	log := decisionlog.New(opts.decisionLogConfig(), s.metrics.logDropped, s.log)
+	if s.d, err = decide.New(opts.deciderConfig(), ledger, log, s.metrics.Metrics, s.log); err != nil {
+		_ = log.Close(context.Background())
+		return nil, err
+	}
+	bodies = s.d.Bodies
 	if s.trust, err = opts.loadTrustedKeys(); err != nil {
-		_ = s.decisions.close(context.Background())
+		_ = log.Close(context.Background())
 		return nil, err
 	}
 	if ups, _ := opts.MCP.parse(); len(ups) > 0 {
-		s.mcp = newMCPProxy(s, ups)
+		s.mcp = newMCPProxy(s.d, ups, s.metrics.registry, s.log, opts.ReadTimeout)
 	}
 	s.namespace = opts.bundleNamespace()
 	if s.trust == nil {
@@ -167,21 +110,21 @@ func (s *Server) Close(ctx context.Context) error {
 	if s.mcp != nil {
 		s.mcp.close()
 	}
-	return s.decisions.close(ctx)
+	return s.d.Log().Close(ctx)
 }
 
 // Ready reports whether a bundle is loaded.
-func (s *Server) Ready() bool { return s.state.Load().compiled != nil }
+func (s *Server) Ready() bool { return s.d.Ready() }
 
 // Revision is the revision being served, "" when none is.
-func (s *Server) Revision() string { return s.state.Load().revision }
+func (s *Server) Revision() string { return s.d.State().Revision }
 
 func (s *Server) bundleAge() float64 {
-	st := s.state.Load()
-	if st.compiled == nil {
+	st := s.d.State()
+	if st.Compiled == nil {
 		return -1
 	}
-	return time.Since(st.loadedAt).Seconds()
+	return time.Since(st.LoadedAt).Seconds()
 }
 
 // ServeHTTP routes four fixed paths with a switch: every answer, a 404 or a
@@ -191,7 +134,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/v1/evaluate":
 		if r.Method != http.MethodPost {
-			s.metrics.badRequests.Inc()
+			s.d.BadRequest()
 			w.Header().Set("Allow", http.MethodPost)
 			writeError(w, http.StatusMethodNotAllowed, "use POST for /v1/evaluate")
 			return
@@ -206,18 +149,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if !getOrHead(w, r) {
 			return
 		}
-		st := s.state.Load()
-		body := map[string]any{"ready": st.compiled != nil}
+		st := s.d.State()
+		body := map[string]any{"ready": st.Compiled != nil}
 		if rej := s.rejected.Load(); rej != nil {
 			// The last good bundle keeps serving; say what was refused.
 			body["lastRejected"] = rej
 		}
-		if st.compiled == nil {
+		if st.Compiled == nil {
 			body["reason"] = "no bundle is loaded"
 			writeJSON(w, http.StatusServiceUnavailable, body)
 			return
 		}
-		body["bundleRevision"], body["source"] = st.revision, st.origin
+		body["bundleRevision"], body["source"] = st.Revision, st.Origin
 		if fw := s.frozenWatch.status(); fw != nil {
 			body["frozenAgentWatch"] = fw
 		}

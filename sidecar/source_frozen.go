@@ -173,12 +173,13 @@ func (s *Server) setAPIFreezes(list []engine.FrozenAgent) {
 	defer s.loadMu.Unlock()
 	s.apiFrozen = list
 	s.metrics.apiFrozenAgents.Set(float64(len(list)))
-	cur := s.state.Load()
-	if cur.compiled == nil {
+	cur := s.d.State()
+	if cur.Compiled == nil {
 		return // no bundle: every decision is deny NO_POLICIES already
 	}
-	st := newState(cur.compiled.WithFrozen(list), cur.revision, cur.origin, cur.loadedAt, s.idPrefix)
-	s.state.Store(st)
-	s.mcpFreezesChanged()
+	s.d.Serve(cur.Compiled.WithFrozen(list), cur.Revision, cur.Origin, cur.LoadedAt)
+	if s.mcp != nil {
+		s.mcp.freezesChanged()
+	}
 	s.log.Info("FrozenAgents applied from the API", "count", len(list))
 }

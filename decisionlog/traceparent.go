@@ -1,14 +1,14 @@
-package sidecar
+package decisionlog
 
 import "net/http"
 
-// traceOf reads a request's W3C traceparent header
+// TraceOf reads a request's W3C traceparent header
 // (version-traceid-parentid-flags, https://www.w3.org/TR/trace-context/)
 // for the decision log: the caller's trace id and span id, so a decision
 // can be found from the agent's trace. A header that does not parse is
 // ignored, as the specification asks, never an error: tracing must not
 // change a decision.
-func traceOf(h http.Header) (traceID, spanID string) {
+func TraceOf(h http.Header) (traceID, spanID string) {
 	v := h["Traceparent"] // canonical key: no allocation to look it up
 	if len(v) != 1 {
 		return "", ""

@@ -1,4 +1,4 @@
-package sidecar
+package decisionlog
 
 import (
 	"bufio"
@@ -22,7 +22,7 @@ func runWriterSink(k *sink, w io.Writer, format *lineFormat) {
 	nap := time.NewTimer(writerSinkNap)
 	nap.Stop()
 	var line []byte
-	write := func(ev *event) {
+	write := func(ev *Event) {
 		line = append(appendEvent(line[:0], ev, format), '\n')
 		_, _ = bw.Write(line)
 	}

@@ -1,4 +1,4 @@
-package sidecar
+package decisionlog
 
 import (
 	"bytes"
@@ -37,7 +37,7 @@ func (h *httpSink) run() {
 	n := 0
 	timer := time.NewTimer(h.every)
 	timer.Stop()
-	add := func(ev *event) {
+	add := func(ev *Event) {
 		if n == 0 {
 			body = append(body[:0], '[')
 		} else {

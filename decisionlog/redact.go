@@ -1,4 +1,4 @@
-package sidecar
+package decisionlog
 
 import (
 	"fmt"
@@ -54,8 +54,8 @@ func newFieldSelector(fields, redact []string) *fieldSelector {
 	return f
 }
 
-// parseLogField checks a --log-fields value: * alone, or an engine path.
-func parseLogField(p string) error {
+// CheckField checks a --log-fields value: * alone, or an engine path.
+func CheckField(p string) error {
 	if p == "*" {
 		return nil
 	}
@@ -160,4 +160,10 @@ func withValue(node any, path engine.Path, v any) any {
 		}
 	}
 	return map[string]any{seg.Key: withValue(nil, path[1:], v)}
+}
+
+// CheckRedact checks a --redact value.
+func CheckRedact(p string) error {
+	_, err := parseRedactPath(p)
+	return err
 }

@@ -1,0 +1,199 @@
+package decide
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync/atomic"
+	"time"
+
+	"github.com/toolgate/toolgate/decisionlog"
+	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/usage"
+)
+
+// CodeInternalError is the code of a deny the decider made because it
+// failed, not because a policy said so.
+const CodeInternalError engine.Code = "INTERNAL_ERROR"
+
+// CodeOverloaded is the code of a deny made because the sidecar was already
+// deciding --max-evaluations requests (or holding --max-body-bytes-in-flight
+// of bodies): it answers at once rather than queue, and never allows.
+const CodeOverloaded engine.Code = "OVERLOADED"
+
+// Config is what a Decider decides with besides the bundle.
+type Config struct {
+	// AgentID, Roles and Environment are bound into every request in place
+	// of what the client sent; "" and nil bind nothing.
+	AgentID     string
+	Roles       []string
+	Environment string
+	// ServiceAccount is the agent's own, never the request's.
+	ServiceAccount string
+	// MaxEvaluations caps the requests being decoded and decided at once;
+	// past it a request is denied OVERLOADED at once.
+	MaxEvaluations int
+	// MaxBodyBytesInFlight bounds what request bodies past a pooled buffer
+	// hold while read and decided (Bodies).
+	MaxBodyBytesInFlight int
+	// MaxRequestElements bounds a decoded request (engine.DecodeRequestLimit).
+	MaxRequestElements int
+	MaxTrace           int
+	// UsageMaxKeys and UsageMaxEventsPerKey bound the usage ledger.
+	UsageMaxKeys, UsageMaxEventsPerKey int
+	// Now is the clock decisions and usage are decided at (nil: the real one).
+	Now func() time.Time
+	// BeforeEvaluate lets tests make a decision fail; nil in production.
+	BeforeEvaluate func(engine.Request)
+	// OnBodyReserve is told the bytes in flight after each body
+	// reservation; nil in production.
+	OnBodyReserve func(inFlight int64)
+}
+
+// Decider is the one decision core (see the package comment).
+type Decider struct {
+	cfg     Config
+	logger  *slog.Logger
+	state   atomic.Pointer[State]
+	binding binding
+	usage   *usage.Ledger
+	log     *decisionlog.Log
+	metrics *Metrics
+	// Decision ids are a per-process random prefix and a counter.
+	idPrefix string
+	nextID   atomic.Uint64
+	// evaluating counts the requests being decoded and evaluated, up to
+	// cfg.MaxEvaluations.
+	evaluating atomic.Int64
+	// Bodies is the budget of request bodies being read and decided.
+	Bodies *BodyBudget
+}
+
+// New makes a Decider serving no bundle (every decision deny NO_POLICIES
+// until Serve). Its decisions go to log and are counted in m.
+func New(cfg Config, ledger *usage.Ledger, log *decisionlog.Log, m *Metrics, logger *slog.Logger) (*Decider, error) {
+	d := &Decider{cfg: cfg, logger: logger, usage: ledger, log: log, metrics: m}
+	if d.logger == nil {
+		d.logger = slog.Default()
+	}
+	var rnd [6]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		return nil, fmt.Errorf("seeding decision ids: %w", err)
+	}
+	d.idPrefix = hex.EncodeToString(rnd[:]) + "-"
+	d.binding = newBinding(cfg)
+	d.Bodies = &BodyBudget{budget: int64(cfg.MaxBodyBytesInFlight), onReserve: cfg.OnBodyReserve}
+	d.Serve(nil, "", "", time.Time{})
+	return d, nil
+}
+
+// Config is what d decides with.
+func (d *Decider) Config() *Config { return &d.cfg }
+
+// Log is the decision log d records to.
+func (d *Decider) Log() *decisionlog.Log { return d.log }
+
+// Admit is the guard's cap: decoding and evaluating are what cost CPU and
+// memory, so past --max-evaluations a request is denied (Overloaded) rather
+// than queued, and a flood cannot build a backlog that delays every later
+// decision. Admitted, the caller calls Done when the decision is made.
+func (d *Decider) Admit() bool {
+	if d.evaluating.Add(1) > int64(d.cfg.MaxEvaluations) {
+		d.evaluating.Add(-1)
+		return false
+	}
+	return true
+}
+
+// Done ends a decision Admit let in.
+func (d *Decider) Done() { d.evaluating.Add(-1) }
+
+// OverloadReason is why a request Admit refused is denied.
+func (d *Decider) OverloadReason() string {
+	return fmt.Sprintf("the sidecar is deciding %d requests already (--max-evaluations); denied to fail closed, retry shortly", d.cfg.MaxEvaluations)
+}
+
+// Failed turns a panic recovered while deciding into the deny that answers
+// it: counted, logged with its stack, never an allow.
+func (d *Decider) Failed(p any) engine.Result {
+	d.metrics.InternalErrors.Inc()
+	d.logger.Error("decision failed; answered deny "+string(CodeInternalError), "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+	return SelfDeny(CodeInternalError, "the sidecar failed while deciding; denied to fail closed")
+}
+
+// SelfDeny is a deny the sidecar made itself, code saying why.
+func SelfDeny(code engine.Code, reason string) engine.Result {
+	return engine.Result{Decision: engine.Deny, Code: code, Reason: reason}
+}
+
+// Decide is the one decision path: the bound agent id, roles and
+// environment override the request's, the bundle and freezes held now
+// decide, and an allowed call is counted for rate limits and token
+// budgets. The caller answers, then records the decision with Commit (or
+// Settle and Record).
+func (d *Decider) Decide(req engine.Request, explain bool, ev *decisionlog.Event) (engine.Result, *State) {
+	d.bind(req, ev)
+	if d.cfg.BeforeEvaluate != nil {
+		d.cfg.BeforeEvaluate(req)
+	}
+	st := d.state.Load()
+	// The service account is the sidecar's own (--service-account, set by
+	// the injector from the Pod spec), never the request's.
+	res := d.usage.Decide(st.Compiled, req, engine.EvalOptions{Explain: explain, MaxTrace: d.cfg.MaxTrace,
+		ServiceAccount: d.cfg.ServiceAccount, Now: d.cfg.Now})
+	if res.TraceTruncated {
+		d.metrics.TraceTruncated.Inc()
+	}
+	return res, st
+}
+
+// Commit counts a decision in the metrics and records it in the decision
+// log at once.
+func (d *Decider) Commit(ev *decisionlog.Event, req engine.Request, res *engine.Result, revision string) {
+	if d.Settle(ev, req, res, revision) {
+		d.log.Record(ev)
+	}
+}
+
+// Settle counts a decision in the metrics and completes its event for the
+// decision log; false when no decision log is kept. Commit records the
+// event at once; the MCP proxy records an allowed call's once the call is
+// on its way upstream.
+func (d *Decider) Settle(ev *decisionlog.Event, req engine.Request, res *engine.Result, revision string) bool {
+	took := time.Since(ev.At)
+	effect := res.StatedEffect()
+	d.metrics.observeDecision(res.Decision, res.Code, effect, took)
+	if !d.log.Enabled() {
+		return false
+	}
+	ev.IDPrefix = d.idPrefix
+	ev.AgentID = stringField(req, "agent_id")
+	ev.SessionID = stringField(req, "session_id")
+	ev.ToolUseID = stringField(req, "tool_use_id")
+	ev.Framework = stringField(req, "framework")
+	ev.Decision, ev.Code, ev.Reason = res.Decision, res.Code, res.Reason
+	ev.Effect, ev.Warnings = effect, res.Warnings
+	ev.PolicyID, ev.PolicyVersion, ev.RuleID = res.MatchedPolicyID, res.MatchedPolicyVersion, res.MatchedRuleID
+	ev.Revision = revision
+	ev.Latency = took
+	if d.log.WantsRequest() {
+		ev.Request = req
+	}
+	return true
+}
+
+// Record records an event Settle completed.
+func (d *Decider) Record(ev *decisionlog.Event) { d.log.Record(ev) }
+
+// BadRequest counts a request refused before it could be decided.
+func (d *Decider) BadRequest() { d.metrics.BadRequests.Inc() }
+
+// StringField is a request's string field, "" when absent or not a string.
+func StringField(req engine.Request, key string) string { return stringField(req, key) }
+
+func stringField(req engine.Request, key string) string {
+	s, _ := req[key].(string)
+	return s
+}
