@@ -10,22 +10,32 @@ import (
 	"testing"
 )
 
-// The README is the reference users copy from: its policies must be what
-// the API server and the webhook accept, and its explain trace what the
-// engine prints.
+// The README and the docs/ pages are the reference users copy from: their
+// policies must be what the API server and the webhook accept, and the
+// explain trace (docs/policies.md) what the engine prints.
 
 var yamlBlock = regexp.MustCompile("(?s)```ya?ml\n(.*?)```")
 
+// readme is the user documentation: README.md, then every docs/ page.
 func readme(t *testing.T) string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "README.md"))
+	pages, err := filepath.Glob(filepath.Join("..", "docs", "*.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return string(data)
+	var text strings.Builder
+	for _, path := range append([]string{filepath.Join("..", "README.md")}, pages...) {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text.Write(data)
+		text.WriteString("\n")
+	}
+	return text.String()
 }
 
-// asPolicy turns a README block into a manifest: a whole Policy or
+// asPolicy turns a docs block into a manifest: a whole Policy or
 // FrozenAgent as it is; a list of rules, a conditions block or a list of
 // conditions inside a minimal Policy. Other blocks (chart values, Pod
 // snippets) are not policies: ok is false.

@@ -16,7 +16,7 @@ import (
 )
 
 // samples is the sample policies directory: the bundle every test decides
-// with, so the expected decisions are the ones the README documents.
+// with, so the expected decisions are the ones the docs show.
 const samples = "../config/samples"
 
 // sampleBundle writes the samples' bundle document, as `toolgate bundle`

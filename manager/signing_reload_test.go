@@ -134,7 +134,7 @@ func TestKeyRotationWithoutRestart(t *testing.T) {
 		trusted, err := bundle.ParseTrustedKeys(publishedKeys(t, sns))
 		return err == nil && len(trusted.IDs()) == 1 && trusted.IDs()[0] == next.ID(), fmt.Sprint(err)
 	})
-	// What the README says of retire: the bundles now carry no endorsement
+	// What docs/signing.md says of retire: the bundles now carry no endorsement
 	// by the retired key, so a sidecar trusting only it refuses the
 	// re-signed ConfigMap and keeps serving its last good bundle (the Pods
 	// admitted before add are to be re-created before retire).

@@ -50,8 +50,8 @@ func editor(t *testing.T) client.Client {
 
 // The built-in edit role (Kubernetes 1.37) does not let a Pod author add
 // ephemeral containers: the attacks below need a cluster that grants
-// pods/ephemeralcontainers, as many do for kubectl debug. The README's
-// security model says so; this fails when Kubernetes changes it.
+// pods/ephemeralcontainers, as many do for kubectl debug. The security
+// model (docs/security.md) says so; this fails when Kubernetes changes it.
 func TestEditAloneCannotAddEphemeralContainers(t *testing.T) {
 	const eve = "eve"
 	testenv.BindEdit(t, k8sClient, ns, eve)
@@ -60,7 +60,7 @@ func TestEditAloneCannotAddEphemeralContainers(t *testing.T) {
 	}
 	for _, verb := range []string{"patch", "update"} {
 		if testenv.Can(t, k8sClient, eve, podAuthor, verb, "", "pods/ephemeralcontainers", ns, "") {
-			t.Errorf("edit lets %s %s pods/ephemeralcontainers: update the README's security model", eve, verb)
+			t.Errorf("edit lets %s %s pods/ephemeralcontainers: update docs/security.md", eve, verb)
 		}
 	}
 }

@@ -122,7 +122,7 @@ func evaluateIn(ns, pod, c, url, req string) (answer, string, error) {
 }
 
 // logDuration reports a measured duration in the test log and on stderr
-// (the README's figures come from here).
+// (docs/performance.md's real-node figures come from here).
 func logDuration(t *testing.T, what string, d time.Duration) {
 	t.Helper()
 	t.Logf("MEASURED %s: %v", what, d.Round(time.Millisecond))

@@ -52,17 +52,17 @@ func opaKeys(t *testing.T, key bundle.SigningKey) map[string]*keys.Config {
 // OPA v1.22's configuration file (`keys:`, which the bundle plugin's
 // `signing` refers to) accepts RS*, PS*, ES* and HS* only, and the bundle
 // plugin without keys refuses any signed bundle: an EdDSA-signed Rego
-// bundle is verified with the command-line flags (or the Go API), as the
-// README says. This pins both, so that the README is revisited when OPA
-// changes.
+// bundle is verified with the command-line flags (or the Go API), as
+// docs/opa.md says. This pins both, so that docs/opa.md is revisited when
+// OPA changes.
 func TestOPAConfigurationLimitsForEdDSABundles(t *testing.T) {
 	key := newKey(t)
 	raw, _ := json.Marshal(map[string]any{key.ID(): map[string]string{"algorithm": "EdDSA", "key": "-"}})
 	if _, err := keys.ParseKeysConfig(raw); err == nil || !strings.Contains(err.Error(), "unsupported algorithm") {
-		t.Errorf("OPA's keys configuration now takes EdDSA (%v): update the README's \"Published by the operator\"", err)
+		t.Errorf("OPA's keys configuration now takes EdDSA (%v): update docs/opa.md, \"Published by the operator\"", err)
 	}
 	if _, err := opabundle.NewReader(bytes.NewReader(signedSamples(t, key))).Read(); err == nil {
-		t.Error("OPA without verification keys now loads a signed bundle: update the README")
+		t.Error("OPA without verification keys now loads a signed bundle: update docs/opa.md")
 	}
 	if _, err := opabundle.NewReader(bytes.NewReader(signedSamples(t, key))).WithSkipBundleVerification(true).Read(); err != nil {
 		t.Errorf("--skip-verify: %v", err)

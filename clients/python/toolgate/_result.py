@@ -1,4 +1,4 @@
-"""What evaluate() takes and returns, as the seed's SDK documents them."""
+"""What evaluate() takes (the call's arguments) and returns (a decision)."""
 
 from __future__ import annotations
 
@@ -28,8 +28,7 @@ class EvaluationMetadata:
 
 @dataclass
 class EvaluationResult:
-    """A decision. The first seven fields are the seed's; the field names
-    are the sidecar's JSON names.
+    """A decision. The field names are the sidecar's JSON names.
 
     For a deny by a rule, ``code`` is the rule's id and ``reason`` its
     description; otherwise ``code`` is the sidecar's own (``AGENT_FROZEN``,
@@ -78,7 +77,7 @@ def from_answer(d: Any) -> Optional[EvaluationResult]:
     ):
         return None
     if decision == "deny" and not code and rule:
-        # The seed's mapping: a rule's deny is coded by the rule's id.
+        # A rule's deny is coded by the rule's id.
         code = rule
     return EvaluationResult(
         decision, reason, code or None, policy, version, rule, float(latency),

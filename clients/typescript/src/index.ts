@@ -391,7 +391,7 @@ function readDecision(x: unknown): EvaluationResult {
   const effect = typeof a["effect"] === "string" && EFFECTS.has(a["effect"]) ? (a["effect"] as Effect) : decision;
   const matchedRuleId = str("matchedRuleId");
   let code = str("code");
-  // As the seed documents: a rule deny's code is the rule's id, its reason
+  // A rule deny's code is the rule's id, its reason
   // the rule's description. The sidecar's own codes pass through.
   if (decision === "deny" && code === null && matchedRuleId !== null) code = matchedRuleId;
   const version = a["matchedPolicyVersion"];
