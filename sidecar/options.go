@@ -16,6 +16,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/endpoint"
 	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/usage"
@@ -259,15 +260,15 @@ func (o *Options) validateServing() error {
 		add("--agent-id is %d characters long, more than %d", len(o.AgentID), engine.MaxAgentIDLength)
 	}
 	for _, r := range o.Roles {
-		if err := CheckBindingName(r); err != nil {
+		if err := v1alpha1.CheckBindingName(r); err != nil {
 			add("--roles: %v", err)
 		}
 	}
-	if len(o.Roles) > maxRoles {
-		add("--roles: %d roles, more than %d", len(o.Roles), maxRoles)
+	if len(o.Roles) > v1alpha1.MaxRoles {
+		add("--roles: %d roles, more than %d", len(o.Roles), v1alpha1.MaxRoles)
 	}
 	if o.Environment != "" {
-		if err := CheckBindingName(o.Environment); err != nil {
+		if err := v1alpha1.CheckBindingName(o.Environment); err != nil {
 			add("--environment: %v", err)
 		}
 	}
