@@ -11,6 +11,7 @@ import (
 
 	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/exitcode"
 	"github.com/toolgate/toolgate/manifest"
 )
 
@@ -58,7 +59,7 @@ func runEval(cmd *cobra.Command, o *EvalOptions, s streams) error {
 		return err
 	}
 	if o.Request == "" {
-		return usageErrorf("%s: --request FILE|- is required", cmd.CommandPath())
+		return exitcode.Usagef("%s: --request FILE|- is required", cmd.CommandPath())
 	}
 	var stdin []string
 	if slices.Contains(o.Paths, manifest.Stdin) {
@@ -71,7 +72,7 @@ func runEval(cmd *cobra.Command, o *EvalOptions, s streams) error {
 		stdin = append(stdin, "--history -")
 	}
 	if len(stdin) > 1 {
-		return usageErrorf("%s: %s cannot both read stdin", cmd.CommandPath(), strings.Join(stdin, " and "))
+		return exitcode.Usagef("%s: %s cannot both read stdin", cmd.CommandPath(), strings.Join(stdin, " and "))
 	}
 	now, err := parseNow(o.Now)
 	if err != nil {
@@ -118,7 +119,7 @@ func readRequest(path string, in io.Reader) (engine.Request, error) {
 	}
 	req, err := engine.DecodeRequest(data)
 	if err != nil {
-		return nil, usageErrorf("--request %s: %v", name, err)
+		return nil, exitcode.Usagef("--request %s: %v", name, err)
 	}
 	return req, nil
 }

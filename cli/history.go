@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/exitcode"
 	"github.com/toolgate/toolgate/usage"
 )
 
@@ -40,7 +41,7 @@ func readHistory(path string, in io.Reader, now time.Time) (*usage.Ledger, error
 	}
 	calls, err := parseHistory(data, now)
 	if err != nil {
-		return nil, usageErrorf("--history %s: %v", name, err)
+		return nil, exitcode.Usagef("--history %s: %v", name, err)
 	}
 	l, err := usage.New(usage.DefaultMaxKeys, usage.DefaultMaxEventsPerKey)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/exitcode"
 	"github.com/toolgate/toolgate/manifest"
 )
 
@@ -51,11 +52,11 @@ func (f *sourceFlags) addArgs(args []string) {
 
 func (f *sourceFlags) check(cmd *cobra.Command) error {
 	if len(f.Paths) == 0 {
-		return usageErrorf("%s: -f PATH is required (a manifest file or directory)", cmd.CommandPath())
+		return exitcode.Usagef("%s: -f PATH is required (a manifest file or directory)", cmd.CommandPath())
 	}
 	if f.Namespace != "" {
 		if errs := validation.IsDNS1123Label(f.Namespace); len(errs) > 0 {
-			return usageErrorf("%s: -n %q is not a namespace name: %s", cmd.CommandPath(), f.Namespace, strings.Join(errs, "; "))
+			return exitcode.Usagef("%s: -n %q is not a namespace name: %s", cmd.CommandPath(), f.Namespace, strings.Join(errs, "; "))
 		}
 	}
 	return nil
@@ -66,11 +67,11 @@ func (f *sourceFlags) check(cmd *cobra.Command) error {
 func loadNamespace(f *sourceFlags, in io.Reader) (*manifest.Set, error) {
 	all, err := manifest.Load(f.Paths, in)
 	if err != nil {
-		return nil, &ExitError{Code: ExitUsage, Err: err}
+		return nil, &exitcode.Error{Code: exitcode.Usage, Err: err}
 	}
 	set, err := all.OneNamespace(f.Namespace)
 	if err != nil {
-		return nil, &ExitError{Code: ExitUsage, Err: err}
+		return nil, &exitcode.Error{Code: exitcode.Usage, Err: err}
 	}
 	return set, nil
 }
@@ -86,7 +87,7 @@ func readFlagFile(flag, path string, in io.Reader) (data []byte, name string, er
 		data, err = os.ReadFile(path)
 	}
 	if err != nil {
-		return nil, name, usageErrorf("%s %s: cannot read: %v", flag, name, err)
+		return nil, name, exitcode.Usagef("%s %s: cannot read: %v", flag, name, err)
 	}
 	return data, name, nil
 }
@@ -98,7 +99,7 @@ func parseNow(s string) (time.Time, error) {
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
-		return time.Time{}, usageErrorf("--now %q is not an RFC 3339 time (like 2030-01-31T17:00:00Z)", s)
+		return time.Time{}, exitcode.Usagef("--now %q is not an RFC 3339 time (like 2030-01-31T17:00:00Z)", s)
 	}
 	return t, nil
 }

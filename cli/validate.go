@@ -10,6 +10,7 @@ import (
 
 	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/exitcode"
 	"github.com/toolgate/toolgate/manifest"
 )
 
@@ -49,7 +50,7 @@ func runValidate(cmd *cobra.Command, o *ValidateOptions, s streams) error {
 	if err != nil {
 		var loadErrs manifest.Errors
 		if !errors.As(err, &loadErrs) || loadErrs.Unreadable() {
-			return &ExitError{Code: ExitUsage, Err: err}
+			return &exitcode.Error{Code: exitcode.Usage, Err: err}
 		}
 		problems = loadErrs
 	}
@@ -76,7 +77,7 @@ func runValidate(cmd *cobra.Command, o *ValidateOptions, s streams) error {
 	}
 	if len(problems) > 0 {
 		fmt.Fprintf(s.err, "%d problem(s) in %s\n", len(problems), objectCount(set))
-		return &ExitError{Code: ExitProblems}
+		return &exitcode.Error{Code: exitcode.Problems}
 	}
 	fmt.Fprintf(s.err, "%s valid\n", objectCount(set))
 	return nil
