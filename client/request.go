@@ -47,14 +47,14 @@ func (r *Request) fields() map[string]any {
 	for k, v := range r.Extra {
 		m[k] = v
 	}
-	setString(m, "tool_name", r.ToolName)
-	setString(m, "session_id", r.SessionID)
-	setString(m, "agent_id", r.AgentID)
-	setString(m, "tool_use_id", r.ToolUseID)
-	setString(m, "framework", r.Framework)
-	setAny(m, "input", r.Input)
-	setAny(m, "args", r.Args)
-	setAny(m, "kwargs", r.Kwargs)
+	setString(m, engine.FieldToolName, r.ToolName)
+	setString(m, engine.FieldSessionID, r.SessionID)
+	setString(m, engine.FieldAgentID, r.AgentID)
+	setString(m, engine.FieldToolUseID, r.ToolUseID)
+	setString(m, engine.FieldFramework, r.Framework)
+	setAny(m, engine.FieldInput, r.Input)
+	setAny(m, engine.FieldArgs, r.Args)
+	setAny(m, engine.FieldKwargs, r.Kwargs)
 	return m
 }
 

@@ -52,7 +52,7 @@ func (r *Rule) hasFilters() bool {
 // author likely meant.
 func lintPatterns(d *diagnoser, ri int, r *Rule) {
 	for ci, c := range r.Conditions {
-		if c.Field == "tool_name" && c.Operator == "matches" {
+		if c.Field == FieldToolName && c.Operator == "matches" {
 			var pattern string
 			if s, err := parseScalar(c.Value); err == nil && s.kind == kindString {
 				pattern = s.str
