@@ -89,21 +89,18 @@ func objectCount(set *manifest.Set) string {
 		len(set.Policies)+set.Rejected["Policy"], len(set.FrozenAgents)+set.Rejected["FrozenAgent"])
 }
 
-// checkPolicy is what the webhook checks once the schema passed: the engine's
-// compile step, nothing re-written, and, for a Policy it accepts, the
-// engine's lint, which the webhook returns as warnings. FrozenAgents have no
-// webhook (the kill switch must work while webhooks are down), so the schema
-// is all there is to them.
+// checkPolicy is what the webhook checks once the schema passed:
+// engine.Review, the engine's compile step, nothing re-written, and, for a
+// Policy it accepts, the engine's lint, which the webhook returns as
+// warnings. FrozenAgents have no webhook (the kill switch must work while
+// webhooks are down), so the schema is all there is to them.
 func checkPolicy(p *manifest.Policy) (problems, warnings manifest.Errors) {
-	ep := bundle.Policy(&p.Object)
-	for _, d := range engine.CheckPolicy(ep) {
+	bad, lint := engine.Review(bundle.Policy(&p.Object))
+	for _, d := range bad {
 		problems = append(problems, &manifest.Error{Source: p.Source, Kind: "Policy", Name: p.Object.Name, Field: d.Field, Message: d.Message})
 	}
-	if len(problems) > 0 {
-		return problems, nil
-	}
-	for _, d := range engine.Lint(ep) {
+	for _, d := range lint {
 		warnings = append(warnings, &manifest.Error{Source: p.Source, Kind: "Policy", Name: p.Object.Name, Field: d.Field, Message: d.Message})
 	}
-	return nil, warnings
+	return problems, warnings
 }
