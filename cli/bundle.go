@@ -87,13 +87,11 @@ func runBundle(cmd *cobra.Command, o *BundleOptions, s streams) error {
 	if err != nil {
 		return err
 	}
-	set, err := loadNamespace(&o.sourceFlags, s.in)
+	set, b, err := loadBundle(&o.sourceFlags, s.in, now)
 	if err != nil {
 		return err
 	}
-	b := bundle.Build(set.PolicyObjects(), set.FrozenAgentObjects(), now)
-	_, diags := engine.Compile(b)
-	printDiagnostics(s.err, set, diags)
+	compileBundle(set, b, s.err)
 	doc, revision, err := engine.Encode(b)
 	if err != nil {
 		return fmt.Errorf("encoding the bundle: %w", err)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/internal/exitcode"
 	"github.com/toolgate/toolgate/manifest"
@@ -78,7 +77,7 @@ func runEval(cmd *cobra.Command, o *EvalOptions, s streams) error {
 	if err != nil {
 		return err
 	}
-	set, err := loadNamespace(&o.sourceFlags, s.in)
+	set, b, err := loadBundle(&o.sourceFlags, s.in, now)
 	if err != nil {
 		return err
 	}
@@ -93,7 +92,7 @@ func runEval(cmd *cobra.Command, o *EvalOptions, s streams) error {
 		}
 	}
 
-	compiled := compileSet(set, now, s.err)
+	compiled := compileBundle(set, b, s.err)
 	res := compiled.Evaluate(req, engine.EvalOptions{Now: clockFrom(now), Explain: o.Explain, Usage: used})
 	out, err := res.AppendJSON(nil)
 	if err != nil {
@@ -103,11 +102,11 @@ func runEval(cmd *cobra.Command, o *EvalOptions, s streams) error {
 	return err
 }
 
-// compileSet compiles the bundle the operator would publish for set at
-// now, printing what does not compile (evaluation denies where it
-// reaches it) as the webhook would have refused it.
-func compileSet(set *manifest.Set, now time.Time, stderr io.Writer) *engine.Compiled {
-	compiled, diags := engine.Compile(bundle.Build(set.PolicyObjects(), set.FrozenAgentObjects(), now))
+// compileBundle compiles b, the bundle the operator would publish for set,
+// printing what does not compile (evaluation denies where it reaches it)
+// as the webhook would have refused it.
+func compileBundle(set *manifest.Set, b engine.Bundle, stderr io.Writer) *engine.Compiled {
+	compiled, diags := engine.Compile(b)
 	printDiagnostics(stderr, set, diags)
 	return compiled
 }

@@ -144,13 +144,11 @@ func exportedBundle(o *ExportOptions, s streams) (engine.Bundle, error) {
 	if err != nil {
 		return engine.Bundle{}, err
 	}
-	set, err := loadNamespace(&o.sourceFlags, s.in)
+	set, b, err := loadBundle(&o.sourceFlags, s.in, now)
 	if err != nil {
 		return engine.Bundle{}, err
 	}
-	b := bundle.Build(set.PolicyObjects(), set.FrozenAgentObjects(), now)
-	_, diags := engine.Compile(b)
-	printDiagnostics(s.err, set, diags)
+	compileBundle(set, b, s.err)
 	if _, b.Revision, err = engine.Encode(b); err != nil {
 		return engine.Bundle{}, fmt.Errorf("encoding the bundle: %w", err)
 	}

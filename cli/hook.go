@@ -234,8 +234,8 @@ func explain(r *engine.Result, tool string) string {
 // decideLocally decides with the manifests and engine `toolgate eval -f`
 // uses, at the real clock.
 func decideLocally(dir string, req hookRequest, stderr io.Writer) (engine.Result, error) {
-	src := &sourceFlags{Paths: []string{dir}}
-	set, err := loadNamespace(src, nil)
+	now := time.Now()
+	set, b, err := loadBundle(&sourceFlags{Paths: []string{dir}}, nil, now)
 	if err != nil {
 		return engine.Result{}, err
 	}
@@ -243,6 +243,5 @@ func decideLocally(dir string, req hookRequest, stderr io.Writer) (engine.Result
 	if err != nil {
 		return engine.Result{}, err
 	}
-	now := time.Now()
-	return compileSet(set, now, stderr).Evaluate(r, engine.EvalOptions{Now: clockFrom(now)}), nil
+	return compileBundle(set, b, stderr).Evaluate(r, engine.EvalOptions{Now: clockFrom(now)}), nil
 }

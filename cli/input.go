@@ -62,18 +62,15 @@ func (f *sourceFlags) check(cmd *cobra.Command) error {
 	return nil
 }
 
-// loadNamespace loads the manifests and keeps one namespace's objects: a
-// bundle is per namespace. Every input problem is a usage error.
-func loadNamespace(f *sourceFlags, in io.Reader) (*manifest.Set, error) {
-	all, err := manifest.Load(f.Paths, in)
+// loadBundle builds the bundle of the manifests' namespace at now
+// (manifest.LoadBundle: a bundle is per namespace). Every input problem is
+// a usage error.
+func loadBundle(f *sourceFlags, in io.Reader, now time.Time) (*manifest.Set, engine.Bundle, error) {
+	set, b, err := manifest.LoadBundle(f.Paths, in, f.Namespace, now)
 	if err != nil {
-		return nil, &exitcode.Error{Code: exitcode.Usage, Err: err}
+		return nil, engine.Bundle{}, &exitcode.Error{Code: exitcode.Usage, Err: err}
 	}
-	set, err := all.OneNamespace(f.Namespace)
-	if err != nil {
-		return nil, &exitcode.Error{Code: exitcode.Usage, Err: err}
-	}
-	return set, nil
+	return set, b, nil
 }
 
 // readFlagFile reads the file a flag names, or stdin for "-"; errors name
