@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/toolgate/toolgate/client"
+	"github.com/toolgate/toolgate/client/local"
 	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/internal/exitcode"
 	"github.com/toolgate/toolgate/sidecar"
@@ -74,11 +75,11 @@ func runMCPStdio(cmd *cobra.Command, o *MCPStdioOptions, args []string, s stream
 	defer cancel()
 	var decide sidecar.MCPDecider
 	if o.BundleDir != "" {
-		local, err := client.NewLocal(client.LocalOptions{BundlePath: o.BundleDir})
+		guard, err := local.New(local.Options{BundlePath: o.BundleDir})
 		if err != nil {
 			return exitcode.Usagef("%s: --bundle-dir %s: %v", cmd.CommandPath(), o.BundleDir, err)
 		}
-		go local.Watch(ctx, localReload, func(err error) {
+		go guard.Watch(ctx, localReload, func(err error) {
 			fmt.Fprintf(s.err, "toolgate mcp stdio: --bundle-dir %s: %v; the last good policies keep deciding\n", o.BundleDir, err)
 		})
 		decide = func(_ context.Context, request []byte) (engine.Result, []byte) {
@@ -86,7 +87,7 @@ func runMCPStdio(cmd *cobra.Command, o *MCPStdioOptions, args []string, s stream
 			if req, err := engine.DecodeRequest(request); err != nil {
 				res.Decision, res.Effect, res.Reason = engine.Deny, engine.EffectDeny, "the call cannot be decided: "+err.Error()
 			} else {
-				res = local.EvaluateRequest(req)
+				res = guard.EvaluateRequest(req)
 			}
 			if res.Decision != engine.Allow {
 				var call struct {

@@ -70,12 +70,17 @@ func setAny(m map[string]any, k string, v any) {
 	}
 }
 
-// engineRequest is the request as the engine reads it: values must be what
-// encoding/json decodes (map[string]any, []any, float64, ...), or a
-// map[string]string input or an int amount would not compare as the
-// sidecar, which decodes JSON, compares them. Native values pass as they
-// are; anything else takes one JSON round trip.
-func (r *Request) engineRequest() (engine.Request, error) {
+// EngineRequest is the request as the engine reads it (what package local
+// decides): values must be what encoding/json decodes (map[string]any,
+// []any, float64, ...), or a map[string]string input or an int amount
+// would not compare as the sidecar, which decodes JSON, compares them.
+// Native values pass as they are; anything else takes one JSON round trip.
+// The error is for a request that cannot be decided: an empty ToolName, a
+// field that does not encode as JSON.
+func (r *Request) EngineRequest() (engine.Request, error) {
+	if r.ToolName == "" {
+		return nil, errNoToolName
+	}
 	m := r.fields()
 	for k, v := range m {
 		if jsonNative(v) {
