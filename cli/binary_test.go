@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/exitcode"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -29,12 +30,12 @@ func TestBinary(t *testing.T) {
 	}
 
 	bad := exe(`{"tool_name": 7}`, "eval", "-f", samplesDir, "--request", "-")
-	if bad.code != ExitUsage || bad.stdout != "" || bad.stderr != "--request <stdin>: bad request: tool_name must be a string, not a number\n" {
+	if bad.code != exitcode.Usage || bad.stdout != "" || bad.stderr != "--request <stdin>: bad request: tool_name must be a string, not a number\n" {
 		t.Errorf("bad request: exit %d, stdout %q, stderr %q", bad.code, bad.stdout, bad.stderr)
 	}
 
 	dir := testenv.WriteTree(t, map[string]string{"p.yaml": "apiVersion: toolgate.dev/v1alpha1\nkind: Policy\nmetadata: {name: p}\nspec:\n  rules: [{id: r, effect: maybe}]\n"})
-	if o := exe("", "validate", "-f", dir); o.code != ExitProblems || !strings.Contains(o.stdout, `spec.rules[0].effect: Unsupported value: "maybe": supported values: "allow", "deny"`) {
+	if o := exe("", "validate", "-f", dir); o.code != exitcode.Problems || !strings.Contains(o.stdout, `spec.rules[0].effect: Unsupported value: "maybe": supported values: "allow", "deny"`) {
 		t.Errorf("validate: exit %d, stdout %q", o.code, o.stdout)
 	}
 	if o := exe("", "validate", "-f", samplesDir); o.code != 0 {
@@ -52,7 +53,7 @@ func TestBinary(t *testing.T) {
 		t.Errorf("bundle does not decode: %v", err)
 	}
 
-	if o := exe("", "eval", "-f", filepath.Join(dir, "missing.yaml"), "--request", "-"); o.code != ExitUsage {
+	if o := exe("", "eval", "-f", filepath.Join(dir, "missing.yaml"), "--request", "-"); o.code != exitcode.Usage {
 		t.Errorf("missing path: exit %d", o.code)
 	}
 }

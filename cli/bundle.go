@@ -12,6 +12,7 @@ import (
 	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/internal/atomicfile"
+	"github.com/toolgate/toolgate/internal/exitcode"
 )
 
 // BundleOptions are the flags of `toolgate bundle`.
@@ -65,34 +66,32 @@ func runBundle(cmd *cobra.Command, o *BundleOptions, s streams) error {
 	if o.SigningKey != "" {
 		switch {
 		case o.Namespace == "":
-			return usageErrorf("%s: --signing-key needs -n NAMESPACE: a signature names the namespace its bundle is for (the sidecar's --bundle-namespace)", cmd.CommandPath())
+			return exitcode.Usagef("%s: --signing-key needs -n NAMESPACE: a signature names the namespace its bundle is for (the sidecar's --bundle-namespace)", cmd.CommandPath())
 		case toStdout:
-			return usageErrorf("%s: --signing-key needs -o FILE: the signature is written beside the bundle, as FILE.sig", cmd.CommandPath())
+			return exitcode.Usagef("%s: --signing-key needs -o FILE: the signature is written beside the bundle, as FILE.sig", cmd.CommandPath())
 		}
 		keys, err := os.ReadFile(o.SigningKey)
 		if err != nil {
-			return usageErrorf("%s: --signing-key: %v", cmd.CommandPath(), err)
+			return exitcode.Usagef("%s: --signing-key: %v", cmd.CommandPath(), err)
 		}
 		if ring, err = bundle.ParseKeyring(keys); err != nil {
-			return usageErrorf("%s: --signing-key %s: %v", cmd.CommandPath(), o.SigningKey, err)
+			return exitcode.Usagef("%s: --signing-key %s: %v", cmd.CommandPath(), o.SigningKey, err)
 		}
 	}
 	if !toStdout {
 		if info, err := os.Stat(o.Out); err == nil && info.IsDir() {
-			return usageErrorf("%s: -o %s is a directory; the bundle is written to a file", cmd.CommandPath(), o.Out)
+			return exitcode.Usagef("%s: -o %s is a directory; the bundle is written to a file", cmd.CommandPath(), o.Out)
 		}
 	}
 	now, err := parseNow(o.Now)
 	if err != nil {
 		return err
 	}
-	set, err := loadNamespace(&o.sourceFlags, s.in)
+	set, b, err := loadBundle(&o.sourceFlags, s.in, now)
 	if err != nil {
 		return err
 	}
-	b := bundle.Build(set.PolicyObjects(), set.FrozenAgentObjects(), now)
-	_, diags := engine.Compile(b)
-	printDiagnostics(s.err, set, diags)
+	compileBundle(set, b, s.err)
 	doc, revision, err := engine.Encode(b)
 	if err != nil {
 		return fmt.Errorf("encoding the bundle: %w", err)

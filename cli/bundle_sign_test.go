@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/exitcode"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -150,7 +151,7 @@ func TestBundleSigningKeyIsRefusedWhenItCannotSign(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			o := run(t, "", append([]string{"bundle", "-f", policies}, c.args...)...)
-			if o.code != int(ExitUsage) || !strings.Contains(o.stderr, c.want) {
+			if o.code != int(exitcode.Usage) || !strings.Contains(o.stderr, c.want) {
 				t.Fatalf("exit %d, stderr %q: want usage error with %q", o.code, o.stderr, c.want)
 			}
 			if _, err := os.Stat(out); !os.IsNotExist(err) {

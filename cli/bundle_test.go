@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/exitcode"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/manifest"
 )
@@ -102,7 +103,7 @@ func TestBundleNamespacesAndDiagnostics(t *testing.T) {
 			"value: Bash", "value: {a: 1}", 1),
 	})
 	o := run(t, "", "bundle", "-f", dir)
-	if o.code != ExitUsage || !strings.Contains(o.stderr, "objects from several namespaces (team-a, team-b)") || o.stdout != "" {
+	if o.code != exitcode.Usage || !strings.Contains(o.stderr, "objects from several namespaces (team-a, team-b)") || o.stdout != "" {
 		t.Errorf("several namespaces: exit %d, stdout %q, stderr %q", o.code, o.stdout, o.stderr)
 	}
 	o = run(t, "", "bundle", "-f", dir, "-n", "team-a")
@@ -126,7 +127,7 @@ func TestBundleInputErrors(t *testing.T) {
 		{"bundle", "-f", dir},
 		{"bundle", "-f", t.TempDir(), "--now", "never"},
 	} {
-		if o := run(t, "", args...); o.code != ExitUsage || o.stdout != "" || o.stderr == "" {
+		if o := run(t, "", args...); o.code != exitcode.Usage || o.stdout != "" || o.stderr == "" {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q", args, o.code, o.stdout, o.stderr)
 		}
 	}

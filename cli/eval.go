@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/exitcode"
 	"github.com/toolgate/toolgate/manifest"
 )
 
@@ -58,7 +58,7 @@ func runEval(cmd *cobra.Command, o *EvalOptions, s streams) error {
 		return err
 	}
 	if o.Request == "" {
-		return usageErrorf("%s: --request FILE|- is required", cmd.CommandPath())
+		return exitcode.Usagef("%s: --request FILE|- is required", cmd.CommandPath())
 	}
 	var stdin []string
 	if slices.Contains(o.Paths, manifest.Stdin) {
@@ -71,13 +71,13 @@ func runEval(cmd *cobra.Command, o *EvalOptions, s streams) error {
 		stdin = append(stdin, "--history -")
 	}
 	if len(stdin) > 1 {
-		return usageErrorf("%s: %s cannot both read stdin", cmd.CommandPath(), strings.Join(stdin, " and "))
+		return exitcode.Usagef("%s: %s cannot both read stdin", cmd.CommandPath(), strings.Join(stdin, " and "))
 	}
 	now, err := parseNow(o.Now)
 	if err != nil {
 		return err
 	}
-	set, err := loadNamespace(&o.sourceFlags, s.in)
+	set, b, err := loadBundle(&o.sourceFlags, s.in, now)
 	if err != nil {
 		return err
 	}
@@ -92,7 +92,7 @@ func runEval(cmd *cobra.Command, o *EvalOptions, s streams) error {
 		}
 	}
 
-	compiled := compileSet(set, now, s.err)
+	compiled := compileBundle(set, b, s.err)
 	res := compiled.Evaluate(req, engine.EvalOptions{Now: clockFrom(now), Explain: o.Explain, Usage: used})
 	out, err := res.AppendJSON(nil)
 	if err != nil {
@@ -102,11 +102,11 @@ func runEval(cmd *cobra.Command, o *EvalOptions, s streams) error {
 	return err
 }
 
-// compileSet compiles the bundle the operator would publish for set at
-// now, printing what does not compile (evaluation denies where it
-// reaches it) as the webhook would have refused it.
-func compileSet(set *manifest.Set, now time.Time, stderr io.Writer) *engine.Compiled {
-	compiled, diags := engine.Compile(bundle.Build(set.PolicyObjects(), set.FrozenAgentObjects(), now))
+// compileBundle compiles b, the bundle the operator would publish for set,
+// printing what does not compile (evaluation denies where it reaches it)
+// as the webhook would have refused it.
+func compileBundle(set *manifest.Set, b engine.Bundle, stderr io.Writer) *engine.Compiled {
+	compiled, diags := engine.Compile(b)
 	printDiagnostics(stderr, set, diags)
 	return compiled
 }
@@ -118,7 +118,7 @@ func readRequest(path string, in io.Reader) (engine.Request, error) {
 	}
 	req, err := engine.DecodeRequest(data)
 	if err != nil {
-		return nil, usageErrorf("--request %s: %v", name, err)
+		return nil, exitcode.Usagef("--request %s: %v", name, err)
 	}
 	return req, nil
 }

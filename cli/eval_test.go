@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/exitcode"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -223,8 +224,8 @@ func TestEvalInputErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			o := run(t, tt.stdin, tt.args...)
-			if o.code != ExitUsage {
-				t.Errorf("exit %d, want %d; stderr:\n%s", o.code, ExitUsage, o.stderr)
+			if o.code != exitcode.Usage {
+				t.Errorf("exit %d, want %d; stderr:\n%s", o.code, exitcode.Usage, o.stderr)
 			}
 			if o.stdout != "" {
 				t.Errorf("stdout must be empty on an input error: %q", o.stdout)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/exitcode"
 	"github.com/toolgate/toolgate/rego"
 )
 
@@ -63,28 +64,28 @@ func newExportCommand() *cobra.Command {
 func runExport(cmd *cobra.Command, o *ExportOptions, s streams) error {
 	if o.BundleFile != "" {
 		if len(o.Paths) > 0 || o.Namespace != "" || o.Now != "" {
-			return usageErrorf("%s: --bundle-file exports a built bundle: -f, -n and --now build one from manifests", cmd.CommandPath())
+			return exitcode.Usagef("%s: --bundle-file exports a built bundle: -f, -n and --now build one from manifests", cmd.CommandPath())
 		}
 	} else if err := o.check(cmd); err != nil {
 		return err
 	}
 	switch {
 	case o.Out == "":
-		return usageErrorf("%s: -o is required: the bundle directory, or with --tar the .tar.gz file (- for stdout)", cmd.CommandPath())
+		return exitcode.Usagef("%s: -o is required: the bundle directory, or with --tar the .tar.gz file (- for stdout)", cmd.CommandPath())
 	case o.Out == "-" && !o.Tar:
-		return usageErrorf("%s: -o - writes to stdout, which only --tar can: a bundle directory is several files", cmd.CommandPath())
+		return exitcode.Usagef("%s: -o - writes to stdout, which only --tar can: a bundle directory is several files", cmd.CommandPath())
 	case o.SigningKey != "" && !o.Tar:
-		return usageErrorf("%s: --signing-key signs the --tar bundle: a bundle directory is written unsigned", cmd.CommandPath())
+		return exitcode.Usagef("%s: --signing-key signs the --tar bundle: a bundle directory is written unsigned", cmd.CommandPath())
 	}
 	var signer rego.Signer
 	if o.SigningKey != "" {
 		pemKeys, err := os.ReadFile(o.SigningKey)
 		if err != nil {
-			return usageErrorf("%s: --signing-key: %v", cmd.CommandPath(), err)
+			return exitcode.Usagef("%s: --signing-key: %v", cmd.CommandPath(), err)
 		}
 		ring, err := bundle.ParseKeyring(pemKeys)
 		if err != nil {
-			return usageErrorf("%s: --signing-key %s: %v", cmd.CommandPath(), o.SigningKey, err)
+			return exitcode.Usagef("%s: --signing-key %s: %v", cmd.CommandPath(), o.SigningKey, err)
 		}
 		signer = ring.Current()
 	}
@@ -94,11 +95,11 @@ func runExport(cmd *cobra.Command, o *ExportOptions, s streams) error {
 	}
 	out, err := rego.Export(b)
 	if err != nil {
-		return &ExitError{Code: ExitProblems, Err: err}
+		return &exitcode.Error{Code: exitcode.Problems, Err: err}
 	}
 	if !o.Tar {
 		if info, err := os.Stat(o.Out); err == nil && !info.IsDir() {
-			return usageErrorf("%s: -o %s is a file, not a directory (--tar writes a file)", cmd.CommandPath(), o.Out)
+			return exitcode.Usagef("%s: -o %s is a file, not a directory (--tar writes a file)", cmd.CommandPath(), o.Out)
 		}
 		if err := out.WriteDir(o.Out); err != nil {
 			return fmt.Errorf("writing the bundle: %w", err)
@@ -114,9 +115,9 @@ func runExport(cmd *cobra.Command, o *ExportOptions, s streams) error {
 		return err
 	}
 	if info, err := os.Stat(o.Out); err == nil && info.IsDir() {
-		return usageErrorf("%s: -o %s is a directory; --tar writes a file", cmd.CommandPath(), o.Out)
+		return exitcode.Usagef("%s: -o %s is a directory; --tar writes a file", cmd.CommandPath(), o.Out)
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return usageErrorf("%s: -o %s: %v", cmd.CommandPath(), o.Out, err)
+		return exitcode.Usagef("%s: -o %s: %v", cmd.CommandPath(), o.Out, err)
 	}
 	if err := os.WriteFile(o.Out, doc, 0o644); err != nil {
 		return fmt.Errorf("writing the bundle: %w", err)
@@ -135,7 +136,7 @@ func exportedBundle(o *ExportOptions, s streams) (engine.Bundle, error) {
 		}
 		b, err := engine.Decode(doc)
 		if err != nil {
-			return engine.Bundle{}, usageErrorf("--bundle-file %s: %v", name, err)
+			return engine.Bundle{}, exitcode.Usagef("--bundle-file %s: %v", name, err)
 		}
 		return b, nil
 	}
@@ -143,13 +144,11 @@ func exportedBundle(o *ExportOptions, s streams) (engine.Bundle, error) {
 	if err != nil {
 		return engine.Bundle{}, err
 	}
-	set, err := loadNamespace(&o.sourceFlags, s.in)
+	set, b, err := loadBundle(&o.sourceFlags, s.in, now)
 	if err != nil {
 		return engine.Bundle{}, err
 	}
-	b := bundle.Build(set.PolicyObjects(), set.FrozenAgentObjects(), now)
-	_, diags := engine.Compile(b)
-	printDiagnostics(s.err, set, diags)
+	compileBundle(set, b, s.err)
 	if _, b.Revision, err = engine.Encode(b); err != nil {
 		return engine.Bundle{}, fmt.Errorf("encoding the bundle: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/exitcode"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/manifest"
 	"github.com/toolgate/toolgate/rego"
@@ -155,20 +156,20 @@ spec:
 		code int
 		want string
 	}{
-		{"no format", []string{"export"}, ExitUsage, "name a format: toolgate export rego"},
-		{"unknown format", []string{"export", "wasm"}, ExitUsage, `unknown format "wasm": use toolgate export rego`},
-		{"no -f", []string{"export", "rego", "-o", dir}, ExitUsage, "-f PATH is required"},
-		{"no -o", []string{"export", "rego", "-f", samplesDir}, ExitUsage, "-o is required"},
-		{"stdout without --tar", []string{"export", "rego", "-f", samplesDir, "-o", "-"}, ExitUsage, "only --tar can"},
-		{"directory onto a file", []string{"export", "rego", "-f", samplesDir, "-o", file}, ExitUsage, "is a file, not a directory"},
-		{"tar onto a directory", []string{"export", "rego", "-f", samplesDir, "--tar", "-o", dir}, ExitUsage, "is a directory"},
-		{"bad namespace", []string{"export", "rego", "-f", samplesDir, "-n", "Not_A_Namespace", "-o", dir}, ExitUsage, "is not a namespace name"},
-		{"bad --now", []string{"export", "rego", "-f", samplesDir, "--now", "tomorrow", "-o", dir}, ExitUsage, "not an RFC 3339 time"},
-		{"missing manifests", []string{"export", "rego", "-f", filepath.Join(dir, "nope"), "-o", dir}, ExitUsage, "nope"},
-		{"unknown flag", []string{"export", "rego", "--zip"}, ExitUsage, "unknown flag: --zip"},
-		{"bundle file and manifests", []string{"export", "rego", "--bundle-file", file, "-f", samplesDir, "-o", dir}, ExitUsage, "--bundle-file exports a built bundle"},
-		{"corrupt bundle file", []string{"export", "rego", "--bundle-file", file, "-o", filepath.Join(dir, "out")}, ExitUsage, "corrupt bundle"},
-		{"unexportable", []string{"export", "rego", "-f", unexportable, "-o", filepath.Join(dir, "out")}, ExitProblems, `policy "greek" rule "no-greek" cannot be exported to Rego`},
+		{"no format", []string{"export"}, exitcode.Usage, "name a format: toolgate export rego"},
+		{"unknown format", []string{"export", "wasm"}, exitcode.Usage, `unknown format "wasm": use toolgate export rego`},
+		{"no -f", []string{"export", "rego", "-o", dir}, exitcode.Usage, "-f PATH is required"},
+		{"no -o", []string{"export", "rego", "-f", samplesDir}, exitcode.Usage, "-o is required"},
+		{"stdout without --tar", []string{"export", "rego", "-f", samplesDir, "-o", "-"}, exitcode.Usage, "only --tar can"},
+		{"directory onto a file", []string{"export", "rego", "-f", samplesDir, "-o", file}, exitcode.Usage, "is a file, not a directory"},
+		{"tar onto a directory", []string{"export", "rego", "-f", samplesDir, "--tar", "-o", dir}, exitcode.Usage, "is a directory"},
+		{"bad namespace", []string{"export", "rego", "-f", samplesDir, "-n", "Not_A_Namespace", "-o", dir}, exitcode.Usage, "is not a namespace name"},
+		{"bad --now", []string{"export", "rego", "-f", samplesDir, "--now", "tomorrow", "-o", dir}, exitcode.Usage, "not an RFC 3339 time"},
+		{"missing manifests", []string{"export", "rego", "-f", filepath.Join(dir, "nope"), "-o", dir}, exitcode.Usage, "nope"},
+		{"unknown flag", []string{"export", "rego", "--zip"}, exitcode.Usage, "unknown flag: --zip"},
+		{"bundle file and manifests", []string{"export", "rego", "--bundle-file", file, "-f", samplesDir, "-o", dir}, exitcode.Usage, "--bundle-file exports a built bundle"},
+		{"corrupt bundle file", []string{"export", "rego", "--bundle-file", file, "-o", filepath.Join(dir, "out")}, exitcode.Usage, "corrupt bundle"},
+		{"unexportable", []string{"export", "rego", "-f", unexportable, "-o", filepath.Join(dir, "out")}, exitcode.Problems, `policy "greek" rule "no-greek" cannot be exported to Rego`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := run(t, "", tc.args...)
@@ -194,12 +195,12 @@ func TestExportRegoTarSigned(t *testing.T) {
 	if files := untar(t, []byte(o.stdout)); files["/.signatures.json"] == "" {
 		t.Errorf("no .signatures.json in %v", keys(files))
 	}
-	if o := run(t, "", "export", "rego", "-f", samplesDir, "-o", t.TempDir(), "--signing-key", keyFile); o.code != ExitUsage {
+	if o := run(t, "", "export", "rego", "-f", samplesDir, "-o", t.TempDir(), "--signing-key", keyFile); o.code != exitcode.Usage {
 		t.Errorf("--signing-key without --tar: exit %d", o.code)
 	}
 	bad := filepath.Join(t.TempDir(), "bad.pem")
 	_ = os.WriteFile(bad, ring.PublicPEM(), 0o600)
-	if o := run(t, "", "export", "rego", "-f", samplesDir, "--tar", "-o", "-", "--signing-key", bad); o.code != ExitUsage || !strings.Contains(o.stderr, "--signing-key") {
+	if o := run(t, "", "export", "rego", "-f", samplesDir, "--tar", "-o", "-", "--signing-key", bad); o.code != exitcode.Usage || !strings.Contains(o.stderr, "--signing-key") {
 		t.Errorf("public keys as --signing-key: exit %d %s", o.code, o.stderr)
 	}
 }

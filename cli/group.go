@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/toolgate/toolgate/internal/exitcode"
 )
 
 // groupCommand is a command that only holds subcommands, one per noun
@@ -24,9 +26,9 @@ func groupCommand(use, short, noun string, subs ...*cobra.Command) *cobra.Comman
 				held = append(held, cmd.CommandPath()+" "+c.Name())
 			}
 			if len(args) > 0 {
-				return usageErrorf("%s: unknown %s %q: use %s", cmd.CommandPath(), noun, args[0], strings.Join(held, " or "))
+				return exitcode.Usagef("%s: unknown %s %q: use %s", cmd.CommandPath(), noun, args[0], strings.Join(held, " or "))
 			}
-			return usageErrorf("%s: name %s %s: %s", cmd.CommandPath(), article, noun, strings.Join(held, " or "))
+			return exitcode.Usagef("%s: name %s %s: %s", cmd.CommandPath(), article, noun, strings.Join(held, " or "))
 		},
 	}
 	group.AddCommand(subs...)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/exitcode"
 	"github.com/toolgate/toolgate/usage"
 )
 
@@ -40,7 +41,7 @@ func readHistory(path string, in io.Reader, now time.Time) (*usage.Ledger, error
 	}
 	calls, err := parseHistory(data, now)
 	if err != nil {
-		return nil, usageErrorf("--history %s: %v", name, err)
+		return nil, exitcode.Usagef("--history %s: %v", name, err)
 	}
 	l, err := usage.New(usage.DefaultMaxKeys, usage.DefaultMaxEventsPerKey)
 	if err != nil {
@@ -99,12 +100,12 @@ func parseHistoryEntry(raw json.RawMessage, now time.Time) (historyCall, error) 
 	if at.After(now) {
 		return c, fmt.Errorf("time %s is after --now (%s): a history holds calls allowed before it", *e.Time, now.Format(time.RFC3339Nano))
 	}
-	c.at, c.req = at, engine.Request{"tool_name": *e.ToolName}
+	c.at, c.req = at, engine.Request{engine.FieldToolName: *e.ToolName}
 	if e.AgentID != nil {
-		c.req["agent_id"] = *e.AgentID
+		c.req[engine.FieldAgentID] = *e.AgentID
 	}
 	if e.SessionID != nil {
-		c.req["session_id"] = *e.SessionID
+		c.req[engine.FieldSessionID] = *e.SessionID
 	}
 	if e.Tokens != nil {
 		c.req["tokens"] = *e.Tokens

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/exitcode"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -170,8 +171,8 @@ func TestEvalHistoryErrors(t *testing.T) {
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			o := run(t, tc.stdin, "eval", "-f", p("p.yaml"), "--request", p("req.json"), "--history", p(tc.file), "--now", historyNow)
-			if o.code != ExitUsage || o.stdout != "" {
-				t.Errorf("exit %d, stdout %q; want %d and nothing", o.code, o.stdout, ExitUsage)
+			if o.code != exitcode.Usage || o.stdout != "" {
+				t.Errorf("exit %d, stdout %q; want %d and nothing", o.code, o.stdout, exitcode.Usage)
 			}
 			if !strings.Contains(o.stderr, "--history "+p(tc.file)+": ") || !strings.Contains(o.stderr, tc.want) {
 				t.Errorf("stderr:\n%s\nwant the file and %q", o.stderr, tc.want)
@@ -179,7 +180,7 @@ func TestEvalHistoryErrors(t *testing.T) {
 		})
 	}
 	o := run(t, "[]", "eval", "-f", p("p.yaml"), "--request", "-", "--history", "-")
-	if o.code != ExitUsage || !strings.Contains(o.stderr, "--request - and --history - cannot both read stdin") {
+	if o.code != exitcode.Usage || !strings.Contains(o.stderr, "--request - and --history - cannot both read stdin") {
 		t.Errorf("two readers of stdin: exit %d, stderr %q", o.code, o.stderr)
 	}
 }

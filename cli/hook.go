@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolgate/toolgate/client"
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/exitcode"
 )
 
 // maxHookEvent bounds what the hook reads from stdin: Claude Code sends one
@@ -45,11 +46,11 @@ type deciderFlags struct {
 func (f *deciderFlags) check(command string) error {
 	switch {
 	case f.Timeout <= 0:
-		return usageErrorf("%s: --timeout must be positive, not %v", command, f.Timeout)
+		return exitcode.Usagef("%s: --timeout must be positive, not %v", command, f.Timeout)
 	case f.BundleDir == "-":
-		return usageErrorf("%s: --bundle-dir -: stdin carries the agent's messages; give a file or directory", command)
+		return exitcode.Usagef("%s: --bundle-dir -: stdin carries the agent's messages; give a file or directory", command)
 	case f.BundleDir != "" && f.URL != "":
-		return usageErrorf("%s: --bundle-dir decides locally, --url asks a sidecar: give one", command)
+		return exitcode.Usagef("%s: --bundle-dir decides locally, --url asks a sidecar: give one", command)
 	}
 	return nil
 }
@@ -118,7 +119,7 @@ func runClaudeCodeHook(ctx context.Context, o *HookOptions, s streams) error {
 	if err != nil {
 		// Exit 2 is the protocol's blocking error: the call does not run
 		// and stderr is shown, which is all we can do without a tool name.
-		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("toolgate hook claude-code: %w", err)}
+		return &exitcode.Error{Code: exitcode.Usage, Err: fmt.Errorf("toolgate hook claude-code: %w", err)}
 	}
 	if ctx == nil {
 		ctx = context.Background()
@@ -130,7 +131,7 @@ func runClaudeCodeHook(ctx context.Context, o *HookOptions, s streams) error {
 		if err != nil {
 			// Broken manifests are the operator's error, not the agent's:
 			// block the call and say why where Claude Code shows it.
-			return &ExitError{Code: ExitUsage, Err: fmt.Errorf("toolgate hook claude-code --bundle-dir %s: %w", o.BundleDir, err)}
+			return &exitcode.Error{Code: exitcode.Usage, Err: fmt.Errorf("toolgate hook claude-code --bundle-dir %s: %w", o.BundleDir, err)}
 		}
 	} else {
 		res = askSidecar(ctx, o.URL, o.Timeout, req)
@@ -233,8 +234,8 @@ func explain(r *engine.Result, tool string) string {
 // decideLocally decides with the manifests and engine `toolgate eval -f`
 // uses, at the real clock.
 func decideLocally(dir string, req hookRequest, stderr io.Writer) (engine.Result, error) {
-	src := &sourceFlags{Paths: []string{dir}}
-	set, err := loadNamespace(src, nil)
+	now := time.Now()
+	set, b, err := loadBundle(&sourceFlags{Paths: []string{dir}}, nil, now)
 	if err != nil {
 		return engine.Result{}, err
 	}
@@ -242,6 +243,5 @@ func decideLocally(dir string, req hookRequest, stderr io.Writer) (engine.Result
 	if err != nil {
 		return engine.Result{}, err
 	}
-	now := time.Now()
-	return compileSet(set, now, stderr).Evaluate(r, engine.EvalOptions{Now: clockFrom(now)}), nil
+	return compileBundle(set, b, stderr).Evaluate(r, engine.EvalOptions{Now: clockFrom(now)}), nil
 }

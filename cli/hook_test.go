@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolgate/toolgate/internal/exitcode"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -156,8 +157,8 @@ func TestHookNamesItsAgents(t *testing.T) {
 		"cursor": `toolgate hook: unknown agent "cursor": use toolgate hook claude-code`,
 	} {
 		o := run(t, "", append([]string{"hook"}, strings.Fields(args)...)...)
-		if o.code != ExitUsage || o.stdout != "" || !strings.Contains(o.stderr, want) {
-			t.Errorf("toolgate hook %s: exit %d, stdout %q, stderr %q; want exit %d and %q", args, o.code, o.stdout, o.stderr, ExitUsage, want)
+		if o.code != exitcode.Usage || o.stdout != "" || !strings.Contains(o.stderr, want) {
+			t.Errorf("toolgate hook %s: exit %d, stdout %q, stderr %q; want exit %d and %q", args, o.code, o.stdout, o.stderr, exitcode.Usage, want)
 		}
 	}
 }
@@ -175,7 +176,7 @@ func TestHookRefusesFlagsThatCannotDecide(t *testing.T) {
 		{[]string{"--bundle-dir", samplesDir, "--url", "http://127.0.0.1:1"}, "--bundle-dir decides locally, --url asks a sidecar: give one"},
 	} {
 		o := run(t, `{"hook_event_name":"PreToolUse","tool_name":"Read","tool_input":{}}`, append([]string{"hook", "claude-code"}, c.args...)...)
-		if o.code != ExitUsage || o.stdout != "" || !strings.Contains(o.stderr, c.want) {
+		if o.code != exitcode.Usage || o.stdout != "" || !strings.Contains(o.stderr, c.want) {
 			t.Errorf("hook %v: exit %d, stdout %q, stderr %q; want a usage error with %q", c.args, o.code, o.stdout, o.stderr, c.want)
 		}
 	}

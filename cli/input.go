@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/exitcode"
 	"github.com/toolgate/toolgate/manifest"
 )
 
@@ -51,28 +52,25 @@ func (f *sourceFlags) addArgs(args []string) {
 
 func (f *sourceFlags) check(cmd *cobra.Command) error {
 	if len(f.Paths) == 0 {
-		return usageErrorf("%s: -f PATH is required (a manifest file or directory)", cmd.CommandPath())
+		return exitcode.Usagef("%s: -f PATH is required (a manifest file or directory)", cmd.CommandPath())
 	}
 	if f.Namespace != "" {
 		if errs := validation.IsDNS1123Label(f.Namespace); len(errs) > 0 {
-			return usageErrorf("%s: -n %q is not a namespace name: %s", cmd.CommandPath(), f.Namespace, strings.Join(errs, "; "))
+			return exitcode.Usagef("%s: -n %q is not a namespace name: %s", cmd.CommandPath(), f.Namespace, strings.Join(errs, "; "))
 		}
 	}
 	return nil
 }
 
-// loadNamespace loads the manifests and keeps one namespace's objects: a
-// bundle is per namespace. Every input problem is a usage error.
-func loadNamespace(f *sourceFlags, in io.Reader) (*manifest.Set, error) {
-	all, err := manifest.Load(f.Paths, in)
+// loadBundle builds the bundle of the manifests' namespace at now
+// (manifest.LoadBundle: a bundle is per namespace). Every input problem is
+// a usage error.
+func loadBundle(f *sourceFlags, in io.Reader, now time.Time) (*manifest.Set, engine.Bundle, error) {
+	set, b, err := manifest.LoadBundle(f.Paths, in, f.Namespace, now)
 	if err != nil {
-		return nil, &ExitError{Code: ExitUsage, Err: err}
+		return nil, engine.Bundle{}, &exitcode.Error{Code: exitcode.Usage, Err: err}
 	}
-	set, err := all.OneNamespace(f.Namespace)
-	if err != nil {
-		return nil, &ExitError{Code: ExitUsage, Err: err}
-	}
-	return set, nil
+	return set, b, nil
 }
 
 // readFlagFile reads the file a flag names, or stdin for "-"; errors name
@@ -86,7 +84,7 @@ func readFlagFile(flag, path string, in io.Reader) (data []byte, name string, er
 		data, err = os.ReadFile(path)
 	}
 	if err != nil {
-		return nil, name, usageErrorf("%s %s: cannot read: %v", flag, name, err)
+		return nil, name, exitcode.Usagef("%s %s: cannot read: %v", flag, name, err)
 	}
 	return data, name, nil
 }
@@ -98,7 +96,7 @@ func parseNow(s string) (time.Time, error) {
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
-		return time.Time{}, usageErrorf("--now %q is not an RFC 3339 time (like 2030-01-31T17:00:00Z)", s)
+		return time.Time{}, exitcode.Usagef("--now %q is not an RFC 3339 time (like 2030-01-31T17:00:00Z)", s)
 	}
 	return t, nil
 }

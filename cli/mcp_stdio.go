@@ -9,7 +9,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/toolgate/toolgate/client"
+	"github.com/toolgate/toolgate/client/local"
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/exitcode"
 	"github.com/toolgate/toolgate/sidecar"
 )
 
@@ -62,9 +64,9 @@ func newMCPStdioCommand() *cobra.Command {
 func runMCPStdio(cmd *cobra.Command, o *MCPStdioOptions, args []string, s streams) error {
 	switch {
 	case cmd.ArgsLenAtDash() != 0 || len(args) == 0:
-		return usageErrorf("%s: the server's command goes after --: %s --server NAME -- COMMAND [ARG...]", cmd.CommandPath(), cmd.CommandPath())
+		return exitcode.Usagef("%s: the server's command goes after --: %s --server NAME -- COMMAND [ARG...]", cmd.CommandPath(), cmd.CommandPath())
 	case o.Server == "":
-		return usageErrorf("%s: --server NAME is required: the server field policies match", cmd.CommandPath())
+		return exitcode.Usagef("%s: --server NAME is required: the server field policies match", cmd.CommandPath())
 	}
 	if err := o.check(cmd.CommandPath()); err != nil {
 		return err
@@ -73,11 +75,11 @@ func runMCPStdio(cmd *cobra.Command, o *MCPStdioOptions, args []string, s stream
 	defer cancel()
 	var decide sidecar.MCPDecider
 	if o.BundleDir != "" {
-		local, err := client.NewLocal(client.LocalOptions{BundlePath: o.BundleDir})
+		guard, err := local.New(local.Options{BundlePath: o.BundleDir})
 		if err != nil {
-			return usageErrorf("%s: --bundle-dir %s: %v", cmd.CommandPath(), o.BundleDir, err)
+			return exitcode.Usagef("%s: --bundle-dir %s: %v", cmd.CommandPath(), o.BundleDir, err)
 		}
-		go local.Watch(ctx, localReload, func(err error) {
+		go guard.Watch(ctx, localReload, func(err error) {
 			fmt.Fprintf(s.err, "toolgate mcp stdio: --bundle-dir %s: %v; the last good policies keep deciding\n", o.BundleDir, err)
 		})
 		decide = func(_ context.Context, request []byte) (engine.Result, []byte) {
@@ -85,7 +87,7 @@ func runMCPStdio(cmd *cobra.Command, o *MCPStdioOptions, args []string, s stream
 			if req, err := engine.DecodeRequest(request); err != nil {
 				res.Decision, res.Effect, res.Reason = engine.Deny, engine.EffectDeny, "the call cannot be decided: "+err.Error()
 			} else {
-				res = local.EvaluateRequest(req)
+				res = guard.EvaluateRequest(req)
 			}
 			if res.Decision != engine.Allow {
 				var call struct {
@@ -99,7 +101,7 @@ func runMCPStdio(cmd *cobra.Command, o *MCPStdioOptions, args []string, s stream
 	} else {
 		c, err := client.New(client.Options{URL: o.URL, Timeout: o.Timeout})
 		if err != nil {
-			return usageErrorf("%s: %v", cmd.CommandPath(), err)
+			return exitcode.Usagef("%s: %v", cmd.CommandPath(), err)
 		}
 		defer c.Close()
 		// The client's results are decisions, fail closed: an error (the
@@ -112,7 +114,7 @@ func runMCPStdio(cmd *cobra.Command, o *MCPStdioOptions, args []string, s stream
 	code, err := sidecar.RunMCPStdio(ctx, sidecar.MCPStdioOptions{Server: o.Server, AgentID: o.AgentID, Command: args, Decide: decide},
 		s.in, s.out, s.err)
 	if err != nil || code != 0 {
-		return &ExitError{Code: code, Err: err} // the server's status, or 2 when it could not start
+		return &exitcode.Error{Code: code, Err: err} // the server's status, or 2 when it could not start
 	}
 	return nil
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/toolgate/toolgate/internal/exitcode"
 )
 
 // NewRootCommand returns the toolgate command with the offline subcommands
@@ -30,14 +32,14 @@ func NewRootCommand(extra ...*cobra.Command) *cobra.Command {
 				if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
 					msg += "; did you mean " + strings.Join(s, " or ") + "?"
 				}
-				return usageErrorf("%s", msg)
+				return exitcode.Usagef("%s", msg)
 			}
 			return cmd.Help()
 		},
 	}
 	root.SuggestionsMinimumDistance = 2
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return usageErrorf("%s: %v (see %s --help)", c.CommandPath(), err, c.CommandPath())
+		return exitcode.Usagef("%s: %v (see %s --help)", c.CommandPath(), err, c.CommandPath())
 	})
 	root.AddCommand(newEvalCommand(), newValidateCommand(), newBundleCommand(), newVersionCommand(), newHookCommand(), newExportCommand(), newMCPCommand())
 	root.AddCommand(extra...)
@@ -48,9 +50,9 @@ func NewRootCommand(extra ...*cobra.Command) *cobra.Command {
 // stream and returns the process exit code.
 func Execute(root *cobra.Command) int {
 	err := root.Execute()
-	var ee *ExitError
+	var ee *exitcode.Error
 	if err != nil && (!errors.As(err, &ee) || ee.Err != nil) {
 		fmt.Fprintln(root.ErrOrStderr(), err)
 	}
-	return ExitCode(err)
+	return exitcode.Of(err)
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+
+	"github.com/toolgate/toolgate/internal/exitcode"
 )
 
 func TestVersionDefaultsToDev(t *testing.T) {
@@ -16,7 +18,7 @@ func TestVersionDefaultsToDev(t *testing.T) {
 	if o.code != 0 || o.stdout != want {
 		t.Errorf("exit %d, stdout %q, want %q", o.code, o.stdout, want)
 	}
-	if o := run(t, "", "version", "extra"); o.code != ExitUsage || !strings.Contains(o.stderr, "toolgate version takes no arguments") {
+	if o := run(t, "", "version", "extra"); o.code != exitcode.Usage || !strings.Contains(o.stderr, "toolgate version takes no arguments") {
 		t.Errorf("version extra: exit %d, stderr %q", o.code, o.stderr)
 	}
 }
@@ -26,10 +28,10 @@ func TestRootUsage(t *testing.T) {
 		t.Errorf("no arguments prints help: exit %d, stdout %q", o.code, o.stdout)
 	}
 	o := run(t, "", "evla")
-	if o.code != ExitUsage || !strings.Contains(o.stderr, `unknown command "evla" for "toolgate"; did you mean eval?`) {
+	if o.code != exitcode.Usage || !strings.Contains(o.stderr, `unknown command "evla" for "toolgate"; did you mean eval?`) {
 		t.Errorf("unknown command: exit %d, stderr %q", o.code, o.stderr)
 	}
-	if o := run(t, "", "--bogus"); o.code != ExitUsage || !strings.Contains(o.stderr, "unknown flag: --bogus") {
+	if o := run(t, "", "--bogus"); o.code != exitcode.Usage || !strings.Contains(o.stderr, "unknown flag: --bogus") {
 		t.Errorf("unknown root flag: exit %d, stderr %q", o.code, o.stderr)
 	}
 }
@@ -44,22 +46,5 @@ func TestExtraSubcommands(t *testing.T) {
 	root.SetArgs([]string{"sidecar"})
 	if code := Execute(root); code != 1 || !ran || errb.String() != "boom\n" {
 		t.Errorf("exit %d, ran %v, stderr %q: a plain error from a subcommand is exit 1, printed once", code, ran, errb.String())
-	}
-}
-
-func TestExitCode(t *testing.T) {
-	for _, tt := range []struct {
-		err  error
-		want int
-	}{
-		{nil, 0},
-		{errors.New("x"), 1},
-		{&ExitError{Code: ExitProblems}, 1},
-		{&ExitError{Code: ExitUsage, Err: errors.New("x")}, 2},
-		{fmt.Errorf("wrapped: %w", &ExitError{Code: 3}), 3},
-	} {
-		if got := ExitCode(tt.err); got != tt.want {
-			t.Errorf("ExitCode(%v) = %d, want %d", tt.err, got, tt.want)
-		}
 	}
 }

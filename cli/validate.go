@@ -10,6 +10,7 @@ import (
 
 	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/exitcode"
 	"github.com/toolgate/toolgate/manifest"
 )
 
@@ -49,7 +50,7 @@ func runValidate(cmd *cobra.Command, o *ValidateOptions, s streams) error {
 	if err != nil {
 		var loadErrs manifest.Errors
 		if !errors.As(err, &loadErrs) || loadErrs.Unreadable() {
-			return &ExitError{Code: ExitUsage, Err: err}
+			return &exitcode.Error{Code: exitcode.Usage, Err: err}
 		}
 		problems = loadErrs
 	}
@@ -76,7 +77,7 @@ func runValidate(cmd *cobra.Command, o *ValidateOptions, s streams) error {
 	}
 	if len(problems) > 0 {
 		fmt.Fprintf(s.err, "%d problem(s) in %s\n", len(problems), objectCount(set))
-		return &ExitError{Code: ExitProblems}
+		return &exitcode.Error{Code: exitcode.Problems}
 	}
 	fmt.Fprintf(s.err, "%s valid\n", objectCount(set))
 	return nil
@@ -88,21 +89,18 @@ func objectCount(set *manifest.Set) string {
 		len(set.Policies)+set.Rejected["Policy"], len(set.FrozenAgents)+set.Rejected["FrozenAgent"])
 }
 
-// checkPolicy is what the webhook checks once the schema passed: the engine's
-// compile step, nothing re-written, and, for a Policy it accepts, the
-// engine's lint, which the webhook returns as warnings. FrozenAgents have no
-// webhook (the kill switch must work while webhooks are down), so the schema
-// is all there is to them.
+// checkPolicy is what the webhook checks once the schema passed:
+// engine.Review, the engine's compile step, nothing re-written, and, for a
+// Policy it accepts, the engine's lint, which the webhook returns as
+// warnings. FrozenAgents have no webhook (the kill switch must work while
+// webhooks are down), so the schema is all there is to them.
 func checkPolicy(p *manifest.Policy) (problems, warnings manifest.Errors) {
-	ep := bundle.Policy(&p.Object)
-	for _, d := range engine.CheckPolicy(ep) {
+	bad, lint := engine.Review(bundle.Policy(&p.Object))
+	for _, d := range bad {
 		problems = append(problems, &manifest.Error{Source: p.Source, Kind: "Policy", Name: p.Object.Name, Field: d.Field, Message: d.Message})
 	}
-	if len(problems) > 0 {
-		return problems, nil
-	}
-	for _, d := range engine.Lint(ep) {
+	for _, d := range lint {
 		warnings = append(warnings, &manifest.Error{Source: p.Source, Kind: "Policy", Name: p.Object.Name, Field: d.Field, Message: d.Message})
 	}
-	return nil, warnings
+	return problems, warnings
 }

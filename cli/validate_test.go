@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolgate/toolgate/internal/exitcode"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -78,8 +79,8 @@ spec:
 		"e-ok.yaml":     fmt.Sprintf(denyBashPolicy, ""),
 	})
 	o := run(t, "", "validate", "-f", dir)
-	if o.code != ExitProblems {
-		t.Errorf("exit %d, want %d; stderr %q", o.code, ExitProblems, o.stderr)
+	if o.code != exitcode.Problems {
+		t.Errorf("exit %d, want %d; stderr %q", o.code, exitcode.Problems, o.stderr)
 	}
 	a, b := filepath.Join(dir, "a-schema.yaml"), filepath.Join(dir, "b-engine.yaml")
 	c, d := filepath.Join(dir, "c-frozen.yaml"), filepath.Join(dir, "d-broken.yaml")
@@ -128,18 +129,18 @@ func TestValidateUnreadablePathExits2(t *testing.T) {
 	dir := testenv.WriteTree(t, map[string]string{"p.yaml": fmt.Sprintf(denyBashPolicy, "")})
 	missing := filepath.Join(dir, "nope")
 	o := run(t, "", "validate", "-f", dir, "-f", missing)
-	if o.code != ExitUsage || o.stdout != "" || !strings.Contains(o.stderr, missing+": cannot read: no such file or directory") {
+	if o.code != exitcode.Usage || o.stdout != "" || !strings.Contains(o.stderr, missing+": cannot read: no such file or directory") {
 		t.Errorf("exit %d, stdout %q, stderr %q", o.code, o.stdout, o.stderr)
 	}
 }
 
 func TestValidateUsage(t *testing.T) {
 	o := run(t, "", "validate")
-	if o.code != ExitUsage || !strings.Contains(o.stderr, "toolgate validate: -f PATH is required") {
+	if o.code != exitcode.Usage || !strings.Contains(o.stderr, "toolgate validate: -f PATH is required") {
 		t.Errorf("exit %d, stderr %q", o.code, o.stderr)
 	}
 	o = run(t, "", "validate", "-f", t.TempDir(), "-n", "x")
-	if o.code != ExitUsage || !strings.Contains(o.stderr, "unknown shorthand flag: 'n'") {
+	if o.code != exitcode.Usage || !strings.Contains(o.stderr, "unknown shorthand flag: 'n'") {
 		t.Errorf("validate has no -n: exit %d, stderr %q", o.code, o.stderr)
 	}
 }

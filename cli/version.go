@@ -5,6 +5,8 @@ import (
 	"runtime"
 
 	"github.com/spf13/cobra"
+
+	"github.com/toolgate/toolgate/internal/exitcode"
 )
 
 // Version and Commit are stamped at build time:
@@ -31,7 +33,7 @@ func newVersionCommand() *cobra.Command {
 // noArgs rejects positional arguments as a usage error.
 func noArgs(cmd *cobra.Command, args []string) error {
 	if len(args) > 0 {
-		return usageErrorf("%s takes no arguments, got %q", cmd.CommandPath(), args)
+		return exitcode.Usagef("%s takes no arguments, got %q", cmd.CommandPath(), args)
 	}
 	return nil
 }

@@ -1,34 +1,35 @@
-package client
+package client_test
 
 import (
-	"context"
 	"testing"
-	"time"
 
+	"github.com/toolgate/toolgate/client"
+	"github.com/toolgate/toolgate/client/internal/clienttest"
 	"github.com/toolgate/toolgate/internal/conformance"
 )
 
 // TestConformance decides the shared set (config/samples/expected-
-// decisions.json) through a real sidecar over both transports, and in
-// process with Local: the Python and TypeScript clients run the same set
-// against the same sidecar, so every client decides identically.
+// decisions.json) through a real sidecar over both transports (and
+// client/local's TestConformance in process): the Python and TypeScript
+// clients run the same set against the same sidecar, so every client
+// decides identically.
 func TestConformance(t *testing.T) {
-	cases, err := conformance.Load(samples)
+	cases, err := conformance.Load(clienttest.Samples)
 	if err != nil {
 		t.Fatal(err)
 	}
-	bundle := sampleBundle(t)
-	sc := startSidecar(t, bundle, nil)
-	for name, url := range map[string]string{"tcp": sc.tcp, "unix": sc.unix} {
+	bundle := clienttest.SampleBundle(t)
+	sc := clienttest.StartSidecar(t, bundle, nil)
+	for name, url := range map[string]string{"tcp": sc.TCP, "unix": sc.Unix} {
 		t.Run(name, func(t *testing.T) {
-			c := newClient(t, Options{URL: url})
+			c := clienttest.NewClient(t, client.Options{URL: url})
 			ran := 0
 			for _, cs := range cases {
 				if cs.Now != "" {
-					continue // a running sidecar reads the real clock; Local runs these below
+					continue // a running sidecar reads the real clock; client/local runs these
 				}
 				ran++
-				res := evaluate(t, c, requestOf(t, cs.Body))
+				res := clienttest.Evaluate(t, c, clienttest.RequestOf(t, cs.Body))
 				if m := cs.Mismatch(conformance.Of(res.Result)); m != "" {
 					t.Errorf("%s (%s)", m, res.Reason)
 				}
@@ -38,24 +39,4 @@ func TestConformance(t *testing.T) {
 			}
 		})
 	}
-	t.Run("local", func(t *testing.T) {
-		for _, cs := range cases {
-			opts := LocalOptions{BundlePath: bundle}
-			if cs.Now != "" {
-				at := cs.At
-				opts.Now = func() time.Time { return at }
-			}
-			l, err := NewLocal(opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res, err := l.Evaluate(context.Background(), requestOf(t, cs.Body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if m := cs.Mismatch(conformance.Of(res.Result)); m != "" {
-				t.Errorf("%s (%s)", m, res.Reason)
-			}
-		}
-	})
 }

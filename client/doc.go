@@ -4,9 +4,13 @@
 // when no decision can be had (the sidecar is unreachable, too slow, or
 // answers something that is not a decision) Evaluate returns a deny with
 // Code CodeSidecarUnavailable and a nil error, so a caller that only reads
-// Decision can never run a tool nobody allowed. Local decides in process
-// with the same engine the sidecar embeds, for programs that run no
-// sidecar. Both are an Evaluator.
+// Decision can never run a tool nobody allowed. Package client/local
+// decides in process with the same engine the sidecar embeds, for
+// programs that run no sidecar. Both are an Evaluator. This package imports
+// only the standard library, the engine (for its request and result types)
+// and the endpoint contract: no Kubernetes package reaches an agent that
+// imports it (depguard's client-is-light and TestClientImportsNoKubernetes
+// keep it so).
 package client
 
 import "context"
@@ -17,7 +21,4 @@ type Evaluator interface {
 	Evaluate(ctx context.Context, req Request) (Result, error)
 }
 
-var (
-	_ Evaluator = (*Client)(nil)
-	_ Evaluator = (*Local)(nil)
-)
+var _ Evaluator = (*Client)(nil)

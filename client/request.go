@@ -47,14 +47,14 @@ func (r *Request) fields() map[string]any {
 	for k, v := range r.Extra {
 		m[k] = v
 	}
-	setString(m, "tool_name", r.ToolName)
-	setString(m, "session_id", r.SessionID)
-	setString(m, "agent_id", r.AgentID)
-	setString(m, "tool_use_id", r.ToolUseID)
-	setString(m, "framework", r.Framework)
-	setAny(m, "input", r.Input)
-	setAny(m, "args", r.Args)
-	setAny(m, "kwargs", r.Kwargs)
+	setString(m, engine.FieldToolName, r.ToolName)
+	setString(m, engine.FieldSessionID, r.SessionID)
+	setString(m, engine.FieldAgentID, r.AgentID)
+	setString(m, engine.FieldToolUseID, r.ToolUseID)
+	setString(m, engine.FieldFramework, r.Framework)
+	setAny(m, engine.FieldInput, r.Input)
+	setAny(m, engine.FieldArgs, r.Args)
+	setAny(m, engine.FieldKwargs, r.Kwargs)
 	return m
 }
 
@@ -70,12 +70,17 @@ func setAny(m map[string]any, k string, v any) {
 	}
 }
 
-// engineRequest is the request as the engine reads it: values must be what
-// encoding/json decodes (map[string]any, []any, float64, ...), or a
-// map[string]string input or an int amount would not compare as the
-// sidecar, which decodes JSON, compares them. Native values pass as they
-// are; anything else takes one JSON round trip.
-func (r *Request) engineRequest() (engine.Request, error) {
+// EngineRequest is the request as the engine reads it (what package local
+// decides): values must be what encoding/json decodes (map[string]any,
+// []any, float64, ...), or a map[string]string input or an int amount
+// would not compare as the sidecar, which decodes JSON, compares them.
+// Native values pass as they are; anything else takes one JSON round trip.
+// The error is for a request that cannot be decided: an empty ToolName, a
+// field that does not encode as JSON.
+func (r *Request) EngineRequest() (engine.Request, error) {
+	if r.ToolName == "" {
+		return nil, errNoToolName
+	}
 	m := r.fields()
 	for k, v := range m {
 		if jsonNative(v) {

@@ -16,7 +16,7 @@ func TestRequestFields(t *testing.T) {
 	if _, ok := r.Extra["agent_id"]; ok || r.Extra["tool_name"] != "other" {
 		t.Errorf("fields() changed the caller's Extra: %v", r.Extra)
 	}
-	if _, err := (&Request{ToolName: "x", Input: func() {}}).engineRequest(); err == nil {
+	if _, err := (&Request{ToolName: "x", Input: func() {}}).EngineRequest(); err == nil {
 		t.Error("a function as input was accepted")
 	}
 }

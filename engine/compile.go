@@ -434,7 +434,7 @@ func toolKeys(r *Rule) []string {
 		return r.Targets.Tools
 	}
 	for _, c := range r.Conditions {
-		if c.Field != "tool_name" {
+		if c.Field != FieldToolName {
 			continue
 		}
 		switch c.Operator {

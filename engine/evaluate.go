@@ -140,7 +140,7 @@ func (c *Compiled) scan(req Request, opts *EvalOptions, clk *clock, tr *tracer, 
 	s.reset(req, clk.start, opts.Usage)
 
 	e := run{c: c, s: s, clk: clk, tr: tr, budget: budget}
-	e.tool, e.toolOK = req["tool_name"].(string)
+	e.tool, e.toolOK = req[FieldToolName].(string)
 	var hits []toolHit
 	if e.toolOK {
 		hits = c.byTool[e.tool]
@@ -391,7 +391,7 @@ func (e *run) traceVerdict(p *cpolicy, res int, v verdict, outcome string) {
 // naming the request's agent_id, or the caller's service account (which the
 // caller vouches for; a request cannot name it).
 func (c *Compiled) frozenFor(req Request, serviceAccount string, now time.Time) *frozenEntry {
-	if agent, ok := req["agent_id"].(string); ok {
+	if agent, ok := req[FieldAgentID].(string); ok {
 		if e := c.frozenEntry(agent, now); e != nil {
 			return e
 		}

@@ -134,17 +134,17 @@ type UsageKey struct {
 // kind's "" bucket. The sidecar records an allowed call under both, and the
 // engine asks under the one a limit names, so both sides key alike.
 func UsageKeys(req Request) (agent, session UsageKey) {
-	agent.ID, _ = req["agent_id"].(string)
+	agent.ID, _ = req[FieldAgentID].(string)
 	agent.ID = foldKey(agent.ID)
 	session.Session = true
-	session.ID, _ = req["session_id"].(string)
+	session.ID, _ = req[FieldSessionID].(string)
 	return agent, session
 }
 
 // CallTokens is the tokens a call consumes, from its tokens field: a
 // number, 0 when absent, not a number, negative or not finite.
 func CallTokens(req Request) float64 {
-	f, ok := req["tokens"].(float64)
+	f, ok := req[FieldTokens].(float64)
 	if !ok || !(f > 0) || f > math.MaxFloat64 {
 		return 0
 	}

@@ -7,6 +7,16 @@ import (
 	"strings"
 )
 
+// Review is what admitting p answers, in the webhook and in `toolgate
+// validate` alike: the compile step's diagnostics (CheckPolicy), which
+// refuse p, and, for a p without any, Lint's warnings.
+func Review(p Policy) (problems, warnings []Diagnostic) {
+	if problems = CheckPolicy(p); len(problems) > 0 {
+		return problems, nil
+	}
+	return nil, Lint(p)
+}
+
 // Lint returns warnings for a policy that compiles but probably does not do
 // what its author meant. Warnings never block: the webhook returns them to
 // kubectl, the CLI prints them.
@@ -52,7 +62,7 @@ func (r *Rule) hasFilters() bool {
 // author likely meant.
 func lintPatterns(d *diagnoser, ri int, r *Rule) {
 	for ci, c := range r.Conditions {
-		if c.Field == "tool_name" && c.Operator == "matches" {
+		if c.Field == FieldToolName && c.Operator == "matches" {
 			var pattern string
 			if s, err := parseScalar(c.Value); err == nil && s.kind == kindString {
 				pattern = s.str

@@ -104,3 +104,21 @@ func TestCheckFrozenAgentWhitespace(t *testing.T) {
 		t.Errorf("inner spaces are fine: %v", d)
 	}
 }
+
+// Review refuses what does not compile, without warnings, and warns about
+// what compiles but probably is a mistake.
+func TestReview(t *testing.T) {
+	t.Parallel()
+	lints := Policy{ID: "p", Rules: []Rule{
+		{ID: "stop", Effect: "deny"},
+		{ID: "never", Effect: "allow", Conditions: []Condition{{Field: "tool_name", Operator: "eq", Value: raw("Bash")}}},
+	}}
+	if problems, warnings := Review(lints); len(problems) != 0 || len(warnings) != 1 {
+		t.Errorf("a policy that compiles: problems %v, warnings %v; want one warning", problems, warnings)
+	}
+	broken := lints
+	broken.Rules = append([]Rule{{ID: "bad", Effect: "maybe"}}, lints.Rules...)
+	if problems, warnings := Review(broken); len(problems) == 0 || len(warnings) != 0 {
+		t.Errorf("a policy that does not compile: problems %v, warnings %v; want problems only", problems, warnings)
+	}
+}

@@ -44,20 +44,20 @@ func ArgumentFreeDenials(b Bundle, static []string) Bundle {
 // Time windows and usage limits are never argument-free: they change.
 func ruleReadsOnly(r *Rule, known map[string]bool) bool {
 	need := func(field string, used bool) bool { return !used || known[field] }
-	if s := r.Subjects; s != nil && (!need("agent_id", s.Agents != nil) || !need("roles", s.Roles != nil)) {
+	if s := r.Subjects; s != nil && (!need(FieldAgentID, s.Agents != nil) || !need(FieldRoles, s.Roles != nil)) {
 		return false
 	}
-	if t := r.Targets; t != nil && (!need("server", t.Servers != nil) || !need("tool_name", t.Tools != nil) ||
-		!need("resources", t.Resources != nil)) {
+	if t := r.Targets; t != nil && (!need(FieldServer, t.Servers != nil) || !need(FieldToolName, t.Tools != nil) ||
+		!need(FieldResources, t.Resources != nil)) {
 		return false
 	}
-	if s := r.Select; s != nil && (!need("action", s.Action != nil) || !need("side_effect", s.SideEffect != nil) ||
-		!need("tool_name", s.Tool != "") || !need("resources", s.ResourceType != "") || !need("context", s.Context != nil)) {
+	if s := r.Select; s != nil && (!need(FieldAction, s.Action != nil) || !need(FieldSideEffect, s.SideEffect != nil) ||
+		!need(FieldToolName, s.Tool != "") || !need(FieldResources, s.ResourceType != "") || !need(FieldContext, s.Context != nil)) {
 		return false
 	}
 	if w := r.When; w != nil && (w.Schedule != nil || w.RateLimit != nil || w.TokenBudget != nil ||
-		!need("environment", w.Environments != nil) || !need("sensitivity", w.Sensitivity != nil) ||
-		!need("actor_confidence", w.ActorConfidence != nil)) {
+		!need(FieldEnvironment, w.Environments != nil) || !need(FieldSensitivity, w.Sensitivity != nil) ||
+		!need(FieldActorConfidence, w.ActorConfidence != nil)) {
 		return false
 	}
 	return conditionsReadOnly(r.Conditions, known)

@@ -13,6 +13,48 @@ import (
 // encoding/json produces (map[string]any, []any, string, float64, bool, nil).
 type Request map[string]any
 
+// The request fields toolgate gives a meaning to, by their JSON names:
+// what clients write, the sidecar binds and the engine reads. A policy
+// may read any other field too.
+const (
+	// FieldToolName is the tool called: the one required field, a string.
+	FieldToolName = "tool_name"
+	// FieldAgentID is the agent calling; FrozenAgents and agent limits
+	// key on it (folded, see SameAgent).
+	FieldAgentID = "agent_id"
+	// FieldSessionID is the agent's session; session limits key on it.
+	FieldSessionID = "session_id"
+	// FieldToolUseID and FieldFramework are logged with the decision.
+	FieldToolUseID = "tool_use_id"
+	FieldFramework = "framework"
+	// FieldInput is the call's arguments as one object (MCP, Claude Agent
+	// SDK); FieldArgs and FieldKwargs are positional and keyword
+	// arguments (LangChain, plain functions).
+	FieldInput  = "input"
+	FieldArgs   = "args"
+	FieldKwargs = "kwargs"
+	// FieldRoles (a list of strings) and FieldEnvironment (a string) are
+	// what subjects.roles and when.environments match; a sidecar binds
+	// them, with FieldAgentID, from its own flags.
+	FieldRoles       = "roles"
+	FieldEnvironment = "environment"
+	// FieldServer is the MCP server called (else derived from an
+	// mcp__<server>__<tool> tool name); FieldResources are the objects
+	// the call acts on, each {type, name, sensitivity}.
+	FieldServer    = "server"
+	FieldResources = "resources"
+	// FieldAction ("call" when absent), FieldSideEffect,
+	// FieldActorConfidence ("unknown" when absent), FieldSensitivity and
+	// FieldContext are what a gateway rule's select and when read.
+	FieldAction          = "action"
+	FieldSideEffect      = "side_effect"
+	FieldActorConfidence = "actor_confidence"
+	FieldSensitivity     = "sensitivity"
+	FieldContext         = "context"
+	// FieldTokens is what a call consumes of a tokenBudget.
+	FieldTokens = "tokens"
+)
+
 // ErrBadRequest is wrapped by every DecodeRequest error.
 var ErrBadRequest = errors.New("bad request")
 
@@ -121,7 +163,7 @@ func countElements(doc []byte, limit int) int {
 
 // Validate checks the one field every request needs.
 func (r Request) Validate() error {
-	t, present := r["tool_name"]
+	t, present := r[FieldToolName]
 	if !present {
 		return fmt.Errorf("%w: tool_name is required", ErrBadRequest)
 	}

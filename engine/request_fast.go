@@ -379,22 +379,22 @@ func (p *fastParser) digits() bool {
 // compares without converting raw to a string on the heap.
 func knownKey(raw []byte) (string, bool) {
 	switch string(raw) {
-	case "tool_name":
-		return "tool_name", true
-	case "agent_id":
-		return "agent_id", true
-	case "session_id":
-		return "session_id", true
-	case "tool_use_id":
-		return "tool_use_id", true
-	case "framework":
-		return "framework", true
-	case "input":
-		return "input", true
-	case "args":
-		return "args", true
-	case "kwargs":
-		return "kwargs", true
+	case FieldToolName:
+		return FieldToolName, true
+	case FieldAgentID:
+		return FieldAgentID, true
+	case FieldSessionID:
+		return FieldSessionID, true
+	case FieldToolUseID:
+		return FieldToolUseID, true
+	case FieldFramework:
+		return FieldFramework, true
+	case FieldInput:
+		return FieldInput, true
+	case FieldArgs:
+		return FieldArgs, true
+	case FieldKwargs:
+		return FieldKwargs, true
 	case "command":
 		return "command", true
 	case "path":

@@ -53,30 +53,30 @@ func (v *view) clear() {
 // the wrong type counts as absent.
 func (v *view) load(req Request) {
 	v.ready = true
-	v.tool, v.toolOK = req["tool_name"].(string)
-	v.agent, v.agentOK = req["agent_id"].(string)
+	v.tool, v.toolOK = req[FieldToolName].(string)
+	v.agent, v.agentOK = req[FieldAgentID].(string)
 	if v.agentOK {
 		v.agentFold = foldKey(v.agent)
 	}
-	v.roles, v.rolesOK = req["roles"].([]any)
-	if s, ok := req["server"].(string); ok {
+	v.roles, v.rolesOK = req[FieldRoles].([]any)
+	if s, ok := req[FieldServer].(string); ok {
 		v.server, v.serverOK = s, true
-	} else if _, present := req["server"]; !present {
+	} else if _, present := req[FieldServer]; !present {
 		v.server, v.serverOK = serverOf(v.tool)
 	}
 	v.action = "call"
-	if a, ok := req["action"].(string); ok {
+	if a, ok := req[FieldAction].(string); ok {
 		v.action = a
 	}
-	v.sideEffect, v.sideOK = req["side_effect"].(string)
-	v.env, v.envOK = req["environment"].(string)
+	v.sideEffect, v.sideOK = req[FieldSideEffect].(string)
+	v.env, v.envOK = req[FieldEnvironment].(string)
 	v.confidence = "unknown"
-	if c, ok := req["actor_confidence"].(string); ok {
+	if c, ok := req[FieldActorConfidence].(string); ok {
 		v.confidence = c
 	}
-	v.tags, _ = req["sensitivity"].([]any)
-	v.context, _ = req["context"].(map[string]any)
-	list, _ := req["resources"].([]any)
+	v.tags, _ = req[FieldSensitivity].([]any)
+	v.context, _ = req[FieldContext].(map[string]any)
+	list, _ := req[FieldResources].([]any)
 	for _, item := range list {
 		obj, ok := item.(map[string]any)
 		if !ok {

@@ -19,18 +19,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
-	"github.com/toolgate/toolgate/cli"
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/exitcode"
 )
 
 // Exit codes: 1 when the cluster did not do what was asked (not live in
 // time, nothing to unfreeze), 2 for a command that could not run.
 func usage(format string, args ...any) error {
-	return &cli.ExitError{Code: cli.ExitUsage, Err: fmt.Errorf(format, args...)}
+	return exitcode.Usagef(format, args...)
 }
 
 func notDone(format string, args ...any) error {
-	return &cli.ExitError{Code: cli.ExitProblems, Err: fmt.Errorf(format, args...)}
+	return exitcode.Problemsf(format, args...)
 }
 
 type freezeOptions struct {

@@ -2,7 +2,7 @@
 # End-to-end evaluate() latency of the Python and TypeScript clients against a
 # real sidecar serving the FINDINGS reference bundle (1000 rules), over its
 # Unix socket and its loopback port, p50 and p99; and the Go in-process
-# evaluator (client.Local) on the same bundle and request. Targets on a
+# evaluator (client/local) on the same bundle and request. Targets on a
 # 2-core machine: Python and Node p50 <= 150us over the socket, Go <= 1us.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -45,5 +45,5 @@ done
 for url in "unix://${work}/s.sock" "http://${tcp}"; do
   node clients/typescript/bench.mjs --url "${url}" --n "${n}"
 done
-echo "== Go in process (client.Local), same bundle and request"
-go test -run '^$' -bench 'LocalReference' -benchmem -count 3 ./client/ | grep '^Benchmark'
+echo "== Go in process (client/local), same bundle and request"
+go test -run '^$' -bench 'LocalReference' -benchmem -count 3 ./client/local/ | grep '^Benchmark'

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/toolgate/toolgate/endpoint"
 	"github.com/toolgate/toolgate/webhook"
 )
 
@@ -49,8 +50,8 @@ func defaultWebhookOptions() WebhookOptions {
 		CertDir:    "/tmp/k8s-webhook-server/serving-certs",
 		SecretName: "toolgate-webhook-certs", ServiceName: "toolgate-webhook",
 		ValidatingName: "toolgate-validating-webhook", MutatingName: "toolgate-mutating-webhook",
-		SidecarPullPolicy: string(corev1.PullIfNotPresent), SidecarListen: "127.0.0.1:8181", SidecarNative: true, SidecarMetrics: 9191,
-		SidecarSocket: webhook.DefaultSocket, SidecarUID: webhook.DefaultSidecarUID, SidecarGID: webhook.DefaultSidecarUID,
+		SidecarPullPolicy: string(corev1.PullIfNotPresent), SidecarListen: endpoint.DefaultAddress, SidecarNative: true, SidecarMetrics: 9191,
+		SidecarSocket: endpoint.DefaultSocket, SidecarUID: webhook.DefaultSidecarUID, SidecarGID: webhook.DefaultSidecarUID,
 		SidecarCPU: "10m", SidecarMemory: "64Mi", SidecarCPULimit: "500m",
 	}
 }

@@ -14,8 +14,10 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/decide"
 	"github.com/toolgate/toolgate/decisionlog"
+	"github.com/toolgate/toolgate/endpoint"
 	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/usage"
 )
@@ -162,7 +164,7 @@ type Options struct {
 // DefaultOptions are the flag defaults.
 func DefaultOptions() Options {
 	return Options{
-		Listen:                   []string{"127.0.0.1:8181"},
+		Listen:                   []string{endpoint.DefaultAddress},
 		PollInterval:             10 * time.Second,
 		DecisionLog:              DecisionLogStdout,
 		DecisionLogQueue:         10000,
@@ -258,15 +260,15 @@ func (o *Options) validateServing() error {
 		add("--agent-id is %d characters long, more than %d", len(o.AgentID), engine.MaxAgentIDLength)
 	}
 	for _, r := range o.Roles {
-		if err := CheckBindingName(r); err != nil {
+		if err := v1alpha1.CheckBindingName(r); err != nil {
 			add("--roles: %v", err)
 		}
 	}
-	if len(o.Roles) > maxRoles {
-		add("--roles: %d roles, more than %d", len(o.Roles), maxRoles)
+	if len(o.Roles) > v1alpha1.MaxRoles {
+		add("--roles: %d roles, more than %d", len(o.Roles), v1alpha1.MaxRoles)
 	}
 	if o.Environment != "" {
-		if err := CheckBindingName(o.Environment); err != nil {
+		if err := v1alpha1.CheckBindingName(o.Environment); err != nil {
 			add("--environment: %v", err)
 		}
 	}
@@ -380,44 +382,15 @@ func ParseConfigMapRef(ref string) (namespace, name string, err error) {
 	return namespace, name, nil
 }
 
-// unixPrefix marks a Unix socket in --listen.
-const unixPrefix = "unix:"
-
-// maxSocketPath is what fits in sockaddr_un's sun_path on Linux (108 bytes
-// with the terminating NUL).
-const maxSocketPath = 107
-
-// socketPath reads a Unix socket address: unix:/abs/path, unix:rel/path,
-// or the URL form unix:///abs/path (TOOLGATE_URL's). isUnix is false for
-// host:port.
-func socketPath(addr string) (path string, isUnix bool, err error) {
-	rest, isUnix := strings.CutPrefix(addr, unixPrefix)
-	if !isUnix {
-		return "", false, nil
-	}
-	if after, isURL := strings.CutPrefix(rest, "//"); isURL {
-		if !strings.HasPrefix(after, "/") {
-			return "", true, fmt.Errorf("%q names a host; a socket URL is unix:///absolute/path", addr)
-		}
-		rest = after
-	}
-	switch {
-	case rest == "":
-		return "", true, fmt.Errorf("%q names no socket path", addr)
-	case len(rest) > maxSocketPath:
-		return "", true, fmt.Errorf("%q: the socket path is %d bytes, more than the %d a Unix socket address holds", addr, len(rest), maxSocketPath)
-	case strings.ContainsRune(rest, 0):
-		return "", true, fmt.Errorf("%q: the socket path holds a NUL byte", addr)
-	}
-	return rest, true, nil
-}
+// socketPath reads a Unix socket address to listen on: endpoint.SocketPath.
+func socketPath(addr string) (path string, isUnix bool, err error) { return endpoint.SocketPath(addr) }
 
 // listenKey identifies an address, so the same socket spelled two ways
 // counts as given twice. Port 0 is never a duplicate: it picks a free port
 // each time.
 func listenKey(addr string) (key string, fixed bool) {
 	if path, isUnix, err := socketPath(addr); isUnix && err == nil {
-		return unixPrefix + filepath.Clean(path), true
+		return endpoint.UnixURL(filepath.Clean(path)), true
 	}
 	return addr, !strings.HasSuffix(addr, ":0")
 }

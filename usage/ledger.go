@@ -104,7 +104,7 @@ var _ engine.Usage = (*Ledger)(nil)
 // tokens (engine.CallTokens).
 func (l *Ledger) Record(req engine.Request, now time.Time) {
 	agent, session := engine.UsageKeys(req)
-	tool, _ := req["tool_name"].(string)
+	tool, _ := req[engine.FieldToolName].(string)
 	tokens := engine.CallTokens(req)
 	at := nanos(now)
 	horizon := before(at, engine.MaxLimitWindow)

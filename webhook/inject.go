@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/endpoint"
 )
 
 // The injected container and its volumes (the annotations that drive
@@ -34,13 +35,6 @@ const (
 	tokenVolumeName  = "toolgate-sidecar-token"
 	tokenMountPath   = "/var/run/secrets/kubernetes.io/serviceaccount"
 	bundleReaderName = "toolgate-bundle-reader"
-)
-
-// The decision socket injected Pods use by default, and the variable that
-// tells the agent's clients where the sidecar is.
-const (
-	DefaultSocket = "/var/run/toolgate/toolgate.sock"
-	EnvURL        = "TOOLGATE_URL"
 )
 
 // DefaultSidecarUID is the user (and group) injected sidecars run as. It is
@@ -199,7 +193,7 @@ func InjectSidecar(pod *corev1.Pod, o InjectOptions) {
 		c.Args = append(c.Args, "--environment="+env)
 	}
 	if o.Socket != "" {
-		c.Args = append(c.Args, "--listen=unix://"+o.Socket)
+		c.Args = append(c.Args, "--listen="+endpoint.UnixURL(o.Socket))
 		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: socketVolumeName, MountPath: path.Dir(o.Socket)})
 	}
 	if o.Listen != "" {
@@ -216,7 +210,7 @@ func InjectSidecar(pod *corev1.Pod, o InjectOptions) {
 	// the socket when there is one: what the agent will use.
 	probeAt := o.Listen
 	if o.Socket != "" {
-		probeAt = "unix://" + o.Socket
+		probeAt = endpoint.UnixURL(o.Socket)
 	}
 	c.StartupProbe = probe(probeAt, "alive", 1, 60)
 	c.ReadinessProbe = probe(probeAt, "ready", 5, 1)
@@ -295,10 +289,10 @@ func pointAtSidecar(c *corev1.Container, socket, listen string) {
 	}
 	if socket != "" && !mountsAt(c, path.Dir(socket)) {
 		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: socketVolumeName, MountPath: path.Dir(socket), ReadOnly: true})
-		url = "unix://" + socket
+		url = endpoint.UnixURL(socket)
 	}
-	if url != "" && !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == EnvURL }) {
-		c.Env = append(c.Env, corev1.EnvVar{Name: EnvURL, Value: url})
+	if url != "" && !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == endpoint.EnvURL }) {
+		c.Env = append(c.Env, corev1.EnvVar{Name: endpoint.EnvURL, Value: url})
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
-	"github.com/toolgate/toolgate/sidecar"
 )
 
 // refuseInjection returns why an annotated Pod must not be admitted: it
@@ -151,13 +150,13 @@ func refuseBindings(pod *corev1.Pod) field.ErrorList {
 	annotations := field.NewPath("metadata", "annotations")
 	var errs field.ErrorList
 	if roles, ok := pod.Annotations[v1alpha1.AnnotationRoles]; ok {
-		if _, err := sidecar.ParseRoles(roles); err != nil {
+		if _, err := v1alpha1.ParseRoles(roles); err != nil {
 			errs = append(errs, field.Invalid(annotations.Key(v1alpha1.AnnotationRoles), roles,
 				fmt.Sprintf("%v (roles are comma separated, e.g. ci,analyst; empty binds none)", err)))
 		}
 	}
 	if env, ok := pod.Annotations[v1alpha1.AnnotationEnvironment]; ok {
-		if err := sidecar.CheckBindingName(env); err != nil {
+		if err := v1alpha1.CheckBindingName(env); err != nil {
 			errs = append(errs, field.Invalid(annotations.Key(v1alpha1.AnnotationEnvironment), env,
 				fmt.Sprintf("%v (one environment, e.g. prod; remove the annotation to bind none)", err)))
 		}

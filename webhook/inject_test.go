@@ -16,10 +16,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/endpoint"
 )
 
 var testInject = InjectOptions{Image: "ghcr.io/toolgate/toolgate:test", BundleConfigMap: "toolgate-bundle",
-	Socket: DefaultSocket, Listen: "127.0.0.1:8181", RunAsUser: DefaultSidecarUID, RunAsGroup: DefaultSidecarUID, Native: true, ClusterName: "test-cluster", MetricsPort: 9191, Resources: corev1.ResourceRequirements{
+	Socket: endpoint.DefaultSocket, Listen: "127.0.0.1:8181", RunAsUser: DefaultSidecarUID, RunAsGroup: DefaultSidecarUID, Native: true, ClusterName: "test-cluster", MetricsPort: 9191, Resources: corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")}}}
 
 func pod(name string, annotations map[string]string) *corev1.Pod {
@@ -325,7 +326,7 @@ func TestAgentContainersGetTheSocketReadOnly(t *testing.T) {
 	p := pod("socket-pod", map[string]string{v1alpha1.AnnotationInject: "true"})
 	p.Spec.InitContainers = []corev1.Container{{Name: "setup", Image: "busybox"}}
 	p.Spec.Containers = append(p.Spec.Containers,
-		corev1.Container{Name: "own-url", Image: "python:3.12", Env: []corev1.EnvVar{{Name: EnvURL, Value: "http://127.0.0.1:8181"}}},
+		corev1.Container{Name: "own-url", Image: "python:3.12", Env: []corev1.EnvVar{{Name: endpoint.EnvURL, Value: "http://127.0.0.1:8181"}}},
 		corev1.Container{Name: "own-dir", Image: "python:3.12", VolumeMounts: []corev1.VolumeMount{{Name: "mine", MountPath: "/var/run/toolgate/"}}},
 		corev1.Container{Name: "inside-dir", Image: "python:3.12", VolumeMounts: []corev1.VolumeMount{{Name: "mine", MountPath: "/var/run/toolgate/cfg"}}})
 	p.Spec.Volumes = []corev1.Volume{{Name: "mine", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
@@ -352,7 +353,7 @@ func TestAgentContainersGetTheSocketReadOnly(t *testing.T) {
 	}
 	env := func(c *corev1.Container) string {
 		for _, e := range c.Env {
-			if e.Name == EnvURL {
+			if e.Name == endpoint.EnvURL {
 				return e.Value
 			}
 		}
@@ -382,7 +383,7 @@ func TestAgentContainersGetTheSocketReadOnly(t *testing.T) {
 				t.Errorf("%s: socket mount %+v, want mounted=%v read-only", c.Name, m, w.mounted)
 			}
 			if got := env(c); got != w.url {
-				t.Errorf("%s: %s=%q, want %q", c.Name, EnvURL, got, w.url)
+				t.Errorf("%s: %s=%q, want %q", c.Name, endpoint.EnvURL, got, w.url)
 			}
 		}
 	}
@@ -416,7 +417,7 @@ func TestInjectionWithoutASocket(t *testing.T) {
 	if slices.ContainsFunc(stored.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == socketVolumeName }) {
 		t.Error("a socket volume without a socket")
 	}
-	if e := stored.Spec.Containers[0].Env; len(e) != 1 || e[0] != (corev1.EnvVar{Name: EnvURL, Value: "http://127.0.0.1:8181"}) {
+	if e := stored.Spec.Containers[0].Env; len(e) != 1 || e[0] != (corev1.EnvVar{Name: endpoint.EnvURL, Value: "http://127.0.0.1:8181"}) {
 		t.Errorf("agent env %+v", e)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/toolgate/toolgate/endpoint"
 )
 
 // ephemeralSubresource is how kubectl debug adds containers to a running
@@ -128,7 +130,8 @@ func injectedListeners(pod *corev1.Pod, sidecar *corev1.Container) (socket, list
 		if !ok {
 			continue
 		}
-		if s, ok := strings.CutPrefix(v, "unix://"); ok {
+		// The injector writes a socket as endpoint.UnixURL: read that back.
+		if s, ok := strings.CutPrefix(v, endpoint.UnixURL("")); ok {
 			socket = s
 		} else {
 			listen = v

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/endpoint"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -248,13 +249,13 @@ func TestEphemeralContainersGetTheSocketReadOnly(t *testing.T) {
 	p := injectedPod(t, "debugged-socket")
 	plain := debugContainer("plain")
 	ownURL := debugContainer("own-url")
-	ownURL.Env = []corev1.EnvVar{{Name: EnvURL, Value: "http://127.0.0.1:8181"}}
+	ownURL.Env = []corev1.EnvVar{{Name: endpoint.EnvURL, Value: "http://127.0.0.1:8181"}}
 	for _, ec := range []corev1.EphemeralContainer{plain, ownURL} {
 		if err := debug(t, attacker, p, ec); err != nil {
 			t.Fatalf("%s: %v", ec.Name, err)
 		}
 	}
-	for name, url := range map[string]string{"plain": "unix://" + DefaultSocket, "own-url": "http://127.0.0.1:8181"} {
+	for name, url := range map[string]string{"plain": "unix://" + endpoint.DefaultSocket, "own-url": "http://127.0.0.1:8181"} {
 		ec := ephemeral(t, p, name)
 		if ec == nil {
 			t.Fatalf("%s was not added", name)
@@ -269,12 +270,12 @@ func TestEphemeralContainersGetTheSocketReadOnly(t *testing.T) {
 		}
 		got := ""
 		for _, e := range c.Env {
-			if e.Name == EnvURL {
+			if e.Name == endpoint.EnvURL {
 				got = e.Value
 			}
 		}
 		if got != url {
-			t.Errorf("%s: %s=%q, want %q", name, EnvURL, got, url)
+			t.Errorf("%s: %s=%q, want %q", name, endpoint.EnvURL, got, url)
 		}
 	}
 }

@@ -45,19 +45,20 @@ func (PolicyValidator) ValidateDelete(context.Context, *v1alpha1.Policy) (admiss
 	return nil, nil
 }
 
-// Validate compiles p with the engine: its diagnostics become a field.ErrorList
-// (an Invalid error naming rule and condition), its lint findings warnings.
+// Validate reviews p with the engine (engine.Review, as `toolgate validate`
+// does): its compile diagnostics become a field.ErrorList (an Invalid error
+// naming rule and condition), its lint findings warnings.
 func Validate(p *v1alpha1.Policy) (admission.Warnings, error) {
-	ep := bundle.Policy(p)
+	problems, lint := engine.Review(bundle.Policy(p))
 	var errs field.ErrorList
-	for _, d := range engine.CheckPolicy(ep) {
+	for _, d := range problems {
 		errs = append(errs, field.Invalid(fieldPath(d.Location), field.OmitValueType{}, detail(d)))
 	}
 	if len(errs) > 0 {
 		return nil, apierrors.NewInvalid(v1alpha1.GroupVersion.WithKind("Policy").GroupKind(), p.Name, errs)
 	}
 	var warnings admission.Warnings
-	for _, w := range engine.Lint(ep) {
+	for _, w := range lint {
 		warnings = append(warnings, fmt.Sprintf("%s: %s", w.Field, w.Message))
 	}
 	return warnings, nil

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/endpoint"
 )
 
 // Certificate modes.
@@ -115,10 +116,10 @@ func ValidateSocket(p string) error {
 	switch {
 	case !socketPathPattern.MatchString(p) || path.Clean(p) != p:
 		return fmt.Errorf("socket %q: want a clean absolute path of letters, digits and . _ -", p)
-	case len(p) > 107:
-		return fmt.Errorf("socket %q: %d bytes, more than the 107 a Unix socket address holds", p, len(p))
+	case len(p) > endpoint.MaxSocketPath:
+		return fmt.Errorf("socket %q: %d bytes, more than the %d a Unix socket address holds", p, len(p), endpoint.MaxSocketPath)
 	case dir == "/" || strings.Count(dir, "/") < 2:
-		return fmt.Errorf("socket %q: its directory %s is mounted over every container's own; use a directory of its own such as %s", p, dir, path.Dir(DefaultSocket))
+		return fmt.Errorf("socket %q: its directory %s is mounted over every container's own; use a directory of its own such as %s", p, dir, path.Dir(endpoint.DefaultSocket))
 	case dir == cacheMountPath || strings.HasPrefix(dir+"/", cacheMountPath+"/") || strings.HasPrefix(cacheMountPath+"/", dir+"/"):
 		return fmt.Errorf("socket %q: its directory overlaps the sidecar's bundle cache %s", p, cacheMountPath)
 	case strings.HasPrefix(tokenMountPath+"/", dir+"/") || strings.HasPrefix(dir+"/", path.Dir(tokenMountPath)+"/"):

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/toolgate/toolgate/cli"
+	"github.com/toolgate/toolgate/internal/exitcode"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -51,7 +52,7 @@ func validateWithCLI(t *testing.T, path string) (accepted bool, fields []string,
 	root.SetOut(&out)
 	root.SetErr(&errb)
 	switch code := cli.Execute(root); code {
-	case 0, cli.ExitProblems:
+	case 0, exitcode.Problems:
 		return code == 0, testenv.ProblemFields(t, out.String(), path), out.String()
 	default:
 		t.Fatalf("toolgate validate exited %d: %s%s", code, out.String(), errb.String())

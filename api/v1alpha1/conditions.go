@@ -47,7 +47,9 @@ const (
 	ReasonSigningKeysInvalid = "SigningKeysInvalid"
 )
 
-// Labels and annotations toolgate puts on the objects it writes or reads.
+// Labels and annotations toolgate puts on the objects it writes or reads
+// (the Pod annotations that drive injection, with the grammar of their
+// values, are in pod_annotations.go).
 const (
 	// ManagedByLabel marks objects toolgate creates (the bundle ConfigMap,
 	// the sidecar's Role and RoleBinding, webhook certificates).
@@ -63,17 +65,6 @@ const (
 	// RevisionAnnotation carries the bundle ConfigMap's revision.
 	RevisionAnnotation = "toolgate.dev/revision"
 
-	// AnnotationInject on a Pod asks for the sidecar.
-	AnnotationInject = "toolgate.dev/inject"
-	// AnnotationAgentID on a Pod names its agent (default: its service account).
-	AnnotationAgentID = "toolgate.dev/agent-id"
-	// AnnotationRoles on a Pod names its agent's roles, comma separated
-	// (the sidecar's --roles): they replace whatever roles a request
-	// claims; an empty value binds no roles. Absent: requests' own roles.
-	AnnotationRoles = "toolgate.dev/roles"
-	// AnnotationEnvironment on a Pod names the environment its agent runs
-	// in, e.g. prod (the sidecar's --environment).
-	AnnotationEnvironment = "toolgate.dev/environment"
 	// LabelInjected marks Pods that carry the injected sidecar.
 	LabelInjected = "toolgate.dev/injected"
 	// LabelEnforce on a Namespace ("true") makes the enforce-sidecar

@@ -23,7 +23,7 @@ func Reference(n int) engine.Bundle {
 	rules := make([]engine.Rule, n)
 	for i := range rules {
 		rules[i] = engine.Rule{ID: fmt.Sprintf("r%d", i), Effect: "deny", Conditions: []engine.Condition{
-			{Field: "tool_name", Operator: "eq", Value: jsonOf(fmt.Sprintf("tool_%d", i))},
+			{Field: engine.FieldToolName, Operator: "eq", Value: jsonOf(fmt.Sprintf("tool_%d", i))},
 			{Field: "input.command", Operator: "contains", Value: jsonOf(fmt.Sprintf("danger_%d", i))},
 			{Field: "kwargs.amount", Operator: "gt", Value: jsonOf(i)},
 		}}

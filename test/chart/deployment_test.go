@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/toolgate/toolgate/endpoint"
 	"github.com/toolgate/toolgate/webhook"
 )
 
@@ -176,7 +177,7 @@ func TestSidecarDefaultsToTheManagerImage(t *testing.T) {
 	}
 	for flag, want := range map[string]string{"sidecar-cpu-request": "10m", "sidecar-cpu-limit": "500m",
 		"publish-rego": "false", "rego-unsigned": "false", "sidecar-memory": "64Mi", "sidecar-listen": "127.0.0.1:8181", "sidecar-image-pull-policy": "IfNotPresent", "sidecar-native": "true", "sidecar-metrics-port": "9191",
-		"sidecar-socket": webhook.DefaultSocket, "sidecar-uid": strconv.Itoa(webhook.DefaultSidecarUID), "sidecar-gid": strconv.Itoa(webhook.DefaultSidecarUID)} {
+		"sidecar-socket": endpoint.DefaultSocket, "sidecar-uid": strconv.Itoa(webhook.DefaultSidecarUID), "sidecar-gid": strconv.Itoa(webhook.DefaultSidecarUID)} {
 		if v, _ := flagValue(c.Args, flag); v != want {
 			t.Errorf("--%s=%q, want the values.yaml default %q", flag, v, want)
 		}

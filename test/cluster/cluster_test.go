@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/endpoint"
 	"github.com/toolgate/toolgate/internal/ociimage"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/webhook"
@@ -344,8 +345,8 @@ func TestAgentDeployment(t *testing.T) {
 		}
 	}
 	// TOOLGATE_URL is the socket: the "env" call above went over it.
-	if url := envOf(pod.Spec.Containers[0], webhook.EnvURL); url != "unix://"+webhook.DefaultSocket {
-		t.Errorf("the agent's %s is %q, want the socket", webhook.EnvURL, url)
+	if url := envOf(pod.Spec.Containers[0], endpoint.EnvURL); url != "unix://"+endpoint.DefaultSocket {
+		t.Errorf("the agent's %s is %q, want the socket", endpoint.EnvURL, url)
 	}
 	// The agent has no token; only the sidecar's container mounts one.
 	if out, err := kubectl("exec", "-n", agentsNS, pod.Name, "-c", "agent", "--", agentBinary, "read", "/var/run/secrets/kubernetes.io/serviceaccount/token"); err == nil {

@@ -1,4 +1,4 @@
-package client
+package local
 
 import (
 	"context"
@@ -6,13 +6,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/client"
+	"github.com/toolgate/toolgate/client/internal/clienttest"
 	"github.com/toolgate/toolgate/engine"
 )
 
 func TestLocalWatchPicksUpAChangedFile(t *testing.T) {
 	dir := t.TempDir()
 	path := dir + "/bundle.json"
-	copyFile(t, sampleBundle(t), path)
+	copyFile(t, clienttest.SampleBundle(t), path)
 	l := newLocal(t, path)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -26,7 +28,7 @@ func TestLocalWatchPicksUpAChangedFile(t *testing.T) {
 	}
 	writeFile(t, path, empty)
 	deadline := time.Now().Add(10 * time.Second)
-	for evaluate(t, l, Request{ToolName: "Read"}).Code != engine.CodeNoPolicies {
+	for clienttest.Evaluate(t, l, client.Request{ToolName: "Read"}).Code != engine.CodeNoPolicies {
 		if time.Now().After(deadline) {
 			t.Fatal("Watch did not load the changed bundle")
 		}
@@ -35,10 +37,10 @@ func TestLocalWatchPicksUpAChangedFile(t *testing.T) {
 }
 
 // Evaluations running while bundles are swapped each see one whole
-// bundle: an allow from the samples or NO_POLICIES from the empty one.
+// bundle: an allow from the clienttest.Samples or NO_POLICIES from the empty one.
 func TestLocalReloadUnderLoad(t *testing.T) {
 	dir := t.TempDir()
-	full, emptyPath := sampleBundle(t), dir+"/empty.json"
+	full, emptyPath := clienttest.SampleBundle(t), dir+"/empty.json"
 	empty, _, err := engine.Encode(engine.Bundle{})
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +59,7 @@ func TestLocalReloadUnderLoad(t *testing.T) {
 					return
 				default:
 				}
-				res := evaluate(t, l, Request{ToolName: "Read", AgentID: "coder-1"})
+				res := clienttest.Evaluate(t, l, client.Request{ToolName: "Read", AgentID: "coder-1"})
 				if !res.Allowed() && res.Code != engine.CodeNoPolicies {
 					t.Errorf("mid-swap: got %+v", res)
 					return

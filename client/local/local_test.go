@@ -1,4 +1,4 @@
-package client
+package local
 
 import (
 	"errors"
@@ -8,12 +8,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolgate/toolgate/client"
+	"github.com/toolgate/toolgate/client/internal/clienttest"
 	"github.com/toolgate/toolgate/engine"
 )
 
-func newLocal(t testing.TB, path string) *Local {
+func newLocal(t testing.TB, path string) *Evaluator {
 	t.Helper()
-	l, err := NewLocal(LocalOptions{BundlePath: path})
+	l, err := New(Options{BundlePath: path})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,22 +25,22 @@ func newLocal(t testing.TB, path string) *Local {
 // Every sample request is decided the same in process as by the sidecar,
 // from a bundle document and from the manifest directory alike.
 func TestLocalDecidesAsTheSidecar(t *testing.T) {
-	file := sampleBundle(t)
-	sc := startSidecar(t, file, nil)
-	c := newClient(t, Options{URL: sc.unix})
-	fromFile, fromDir := newLocal(t, file), newLocal(t, samples)
+	file := clienttest.SampleBundle(t)
+	sc := clienttest.StartSidecar(t, file, nil)
+	c := clienttest.NewClient(t, client.Options{URL: sc.Unix})
+	fromFile, fromDir := newLocal(t, file), newLocal(t, clienttest.Samples)
 	if fromFile.Revision() != fromDir.Revision() || fromFile.Revision() == "" {
 		t.Fatalf("revisions differ: file %q, directory %q", fromFile.Revision(), fromDir.Revision())
 	}
-	names, err := filepath.Glob(filepath.Join(samples, "requests", "*.json"))
+	names, err := filepath.Glob(filepath.Join(clienttest.Samples, "requests", "*.json"))
 	if err != nil || len(names) == 0 {
 		t.Fatalf("no sample requests: %v", err)
 	}
 	for _, name := range names {
-		req := sampleRequest(t, filepath.Base(name))
-		want := evaluate(t, c, req)
-		for _, l := range []*Local{fromFile, fromDir} {
-			got := evaluate(t, l, req)
+		req := clienttest.SampleRequest(t, filepath.Base(name))
+		want := clienttest.Evaluate(t, c, req)
+		for _, l := range []*Evaluator{fromFile, fromDir} {
+			got := clienttest.Evaluate(t, l, req)
 			if !sameDecision(got, want) {
 				t.Errorf("%s: in process %+v, sidecar %+v", filepath.Base(name), got, want)
 			}
@@ -46,7 +48,7 @@ func TestLocalDecidesAsTheSidecar(t *testing.T) {
 	}
 }
 
-func sameDecision(a, b Result) bool {
+func sameDecision(a, b client.Result) bool {
 	return a.Decision == b.Decision && a.Effect == b.Effect && a.Code == b.Code && a.Reason == b.Reason &&
 		a.MatchedPolicyID == b.MatchedPolicyID && a.MatchedPolicyVersion == b.MatchedPolicyVersion &&
 		a.MatchedRuleID == b.MatchedRuleID && a.BundleRevision == b.BundleRevision &&
@@ -56,13 +58,13 @@ func sameDecision(a, b Result) bool {
 // Go values that are not what JSON decodes into (an int, a
 // map[string]int) compare as the sidecar compares them after decoding.
 func TestLocalNormalizesGoValues(t *testing.T) {
-	l := newLocal(t, samples)
-	over := evaluate(t, l, Request{ToolName: "pay", AgentID: "shop-agent", Kwargs: map[string]int{"amount": 5000}})
-	small := evaluate(t, l, Request{ToolName: "pay", AgentID: "shop-agent", Kwargs: struct {
+	l := newLocal(t, clienttest.Samples)
+	over := clienttest.Evaluate(t, l, client.Request{ToolName: "pay", AgentID: "shop-agent", Kwargs: map[string]int{"amount": 5000}})
+	small := clienttest.Evaluate(t, l, client.Request{ToolName: "pay", AgentID: "shop-agent", Kwargs: struct {
 		Amount   int    `json:"amount"`
 		Currency string `json:"currency"`
 	}{10, "EUR"}})
-	want := evaluate(t, l, sampleRequest(t, "pay_over_cap.json"))
+	want := clienttest.Evaluate(t, l, clienttest.SampleRequest(t, "pay_over_cap.json"))
 	if !sameDecision(over, want) || over.Decision != engine.Deny {
 		t.Errorf("amount 5000 as an int: got %+v, want %+v", over, want)
 	}
@@ -73,10 +75,10 @@ func TestLocalNormalizesGoValues(t *testing.T) {
 
 func TestLocalReload(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "bundle.json")
-	copyFile(t, sampleBundle(t), path)
+	copyFile(t, clienttest.SampleBundle(t), path)
 	l := newLocal(t, path)
-	read := Request{ToolName: "Read", AgentID: "coder-1"}
-	if res := evaluate(t, l, read); !res.Allowed() {
+	read := client.Request{ToolName: "Read", AgentID: "coder-1"}
+	if res := clienttest.Evaluate(t, l, read); !res.Allowed() {
 		t.Fatalf("before the reload: got %+v, want allow", res)
 	}
 	first := l.Revision()
@@ -90,7 +92,7 @@ func TestLocalReload(t *testing.T) {
 	if err := l.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	if res := evaluate(t, l, read); res.Code != engine.CodeNoPolicies || l.Revision() == first {
+	if res := clienttest.Evaluate(t, l, read); res.Code != engine.CodeNoPolicies || l.Revision() == first {
 		t.Fatalf("after the reload: got %+v (revision %s), want deny NO_POLICIES from a new revision", res, l.Revision())
 	}
 	second := l.Revision()
@@ -107,7 +109,7 @@ func TestLocalReload(t *testing.T) {
 	if err := l.Reload(); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Reload of a missing bundle: got %v, want fs.ErrNotExist", err)
 	}
-	if res := evaluate(t, l, read); res.Code != engine.CodeNoPolicies || l.Revision() != second {
+	if res := clienttest.Evaluate(t, l, read); res.Code != engine.CodeNoPolicies || l.Revision() != second {
 		t.Errorf("after failed reloads: got %+v (revision %s), want the last good bundle %s", res, l.Revision(), second)
 	}
 }
@@ -126,8 +128,8 @@ func TestNewLocalErrors(t *testing.T) {
 		corrupt:                           "does not match its content",
 		badManifest:                       "p.yaml",
 	} {
-		if _, err := NewLocal(LocalOptions{BundlePath: path}); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("NewLocal(%s): got %v, want an error with %q", path, err, want)
+		if _, err := New(Options{BundlePath: path}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("New(%s): got %v, want an error with %q", path, err, want)
 		}
 	}
 }
@@ -139,6 +141,15 @@ func copyFile(t testing.TB, from, to string) {
 		t.Fatal(err)
 	}
 	writeFile(t, to, data)
+}
+
+// renameFile replaces to in one step, as a writer publishing a bundle
+// should.
+func renameFile(t testing.TB, from, to string) {
+	t.Helper()
+	if err := os.Rename(from, to); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func writeFile(t testing.TB, path string, data []byte) {

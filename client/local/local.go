@@ -1,4 +1,12 @@
-package client
+// Package local decides tool calls in process, with the engine the
+// sidecar embeds and its usage ledger: for Go programs that run no
+// sidecar. An Evaluator reads a bundle document or a directory of Policy
+// and FrozenAgent manifests; it is a client.Evaluator, so a program can
+// switch between it and a client.Client without other changes. It is apart
+// from package client because reading manifests needs the Kubernetes
+// packages that decode and check them, which an agent asking a sidecar
+// should not carry.
+package local
 
 import (
 	"context"
@@ -6,12 +14,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/toolgate/toolgate/client"
 	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/usage"
 )
 
-// LocalOptions configure a Local evaluator.
-type LocalOptions struct {
+var _ client.Evaluator = (*Evaluator)(nil)
+
+// Options configure an Evaluator.
+type Options struct {
 	// BundlePath is a bundle document (`toolgate bundle > bundle.json`,
 	// or .gz) or a directory of Policy and FrozenAgent manifests.
 	BundlePath string
@@ -24,25 +35,24 @@ type LocalOptions struct {
 	Now func() time.Time
 }
 
-// Local decides in process with the embedded engine: no sidecar, no
+// Evaluator decides in process with the embedded engine: no sidecar, no
 // network, sub-microsecond decisions. It is safe for concurrent use;
 // Reload swaps the bundle without stopping Evaluate.
-type Local struct {
-	opts     LocalOptions
+type Evaluator struct {
+	opts     Options
 	compiled atomic.Pointer[engine.Compiled]
 	reloadMu sync.Mutex
 	// ledger decides and counts as the sidecar's does (usage.Ledger.Decide).
 	ledger *usage.Ledger
 }
 
-// NewLocal loads opts.BundlePath; an unreadable or corrupt bundle is an
-// error.
-func NewLocal(opts LocalOptions) (*Local, error) {
+// New loads opts.BundlePath; an unreadable or corrupt bundle is an error.
+func New(opts Options) (*Evaluator, error) {
 	ledger, err := usage.New(usage.DefaultMaxKeys, usage.DefaultMaxEventsPerKey)
 	if err != nil {
 		return nil, err
 	}
-	l := &Local{opts: opts, ledger: ledger}
+	l := &Evaluator{opts: opts, ledger: ledger}
 	if err := l.Reload(); err != nil {
 		return nil, err
 	}
@@ -52,7 +62,7 @@ func NewLocal(opts LocalOptions) (*Local, error) {
 // Reload re-reads the bundle and swaps it in at once: every Evaluate sees
 // the old bundle or the new one, never a mix. When the bundle is missing
 // or corrupt, the error says why and the last good bundle keeps deciding.
-func (l *Local) Reload() error {
+func (l *Evaluator) Reload() error {
 	l.reloadMu.Lock()
 	defer l.reloadMu.Unlock()
 	b, err := loadBundle(l.opts.BundlePath)
@@ -68,20 +78,15 @@ func (l *Local) Reload() error {
 }
 
 // Revision is the revision of the bundle deciding now.
-func (l *Local) Revision() string { return l.compiled.Load().Revision() }
+func (l *Evaluator) Revision() string { return l.compiled.Load().Revision() }
 
 // Evaluate decides req. The error is non-nil only for a request that
 // cannot be decided (an empty ToolName, a field that does not encode as
 // JSON), with a deny.
-func (l *Local) Evaluate(_ context.Context, req Request) (Result, error) {
-	if req.ToolName == "" {
-		r := Result{}
-		r.Decision, r.Effect, r.Reason = engine.Deny, engine.EffectDeny, errNoToolName.Error()
-		return r, errNoToolName
-	}
-	er, err := req.engineRequest()
+func (l *Evaluator) Evaluate(_ context.Context, req client.Request) (client.Result, error) {
+	er, err := req.EngineRequest()
 	if err != nil {
-		r := Result{}
+		r := client.Result{}
 		r.Decision, r.Effect, r.Reason = engine.Deny, engine.EffectDeny, err.Error()
 		return r, err
 	}
@@ -91,8 +96,8 @@ func (l *Local) Evaluate(_ context.Context, req Request) (Result, error) {
 // EvaluateRequest decides a request already in the engine's form (decoded
 // JSON, as engine.DecodeRequest returns): the path that allocates nothing
 // beyond the engine's own.
-func (l *Local) EvaluateRequest(req engine.Request) Result {
+func (l *Evaluator) EvaluateRequest(req engine.Request) client.Result {
 	compiled := l.compiled.Load()
 	res := l.ledger.Decide(compiled, req, engine.EvalOptions{ServiceAccount: l.opts.ServiceAccount, Now: l.opts.Now})
-	return Result{Result: res, BundleRevision: compiled.Revision()}
+	return client.Result{Result: res, BundleRevision: compiled.Revision()}
 }

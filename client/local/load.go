@@ -1,4 +1,4 @@
-package client
+package local
 
 import (
 	"fmt"
@@ -44,19 +44,15 @@ func loadBundle(path string) (engine.Bundle, error) {
 	return b, nil
 }
 
-// buildDir builds the bundle of a manifest directory with manifest.Load
-// and bundle.Build, the functions `toolgate eval -f DIR` uses. A bundle is
-// per namespace, so objects of several namespaces are refused (the CLI's
-// -n has no counterpart here).
+// buildDir builds the bundle of a manifest directory with
+// manifest.LoadBundle, the function `toolgate eval -f DIR` uses. A bundle
+// is per namespace, so objects of several namespaces are refused (the
+// CLI's -n has no counterpart here).
 func buildDir(dir string) ([]byte, error) {
-	all, err := manifest.Load([]string{dir}, nil)
+	_, b, err := manifest.LoadBundle([]string{dir}, nil, "", time.Now())
 	if err != nil {
 		return nil, err
 	}
-	set, err := all.OneNamespace("")
-	if err != nil {
-		return nil, err
-	}
-	doc, _, err := engine.Encode(bundle.Build(set.PolicyObjects(), set.FrozenAgentObjects(), time.Now()))
+	doc, _, err := engine.Encode(b)
 	return doc, err
 }

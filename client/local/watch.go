@@ -1,4 +1,4 @@
-package client
+package local
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 // when it is not nil. Unchanged content is not recompiled. Polling, not
 // file system events: it sees files behind symlinks swapped the way
 // kubelet swaps them, and a bundle changes rarely.
-func (l *Local) Watch(ctx context.Context, interval time.Duration, onError func(error)) {
+func (l *Evaluator) Watch(ctx context.Context, interval time.Duration, onError func(error)) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {

@@ -1,4 +1,4 @@
-package client_test
+package local_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"log"
 
 	"github.com/toolgate/toolgate/client"
+	"github.com/toolgate/toolgate/client/local"
 )
 
 // An agent without a sidecar decides in process from the sample policies;
@@ -13,7 +14,7 @@ import (
 // same.
 func Example() {
 	var guard client.Evaluator
-	guard, err := client.NewLocal(client.LocalOptions{BundlePath: "../config/samples"})
+	guard, err := local.New(local.Options{BundlePath: "../../config/samples"})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -1,4 +1,7 @@
-package client
+// Package clienttest is what the tests of client and client/local share:
+// the sample policies and their bundle, a real sidecar to ask, and
+// requests written as an agent developer writes them.
+package clienttest
 
 import (
 	"context"
@@ -8,22 +11,33 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/client"
+	"github.com/toolgate/toolgate/endpoint"
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/manifest"
 	"github.com/toolgate/toolgate/sidecar"
 )
 
-// samples is the sample policies directory: the bundle every test decides
+// Samples is the sample policies directory: the bundle every test decides
 // with, so the expected decisions are the ones the docs show.
-const samples = "../config/samples"
+var Samples = func() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "..", "config", "samples")
+}()
 
-// sampleBundle writes the samples' bundle document, as `toolgate bundle`
+// SampleBundle writes the samples' bundle document, as `toolgate bundle`
 // prints it, and returns its path.
-func sampleBundle(t testing.TB) string {
+func SampleBundle(t testing.TB) string {
 	t.Helper()
-	doc, err := buildDir(samples)
+	_, b, err := manifest.LoadBundle([]string{Samples}, nil, "", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, _, err := engine.Encode(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,16 +48,19 @@ func sampleBundle(t testing.TB) string {
 	return path
 }
 
-// running is a real sidecar (sidecar.Run) serving on a loopback port and a
+// Sidecar is a real sidecar (sidecar.Run) serving on a loopback port and a
 // Unix socket.
-type running struct {
-	tcp, unix string // client URLs
+type Sidecar struct {
+	TCP, Unix string // client URLs
 	stop      func()
 }
 
-// startSidecar runs the sidecar on bundleFile (which need not exist: then
+// Stop stops the sidecar (and flushes its decision log); Cleanup does too.
+func (s *Sidecar) Stop() { s.stop() }
+
+// StartSidecar runs the sidecar on bundleFile (which need not exist: then
 // it has no bundle); tweak adjusts its options. Cleanup stops it.
-func startSidecar(t testing.TB, bundleFile string, tweak func(*sidecar.Options)) *running {
+func StartSidecar(t testing.TB, bundleFile string, tweak func(*sidecar.Options)) *Sidecar {
 	t.Helper()
 	// A socket path must fit in 108 bytes; t.TempDir() can be longer.
 	dir, err := os.MkdirTemp("", "tgc")
@@ -65,14 +82,14 @@ func startSidecar(t testing.TB, bundleFile string, tweak func(*sidecar.Options))
 	addrs := make(chan net.Addr, len(o.Listen))
 	done := make(chan error, 1)
 	go func() { done <- sidecar.Run(ctx, o, func(a net.Addr) { addrs <- a }) }()
-	r := &running{}
+	r := &Sidecar{}
 	for range o.Listen {
 		select {
 		case a := <-addrs:
 			if a.Network() == "unix" {
-				r.unix = "unix://" + a.String()
+				r.Unix = endpoint.UnixURL(a.String())
 			} else {
-				r.tcp = "http://" + a.String()
+				r.TCP = "http://" + a.String()
 			}
 		case err := <-done:
 			cancel()
@@ -99,8 +116,8 @@ func startSidecar(t testing.TB, bundleFile string, tweak func(*sidecar.Options))
 		}
 	}
 	t.Cleanup(r.stop)
-	if fileExists(bundleFile) {
-		waitReady(t, r.tcp)
+	if FileExists(bundleFile) {
+		waitReady(t, r.TCP)
 	}
 	return r
 }
@@ -123,9 +140,10 @@ func waitReady(t testing.TB, base string) {
 	t.Fatalf("the sidecar at %s did not load its bundle", base)
 }
 
-func newClient(t testing.TB, opts Options) *Client {
+// NewClient is client.New, closed by Cleanup.
+func NewClient(t testing.TB, opts client.Options) *client.Client {
 	t.Helper()
-	c, err := New(opts)
+	c, err := client.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +151,8 @@ func newClient(t testing.TB, opts Options) *Client {
 	return c
 }
 
-func evaluate(t testing.TB, e Evaluator, req Request) Result {
+// Evaluate asks e to decide req; an error fails the test.
+func Evaluate(t testing.TB, e client.Evaluator, req client.Request) client.Result {
 	t.Helper()
 	res, err := e.Evaluate(context.Background(), req)
 	if err != nil {
@@ -142,19 +161,19 @@ func evaluate(t testing.TB, e Evaluator, req Request) Result {
 	return res
 }
 
-// sampleRequest reads a request of config/samples/requests as a Request.
-func sampleRequest(t testing.TB, name string) Request {
+// SampleRequest reads a request of config/samples/requests as a Request.
+func SampleRequest(t testing.TB, name string) client.Request {
 	t.Helper()
-	doc, err := os.ReadFile(filepath.Join(samples, "requests", name))
+	doc, err := os.ReadFile(filepath.Join(Samples, "requests", name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return requestOf(t, doc)
+	return RequestOf(t, doc)
 }
 
-// requestOf is a request document as an agent developer would pass it:
+// RequestOf is a request document as an agent developer would pass it:
 // the fields Request names in its typed fields, any other in Extra.
-func requestOf(t testing.TB, doc []byte) Request {
+func RequestOf(t testing.TB, doc []byte) client.Request {
 	t.Helper()
 	m, err := engine.DecodeRequest(doc)
 	if err != nil {
@@ -165,7 +184,7 @@ func requestOf(t testing.TB, doc []byte) Request {
 		delete(m, key)
 		return s
 	}
-	r := Request{ToolName: str("tool_name"), SessionID: str("session_id"), AgentID: str("agent_id"),
+	r := client.Request{ToolName: str("tool_name"), SessionID: str("session_id"), AgentID: str("agent_id"),
 		ToolUseID: str("tool_use_id"), Framework: str("framework"), Input: m["input"], Args: m["args"], Kwargs: m["kwargs"]}
 	delete(m, "input")
 	delete(m, "args")
@@ -176,16 +195,8 @@ func requestOf(t testing.TB, doc []byte) Request {
 	return r
 }
 
-func fileExists(path string) bool {
+// FileExists tells whether path exists.
+func FileExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
-}
-
-// renameFile replaces to in one step, as a writer publishing a bundle
-// should.
-func renameFile(t testing.TB, from, to string) {
-	t.Helper()
-	if err := os.Rename(from, to); err != nil {
-		t.Fatal(err)
-	}
 }
