@@ -96,6 +96,6 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.MaxBodyBytesInFlight, "max-body-bytes-in-flight", o.MaxBodyBytesInFlight, "bytes request bodies larger than 64 KiB may hold while read and decided, all listeners together (from 1 MiB, the largest body, to 1 GiB); a body that would go past it is denied OVERLOADED at once, never waited for")
 	fs.IntVar(&o.MaxRequestElements, "max-request-elements", o.MaxRequestElements, "JSON values one request may hold (each object, array, string, number, boolean, null); more is a 400")
 	fs.IntVar(&o.MaxTrace, "max-trace", o.MaxTrace, "entries an ?explain=true trace may hold (each rule and each of its conditions counts one); past it the trace stops and says traceTruncated")
-	o.MCP.addFlags(fs)
+	o.MCP.AddFlags(fs)
 	fs.StringSliceVar(&o.Redact, "redact", o.Redact, "request fields to replace with [REDACTED] in what --log-fields logs (a last segment * hides every child, e.g. input.*)")
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/toolgate/toolgate/decide"
 	"github.com/toolgate/toolgate/decisionlog"
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/httploop"
 )
 
 // MaxRequestBytes bounds an evaluate request body.
@@ -60,13 +61,13 @@ func (s *Server) evaluate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.d.Done()
-	conn := connOf(r)
-	if !conn.setBusy() {
+	conn := httploop.ConnOf(r)
+	if !conn.SetBusy() {
 		wrote = true
 		s.overloaded(w, b, &ev, "this connection was closed at the connection cap (--max-connections) before its request was evaluated; denied to fail closed, retry shortly")
 		return
 	}
-	defer conn.setWaiting()
+	defer conn.SetWaiting()
 	req, err := engine.DecodeRequestLimit(b.In, s.opts.MaxRequestElements)
 	if err != nil {
 		wrote = true

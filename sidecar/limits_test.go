@@ -574,29 +574,3 @@ func TestDecisionLogQueueIsBoundedInBytes(t *testing.T) {
 		})
 	}
 }
-
-// setBusy and the eviction in admit take the same lock: a connection chosen
-// as the victim is never marked busy afterwards (its request is answered
-// OVERLOADED, not evaluated on a closing connection), and a busy one is
-// never chosen.
-func TestEvictionAndEvaluationDoNotCross(t *testing.T) {
-	l := newConnLimiter(nil, 1, newTestMetrics(), "test")
-	conn := func() *trackedConn {
-		a, b := net.Pipe()
-		t.Cleanup(func() { _, _ = a.Close(), b.Close() })
-		return &trackedConn{Conn: a, l: l}
-	}
-	first, second := conn(), conn()
-	if !l.admit(first) || !l.admit(second) {
-		t.Fatal("the cap of 1 refused a connection while the other was idle")
-	}
-	if first.setBusy() {
-		t.Error("a connection evicted for the newer one was then marked busy")
-	}
-	if !second.setBusy() {
-		t.Fatal("an open connection could not be marked busy")
-	}
-	if l.admit(conn()) {
-		t.Error("a connection was admitted by evicting one being evaluated")
-	}
-}

@@ -83,7 +83,7 @@ func (s *Server) swap(b engine.Bundle, doc []byte, v verified, origin string) er
 	now := time.Now()
 	s.d.Serve(compiled.WithFrozen(s.apiFrozen), b.Revision, origin, now)
 	if s.mcp != nil {
-		s.mcp.bundleLoaded(b)
+		s.mcp.BundleLoaded(b)
 	}
 	s.metrics.setBundle(b.Revision, now)
 	s.log.Info("bundle loaded", "source", origin, "revision", b.Revision, "policies", len(b.Policies),

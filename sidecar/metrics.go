@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/toolgate/toolgate/decide"
+	"github.com/toolgate/toolgate/internal/httploop"
 	"github.com/toolgate/toolgate/usage"
 )
 
@@ -112,4 +113,9 @@ func (m *metrics) setBundle(revision string, loadedAt time.Time) {
 	m.bundleInfo.WithLabelValues(revision).Set(1)
 	m.bundleLoaded.Set(1)
 	m.lastLoad.Set(float64(loadedAt.UnixNano()) / 1e9)
+}
+
+// conns are the connection families, for httploop.LimitConns.
+func (m *metrics) conns() httploop.ConnMetrics {
+	return httploop.ConnMetrics{Open: m.connsOpen, Evicted: m.connsEvicted, Refused: m.connsRefused}
 }

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/url"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -19,6 +18,8 @@ import (
 	"github.com/toolgate/toolgate/decisionlog"
 	"github.com/toolgate/toolgate/endpoint"
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/httploop"
+	"github.com/toolgate/toolgate/mcp"
 	"github.com/toolgate/toolgate/usage"
 )
 
@@ -142,8 +143,8 @@ type Options struct {
 	// MaxTrace bounds an explain trace, in entries (engine.EvalOptions).
 	MaxTrace int
 
-	// MCP configures the MCP proxy (mcp_options.go).
-	MCP MCPOptions
+	// MCP configures the MCP proxy (mcp.Options).
+	MCP mcp.Options
 
 	// Not flags: where decision log lines and operational logs go
 	// (os.Stdout and a stderr text logger when nil).
@@ -188,7 +189,7 @@ func DefaultOptions() Options {
 		MaxTrace:              2000,
 		UsageMaxKeys:          usage.DefaultMaxKeys,
 		UsageMaxEventsPerKey:  usage.DefaultMaxEventsPerKey,
-		MCP:                   MCPOptions{Listen: DefaultMCPListen},
+		MCP:                   mcp.Options{Listen: mcp.DefaultListen},
 	}
 }
 
@@ -240,7 +241,7 @@ func (o *Options) validateServing() error {
 	}
 	seen := map[string]bool{}
 	for _, addr := range o.Listen {
-		if err := validateListen(addr); err != nil {
+		if err := httploop.CheckAddr(addr); err != nil {
 			add("--listen: %v", err)
 		} else if key, fixed := listenKey(addr); fixed && seen[key] {
 			add("--listen %s is given twice", addr)
@@ -249,7 +250,7 @@ func (o *Options) validateServing() error {
 		}
 	}
 	if o.MetricsListen != "" {
-		if err := validateListen(o.MetricsListen); err != nil {
+		if err := httploop.CheckAddr(o.MetricsListen); err != nil {
 			add("--metrics-listen: %v", err)
 		} else if key, fixed := listenKey(o.MetricsListen); fixed && seen[key] {
 			add("--metrics-listen must differ from --listen (%s)", o.MetricsListen)
@@ -395,23 +396,6 @@ func listenKey(addr string) (key string, fixed bool) {
 	return addr, !strings.HasSuffix(addr, ":0")
 }
 
-func validateListen(addr string) error {
-	if _, isUnix, err := socketPath(addr); isUnix {
-		return err
-	}
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("%q is not host:port or unix:/path: %v", addr, err)
-	}
-	if host != "" && net.ParseIP(host) == nil && len(validation.IsDNS1123Subdomain(host)) > 0 {
-		return fmt.Errorf("%q: host %q is neither an IP address nor a host name", addr, host)
-	}
-	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
-		return fmt.Errorf("%q: port %q is not a number from 0 to 65535", addr, port)
-	}
-	return nil
-}
-
 func validateSinkURL(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -434,6 +418,25 @@ func (o Options) decisionLogConfig() decisionlog.Config {
 		Queue: o.DecisionLogQueue, QueueBytes: o.DecisionLogQueueBytes,
 		Fields: o.LogFields, Redact: o.Redact, Labels: o.LogLabels,
 	}
+}
+
+// validateMCP checks the MCP flags, and that the proxy's address is not
+// one the decisions or metrics are served on.
+func (o *Options) validateMCP() error {
+	err := o.MCP.Check()
+	if err != nil || len(o.MCP.Upstreams) == 0 {
+		return err
+	}
+	key, fixed := listenKey(o.MCP.Listen)
+	if !fixed {
+		return nil
+	}
+	for _, addr := range append([]string{o.MetricsListen}, o.Listen...) {
+		if k, _ := listenKey(addr); k == key {
+			return fmt.Errorf("--mcp-listen %s is also a --listen or --metrics-listen address; the proxy needs its own (it is served on the Unix socket too)", o.MCP.Listen)
+		}
+	}
+	return nil
 }
 
 // deciderConfig is what the decision core takes of the options.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/toolgate/toolgate/internal/httploop"
 )
 
 // probePaths are what `toolgate sidecar probe` may ask for.
@@ -35,7 +36,7 @@ func newProbeCommand() *cobra.Command {
 		},
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := validateListen(listen); err != nil {
+			if err := httploop.CheckAddr(listen); err != nil {
 				return fmt.Errorf("--listen: %w", err)
 			}
 			if timeout <= 0 {

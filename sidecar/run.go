@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/httploop"
 )
 
 // shutdownGrace bounds how long in-flight requests and the decision log get
@@ -31,11 +33,6 @@ func newSource(o Options) (source, error) {
 
 // listenRetry is how often a squatted TCP address is tried again.
 const listenRetry = 2 * time.Second
-
-// maxHeaderBytes bounds a request's headers: a decision request carries a
-// few hundred bytes of them, and net/http's default (1 MiB) times
-// --max-connections would be a lot of memory to hand a flood.
-const maxHeaderBytes = 16 << 10
 
 // Run serves decisions until ctx ends or a listener or the source fails.
 // onListen, when not nil, is told each bound address as it opens (tests
@@ -70,7 +67,7 @@ func Run(ctx context.Context, opts Options, onListen func(net.Addr)) error {
 		serving = append(serving, served{decisions, ln})
 	}
 	if opts.MetricsListen != "" {
-		mln, err := listen(opts.MetricsListen)
+		mln, err := httploop.Listen(opts.MetricsListen)
 		if err != nil {
 			for _, ln := range lns {
 				_ = ln.Close()
@@ -84,7 +81,7 @@ func Run(ctx context.Context, opts Options, onListen func(net.Addr)) error {
 		}
 		ops := s.httpServer(s.opsHandler())
 		servers = append(servers, ops)
-		serving = append(serving, served{ops, newConnLimiter(mln, opts.MetricsMaxConnections, s.metrics, opts.MetricsListen)})
+		serving = append(serving, served{ops, httploop.LimitConns(mln, opts.MetricsMaxConnections, s.metrics.conns(), opts.MetricsListen)})
 	}
 	mcpSrv, mcpLn, err := s.openMCP()
 	if err != nil {
@@ -148,7 +145,7 @@ type served struct {
 }
 
 // server is what Run starts and stops: net/http's, or the MCP proxy's own
-// (mcp_serve.go).
+// (httploop.Server).
 type server interface {
 	Serve(net.Listener) error
 	Shutdown(context.Context) error
@@ -160,8 +157,8 @@ func (s *Server) httpServer(h http.Handler) *http.Server {
 	o := s.opts
 	return &http.Server{Handler: h,
 		ReadHeaderTimeout: o.ReadHeaderTimeout, ReadTimeout: o.ReadTimeout,
-		WriteTimeout: o.WriteTimeout, IdleTimeout: o.IdleTimeout, MaxHeaderBytes: maxHeaderBytes,
-		ConnState: trackConnState, ConnContext: withConn,
+		WriteTimeout: o.WriteTimeout, IdleTimeout: o.IdleTimeout, MaxHeaderBytes: httploop.MaxHeaderBytes,
+		ConnState: httploop.TrackConnState, ConnContext: httploop.WithConn,
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
 }
 
@@ -174,15 +171,15 @@ func (s *Server) openListeners(addrs []string) (lns []net.Listener, squatted []s
 	var taken []string
 	sockets := 0
 	for _, addr := range addrs {
-		ln, err := listen(addr)
+		ln, err := httploop.Listen(addr)
 		switch {
 		case err == nil:
 			if _, isUnix, _ := socketPath(addr); isUnix {
 				sockets++
 			}
 			s.metrics.listenerUp.WithLabelValues(addr).Set(1)
-			lns = append(lns, newConnLimiter(ln, s.opts.MaxConnections, s.metrics, addr))
-		case squattable(addr, err):
+			lns = append(lns, httploop.LimitConns(ln, s.opts.MaxConnections, s.metrics.conns(), addr))
+		case httploop.Squattable(addr, err):
 			taken = append(taken, addr)
 			errs = append(errs, fmt.Errorf("--listen %s: %w", addr, err))
 		default:
@@ -214,7 +211,7 @@ func (s *Server) retryListen(ctx context.Context, addr string, srv *http.Server,
 			return nil
 		case <-t.C:
 		}
-		ln, err := listen(addr)
+		ln, err := httploop.Listen(addr)
 		if err != nil {
 			continue
 		}
@@ -223,7 +220,7 @@ func (s *Server) retryListen(ctx context.Context, addr string, srv *http.Server,
 		if onListen != nil {
 			onListen(ln.Addr())
 		}
-		return srv.Serve(newConnLimiter(ln, s.opts.MaxConnections, s.metrics, addr))
+		return srv.Serve(httploop.LimitConns(ln, s.opts.MaxConnections, s.metrics.conns(), addr))
 	}
 }
 

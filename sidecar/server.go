@@ -18,6 +18,7 @@ import (
 	"github.com/toolgate/toolgate/decide"
 	"github.com/toolgate/toolgate/decisionlog"
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/mcp"
 	"github.com/toolgate/toolgate/usage"
 )
 
@@ -57,8 +58,8 @@ type Server struct {
 	apiFrozen   []engine.FrozenAgent
 	frozenWatch frozenWatch
 
-	// mcp is the MCP proxy, nil without --mcp-upstream (mcp_proxy.go).
-	mcp *mcpProxy
+	// mcp is the MCP proxy, nil without --mcp-upstream.
+	mcp *mcp.Proxy
 }
 
 // New builds a server with no bundle loaded (every decision is deny
@@ -93,9 +94,7 @@ func New(opts Options) (*Server, error) {
 		_ = log.Close(context.Background())
 		return nil, err
 	}
-	if ups, _ := opts.MCP.parse(); len(ups) > 0 {
-		s.mcp = newMCPProxy(s.d, ups, s.metrics.registry, s.log, opts.ReadTimeout)
-	}
+	s.mcp, _ = mcp.New(s.d, opts.MCP, s.metrics.registry, s.log, opts.ReadTimeout) // validateServing has checked the flags
 	s.namespace = opts.bundleNamespace()
 	if s.trust == nil {
 		s.log.Warn("no --trusted-keys: unsigned bundles are accepted (local use with `toolgate bundle` output only)")
@@ -108,7 +107,7 @@ func New(opts Options) (*Server, error) {
 // Close flushes the decision log, waiting at most until ctx ends.
 func (s *Server) Close(ctx context.Context) error {
 	if s.mcp != nil {
-		s.mcp.close()
+		s.mcp.Close()
 	}
 	return s.d.Log().Close(ctx)
 }
@@ -171,7 +170,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.metricsH.ServeHTTP(w, r)
 	default:
-		if s.mcp != nil && strings.HasPrefix(r.URL.Path, mcpPathPrefix) {
+		if s.mcp != nil && strings.HasPrefix(r.URL.Path, mcp.PathPrefix) {
 			// The proxy on the Unix socket too, which code in the Pod
 			// cannot take over as it can a loopback port.
 			s.mcp.ServeHTTP(w, r)

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/httploop"
 )
 
 // unixClient talks HTTP over the socket at path.
@@ -52,8 +54,8 @@ func TestServesOnASocketAndAPortTogether(t *testing.T) {
 
 	fi, err := os.Stat(sock)
 	must(t, err)
-	if fi.Mode().Type() != fs.ModeSocket || fi.Mode().Perm() != socketMode {
-		t.Errorf("socket mode %v, want a socket %v", fi.Mode(), fs.FileMode(socketMode))
+	if fi.Mode().Type() != fs.ModeSocket || fi.Mode().Perm() != httploop.SocketMode {
+		t.Errorf("socket mode %v, want a socket %v", fi.Mode(), fs.FileMode(httploop.SocketMode))
 	}
 	di, err := os.Stat(dir)
 	must(t, err)
@@ -213,8 +215,8 @@ func TestTheAgentCannotReplaceTheSocket(t *testing.T) {
 			})
 			before, err := os.Stat(sock)
 			must(t, err)
-			if st := before.Sys().(*syscall.Stat_t); st.Uid != sidecarUID || before.Mode().Perm() != socketMode {
-				t.Fatalf("socket owned by %d with mode %v, want %d and %v", st.Uid, before.Mode().Perm(), sidecarUID, fs.FileMode(socketMode))
+			if st := before.Sys().(*syscall.Stat_t); st.Uid != sidecarUID || before.Mode().Perm() != httploop.SocketMode {
+				t.Fatalf("socket owned by %d with mode %v, want %d and %v", st.Uid, before.Mode().Perm(), sidecarUID, fs.FileMode(httploop.SocketMode))
 			}
 
 			agent := helperProcess(t, bin, "agent", map[string]string{"TOOLGATE_TEST_SOCKET": sock,

@@ -179,7 +179,7 @@ func (s *Server) setAPIFreezes(list []engine.FrozenAgent) {
 	}
 	s.d.Serve(cur.Compiled.WithFrozen(list), cur.Revision, cur.Origin, cur.LoadedAt)
 	if s.mcp != nil {
-		s.mcp.freezesChanged()
+		s.mcp.FreezesChanged()
 	}
 	s.log.Info("FrozenAgents applied from the API", "count", len(list))
 }

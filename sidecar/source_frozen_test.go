@@ -64,7 +64,7 @@ func TestFrozenAgentsFromTheAPI(t *testing.T) {
 	up := startMCPServer(t)
 	o.MCP.Listen, o.MCP.Upstreams = "127.0.0.1:0", []string{"pay=" + up.endpoint("2025-11-25")}
 	proxyAddr := make(chan net.Addr, 1)
-	o.MCP.onListen = func(a net.Addr) { proxyAddr <- a }
+	o.MCP.OnListen = func(a net.Addr) { proxyAddr <- a }
 	base := startRun(t, o)
 	rig := &mcpRig{t: t, decisions: base, proxy: "http://" + (<-proxyAddr).String() + "/mcp/pay"}
 	eventually(t, "the bundle", func() bool { return readyRevision(t, base) != "" })

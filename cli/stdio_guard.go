@@ -1,0 +1,130 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/toolgate/toolgate/client"
+	"github.com/toolgate/toolgate/client/local"
+	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/exitcode"
+	"github.com/toolgate/toolgate/mcp"
+)
+
+// MCPStdioOptions are the flags of `toolgate mcp stdio`. Its AgentID is
+// the requests' agent_id where a call's _meta names none; BundleDir is
+// re-read every localReload.
+type MCPStdioOptions struct {
+	deciderFlags
+	// Server is the requests' server field: the name policies match.
+	Server string
+}
+
+// localReload is how often --bundle-dir is re-read: an edit, a freeze
+// added, takes effect within it.
+const localReload = time.Second
+
+func newMCPCommand() *cobra.Command {
+	return groupCommand("mcp", "Guard the MCP servers an agent starts itself", "transport", newMCPStdioCommand())
+}
+
+func newMCPStdioCommand() *cobra.Command {
+	o := &MCPStdioOptions{}
+	cmd := &cobra.Command{
+		Use:   "stdio --server NAME [--url URL] -- COMMAND [ARG...]",
+		Short: "Start an MCP server over stdio and decide every tools/call it is sent",
+		Long: "stdio starts COMMAND, an MCP server speaking over stdio, and relays the agent's messages to it\n" +
+			"and its messages back, unchanged, but for tools/call: each is decided first by the sidecar\n" +
+			"(--url, else TOOLGATE_URL, else " + client.DefaultSocket + " if it exists, else " + client.DefaultURL + ")\n" +
+			"as {tool_name, server: NAME, action: call, input: the arguments, framework: mcp}. A denied call\n" +
+			"never reaches the server: the agent gets a CallToolResult with isError, the rule and reason as\n" +
+			"text and the decision under _meta[\"toolgate.dev/decision\"], as from the HTTP proxy. It fails\n" +
+			"closed: an unreachable, slow or failing sidecar denies. A message it cannot read unambiguously\n" +
+			"is answered with a JSON-RPC error and not forwarded. Put it in front of the server's command in\n" +
+			"the agent's MCP configuration; it exits with the server's status. With --bundle-dir it decides\n" +
+			"locally from manifests (or a bundle document) instead, re-read every second, and says each\n" +
+			"deny on stderr, since no sidecar logs it.",
+		Example: `  toolgate mcp stdio --server files -- npx -y @modelcontextprotocol/server-filesystem /srv
+  toolgate mcp stdio --server files --bundle-dir policies/ -- npx -y @modelcontextprotocol/server-filesystem /srv
+  {"mcpServers": {"files": {"command": "toolgate", "args": ["mcp", "stdio", "--server", "files", "--", "npx", "-y", "@modelcontextprotocol/server-filesystem", "/srv"]}}}`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runMCPStdio(cmd, o, args, streamsOf(cmd))
+		},
+	}
+	cmd.Flags().StringVar(&o.Server, "server", "", "the server field of the calls' requests: the name policies match (required)")
+	o.register(cmd, "agent_id of the requests, where a call's _meta names none (a sidecar's binding wins)")
+	return cmd
+}
+
+func runMCPStdio(cmd *cobra.Command, o *MCPStdioOptions, args []string, s streams) error {
+	switch {
+	case cmd.ArgsLenAtDash() != 0 || len(args) == 0:
+		return exitcode.Usagef("%s: the server's command goes after --: %s --server NAME -- COMMAND [ARG...]", cmd.CommandPath(), cmd.CommandPath())
+	case o.Server == "":
+		return exitcode.Usagef("%s: --server NAME is required: the server field policies match", cmd.CommandPath())
+	}
+	if err := o.check(cmd.CommandPath()); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(cmd.Context())
+	defer cancel()
+	var decide mcp.Decider
+	if o.BundleDir != "" {
+		guard, err := local.New(local.Options{BundlePath: o.BundleDir})
+		if err != nil {
+			return exitcode.Usagef("%s: --bundle-dir %s: %v", cmd.CommandPath(), o.BundleDir, err)
+		}
+		go guard.Watch(ctx, localReload, func(err error) {
+			fmt.Fprintf(s.err, "toolgate mcp stdio: --bundle-dir %s: %v; the last good policies keep deciding\n", o.BundleDir, err)
+		})
+		decide = func(_ context.Context, request []byte) (engine.Result, []byte) {
+			var res client.Result
+			if req, err := engine.DecodeRequest(request); err != nil {
+				res.Decision, res.Effect, res.Reason = engine.Deny, engine.EffectDeny, "the call cannot be decided: "+err.Error()
+			} else {
+				res = guard.EvaluateRequest(req)
+			}
+			if res.Decision != engine.Allow {
+				var call struct {
+					ToolName string `json:"tool_name"`
+				}
+				_ = json.Unmarshal(request, &call)
+				fmt.Fprintf(s.err, "toolgate mcp stdio: %s\n", explain(&res.Result, call.ToolName))
+			}
+			return res.Result, decisionJSON(res)
+		}
+	} else {
+		c, err := client.New(client.Options{URL: o.URL, Timeout: o.Timeout})
+		if err != nil {
+			return exitcode.Usagef("%s: %v", cmd.CommandPath(), err)
+		}
+		defer c.Close()
+		// The client's results are decisions, fail closed: an error (the
+		// context ending) comes with a deny already.
+		decide = func(ctx context.Context, request []byte) (engine.Result, []byte) {
+			res, _ := c.EvaluateJSON(ctx, request)
+			return res.Result, decisionJSON(res)
+		}
+	}
+	code, err := mcp.RunStdio(ctx, mcp.StdioOptions{Server: o.Server, AgentID: o.AgentID, Command: args, Decide: decide},
+		s.in, s.out, s.err)
+	if err != nil || code != 0 {
+		return &exitcode.Error{Code: code, Err: err} // the server's status, or 2 when it could not start
+	}
+	return nil
+}
+
+// decisionJSON is the decision object the agent is shown under _meta; nil
+// when it does not encode, and the guard writes the engine's fields.
+func decisionJSON(res client.Result) []byte {
+	b, err := res.MarshalJSON()
+	if err != nil {
+		return nil
+	}
+	return b
+}

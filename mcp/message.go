@@ -1,0 +1,93 @@
+package mcp
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// mcpMessage is what the proxy reads of one JSON-RPC message a client
+// POSTs: enough to route and decide, never re-encoded (what is forwarded is
+// the client's bytes).
+type mcpMessage struct {
+	// ID is the raw id ("" for a notification or a malformed message).
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+	// call is a tools/call's params, read once; nil when they are not an
+	// object with a string name (such a call is refused, never forwarded).
+	call *toolCallParams
+}
+
+// toolCallParams are the parts of tools/call params a decision reads.
+type toolCallParams struct {
+	Name      *string         `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+	Meta      struct {
+		AgentID   *string `json:"toolgate.dev/agent_id"`
+		SessionID *string `json:"toolgate.dev/session_id"`
+	} `json:"_meta"`
+	// meta is _meta as sent, when an object: what the proxy's own
+	// tools/list carries for the client (params_learn.go).
+	meta json.RawMessage
+}
+
+const (
+	methodToolsCall           = "tools/call"
+	methodToolsList           = "tools/list"
+	methodSubscriptionsListen = "subscriptions/listen"
+)
+
+// wantsToolListChanges reads a subscriptions/listen request's params.
+func wantsToolListChanges(params json.RawMessage) bool {
+	var p struct {
+		Notifications struct {
+			ToolsListChanged bool `json:"toolsListChanged"`
+		} `json:"notifications"`
+	}
+	return json.Unmarshal(params, &p) == nil && p.Notifications.ToolsListChanged
+}
+
+// maxLinearKeys is how many keys an object's duplicate check scans before
+// it keeps a set instead.
+const maxLinearKeys = 16
+
+// errAmbiguousJSON refuses a body two JSON parsers could read differently:
+// a key given twice in one object, or two keys differing only in case.
+// encoding/json matches struct fields case-insensitively and most parsers
+// keep the last duplicate, so {"name":"read_file","Name":"pay"} could be
+// decided as one tool and run as another; such a body is never forwarded.
+var errAmbiguousJSON = errors.New("ambiguous JSON")
+
+// foldKey is what encoding/json's case-insensitive field match sees as
+// equal: ASCII lowercased, and for other text upper- then lowercased, so
+// the Kelvin sign folds with k and the long s with s.
+func foldKey(k string) string {
+	for i := 0; i < len(k); i++ {
+		if k[i] >= utf8.RuneSelf {
+			return strings.ToLower(strings.ToUpper(k))
+		}
+	}
+	return strings.ToLower(k)
+}
+
+// decodeHeaderName reads an Mcp-Name value, which a client base64-encodes
+// as =?base64?...?= when the name is not plain ASCII.
+func decodeHeaderName(v string) (string, error) {
+	inner, ok := strings.CutPrefix(v, "=?base64?")
+	if !ok {
+		return v, nil
+	}
+	inner, ok = strings.CutSuffix(inner, "?=")
+	if !ok {
+		return v, nil
+	}
+	b, err := base64.StdEncoding.DecodeString(inner)
+	if err != nil {
+		return "", fmt.Errorf("Mcp-Name %q is not valid base64", v)
+	}
+	return string(b), nil
+}

@@ -1,0 +1,266 @@
+package mcp
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"sync"
+	"syscall"
+
+	"github.com/toolgate/toolgate/decide"
+	"github.com/toolgate/toolgate/engine"
+)
+
+// The stdio guard (`toolgate mcp stdio`): an MCP server the agent starts
+// itself (stdio, as in Claude Code's, Cursor's or an SDK's server list) is
+// started by toolgate instead, which relays every message both ways and
+// decides each tools/call first. It reads messages with the proxy's own
+// reader, builds the proxy's request and denies with the proxy's answer,
+// so a call is read, decided and refused as over HTTP. Unlike the HTTP
+// proxy it does not hold the server's credentials or filter tools/list:
+// whoever edits the agent's server list can start the server without it,
+// so it guards an agent that is configured, as the hooks do.
+
+// StdioOptions configure the stdio guard.
+type StdioOptions struct {
+	// Server is the request's server field: the name policies match.
+	Server string
+	// AgentID is sent as the request's agent_id, unless a call's _meta
+	// names one (the sidecar's own binding wins over both).
+	AgentID string
+	// Command is the server to start, and its arguments.
+	Command []string
+	// Decide decides the calls.
+	Decide Decider
+}
+
+// Decider decides one request, given as the JSON object /v1/evaluate
+// reads: the result and the decision object the agent is shown under
+// _meta when it is not an allow. It never fails: a decision it could not
+// get is a deny. (The CLI asks the sidecar with the Go client, which this
+// package does not import: the client's tests start it.)
+type Decider func(ctx context.Context, request []byte) (res engine.Result, decision []byte)
+
+// MaxStdioLine bounds one message from the agent, as decide.MaxRequestBytes bounds
+// a POST: a longer line is refused and read past, never forwarded.
+const MaxStdioLine = decide.MaxRequestBytes
+
+// RunStdio starts the server and relays until the agent closes its
+// input and the server exits, or the server exits. It returns the
+// server's exit status.
+func RunStdio(ctx context.Context, o StdioOptions, in io.Reader, out, errOut io.Writer) (int, error) {
+	if o.Server == "" || len(o.Command) == 0 || o.Decide == nil {
+		return 2, errors.New("toolgate mcp stdio: a server name, the server's command and a decider are required")
+	}
+	cmd := exec.Command(o.Command[0], o.Command[1:]...)
+	cmd.Stderr = errOut
+	toServer, err := cmd.StdinPipe()
+	if err != nil {
+		return 2, err
+	}
+	fromServer, err := cmd.StdoutPipe()
+	if err != nil {
+		return 2, err
+	}
+	if err := cmd.Start(); err != nil {
+		return 2, fmt.Errorf("toolgate mcp stdio: starting the server: %w", err)
+	}
+	// Signals the agent sends toolgate are the server's too.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer func() { signal.Stop(sigs); close(sigs) }()
+	go func() {
+		for s := range sigs {
+			_ = cmd.Process.Signal(s)
+		}
+	}()
+
+	w := &stdioWriter{w: out}
+	relayed := make(chan struct{})
+	go func() {
+		defer close(relayed)
+		relayLines(fromServer, w)
+	}()
+	g := &stdioGuard{opts: o, session: newStdioSession(), out: w}
+	go func() {
+		g.guard(ctx, in, toServer)
+		// The agent is done (or gone): the server's input ends, as if
+		// the agent had started it itself.
+		_ = toServer.Close()
+	}()
+	<-relayed
+	err = cmd.Wait()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, nil
+	case errors.As(err, &exit):
+		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal()), nil // as a shell says a server killed by a signal
+		}
+		return exit.ExitCode(), nil
+	}
+	return 1, err
+}
+
+// stdioWriter writes whole lines to the agent, from both the server's
+// relay and the guard's own answers, never interleaved.
+type stdioWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *stdioWriter) line(b []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(b) == 0 || b[len(b)-1] != '\n' {
+		b = append(b[:len(b):len(b)], '\n')
+	}
+	_, err := s.w.Write(b)
+	return err
+}
+
+// relayLines copies the server's messages to the agent, a line at a time.
+func relayLines(from io.Reader, to *stdioWriter) {
+	br := bufio.NewReaderSize(from, 64<<10)
+	for {
+		line, err := br.ReadBytes('\n')
+		if len(line) > 0 && to.line(line) != nil {
+			_, _ = io.Copy(io.Discard, br) // the agent is gone: let the server finish
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// newStdioSession is the session_id of calls that name none: one per
+// server process, as an MCP session over stdio is.
+func newStdioSession() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "stdio-" + hex.EncodeToString(b[:])
+}
+
+// stdioGuard decides what the agent sends before the server sees it.
+type stdioGuard struct {
+	opts    StdioOptions
+	session string
+	out     *stdioWriter
+	// modern: the agent asked for 2026-07-28 or later at initialize, whose
+	// results say they are complete.
+	modern bool
+}
+
+func (g *stdioGuard) guard(ctx context.Context, in io.Reader, toServer io.Writer) {
+	br := bufio.NewReaderSize(in, 64<<10)
+	for {
+		line, tooLong, err := readLine(br, MaxStdioLine)
+		if tooLong {
+			_ = g.out.line(appendRPCError(nil, nil, RPCInvalidRequest,
+				fmt.Sprintf("toolgate: a message of more than %d bytes; not forwarded", MaxStdioLine)))
+		} else if len(line) > 0 {
+			if fwd := g.check(ctx, line); fwd != nil {
+				if _, werr := toServer.Write(fwd); werr != nil {
+					return
+				}
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// readLine reads one line with its newline, at most limit bytes; past it
+// the rest of the line is read and dropped (tooLong).
+func readLine(br *bufio.Reader, limit int) (line []byte, tooLong bool, err error) {
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if !tooLong {
+			if len(line)+len(chunk) > limit {
+				tooLong, line = true, nil
+			} else {
+				line = append(line, chunk...)
+			}
+		}
+		if err != bufio.ErrBufferFull {
+			return line, tooLong, err
+		}
+	}
+}
+
+// check returns what to forward for one line from the agent: the line
+// itself, or nil when toolgate answered it (a denied or unreadable call).
+func (g *stdioGuard) check(ctx context.Context, line []byte) []byte {
+	if len(bytes.TrimSpace(line)) == 0 {
+		return line
+	}
+	msgs, batch, err := parseMCPBody(line)
+	if err != nil {
+		_ = g.out.line(appendRPCError(nil, nil, RPCInvalidRequest, "toolgate: the message is not JSON-RPC toolgate can read unambiguously: "+err.Error()+"; not forwarded"))
+		return nil
+	}
+	if batch {
+		for _, m := range msgs {
+			if m.Method == methodToolsCall {
+				_ = g.out.line(appendRPCError(nil, nil, RPCInvalidRequest, "toolgate: a batch holding tools/call (MCP over stdio sends messages one by one); not forwarded"))
+				return nil
+			}
+		}
+		return line
+	}
+	m := &msgs[0]
+	switch m.Method {
+	case "initialize":
+		var p struct {
+			ProtocolVersion string `json:"protocolVersion"`
+		}
+		_ = json.Unmarshal(m.Params, &p)
+		g.modern = p.ProtocolVersion >= "2026-07-28"
+	case methodToolsCall:
+		if answer, allowed := g.decideCall(ctx, m); !allowed {
+			if answer != nil {
+				_ = g.out.line(answer)
+			}
+			return nil
+		}
+	}
+	return line
+}
+
+// decideCall asks the sidecar about one tools/call. Not allowed, answer is
+// what the agent gets instead (nil for a notification, which gets none): a
+// deny as the HTTP proxy's, whose text the model reads and whose _meta
+// holds the decision.
+func (g *stdioGuard) decideCall(ctx context.Context, m *mcpMessage) (answer json.RawMessage, allowed bool) {
+	p := m.call
+	if p == nil {
+		return refuseCall(m.ID, msgBadCallParams), false
+	}
+	session, agent := g.session, p.Meta.AgentID
+	if p.Meta.SessionID != nil {
+		session = *p.Meta.SessionID
+	}
+	if agent == nil && g.opts.AgentID != "" {
+		agent = &g.opts.AgentID
+	}
+	res, decision := g.opts.Decide(ctx, mcpRequestDoc(*p.Name, g.opts.Server, p.Arguments, session, agent))
+	if res.Decision == engine.Allow {
+		return nil, true
+	}
+	if len(decision) == 0 {
+		decision, _ = res.AppendJSON(nil) // the engine's fields at least
+	}
+	return denyCallResult(m.ID, &res, decision, g.modern), false
+}
