@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -477,45 +476,4 @@ func truncate(s string, n int) string {
 		n--
 	}
 	return s[:n] + "..."
-}
-
-// Limits on FrozenAgent fields, mirrored by the CRD schema.
-const (
-	MaxAgentIDLength        = 253
-	MaxReasonLength         = 1024
-	MaxServiceAccountLength = 253
-)
-
-// serviceAccountPattern is a DNS-1123 subdomain, what the API server
-// accepts as a ServiceAccount name.
-var serviceAccountPattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
-
-// CheckFrozenAgent returns what the schema would reject in a freeze. The
-// cluster enforces it with the CRD schema alone (no webhook) so the kill
-// switch works while webhooks are down; the CLI uses this to say the same.
-func CheckFrozenAgent(f FrozenAgent) []Diagnostic {
-	var d diagnoser
-	d.policy = f.ID
-	if d.policy == "" {
-		d.policy = f.ServiceAccount
-	}
-	switch {
-	case f.ID == "" && f.ServiceAccount == "":
-		d.policyf(At("spec"), "agentId or serviceAccount is required")
-	case f.ID == "":
-	case chars(f.ID) > MaxAgentIDLength:
-		d.policyf(At("spec", "agentId"), "agentId is %d characters long, more than %d", chars(f.ID), MaxAgentIDLength)
-	case strings.TrimSpace(f.ID) != f.ID:
-		d.policyf(At("spec", "agentId"), "agentId must not start or end with whitespace")
-	}
-	if f.ServiceAccount != "" {
-		if len(f.ServiceAccount) > MaxServiceAccountLength || !serviceAccountPattern.MatchString(f.ServiceAccount) {
-			d.policyf(At("spec", "serviceAccount"), "serviceAccount %q is not a ServiceAccount name: at most %d lowercase letters, digits, '-' and '.', starting and ending with a letter or digit",
-				f.ServiceAccount, MaxServiceAccountLength)
-		}
-	}
-	if n := chars(f.Reason); n > MaxReasonLength {
-		d.policyf(At("spec", "reason"), "reason is %d characters long, more than %d", n, MaxReasonLength)
-	}
-	return d.out
 }

@@ -284,36 +284,6 @@ func TestCompileNeverPanics(t *testing.T) {
 	}
 }
 
-func TestCheckFrozenAgent(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		name  string
-		f     FrozenAgent
-		field string
-	}{
-		{"valid", FrozenAgent{ID: "agent-1", Reason: "incident"}, ""},
-		{"no id and no service account", FrozenAgent{}, "spec"},
-		{"service account only", FrozenAgent{ServiceAccount: "billing-bot"}, ""},
-		{"both", FrozenAgent{ID: "a", ServiceAccount: "billing-bot"}, ""},
-		{"bad service account", FrozenAgent{ServiceAccount: "Billing Bot"}, "spec.serviceAccount"},
-		{"long service account", FrozenAgent{ServiceAccount: strings.Repeat("a", MaxServiceAccountLength+1)}, "spec.serviceAccount"},
-		{"long id", FrozenAgent{ID: strings.Repeat("a", MaxAgentIDLength+1)}, "spec.agentId"},
-		{"long reason", FrozenAgent{ID: "a", Reason: strings.Repeat("r", MaxReasonLength+1)}, "spec.reason"},
-		{"limits are inclusive", FrozenAgent{ID: strings.Repeat("a", MaxAgentIDLength), Reason: strings.Repeat("r", MaxReasonLength)}, ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			diags := CheckFrozenAgent(tc.f)
-			switch {
-			case tc.field == "" && len(diags) > 0:
-				t.Errorf("unexpected diagnostics: %v", diags)
-			case tc.field != "" && (len(diags) != 1 || diags[0].Field != tc.field):
-				t.Errorf("diagnostics %v, want one for %s", diags, tc.field)
-			}
-		})
-	}
-}
-
 // Length limits count characters, as the CRD schema's maxLength does: a
 // multi-byte description within the limit in characters compiles.
 func TestLengthLimitsCountCharacters(t *testing.T) {
@@ -325,11 +295,5 @@ func TestLengthLimitsCountCharacters(t *testing.T) {
 	}
 	if d := CheckPolicy(desc(MaxDescriptionLength + 1)); len(d) != 1 || !strings.Contains(d[0].Message, "1025 characters") {
 		t.Errorf("%d characters: %v", MaxDescriptionLength+1, d)
-	}
-	if d := CheckFrozenAgent(FrozenAgent{ID: strings.Repeat("é", MaxAgentIDLength), Reason: strings.Repeat("ü", MaxReasonLength)}); len(d) != 0 {
-		t.Errorf("multi-byte agentId and reason within the limits: %v", d)
-	}
-	if d := CheckFrozenAgent(FrozenAgent{ID: strings.Repeat("é", MaxAgentIDLength+1)}); len(d) != 1 {
-		t.Errorf("agentId over the limit: %v", d)
 	}
 }

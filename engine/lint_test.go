@@ -93,18 +93,6 @@ func TestLint(t *testing.T) {
 	}
 }
 
-func TestCheckFrozenAgentWhitespace(t *testing.T) {
-	t.Parallel()
-	for _, id := range []string{" agent", "agent\t", "\u00a0agent"} {
-		if d := CheckFrozenAgent(FrozenAgent{ID: id}); len(d) != 1 || !strings.Contains(d[0].Message, "whitespace") {
-			t.Errorf("%q: %v", id, d)
-		}
-	}
-	if d := CheckFrozenAgent(FrozenAgent{ID: "agent one"}); len(d) != 0 {
-		t.Errorf("inner spaces are fine: %v", d)
-	}
-}
-
 // Review refuses what does not compile, without warnings, and warns about
 // what compiles but probably is a mistake.
 func TestReview(t *testing.T) {

@@ -8,18 +8,22 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/crdschema"
 	"github.com/toolgate/toolgate/internal/exitcode"
 )
 
@@ -104,13 +108,41 @@ func exactlyOneAgent(_ *cobra.Command, args []string) error {
 	return nil
 }
 
-// checkFreeze runs the engine's FrozenAgent checks, the ones `toolgate
-// validate` and the operator apply, before anything reaches the cluster.
+// checkFreeze checks the FrozenAgent the command would create (or, for
+// unfreeze, look for) with the CRD's own schema and CEL rules
+// (internal/crdschema, as `toolgate validate` and the API server check
+// it), before anything reaches the cluster, and names in each problem the
+// argument or flag that set the field. Only spec is judged here: the
+// object's name and namespace are checked where they are known (--name,
+// and -n or the kubeconfig), so a stand-in takes their place.
 func checkFreeze(agentID, sa, reason string) error {
-	flags := map[string]string{"spec": "AGENT_ID", "spec.agentId": "AGENT_ID", "spec.serviceAccount": "--service-account", "spec.reason": "--reason"}
+	fa := &v1alpha1.FrozenAgent{
+		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "FrozenAgent"},
+		ObjectMeta: metav1.ObjectMeta{Name: "freeze", Namespace: metav1.NamespaceDefault},
+		Spec:       v1alpha1.FrozenAgentSpec{AgentID: agentID, ServiceAccount: sa, Reason: reason},
+	}
+	problems, err := crdschema.Check(context.Background(), fa)
+	if err != nil {
+		return fmt.Errorf("checking the FrozenAgent: %w", err)
+	}
+	setBy := map[string]string{"spec": "AGENT_ID", "spec.agentId": "AGENT_ID", "spec.serviceAccount": "--service-account", "spec.reason": "--reason"}
+	value := map[string]string{"spec.agentId": agentID, "spec.serviceAccount": sa, "spec.reason": reason}
 	var errs []error
-	for _, d := range engine.CheckFrozenAgent(engine.FrozenAgent{ID: agentID, ServiceAccount: sa, Reason: reason}) {
-		errs = append(errs, fmt.Errorf("%s: %s", flags[d.Field], d.Message))
+	for _, e := range problems {
+		flag, ok := setBy[e.Field]
+		if !ok {
+			// Not the flags' doing: the stand-in's metadata, or the note
+			// that CEL rules were skipped after another problem.
+			continue
+		}
+		msg := e.Detail
+		switch {
+		case e.Field == "spec.serviceAccount":
+			msg = fmt.Sprintf("serviceAccount %q is not a ServiceAccount name: %s", sa, e.Detail)
+		case e.Type == field.ErrorTypeTooLong:
+			msg = fmt.Sprintf("%s is %d characters long: %s", strings.TrimPrefix(e.Field, "spec."), utf8.RuneCountInString(value[e.Field]), e.Detail)
+		}
+		errs = append(errs, fmt.Errorf("%s: %s", flag, msg))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return usage("%v", err)

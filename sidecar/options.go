@@ -257,8 +257,8 @@ func (o *Options) validateServing() error {
 		}
 	}
 	errs = append(errs, o.validateLimits())
-	if len(o.AgentID) > engine.MaxAgentIDLength {
-		add("--agent-id is %d characters long, more than %d", len(o.AgentID), engine.MaxAgentIDLength)
+	if len(o.AgentID) > v1alpha1.MaxAgentIDLength {
+		add("--agent-id is %d characters long, more than %d", len(o.AgentID), v1alpha1.MaxAgentIDLength)
 	}
 	for _, r := range o.Roles {
 		if err := v1alpha1.CheckBindingName(r); err != nil {

@@ -4,6 +4,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// The length limits of FrozenAgentSpec's fields, as its markers below set
+// them in the CRD schema (which counts characters, not bytes); the
+// schema, applied by the API server and by internal/crdschema, is what
+// enforces them. TestCheckFrozenAgent in internal/crdschema keeps these
+// equal to the generated CRD.
+const (
+	MaxAgentIDLength        = 253
+	MaxServiceAccountLength = 253
+	MaxReasonLength         = 1024
+)
+
 // FrozenAgentSpec names the agent to stop: by agentId, by serviceAccount,
 // or both (either one matching freezes).
 // +kubebuilder:validation:XValidation:rule="has(self.agentId) || has(self.serviceAccount)",message="agentId or serviceAccount is required"

@@ -24,6 +24,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/toolgate/toolgate/endpoint"
 	"github.com/toolgate/toolgate/internal/localcluster"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/manifest"
@@ -90,7 +91,7 @@ func run(out io.Writer, keep bool) error {
 	if err != nil {
 		return err
 	}
-	addr, err := freeAddr("127.0.0.1:8181")
+	addr, err := freeAddr(endpoint.DefaultAddress)
 	if err != nil {
 		return err
 	}
@@ -115,7 +116,7 @@ func run(out io.Writer, keep bool) error {
 	// beside it for clients that cannot use one.
 	sock := filepath.Join(dir, "toolgate.sock")
 	if _, err := cluster.StartProcess("sidecar", bin, "sidecar", "--configmap", "demo/toolgate-bundle",
-		"--kubeconfig", cluster.Kubeconfig, "--listen", "unix://"+sock, "--listen", addr, "--decision-log", "stdout",
+		"--kubeconfig", cluster.Kubeconfig, "--listen", endpoint.UnixURL(sock), "--listen", addr, "--decision-log", "stdout",
 		"--mcp-listen", mcpAddr, "--mcp-upstream", "files=http://"+filesAddr+"/mcp-stateless"); err != nil {
 		return err
 	}
@@ -222,7 +223,7 @@ func run(out io.Writer, keep bool) error {
 		return err
 	}
 	say("    (PATH=%s:$PATH; the agent writes each message on the guard's stdin)", dir)
-	g, err := d.startStdio(bin, "mcp", "stdio", "--server", "files", "--url", "unix://"+sock, "--",
+	g, err := d.startStdio(bin, "mcp", "stdio", "--server", "files", "--url", endpoint.UnixURL(sock), "--",
 		filepath.Base(mcpServer), "-stdio", "-listen", stdioStats)
 	if err != nil {
 		return err

@@ -2,7 +2,10 @@ package crdschema
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
 	structurallisttype "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/listtype"
 	schemaobjectmeta "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
@@ -93,4 +96,29 @@ func blockingError(errs field.ErrorList) *field.Error {
 		}
 	}
 	return nil
+}
+
+// Check is what the API server refuses a typed object for on create, when
+// a client sends it as JSON: Decode, PrepareForCreate and Validate in
+// turn, the errors sorted by field. An error means it could not be
+// checked at all (not JSON, no CRD serves its kind, metadata that does
+// not decode).
+func Check(ctx context.Context, obj any) (field.ErrorList, error) {
+	doc, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(doc); err != nil {
+		return nil, err
+	}
+	if _, err := Decode(u); err != nil {
+		return nil, err
+	}
+	if err := PrepareForCreate(u); err != nil {
+		return nil, err
+	}
+	errs := Validate(ctx, u)
+	slices.SortStableFunc(errs, func(a, b *field.Error) int { return strings.Compare(a.Field, b.Field) })
+	return errs, nil
 }
