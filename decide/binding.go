@@ -42,7 +42,7 @@ func (b *binding) fill(req engine.Request) []string {
 	for _, f := range []struct {
 		name  string
 		value any
-	}{{"agent_id", b.agentID}, {"roles", b.roles}, {"environment", b.environment}} {
+	}{{engine.FieldAgentID, b.agentID}, {engine.FieldRoles, b.roles}, {engine.FieldEnvironment, b.environment}} {
 		if f.value != nil {
 			if req != nil {
 				req[f.name] = f.value
@@ -54,37 +54,44 @@ func (b *binding) fill(req engine.Request) []string {
 }
 
 // bind replaces the request's bound fields, noting in ev (for the
-// decision log) and in the metrics what a client asked for that differed.
+// decision log; nil for none) and in the metrics what a client asked for
+// that differed.
 func (d *Decider) bind(req engine.Request, ev *decisionlog.Event) {
 	b := &d.binding
 	if b.agentID != nil {
-		got, present := req["agent_id"]
+		got, present := req[engine.FieldAgentID]
 		if id, isString := got.(string); !isString || id != d.cfg.AgentID {
 			if present {
-				ev.AgentMismatch, ev.RequestedAgentID = true, engine.Stringify(got)
 				d.metrics.IdentityMismatches.Inc()
+				if ev != nil {
+					ev.AgentMismatch, ev.RequestedAgentID = true, engine.Stringify(got)
+				}
 			}
-			req["agent_id"] = b.agentID
+			req[engine.FieldAgentID] = b.agentID
 		}
 	}
 	if b.roles != nil {
-		got, present := req["roles"]
+		got, present := req[engine.FieldRoles]
 		if !sameRoles(got, d.cfg.Roles) {
 			if present {
-				ev.RolesMismatch, ev.RequestedRoles = true, engine.Stringify(got)
 				d.metrics.BindingOverrides[bindRoles].Inc()
+				if ev != nil {
+					ev.RolesMismatch, ev.RequestedRoles = true, engine.Stringify(got)
+				}
 			}
-			req["roles"] = b.roles
+			req[engine.FieldRoles] = b.roles
 		}
 	}
 	if b.environment != nil {
-		got, present := req["environment"]
+		got, present := req[engine.FieldEnvironment]
 		if env, isString := got.(string); !isString || env != d.cfg.Environment {
 			if present {
-				ev.EnvironmentMismatch, ev.RequestedEnvironment = true, engine.Stringify(got)
 				d.metrics.BindingOverrides[bindEnvironment].Inc()
+				if ev != nil {
+					ev.EnvironmentMismatch, ev.RequestedEnvironment = true, engine.Stringify(got)
+				}
 			}
-			req["environment"] = b.environment
+			req[engine.FieldEnvironment] = b.environment
 		}
 	}
 }

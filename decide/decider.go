@@ -132,7 +132,8 @@ func SelfDeny(code engine.Code, reason string) engine.Result {
 // environment override the request's, the bundle and freezes held now
 // decide, and an allowed call is counted for rate limits and token
 // budgets. The caller answers, then records the decision with Commit (or
-// Settle and Record).
+// Settle and Record). ev is the decision log's event, nil when none is kept
+// (the in-process evaluator of package client/local).
 func (d *Decider) Decide(req engine.Request, explain bool, ev *decisionlog.Event) (engine.Result, *State) {
 	d.bind(req, ev)
 	if d.cfg.BeforeEvaluate != nil {
@@ -169,10 +170,10 @@ func (d *Decider) Settle(ev *decisionlog.Event, req engine.Request, res *engine.
 		return false
 	}
 	ev.IDPrefix = d.idPrefix
-	ev.AgentID = stringField(req, "agent_id")
-	ev.SessionID = stringField(req, "session_id")
-	ev.ToolUseID = stringField(req, "tool_use_id")
-	ev.Framework = stringField(req, "framework")
+	ev.AgentID = stringField(req, engine.FieldAgentID)
+	ev.SessionID = stringField(req, engine.FieldSessionID)
+	ev.ToolUseID = stringField(req, engine.FieldToolUseID)
+	ev.Framework = stringField(req, engine.FieldFramework)
 	ev.Decision, ev.Code, ev.Reason = res.Decision, res.Code, res.Reason
 	ev.Effect, ev.Warnings = effect, res.Warnings
 	ev.PolicyID, ev.PolicyVersion, ev.RuleID = res.MatchedPolicyID, res.MatchedPolicyVersion, res.MatchedRuleID

@@ -34,7 +34,7 @@ type mcpStatic struct {
 // call's arguments; agent_id, roles and environment only when this sidecar
 // binds them (otherwise each call names its own).
 func (p *Proxy) staticFields() []string {
-	return append([]string{"tool_name", "server", "action", "framework"}, p.d.Bind(nil)...)
+	return append([]string{engine.FieldToolName, engine.FieldServer, engine.FieldAction, engine.FieldFramework}, p.d.Bind(nil)...)
 }
 
 // BundleLoaded recomputes the static rules for a new bundle and, when
@@ -64,7 +64,7 @@ func (p *Proxy) hidden(st *mcpStatic, rt *mcpRoute, tool string) bool {
 	if st == nil || st.compiled == nil {
 		return false
 	}
-	req := engine.Request{"tool_name": tool, "server": rt.up.name, "action": "call", "framework": mcpFramework}
+	req := engine.Request{engine.FieldToolName: tool, engine.FieldServer: rt.up.name, engine.FieldAction: "call", engine.FieldFramework: mcpFramework}
 	p.d.Bind(req)
 	res := st.compiled.Evaluate(req, engine.EvalOptions{ServiceAccount: p.d.Config().ServiceAccount})
 	return res.Decision == engine.Deny && res.Code == "" && res.MatchedRuleID != ""
@@ -79,7 +79,7 @@ func (p *Proxy) agentFrozen() bool {
 	if cur == nil {
 		return false
 	}
-	req := engine.Request{"action": "call", "framework": mcpFramework}
+	req := engine.Request{engine.FieldAction: "call", engine.FieldFramework: mcpFramework}
 	p.d.Bind(req)
 	cfg := p.d.Config()
 	return cur.Evaluate(req, engine.EvalOptions{ServiceAccount: cfg.ServiceAccount, Now: cfg.Now}).Code == engine.CodeAgentFrozen

@@ -78,7 +78,7 @@ func (s *Server) evaluate(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	ev.ToolName = decide.StringField(req, "tool_name")
+	ev.ToolName = decide.StringField(req, engine.FieldToolName)
 	res, st := s.d.Decide(req, explain, &ev)
 	s.answer(w, b, req, &ev, &res, st, &wrote)
 }

@@ -40,7 +40,7 @@ func BenchmarkLocalEvaluate(b *testing.B) {
 			}
 		})
 		b.Run("engine/"+tc.name, func(b *testing.B) {
-			compiled := l.compiled.Load()
+			compiled := l.d.State().Compiled
 			b.ReportAllocs()
 			for b.Loop() {
 				compiled.Evaluate(req, engine.EvalOptions{})

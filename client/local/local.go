@@ -11,10 +11,12 @@ package local
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/toolgate/toolgate/client"
+	"github.com/toolgate/toolgate/decide"
+	"github.com/toolgate/toolgate/decisionlog"
 	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/usage"
 )
@@ -40,10 +42,11 @@ type Options struct {
 // Reload swaps the bundle without stopping Evaluate.
 type Evaluator struct {
 	opts     Options
-	compiled atomic.Pointer[engine.Compiled]
 	reloadMu sync.Mutex
-	// ledger decides and counts as the sidecar's does (usage.Ledger.Decide).
-	ledger *usage.Ledger
+	// d decides as the sidecar's decision core does (it is one: the same
+	// bundle swap, usage ledger and evaluation), with no identity bound and
+	// no decision log.
+	d *decide.Decider
 }
 
 // New loads opts.BundlePath; an unreadable or corrupt bundle is an error.
@@ -52,7 +55,13 @@ func New(opts Options) (*Evaluator, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Evaluator{opts: opts, ledger: ledger}
+	reg := prometheus.NewRegistry()
+	log := decisionlog.New(decisionlog.Config{}, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolgate_local_decision_log_dropped_total"}, []string{"sink", "reason"}), nil)
+	d, err := decide.New(decide.Config{ServiceAccount: opts.ServiceAccount, Now: opts.Now}, ledger, log, decide.NewMetrics(reg, "toolgate_local_", ledger), nil)
+	if err != nil {
+		return nil, err
+	}
+	l := &Evaluator{opts: opts, d: d}
 	if err := l.Reload(); err != nil {
 		return nil, err
 	}
@@ -69,16 +78,16 @@ func (l *Evaluator) Reload() error {
 	if err != nil {
 		return err
 	}
-	if cur := l.compiled.Load(); cur != nil && cur.Revision() == b.Revision {
+	if cur := l.d.State(); cur.Compiled != nil && cur.Revision == b.Revision {
 		return nil // the same content: nothing to recompile
 	}
 	compiled, _ := engine.Compile(b)
-	l.compiled.Store(compiled)
+	l.d.Serve(compiled, b.Revision, l.opts.BundlePath, time.Now())
 	return nil
 }
 
 // Revision is the revision of the bundle deciding now.
-func (l *Evaluator) Revision() string { return l.compiled.Load().Revision() }
+func (l *Evaluator) Revision() string { return l.d.State().Revision }
 
 // Evaluate decides req. The error is non-nil only for a request that
 // cannot be decided (an empty ToolName, a field that does not encode as
@@ -97,7 +106,6 @@ func (l *Evaluator) Evaluate(_ context.Context, req client.Request) (client.Resu
 // JSON, as engine.DecodeRequest returns): the path that allocates nothing
 // beyond the engine's own.
 func (l *Evaluator) EvaluateRequest(req engine.Request) client.Result {
-	compiled := l.compiled.Load()
-	res := l.ledger.Decide(compiled, req, engine.EvalOptions{ServiceAccount: l.opts.ServiceAccount, Now: l.opts.Now})
-	return client.Result{Result: res, BundleRevision: compiled.Revision()}
+	res, st := l.d.Decide(req, false, nil)
+	return client.Result{Result: res, BundleRevision: st.Revision}
 }
