@@ -17,11 +17,11 @@ import (
 func TestBundleDirReadDuringASwapSeesOneVersion(t *testing.T) {
 	dir := t.TempDir()
 	k := &testenv.Kubelet{T: t, Dir: dir}
-	a, _ := encode(t, denyTools("Bash"))
+	a, _ := testenv.Encode(t, testenv.DenyTools("Bash"))
 	k.Publish(map[string][]byte{bundle.Key: a})
 
-	b, _ := encode(t, denyTools("Read"))
-	zb := gzipped(t, b)
+	b, _ := testenv.Encode(t, testenv.DenyTools("Read"))
+	zb := testenv.Gzipped(t, b)
 	k.WriteVersion(map[string][]byte{bundle.GzipKey: zb})
 	old := k.Swap()
 	must(t, os.RemoveAll(filepath.Join(dir, old)))
@@ -36,8 +36,8 @@ func TestBundleDirReadDuringASwapSeesOneVersion(t *testing.T) {
 
 func TestBundleDirWithBothKeysIsRejected(t *testing.T) {
 	dir := t.TempDir()
-	a, _ := encode(t, denyTools("Bash"))
-	(&testenv.Kubelet{T: t, Dir: dir}).Publish(map[string][]byte{bundle.Key: a, bundle.GzipKey: gzipped(t, a)})
+	a, _ := testenv.Encode(t, testenv.DenyTools("Bash"))
+	(&testenv.Kubelet{T: t, Dir: dir}).Publish(map[string][]byte{bundle.Key: a, bundle.GzipKey: testenv.Gzipped(t, a)})
 	if _, _, _, _, err := readBundleDir(dir); err == nil || !strings.Contains(err.Error(), "both") {
 		t.Errorf("both keys: err %v", err)
 	}
