@@ -10,6 +10,6 @@ import (
 func TestAlertsWatchExportedMetrics(t *testing.T) {
 	m := newTestMetrics()
 	testenv.RequireAlertMetrics(t, metricPrefix, m.Decisions, m.Latency, m.BadRequests, m.InternalErrors,
-		m.IdentityMismatches, m.bundleInfo, m.bundleLoaded, m.lastLoad, m.reloads, m.reloadFailures, m.logDropped,
+		m.IdentityMismatches, m.bundle.BundleInfo, m.bundle.BundleLoaded, m.bundle.LastLoad, m.bundle.Reloads, m.bundle.ReloadFailures, m.logDropped,
 		m.listenerUp, m.connsOpen, m.connsEvicted, m.connsRefused, m.TraceTruncated)
 }

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/toolgate/toolgate/bundle"
+	"github.com/toolgate/toolgate/bundlesource"
 	"github.com/toolgate/toolgate/engine"
 )
 
@@ -130,7 +131,7 @@ func TestConfigMapSourceAgainstARealAPIServer(t *testing.T) {
 	stale, err := New(o)
 	must(t, err)
 	staleDoc, staleRev := encode(t, denyTools("Stale"))
-	must(t, stale.load(staleDoc, false, originConfigMap))
+	must(t, stale.loader.Load(staleDoc, false, bundlesource.OriginConfigMap))
 	must(t, stale.Close(ctx))
 
 	base := startRun(t, o)

@@ -6,7 +6,8 @@
 // never blocks a decision, and it fails closed: before any bundle is loaded,
 // after the bundle is deleted, or when the handler itself fails, the answer
 // is deny with a code. A bundle comes from one source per process (a
-// ConfigMap watched through the API, a mounted ConfigMap volume, or a file);
+// ConfigMap watched through the API, a mounted ConfigMap volume, or a file;
+// package bundlesource);
 // a corrupt one is rejected and counted while the last good one keeps
 // serving. In ConfigMap mode it also watches the namespace's FrozenAgents
 // and merges them into the compiled bundle (engine.Compiled.WithFrozen), so

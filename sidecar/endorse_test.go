@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/bundle"
+	"github.com/toolgate/toolgate/bundlesource"
 	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
@@ -39,7 +40,7 @@ func TestKeyPromotedAfterAdmissionIsAcceptedThroughItsEndorsement(t *testing.T) 
 	k, base, _, _ := startWithGoodBundle(t, old)
 	ring := promoted(t, old)
 	files, rev := sealedBy(t, ring, denyTools("Bash", "Read"), 11)
-	k.publish(files)
+	k.Publish(files)
 	eventually(t, "the bundle signed by the endorsed key", func() bool { return readyRevision(t, base) == rev })
 	if got := toolDecision(t, base, "Read"); got != "deny" {
 		t.Fatalf("Read under the new key's bundle: %s", got)
@@ -57,12 +58,12 @@ func TestEndorsementsBesideATrustedSignatureChangeNothing(t *testing.T) {
 	ring := promoted(t, old)
 	k, base := signedSidecar(t, ring.PublicPEM())
 	files, rev := sealedBy(t, ring, denyTools("Bash"), 5)
-	k.publish(files)
+	k.Publish(files)
 	eventually(t, "the bundle", func() bool { return readyRevision(t, base) == rev })
 	// Garbage endorsements do not matter either: the key is trusted.
 	files, rev = sealedBy(t, ring, denyTools("Read"), 6)
 	files[bundle.EndorsementsKey] = []byte("not an endorsement")
-	k.publish(files)
+	k.Publish(files)
 	eventually(t, "the next bundle", func() bool { return readyRevision(t, base) == rev })
 }
 
@@ -74,13 +75,13 @@ func TestCachedEndorsedBundleIsVerifiedAtStart(t *testing.T) {
 	s, err := New(o)
 	must(t, err)
 	files, rev := sealedBy(t, promoted(t, old), denyTools("Bash"), 3)
-	must(t, s.loadSealed(files[bundle.Key], false, seal{sig: files[bundle.SignatureKey], endorsements: files[bundle.EndorsementsKey]}, originBundleDir))
+	must(t, s.loader.LoadSealed(files[bundle.Key], false, bundlesource.Seal{Sig: files[bundle.SignatureKey], Endorsements: files[bundle.EndorsementsKey]}, bundlesource.OriginBundleDir))
 	must(t, s.Close(t.Context()))
 
 	restarted, err := New(o)
 	must(t, err)
 	defer func() { _ = restarted.Close(t.Context()) }()
-	restarted.loadCache()
+	restarted.loader.LoadCache()
 	if restarted.Revision() != rev {
 		t.Fatalf("the cached bundle accepted through its endorsement did not load at start: serving %q", restarted.Revision())
 	}
@@ -92,8 +93,8 @@ func TestAttackBundleEndorsedByAnUntrustedKeyIsRefused(t *testing.T) {
 	// The attacker makes a keyring of their own: their signing key
 	// endorsed by another of their keys.
 	files, _ := sealedBy(t, testenv.Keyring(t, 2), allowAll(), 1<<40)
-	k.publish(files)
-	expectRefused(t, base, reasonBadEndorsement, rev)
+	k.Publish(files)
+	expectRefused(t, base, bundlesource.ReasonBadEndorsement, rev)
 }
 
 func TestAttackEndorsementOfAnotherKeyIsRefused(t *testing.T) {
@@ -104,8 +105,8 @@ func TestAttackEndorsementOfAnotherKeyIsRefused(t *testing.T) {
 	genuine := promoted(t, old).Endorsements()
 	files, _ := signed(t, testenv.Keyring(t, 1).Current(), signedNS, allowAll(), 1<<40)
 	files[bundle.EndorsementsKey] = genuine
-	k.publish(files)
-	expectRefused(t, base, reasonBadEndorsement, rev)
+	k.Publish(files)
+	expectRefused(t, base, bundlesource.ReasonBadEndorsement, rev)
 }
 
 func TestAttackTamperedEndorsementIsRefused(t *testing.T) {
@@ -121,6 +122,6 @@ func TestAttackTamperedEndorsementIsRefused(t *testing.T) {
 	forged, err := json.Marshal(e)
 	must(t, err)
 	files[bundle.EndorsementsKey] = forged
-	k.publish(files)
-	expectRefused(t, base, reasonBadEndorsement, rev)
+	k.Publish(files)
+	expectRefused(t, base, bundlesource.ReasonBadEndorsement, rev)
 }

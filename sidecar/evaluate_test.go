@@ -164,7 +164,7 @@ func TestFailsClosedUntilABundleIsLoadedAndReadyzFlips(t *testing.T) {
 		t.Errorf("Read: %s, want allow", got)
 	}
 
-	s.unload("test", "source deleted")
+	s.loader.Unload("test", "source deleted")
 	if status, _ := get(t, base+"/readyz"); status != http.StatusServiceUnavailable {
 		t.Errorf("readyz %d after unload, want 503", status)
 	}

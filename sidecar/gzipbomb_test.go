@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/toolgate/toolgate/bundle"
+	"github.com/toolgate/toolgate/bundlesource"
 )
 
 // injectedMemoryLimit is the injected sidecar's default memory limit
@@ -25,21 +26,20 @@ const injectedMemoryLimit = 64 << 20
 func TestAttackGzipBombIsRefused(t *testing.T) {
 	s, base := newTestServer(t, testOptions())
 	good, goodRev := encode(t, denyTools("Bash"))
-	must(t, s.load(good, false, originConfigMap))
+	must(t, s.loader.Load(good, false, bundlesource.OriginConfigMap))
 
 	bomb := gzipBomb(t, 256<<20)
 	// The same bomb with a trailer that claims 1000 bytes: only the
 	// decompression limit stops this one.
 	liar := bytes.Clone(bomb)
 	copy(liar[len(liar)-4:], []byte{0xe8, 0x03, 0, 0})
-	src := &configMapSource{namespace: "team-a", name: bundle.DefaultConfigMapName}
 	for name, raw := range map[string][]byte{"honest trailer": bomb, "lying trailer": liar} {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: bundle.DefaultConfigMapName},
 			BinaryData: map[string][]byte{bundle.GzipKey: raw}}
 		runtime.GC()
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		src.apply(s, cm)
+		_ = s.loader.LoadConfigMap(cm)
 		runtime.ReadMemStats(&after)
 		allocated := after.TotalAlloc - before.TotalAlloc
 		t.Logf("gzip bomb, %s: %d KiB inflating to 256 MiB; refusing it allocated %.1f MiB (cap %d MiB, sidecar limit %d MiB)",

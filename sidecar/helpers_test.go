@@ -3,7 +3,6 @@ package sidecar
 import (
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -32,35 +31,16 @@ func raw(v any) json.RawMessage {
 
 // denyTools is a bundle whose one policy denies the named tools and allows
 // everything else.
-func denyTools(tools ...string) engine.Bundle {
-	p := engine.Policy{ID: "deny-tools", Version: 1, DefaultEffect: "allow"}
-	for i, tool := range tools {
-		p.Rules = append(p.Rules, engine.Rule{ID: fmt.Sprintf("deny-%d", i), Effect: "deny",
-			Conditions: []engine.Condition{{Field: "tool_name", Operator: "eq", Value: raw(tool)}}})
-	}
-	return engine.Bundle{Policies: []engine.Policy{p}}
-}
+func denyTools(tools ...string) engine.Bundle { return testenv.DenyTools(tools...) }
 
 func encode(t testing.TB, b engine.Bundle) ([]byte, string) {
 	t.Helper()
-	doc, rev, err := engine.Encode(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return doc, rev
+	return testenv.Encode(t, b)
 }
 
 func gzipped(t testing.TB, b []byte) []byte {
 	t.Helper()
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	if _, err := zw.Write(b); err != nil {
-		t.Fatal(err)
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
+	return testenv.Gzipped(t, b)
 }
 
 // lineBuffer collects decision log output safely across goroutines.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -14,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/bundle"
+	"github.com/toolgate/toolgate/bundlesource"
 	"github.com/toolgate/toolgate/decide"
 	"github.com/toolgate/toolgate/decisionlog"
 	"github.com/toolgate/toolgate/endpoint"
@@ -208,7 +211,7 @@ func (o *Options) validateSource() error {
 		add("--configmap, --bundle-dir and --bundle-file are exclusive: give exactly one")
 	}
 	if o.ConfigMap != "" {
-		if _, _, err := ParseConfigMapRef(o.ConfigMap); err != nil {
+		if _, _, err := bundlesource.ParseConfigMapRef(o.ConfigMap); err != nil {
 			add("--configmap: %v", err)
 		}
 	}
@@ -368,21 +371,6 @@ func (o *Options) sourceCount() int {
 	return n
 }
 
-// ParseConfigMapRef splits NAMESPACE/NAME and checks both are valid names.
-func ParseConfigMapRef(ref string) (namespace, name string, err error) {
-	namespace, name, ok := strings.Cut(ref, "/")
-	if !ok || namespace == "" || name == "" || strings.Contains(name, "/") {
-		return "", "", fmt.Errorf("%q is not NAMESPACE/NAME", ref)
-	}
-	if msgs := validation.IsDNS1123Label(namespace); len(msgs) > 0 {
-		return "", "", fmt.Errorf("namespace %q: %s", namespace, strings.Join(msgs, "; "))
-	}
-	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
-		return "", "", fmt.Errorf("name %q: %s", name, strings.Join(msgs, "; "))
-	}
-	return namespace, name, nil
-}
-
 // socketPath reads a Unix socket address to listen on: endpoint.SocketPath.
 func socketPath(addr string) (path string, isUnix bool, err error) { return endpoint.SocketPath(addr) }
 
@@ -447,5 +435,51 @@ func (o Options) deciderConfig() decide.Config {
 		MaxRequestElements: o.MaxRequestElements, MaxTrace: o.MaxTrace,
 		UsageMaxKeys: o.UsageMaxKeys, UsageMaxEventsPerKey: o.UsageMaxEventsPerKey,
 		Now: o.now, BeforeEvaluate: o.beforeEvaluate, OnBodyReserve: o.onBodyReserve,
+	}
+}
+
+// loadTrustedKeys reads --trusted-keys and --trusted-keys-pem; nil, nil
+// when neither is given.
+func (o *Options) loadTrustedKeys() (*bundle.TrustedKeys, error) {
+	if o.TrustedKeys == "" && o.TrustedKeysPEM == "" {
+		return nil, nil
+	}
+	var pemData []byte
+	if o.TrustedKeys != "" {
+		data, err := os.ReadFile(o.TrustedKeys)
+		if err != nil {
+			return nil, fmt.Errorf("--trusted-keys: %w", err)
+		}
+		if _, err := bundle.ParseTrustedKeys(data); err != nil {
+			return nil, fmt.Errorf("--trusted-keys %s: %w", o.TrustedKeys, err)
+		}
+		pemData = append(pemData, data...)
+		pemData = append(pemData, '\n')
+	}
+	if o.TrustedKeysPEM != "" {
+		if _, err := bundle.ParseTrustedKeys([]byte(o.TrustedKeysPEM)); err != nil {
+			return nil, fmt.Errorf("--trusted-keys-pem: %w", err)
+		}
+		pemData = append(pemData, o.TrustedKeysPEM...)
+	}
+	return bundle.ParseTrustedKeys(pemData)
+}
+
+// bundleNamespace is the namespace signatures must name: the bundle
+// ConfigMap's, or --bundle-namespace for the file sources.
+func (o *Options) bundleNamespace() string {
+	if ns, _, err := bundlesource.ParseConfigMapRef(o.ConfigMap); err == nil {
+		return ns
+	}
+	return o.BundleNamespace
+}
+
+// sourceConfig is what the bundle sources take of the options; New adds
+// the trusted keys and the MCP proxy's callbacks.
+func (o Options) sourceConfig() bundlesource.Config {
+	return bundlesource.Config{
+		ConfigMap: o.ConfigMap, BundleDir: o.BundleDir, BundleFile: o.BundleFile,
+		Kubeconfig: o.Kubeconfig, PollInterval: o.PollInterval, CacheDir: o.CacheDir,
+		Namespace: o.bundleNamespace(),
 	}
 }

@@ -9,27 +9,13 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/toolgate/toolgate/bundlesource"
 	"github.com/toolgate/toolgate/internal/httploop"
 )
 
 // shutdownGrace bounds how long in-flight requests and the decision log get
 // to finish after the process is asked to stop.
 const shutdownGrace = 5 * time.Second
-
-type source interface {
-	run(ctx context.Context, s *Server) error
-}
-
-func newSource(o Options) (source, error) {
-	switch {
-	case o.ConfigMap != "":
-		return newConfigMapSource(o.ConfigMap, o.Kubeconfig)
-	case o.BundleDir != "":
-		return newDirSource(o.BundleDir, o.PollInterval), nil
-	default:
-		return newFileSource(o.BundleFile, o.PollInterval), nil
-	}
-}
 
 // listenRetry is how often a squatted TCP address is tried again.
 const listenRetry = 2 * time.Second
@@ -41,7 +27,7 @@ func Run(ctx context.Context, opts Options, onListen func(net.Addr)) error {
 	if err := opts.Validate(); err != nil {
 		return err
 	}
-	src, err := newSource(opts)
+	src, err := bundlesource.NewSource(opts.sourceConfig())
 	if err != nil {
 		return err
 	}
@@ -49,7 +35,7 @@ func Run(ctx context.Context, opts Options, onListen func(net.Addr)) error {
 	if err != nil {
 		return err
 	}
-	s.loadCache()
+	s.loader.LoadCache()
 	lns, squatted, err := s.openListeners(opts.Listen)
 	if err != nil {
 		_ = s.Close(context.Background())
@@ -99,7 +85,7 @@ func Run(ctx context.Context, opts Options, onListen func(net.Addr)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	srcDone := make(chan error, 1)
-	go func() { srcDone <- src.run(ctx, s) }()
+	go func() { srcDone <- src.Run(ctx, s.loader) }()
 	srvDone := make(chan error, len(serving)+len(squatted))
 	for _, sv := range serving {
 		go func() { srvDone <- sv.srv.Serve(sv.ln) }()

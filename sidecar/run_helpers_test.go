@@ -3,10 +3,7 @@ package sidecar
 import (
 	"bufio"
 	"context"
-	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -86,70 +83,6 @@ func readyRevision(t *testing.T, base string) string {
 	}
 	rest := body[i+len(`"bundleRevision":"`):]
 	return rest[:strings.IndexByte(rest, '"')]
-}
-
-// fakeKubelet publishes ConfigMap volume contents the way kubelet's atomic
-// writer does: a new timestamped directory, a ..data_tmp symlink renamed
-// over ..data, then the top-level key symlinks, then the old directory
-// removed.
-type fakeKubelet struct {
-	t    *testing.T
-	dir  string
-	gen  int
-	keys []string
-}
-
-func (k *fakeKubelet) publish(files map[string][]byte) {
-	k.t.Helper()
-	k.writeVersion(files)
-	k.swap()
-	k.linkKeys(files)
-}
-
-func (k *fakeKubelet) writeVersion(files map[string][]byte) string {
-	k.t.Helper()
-	k.gen++
-	ts := fmt.Sprintf("..2026_11_30_02_%02d_%02d.%09d", k.gen/60, k.gen%60, k.gen)
-	must(k.t, os.Mkdir(filepath.Join(k.dir, ts), 0o755))
-	for name, data := range files {
-		must(k.t, os.WriteFile(filepath.Join(k.dir, ts, name), data, 0o644))
-	}
-	must(k.t, os.Symlink(ts, filepath.Join(k.dir, "..data_tmp")))
-	return ts
-}
-
-// swap renames ..data_tmp over ..data: the one atomic step.
-func (k *fakeKubelet) swap() (old string) {
-	k.t.Helper()
-	old, _ = os.Readlink(filepath.Join(k.dir, kubeletDataLink))
-	must(k.t, os.Rename(filepath.Join(k.dir, "..data_tmp"), filepath.Join(k.dir, kubeletDataLink)))
-	return old
-}
-
-func (k *fakeKubelet) linkKeys(files map[string][]byte) {
-	k.t.Helper()
-	var keys []string
-	for name := range files {
-		keys = append(keys, name)
-		link := filepath.Join(k.dir, name)
-		if _, err := os.Lstat(link); err != nil {
-			must(k.t, os.Symlink(filepath.Join(kubeletDataLink, name), link))
-		}
-	}
-	for _, name := range k.keys {
-		if !slices.Contains(keys, name) {
-			must(k.t, os.Remove(filepath.Join(k.dir, name)))
-		}
-	}
-	k.keys = keys
-	entries, err := os.ReadDir(k.dir)
-	must(k.t, err)
-	current, _ := os.Readlink(filepath.Join(k.dir, kubeletDataLink))
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), "..20") && e.Name() != current {
-			must(k.t, os.RemoveAll(filepath.Join(k.dir, e.Name())))
-		}
-	}
 }
 
 func must(t *testing.T, err error) {

@@ -8,16 +8,13 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/toolgate/toolgate/bundle"
+	"github.com/toolgate/toolgate/bundlesource"
 	"github.com/toolgate/toolgate/decide"
 	"github.com/toolgate/toolgate/decisionlog"
-	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/mcp"
 	"github.com/toolgate/toolgate/usage"
 )
@@ -37,26 +34,10 @@ type Server struct {
 	// d is the decision core: bundle served, binding, usage, guard, log.
 	d        *decide.Decider
 	metrics  *metrics
-	cache    *bundleCache
 	metricsH http.Handler
-	loadMu   sync.Mutex // serialises reloads; decisions never take it
-
-	// trust, when set, are the keys a bundle must be signed with, for
-	// namespace; counter and counterRevision are the highest publish
-	// counter loaded (guarded by loadMu). rejected is the last refusal
-	// since the last load, for /readyz.
-	trust           *bundle.TrustedKeys
-	namespace       string
-	counter         uint64
-	counterRevision string
-	rejected        atomic.Pointer[rejection]
-	verifications   atomic.Int64 // signatures checked: one per load, never per decision
-
-	// apiFrozen are the FrozenAgents watched through the API, merged into
-	// state.compiled with engine's WithFrozen (which always starts from the
-	// bundle's own freezes). Guarded by loadMu.
-	apiFrozen   []engine.FrozenAgent
-	frozenWatch frozenWatch
+	// loader loads bundles into d: trust, rollback counter, cache, API
+	// freezes; the sources feed it (package bundlesource).
+	loader *bundlesource.Loader
 
 	// mcp is the MCP proxy, nil without --mcp-upstream.
 	mcp *mcp.Proxy
@@ -81,25 +62,26 @@ func New(opts Options) (*Server, error) {
 	var bodies *decide.BodyBudget
 	s.metrics = newMetrics(s.bundleAge, func() float64 { return float64(bodies.Held()) }, ledger)
 	s.metricsH = promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{})
-	if opts.CacheDir != "" {
-		s.cache = &bundleCache{dir: opts.CacheDir, name: cacheFileName(opts)}
-	}
 	log := decisionlog.New(opts.decisionLogConfig(), s.metrics.logDropped, s.log)
 	if s.d, err = decide.New(opts.deciderConfig(), ledger, log, s.metrics.Metrics, s.log); err != nil {
 		_ = log.Close(context.Background())
 		return nil, err
 	}
 	bodies = s.d.Bodies
-	if s.trust, err = opts.loadTrustedKeys(); err != nil {
+	src := opts.sourceConfig()
+	if src.Trust, err = opts.loadTrustedKeys(); err != nil {
 		_ = log.Close(context.Background())
 		return nil, err
 	}
 	s.mcp, _ = mcp.New(s.d, opts.MCP, s.metrics.registry, s.log, opts.ReadTimeout) // validateServing has checked the flags
-	s.namespace = opts.bundleNamespace()
-	if s.trust == nil {
+	if s.mcp != nil {
+		src.OnBundle, src.OnFreezesChanged = s.mcp.BundleLoaded, s.mcp.FreezesChanged
+	}
+	s.loader = bundlesource.New(src, s.d, s.metrics.bundle, s.log)
+	if src.Trust == nil {
 		s.log.Warn("no --trusted-keys: unsigned bundles are accepted (local use with `toolgate bundle` output only)")
 	} else {
-		s.log.Info("bundles must be signed by a trusted key", "keys", s.trust.IDs(), "namespace", s.namespace)
+		s.log.Info("bundles must be signed by a trusted key", "keys", src.Trust.IDs(), "namespace", src.Namespace)
 	}
 	return s, nil
 }
@@ -110,6 +92,20 @@ func (s *Server) Close(ctx context.Context) error {
 		s.mcp.Close()
 	}
 	return s.d.Log().Close(ctx)
+}
+
+// LoadDocument decodes a bundle document (gzip-compressed when gzipped),
+// compiles it and swaps it in. A document that does not decode is rejected
+// and counted, and the bundle being served stays. With trusted keys, an
+// unsigned document is refused: use LoadSignedDocument.
+func (s *Server) LoadDocument(raw []byte, gzipped bool) error {
+	return s.loader.Load(raw, gzipped, bundlesource.OriginAPI)
+}
+
+// LoadSignedDocument is LoadDocument with the bundle's signature document
+// (bundle.sig), checked against the trusted keys when there are any.
+func (s *Server) LoadSignedDocument(raw []byte, gzipped bool, sig []byte) error {
+	return s.loader.LoadSigned(raw, gzipped, sig, bundlesource.OriginAPI)
 }
 
 // Ready reports whether a bundle is loaded.
@@ -150,7 +146,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		st := s.d.State()
 		body := map[string]any{"ready": st.Compiled != nil}
-		if rej := s.rejected.Load(); rej != nil {
+		if rej := s.loader.Rejected(); rej != nil {
 			// The last good bundle keeps serving; say what was refused.
 			body["lastRejected"] = rej
 		}
@@ -160,7 +156,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		body["bundleRevision"], body["source"] = st.Revision, st.Origin
-		if fw := s.frozenWatch.status(); fw != nil {
+		if fw := s.loader.FrozenWatchStatus(); fw != nil {
 			body["frozenAgentWatch"] = fw
 		}
 		writeJSON(w, http.StatusOK, body)

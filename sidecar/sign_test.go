@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/bundle"
+	"github.com/toolgate/toolgate/bundlesource"
 	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/internal/scenario"
 	"github.com/toolgate/toolgate/internal/testenv"
@@ -32,13 +33,13 @@ func writeFile(t *testing.T, name string, data []byte) string {
 }
 
 // signedSidecar runs a sidecar trusting trusted's keys on a bundle volume.
-func signedSidecar(t *testing.T, trusted []byte) (*fakeKubelet, string) {
+func signedSidecar(t *testing.T, trusted []byte) (*testenv.Kubelet, string) {
 	t.Helper()
 	dir := t.TempDir()
 	o := fileOnlyOptions()
 	o.BundleDir, o.BundleNamespace = dir, signedNS
 	o.TrustedKeys = writeFile(t, "keys.pem", trusted)
-	return &fakeKubelet{t: t, dir: dir}, startRun(t, o)
+	return &testenv.Kubelet{T: t, Dir: dir}, startRun(t, o)
 }
 
 // signed is what the operator publishes: the document and its signature.
@@ -83,11 +84,11 @@ func expectRefused(t *testing.T, base, reason, servingRev string) {
 }
 
 // startWithGoodBundle serves a bundle denying Bash, signed with key.
-func startWithGoodBundle(t *testing.T, ring *bundle.Keyring) (*fakeKubelet, string, map[string][]byte, string) {
+func startWithGoodBundle(t *testing.T, ring *bundle.Keyring) (*testenv.Kubelet, string, map[string][]byte, string) {
 	t.Helper()
 	k, base := signedSidecar(t, ring.PublicPEM())
 	files, rev := signed(t, ring.Current(), signedNS, denyTools("Bash"), 10)
-	k.publish(files)
+	k.Publish(files)
 	eventually(t, "the signed bundle", func() bool { return readyRevision(t, base) == rev })
 	if got := toolDecision(t, base, "Bash"); got != "deny" {
 		t.Fatalf("Bash under the signed bundle: %s", got)
@@ -104,8 +105,8 @@ func TestAttackForgedUnsignedBundleIsRefused(t *testing.T) {
 	ring := testenv.Keyring(t, 1)
 	k, base, _, rev := startWithGoodBundle(t, ring)
 	doc, _ := encode(t, allowAll())
-	k.publish(map[string][]byte{bundle.Key: doc}) // the operator's signature dropped
-	expectRefused(t, base, reasonUnsigned, rev)
+	k.Publish(map[string][]byte{bundle.Key: doc}) // the operator's signature dropped
+	expectRefused(t, base, bundlesource.ReasonUnsigned, rev)
 }
 
 func TestAttackBundleSignedWithUnknownKeyIsRefused(t *testing.T) {
@@ -113,8 +114,8 @@ func TestAttackBundleSignedWithUnknownKeyIsRefused(t *testing.T) {
 	k, base, _, rev := startWithGoodBundle(t, ring)
 	attacker := testenv.Keyring(t, 1).Current()
 	files, _ := signed(t, attacker, signedNS, allowAll(), 1<<40)
-	k.publish(files)
-	expectRefused(t, base, reasonUnknownKey, rev)
+	k.Publish(files)
+	expectRefused(t, base, bundlesource.ReasonUnknownKey, rev)
 }
 
 func TestAttackTamperedSignedBundleIsRefused(t *testing.T) {
@@ -123,8 +124,8 @@ func TestAttackTamperedSignedBundleIsRefused(t *testing.T) {
 
 	// The operator's signature kept, the document replaced.
 	doc, _ := encode(t, allowAll())
-	k.publish(map[string][]byte{bundle.Key: doc, bundle.SignatureKey: good[bundle.SignatureKey]})
-	expectRefused(t, base, reasonBadSignature, rev)
+	k.Publish(map[string][]byte{bundle.Key: doc, bundle.SignatureKey: good[bundle.SignatureKey]})
+	expectRefused(t, base, bundlesource.ReasonBadSignature, rev)
 
 	// The signature's claims edited (a higher counter, to outrank the
 	// operator's next publish) over the genuine document.
@@ -133,9 +134,9 @@ func TestAttackTamperedSignedBundleIsRefused(t *testing.T) {
 	s.Counter = 1 << 60
 	forged, err := json.Marshal(s)
 	must(t, err)
-	before := rejectedFor(t, base, reasonBadSignature)
-	k.publish(map[string][]byte{bundle.Key: good[bundle.Key], bundle.SignatureKey: forged})
-	eventually(t, "the edited signature's refusal", func() bool { return rejectedFor(t, base, reasonBadSignature) > before })
+	before := rejectedFor(t, base, bundlesource.ReasonBadSignature)
+	k.Publish(map[string][]byte{bundle.Key: good[bundle.Key], bundle.SignatureKey: forged})
+	eventually(t, "the edited signature's refusal", func() bool { return rejectedFor(t, base, bundlesource.ReasonBadSignature) > before })
 	if readyRevision(t, base) != rev {
 		t.Fatal("an edited signature replaced the served bundle")
 	}
@@ -146,8 +147,8 @@ func TestAttackBundleSignedForAnotherNamespaceIsRefused(t *testing.T) {
 	k, base, _, rev := startWithGoodBundle(t, ring)
 	// A genuine, newer bundle of another namespace, copied over.
 	files, _ := signed(t, ring.Current(), "permissive-team", allowAll(), 99)
-	k.publish(files)
-	expectRefused(t, base, reasonWrongNamespace, rev)
+	k.Publish(files)
+	expectRefused(t, base, bundlesource.ReasonWrongNamespace, rev)
 }
 
 func TestAttackRollbackToOlderSignedBundleIsRefused(t *testing.T) {
@@ -156,29 +157,29 @@ func TestAttackRollbackToOlderSignedBundleIsRefused(t *testing.T) {
 
 	// The operator publishes a stricter bundle (counter 11).
 	newer, revNewer := signed(t, ring.Current(), signedNS, denyTools("Bash", "Read"), 11)
-	k.publish(newer)
+	k.Publish(newer)
 	eventually(t, "the newer bundle", func() bool { return readyRevision(t, base) == revNewer })
 
 	// The attacker puts back the older, genuinely signed one.
-	k.publish(older)
-	expectRefused(t, base, reasonRollback, revNewer)
+	k.Publish(older)
+	expectRefused(t, base, bundlesource.ReasonRollback, revNewer)
 	if got := toolDecision(t, base, "Read"); got != "deny" {
 		t.Fatalf("Read after the rollback attempt: %s, want the newer bundle's deny", got)
 	}
 
 	// Deleting the bundle first does not reset the counter: the sidecar
 	// unloads (deny NO_POLICIES) and still refuses the older one.
-	k.publish(map[string][]byte{})
+	k.Publish(map[string][]byte{})
 	eventually(t, "unload", func() bool { return readyRevision(t, base) == "" })
-	before := rejectedFor(t, base, reasonRollback)
-	k.publish(older)
-	eventually(t, "the second rollback's refusal", func() bool { return rejectedFor(t, base, reasonRollback) > before })
+	before := rejectedFor(t, base, bundlesource.ReasonRollback)
+	k.Publish(older)
+	eventually(t, "the second rollback's refusal", func() bool { return rejectedFor(t, base, bundlesource.ReasonRollback) > before })
 	if got := toolDecision(t, base, "Read"); got != "deny/NO_POLICIES" {
 		t.Fatalf("after delete and rollback: Read %s, want deny/NO_POLICIES", got)
 	}
 	// The operator's next publish (a higher counter) is accepted.
 	next, revNext := signed(t, ring.Current(), signedNS, denyTools("Write"), 12)
-	k.publish(next)
+	k.Publish(next)
 	eventually(t, "the next genuine bundle", func() bool { return readyRevision(t, base) == revNext })
 }
 
@@ -188,12 +189,12 @@ func TestSameContentReSignedByANewKeyIsServed(t *testing.T) {
 	must(t, err)
 	k, base := signedSidecar(t, both.PublicPEM())
 	files, rev := signed(t, old, signedNS, denyTools("Bash"), 5)
-	k.publish(files)
+	k.Publish(files)
 	eventually(t, "the bundle signed by the old key", func() bool { return readyRevision(t, base) == rev })
 	files, _ = signed(t, next, signedNS, denyTools("Bash"), 6)
-	k.publish(files)
+	k.Publish(files)
 	files2, rev2 := signed(t, next, signedNS, denyTools("Read"), 7)
-	k.publish(files2)
+	k.Publish(files2)
 	eventually(t, "a bundle signed by the new key", func() bool { return readyRevision(t, base) == rev2 })
 	if n := metricValue(t, base, "toolgate_sidecar_bundle_rejected_total"); n != 0 {
 		t.Fatalf("%v bundles refused during the rotation, want 0", n)
@@ -208,12 +209,12 @@ func TestCachedSignedBundleIsVerifiedAtStart(t *testing.T) {
 	s, err := New(o)
 	must(t, err)
 	files, rev := signed(t, ring.Current(), signedNS, denyTools("Bash"), 3)
-	must(t, s.loadSigned(files[bundle.Key], false, files[bundle.SignatureKey], originBundleDir))
+	must(t, s.loader.LoadSigned(files[bundle.Key], false, files[bundle.SignatureKey], bundlesource.OriginBundleDir))
 	must(t, s.Close(t.Context()))
 
 	restarted, err := New(o)
 	must(t, err)
-	restarted.loadCache()
+	restarted.loader.LoadCache()
 	if restarted.Revision() != rev {
 		t.Fatalf("the signed cache did not load: serving %q", restarted.Revision())
 	}
@@ -221,10 +222,10 @@ func TestCachedSignedBundleIsVerifiedAtStart(t *testing.T) {
 
 	// The cache tampered with while the sidecar was down.
 	doc, _ := encode(t, allowAll())
-	must(t, os.WriteFile(filepath.Join(o.CacheDir, cacheFileName(o)), doc, 0o600))
+	must(t, os.WriteFile(filepath.Join(o.CacheDir, bundlesource.CacheFileName(o.sourceConfig())), doc, 0o600))
 	tampered, err := New(o)
 	must(t, err)
-	tampered.loadCache()
+	tampered.loader.LoadCache()
 	if tampered.Ready() {
 		t.Fatal("a tampered cache was served")
 	}
@@ -284,7 +285,7 @@ func TestSignatureIsVerifiedOncePerLoadNotPerDecision(t *testing.T) {
 			t.Fatalf("Bash: %s", got)
 		}
 	}
-	if n := s.verifications.Load(); n != 1 {
+	if n := s.loader.Verifications(); n != 1 {
 		t.Fatalf("%d signature checks for one load and 200 decisions, want 1", n)
 	}
 }
@@ -332,17 +333,17 @@ func TestAttackRollbackAfterDeleteAndRestartIsRefused(t *testing.T) {
 
 	s, err := New(o)
 	must(t, err)
-	must(t, s.loadSigned(older[bundle.Key], false, older[bundle.SignatureKey], originBundleDir))
-	must(t, s.loadSigned(newer[bundle.Key], false, newer[bundle.SignatureKey], originBundleDir))
-	s.unload(originBundleDir, "the ConfigMap was deleted") // clears the cached bundle
+	must(t, s.loader.LoadSigned(older[bundle.Key], false, older[bundle.SignatureKey], bundlesource.OriginBundleDir))
+	must(t, s.loader.LoadSigned(newer[bundle.Key], false, newer[bundle.SignatureKey], bundlesource.OriginBundleDir))
+	s.loader.Unload(bundlesource.OriginBundleDir, "the ConfigMap was deleted") // clears the cached bundle
 	must(t, s.Close(t.Context()))
 
 	restarted, err := New(o)
 	must(t, err)
 	defer func() { _ = restarted.Close(t.Context()) }()
-	restarted.loadCache()
-	err = restarted.loadSigned(older[bundle.Key], false, older[bundle.SignatureKey], originBundleDir)
-	if rejectReason(err) != reasonRollback || restarted.Ready() {
+	restarted.loader.LoadCache()
+	err = restarted.loader.LoadSigned(older[bundle.Key], false, older[bundle.SignatureKey], bundlesource.OriginBundleDir)
+	if bundlesource.RejectReason(err) != bundlesource.ReasonRollback || restarted.Ready() {
 		t.Fatalf("an older signed bundle after delete and restart: %v, want a rollback refusal", err)
 	}
 }

@@ -3,11 +3,11 @@ package sidecar
 import (
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/toolgate/toolgate/bundle"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // fileOnlyOptions keeps the poll interval long, so a reload in these tests
@@ -20,7 +20,7 @@ func fileOnlyOptions() Options {
 
 func TestBundleDirFollowsKubeletSymlinkSwaps(t *testing.T) {
 	dir := t.TempDir()
-	kubelet := &fakeKubelet{t: t, dir: dir}
+	kubelet := &testenv.Kubelet{T: t, Dir: dir}
 	o := fileOnlyOptions()
 	o.BundleDir = dir
 	base := startRun(t, o)
@@ -29,7 +29,7 @@ func TestBundleDirFollowsKubeletSymlinkSwaps(t *testing.T) {
 		t.Fatalf("empty volume: %s, want deny/NO_POLICIES", got)
 	}
 	a, revA := encode(t, denyTools("Bash"))
-	kubelet.publish(map[string][]byte{bundle.Key: a})
+	kubelet.Publish(map[string][]byte{bundle.Key: a})
 	eventually(t, "bundle A", func() bool { return readyRevision(t, base) == revA })
 	if got := toolDecision(t, base, "Bash"); got != "deny" {
 		t.Errorf("Bash under A: %s", got)
@@ -37,7 +37,7 @@ func TestBundleDirFollowsKubeletSymlinkSwaps(t *testing.T) {
 
 	// The operator switched to the compressed key: a different file name.
 	b, revB := encode(t, denyTools("Read"))
-	kubelet.publish(map[string][]byte{bundle.GzipKey: gzipped(t, b)})
+	kubelet.Publish(map[string][]byte{bundle.GzipKey: gzipped(t, b)})
 	eventually(t, "bundle B (gzip)", func() bool { return readyRevision(t, base) == revB })
 	if got := toolDecision(t, base, "Bash") + " " + toolDecision(t, base, "Read"); got != "allow deny" {
 		t.Errorf("Bash, Read under B: %s", got)
@@ -46,7 +46,7 @@ func TestBundleDirFollowsKubeletSymlinkSwaps(t *testing.T) {
 		t.Errorf("reloads_total = %v after two publishes, want 2 (no unload in between)", n)
 	}
 
-	kubelet.publish(map[string][]byte{bundle.Key: []byte(`{"schemaVersion":1,"policies":[`)})
+	kubelet.Publish(map[string][]byte{bundle.Key: []byte(`{"schemaVersion":1,"policies":[`)})
 	eventually(t, "the corrupt bundle's rejection", func() bool {
 		return metricValue(t, base, "toolgate_sidecar_bundle_reload_failures_total") >= 1
 	})
@@ -54,52 +54,14 @@ func TestBundleDirFollowsKubeletSymlinkSwaps(t *testing.T) {
 		t.Error("a corrupt publish replaced the last good bundle")
 	}
 
-	kubelet.publish(map[string][]byte{}) // the ConfigMap was deleted (optional volume)
+	kubelet.Publish(map[string][]byte{}) // the ConfigMap was deleted (optional volume)
 	eventually(t, "unload", func() bool { return readyRevision(t, base) == "" })
 	if got := toolDecision(t, base, "Read"); got != "deny/NO_POLICIES" {
 		t.Errorf("after the bundle vanished: %s, want deny/NO_POLICIES", got)
 	}
 
-	kubelet.publish(map[string][]byte{bundle.Key: a})
+	kubelet.Publish(map[string][]byte{bundle.Key: a})
 	eventually(t, "bundle A again", func() bool { return readyRevision(t, base) == revA })
-}
-
-// TestBundleDirReadDuringASwapSeesOneVersion freezes kubelet between its
-// steps: after ..data moved but before the key symlinks changed, the
-// top-level bundle.json dangles and bundle.json.gz does not exist yet.
-// Reading through ..data must still see the new version, not "deleted".
-func TestBundleDirReadDuringASwapSeesOneVersion(t *testing.T) {
-	dir := t.TempDir()
-	k := &fakeKubelet{t: t, dir: dir}
-	a, _ := encode(t, denyTools("Bash"))
-	k.publish(map[string][]byte{bundle.Key: a})
-
-	b, _ := encode(t, denyTools("Read"))
-	zb := gzipped(t, b)
-	k.writeVersion(map[string][]byte{bundle.GzipKey: zb})
-	old := k.swap()
-	must(t, os.RemoveAll(filepath.Join(dir, old)))
-	if _, err := os.Stat(filepath.Join(dir, bundle.Key)); !os.IsNotExist(err) {
-		t.Fatalf("the test did not reach the dangling state: %v", err)
-	}
-	raw, _, gz, found, err := readBundleDir(dir)
-	if err != nil || !found || !gz || string(raw) != string(zb) {
-		t.Errorf("mid-swap read: found=%v gz=%v err=%v, want the new gzip bundle", found, gz, err)
-	}
-}
-
-func TestBundleDirWithBothKeysIsRejected(t *testing.T) {
-	dir := t.TempDir()
-	a, _ := encode(t, denyTools("Bash"))
-	(&fakeKubelet{t: t, dir: dir}).publish(map[string][]byte{bundle.Key: a, bundle.GzipKey: gzipped(t, a)})
-	if _, _, _, _, err := readBundleDir(dir); err == nil || !strings.Contains(err.Error(), "both") {
-		t.Errorf("both keys: err %v", err)
-	}
-	plain := t.TempDir() // no ..data: read the files directly
-	must(t, os.WriteFile(filepath.Join(plain, bundle.Key), a, 0o644))
-	if raw, _, gz, found, err := readBundleDir(plain); err != nil || !found || gz || string(raw) != string(a) {
-		t.Errorf("plain directory: found=%v gz=%v err=%v", found, gz, err)
-	}
 }
 
 func TestBundleFileFollowsWritesRenamesAndRemoval(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/toolgate/toolgate/bundle"
+	"github.com/toolgate/toolgate/bundlesource"
 	"github.com/toolgate/toolgate/engine"
 )
 
@@ -44,11 +45,11 @@ func TestCorruptBundlesAreRejectedAndTheLastGoodOneServes(t *testing.T) {
 		{"gzip bomb", gzipped(t, make([]byte, bundle.MaxDocumentBytes+1)), true},
 	}
 	for i, tc := range cases {
-		err := s.load(tc.raw, tc.gzipped, originBundleFile)
+		err := s.loader.Load(tc.raw, tc.gzipped, bundlesource.OriginBundleFile)
 		if !errors.Is(err, engine.ErrCorruptBundle) {
 			t.Errorf("%s: err %v, want a corrupt-bundle error", tc.name, err)
 		}
-		if got := testutil.ToFloat64(s.metrics.reloadFailures.WithLabelValues(originBundleFile)); got != float64(i+1) {
+		if got := testutil.ToFloat64(s.metrics.bundle.ReloadFailures.WithLabelValues(bundlesource.OriginBundleFile)); got != float64(i+1) {
 			t.Errorf("%s: reload failures %v, want %d", tc.name, got, i+1)
 		}
 		if s.Revision() != goodRev {
@@ -62,7 +63,7 @@ func TestCorruptBundlesAreRejectedAndTheLastGoodOneServes(t *testing.T) {
 		t.Errorf("Read after the rejects: %s, want allow from the last good bundle", got)
 	}
 
-	if err := s.load(gz, true, originBundleFile); err != nil {
+	if err := s.loader.Load(gz, true, bundlesource.OriginBundleFile); err != nil {
 		t.Fatalf("a good gzip bundle: %v", err)
 	}
 	if got := toolDecision(t, base, "Read"); got != "deny" {
@@ -78,7 +79,7 @@ func TestReloadingTheSameRevisionKeepsTheCompiledBundle(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := testutil.ToFloat64(s.metrics.reloads); got != 1 {
+	if got := testutil.ToFloat64(s.metrics.bundle.Reloads); got != 1 {
 		t.Errorf("reloads_total = %v after loading one revision three times, want 1", got)
 	}
 }
@@ -90,12 +91,12 @@ func TestCacheServesTheLastGoodBundleAtStart(t *testing.T) {
 	o.ConfigMap = "team-a/toolgate-bundle"
 	first, _ := newTestServer(t, o)
 	doc, rev := encode(t, denyTools("Bash"))
-	if err := first.load(doc, false, originConfigMap); err != nil {
+	if err := first.loader.Load(doc, false, bundlesource.OriginConfigMap); err != nil {
 		t.Fatal(err)
 	}
 
 	second, base := newTestServer(t, o)
-	second.loadCache()
+	second.loader.LoadCache()
 	if second.Revision() != rev {
 		t.Fatalf("restarted server serves %q, want the cached %q", second.Revision(), rev)
 	}
@@ -103,7 +104,7 @@ func TestCacheServesTheLastGoodBundleAtStart(t *testing.T) {
 		t.Errorf("readyz does not say the bundle came from the cache: %s", body)
 	}
 	// The source confirming the same revision is not a reload.
-	if err := second.load(doc, false, originConfigMap); err != nil {
+	if err := second.loader.Load(doc, false, bundlesource.OriginConfigMap); err != nil {
 		t.Fatal(err)
 	}
 	if _, body := get(t, base+"/readyz"); !strings.Contains(body, `"source":"configmap"`) {
@@ -113,24 +114,24 @@ func TestCacheServesTheLastGoodBundleAtStart(t *testing.T) {
 	o2 := o
 	o2.ConfigMap = "team-b/toolgate-bundle"
 	elsewhere, _ := newTestServer(t, o2)
-	elsewhere.loadCache()
+	elsewhere.loader.LoadCache()
 	if elsewhere.Ready() {
 		t.Error("a sidecar for another ConfigMap loaded this one's cache")
 	}
 
-	second.unload(originConfigMap, "deleted")
+	second.loader.Unload(bundlesource.OriginConfigMap, "deleted")
 	third, _ := newTestServer(t, o)
-	third.loadCache()
+	third.loader.LoadCache()
 	if third.Ready() {
 		t.Error("the cache survived the bundle's deletion")
 	}
 
-	if err := os.WriteFile(filepath.Join(o.CacheDir, cacheFileName(o)), []byte("{garbage"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(o.CacheDir, bundlesource.CacheFileName(o.sourceConfig())), []byte("{garbage"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	fourth, _ := newTestServer(t, o)
-	fourth.loadCache()
-	if fourth.Ready() || testutil.ToFloat64(fourth.metrics.reloadFailures.WithLabelValues(originCache)) != 1 {
+	fourth.loader.LoadCache()
+	if fourth.Ready() || testutil.ToFloat64(fourth.metrics.bundle.ReloadFailures.WithLabelValues(bundlesource.OriginCache)) != 1 {
 		t.Error("a corrupt cache was not rejected and counted")
 	}
 }

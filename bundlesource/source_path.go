@@ -1,4 +1,4 @@
-package sidecar
+package bundlesource
 
 import (
 	"bytes"
@@ -33,12 +33,12 @@ type pathSource struct {
 	// read returns the bundle bytes, its seal (nil parts when there are
 	// none), whether they are gzip, and found=false when the source has no
 	// bundle at all.
-	read func() (raw []byte, sl seal, gzipped, found bool, err error)
+	read func() (raw []byte, sl Seal, gzipped, found bool, err error)
 	// relevant filters events; nil means every event in watchDir.
 	relevant func(fsnotify.Event) bool
 
 	last     []byte
-	lastSeal seal
+	lastSeal Seal
 	lastGzip bool
 	seen     bool
 }
@@ -47,14 +47,14 @@ func newFileSource(path string, poll time.Duration) *pathSource {
 	path = filepath.Clean(path)
 	gz := strings.HasSuffix(path, ".gz")
 	return &pathSource{
-		origin: originBundleFile, watchDir: filepath.Dir(path), poll: poll,
-		read: func() ([]byte, seal, bool, bool, error) {
+		origin: OriginBundleFile, watchDir: filepath.Dir(path), poll: poll,
+		read: func() ([]byte, Seal, bool, bool, error) {
 			raw, err := os.ReadFile(path)
 			if errors.Is(err, fs.ErrNotExist) {
-				return nil, seal{}, false, false, nil
+				return nil, Seal{}, false, false, nil
 			}
 			if err != nil {
-				return nil, seal{}, false, false, err
+				return nil, Seal{}, false, false, err
 			}
 			sl, err := readSeal(path+".sig", path+".endorsements")
 			return raw, sl, gz, err == nil, err
@@ -69,22 +69,22 @@ func newFileSource(path string, poll time.Duration) *pathSource {
 }
 
 func newDirSource(dir string, poll time.Duration) *pathSource {
-	return &pathSource{origin: originBundleDir, watchDir: dir, poll: poll,
-		read: func() ([]byte, seal, bool, bool, error) { return readBundleDir(dir) }}
+	return &pathSource{origin: OriginBundleDir, watchDir: dir, poll: poll,
+		read: func() ([]byte, Seal, bool, bool, error) { return readBundleDir(dir) }}
 }
 
 // readSeal reads a bundle's signature and endorsements files, either of
 // which may be missing.
-func readSeal(sigPath, endorsementsPath string) (seal, error) {
+func readSeal(sigPath, endorsementsPath string) (Seal, error) {
 	sig, err := readOptional(sigPath)
 	if err != nil {
-		return seal{}, err
+		return Seal{}, err
 	}
 	endorsements, err := readOptional(endorsementsPath)
 	if err != nil {
-		return seal{}, err
+		return Seal{}, err
 	}
-	return seal{sig: sig, endorsements: endorsements}, nil
+	return Seal{Sig: sig, Endorsements: endorsements}, nil
 }
 
 // readOptional reads a file that may be missing (nil, nil).
@@ -101,14 +101,14 @@ func readOptional(path string) ([]byte, error) {
 // points to and checks the link did not move meanwhile, so both keys come
 // from one published version: reading the top-level symlinks during a swap
 // could see neither key and wrongly conclude the bundle was deleted.
-func readBundleDir(dir string) ([]byte, seal, bool, bool, error) {
+func readBundleDir(dir string) ([]byte, Seal, bool, bool, error) {
 	for range maxSnapshotTries {
 		target, err := os.Readlink(filepath.Join(dir, kubeletDataLink))
 		if errors.Is(err, fs.ErrNotExist) {
 			return readBundleKeys(dir) // a plain directory
 		}
 		if err != nil {
-			return nil, seal{}, false, false, fmt.Errorf("reading %s: %w", kubeletDataLink, err)
+			return nil, Seal{}, false, false, fmt.Errorf("reading %s: %w", kubeletDataLink, err)
 		}
 		if !filepath.IsAbs(target) {
 			target = filepath.Join(dir, target)
@@ -119,29 +119,30 @@ func readBundleDir(dir string) ([]byte, seal, bool, bool, error) {
 			return raw, sl, gz, found, err
 		}
 	}
-	return nil, seal{}, false, false, fmt.Errorf("%s kept moving while it was read", filepath.Join(dir, kubeletDataLink))
+	return nil, Seal{}, false, false, fmt.Errorf("%s kept moving while it was read", filepath.Join(dir, kubeletDataLink))
 }
 
 // readBundleKeys reads the bundle keys and the seal of one version.
-func readBundleKeys(dir string) ([]byte, seal, bool, bool, error) {
+func readBundleKeys(dir string) ([]byte, Seal, bool, bool, error) {
 	plain, perr := os.ReadFile(filepath.Join(dir, bundle.Key))
 	zipped, zerr := os.ReadFile(filepath.Join(dir, bundle.GzipKey))
 	plainMissing, zipMissing := errors.Is(perr, fs.ErrNotExist), errors.Is(zerr, fs.ErrNotExist)
 	switch {
 	case perr != nil && !plainMissing:
-		return nil, seal{}, false, false, perr
+		return nil, Seal{}, false, false, perr
 	case zerr != nil && !zipMissing:
-		return nil, seal{}, false, false, zerr
+		return nil, Seal{}, false, false, zerr
 	}
 	sl, err := readSeal(filepath.Join(dir, bundle.SignatureKey), filepath.Join(dir, bundle.EndorsementsKey))
 	if err != nil {
-		return nil, seal{}, false, false, err
+		return nil, Seal{}, false, false, err
 	}
 	raw, gz, found, err := bundle.PickKey(dir, plain, !plainMissing, zipped, !zipMissing)
 	return raw, sl, gz, found, err
 }
 
-func (p *pathSource) run(ctx context.Context, s *Server) error {
+// Run watches and polls the path until ctx ends.
+func (p *pathSource) Run(ctx context.Context, l *Loader) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return fmt.Errorf("%s: %w", p.origin, err)
@@ -150,7 +151,7 @@ func (p *pathSource) run(ctx context.Context, s *Server) error {
 	if err := w.Add(p.watchDir); err != nil {
 		return fmt.Errorf("%s: watching %s: %w", p.origin, p.watchDir, err)
 	}
-	p.sync(s)
+	p.sync(l)
 	tick := time.NewTicker(p.poll)
 	defer tick.Stop()
 	for {
@@ -162,7 +163,7 @@ func (p *pathSource) run(ctx context.Context, s *Server) error {
 				return fmt.Errorf("%s: the file watcher stopped", p.origin)
 			}
 			if p.relevant == nil || p.relevant(ev) {
-				p.sync(s)
+				p.sync(l)
 			}
 		case err, ok := <-w.Errors:
 			if !ok {
@@ -170,27 +171,27 @@ func (p *pathSource) run(ctx context.Context, s *Server) error {
 			}
 			// Usually an inotify queue overflow: events were lost, so
 			// read again rather than wait for the next poll.
-			s.log.Warn("file watch error; re-reading", "source", p.origin, "err", err)
-			p.sync(s)
+			l.log.Warn("file watch error; re-reading", "source", p.origin, "err", err)
+			p.sync(l)
 		case <-tick.C:
-			p.sync(s)
+			p.sync(l)
 		}
 	}
 }
 
 // sync reads the source and loads it when its bytes changed. Bytes already
 // rejected are not rejected again at every poll.
-func (p *pathSource) sync(s *Server) {
+func (p *pathSource) sync(l *Loader) {
 	raw, sl, gz, found, err := p.read()
 	switch {
 	case err != nil:
-		s.reject(p.origin, err)
+		l.reject(p.origin, err)
 	case !found:
-		p.last, p.lastSeal, p.seen = nil, seal{}, false
-		s.unload(p.origin, "no bundle in "+p.watchDir)
+		p.last, p.lastSeal, p.seen = nil, Seal{}, false
+		l.Unload(p.origin, "no bundle in "+p.watchDir)
 	case p.seen && gz == p.lastGzip && bytes.Equal(raw, p.last) && sl.equal(p.lastSeal):
 	default:
 		p.last, p.lastSeal, p.lastGzip, p.seen = raw, sl, gz, true
-		_ = s.loadSealed(raw, gz, sl, p.origin)
+		_ = l.LoadSealed(raw, gz, sl, p.origin)
 	}
 }

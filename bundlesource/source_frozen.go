@@ -1,4 +1,4 @@
-package sidecar
+package bundlesource
 
 import (
 	"context"
@@ -44,6 +44,10 @@ type frozenWatch struct {
 	since   time.Time
 }
 
+// FrozenWatchStatus is what /readyz says about the FrozenAgent watch; nil
+// when there is none (every source but the ConfigMap).
+func (l *Loader) FrozenWatchStatus() map[string]any { return l.frozenWatch.status() }
+
 func (w *frozenWatch) status() map[string]any {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -62,8 +66,8 @@ func (w *frozenWatch) status() map[string]any {
 
 // setFrozenWatch records what the last list or watch call answered, and
 // logs, counts and exposes a failure.
-func (s *Server) setFrozenWatch(err error) {
-	w := &s.frozenWatch
+func (l *Loader) setFrozenWatch(err error) {
+	w := &l.frozenWatch
 	w.mu.Lock()
 	wasUp, wasErr := w.up, w.err
 	w.enabled = true
@@ -78,13 +82,13 @@ func (s *Server) setFrozenWatch(err error) {
 	w.mu.Unlock()
 	switch {
 	case err == nil && !wasUp:
-		s.metrics.frozenWatchUp.Set(1)
-		s.log.Info("watching FrozenAgents through the API: freezes apply without the operator")
+		l.metrics.FrozenWatchUp.Set(1)
+		l.log.Info("watching FrozenAgents through the API: freezes apply without the operator")
 	case err != nil:
-		s.metrics.frozenWatchUp.Set(0)
-		s.metrics.frozenWatchFailures.Inc()
+		l.metrics.FrozenWatchUp.Set(0)
+		l.metrics.FrozenWatchFailures.Inc()
 		if w.err != wasErr || wasUp {
-			s.log.Error("watching FrozenAgents failed; the bundle's freezes and the FrozenAgents last seen keep applying, retrying with backoff",
+			l.log.Error("watching FrozenAgents failed; the bundle's freezes and the FrozenAgents last seen keep applying, retrying with backoff",
 				"err", err)
 		}
 	}
@@ -98,7 +102,7 @@ func newFrozenScheme() *runtime.Scheme {
 	return sch
 }
 
-func (f *frozenSource) run(ctx context.Context, s *Server) error {
+func (f *frozenSource) run(ctx context.Context, l *Loader) error {
 	cfg := rest.CopyConfig(f.config)
 	// Custom resources are served as JSON only.
 	cfg.ContentType, cfg.AcceptContentTypes = "application/json", "application/json"
@@ -107,7 +111,7 @@ func (f *frozenSource) run(ctx context.Context, s *Server) error {
 	cfg.NegotiatedSerializer = serializer.NewCodecFactory(newFrozenScheme()).WithoutConversion()
 	rc, err := rest.RESTClientFor(cfg)
 	if err != nil {
-		s.setFrozenWatch(fmt.Errorf("frozenagents client: %w", err))
+		l.setFrozenWatch(fmt.Errorf("frozenagents client: %w", err))
 		return nil // the bundle path keeps working
 	}
 	inner := cache.NewFilteredListWatchFromClient(rc, "frozenagents", f.namespace, func(*metav1.ListOptions) {})
@@ -116,29 +120,29 @@ func (f *frozenSource) run(ctx context.Context, s *Server) error {
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			obj, err := inner.ListWithContextFunc(ctx, o)
-			s.setFrozenWatch(describeWatchErr(f.namespace, err))
+			l.setFrozenWatch(describeWatchErr(f.namespace, err))
 			return obj, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			w, err := inner.WatchFuncWithContext(ctx, o)
-			s.setFrozenWatch(describeWatchErr(f.namespace, err))
+			l.setFrozenWatch(describeWatchErr(f.namespace, err))
 			return w, err
 		},
 	}
 	informer := cache.NewSharedIndexInformerWithOptions(lw, &v1alpha1.FrozenAgent{}, cache.SharedIndexInformerOptions{})
 	_ = informer.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
-		s.setFrozenWatch(describeWatchErr(f.namespace, err))
+		l.setFrozenWatch(describeWatchErr(f.namespace, err))
 	})
-	publish := func() { s.setAPIFreezes(frozenFromStore(informer.GetStore())) }
+	publish := func() { l.setAPIFreezes(frozenFromStore(informer.GetStore())) }
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { publish() },
 		UpdateFunc: func(any, any) { publish() },
 		DeleteFunc: func(any) { publish() },
 	}); err != nil {
-		s.setFrozenWatch(err)
+		l.setFrozenWatch(err)
 		return nil
 	}
-	s.log.Info("watching FrozenAgents", "namespace", f.namespace)
+	l.log.Info("watching FrozenAgents", "namespace", f.namespace)
 	informer.RunWithContext(ctx)
 	return nil
 }
@@ -168,18 +172,18 @@ func frozenFromStore(store cache.Store) []engine.FrozenAgent {
 
 // setAPIFreezes swaps in the FrozenAgents watched through the API: the
 // bundle's compiled policies stay, only the freeze index is rebuilt.
-func (s *Server) setAPIFreezes(list []engine.FrozenAgent) {
-	s.loadMu.Lock()
-	defer s.loadMu.Unlock()
-	s.apiFrozen = list
-	s.metrics.apiFrozenAgents.Set(float64(len(list)))
-	cur := s.d.State()
+func (l *Loader) setAPIFreezes(list []engine.FrozenAgent) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.apiFrozen = list
+	l.metrics.APIFrozenAgents.Set(float64(len(list)))
+	cur := l.d.State()
 	if cur.Compiled == nil {
 		return // no bundle: every decision is deny NO_POLICIES already
 	}
-	s.d.Serve(cur.Compiled.WithFrozen(list), cur.Revision, cur.Origin, cur.LoadedAt)
-	if s.mcp != nil {
-		s.mcp.FreezesChanged()
+	l.d.Serve(cur.Compiled.WithFrozen(list), cur.Revision, cur.Origin, cur.LoadedAt)
+	if l.cfg.OnFreezesChanged != nil {
+		l.cfg.OnFreezesChanged()
 	}
-	s.log.Info("FrozenAgents applied from the API", "count", len(list))
+	l.log.Info("FrozenAgents applied from the API", "count", len(list))
 }

@@ -1,4 +1,4 @@
-package sidecar
+package bundlesource
 
 import (
 	"context"
@@ -47,7 +47,9 @@ func newConfigMapSource(ref, kubeconfig string) (*configMapSource, error) {
 	return &configMapSource{namespace: ns, name: name, config: cfg}, nil
 }
 
-func (c *configMapSource) run(ctx context.Context, s *Server) error {
+// Run watches the ConfigMap, and the FrozenAgents of its namespace, until
+// ctx ends.
+func (c *configMapSource) Run(ctx context.Context, l *Loader) error {
 	// Only the core/v1 client: the full clientset and the informer factory
 	// would link every API group into the sidecar binary.
 	client, err := corev1client.NewForConfig(c.config)
@@ -59,10 +61,10 @@ func (c *configMapSource) run(ctx context.Context, s *Server) error {
 		func(o *metav1.ListOptions) { o.FieldSelector = byName })
 	informer := cache.NewSharedIndexInformerWithOptions(lw, &corev1.ConfigMap{}, cache.SharedIndexInformerOptions{})
 	reg, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { c.apply(s, obj) },
+		AddFunc: func(obj any) { c.apply(l, obj) },
 		UpdateFunc: func(old, obj any) {
 			if o, n := old.(*corev1.ConfigMap), obj.(*corev1.ConfigMap); o.ResourceVersion != n.ResourceVersion {
-				c.apply(s, obj)
+				c.apply(l, obj)
 			}
 		},
 		// The operator deletes the bundle when the namespace has no Policy
@@ -71,13 +73,13 @@ func (c *configMapSource) run(ctx context.Context, s *Server) error {
 			c.mu.Lock()
 			defer c.mu.Unlock()
 			c.seen = false
-			s.unload(originConfigMap, fmt.Sprintf("ConfigMap %s/%s was deleted", c.namespace, c.name))
+			l.Unload(OriginConfigMap, fmt.Sprintf("ConfigMap %s/%s was deleted", c.namespace, c.name))
 		},
 	})
 	if err != nil {
 		return fmt.Errorf("configmap: %w", err)
 	}
-	s.log.Info("watching the bundle ConfigMap", "namespace", c.namespace, "name", c.name, "server", c.config.Host)
+	l.log.Info("watching the bundle ConfigMap", "namespace", c.namespace, "name", c.name, "server", c.config.Host)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -87,11 +89,11 @@ func (c *configMapSource) run(ctx context.Context, s *Server) error {
 	frozenDone := make(chan struct{})
 	go func() {
 		defer close(frozenDone)
-		_ = (&frozenSource{namespace: c.namespace, config: c.config}).run(ctx, s)
+		_ = (&frozenSource{namespace: c.namespace, config: c.config}).run(ctx, l)
 	}()
 	defer func() { <-frozenDone }()
 	if cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
-		c.afterSync(s)
+		c.afterSync(l)
 	}
 	<-ctx.Done()
 	<-done
@@ -101,34 +103,40 @@ func (c *configMapSource) run(ctx context.Context, s *Server) error {
 // afterSync handles a ConfigMap that did not exist at the first list: a
 // bundle served from the cache is then out of date (it was deleted while
 // this sidecar was down), so it is unloaded.
-func (c *configMapSource) afterSync(s *Server) {
+func (c *configMapSource) afterSync(l *Loader) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.seen {
-		s.unload(originConfigMap, fmt.Sprintf("ConfigMap %s/%s does not exist", c.namespace, c.name))
+		l.Unload(OriginConfigMap, fmt.Sprintf("ConfigMap %s/%s does not exist", c.namespace, c.name))
 	}
 }
 
-func (c *configMapSource) apply(s *Server, obj any) {
+func (c *configMapSource) apply(l *Loader, obj any) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.seen = true
 	cm, ok := obj.(*corev1.ConfigMap)
 	if !ok {
-		s.reject(originConfigMap, fmt.Errorf("unexpected object %T", obj))
+		l.reject(OriginConfigMap, fmt.Errorf("unexpected object %T", obj))
 		return
 	}
+	_ = l.LoadConfigMap(cm)
+}
+
+// LoadConfigMap loads the bundle a bundle ConfigMap holds, with its
+// signature and endorsements, as the ConfigMap source does.
+func (l *Loader) LoadConfigMap(cm *corev1.ConfigMap) error {
 	raw, gz, err := bundle.FromConfigMap(cm)
 	if err != nil {
-		s.reject(originConfigMap, err)
-		return
+		l.reject(OriginConfigMap, err)
+		return err
 	}
-	var sl seal
+	var sl Seal
 	if v, ok := cm.Data[bundle.SignatureKey]; ok {
-		sl.sig = []byte(v)
+		sl.Sig = []byte(v)
 	}
 	if v, ok := cm.Data[bundle.EndorsementsKey]; ok {
-		sl.endorsements = []byte(v)
+		sl.Endorsements = []byte(v)
 	}
-	_ = s.loadSealed(raw, gz, sl, originConfigMap)
+	return l.LoadSealed(raw, gz, sl, OriginConfigMap)
 }

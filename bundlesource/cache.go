@@ -1,4 +1,4 @@
-package sidecar
+package bundlesource
 
 import (
 	"crypto/sha256"
@@ -19,10 +19,11 @@ type bundleCache struct {
 	name string
 }
 
-// cacheFileName is derived from the source, so a cache directory shared by
-// mistake never hands one source's bundle to another.
-func cacheFileName(o Options) string {
-	sum := sha256.Sum256([]byte(o.ConfigMap + "\x00" + o.BundleDir + "\x00" + o.BundleFile))
+// CacheFileName is the file in cfg.CacheDir the bundle is cached in,
+// derived from the source, so a cache directory shared by mistake never
+// hands one source's bundle to another.
+func CacheFileName(cfg Config) string {
+	sum := sha256.Sum256([]byte(cfg.ConfigMap + "\x00" + cfg.BundleDir + "\x00" + cfg.BundleFile))
 	return "bundle-" + hex.EncodeToString(sum[:6]) + ".json"
 }
 
@@ -63,30 +64,30 @@ func (c *bundleCache) saveCounter(n uint64, rev string) error {
 
 // read returns a nil doc when nothing is cached, and a nil sig when the
 // bundle was cached unsigned.
-func (c *bundleCache) read() (doc []byte, sl seal, err error) {
+func (c *bundleCache) read() (doc []byte, sl Seal, err error) {
 	doc, err = os.ReadFile(c.path())
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, seal{}, nil
+		return nil, Seal{}, nil
 	}
 	if err != nil {
-		return nil, seal{}, fmt.Errorf("reading the cached bundle: %w", err)
+		return nil, Seal{}, fmt.Errorf("reading the cached bundle: %w", err)
 	}
-	if sl.sig, err = readOptional(c.sigPath()); err != nil {
-		return nil, seal{}, fmt.Errorf("reading the cached bundle's signature: %w", err)
+	if sl.Sig, err = readOptional(c.sigPath()); err != nil {
+		return nil, Seal{}, fmt.Errorf("reading the cached bundle's signature: %w", err)
 	}
-	if sl.endorsements, err = readOptional(c.endorsementsPath()); err != nil {
-		return nil, seal{}, fmt.Errorf("reading the cached bundle's endorsements: %w", err)
+	if sl.Endorsements, err = readOptional(c.endorsementsPath()); err != nil {
+		return nil, Seal{}, fmt.Errorf("reading the cached bundle's endorsements: %w", err)
 	}
 	return doc, sl, nil
 }
 
 // save writes the seal, then the bundle. A crash in between leaves a
 // set that does not verify, refused at the next start (fail closed).
-func (c *bundleCache) save(doc []byte, sl seal) error {
-	if err := c.writeOrRemove(c.sigPath(), sl.sig); err != nil {
+func (c *bundleCache) save(doc []byte, sl Seal) error {
+	if err := c.writeOrRemove(c.sigPath(), sl.Sig); err != nil {
 		return err
 	}
-	if err := c.writeOrRemove(c.endorsementsPath(), sl.endorsements); err != nil {
+	if err := c.writeOrRemove(c.endorsementsPath(), sl.Endorsements); err != nil {
 		return err
 	}
 	return c.write(c.path(), doc)

@@ -1,0 +1,10 @@
+package bundlesource
+
+import "testing"
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
