@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/toolgate/toolgate/client"
+	"github.com/toolgate/toolgate/decide"
 	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/internal/exitcode"
 )
@@ -231,8 +232,8 @@ func explain(r *engine.Result, tool string) string {
 	return b.String()
 }
 
-// decideLocally decides with the manifests and engine `toolgate eval -f`
-// uses, at the real clock.
+// decideLocally decides with the manifests `toolgate eval -f` reads,
+// through the decision core the sidecar decides with, at the real clock.
 func decideLocally(dir string, req hookRequest, stderr io.Writer) (engine.Result, error) {
 	now := time.Now()
 	set, b, err := loadBundle(&sourceFlags{Paths: []string{dir}}, nil, now)
@@ -243,5 +244,11 @@ func decideLocally(dir string, req hookRequest, stderr io.Writer) (engine.Result
 	if err != nil {
 		return engine.Result{}, err
 	}
-	return compileBundle(set, b, stderr).Evaluate(r, engine.EvalOptions{Now: clockFrom(now)}), nil
+	d, err := decide.NewInProcess(decide.Config{Now: clockFrom(now)})
+	if err != nil {
+		return engine.Result{}, err
+	}
+	d.Serve(compileBundle(set, b, stderr), b.Revision, dir, now)
+	res, _ := d.Decide(r, false, nil)
+	return res, nil
 }

@@ -5,10 +5,12 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"math"
 	"runtime/debug"
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/toolgate/toolgate/decisionlog"
 	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/usage"
@@ -197,4 +199,21 @@ func StringField(req engine.Request, key string) string { return stringField(req
 func stringField(req engine.Request, key string) string {
 	s, _ := req[key].(string)
 	return s
+}
+
+// NewInProcess is a Decider for a program that decides its own calls (the
+// Claude Code hook's local mode, package client/local): the usage ledger
+// at its default caps, metrics in a registry of their own, no decision log,
+// and no cap on decisions in flight (the caller is the only one asking).
+func NewInProcess(cfg Config) (*Decider, error) {
+	ledger, err := usage.New(usage.DefaultMaxKeys, usage.DefaultMaxEventsPerKey)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.MaxEvaluations == 0 {
+		cfg.MaxEvaluations = math.MaxInt32
+	}
+	reg := prometheus.NewRegistry()
+	dropped := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "decision_log_dropped_total"}, []string{"sink", "reason"})
+	return New(cfg, ledger, decisionlog.New(decisionlog.Config{}, dropped, nil), NewMetrics(reg, "toolgate_", ledger), nil)
 }

@@ -13,12 +13,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/toolgate/toolgate/client"
 	"github.com/toolgate/toolgate/decide"
-	"github.com/toolgate/toolgate/decisionlog"
 	"github.com/toolgate/toolgate/engine"
-	"github.com/toolgate/toolgate/usage"
 )
 
 var _ client.Evaluator = (*Evaluator)(nil)
@@ -51,13 +48,7 @@ type Evaluator struct {
 
 // New loads opts.BundlePath; an unreadable or corrupt bundle is an error.
 func New(opts Options) (*Evaluator, error) {
-	ledger, err := usage.New(usage.DefaultMaxKeys, usage.DefaultMaxEventsPerKey)
-	if err != nil {
-		return nil, err
-	}
-	reg := prometheus.NewRegistry()
-	log := decisionlog.New(decisionlog.Config{}, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolgate_local_decision_log_dropped_total"}, []string{"sink", "reason"}), nil)
-	d, err := decide.New(decide.Config{ServiceAccount: opts.ServiceAccount, Now: opts.Now}, ledger, log, decide.NewMetrics(reg, "toolgate_local_", ledger), nil)
+	d, err := decide.NewInProcess(decide.Config{ServiceAccount: opts.ServiceAccount, Now: opts.Now})
 	if err != nil {
 		return nil, err
 	}
