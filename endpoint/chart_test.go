@@ -47,7 +47,7 @@ func TestChartAgreesWithTheContract(t *testing.T) {
 			SidecarInjection struct {
 				Properties struct {
 					Socket struct {
-						MaxLength *int `json:"maxLength"`
+						MaxLength *int   `json:"maxLength"`
 						Pattern   string `json:"pattern"`
 					} `json:"socket"`
 				} `json:"properties"`

@@ -65,9 +65,7 @@ func (p *Proxy) hidden(st *mcpStatic, rt *mcpRoute, tool string) bool {
 		return false
 	}
 	req := engine.Request{engine.FieldToolName: tool, engine.FieldServer: rt.up.name, engine.FieldAction: "call", engine.FieldFramework: mcpFramework}
-	p.d.Bind(req)
-	res := st.compiled.Evaluate(req, engine.EvalOptions{ServiceAccount: p.d.Config().ServiceAccount})
-	return res.Decision == engine.Deny && res.Code == "" && res.MatchedRuleID != ""
+	return p.d.DeniedByRule(st.compiled, req)
 }
 
 // agentFrozen tells whether the served bundle (with the freezes watched
@@ -75,14 +73,7 @@ func (p *Proxy) hidden(st *mcpStatic, rt *mcpRoute, tool string) bool {
 // freeze check, which comes before any rule and reads neither the tool nor
 // the upstream, so it holds for every call the agent could make.
 func (p *Proxy) agentFrozen() bool {
-	cur := p.d.State().Compiled
-	if cur == nil {
-		return false
-	}
-	req := engine.Request{engine.FieldAction: "call", engine.FieldFramework: mcpFramework}
-	p.d.Bind(req)
-	cfg := p.d.Config()
-	return cur.Evaluate(req, engine.EvalOptions{ServiceAccount: cfg.ServiceAccount, Now: cfg.Now}).Code == engine.CodeAgentFrozen
+	return p.d.Frozen(engine.Request{engine.FieldAction: "call", engine.FieldFramework: mcpFramework})
 }
 
 // freezeChanged records whether the bound agent is frozen now and tells

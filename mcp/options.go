@@ -12,8 +12,9 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
-	"github.com/toolgate/toolgate/internal/httploop"
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/toolgate/toolgate/internal/httploop"
 )
 
 // DefaultListen is where the MCP proxy listens when --mcp-upstream is

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/toolgate/toolgate/decide"
 	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/internal/httploop"

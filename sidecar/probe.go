@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
 	"github.com/toolgate/toolgate/internal/httploop"
 )
 

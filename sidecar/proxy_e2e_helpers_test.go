@@ -14,12 +14,11 @@ import (
 	"testing"
 	"time"
 
-	mcpproxy "github.com/toolgate/toolgate/mcp"
-
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/internal/mcptest"
+	mcpproxy "github.com/toolgate/toolgate/mcp"
 )
 
 // The MCP end-to-end tests run three real parties: the MCP server in

@@ -13,13 +13,12 @@ import (
 	"testing"
 	"time"
 
-	mcpproxy "github.com/toolgate/toolgate/mcp"
-
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/decide"
 	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/internal/mcptest"
+	mcpproxy "github.com/toolgate/toolgate/mcp"
 )
 
 // TestMCPProxyDecidesCalls: over both protocol versions, an allowed call

@@ -15,14 +15,13 @@ import (
 	"testing"
 	"time"
 
-	mcpproxy "github.com/toolgate/toolgate/mcp"
-
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/internal/localcluster"
 	"github.com/toolgate/toolgate/internal/mcptest"
 	"github.com/toolgate/toolgate/internal/testenv"
+	mcpproxy "github.com/toolgate/toolgate/mcp"
 )
 
 // The stdio wrapper's tests run it as the agent does: the real toolgate

@@ -11,8 +11,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/toolgate/toolgate/endpoint"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/toolgate/toolgate/endpoint"
 )
 
 // SocketMode lets any user connect: who may talk to the sidecar is not the

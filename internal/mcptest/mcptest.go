@@ -8,9 +8,8 @@ import (
 	"os"
 	"sync"
 
-	"github.com/toolgate/toolgate/internal/localcluster"
-
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/localcluster"
 )
 
 // Agent is the agent id the sidecar under test binds (--agent-id).
