@@ -12,7 +12,6 @@ import (
 	goruntime "runtime"
 	"strings"
 	"testing"
-	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -116,22 +115,4 @@ func WriteTree(t testing.TB, files map[string]string) string {
 		}
 	}
 	return dir
-}
-
-// Eventually polls cond until it holds, failing t with cond's last
-// explanation after 30 s: a guard against hangs, not a timing assertion.
-func Eventually(t testing.TB, what string, cond func() (bool, string)) {
-	t.Helper()
-	const waitFor, poll = 30 * time.Second, 20 * time.Millisecond
-	deadline := time.Now().Add(waitFor)
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %s: %s", what, waitFor, why)
-		}
-		time.Sleep(poll)
-	}
 }
