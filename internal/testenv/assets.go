@@ -1,5 +1,7 @@
-// Package testenv finds the real control plane (kube-apiserver and etcd) for
-// envtest suites. It never skips: a suite that cannot get its binaries fails.
+// Package testenv is what the test suites share: the real control plane
+// (kube-apiserver and etcd) for envtest suites, helm, and the helpers more
+// than one package needs (waits, namespaces, bundles, kubeconfigs, RBAC,
+// tars). It never skips: a suite that cannot get its binaries fails.
 package testenv
 
 import (
