@@ -1,10 +1,7 @@
 package cli
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -93,34 +90,13 @@ func TestExportRegoTar(t *testing.T) {
 	if !bytes.Equal(doc, want) {
 		t.Error("the tar file is not the exported bundle's tar")
 	}
-	files := untar(t, doc)
+	_, files := testenv.Untar(t, doc, "")
 	if len(files) != 3 || files["/.manifest"] == "" || !strings.HasPrefix(files["/toolgate/policy.rego"], "# Generated") || files["/data.json"] == "" {
 		t.Errorf("tar holds %d files: %v", len(files), keys(files))
 	}
 	o = run(t, "", "export", "rego", "-f", samplesDir, "--now", exportNow, "--tar", "-o", "-")
 	if o.code != 0 || o.stdout != string(want) {
 		t.Errorf("--tar -o -: exit %d, %d bytes on stdout, want %d", o.code, len(o.stdout), len(want))
-	}
-}
-
-func untar(t *testing.T, doc []byte) map[string]string {
-	t.Helper()
-	zr, err := gzip.NewReader(bytes.NewReader(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := tar.NewReader(zr)
-	out := map[string]string{}
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(tr)
-		out[h.Name] = string(b)
 	}
 }
 
@@ -192,7 +168,7 @@ func TestExportRegoTarSigned(t *testing.T) {
 	if o.code != 0 || o.stdout != string(want) {
 		t.Fatalf("exit %d (%s): not the tar signed by the first key", o.code, o.stderr)
 	}
-	if files := untar(t, []byte(o.stdout)); files["/.signatures.json"] == "" {
+	if _, files := testenv.Untar(t, []byte(o.stdout), ""); files["/.signatures.json"] == "" {
 		t.Errorf("no .signatures.json in %v", keys(files))
 	}
 	if o := run(t, "", "export", "rego", "-f", samplesDir, "-o", t.TempDir(), "--signing-key", keyFile); o.code != exitcode.Usage {

@@ -54,7 +54,7 @@ func hasPolicy(b engine.Bundle, id string) bool {
 // Invalid, forever, and the forged content stayed; now the operator deletes
 // it and publishes anew, and later changes still reach the namespace.
 func TestAttackImmutableBundleIsRecreated(t *testing.T) {
-	ns := newNamespace(t)
+	ns := testenv.Namespace(t, k8s, "tg-")
 	startManager(t, controllers.Options{}, ns)
 	b := settled(t, ns)
 
@@ -69,7 +69,7 @@ func TestAttackImmutableBundleIsRecreated(t *testing.T) {
 		if !found {
 			return false, "gone"
 		}
-		got, err := decodeBundle(now)
+		got, err := testenv.DecodeBundle(now)
 		if err != nil {
 			return false, err.Error()
 		}
@@ -77,7 +77,7 @@ func TestAttackImmutableBundleIsRecreated(t *testing.T) {
 			"revision " + got.Revision + ", uid " + string(now.UID)
 	})
 	create(t, policy(ns, "after-the-pin", 1))
-	waitForBundle(t, ns, "a later Policy published", func(b engine.Bundle) bool { return hasPolicy(b, "after-the-pin") })
+	testenv.WaitForBundle(t, k8s, ns, bundle.DefaultConfigMapName, "a later Policy published", func(b engine.Bundle) bool { return hasPolicy(b, "after-the-pin") })
 	waitForPolicyReady(t, ns, "after-the-pin", v1alpha1.ReasonPublished)
 }
 
@@ -87,7 +87,7 @@ func TestAttackImmutableBundleIsRecreated(t *testing.T) {
 // label-filtered cache and served as is; now it is found by name and
 // removed. Where there is something to publish, it is overwritten.
 func TestAttackUnlabelledBundleIsAdopted(t *testing.T) {
-	empty, busy := newNamespace(t), newNamespace(t)
+	empty, busy := testenv.Namespace(t, k8s, "tg-"), testenv.Namespace(t, k8s, "tg-")
 	startManager(t, controllers.Options{}, empty, busy)
 
 	create(t, forgedConfigMap(t, empty))
@@ -98,7 +98,7 @@ func TestAttackUnlabelledBundleIsAdopted(t *testing.T) {
 
 	create(t, forgedConfigMap(t, busy))
 	create(t, policy(busy, "real", 1))
-	_, b := waitForBundle(t, busy, "the forged bundle overwritten", func(b engine.Bundle) bool { return hasPolicy(b, "real") })
+	_, b := testenv.WaitForBundle(t, k8s, busy, bundle.DefaultConfigMapName, "the forged bundle overwritten", func(b engine.Bundle) bool { return hasPolicy(b, "real") })
 	if hasPolicy(b, "forged") {
 		t.Fatal("the forged policy survived the publish")
 	}
@@ -117,11 +117,11 @@ func TestAttackTooLargeDoesNotRepublishForgedPolicies(t *testing.T) {
 	if err := k8s.Update(context.Background(), cm); err != nil {
 		t.Fatal(err)
 	}
-	waitForBundle(t, ns, "the last published policies back", func(b engine.Bundle) bool {
+	testenv.WaitForBundle(t, k8s, ns, bundle.DefaultConfigMapName, "the last published policies back", func(b engine.Bundle) bool {
 		return b.Revision == before.Revision
 	})
 	create(t, frozenAgent(ns, "stop-agent-7", "agent-7", nil))
-	_, b := waitForBundle(t, ns, "the freeze published", func(b engine.Bundle) bool { return len(b.FrozenAgents) == 1 })
+	_, b := testenv.WaitForBundle(t, k8s, ns, bundle.DefaultConfigMapName, "the freeze published", func(b engine.Bundle) bool { return len(b.FrozenAgents) == 1 })
 	if hasPolicy(b, "forged") || !hasPolicy(b, "small") || !hasPolicy(b, "noise-a") {
 		t.Fatalf("the freeze was published on %d policies, not the last published small and noise-a", len(b.Policies))
 	}
@@ -133,11 +133,11 @@ func TestAttackTooLargeDoesNotRepublishForgedPolicies(t *testing.T) {
 // what the ConfigMap holds: it goes out alone (the other agents are denied
 // NO_POLICIES, failing closed) until the policies fit again.
 func TestAttackTooLargeAfterRestartDoesNotRepublishForgedPolicies(t *testing.T) {
-	ns := newNamespace(t)
+	ns := testenv.Namespace(t, k8s, "tg-")
 	first := startManager(t, controllers.Options{}, ns)
 	create(t, policy(ns, "small", 1))
 	create(t, bigPolicy(ns, "noise-a", 900, true))
-	waitForBundle(t, ns, "two policies published", func(b engine.Bundle) bool { return len(b.Policies) == 2 })
+	testenv.WaitForBundle(t, k8s, ns, bundle.DefaultConfigMapName, "two policies published", func(b engine.Bundle) bool { return len(b.Policies) == 2 })
 	create(t, bigPolicy(ns, "noise-b", 900, true))
 	waitForPolicyReady(t, ns, "noise-b", v1alpha1.ReasonBundleTooLarge)
 	first.stop()
@@ -150,7 +150,7 @@ func TestAttackTooLargeAfterRestartDoesNotRepublishForgedPolicies(t *testing.T) 
 	}
 	startManager(t, controllers.Options{}, ns)
 	create(t, frozenAgent(ns, "stop-agent-7", "agent-7", nil))
-	_, b := waitForBundle(t, ns, "the freeze published", func(b engine.Bundle) bool { return len(b.FrozenAgents) == 1 })
+	_, b := testenv.WaitForBundle(t, k8s, ns, bundle.DefaultConfigMapName, "the freeze published", func(b engine.Bundle) bool { return len(b.FrozenAgents) == 1 })
 	if hasPolicy(b, "forged") || len(b.Policies) != 0 {
 		t.Fatalf("after a restart, the freeze was published on %d policies from the ConfigMap", len(b.Policies))
 	}

@@ -5,14 +5,16 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/controllers"
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // Without the webhook, a pattern RE2 rejects reaches the controller: it must
 // stay in the bundle so sidecars fail closed on it.
 func TestCompileErrorPolicyFailsClosed(t *testing.T) {
-	ns := newNamespace(t)
+	ns := testenv.Namespace(t, k8s, "tg-")
 	startManager(t, controllers.Options{}, ns)
 	create(t, policy(ns, "fine", 1))
 	bad := policy(ns, "bad", 2)
@@ -35,7 +37,7 @@ func TestCompileErrorPolicyFailsClosed(t *testing.T) {
 	}
 	fine := waitForPolicyReady(t, ns, "fine", v1alpha1.ReasonPublished)
 
-	_, b := waitForBundle(t, ns, "bad policy published", func(b engine.Bundle) bool { return len(b.Policies) == 2 })
+	_, b := testenv.WaitForBundle(t, k8s, ns, bundle.DefaultConfigMapName, "bad policy published", func(b engine.Bundle) bool { return len(b.Policies) == 2 })
 	if b.Revision != st.Status.BundleRevision || b.Revision != fine.Status.BundleRevision {
 		t.Fatalf("bundle %s, statuses %s and %s", b.Revision, st.Status.BundleRevision, fine.Status.BundleRevision)
 	}

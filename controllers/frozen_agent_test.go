@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/controllers"
 	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/internal/testenv"
@@ -22,7 +23,7 @@ func hasFrozen(b engine.Bundle, agent string) bool {
 }
 
 func TestFrozenAgentIsPublishedAndLeavesAtExpiry(t *testing.T) {
-	ns := newNamespace(t)
+	ns := testenv.Namespace(t, k8s, "tg-")
 	startManager(t, controllers.Options{}, ns)
 	create(t, policy(ns, "base", 1))
 
@@ -35,7 +36,7 @@ func TestFrozenAgentIsPublishedAndLeavesAtExpiry(t *testing.T) {
 	create(t, frozenAgent(ns, "freeze-bob", "bob", &expiry))
 	create(t, frozenAgent(ns, "freeze-eve", "eve", nil))
 
-	_, b := waitForBundle(t, ns, "bob and eve frozen", func(b engine.Bundle) bool {
+	_, b := testenv.WaitForBundle(t, k8s, ns, bundle.DefaultConfigMapName, "bob and eve frozen", func(b engine.Bundle) bool {
 		return hasFrozen(b, "bob") && hasFrozen(b, "eve")
 	})
 	if hasFrozen(b, "old") {
@@ -56,7 +57,7 @@ func TestFrozenAgentIsPublishedAndLeavesAtExpiry(t *testing.T) {
 	}
 
 	// No event arrives at expiry: only the requeue the controller asked for.
-	_, b = waitForBundle(t, ns, "bob's freeze expired", func(b engine.Bundle) bool { return !hasFrozen(b, "bob") })
+	_, b = testenv.WaitForBundle(t, k8s, ns, bundle.DefaultConfigMapName, "bob's freeze expired", func(b engine.Bundle) bool { return !hasFrozen(b, "bob") })
 	if seen := time.Now(); seen.Before(expiry) {
 		t.Fatalf("bob left the bundle at %s, before expiresAt %s", seen, expiry)
 	}
@@ -78,14 +79,14 @@ func TestFrozenAgentIsPublishedAndLeavesAtExpiry(t *testing.T) {
 // The controller's clock is injectable: with it two hours ahead, a freeze
 // that expires in one hour has already ended.
 func TestInjectedClockDecidesExpiry(t *testing.T) {
-	ns := newNamespace(t)
+	ns := testenv.Namespace(t, k8s, "tg-")
 	startManager(t, controllers.Options{Now: func() time.Time { return time.Now().Add(2 * time.Hour) }}, ns)
 	create(t, policy(ns, "base", 1))
 	inAnHour := time.Now().Add(time.Hour)
 	create(t, frozenAgent(ns, "freeze-later", "later", &inAnHour))
 	// Expired is written from a publish that considered the freeze.
 	waitForFrozenReady(t, ns, "freeze-later", v1alpha1.ReasonExpired)
-	_, b := waitForBundle(t, ns, "published", func(b engine.Bundle) bool { return len(b.Policies) == 1 })
+	_, b := testenv.WaitForBundle(t, k8s, ns, bundle.DefaultConfigMapName, "published", func(b engine.Bundle) bool { return len(b.Policies) == 1 })
 	if hasFrozen(b, "later") {
 		t.Fatal("a freeze past its expiry by the controller's clock was published")
 	}

@@ -65,7 +65,7 @@ func settled(t *testing.T, ns string) engine.Bundle {
 	t.Helper()
 	create(t, policy(ns, "steady", 3))
 	create(t, frozenAgent(ns, "freeze", "agent-1", nil))
-	_, b := waitForBundle(t, ns, "published", func(b engine.Bundle) bool { return len(b.Policies) == 1 && len(b.FrozenAgents) == 1 })
+	_, b := testenv.WaitForBundle(t, k8s, ns, bundle.DefaultConfigMapName, "published", func(b engine.Bundle) bool { return len(b.Policies) == 1 && len(b.FrozenAgents) == 1 })
 	testenv.Eventually(t, "statuses settled", func() (bool, string) {
 		p := waitForPolicyReady(t, ns, "steady", v1alpha1.ReasonPublished)
 		f := waitForFrozenReady(t, ns, "freeze", v1alpha1.ReasonPublished)
@@ -96,7 +96,7 @@ func republishWritesNothing(t *testing.T, mgr *testManager, opts controllers.Opt
 }
 
 func TestIdleReconcileWritesNothing(t *testing.T) {
-	ns := newNamespace(t)
+	ns := testenv.Namespace(t, k8s, "tg-")
 	mgr := startManager(t, controllers.Options{}, ns)
 	settled(t, ns)
 	before := snapshot(t, ns)
@@ -123,7 +123,7 @@ func TestIdleReconcileWritesNothing(t *testing.T) {
 }
 
 func TestRestartedManagerRewritesNothing(t *testing.T) {
-	ns := newNamespace(t)
+	ns := testenv.Namespace(t, k8s, "tg-")
 	first := startManager(t, controllers.Options{}, ns)
 	b := settled(t, ns)
 	first.stop()

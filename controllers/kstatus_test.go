@@ -78,7 +78,7 @@ func waitForKstatus(t *testing.T, ns, stage string, want status.Status, reason s
 // someone fixes something (a compile error, a write an admission policy
 // refuses), and Current once live.
 func TestKstatusReadsTheConditions(t *testing.T) {
-	ns := newNamespace(t)
+	ns := testenv.Namespace(t, k8s, "tg-")
 	startManager(t, controllers.Options{}, ns)
 	pol, frz := kobject{"Policy", "steady"}, kobject{"FrozenAgent", "freeze"}
 	both := []kobject{pol, frz}

@@ -15,7 +15,7 @@ import (
 // The per-namespace gauges follow what is published, and go away with the
 // bundle.
 func TestBundleGaugesFollowTheNamespace(t *testing.T) {
-	ns := newNamespace(t)
+	ns := testenv.Namespace(t, k8s, "tg-")
 	startManager(t, controllers.Options{}, ns)
 	create(t, policy(ns, "a", 3))
 	create(t, policy(ns, "b", 2))

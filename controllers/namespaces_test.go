@@ -3,21 +3,22 @@ package controllers_test
 import (
 	"testing"
 
+	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/controllers"
 	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 func TestNamespacesAreIsolated(t *testing.T) {
-	a, b := newNamespace(t), newNamespace(t)
+	a, b := testenv.Namespace(t, k8s, "tg-"), testenv.Namespace(t, k8s, "tg-")
 	startManager(t, controllers.Options{}, a, b)
 	pa := policy(a, "only-in-a", 1)
 	create(t, pa)
 	create(t, frozenAgent(a, "freeze", "agent-a", nil))
 	create(t, policy(b, "only-in-b", 3))
 
-	_, ba := waitForBundle(t, a, "a published", func(x engine.Bundle) bool { return len(x.Policies) == 1 && len(x.FrozenAgents) == 1 })
-	cmB, bb := waitForBundle(t, b, "b published", func(x engine.Bundle) bool { return len(x.Policies) == 1 })
+	_, ba := testenv.WaitForBundle(t, k8s, a, bundle.DefaultConfigMapName, "a published", func(x engine.Bundle) bool { return len(x.Policies) == 1 && len(x.FrozenAgents) == 1 })
+	cmB, bb := testenv.WaitForBundle(t, k8s, b, bundle.DefaultConfigMapName, "b published", func(x engine.Bundle) bool { return len(x.Policies) == 1 })
 	if ba.Policies[0].ID != "only-in-a" || bb.Policies[0].ID != "only-in-b" || len(bb.FrozenAgents) != 0 {
 		t.Fatalf("a has %v, b has %v and %d frozen agents", policyIDs(ba), policyIDs(bb), len(bb.FrozenAgents))
 	}

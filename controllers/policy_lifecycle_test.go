@@ -43,12 +43,12 @@ func policyIDs(b engine.Bundle) []string {
 }
 
 func TestPolicyCreateUpdateDeletePublishesBundle(t *testing.T) {
-	ns := newNamespace(t)
+	ns := testenv.Namespace(t, k8s, "tg-")
 	startManager(t, controllers.Options{}, ns)
 
 	guard := policy(ns, "guard", 2)
 	create(t, guard)
-	_, b := waitForBundle(t, ns, "guard published", func(b engine.Bundle) bool { return len(b.Policies) == 1 })
+	_, b := testenv.WaitForBundle(t, k8s, ns, bundle.DefaultConfigMapName, "guard published", func(b engine.Bundle) bool { return len(b.Policies) == 1 })
 	if got, want := b.Revision, expectedRevision(t, ns); got != want {
 		t.Fatalf("published revision %s, bundle.Build of the API objects gives %s", got, want)
 	}
@@ -70,7 +70,7 @@ func TestPolicyCreateUpdateDeletePublishesBundle(t *testing.T) {
 	if err := k8s.Patch(context.Background(), st, patch); err != nil {
 		t.Fatal(err)
 	}
-	_, b = waitForBundle(t, ns, "guard generation 2 published", func(b engine.Bundle) bool {
+	_, b = testenv.WaitForBundle(t, k8s, ns, bundle.DefaultConfigMapName, "guard generation 2 published", func(b engine.Bundle) bool {
 		return len(b.Policies) == 1 && b.Policies[0].Version == 2
 	})
 	if p := b.Policies[0]; len(p.Rules) != 3 || p.Priority != 10 || b.Revision == rev1 {
@@ -89,18 +89,18 @@ func TestPolicyCreateUpdateDeletePublishesBundle(t *testing.T) {
 	create(t, other)
 	freeze := frozenAgent(ns, "freeze", "agent-7", nil)
 	create(t, freeze)
-	waitForBundle(t, ns, "other and freeze published", func(b engine.Bundle) bool {
+	testenv.WaitForBundle(t, k8s, ns, bundle.DefaultConfigMapName, "other and freeze published", func(b engine.Bundle) bool {
 		return len(b.Policies) == 2 && len(b.FrozenAgents) == 1
 	})
 	remove(t, guard)
-	_, b = waitForBundle(t, ns, "guard gone", func(b engine.Bundle) bool {
+	_, b = testenv.WaitForBundle(t, k8s, ns, bundle.DefaultConfigMapName, "guard gone", func(b engine.Bundle) bool {
 		return len(b.Policies) == 1 && b.Policies[0].ID == "other"
 	})
 	if got, want := b.Revision, expectedRevision(t, ns); got != want {
 		t.Fatalf("after delete: revision %s, want %s (policies %v)", got, want, policyIDs(b))
 	}
 	remove(t, other)
-	waitForBundle(t, ns, "only the freeze left", func(b engine.Bundle) bool {
+	testenv.WaitForBundle(t, k8s, ns, bundle.DefaultConfigMapName, "only the freeze left", func(b engine.Bundle) bool {
 		return len(b.Policies) == 0 && len(b.FrozenAgents) == 1
 	})
 

@@ -123,7 +123,7 @@ func ptrTo[T any](v T) *T { return &v }
 // keeping a stale Ready=True; each gets one event for the failure streak,
 // not one per retry. Once writes go through, they are Ready again.
 func TestPublishFailureSetsReadyFalse(t *testing.T) {
-	ns := newNamespace(t)
+	ns := testenv.Namespace(t, k8s, "tg-")
 	startManager(t, controllers.Options{}, ns)
 	b := settled(t, ns)
 	const refusal = "bundle writes are refused in this namespace (test)"

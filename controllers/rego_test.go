@@ -1,14 +1,11 @@
 package controllers_test
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/json"
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -24,31 +21,6 @@ import (
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/rego"
 )
-
-// untar reads a gzipped tar into its files, by path without the leading /.
-func untar(t *testing.T, raw []byte) map[string]string {
-	t.Helper()
-	zr, err := gzip.NewReader(bytes.NewReader(raw))
-	if err != nil {
-		t.Fatalf("the Rego bundle is not gzip: %v", err)
-	}
-	tr := tar.NewReader(zr)
-	files := map[string]string{}
-	for {
-		hdr, err := tr.Next()
-		if err == io.EOF {
-			return files
-		}
-		if err != nil {
-			t.Fatalf("the Rego bundle is not a tar: %v", err)
-		}
-		b, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files[strings.TrimPrefix(hdr.Name, "/")] = string(b)
-	}
-}
 
 // manifestRevision is the revision in the Rego bundle's .manifest.
 func manifestRevision(t *testing.T, files map[string]string) string {
@@ -70,12 +42,12 @@ func waitForRego(t *testing.T, ns string, ok func(engine.Bundle) bool) (*corev1.
 	var b engine.Bundle
 	var files map[string]string
 	testenv.Eventually(t, "the Rego bundle published", func() (bool, string) {
-		cm, b = waitForBundle(t, ns, "bundle", ok)
+		cm, b = testenv.WaitForBundle(t, k8s, ns, bundle.DefaultConfigMapName, "bundle", ok)
 		raw := cm.BinaryData[bundle.RegoTarKey]
 		if raw == nil {
 			return false, "no binaryData." + bundle.RegoTarKey
 		}
-		files = untar(t, raw)
+		_, files = testenv.Untar(t, raw, "/")
 		rev := manifestRevision(t, files)
 		return rev == b.Revision, "Rego bundle revision " + rev + ", bundle " + b.Revision
 	})
@@ -83,7 +55,7 @@ func waitForRego(t *testing.T, ns string, ok func(engine.Bundle) bool) (*corev1.
 }
 
 func TestPublishRegoAddsTheOPABundleAndRewritesOnlyOnChange(t *testing.T) {
-	ns := newNamespace(t)
+	ns := testenv.Namespace(t, k8s, "tg-")
 	opts := controllers.Options{PublishRego: true}
 	mgr := startManager(t, opts, ns)
 	create(t, policy(ns, "guard", 2))
@@ -129,7 +101,7 @@ func TestPublishRegoAddsTheOPABundleAndRewritesOnlyOnChange(t *testing.T) {
 }
 
 func TestPublishRegoSignsForOPAWithTheCurrentKey(t *testing.T) {
-	ns := newNamespace(t)
+	ns := testenv.Namespace(t, k8s, "tg-")
 	key, old := newSigningKey(t), newSigningKey(t)
 	startManager(t, controllers.Options{PublishRego: true, Keys: controllers.NewSigningKeys(signingKeys(t, key, old))}, ns)
 	create(t, policy(ns, "guard", 1))
@@ -179,7 +151,7 @@ func TestPublishRegoSignsForOPAWithTheCurrentKey(t *testing.T) {
 // RegoUnsigned leaves the OPA signature out, for OPAs whose configuration
 // file cannot name an EdDSA key; the JSON bundle stays signed.
 func TestPublishRegoUnsignedForOPAConfigurations(t *testing.T) {
-	ns := newNamespace(t)
+	ns := testenv.Namespace(t, k8s, "tg-")
 	key := newSigningKey(t)
 	startManager(t, controllers.Options{PublishRego: true, RegoUnsigned: true, Keys: controllers.NewSigningKeys(signingKeys(t, key))}, ns)
 	create(t, policy(ns, "guard", 1))
@@ -207,7 +179,7 @@ func TestPublishRegoCountsAgainstTheSizeLimit(t *testing.T) {
 	tar, _ := out.Tar(nil)
 	limit := len(doc) + len(tar)/2 // the document fits, the two do not
 
-	ns := newNamespace(t)
+	ns := testenv.Namespace(t, k8s, "tg-")
 	startManager(t, controllers.Options{PublishRego: true, MaxStoredBytes: limit}, ns)
 	create(t, policy(ns, "guard", 1))
 	p := waitForPolicyReady(t, ns, "guard", v1alpha1.ReasonBundleTooLarge)
@@ -222,7 +194,7 @@ func TestPublishRegoCountsAgainstTheSizeLimit(t *testing.T) {
 	}
 
 	// The same limit without the Rego bundle: published.
-	ns2 := newNamespace(t)
+	ns2 := testenv.Namespace(t, k8s, "tg-")
 	startManager(t, controllers.Options{MaxStoredBytes: limit}, ns2)
 	create(t, policy(ns2, "guard", 1))
 	waitForPolicyReady(t, ns2, "guard", v1alpha1.ReasonPublished)
@@ -232,14 +204,14 @@ func TestPublishRegoCountsAgainstTheSizeLimit(t *testing.T) {
 // published without the Rego bundle, and the policy says why (Ready=True,
 // RegoExportRefused, with a Warning event).
 func TestPolicyRegoCannotExpressStillPublishesTheJSONBundle(t *testing.T) {
-	ns := newNamespace(t)
+	ns := testenv.Namespace(t, k8s, "tg-")
 	startManager(t, controllers.Options{PublishRego: true}, ns)
 	create(t, policy(ns, "fine", 1))
 	odd := policy(ns, "unicode", 1)
 	odd.Spec.Rules[0].Conditions[1] = v1alpha1.Condition{Field: "input.command", Operator: "matches", Value: jsonValue(`"\\pL+"`)}
 	create(t, odd)
 
-	cm, b := waitForBundle(t, ns, "both policies published", func(b engine.Bundle) bool { return len(b.Policies) == 2 })
+	cm, b := testenv.WaitForBundle(t, k8s, ns, bundle.DefaultConfigMapName, "both policies published", func(b engine.Bundle) bool { return len(b.Policies) == 2 })
 	if _, ok := cm.BinaryData[bundle.RegoTarKey]; ok {
 		t.Fatal("a Rego bundle was published although a policy cannot be exported")
 	}

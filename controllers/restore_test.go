@@ -13,7 +13,7 @@ import (
 )
 
 func TestHandEditedBundleIsRestored(t *testing.T) {
-	ns := newNamespace(t)
+	ns := testenv.Namespace(t, k8s, "tg-")
 	startManager(t, controllers.Options{}, ns)
 	b := settled(t, ns)
 	orig, _ := getBundleConfigMap(t, ns)
@@ -43,7 +43,7 @@ func TestHandEditedBundleIsRestored(t *testing.T) {
 			if !found {
 				return false, "gone"
 			}
-			_, err := decodeBundle(cm)
+			_, err := testenv.DecodeBundle(cm)
 			ok := cm.ResourceVersion != edited && err == nil && len(cm.Data) == 1 && len(cm.BinaryData) == 0 &&
 				cm.Data[bundle.Key] == want && cm.Annotations[v1alpha1.RevisionAnnotation] == b.Revision
 			return ok, cm.ResourceVersion + " " + cm.Annotations[v1alpha1.RevisionAnnotation]

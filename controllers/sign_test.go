@@ -48,7 +48,7 @@ func signatureOf(t *testing.T, ns string, trusted *bundle.TrustedKeys) (bundle.S
 }
 
 func TestPublishedBundlesAreSignedAndUnchangedOnesAreNotRewritten(t *testing.T) {
-	ns := newNamespace(t)
+	ns := testenv.Namespace(t, k8s, "tg-")
 	key := newSigningKey(t)
 	opts := controllers.Options{Keys: controllers.NewSigningKeys(signingKeys(t, key))}
 	mgr := startManager(t, opts, ns)
@@ -65,7 +65,7 @@ func TestPublishedBundlesAreSignedAndUnchangedOnesAreNotRewritten(t *testing.T) 
 	mgr.stop()
 	second := startManager(t, opts, ns)
 	create(t, policy(ns, "another", 1))
-	waitForBundle(t, ns, "the second policy", func(b engine.Bundle) bool { return len(b.Policies) == 2 })
+	testenv.WaitForBundle(t, k8s, ns, bundle.DefaultConfigMapName, "the second policy", func(b engine.Bundle) bool { return len(b.Policies) == 2 })
 	next, _ := signatureOf(t, ns, opts.Keys.Load().Trusted())
 	if next.Counter <= first.Counter {
 		t.Fatalf("publish counter %d after %d: it must grow across leaders", next.Counter, first.Counter)
@@ -74,7 +74,7 @@ func TestPublishedBundlesAreSignedAndUnchangedOnesAreNotRewritten(t *testing.T) 
 }
 
 func TestAttackForgedCounterInTheConfigMapIsNotBuiltOn(t *testing.T) {
-	ns := newNamespace(t)
+	ns := testenv.Namespace(t, k8s, "tg-")
 	opts := controllers.Options{Keys: controllers.NewSigningKeys(signingKeys(t, newSigningKey(t)))}
 	startManager(t, opts, ns)
 	settled(t, ns)
@@ -108,7 +108,7 @@ func TestAttackForgedCounterInTheConfigMapIsNotBuiltOn(t *testing.T) {
 }
 
 func TestKeyRotationReSignsEveryBundleWithTheNewKey(t *testing.T) {
-	ns := newNamespace(t)
+	ns := testenv.Namespace(t, k8s, "tg-")
 	old, next := newSigningKey(t), newSigningKey(t)
 	first := startManager(t, controllers.Options{Keys: controllers.NewSigningKeys(signingKeys(t, old))}, ns)
 	b := settled(t, ns)
@@ -140,7 +140,7 @@ func TestKeyRotationReSignsEveryBundleWithTheNewKey(t *testing.T) {
 // endorsement by the old one, which a sidecar trusting only the old key
 // accepts; once the old key is gone the endorsements go too.
 func TestSwappedKeyringReSignsEveryBundleWhileRunning(t *testing.T) {
-	a, b := newNamespace(t), newNamespace(t)
+	a, b := testenv.Namespace(t, k8s, "tg-"), testenv.Namespace(t, k8s, "tg-")
 	old, next := newSigningKey(t), newSigningKey(t)
 	keys := controllers.NewSigningKeys(signingKeys(t, old))
 	startManager(t, controllers.Options{Keys: keys}, a, b)

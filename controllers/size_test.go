@@ -9,6 +9,7 @@ import (
 	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/controllers"
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 func countRules(b engine.Bundle) int {
@@ -20,12 +21,12 @@ func countRules(b engine.Bundle) int {
 }
 
 func TestNamespaceWith2000Rules(t *testing.T) {
-	ns := newNamespace(t)
+	ns := testenv.Namespace(t, k8s, "tg-")
 	startManager(t, controllers.Options{}, ns)
 	create(t, policyRange(ns, "first", 0, 1000))
 	create(t, policyRange(ns, "second", 1000, 2000))
 
-	cm, b := waitForBundle(t, ns, "2000 rules published", func(b engine.Bundle) bool { return countRules(b) == 2000 })
+	cm, b := testenv.WaitForBundle(t, k8s, ns, bundle.DefaultConfigMapName, "2000 rules published", func(b engine.Bundle) bool { return countRules(b) == 2000 })
 	if b.Revision != expectedRevision(t, ns) {
 		t.Fatal("published bundle differs from bundle.Build of the objects")
 	}
@@ -61,14 +62,14 @@ func bigPolicy(ns, name string, n int, random bool) *v1alpha1.Policy {
 }
 
 func TestOversizedBundleKeepsThePreviousOne(t *testing.T) {
-	ns := newNamespace(t)
+	ns := testenv.Namespace(t, k8s, "tg-")
 	startManager(t, controllers.Options{}, ns)
 	create(t, policy(ns, "small", 1))
-	waitForBundle(t, ns, "small published", func(b engine.Bundle) bool { return len(b.Policies) == 1 })
+	testenv.WaitForBundle(t, k8s, ns, bundle.DefaultConfigMapName, "small published", func(b engine.Bundle) bool { return len(b.Policies) == 1 })
 
 	// Past 900 KiB but compressible: stored gzipped in binaryData.
 	create(t, bigPolicy(ns, "verbose", 1000, false))
-	cm, b := waitForBundle(t, ns, "verbose published", func(b engine.Bundle) bool { return len(b.Policies) == 2 })
+	cm, b := testenv.WaitForBundle(t, k8s, ns, bundle.DefaultConfigMapName, "verbose published", func(b engine.Bundle) bool { return len(b.Policies) == 2 })
 	if cm.Data[bundle.Key] != "" || len(cm.BinaryData[bundle.GzipKey]) == 0 {
 		t.Fatalf("a %d-rule bundle with 1000-character descriptions was not stored gzipped", countRules(b))
 	}
@@ -79,7 +80,7 @@ func TestOversizedBundleKeepsThePreviousOne(t *testing.T) {
 	// Random descriptions barely compress: one such policy still fits...
 	noiseA, noiseB := bigPolicy(ns, "noise-a", 900, true), bigPolicy(ns, "noise-b", 900, true)
 	create(t, noiseA)
-	prev, b := waitForBundle(t, ns, "noise-a published", func(b engine.Bundle) bool { return len(b.Policies) == 3 })
+	prev, b := testenv.WaitForBundle(t, k8s, ns, bundle.DefaultConfigMapName, "noise-a published", func(b engine.Bundle) bool { return len(b.Policies) == 3 })
 	t.Logf("one random policy: %d bytes gzipped", len(prev.BinaryData[bundle.GzipKey]))
 	waitForPolicyReady(t, ns, "noise-a", v1alpha1.ReasonPublished)
 
@@ -110,7 +111,7 @@ func TestOversizedBundleKeepsThePreviousOne(t *testing.T) {
 		t.Fatalf("revision %s after removing noise-b, want %s again", p.Status.BundleRevision, b.Revision)
 	}
 	remove(t, noiseA)
-	_, b = waitForBundle(t, ns, "noise-a removed", func(b engine.Bundle) bool { return len(b.Policies) == 2 })
+	_, b = testenv.WaitForBundle(t, k8s, ns, bundle.DefaultConfigMapName, "noise-a removed", func(b engine.Bundle) bool { return len(b.Policies) == 2 })
 	if b.Revision != gzipped {
 		t.Fatalf("revision %s after removing the noise, want %s again", b.Revision, gzipped)
 	}
@@ -122,7 +123,7 @@ func TestFreezeIsPublishedWhileTheBundleIsTooLarge(t *testing.T) {
 	ns, before := tooLargeNamespace(t)
 
 	create(t, frozenAgent(ns, "stop-agent-7", "agent-7", nil))
-	_, b := waitForBundle(t, ns, "the freeze published", func(b engine.Bundle) bool { return len(b.FrozenAgents) == 1 })
+	_, b := testenv.WaitForBundle(t, k8s, ns, bundle.DefaultConfigMapName, "the freeze published", func(b engine.Bundle) bool { return len(b.FrozenAgents) == 1 })
 	if len(b.Policies) != 2 || b.Policies[0].ID != before.Policies[0].ID || b.Policies[1].ID != before.Policies[1].ID {
 		t.Errorf("the freeze should sit on the last published policies, got %d policies", len(b.Policies))
 	}
@@ -141,11 +142,11 @@ func TestFreezeIsPublishedWhileTheBundleIsTooLarge(t *testing.T) {
 // small and noise-a (before), and whose policy noise-b is BundleTooLarge.
 func tooLargeNamespace(t *testing.T) (ns string, before engine.Bundle) {
 	t.Helper()
-	ns = newNamespace(t)
+	ns = testenv.Namespace(t, k8s, "tg-")
 	startManager(t, controllers.Options{}, ns)
 	create(t, policy(ns, "small", 1))
 	create(t, bigPolicy(ns, "noise-a", 900, true))
-	_, before = waitForBundle(t, ns, "two policies published", func(b engine.Bundle) bool { return len(b.Policies) == 2 })
+	_, before = testenv.WaitForBundle(t, k8s, ns, bundle.DefaultConfigMapName, "two policies published", func(b engine.Bundle) bool { return len(b.Policies) == 2 })
 	create(t, bigPolicy(ns, "noise-b", 900, true))
 	waitForPolicyReady(t, ns, "noise-b", v1alpha1.ReasonBundleTooLarge)
 	return ns, before

@@ -1,12 +1,9 @@
 package controllers_test
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/rand"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"strings"
@@ -29,7 +26,6 @@ import (
 	"github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/controllers"
-	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/manager"
 )
@@ -130,16 +126,6 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
-// newNamespace creates a namespace unique to the test.
-func newNamespace(t *testing.T) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "tg-"}}
-	if err := k8s.Create(context.Background(), ns); err != nil {
-		t.Fatalf("creating namespace: %v", err)
-	}
-	return ns.Name
-}
-
 func getBundleConfigMap(t *testing.T, ns string) (*corev1.ConfigMap, bool) {
 	t.Helper()
 	var cm corev1.ConfigMap
@@ -151,66 +137,6 @@ func getBundleConfigMap(t *testing.T, ns string) (*corev1.ConfigMap, bool) {
 		t.Fatalf("getting bundle ConfigMap: %v", err)
 	}
 	return &cm, true
-}
-
-// decodeBundle reads a bundle ConfigMap as a sidecar does, checking the
-// revision annotation against the document.
-func decodeBundle(cm *corev1.ConfigMap) (engine.Bundle, error) {
-	var doc []byte
-	switch {
-	case cm.Data[bundle.Key] != "" && cm.BinaryData[bundle.GzipKey] == nil:
-		doc = []byte(cm.Data[bundle.Key])
-	case cm.BinaryData[bundle.GzipKey] != nil && cm.Data[bundle.Key] == "":
-		zr, err := gzip.NewReader(bytes.NewReader(cm.BinaryData[bundle.GzipKey]))
-		if err != nil {
-			return engine.Bundle{}, err
-		}
-		if doc, err = io.ReadAll(zr); err != nil {
-			return engine.Bundle{}, err
-		}
-	default:
-		return engine.Bundle{}, fmt.Errorf("want exactly one of %s and %s, got data keys %v and binaryData keys %v",
-			bundle.Key, bundle.GzipKey, keys(cm.Data), keys(cm.BinaryData))
-	}
-	b, err := engine.Decode(doc)
-	if err != nil {
-		return engine.Bundle{}, err
-	}
-	if got := cm.Annotations[v1alpha1.RevisionAnnotation]; got != b.Revision {
-		return engine.Bundle{}, fmt.Errorf("annotation %s=%q, document revision %q", v1alpha1.RevisionAnnotation, got, b.Revision)
-	}
-	if cm.Labels[v1alpha1.BundleLabel] != "true" || cm.Labels[v1alpha1.ManagedByLabel] != "toolgate" {
-		return engine.Bundle{}, fmt.Errorf("labels %v", cm.Labels)
-	}
-	return b, nil
-}
-
-// waitForBundle waits until the namespace's published bundle satisfies ok.
-func waitForBundle(t *testing.T, ns, what string, ok func(engine.Bundle) bool) (*corev1.ConfigMap, engine.Bundle) {
-	t.Helper()
-	var cm *corev1.ConfigMap
-	var b engine.Bundle
-	testenv.Eventually(t, what, func() (bool, string) {
-		var found bool
-		cm, found = getBundleConfigMap(t, ns)
-		if !found {
-			return false, "no bundle ConfigMap"
-		}
-		var err error
-		if b, err = decodeBundle(cm); err != nil {
-			return false, err.Error()
-		}
-		return ok(b), fmt.Sprintf("bundle revision %s has %d policies and %d frozen agents", b.Revision, len(b.Policies), len(b.FrozenAgents))
-	})
-	return cm, b
-}
-
-func keys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }
 
 // policy builds a Policy of n rules: rule i denies tool_i when

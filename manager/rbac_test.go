@@ -54,7 +54,7 @@ func TestGeneratedRoleIsEnough(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ns := newNamespace(t)
+	ns := testenv.Namespace(t, k8s, "mgr-")
 	o := testOptions() // all namespaces: cluster-wide list and watch
 	o.LeaderElect, o.LeaderElectionNamespace = true, ns
 	o.Kubeconfig = writeKubeconfigFor(t, authn)
@@ -67,7 +67,7 @@ func TestGeneratedRoleIsEnough(t *testing.T) {
 	if err := k8s.Create(ctx, bad); err != nil {
 		t.Fatal(err)
 	}
-	waitForBundle(t, ns, bundle.DefaultConfigMapName)
+	testenv.WaitForBundle(t, k8s, ns, bundle.DefaultConfigMapName, "bundle ConfigMap in "+ns, nil)
 	testenv.Eventually(t, "CompileError status and event", func() (bool, string) {
 		var p v1alpha1.Policy
 		if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: "bad"}, &p); err != nil {
@@ -104,7 +104,7 @@ func writeKubeconfigFor(t *testing.T, u *envtest.AuthenticatedUser) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return writeKubeconfig(t, data)
+	return testenv.WriteKubeconfig(t, data)
 }
 
 // TestSigningKeyWatchNeedsOnlyItsSecret runs a signing manager as a user
@@ -141,7 +141,7 @@ func TestSigningKeyWatchNeedsOnlyItsSecret(t *testing.T) {
 		t.Fatalf("role.yaml's Role has no rule naming %s: %+v", bundle.SigningKeySecretName, local.Rules)
 	}
 	ctx := context.Background()
-	sns, ns := newNamespace(t), newNamespace(t)
+	sns, ns := testenv.Namespace(t, k8s, "mgr-"), testenv.Namespace(t, k8s, "mgr-")
 	const user = "toolgate-manager-signing-rbac-test"
 	cluster.ObjectMeta = metav1.ObjectMeta{Name: user}
 	must(t, k8s.Create(ctx, &cluster))

@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -52,15 +51,6 @@ func runInBackground(t *testing.T, o Options) func() error {
 	return stop
 }
 
-func newNamespace(t *testing.T) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "mgr-"}}
-	if err := k8s.Create(context.Background(), ns); err != nil {
-		t.Fatal(err)
-	}
-	return ns.Name
-}
-
 func createPolicy(t *testing.T, ns, name string) {
 	t.Helper()
 	p := &v1alpha1.Policy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
@@ -68,15 +58,6 @@ func createPolicy(t *testing.T, ns, name string) {
 	if err := k8s.Create(context.Background(), p); err != nil {
 		t.Fatal(err)
 	}
-}
-
-func waitForBundle(t *testing.T, ns, name string) {
-	t.Helper()
-	testenv.Eventually(t, "bundle ConfigMap in "+ns, func() (bool, string) {
-		var cm corev1.ConfigMap
-		err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &cm)
-		return err == nil, fmt.Sprint(err)
-	})
 }
 
 func get(url string) (int, string, error) {
@@ -90,9 +71,9 @@ func get(url string) (int, string, error) {
 }
 
 func TestRunServesProbesAndMetricsAndPublishes(t *testing.T) {
-	ns := newNamespace(t)
+	ns := testenv.Namespace(t, k8s, "mgr-")
 	o := testOptions(ns)
-	o.Kubeconfig = writeKubeconfig(t, kubeconfig)
+	o.Kubeconfig = testenv.WriteKubeconfig(t, kubeconfig)
 	o.HealthProbeBindAddress, o.MetricsBindAddress = testenv.FreeLoopbackAddr(t), testenv.FreeLoopbackAddr(t)
 	o.Controller.ConfigMapName = "custom-bundle"
 	stop := runInBackground(t, o)
@@ -109,7 +90,7 @@ func TestRunServesProbesAndMetricsAndPublishes(t *testing.T) {
 	}
 
 	createPolicy(t, ns, "p")
-	waitForBundle(t, ns, "custom-bundle")
+	testenv.WaitForBundle(t, k8s, ns, "custom-bundle", "bundle ConfigMap in "+ns, nil)
 	testenv.Eventually(t, "metrics", func() (bool, string) {
 		code, body, err := get("http://" + o.MetricsBindAddress + "/metrics")
 		for _, want := range []string{
@@ -131,16 +112,16 @@ func TestRunServesProbesAndMetricsAndPublishes(t *testing.T) {
 }
 
 func TestRunHonoursKUBECONFIG(t *testing.T) {
-	t.Setenv("KUBECONFIG", writeKubeconfig(t, kubeconfig))
-	ns := newNamespace(t)
+	t.Setenv("KUBECONFIG", testenv.WriteKubeconfig(t, kubeconfig))
+	ns := testenv.Namespace(t, k8s, "mgr-")
 	runInBackground(t, testOptions(ns))
 	createPolicy(t, ns, "p")
-	waitForBundle(t, ns, bundle.DefaultConfigMapName)
+	testenv.WaitForBundle(t, k8s, ns, bundle.DefaultConfigMapName, "bundle ConfigMap in "+ns, nil)
 }
 
 func TestRunFailsOnUnusableConfiguration(t *testing.T) {
 	o := testOptions()
-	o.Kubeconfig = writeKubeconfig(t, []byte("this: is: not a kubeconfig"))
+	o.Kubeconfig = testenv.WriteKubeconfig(t, []byte("this: is: not a kubeconfig"))
 	if err := Run(context.Background(), o); err == nil || !strings.Contains(err.Error(), "--kubeconfig") {
 		t.Errorf("garbage kubeconfig: %v", err)
 	}
@@ -152,7 +133,7 @@ func TestRunFailsOnUnusableConfiguration(t *testing.T) {
 }
 
 func TestNamespacesLimitWhatIsWatched(t *testing.T) {
-	a, b := newNamespace(t), newNamespace(t)
+	a, b := testenv.Namespace(t, k8s, "mgr-"), testenv.Namespace(t, k8s, "mgr-")
 	mgr, err := New(restCfg, testOptions(a))
 	if err != nil {
 		t.Fatal(err)
@@ -171,13 +152,13 @@ func TestNamespacesLimitWhatIsWatched(t *testing.T) {
 }
 
 func TestLeaderElection(t *testing.T) {
-	ns := newNamespace(t)
+	ns := testenv.Namespace(t, k8s, "mgr-")
 	o := testOptions(ns)
-	o.Kubeconfig = writeKubeconfig(t, kubeconfig)
+	o.Kubeconfig = testenv.WriteKubeconfig(t, kubeconfig)
 	o.LeaderElect, o.LeaderElectionNamespace = true, ns
 	stop := runInBackground(t, o)
 	createPolicy(t, ns, "p")
-	waitForBundle(t, ns, bundle.DefaultConfigMapName) // only the leader publishes
+	testenv.WaitForBundle(t, k8s, ns, bundle.DefaultConfigMapName, "bundle ConfigMap in "+ns, nil) // only the leader publishes
 	var lease coordinationv1.Lease
 	key := types.NamespacedName{Namespace: ns, Name: LeaderElectionID}
 	if err := k8s.Get(context.Background(), key, &lease); err != nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {

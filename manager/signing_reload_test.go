@@ -47,7 +47,7 @@ func endorsedSignature(t *testing.T, ns string, trusted *bundle.TrustedKeys) (bu
 // manager restricted to other namespaces has stopped re-signing.
 func strayBundle(t *testing.T, key bundle.SigningKey) (string, *corev1.ConfigMap) {
 	t.Helper()
-	ns := newNamespace(t)
+	ns := testenv.Namespace(t, k8s, "mgr-")
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: bundle.DefaultConfigMapName,
 		Labels: map[string]string{v1alpha1.BundleLabel: "true", v1alpha1.ManagedByLabel: v1alpha1.ManagedByValue}},
 		Data: map[string]string{bundle.SignatureKey: string(key.Sign(ns, "sha256:00", 1))}}
@@ -62,7 +62,7 @@ func strayBundle(t *testing.T, key bundle.SigningKey) (string, *corev1.ConfigMap
 // policy change made after promote reaches it: it accepted the new key
 // through its endorsement.
 func TestKeyRotationWithoutRestart(t *testing.T) {
-	sns, ns := newNamespace(t), newNamespace(t)
+	sns, ns := testenv.Namespace(t, k8s, "mgr-"), testenv.Namespace(t, k8s, "mgr-")
 	ctx := context.Background()
 	runInBackground(t, signingOptions(t, sns, ns))
 	createPolicy(t, ns, "p")
@@ -147,7 +147,7 @@ func TestKeyRotationWithoutRestart(t *testing.T) {
 }
 
 func TestRetireForceOverridesBundlesStillSigned(t *testing.T) {
-	sns := newNamespace(t)
+	sns := testenv.Namespace(t, k8s, "mgr-")
 	ctx := context.Background()
 	_, err := EnsureSigningKeys(ctx, k8s, sns, bundle.SigningKeySecretName)
 	must(t, err)
@@ -197,7 +197,7 @@ func warningEvents(t *testing.T, sns string, notes ...string) int {
 // publishes unsigned, and says so (event, metric); a valid Secret put back
 // is taken at once.
 func TestAttackGarbageInTheKeySecretKeepsTheLastValidKeyring(t *testing.T) {
-	sns, ns := newNamespace(t), newNamespace(t)
+	sns, ns := testenv.Namespace(t, k8s, "mgr-"), testenv.Namespace(t, k8s, "mgr-")
 	ctx := context.Background()
 	runInBackground(t, signingOptions(t, sns, ns))
 	createPolicy(t, ns, "p")

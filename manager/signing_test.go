@@ -37,7 +37,7 @@ import (
 func signingOptions(t *testing.T, sns string, namespaces ...string) Options {
 	t.Helper()
 	o := testOptions(namespaces...)
-	o.Kubeconfig = writeKubeconfig(t, kubeconfig)
+	o.Kubeconfig = testenv.WriteKubeconfig(t, kubeconfig)
 	o.Signing.Namespace = sns
 	return o
 }
@@ -76,7 +76,7 @@ func bundleSignature(t *testing.T, ns string, trusted *bundle.TrustedKeys) (bund
 }
 
 func TestSigningKeyCreatedOnFirstStart(t *testing.T) {
-	sns, ns := newNamespace(t), newNamespace(t)
+	sns, ns := testenv.Namespace(t, k8s, "mgr-"), testenv.Namespace(t, k8s, "mgr-")
 	stop := runInBackground(t, signingOptions(t, sns, ns))
 	pub := publishedKeys(t, sns)
 	ring := secretKeyring(t, sns)
@@ -118,7 +118,7 @@ func TestSigningKeyCreatedOnFirstStart(t *testing.T) {
 	}
 
 	// Two replicas racing on a namespace without the Secret agree too.
-	fresh := newNamespace(t)
+	fresh := testenv.Namespace(t, k8s, "mgr-")
 	for i := range ids {
 		wg.Go(func() {
 			r, err := EnsureSigningKeys(context.Background(), k8s, fresh, bundle.SigningKeySecretName)
@@ -138,7 +138,7 @@ func TestSigningKeyCreatedOnFirstStart(t *testing.T) {
 }
 
 func TestCorruptSigningKeySecretStopsTheManager(t *testing.T) {
-	sns := newNamespace(t)
+	sns := testenv.Namespace(t, k8s, "mgr-")
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: sns, Name: bundle.SigningKeySecretName},
 		Data: map[string][]byte{bundle.SigningKeySecretKey: []byte("not a key")}}
 	if err := k8s.Create(context.Background(), s); err != nil {
@@ -154,7 +154,7 @@ func TestCorruptSigningKeySecretStopsTheManager(t *testing.T) {
 // returns its base URL.
 func runSidecar(t *testing.T, o sidecar.Options) string {
 	t.Helper()
-	o.Kubeconfig = writeKubeconfig(t, kubeconfig)
+	o.Kubeconfig = testenv.WriteKubeconfig(t, kubeconfig)
 	o.Listen, o.MetricsListen, o.DecisionLog = []string{"127.0.0.1:0"}, "", sidecar.DecisionLogNone
 	ctx, cancel := context.WithCancel(context.Background())
 	addrs, done := make(chan net.Addr, 1), make(chan error, 1)
@@ -222,7 +222,7 @@ func rejectedTotal(t *testing.T, base string) string {
 }
 
 func TestKeyRotationKeepsSidecarsServing(t *testing.T) {
-	sns, ns := newNamespace(t), newNamespace(t)
+	sns, ns := testenv.Namespace(t, k8s, "mgr-"), testenv.Namespace(t, k8s, "mgr-")
 	ctx := context.Background()
 	stop := runInBackground(t, signingOptions(t, sns, ns))
 	createPolicy(t, ns, "p")
@@ -322,7 +322,7 @@ func selfSignedCert(t *testing.T, dir string) []byte {
 // container's own arguments run as the real sidecar loop against the bundle
 // ConfigMap. Then a namespace editor's forged bundle is refused.
 func TestInjectedSidecarTrustsOperatorKeys(t *testing.T) {
-	sns, ns := newNamespace(t), newNamespace(t)
+	sns, ns := testenv.Namespace(t, k8s, "mgr-"), testenv.Namespace(t, k8s, "mgr-")
 	ctx := context.Background()
 	certDir := t.TempDir()
 	caBundle := selfSignedCert(t, certDir)
@@ -444,13 +444,13 @@ func injectedArg(t *testing.T, ns, name, prefix string) string {
 }
 
 func TestSigningKeyCommandRotates(t *testing.T) {
-	sns := newNamespace(t)
+	sns := testenv.Namespace(t, k8s, "mgr-")
 	run := func(args ...string) string {
 		t.Helper()
 		cmd := NewCommand()
 		var out strings.Builder
 		cmd.SetOut(&out)
-		cmd.SetArgs(append([]string{"signing-key", "-n", sns, "--kubeconfig", writeKubeconfig(t, kubeconfig)}, args...))
+		cmd.SetArgs(append([]string{"signing-key", "-n", sns, "--kubeconfig", testenv.WriteKubeconfig(t, kubeconfig)}, args...))
 		must(t, cmd.Execute())
 		return out.String()
 	}
@@ -470,7 +470,7 @@ func TestSigningKeyCommandRotates(t *testing.T) {
 		t.Fatalf("retire: %q", got)
 	}
 	cmd := NewCommand()
-	cmd.SetArgs([]string{"signing-key", "-n", sns, "--kubeconfig", writeKubeconfig(t, kubeconfig), "retire", "ed25519:nope"})
+	cmd.SetArgs([]string{"signing-key", "-n", sns, "--kubeconfig", testenv.WriteKubeconfig(t, kubeconfig), "retire", "ed25519:nope"})
 	cmd.SetOut(new(strings.Builder))
 	cmd.SetErr(new(strings.Builder))
 	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "no key") {

@@ -2,7 +2,6 @@ package manager
 
 import (
 	"os"
-	"path/filepath"
 	"testing"
 
 	"k8s.io/client-go/rest"
@@ -24,13 +23,4 @@ func TestMain(m *testing.M) {
 	os.Exit(testenv.Main(m, func(s testenv.Suite) {
 		env, restCfg, k8s, kubeconfig = s.Env, s.Config, s.Client, s.Env.KubeConfig
 	}))
-}
-
-func writeKubeconfig(t *testing.T, data []byte) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }

@@ -1,12 +1,9 @@
 package rego
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"encoding/json"
 	"flag"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +12,7 @@ import (
 
 	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/manifest"
 )
 
@@ -89,7 +87,7 @@ func TestExportLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	names, _ := untar(t, doc)
+	names, _ := testenv.Untar(t, doc, "")
 	if got := strings.Join(names, " "); got != "/.manifest /toolgate/policy.rego /data.json" {
 		t.Errorf("tar holds %s", got)
 	}
@@ -162,31 +160,5 @@ func TestFieldRefs(t *testing.T) {
 	p, _ := engine.ParsePath("resource.name")
 	if got := field(p, modeResource); got != "r.name" {
 		t.Errorf("in a per-resource evaluation resource.name is %s", got)
-	}
-}
-
-// untar reads a bundle.tar.gz: its entries' names in order, and their
-// contents by name.
-func untar(t *testing.T, doc []byte) ([]string, map[string][]byte) {
-	t.Helper()
-	zr, err := gzip.NewReader(bytes.NewReader(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := tar.NewReader(zr)
-	var names []string
-	files := map[string][]byte{}
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return names, files
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		names = append(names, h.Name)
-		if files[h.Name], err = io.ReadAll(tr); err != nil {
-			t.Fatal(err)
-		}
 	}
 }

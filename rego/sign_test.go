@@ -9,6 +9,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // edSigner is a Signer over a bare Ed25519 key (bundle.SigningKey is the
@@ -34,12 +36,12 @@ func TestSignedTar(t *testing.T) {
 	if again, _ := out.Tar(s); !bytes.Equal(doc, again) {
 		t.Fatal("the signed tar is not reproducible: an unchanged bundle would be rewritten")
 	}
-	names, files := untar(t, doc)
+	names, files := testenv.Untar(t, doc, "")
 	if got := strings.Join(names, " "); got != "/.signatures.json /.manifest /toolgate/policy.rego /data.json" {
 		t.Fatalf("signed tar holds %s", got)
 	}
 	var sigs signatures
-	if err := json.Unmarshal(files["/"+SignaturesFile], &sigs); err != nil || len(sigs.Signatures) != 1 {
+	if err := json.Unmarshal([]byte(files["/"+SignaturesFile]), &sigs); err != nil || len(sigs.Signatures) != 1 {
 		t.Fatalf(".signatures.json: %s (%v)", files["/"+SignaturesFile], err)
 	}
 	parts := strings.Split(sigs.Signatures[0], ".")
@@ -59,7 +61,7 @@ func TestSignedTar(t *testing.T) {
 		t.Fatalf("claims %s (%v)", payload, err)
 	}
 	for _, f := range claims.Files {
-		want, _ := hashFile(f.Name, files["/"+f.Name])
+		want, _ := hashFile(f.Name, []byte(files["/"+f.Name]))
 		if f.Algorithm != "SHA-256" || f.Hash != hex.EncodeToString(want) {
 			t.Errorf("%+v", f)
 		}

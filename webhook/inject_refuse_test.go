@@ -5,12 +5,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -281,12 +281,15 @@ func TestAttackUnguardedPodRefusedInEnforceNamespace(t *testing.T) {
 	}
 }
 
-// setInjectorURL points the pod webhook at url until the test ends.
+// setInjectorURL points the pod webhook at url, an injector that cannot
+// answer, until the test ends. Each change waits until the API server
+// calls the webhook the new way: the configuration reaches its admission
+// chain through an informer.
 func setInjectorURL(t *testing.T, url string) {
 	t.Helper()
 	ctx := context.Background()
 	var saved *string
-	change := func(to func(*string) *string) {
+	change := func(to func(*string) *string, injected bool) {
 		t.Helper()
 		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			var m admissionv1.MutatingWebhookConfiguration
@@ -303,10 +306,29 @@ func setInjectorURL(t *testing.T, url string) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		waitForInjector(t, injected)
 	}
-	change(func(old *string) *string { saved = old; return &url })
-	t.Cleanup(func() { change(func(*string) *string { return saved }) })
-	time.Sleep(2 * time.Second) // the API server's webhook configuration cache
+	change(func(old *string) *string { saved = old; return &url }, false)
+	t.Cleanup(func() { change(func(*string) *string { return saved }, true) })
+}
+
+// waitForInjector waits until a dry-run create of an annotated Pod, outside
+// any enforce namespace, comes back injected (the injector answers) or not
+// (the API server ignores its failed call).
+func waitForInjector(t *testing.T, injected bool) {
+	t.Helper()
+	what := "the API server to call the injector"
+	if !injected {
+		what = "the API server to find no injector"
+	}
+	testenv.Eventually(t, what, func() (bool, string) {
+		p := pod("injector-probe", injectMe)
+		if err := k8sClient.Create(context.Background(), p, client.DryRunAll); err != nil {
+			return false, err.Error()
+		}
+		got := sidecarOf(t, p) != nil
+		return got == injected, fmt.Sprintf("a dry-run annotated Pod injected: %v", got)
+	})
 }
 
 // Malformed roles or environment annotations are refused at admission,

@@ -1,5 +1,7 @@
-// Package testenv finds the real control plane (kube-apiserver and etcd) for
-// envtest suites. It never skips: a suite that cannot get its binaries fails.
+// Package testenv is what the test suites share: the real control plane
+// (kube-apiserver and etcd) for envtest suites, helm, and the helpers more
+// than one package needs (waits, namespaces, bundles, kubeconfigs, RBAC,
+// tars). It never skips: a suite that cannot get its binaries fails.
 package testenv
 
 import (
@@ -12,7 +14,6 @@ import (
 	goruntime "runtime"
 	"strings"
 	"testing"
-	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -116,22 +117,4 @@ func WriteTree(t testing.TB, files map[string]string) string {
 		}
 	}
 	return dir
-}
-
-// Eventually polls cond until it holds, failing t with cond's last
-// explanation after 30 s: a guard against hangs, not a timing assertion.
-func Eventually(t testing.TB, what string, cond func() (bool, string)) {
-	t.Helper()
-	const waitFor, poll = 30 * time.Second, 20 * time.Millisecond
-	deadline := time.Now().Add(waitFor)
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %s: %s", what, waitFor, why)
-		}
-		time.Sleep(poll)
-	}
 }

@@ -22,7 +22,7 @@ func TestChartCRDsAreGenerated(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("hack/chart-crds.sh: %v\n%s", err, out)
 	}
-	committed := filepath.Join(chartDir(), "templates", "crds")
+	committed := filepath.Join(testenv.ChartDir(), "templates", "crds")
 	want, got := readDir(t, fresh), readDir(t, committed)
 	for name, content := range want {
 		if !bytes.Equal(got[name], content) {

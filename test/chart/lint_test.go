@@ -3,12 +3,14 @@ package chart
 import (
 	"strings"
 	"testing"
+
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 func TestHelmLint(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{{}, {"--strict"}, append([]string{"--strict"}, nonDefault...)} {
-		out, err := helm(append([]string{"lint", chartDir(), "--namespace", releaseNamespace}, args...)...)
+		out, err := helm.Run(append([]string{"lint", testenv.ChartDir(), "--namespace", releaseNamespace}, args...)...)
 		if err != nil {
 			t.Errorf("helm lint %v: %v", args, err)
 			continue

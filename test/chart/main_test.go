@@ -5,12 +5,9 @@
 package chart
 
 import (
-	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"k8s.io/client-go/rest"
@@ -22,9 +19,9 @@ import (
 
 // One control plane and one helm binary for the whole package.
 var (
-	helmBin string
-	cfg     *rest.Config
-	k8s     client.Client
+	helm testenv.Helm
+	cfg  *rest.Config
+	k8s  client.Client
 )
 
 func TestMain(m *testing.M) {
@@ -33,7 +30,7 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) int {
 	var err error
-	if helmBin, err = installHelm(); err != nil {
+	if helm, err = testenv.InstallHelm(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -63,21 +60,4 @@ func run(m *testing.M) int {
 		return 1
 	}
 	return m.Run()
-}
-
-// installHelm builds helm once with hack/install-helm.sh (cached in bin/) and
-// returns the path it prints last.
-func installHelm() (string, error) {
-	cmd := exec.Command(filepath.Join(testenv.RepoRoot(), "hack", "install-helm.sh"))
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("building helm with hack/install-helm.sh: %w", err)
-	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	bin := lines[len(lines)-1]
-	if _, err := os.Stat(bin); err != nil {
-		return "", fmt.Errorf("hack/install-helm.sh printed %q: %w", bin, err)
-	}
-	return bin, nil
 }

@@ -1,12 +1,9 @@
 package chart
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,8 +20,6 @@ const (
 	releaseName      = "toolgate"
 	releaseNamespace = "toolgate-system"
 )
-
-func chartDir() string { return filepath.Join(testenv.RepoRoot(), "charts", "toolgate") }
 
 // nonDefault is every switch away from its default at once.
 var nonDefault = []string{
@@ -51,24 +46,13 @@ var nonDefault = []string{
 	"--set", "networkPolicy.monitoringPodSelector.matchLabels.app=prometheus",
 }
 
-// helm runs the helm binary and returns stdout, or an error carrying stderr.
-func helm(args ...string) (string, error) {
-	cmd := exec.Command(helmBin, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return stdout.String(), fmt.Errorf("helm %s: %w\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
-	}
-	return stdout.String(), nil
-}
-
 // helmTemplate renders the chart as release toolgate in toolgate-system.
 func helmTemplate(args ...string) (string, error) {
 	return helmTemplateAs(releaseName, releaseNamespace, args...)
 }
 
 func helmTemplateAs(release, namespace string, args ...string) (string, error) {
-	return helm(append([]string{"template", release, chartDir(), "--namespace", namespace}, args...)...)
+	return helm.Run(append([]string{"template", release, testenv.ChartDir(), "--namespace", namespace}, args...)...)
 }
 
 // render renders the chart and decodes every object, failing the test on

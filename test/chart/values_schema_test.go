@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // TestValueMistakesFailTheInstall: the schema turns typos and wrong types
@@ -97,7 +99,7 @@ type schema = map[string]any
 
 func loadSchema(t *testing.T) schema {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(chartDir(), "values.schema.json"))
+	raw, err := os.ReadFile(filepath.Join(testenv.ChartDir(), "values.schema.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +144,7 @@ func TestSchemaIsClosed(t *testing.T) {
 func TestValuesAreDocumentedAndDeclared(t *testing.T) {
 	t.Parallel()
 	root := loadSchema(t)
-	raw, err := os.ReadFile(filepath.Join(chartDir(), "values.yaml"))
+	raw, err := os.ReadFile(filepath.Join(testenv.ChartDir(), "values.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -121,7 +121,7 @@ func dockerfileFinalStage(t *testing.T) ([]string, string) {
 // their Service.
 func TestHelmInstall(t *testing.T) {
 	started := time.Now()
-	out, err := helm(append([]string{"install", release, chartDir(), "-n", releaseNS, "--create-namespace", "--wait", "--timeout", "4m"}, installArgs...)...)
+	out, err := helm.Run(append([]string{"install", release, testenv.ChartDir(), "-n", releaseNS, "--create-namespace", "--wait", "--timeout", "4m"}, installArgs...)...)
 	if err != nil {
 		pods, _ := kubectl("get", "pods", "-A", "-o", "wide")
 		desc, _ := kubectl("describe", "pods", "-n", releaseNS)
@@ -146,67 +146,67 @@ func TestHelmInstall(t *testing.T) {
 		}
 	}
 	// Leader election: one of the Pods holds a Lease in the release namespace.
-	eventually(t, 60*time.Second, "a manager holds the leader Lease", func() string {
+	testenv.EventuallyWithin(t, 60*time.Second, poll, "a manager holds the leader Lease", func() (bool, string) {
 		leases, err := node.Clientset.CoordinationV1().Leases(releaseNS).List(c, metav1.ListOptions{})
 		if err != nil {
-			return err.Error()
+			return false, err.Error()
 		}
 		for _, l := range leases.Items {
 			if l.Spec.HolderIdentity != nil {
 				for _, p := range pods.Items {
 					if strings.HasPrefix(*l.Spec.HolderIdentity, p.Name) {
-						return ""
+						return true, ""
 					}
 				}
 			}
 		}
-		return fmt.Sprintf("%d leases, none held by a manager Pod", len(leases.Items))
+		return false, fmt.Sprintf("%d leases, none held by a manager Pod", len(leases.Items))
 	})
 	// The certificates: created by the manager, the CA injected into both
 	// webhook configurations.
-	eventually(t, 60*time.Second, "webhook CA bundles injected", func() string {
+	testenv.EventuallyWithin(t, 60*time.Second, poll, "webhook CA bundles injected", func() (bool, string) {
 		v, err := node.Clientset.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(c, release+"-validating-webhook", metav1.GetOptions{})
 		if err != nil {
-			return err.Error()
+			return false, err.Error()
 		}
 		m, err := node.Clientset.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(c, release+"-mutating-webhook", metav1.GetOptions{})
 		if err != nil {
-			return err.Error()
+			return false, err.Error()
 		}
 		if len(v.Webhooks[0].ClientConfig.CABundle) == 0 || len(m.Webhooks[0].ClientConfig.CABundle) == 0 {
-			return "empty caBundle"
+			return false, "empty caBundle"
 		}
 		if v.Webhooks[0].ClientConfig.Service == nil || m.Webhooks[0].ClientConfig.Service == nil {
-			return "a webhook is not called through its Service"
+			return false, "a webhook is not called through its Service"
 		}
-		return ""
+		return true, ""
 	})
 	mustKubectl(t, "create", "namespace", agentsNS)
 	mustKubectl(t, "create", "serviceaccount", "-n", agentsNS, agentSA)
 	// The validating webhook answers through the Service: a bad regex is
 	// refused by it, with the engine's compile error (the CRD schema cannot
 	// compile a pattern).
-	eventually(t, 60*time.Second, "the Policy webhook refuses a bad regex", func() string {
+	testenv.EventuallyWithin(t, 60*time.Second, poll, "the Policy webhook refuses a bad regex", func() (bool, string) {
 		out, err := kubectlStdin(badPolicy("probe-bad-regex"), "apply", "--dry-run=server", "-n", agentsNS, "-f", "-")
 		if err == nil {
-			return "accepted: " + out
+			return false, "accepted: " + out
 		}
 		if !strings.Contains(out, webhookRefusal) {
-			return out
+			return false, out
 		}
-		return ""
+		return true, ""
 	})
 	// The mutating webhook answers through the Service: a dry run of an
 	// annotated Pod comes back with the sidecar.
-	eventually(t, 60*time.Second, "the injector answers", func() string {
+	testenv.EventuallyWithin(t, 60*time.Second, poll, "the injector answers", func() (bool, string) {
 		pod := agentPod("probe-inject", true)
 		if err := node.Client.Create(c, pod, client.DryRunAll); err != nil {
-			return err.Error()
+			return false, err.Error()
 		}
 		if len(pod.Spec.InitContainers) == 0 || pod.Spec.InitContainers[0].Name != webhook.SidecarName {
-			return "no sidecar injected"
+			return false, "no sidecar injected"
 		}
-		return ""
+		return true, ""
 	})
 }
 
@@ -296,18 +296,18 @@ func TestAgentDeployment(t *testing.T) {
 		t.Fatal(err)
 	}
 	var pod corev1.Pod
-	eventually(t, 120*time.Second, "the agent Pod is Ready", func() string {
+	testenv.EventuallyWithin(t, 120*time.Second, poll, "the agent Pod is Ready", func() (bool, string) {
 		pods, err := node.Clientset.CoreV1().Pods(agentsNS).List(c, metav1.ListOptions{LabelSelector: "app=" + agentDepl})
 		if err != nil || len(pods.Items) != 1 {
-			return fmt.Sprintf("%v pods, %v", len(pods.Items), err)
+			return false, fmt.Sprintf("%v pods, %v", len(pods.Items), err)
 		}
 		pod = pods.Items[0]
 		for _, cond := range pod.Status.Conditions {
 			if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
-				return ""
+				return true, ""
 			}
 		}
-		return fmt.Sprintf("phase %s, init %+v", pod.Status.Phase, pod.Status.InitContainerStatuses)
+		return false, fmt.Sprintf("phase %s, init %+v", pod.Status.Phase, pod.Status.InitContainerStatuses)
 	})
 	logDuration(t, "annotated agent Deployment created -> Pod Ready (sidecar injected, bundle loaded)", time.Since(started))
 	agentPodName = pod.Name
@@ -395,8 +395,8 @@ spec: {agentId: %s, reason: "cluster test: freeze on a real node"}
 }
 
 // watchUntil starts the agent asking the sidecar (over the socket) every
-// 10 ms, runs action, and returns how long after action started the answer's
-// field became value.
+// 10 ms, runs action once the agent has its first answer, and returns how
+// long after action started the answer's field became value.
 func watchUntil(t *testing.T, field, value string, action func()) time.Duration {
 	t.Helper()
 	cmd := exec.Command(node.Bins.Kubectl, "exec", "-n", agentsNS, agentPodName, "-c", "agent", "--", agentBinary, "watch", "env", request(t, "bash_ls.json"), field, value)
@@ -409,13 +409,13 @@ func watchUntil(t *testing.T, field, value string, action func()) time.Duration 
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// "watching": it has had an answer, so what follows times action alone.
 	lines := bufio.NewScanner(stdout)
 	if !lines.Scan() || lines.Text() != "watching" {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		t.Fatalf("the agent's watch did not start: %q", lines.Text())
 	}
-	time.Sleep(100 * time.Millisecond) // it has asked at least once
 	started := time.Now()
 	action()
 	var at int64
@@ -480,15 +480,15 @@ spec:
 	if len(p.Status.InitContainerStatuses) == 0 || p.Status.InitContainerStatuses[0].Name != webhook.SidecarName {
 		t.Fatalf("the Job's Pod has no sidecar: %+v", p.Status.InitContainerStatuses)
 	}
-	eventually(t, 30*time.Second, "the Job's sidecar stopped", func() string {
+	testenv.EventuallyWithin(t, 30*time.Second, poll, "the Job's sidecar stopped", func() (bool, string) {
 		got, err := node.Clientset.CoreV1().Pods(agentsNS).Get(c, p.Name, metav1.GetOptions{})
 		if err != nil {
-			return err.Error()
+			return false, err.Error()
 		}
 		if s := got.Status.InitContainerStatuses[0]; s.State.Terminated == nil {
-			return fmt.Sprintf("sidecar state %+v", s.State)
+			return false, fmt.Sprintf("sidecar state %+v", s.State)
 		}
-		return ""
+		return true, ""
 	})
 	logs := mustKubectl(t, "logs", "-n", agentsNS, p.Name, "-c", "agent")
 	var a answer
@@ -508,12 +508,12 @@ func TestWebhookOutage(t *testing.T) {
 		mustKubectl(t, "scale", "deployment", "-n", releaseNS, manager, "--replicas=2")
 		mustKubectl(t, "rollout", "status", "deployment", "-n", releaseNS, manager, "--timeout=180s")
 	}()
-	eventually(t, 60*time.Second, "no manager Pod left", func() string {
+	testenv.EventuallyWithin(t, 60*time.Second, poll, "no manager Pod left", func() (bool, string) {
 		pods, err := node.Clientset.CoreV1().Pods(releaseNS).List(c, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=manager"})
 		if err != nil || len(pods.Items) > 0 {
-			return fmt.Sprintf("%d pods %v", len(pods.Items), err)
+			return false, fmt.Sprintf("%d pods %v", len(pods.Items), err)
 		}
-		return ""
+		return true, ""
 	})
 	pod := agentPod("outage-agent", true)
 	if err := node.Client.Create(c, pod); err != nil {
@@ -522,12 +522,12 @@ func TestWebhookOutage(t *testing.T) {
 	if len(pod.Spec.InitContainers)+len(pod.Spec.Containers) != 1 {
 		t.Fatalf("the Pod got containers without an injector: %+v %+v", pod.Spec.InitContainers, pod.Spec.Containers)
 	}
-	eventually(t, 60*time.Second, "the uninjected Pod runs", func() string {
+	testenv.EventuallyWithin(t, 60*time.Second, poll, "the uninjected Pod runs", func() (bool, string) {
 		got, err := node.Clientset.CoreV1().Pods(agentsNS).Get(c, pod.Name, metav1.GetOptions{})
 		if err != nil || got.Status.Phase != corev1.PodRunning {
-			return fmt.Sprintf("%v %v", got.Status.Phase, err)
+			return false, fmt.Sprintf("%v %v", got.Status.Phase, err)
 		}
-		return ""
+		return true, ""
 	})
 	// Its agent finds no sidecar: every call fails, nothing is allowed.
 	if a, out, err := evaluateIn(agentsNS, pod.Name, "agent", "http://127.0.0.1:8181", request(t, "bash_ls.json")); err == nil {
@@ -546,16 +546,16 @@ func TestWebhookOutage(t *testing.T) {
 	mustKubectl(t, "create", "serviceaccount", "-n", enforceNS, agentSA)
 	enforced := agentPod("outage-enforced", true)
 	enforced.Namespace = enforceNS
-	eventually(t, 30*time.Second, "the enforce namespace refuses an uninjected Pod", func() string {
+	testenv.EventuallyWithin(t, 30*time.Second, poll, "the enforce namespace refuses an uninjected Pod", func() (bool, string) {
 		err := node.Client.Create(c, enforced.DeepCopy())
 		if err == nil {
 			_ = node.Client.Delete(c, enforced.DeepCopy())
-			return "created"
+			return false, "created"
 		}
 		if !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) {
-			return err.Error()
+			return false, err.Error()
 		}
-		return ""
+		return true, ""
 	})
 	_ = node.Client.Delete(c, pod)
 }
@@ -599,7 +599,7 @@ func TestHelmUpgradeAndUninstall(t *testing.T) {
 		}
 	}()
 	started := time.Now()
-	out, err := helm(append([]string{"upgrade", release, chartDir(), "-n", releaseNS, "--wait", "--timeout", "4m",
+	out, err := helm.Run(append([]string{"upgrade", release, testenv.ChartDir(), "-n", releaseNS, "--wait", "--timeout", "4m",
 		"--set", "manager.logLevel=debug", "--set", "clusterName=upgraded"}, installArgs...)...)
 	time.Sleep(2 * time.Second)
 	close(stop)
@@ -620,7 +620,7 @@ func TestHelmUpgradeAndUninstall(t *testing.T) {
 		t.Error("the webhook refused no bad Policy during the upgrade")
 	}
 
-	out, err = helm("uninstall", release, "-n", releaseNS, "--wait", "--timeout", "2m")
+	out, err = helm.Run("uninstall", release, "-n", releaseNS, "--wait", "--timeout", "2m")
 	if err != nil {
 		t.Fatalf("helm uninstall: %v\n%s", err, out)
 	}
@@ -663,11 +663,11 @@ func TestHelmUpgradeAndUninstall(t *testing.T) {
 			t.Errorf("left after uninstall: %s %s/%s", gvr.Resource, o.GetNamespace(), o.GetName())
 		}
 	}
-	eventually(t, 60*time.Second, "the manager Pods are gone", func() string {
+	testenv.EventuallyWithin(t, 60*time.Second, poll, "the manager Pods are gone", func() (bool, string) {
 		pods, err := node.Clientset.CoreV1().Pods(releaseNS).List(c, metav1.ListOptions{})
 		if err != nil || len(pods.Items) > 0 {
-			return fmt.Sprintf("%d pods %v", len(pods.Items), err)
+			return false, fmt.Sprintf("%d pods %v", len(pods.Items), err)
 		}
-		return ""
+		return true, ""
 	})
 }

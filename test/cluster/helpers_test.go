@@ -17,19 +17,23 @@ import (
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
-// run runs a command against the node cluster (kubectl, helm) and returns
-// its combined output.
-func run(name string, args ...string) (string, error) {
-	cmd := exec.Command(name, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+node.Kubeconfig, "HELM_CACHE_HOME="+filepath.Join(node.Dir, "helm", "cache"),
-		"HELM_CONFIG_HOME="+filepath.Join(node.Dir, "helm", "config"), "HELM_DATA_HOME="+filepath.Join(node.Dir, "helm", "data"))
+// nodeEnv points kubectl and helm at the node cluster, helm's own
+// directories inside the node's.
+func nodeEnv() []string {
+	return []string{"KUBECONFIG=" + node.Kubeconfig, "HELM_CACHE_HOME=" + filepath.Join(node.Dir, "helm", "cache"),
+		"HELM_CONFIG_HOME=" + filepath.Join(node.Dir, "helm", "config"), "HELM_DATA_HOME=" + filepath.Join(node.Dir, "helm", "data")}
+}
+
+// kubectl runs kubectl against the node cluster and returns its combined
+// output.
+func kubectl(args ...string) (string, error) {
+	cmd := exec.Command(node.Bins.Kubectl, args...)
+	cmd.Env = append(os.Environ(), nodeEnv()...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
 	return out.String(), err
 }
-
-func kubectl(args ...string) (string, error) { return run(node.Bins.Kubectl, args...) }
 
 func mustKubectl(t *testing.T, args ...string) string {
 	t.Helper()
@@ -49,30 +53,9 @@ func kubectlStdin(stdin string, args ...string) (string, error) {
 	return string(out), err
 }
 
-func helmBin() string {
-	return filepath.Join(testenv.RepoRoot(), "bin", "helm-v3.22.0")
-}
-
-func helm(args ...string) (string, error) { return run(helmBin(), args...) }
-
-func chartDir() string { return filepath.Join(testenv.RepoRoot(), "charts", "toolgate") }
-
-// eventually polls cond every 200 ms until it returns "" (done) or timeout
-// passes, then fails with cond's last explanation.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() string) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		why := cond()
-		if why == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %v: %s", what, timeout, why)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
+// poll is how often the suite looks again: each look is a kubectl
+// process or a round trip to the node's API server.
+const poll = 200 * time.Millisecond
 
 func ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 10*time.Minute)

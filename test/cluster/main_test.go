@@ -35,18 +35,27 @@ func archive(name string) string { return filepath.Join(imagesDir, name+".tar") 
 
 var node *localcluster.Node
 
+// helm runs the helm binary hack/install-helm.sh built against the node
+// cluster.
+var helm testenv.Helm
+
 func TestMain(m *testing.M) {
 	if !localcluster.InNode() {
-		// On the host: build the images while the Go toolchain can reach
-		// the module proxy, then run this binary again in the node's
-		// network namespace, and tear down whatever happens there.
+		// On the host: build the images (and helm) while the Go toolchain
+		// can reach the module proxy, then run this binary again in the
+		// node's network namespace, and tear down whatever happens there.
 		os.Exit(localcluster.RunInNode(buildImages))
 	}
 	var err error
+	if helm, err = testenv.InstallHelm(); err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
+		os.Exit(1)
+	}
 	if node, err = localcluster.StartNode([]string{archive("pause"), archive("toolgate"), archive("agent")}); err != nil {
 		fmt.Fprintf(os.Stderr, "FAIL: starting the node cluster: %v\n", err)
 		os.Exit(1)
 	}
+	helm.Env = nodeEnv()
 	fmt.Fprintf(os.Stderr, "localcluster: cluster up (control plane, containerd, images imported, kubelet, node Ready) in %v\n", node.Up.Round(time.Millisecond))
 	code := m.Run()
 	t := time.Now()
@@ -57,8 +66,11 @@ func TestMain(m *testing.M) {
 
 // buildImages writes the three OCI archives: toolgate (the Dockerfile's
 // final stage around the binary built as its build stage builds it), the
-// test agent, and the sandbox image.
+// test agent, and the sandbox image; and builds helm, if not yet in bin/.
 func buildImages() error {
+	if _, err := testenv.InstallHelm(); err != nil {
+		return err
+	}
 	started := time.Now()
 	if err := os.MkdirAll(imagesDir, 0o755); err != nil {
 		return err

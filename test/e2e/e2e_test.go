@@ -105,7 +105,7 @@ func TestEndToEnd(t *testing.T) {
 
 	t.Run("no bundle yet: fail closed", func(t *testing.T) {
 		for mode, addr := range sidecars {
-			d := eventually(t, addr, ls, "NO_POLICIES", is("deny", "NO_POLICIES", ""))
+			d := answersEventually(t, addr, ls, "NO_POLICIES", is("deny", "NO_POLICIES", ""))
 			t.Logf("%s: %v", mode, d)
 			if err := probe(addr, "alive"); err != nil {
 				t.Errorf("%s: liveness probe: %v", mode, err)
@@ -130,8 +130,8 @@ func TestEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 		for mode, addr := range sidecars {
-			eventually(t, addr, ls, "allow", is("allow", "", ""))
-			d := eventually(t, addr, rm, "deny no-rm-rf", is("deny", "", "no-rm-rf"))
+			answersEventually(t, addr, ls, "allow", is("allow", "", ""))
+			d := answersEventually(t, addr, rm, "deny no-rm-rf", is("deny", "", "no-rm-rf"))
 			if d.Reason != "rm -rf is not allowed" {
 				t.Errorf("%s: reason %q", mode, d.Reason)
 			}
@@ -148,7 +148,7 @@ func TestEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 		for mode, addr := range sidecars {
-			d := eventually(t, addr, ls, "AGENT_FROZEN", is("deny", "AGENT_FROZEN", ""))
+			d := answersEventually(t, addr, ls, "AGENT_FROZEN", is("deny", "AGENT_FROZEN", ""))
 			if d.Reason != "incident INC-42" {
 				t.Errorf("%s: reason %q", mode, d.Reason)
 			}
@@ -160,7 +160,7 @@ func TestEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, addr := range sidecars {
-			eventually(t, addr, ls, "allow again", is("allow", "", ""))
+			answersEventually(t, addr, ls, "allow again", is("allow", "", ""))
 		}
 	})
 
@@ -172,7 +172,7 @@ func TestEndToEnd(t *testing.T) {
 		}
 		t.Logf("toolgate freeze said: %s", strings.TrimSpace(string(out)))
 		for mode, addr := range sidecars {
-			d := eventually(t, addr, other, "AGENT_FROZEN", is("deny", "AGENT_FROZEN", ""))
+			d := answersEventually(t, addr, other, "AGENT_FROZEN", is("deny", "AGENT_FROZEN", ""))
 			if d.Reason != "INC-99 from the CLI" {
 				t.Errorf("%s: reason %q", mode, d.Reason)
 			}
@@ -181,7 +181,7 @@ func TestEndToEnd(t *testing.T) {
 			t.Fatalf("toolgate unfreeze: %v\n%s", err, out)
 		}
 		for _, addr := range sidecars {
-			eventually(t, addr, other, "allow again", is("allow", "", ""))
+			answersEventually(t, addr, other, "allow again", is("allow", "", ""))
 		}
 	})
 
@@ -246,7 +246,7 @@ func TestEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, addr := range sidecars {
-			eventually(t, addr, ls, "NO_POLICIES", is("deny", "NO_POLICIES", ""))
+			answersEventually(t, addr, ls, "NO_POLICIES", is("deny", "NO_POLICIES", ""))
 		}
 	})
 
@@ -255,7 +255,7 @@ func TestEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, addr := range sidecars {
-			eventually(t, addr, rm, "deny", is("deny", "", "no-rm-rf"))
+			answersEventually(t, addr, rm, "deny", is("deny", "", "no-rm-rf"))
 		}
 		cancel() // stop playing kubelet before its API server goes
 		// Stop sends SIGTERM, then SIGKILL after the stop timeout; either way

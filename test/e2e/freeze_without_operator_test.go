@@ -106,7 +106,7 @@ func TestAttackFreezeReachesSidecarWithoutOperator(t *testing.T) {
 		t.Fatal(err)
 	}
 	ls := map[string]any{"tool_name": "Bash", "agent_id": "agent-7", "input": map[string]any{"command": "ls"}}
-	eventually(t, addr, ls, "allow (the bundle is published)", is("allow", "", ""))
+	answersEventually(t, addr, ls, "allow (the bundle is published)", is("allow", "", ""))
 
 	mgr.Stop()
 	if !mgr.Exited() {
@@ -121,7 +121,7 @@ func TestAttackFreezeReachesSidecarWithoutOperator(t *testing.T) {
 		if err := c.Delete(ctx, freeze); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, addr, ls, "allow after the freeze is deleted", is("allow", "", ""))
+		answersEventually(t, addr, ls, "allow after the freeze is deleted", is("allow", "", ""))
 	})
 	t.Run("by service account, whatever agent id the request names", func(t *testing.T) {
 		freeze := &v1alpha1.FrozenAgent{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "freeze-sa"},

@@ -62,7 +62,7 @@ func TestTieredPolicyReachesSidecar(t *testing.T) {
 	if err := c.Create(ctx, plain); err != nil {
 		t.Fatal(err)
 	}
-	d := eventually(t, addr, call("build-agent", "Curl"), "deny no-curl", is("deny", "", "no-curl"))
+	d := answersEventually(t, addr, call("build-agent", "Curl"), "deny no-curl", is("deny", "", "no-curl"))
 	if d.Effect != "deny" {
 		t.Errorf("effect %q, want deny", d.Effect)
 	}
@@ -82,7 +82,7 @@ func TestTieredPolicyReachesSidecar(t *testing.T) {
 	if err := c.Create(ctx, tiered); err != nil {
 		t.Fatal(err)
 	}
-	d = eventually(t, addr, call("other-agent", "Bash"), "deny no-bash", is("deny", "", "no-bash"))
+	d = answersEventually(t, addr, call("other-agent", "Bash"), "deny no-bash", is("deny", "", "no-bash"))
 	if d.Effect != "deny" || d.Reason != "Bash is for the build agent only" {
 		t.Errorf("another agent's Bash: effect %q, reason %q", d.Effect, d.Reason)
 	}
@@ -126,7 +126,7 @@ func TestTieredPolicyReachesSidecar(t *testing.T) {
 		}
 		return map[string]any{"tool_name": "query", "agent_id": "report-bot", "roles": []any{"analyst"}, "resources": rs}
 	}
-	d = eventually(t, addr, query("orders", "salaries"), "IMPLICIT_DENY", is("deny", "IMPLICIT_DENY", ""))
+	d = answersEventually(t, addr, query("orders", "salaries"), "IMPLICIT_DENY", is("deny", "IMPLICIT_DENY", ""))
 	if d.MatchedResource == nil || d.MatchedResource.Type != "table" || d.MatchedResource.Name != "salaries" {
 		t.Errorf("implicit deny: matchedResource %+v, want table/salaries", d.MatchedResource)
 	}
@@ -142,7 +142,7 @@ func TestTieredPolicyReachesSidecar(t *testing.T) {
 	if err := c.Delete(ctx, tiered); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, addr, call("other-agent", "Bash"), "allow (the tiered policy is gone)", is("allow", "", ""))
+	answersEventually(t, addr, call("other-agent", "Bash"), "allow (the tiered policy is gone)", is("allow", "", ""))
 	if v := publishedSchemaVersion(t, c, ns); v != 1 {
 		t.Errorf("after the tiered policy was deleted, schemaVersion %d, want 1", v)
 	}

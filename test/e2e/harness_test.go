@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolgate/toolgate/internal/localcluster"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // decision is what the tests read from a sidecar's answer.
@@ -57,19 +58,16 @@ func evaluate(addr string, req map[string]any) (decision, error) {
 	return d, json.Unmarshal(b, &d)
 }
 
-// eventually polls until the sidecar at addr answers req as want says.
-func eventually(t *testing.T, addr string, req map[string]any, what string, want func(decision) bool) decision {
+// answersEventually polls until the sidecar at addr answers req as want
+// says, and returns that answer.
+func answersEventually(t *testing.T, addr string, req map[string]any, what string, want func(decision) bool) decision {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
 	var last decision
-	var err error
-	for time.Now().Before(deadline) {
-		if last, err = evaluate(addr, req); err == nil && want(last) {
-			return last
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("sidecar %s never answered %v with %s; last: %v, err %v", addr, req, what, last, err)
+	testenv.EventuallyWithin(t, 30*time.Second, 50*time.Millisecond, fmt.Sprintf("sidecar %s answering %v with %s", addr, req, what), func() (bool, string) {
+		var err error
+		last, err = evaluate(addr, req)
+		return err == nil && want(last), fmt.Sprintf("last: %v, err %v", last, err)
+	})
 	return last
 }
 

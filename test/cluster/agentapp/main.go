@@ -8,8 +8,9 @@
 //	job JSON          wait up to 60 s for the sidecar at $TOOLGATE_URL to answer
 //	                  JSON with HTTP 200, print it, exit 0
 //	watch URL JSON FIELD VALUE
-//	                  print "watching", then ask every 10 ms until the answer's
-//	                  FIELD is VALUE (for up to 30 s); print "at=<unix ns>" and it
+//	                  ask every 10 ms until the answer's FIELD is VALUE (for up
+//	                  to 30 s), printing "watching" at the first answer; then
+//	                  print "at=<unix ns>" and the answer
 package main
 
 import (
@@ -67,10 +68,14 @@ func main() {
 			time.Sleep(200 * time.Millisecond)
 		}
 	case role == "watch" && len(os.Args) == 6:
-		fmt.Println("watching")
 		deadline := time.Now().Add(30 * time.Second)
+		watching := false
 		for time.Now().Before(deadline) {
 			if status, body, err := evaluate(os.Args[2], os.Args[3]); err == nil && status == http.StatusOK {
+				if !watching {
+					fmt.Println("watching")
+					watching = true
+				}
 				var answer map[string]any
 				if json.Unmarshal([]byte(body), &answer) == nil && fmt.Sprint(answer[os.Args[4]]) == os.Args[5] {
 					fmt.Printf("at=%d\n%s", time.Now().UnixNano(), body)
