@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,13 +14,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/bundlesource"
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // envtestAssets finds kube-apiserver and etcd: KUBEBUILDER_ASSETS, or the
@@ -51,20 +49,6 @@ func startEnvtest(t *testing.T) (*envtest.Environment, *rest.Config) {
 	}
 	t.Cleanup(func() { _ = env.Stop() }) // a second Stop after the test's own is harmless
 	return env, cfg
-}
-
-// writeKubeconfig writes cfg as a kubeconfig file, so the sidecar is
-// configured through --kubeconfig like in real use.
-func writeKubeconfig(t *testing.T, cfg *rest.Config) string {
-	t.Helper()
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["sidecar"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
-	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "sidecar"}
-	kc.CurrentContext = "envtest"
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	must(t, clientcmd.WriteToFile(*kc, path))
-	return path
 }
 
 // sidecarIdentity is a user allowed only get/list/watch on the one bundle
@@ -121,7 +105,7 @@ func TestConfigMapSourceAgainstARealAPIServer(t *testing.T) {
 	o := testOptions()
 	o.ConfigMap, o.CacheDir, o.AgentID = ns+"/"+name, cacheDir, "agent-1"
 	identity := sidecarIdentity(t, env, admin, ns, name)
-	o.Kubeconfig = writeKubeconfig(t, identity)
+	o.Kubeconfig = testenv.WriteKubeconfig(t, testenv.Kubeconfig(t, identity))
 	// RBAC is on and the identity is as narrow as claimed.
 	if _, err := kubernetes.NewForConfigOrDie(identity).CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
 		t.Fatalf("the sidecar identity listing every ConfigMap: %v, want Forbidden", err)

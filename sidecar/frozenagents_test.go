@@ -18,6 +18,7 @@ import (
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // agentDecision asks about Read (allowed by the bundle) as agent.
@@ -59,7 +60,7 @@ func TestFrozenAgentsFromTheAPI(t *testing.T) {
 	identity := sidecarIdentity(t, env, admin, ns, name)
 	o := testOptions()
 	o.ConfigMap, o.AgentID, o.ServiceAccount = ns+"/"+name, "agent-1", "bot-sa"
-	o.Kubeconfig = writeKubeconfig(t, identity)
+	o.Kubeconfig = testenv.WriteKubeconfig(t, testenv.Kubeconfig(t, identity))
 	// The MCP proxy too: a freeze from the API hides the agent's tools.
 	up := startMCPServer(t)
 	o.MCP.Listen, o.MCP.Upstreams = "127.0.0.1:0", []string{"pay=" + up.endpoint("2025-11-25")}
