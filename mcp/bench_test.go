@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolgate/toolgate/mcp/jsonrpc"
+
 	"github.com/toolgate/toolgate/decide"
 	"github.com/toolgate/toolgate/internal/scenario"
 )
@@ -21,7 +23,7 @@ func BenchmarkMCPDecideCall(b *testing.B) {
 	rt := p.routes["files"]
 	b.ReportAllocs()
 	for b.Loop() {
-		msgs, batch, err := parseMCPBody(body)
+		msgs, batch, err := jsonrpc.Parse(body)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -31,25 +33,5 @@ func BenchmarkMCPDecideCall(b *testing.B) {
 		if _, ok, _ := p.decideCall(r, rt, &msgs[0], len(body)); !ok {
 			b.Fatal("denied")
 		}
-	}
-}
-
-// BenchmarkParseMCPBody reads a tools/call with a 1 KiB argument: the
-// one-pass scanner beside the encoding/json reading it replaced.
-func BenchmarkParseMCPBody(b *testing.B) {
-	body := []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"` + strings.Repeat("p", 1024) + `"}}}`)
-	for _, c := range []struct {
-		name  string
-		parse func([]byte) ([]mcpMessage, bool, error)
-	}{{"scanner", parseMCPBody}, {"encoding-json-before", refParseMCPBody}} {
-		b.Run(c.name, func(b *testing.B) {
-			b.ReportAllocs()
-			b.SetBytes(int64(len(body)))
-			for b.Loop() {
-				if msgs, _, err := c.parse(body); err != nil || msgs[0].call == nil {
-					b.Fatal("not read as a call", err)
-				}
-			}
-		})
 	}
 }

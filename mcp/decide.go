@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/toolgate/toolgate/mcp/jsonrpc"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/toolgate/toolgate/decide"
@@ -26,7 +28,7 @@ const RPCInvalidParams = -32602
 
 // mcpInfo is what the proxy learnt of a POST, for the response side.
 type mcpInfo struct {
-	msgs  []mcpMessage
+	msgs  []jsonrpc.Message
 	batch bool
 	// listIDs are the ids of the tools/list requests in the POST, whose
 	// answers are filtered.
@@ -83,7 +85,7 @@ func mcpInfoOf(ctx context.Context) *mcpInfo {
 // gets instead (nil for a notification, which gets none), and has logged
 // it. Allowed, it returns the decision log event for the caller to record
 // (nil when no log is kept).
-func (p *Proxy) decideCall(r *http.Request, rt *mcpRoute, m *mcpMessage, bodyBytes int) (answer json.RawMessage, allowed bool, logLater *decisionlog.Event) {
+func (p *Proxy) decideCall(r *http.Request, rt *mcpRoute, m *jsonrpc.Message, bodyBytes int) (answer json.RawMessage, allowed bool, logLater *decisionlog.Event) {
 	d := p.d
 	ev := decisionlog.Event{At: time.Now(), BodyBytes: bodyBytes, Framework: mcpFramework}
 	ev.TraceID, ev.SpanID = decisionlog.TraceOf(r.Header)
@@ -97,7 +99,7 @@ func (p *Proxy) decideCall(r *http.Request, rt *mcpRoute, m *mcpMessage, bodyByt
 			}
 		}
 	}()
-	params := m.call
+	params := m.Call
 	if params == nil {
 		return refuseCall(m.ID, msgBadCallParams), false, nil
 	}
@@ -173,7 +175,7 @@ func (p *Proxy) selfDeny(r *http.Request, id json.RawMessage, ev *decisionlog.Ev
 }
 
 // msgBadCallParams refuses a tools/call whose params are not an object
-// with a string name (mcpMessage.call is nil): nothing to decide.
+// with a string name (jsonrpc.Message.Call is nil): nothing to decide.
 const msgBadCallParams = "toolgate: tools/call params must be an object with a string name; not forwarded"
 
 // refuseCall answers a call that cannot be decided with a JSON-RPC error
@@ -227,7 +229,7 @@ func denyCallResult(id json.RawMessage, res *engine.Result, decision []byte, mod
 // answerDenied answers a POST holding a denied call, which is not
 // forwarded at all: in a batch, every other request gets an error saying
 // so (forwarding the rest would split what the client sent as one).
-func (p *Proxy) answerDenied(w http.ResponseWriter, msgs []mcpMessage, denied []json.RawMessage, batch bool) {
+func (p *Proxy) answerDenied(w http.ResponseWriter, msgs []jsonrpc.Message, denied []json.RawMessage, batch bool) {
 	if !batch {
 		if denied[0] == nil {
 			w.WriteHeader(http.StatusAccepted)

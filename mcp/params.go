@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -9,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/toolgate/toolgate/mcp/jsonrpc"
 )
 
 // Mcp-Param-* headers (SEP-2243, MCP 2026-07-28): a client mirrors each
@@ -93,7 +96,7 @@ func paramHeaderNames(h http.Header) []string {
 // check refuses a tools/call whose Mcp-Param-* headers (present, from
 // paramHeaderNames) do not each mirror, exactly, an argument of the call
 // that the tool's schema binds to it.
-func (ps *paramSchemas) check(h http.Header, present []string, call *toolCallParams) error {
+func (ps *paramSchemas) check(h http.Header, present []string, call *jsonrpc.ToolCall) error {
 	if len(present) == 0 {
 		return nil
 	}
@@ -173,4 +176,22 @@ func headerMirrors(header string, arg json.RawMessage) bool {
 		return err == nil && n == v
 	}
 	return false
+}
+
+// decodeHeaderName reads an Mcp-Name value, which a client base64-encodes
+// as =?base64?...?= when the name is not plain ASCII.
+func decodeHeaderName(v string) (string, error) {
+	inner, ok := strings.CutPrefix(v, "=?base64?")
+	if !ok {
+		return v, nil
+	}
+	inner, ok = strings.CutSuffix(inner, "?=")
+	if !ok {
+		return v, nil
+	}
+	b, err := base64.StdEncoding.DecodeString(inner)
+	if err != nil {
+		return "", fmt.Errorf("Mcp-Name %q is not valid base64", v)
+	}
+	return string(b), nil
 }

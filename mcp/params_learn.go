@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/toolgate/toolgate/mcp/jsonrpc"
 )
 
 // A call can carry Mcp-Param-* headers for a tool whose schema the proxy
@@ -40,7 +42,7 @@ type learner struct {
 // learnToolsFor lists rt's tools when a call's Mcp-Param-* headers name a
 // tool the proxy has not seen. Failing, it leaves the schemas as they
 // were: the check then refuses the call, as before, saying why.
-func (p *Proxy) learnToolsFor(r *http.Request, rt *mcpRoute, call *toolCallParams) {
+func (p *Proxy) learnToolsFor(r *http.Request, rt *mcpRoute, call *jsonrpc.ToolCall) {
 	name := *call.Name
 	if _, seen := rt.params.tools.Load(name); seen {
 		return
@@ -58,7 +60,7 @@ func (p *Proxy) learnToolsFor(r *http.Request, rt *mcpRoute, call *toolCallParam
 	defer cancel()
 	cursor := ""
 	for range maxLearnPages {
-		next, err := listPage(ctx, r, rt, call.meta, cursor)
+		next, err := listPage(ctx, r, rt, call.RawMeta, cursor)
 		if err != nil {
 			rt.counted.schemaListFailed.Inc()
 			p.log.Warn("listing the MCP upstream's tools to check a call's Mcp-Param-* headers failed",
@@ -91,7 +93,7 @@ func listPage(ctx context.Context, r *http.Request, rt *mcpRoute, meta json.RawM
 	if cursor != "" {
 		params["cursor"] = cursor
 	}
-	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": learnID, "method": methodToolsList, "params": params})
+	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": learnID, "method": jsonrpc.MethodToolsList, "params": params})
 	if err != nil {
 		return "", err
 	}
@@ -105,7 +107,7 @@ func listPage(ctx context.Context, r *http.Request, rt *mcpRoute, meta json.RawM
 		}
 	}
 	rt.upstreamHeader(out.Header)
-	out.Header.Set("Mcp-Method", methodToolsList)
+	out.Header.Set("Mcp-Method", jsonrpc.MethodToolsList)
 	out.Header.Set("Content-Type", "application/json")
 	out.Header.Set("Accept", "application/json, text/event-stream")
 	resp, err := rt.rp.Transport.RoundTrip(out)

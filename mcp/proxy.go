@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/toolgate/toolgate/mcp/jsonrpc"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/toolgate/toolgate/decide"
@@ -258,15 +260,15 @@ func (p *Proxy) post(w http.ResponseWriter, r *http.Request, rt *mcpRoute) {
 		rt.counted.refused.Inc()
 		return
 	}
-	msgs, batch, err := parseMCPBody(body)
+	msgs, batch, err := jsonrpc.Parse(body)
 	if err != nil {
 		rt.counted.refused.Inc()
 		writeRPCError(w, http.StatusBadRequest, nil, RPCInvalidRequest, "toolgate: the body is not JSON-RPC the proxy can read unambiguously: "+err.Error())
 		return
 	}
 	mirrored := paramHeaderNames(r.Header)
-	if !batch && msgs[0].call != nil && len(mirrored) > 0 {
-		p.learnToolsFor(r, rt, msgs[0].call)
+	if !batch && msgs[0].Call != nil && len(mirrored) > 0 {
+		p.learnToolsFor(r, rt, msgs[0].Call)
 	}
 	if err := checkMCPHeaders(r.Header, mirrored, msgs, batch, &rt.params); err != nil {
 		rt.counted.refused.Inc()
@@ -284,7 +286,7 @@ func (p *Proxy) post(w http.ResponseWriter, r *http.Request, rt *mcpRoute) {
 	for i := range msgs {
 		m := &msgs[i]
 		switch m.Method {
-		case methodToolsCall:
+		case jsonrpc.MethodToolsCall:
 			answer, allowed, logLater := p.decideCall(r, rt, m, len(body))
 			if logLater != nil {
 				info.allowed = append(info.allowed, logLater)
@@ -295,12 +297,12 @@ func (p *Proxy) post(w http.ResponseWriter, r *http.Request, rt *mcpRoute) {
 				}
 				denied[i], anyDenied = answer, true
 			}
-		case methodToolsList:
+		case jsonrpc.MethodToolsList:
 			if len(m.ID) > 0 {
 				info.listIDs = append(info.listIDs, m.ID)
 			}
-		case methodSubscriptionsListen:
-			if !batch && len(m.ID) > 0 && wantsToolListChanges(m.Params) {
+		case jsonrpc.MethodSubscriptionsListen:
+			if !batch && len(m.ID) > 0 && jsonrpc.WantsToolListChanges(m.Params) {
 				info.listenID = m.ID
 			}
 		}
@@ -365,7 +367,7 @@ func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request, b *decide.Buffe
 // headers (the upstream, a gateway behind it) must see the call that was
 // decided. mirrored are its Mcp-Param-* headers (paramHeaderNames);
 // params are the upstream's tools' x-mcp-header bindings.
-func checkMCPHeaders(h http.Header, mirrored []string, msgs []mcpMessage, batch bool, params *paramSchemas) error {
+func checkMCPHeaders(h http.Header, mirrored []string, msgs []jsonrpc.Message, batch bool, params *paramSchemas) error {
 	methods, names := h.Values("Mcp-Method"), h.Values("Mcp-Name")
 	if len(methods) > 1 || len(names) > 1 {
 		return errors.New("Mcp-Method and Mcp-Name may each be given once")
@@ -380,13 +382,13 @@ func checkMCPHeaders(h http.Header, mirrored []string, msgs []mcpMessage, batch 
 	if len(methods) == 1 && methods[0] != m.Method {
 		return fmt.Errorf("the Mcp-Method header %q does not match the body's method %q; refused so the call decided is the call run", methods[0], m.Method)
 	}
-	if m.Method != methodToolsCall {
+	if m.Method != jsonrpc.MethodToolsCall {
 		if len(mirrored) > 0 {
 			return fmt.Errorf("Mcp-Param-* headers mirror a tools/call's arguments; this is %q", m.Method)
 		}
 		return nil
 	}
-	if m.call == nil {
+	if m.Call == nil {
 		return nil // decideCall refuses it
 	}
 	if len(names) == 1 {
@@ -394,11 +396,11 @@ func checkMCPHeaders(h http.Header, mirrored []string, msgs []mcpMessage, batch 
 		if err != nil {
 			return err
 		}
-		if hname != *m.call.Name {
-			return fmt.Errorf("the Mcp-Name header %q does not match the body's tool %q; refused so the call decided is the call run", hname, *m.call.Name)
+		if hname != *m.Call.Name {
+			return fmt.Errorf("the Mcp-Name header %q does not match the body's tool %q; refused so the call decided is the call run", hname, *m.Call.Name)
 		}
 	}
-	return params.check(h, mirrored, m.call)
+	return params.check(h, mirrored, m.Call)
 }
 
 // JSON-RPC error codes the proxy answers with.

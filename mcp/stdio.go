@@ -16,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/toolgate/toolgate/mcp/jsonrpc"
+
 	"github.com/toolgate/toolgate/decide"
 	"github.com/toolgate/toolgate/engine"
 )
@@ -206,14 +208,14 @@ func (g *stdioGuard) check(ctx context.Context, line []byte) []byte {
 	if len(bytes.TrimSpace(line)) == 0 {
 		return line
 	}
-	msgs, batch, err := parseMCPBody(line)
+	msgs, batch, err := jsonrpc.Parse(line)
 	if err != nil {
 		_ = g.out.line(appendRPCError(nil, nil, RPCInvalidRequest, "toolgate: the message is not JSON-RPC toolgate can read unambiguously: "+err.Error()+"; not forwarded"))
 		return nil
 	}
 	if batch {
 		for _, m := range msgs {
-			if m.Method == methodToolsCall {
+			if m.Method == jsonrpc.MethodToolsCall {
 				_ = g.out.line(appendRPCError(nil, nil, RPCInvalidRequest, "toolgate: a batch holding tools/call (MCP over stdio sends messages one by one); not forwarded"))
 				return nil
 			}
@@ -228,7 +230,7 @@ func (g *stdioGuard) check(ctx context.Context, line []byte) []byte {
 		}
 		_ = json.Unmarshal(m.Params, &p)
 		g.modern = p.ProtocolVersion >= "2026-07-28"
-	case methodToolsCall:
+	case jsonrpc.MethodToolsCall:
 		if answer, allowed := g.decideCall(ctx, m); !allowed {
 			if answer != nil {
 				_ = g.out.line(answer)
@@ -243,8 +245,8 @@ func (g *stdioGuard) check(ctx context.Context, line []byte) []byte {
 // what the agent gets instead (nil for a notification, which gets none): a
 // deny as the HTTP proxy's, whose text the model reads and whose _meta
 // holds the decision.
-func (g *stdioGuard) decideCall(ctx context.Context, m *mcpMessage) (answer json.RawMessage, allowed bool) {
-	p := m.call
+func (g *stdioGuard) decideCall(ctx context.Context, m *jsonrpc.Message) (answer json.RawMessage, allowed bool) {
+	p := m.Call
 	if p == nil {
 		return refuseCall(m.ID, msgBadCallParams), false
 	}

@@ -1,4 +1,4 @@
-package mcp
+package jsonrpc
 
 import (
 	"errors"
@@ -37,13 +37,13 @@ func TestParseMCPBodyRefusesAmbiguousKeys(t *testing.T) {
 		{wide(true), true},
 		{`[{"a":1,"b":{"c":1},"a":2}]`, true},
 	} {
-		_, _, err := parseMCPBody([]byte(c.body))
+		_, _, err := Parse([]byte(c.body))
 		if got := errors.Is(err, errAmbiguousJSON); got != c.ambiguous {
 			t.Errorf("%s: ambiguous %v (%v), want %v", c.body, got, err, c.ambiguous)
 		}
 	}
 	for _, bad := range []string{`{"a":1}}`, `{"a":"1`} {
-		if _, _, err := parseMCPBody([]byte(bad)); err == nil {
+		if _, _, err := Parse([]byte(bad)); err == nil {
 			t.Errorf("%s: accepted", bad)
 		}
 	}

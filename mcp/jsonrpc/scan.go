@@ -1,4 +1,4 @@
-package mcp
+package jsonrpc
 
 import (
 	"encoding/json"
@@ -15,7 +15,7 @@ import (
 // then encoding/json three times (message, params, and each value's
 // validity pass), which was 14 of the 21 µs BenchmarkMCPDecideCall took
 // and 40 µs of each proxied call on the measuring VM. What it must read
-// exactly as encoding/json does into mcpMessage and toolCallParams
+// exactly as encoding/json does into Message and ToolCall
 // (fields matched case-insensitively, null for absent, a wrongly typed
 // value an error) is held to the encoding/json reading it replaced by a
 // differential test and fuzzing (scan_test.go).

@@ -1,29 +1,27 @@
-package mcp
+package jsonrpc
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strings"
 	"unicode/utf8"
 )
 
-// mcpMessage is what the proxy reads of one JSON-RPC message a client
+// Message is what the proxy reads of one JSON-RPC message a client
 // POSTs: enough to route and decide, never re-encoded (what is forwarded is
 // the client's bytes).
-type mcpMessage struct {
+type Message struct {
 	// ID is the raw id ("" for a notification or a malformed message).
 	ID     json.RawMessage `json:"id"`
 	Method string          `json:"method"`
 	Params json.RawMessage `json:"params"`
 	// call is a tools/call's params, read once; nil when they are not an
 	// object with a string name (such a call is refused, never forwarded).
-	call *toolCallParams
+	Call *ToolCall
 }
 
-// toolCallParams are the parts of tools/call params a decision reads.
-type toolCallParams struct {
+// ToolCall are the parts of tools/call params a decision reads.
+type ToolCall struct {
 	Name      *string         `json:"name"`
 	Arguments json.RawMessage `json:"arguments"`
 	Meta      struct {
@@ -32,17 +30,17 @@ type toolCallParams struct {
 	} `json:"_meta"`
 	// meta is _meta as sent, when an object: what the proxy's own
 	// tools/list carries for the client (params_learn.go).
-	meta json.RawMessage
+	RawMeta json.RawMessage
 }
 
 const (
-	methodToolsCall           = "tools/call"
-	methodToolsList           = "tools/list"
-	methodSubscriptionsListen = "subscriptions/listen"
+	MethodToolsCall           = "tools/call"
+	MethodToolsList           = "tools/list"
+	MethodSubscriptionsListen = "subscriptions/listen"
 )
 
-// wantsToolListChanges reads a subscriptions/listen request's params.
-func wantsToolListChanges(params json.RawMessage) bool {
+// WantsToolListChanges reads a subscriptions/listen request's params.
+func WantsToolListChanges(params json.RawMessage) bool {
 	var p struct {
 		Notifications struct {
 			ToolsListChanged bool `json:"toolsListChanged"`
@@ -72,22 +70,4 @@ func foldKey(k string) string {
 		}
 	}
 	return strings.ToLower(k)
-}
-
-// decodeHeaderName reads an Mcp-Name value, which a client base64-encodes
-// as =?base64?...?= when the name is not plain ASCII.
-func decodeHeaderName(v string) (string, error) {
-	inner, ok := strings.CutPrefix(v, "=?base64?")
-	if !ok {
-		return v, nil
-	}
-	inner, ok = strings.CutSuffix(inner, "?=")
-	if !ok {
-		return v, nil
-	}
-	b, err := base64.StdEncoding.DecodeString(inner)
-	if err != nil {
-		return "", fmt.Errorf("Mcp-Name %q is not valid base64", v)
-	}
-	return string(b), nil
 }

@@ -1,4 +1,4 @@
-package mcp
+package jsonrpc
 
 import (
 	"encoding/json"
@@ -7,16 +7,16 @@ import (
 )
 
 // An MCP POST body as the proxy reads it: mcpScanner's one pass
-// (scan.go), then the values it noted read into mcpMessage as
+// (scan.go), then the values it noted read into Message as
 // encoding/json would read them.
 
 // maxPooledScan keeps a scanner grown by one huge body out of the pool, as
 // the decider's body buffers are kept out past the same size.
 const maxPooledScan = 64 << 10
 
-// parseMCPBody reads a POST body: one message, or a batch (a JSON array).
+// Parse reads a POST body: one message, or a batch (a JSON array).
 // Every object anywhere in it is checked for ambiguous keys.
-func parseMCPBody(body []byte) (msgs []mcpMessage, batch bool, err error) {
+func Parse(body []byte) (msgs []Message, batch bool, err error) {
 	s := scanners.Get().(*mcpScanner)
 	defer func() {
 		s.data, s.cur, s.msgs = nil, nil, s.msgs[:0]
@@ -45,7 +45,7 @@ func parseMCPBody(body []byte) (msgs []mcpMessage, batch bool, err error) {
 	if err != nil {
 		return nil, batch, err
 	}
-	msgs = make([]mcpMessage, len(s.msgs))
+	msgs = make([]Message, len(s.msgs))
 	for i := range s.msgs {
 		if err := msgs[i].read(body, &s.msgs[i]); err != nil {
 			if batch {
@@ -58,9 +58,9 @@ func parseMCPBody(body []byte) (msgs []mcpMessage, batch bool, err error) {
 }
 
 // read fills m from the spans the scanner noted, as json.Unmarshal into
-// mcpMessage does: the message must be an object (or null), its method a
+// Message does: the message must be an object (or null), its method a
 // string (or null).
-func (m *mcpMessage) read(body []byte, sp *msgSpans) error {
+func (m *Message) read(body []byte, sp *msgSpans) error {
 	switch kindOf(body, sp.value) {
 	case 'n':
 		return nil
@@ -81,19 +81,19 @@ func (m *mcpMessage) read(body []byte, sp *msgSpans) error {
 	default:
 		return fmt.Errorf("json: cannot unmarshal %s into the message's method, a string", kindName(body, sp.method))
 	}
-	if m.Method == methodToolsCall {
-		m.call = readCallSpans(body, sp)
+	if m.Method == MethodToolsCall {
+		m.Call = readCallSpans(body, sp)
 	}
 	return nil
 }
 
 // readCallSpans is a tools/call's params as json.Unmarshal into
-// toolCallParams reads them; nil where that fails or there is no name.
-func readCallSpans(body []byte, sp *msgSpans) *toolCallParams {
+// ToolCall reads them; nil where that fails or there is no name.
+func readCallSpans(body []byte, sp *msgSpans) *ToolCall {
 	if kindOf(body, sp.params) != '{' {
 		return nil // absent, null or not an object: no name either way
 	}
-	var p toolCallParams
+	var p ToolCall
 	var ok bool
 	if p.Name, ok = optionalString(body, sp.name); !ok || p.Name == nil {
 		return nil
@@ -104,7 +104,7 @@ func readCallSpans(body []byte, sp *msgSpans) *toolCallParams {
 	switch kindOf(body, sp.meta) {
 	case 0, 'n':
 	case '{':
-		p.meta = body[sp.meta.start:sp.meta.end]
+		p.RawMeta = body[sp.meta.start:sp.meta.end]
 		if p.Meta.AgentID, ok = optionalString(body, sp.agentID); !ok {
 			return nil
 		}

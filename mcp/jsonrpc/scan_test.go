@@ -1,4 +1,4 @@
-package mcp
+package jsonrpc
 
 import (
 	"bytes"
@@ -126,12 +126,12 @@ func wideObject(n int, dup bool) string {
 	return b.String()
 }
 
-// sameReading fails t when parseMCPBody reads body otherwise than the
+// sameReading fails t when Parse reads body otherwise than the
 // encoding/json reading it replaced: the error or not, and everything a
 // decision reads.
 func sameReading(t *testing.T, body []byte) {
 	t.Helper()
-	got, gotBatch, gotErr := parseMCPBody(body)
+	got, gotBatch, gotErr := Parse(body)
 	want, wantBatch, wantErr := refParseMCPBody(body)
 	short := string(body)
 	if len(short) > 120 {
@@ -158,13 +158,13 @@ func sameReading(t *testing.T, body []byte) {
 			t.Fatalf("%q message %d: id %q method %q params %q; want id %q method %q params %q",
 				short, i, g.ID, g.Method, g.Params, w.ID, w.Method, w.Params)
 		}
-		if (g.call == nil) != (w.call == nil) {
-			t.Fatalf("%q message %d: call %+v, want %+v", short, i, g.call, w.call)
+		if (g.Call == nil) != (w.Call == nil) {
+			t.Fatalf("%q message %d: call %+v, want %+v", short, i, g.Call, w.Call)
 		}
-		if g.call == nil {
+		if g.Call == nil {
 			continue
 		}
-		gc, wc := g.call, w.call
+		gc, wc := g.Call, w.Call
 		if *gc.Name != *wc.Name || !bytes.Equal(gc.Arguments, wc.Arguments) || (gc.Arguments == nil) != (wc.Arguments == nil) ||
 			!sameOptional(gc.Meta.AgentID, wc.Meta.AgentID) || !sameOptional(gc.Meta.SessionID, wc.Meta.SessionID) {
 			t.Fatalf("%q message %d: call name %q args %q meta %v/%v; want name %q args %q meta %v/%v", short, i,
@@ -214,10 +214,10 @@ func FuzzScannerReadsAsEncodingJSON(f *testing.F) {
 // text and the pointer to it). The encoding/json reading took 45.
 func TestScannerAllocations(t *testing.T) {
 	body := []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"` + strings.Repeat("p", 1024) + `"}}}`)
-	if _, _, err := parseMCPBody(body); err != nil {
+	if _, _, err := Parse(body); err != nil {
 		t.Fatal(err)
 	}
-	if n := testing.AllocsPerRun(200, func() { _, _, _ = parseMCPBody(body) }); n > 6 {
-		t.Fatalf("parseMCPBody allocates %.0f times per call; want at most 6", n)
+	if n := testing.AllocsPerRun(200, func() { _, _, _ = Parse(body) }); n > 6 {
+		t.Fatalf("Parse allocates %.0f times per call; want at most 6", n)
 	}
 }

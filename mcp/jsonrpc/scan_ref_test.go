@@ -1,4 +1,4 @@
-package mcp
+package jsonrpc
 
 import (
 	"bytes"
@@ -15,7 +15,7 @@ import (
 
 // refParseMCPBody reads a POST body: one message, or a batch (a JSON array).
 // Every object anywhere in it is checked for ambiguous keys first.
-func refParseMCPBody(body []byte) (msgs []mcpMessage, batch bool, err error) {
+func refParseMCPBody(body []byte) (msgs []Message, batch bool, err error) {
 	if err := refCheckUnambiguous(body); err != nil {
 		return nil, false, err
 	}
@@ -25,7 +25,7 @@ func refParseMCPBody(body []byte) (msgs []mcpMessage, batch bool, err error) {
 		if err := json.Unmarshal(body, &raw); err != nil {
 			return nil, true, err
 		}
-		msgs = make([]mcpMessage, len(raw))
+		msgs = make([]Message, len(raw))
 		for i, m := range raw {
 			if err := json.Unmarshal(m, &msgs[i]); err != nil {
 				return nil, true, fmt.Errorf("batch element %d: %w", i, err)
@@ -34,21 +34,21 @@ func refParseMCPBody(body []byte) (msgs []mcpMessage, batch bool, err error) {
 		}
 		return msgs, true, nil
 	}
-	var m mcpMessage
+	var m Message
 	if err := json.Unmarshal(body, &m); err != nil {
 		return nil, false, err
 	}
 	refReadCall(&m)
-	return []mcpMessage{m}, false, nil
+	return []Message{m}, false, nil
 }
 
-func refReadCall(m *mcpMessage) {
-	if m.Method != methodToolsCall {
+func refReadCall(m *Message) {
+	if m.Method != MethodToolsCall {
 		return
 	}
-	var p toolCallParams
+	var p ToolCall
 	if json.Unmarshal(m.Params, &p) == nil && p.Name != nil {
-		m.call = &p
+		m.Call = &p
 	}
 }
 
