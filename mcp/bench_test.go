@@ -5,10 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolgate/toolgate/mcp/jsonrpc"
-
 	"github.com/toolgate/toolgate/decide"
 	"github.com/toolgate/toolgate/internal/scenario"
+	"github.com/toolgate/toolgate/mcp/jsonrpc"
 )
 
 // BenchmarkMCPDecideCall is what the proxy does to a tools/call before

@@ -7,14 +7,13 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/toolgate/toolgate/mcp/jsonrpc"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/toolgate/toolgate/decide"
 	"github.com/toolgate/toolgate/decisionlog"
 	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/internal/httploop"
+	"github.com/toolgate/toolgate/mcp/jsonrpc"
 )
 
 // mcpFramework is the framework a proxied call is decided and logged as.

@@ -17,13 +17,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/toolgate/toolgate/mcp/jsonrpc"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/toolgate/toolgate/decide"
 	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/internal/httploop"
+	"github.com/toolgate/toolgate/mcp/jsonrpc"
 )
 
 // Proxy serves each upstream MCP server at /mcp/NAME (Streamable HTTP,

@@ -16,10 +16,9 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/toolgate/toolgate/mcp/jsonrpc"
-
 	"github.com/toolgate/toolgate/decide"
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/mcp/jsonrpc"
 )
 
 // The stdio guard (`toolgate mcp stdio`): an MCP server the agent starts
