@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -117,9 +118,8 @@ func (p *Proxy) decideCall(r *http.Request, rt *mcpRoute, m *jsonrpc.Message, bo
 	if params.Meta.AgentID != nil {
 		agent = params.Meta.AgentID
 	}
-	doc := mcpRequestDoc(*params.Name, rt.up.name, params.Arguments, session, agent)
 	maxElements := d.Config().MaxRequestElements
-	req, err := engine.DecodeRequestLimit(doc, maxElements)
+	req, err := callRequest(*params.Name, rt.up.name, params.Arguments, session, agent, maxElements)
 	if err != nil {
 		return refuseCall(m.ID, fmt.Sprintf("toolgate: the call cannot be decided: %v (--max-request-elements is %d); not forwarded", err, maxElements)), false, nil
 	}
@@ -139,8 +139,49 @@ func (p *Proxy) decideCall(r *http.Request, rt *mcpRoute, m *jsonrpc.Message, bo
 	return nil, true, logLater
 }
 
-// mcpRequestDoc is the engine request for a call, built as JSON so it is
-// decoded exactly as /v1/evaluate decodes its body (numbers, limits).
+// callRequest is the engine request for a call, {tool_name, server,
+// action: call, framework: mcp, input, session_id, agent_id}, built once:
+// the arguments are decoded into it as /v1/evaluate decodes a body
+// (engine.Request.DecodeField: numbers, the element limit and its error),
+// and every field holds what mcpRequestDoc's JSON would decode to
+// (FuzzCallRequestIsTheDocument holds the two equal).
+func callRequest(tool, server string, args json.RawMessage, session string, agent *string, maxElements int) (engine.Request, error) {
+	req := make(engine.Request, 7)
+	req[engine.FieldToolName] = asJSONString(tool)
+	req[engine.FieldServer] = asJSONString(server)
+	req[engine.FieldAction] = "call"
+	req[engine.FieldFramework] = mcpFramework
+	if session != "" {
+		req[engine.FieldSessionID] = asJSONString(session)
+	}
+	if agent != nil {
+		req[engine.FieldAgentID] = asJSONString(*agent)
+	}
+	if len(args) > 0 && string(args) != "null" {
+		if err := req.DecodeField(engine.FieldInput, args, maxElements); err != nil {
+			return nil, err
+		}
+	} else if err := req.CheckLimit(maxElements); err != nil {
+		return nil, err
+	}
+	return req, nil
+}
+
+// asJSONString is s as a JSON round trip leaves it: unchanged when it is
+// UTF-8, its invalid bytes replaced when not (a session id from a header
+// may hold any byte).
+func asJSONString(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var out string
+	_ = json.Unmarshal(engine.AppendJSONString(nil, s), &out)
+	return out
+}
+
+// mcpRequestDoc is the engine request for a call as a JSON document: what
+// the stdio guard sends its decider (the sidecar's /v1/evaluate or the
+// in-process evaluator), decoded there exactly as callRequest builds it.
 func mcpRequestDoc(tool, server string, args json.RawMessage, session string, agent *string) []byte {
 	doc := make([]byte, 0, 160+len(args))
 	doc = append(doc, `{"tool_name":`...)

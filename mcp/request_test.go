@@ -1,0 +1,64 @@
+package mcp
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/toolgate/toolgate/engine"
+)
+
+// FuzzCallRequestIsTheDocument: the HTTP proxy builds a call's request in
+// Go (callRequest); the stdio guard sends it as JSON (mcpRequestDoc) to be
+// decoded as /v1/evaluate decodes a body. Both must give the same request,
+// and the same error at the element limit, for any arguments the proxy's
+// reader lets through (valid JSON) and any session id (a header: any bytes).
+func FuzzCallRequestIsTheDocument(f *testing.F) {
+	for _, seed := range []struct {
+		tool, session, agent string
+		hasAgent             bool
+		args                 string
+		max                  int
+	}{
+		{"read_file", "", "", false, `{"path":"/secrets/db-password"}`, engine.DefaultMaxElements},
+		{"pay", "sess-1", "billing-bot", true, `{"amount":5000,"currency":"EUR","n":1e400}`, 0},
+		{"x", "s\xff\xfeid", "a\u2028b", true, `{"a":[1,2,{"b":null}],"c":"\ud800"}`, 9},
+		{"x", "s\xff\xfeid", "", false, `{"k":1}`, 0},
+		{"x", "", "", false, `null`, 5},
+		{"x", "", "", false, `[1,2,3]`, 8},
+		{"x", "s", "", false, `"just a string"`, 6},
+		{"x", "s", "a", true, `{"k":1}`, 7},
+		{"x", "s", "a", true, `{"k":1}`, 8},
+		{"x", "s", "a", true, ``, 6},
+		{"x", "s", "a", true, ` {"deep":[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]} `, 20},
+	} {
+		f.Add(seed.tool, seed.session, seed.agent, seed.hasAgent, []byte(seed.args), seed.max)
+	}
+	f.Fuzz(func(t *testing.T, tool, session, agentID string, hasAgent bool, args []byte, max int) {
+		if len(args) > 0 && !json.Valid(args) {
+			t.Skip("the proxy's reader refuses invalid JSON before a request is built")
+		}
+		if max > 1<<20 || max < -1 {
+			max %= 1 << 20
+		}
+		var agent *string
+		if hasAgent {
+			agent = &agentID
+		}
+		tool, agentID = asJSONString(tool), asJSONString(agentID) // the reader decodes both from JSON
+		doc := mcpRequestDoc(tool, "files", args, session, agent)
+		if !json.Valid(doc) {
+			t.Skip("nested past encoding/json's limit once inside the document; the reader refuses such bodies")
+		}
+		want, wantErr := engine.DecodeRequestLimit(doc, max)
+		got, gotErr := callRequest(tool, "files", args, session, agent, max)
+		switch {
+		case (wantErr == nil) != (gotErr == nil):
+			t.Fatalf("document: %v; built: %v\n%s", wantErr, gotErr, doc)
+		case wantErr != nil && wantErr.Error() != gotErr.Error():
+			t.Fatalf("errors differ:\ndocument: %v\nbuilt:    %v", wantErr, gotErr)
+		case wantErr == nil && !reflect.DeepEqual(want, got):
+			t.Fatalf("requests differ:\ndocument: %#v\nbuilt:    %#v", want, got)
+		}
+	})
+}
