@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 )
@@ -111,13 +109,9 @@ func decodeRequestStd(doc []byte, maxElements int) (Request, error) {
 	if maxElements > 0 && countElements(doc, maxElements) > maxElements {
 		return nil, tooManyElements(maxElements)
 	}
-	dec := json.NewDecoder(bytes.NewReader(doc))
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("%w: not valid JSON: %v", ErrBadRequest, err)
-	}
-	if rest := bytes.TrimLeft(doc[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
-		return nil, fmt.Errorf("%w: trailing data after the JSON object", ErrBadRequest)
+	v, err := decodeJSON(doc, "object")
+	if err != nil {
+		return nil, err
 	}
 	obj, ok := v.(map[string]any)
 	if !ok {

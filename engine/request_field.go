@@ -66,13 +66,19 @@ func decodeValueStd(doc []byte, left int) (any, error) {
 	if left != math.MaxInt && countElements(doc, left) > left {
 		return nil, errTooMany
 	}
+	return decodeJSON(doc, "value")
+}
+
+// decodeJSON is encoding/json's reading of one JSON value, and nothing
+// after it; what names the value in the trailing-data error.
+func decodeJSON(doc []byte, what string) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(doc))
 	var v any
 	if err := dec.Decode(&v); err != nil {
 		return nil, fmt.Errorf("%w: not valid JSON: %v", ErrBadRequest, err)
 	}
 	if rest := bytes.TrimLeft(doc[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
-		return nil, fmt.Errorf("%w: trailing data after the JSON value", ErrBadRequest)
+		return nil, fmt.Errorf("%w: trailing data after the JSON %s", ErrBadRequest, what)
 	}
 	return v, nil
 }
