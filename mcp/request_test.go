@@ -3,9 +3,11 @@ package mcp
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/mcp/jsonrpc"
 )
 
 // FuzzCallRequestIsTheDocument: the HTTP proxy builds a call's request in
@@ -31,15 +33,17 @@ func FuzzCallRequestIsTheDocument(f *testing.F) {
 		{"x", "s", "a", true, `{"k":1}`, 8},
 		{"x", "s", "a", true, ``, 6},
 		{"x", "s", "a", true, ` {"deep":[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]} `, 20},
+		{"x", "", "", false, `{"a":1} trailing`, 0},
+		{"x", "", "", false, strings.Repeat("[", 9999) + strings.Repeat("]", 9999), 0},
 	} {
 		f.Add(seed.tool, seed.session, seed.agent, seed.hasAgent, []byte(seed.args), seed.max)
 	}
 	f.Fuzz(func(t *testing.T, tool, session, agentID string, hasAgent bool, args []byte, max int) {
 		if len(args) > 0 && !json.Valid(args) {
-			t.Skip("the proxy's reader refuses invalid JSON before a request is built")
-		}
-		if max > 1<<20 || max < -1 {
-			max %= 1 << 20
+			// No request is built from such arguments: the reader refuses
+			// the body first.
+			mustRefuse(t, args)
+			return
 		}
 		var agent *string
 		if hasAgent {
@@ -48,7 +52,10 @@ func FuzzCallRequestIsTheDocument(f *testing.F) {
 		tool, agentID = asJSONString(tool), asJSONString(agentID) // the reader decodes both from JSON
 		doc := mcpRequestDoc(tool, "files", args, session, agent)
 		if !json.Valid(doc) {
-			t.Skip("nested past encoding/json's limit once inside the document; the reader refuses such bodies")
+			// Nested past encoding/json's limit once inside the document:
+			// the reader refuses the body (two levels deeper still) first.
+			mustRefuse(t, args)
+			return
 		}
 		want, wantErr := engine.DecodeRequestLimit(doc, max)
 		got, gotErr := callRequest(tool, "files", args, session, agent, max)
@@ -61,4 +68,14 @@ func FuzzCallRequestIsTheDocument(f *testing.F) {
 			t.Fatalf("requests differ:\ndocument: %#v\nbuilt:    %#v", want, got)
 		}
 	})
+}
+
+// mustRefuse fails unless the proxy's reader refuses a tools/call whose
+// arguments are args.
+func mustRefuse(t *testing.T, args []byte) {
+	t.Helper()
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":` + string(args) + `}}`
+	if _, _, err := jsonrpc.Parse([]byte(body)); err == nil {
+		t.Fatalf("the reader accepted arguments no request can be built from: %q", args)
+	}
 }
