@@ -173,10 +173,10 @@ func (d *Decider) Settle(ev *decisionlog.Event, req engine.Request, res *engine.
 		return false
 	}
 	ev.IDPrefix = d.idPrefix
-	ev.AgentID = stringField(req, engine.FieldAgentID)
-	ev.SessionID = stringField(req, engine.FieldSessionID)
-	ev.ToolUseID = stringField(req, engine.FieldToolUseID)
-	ev.Framework = stringField(req, engine.FieldFramework)
+	ev.AgentID = StringField(req, engine.FieldAgentID)
+	ev.SessionID = StringField(req, engine.FieldSessionID)
+	ev.ToolUseID = StringField(req, engine.FieldToolUseID)
+	ev.Framework = StringField(req, engine.FieldFramework)
 	ev.Decision, ev.Code, ev.Reason = res.Decision, res.Code, res.Reason
 	ev.Effect, ev.Warnings = effect, res.Warnings
 	ev.PolicyID, ev.PolicyVersion, ev.RuleID = res.MatchedPolicyID, res.MatchedPolicyVersion, res.MatchedRuleID
@@ -195,9 +195,7 @@ func (d *Decider) Record(ev *decisionlog.Event) { d.log.Record(ev) }
 func (d *Decider) BadRequest() { d.metrics.BadRequests.Inc() }
 
 // StringField is a request's string field, "" when absent or not a string.
-func StringField(req engine.Request, key string) string { return stringField(req, key) }
-
-func stringField(req engine.Request, key string) string {
+func StringField(req engine.Request, key string) string {
 	s, _ := req[key].(string)
 	return s
 }

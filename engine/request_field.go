@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"unicode/utf8"
 )
 
 // DecodeField decodes doc, one JSON value, into r[key] exactly as
@@ -47,6 +48,20 @@ func (r Request) DecodeField(key string, doc []byte, maxElements int) error {
 	}
 	r[key] = v
 	return nil
+}
+
+// DecodedString is s as a request document holds it once decoded, when s
+// is written into it with AppendJSONString: unchanged when it is UTF-8,
+// each invalid byte replaced by U+FFFD as encoding/json replaces it when
+// not. A request built in Go from strings of unknown origin (a header)
+// uses it to hold what the same request sent as JSON would.
+func DecodedString(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var out string
+	_ = json.Unmarshal(AppendJSONString(nil, s), &out)
+	return out
 }
 
 // CheckLimit is DecodeRequestLimit's element limit for a request built

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"time"
-	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -147,15 +146,15 @@ func (p *Proxy) decideCall(r *http.Request, rt *mcpRoute, m *jsonrpc.Message, bo
 // (FuzzCallRequestIsTheDocument holds the two equal).
 func callRequest(tool, server string, args json.RawMessage, session string, agent *string, maxElements int) (engine.Request, error) {
 	req := make(engine.Request, 7)
-	req[engine.FieldToolName] = asJSONString(tool)
-	req[engine.FieldServer] = asJSONString(server)
+	req[engine.FieldToolName] = engine.DecodedString(tool)
+	req[engine.FieldServer] = engine.DecodedString(server)
 	req[engine.FieldAction] = "call"
 	req[engine.FieldFramework] = mcpFramework
 	if session != "" {
-		req[engine.FieldSessionID] = asJSONString(session)
+		req[engine.FieldSessionID] = engine.DecodedString(session)
 	}
 	if agent != nil {
-		req[engine.FieldAgentID] = asJSONString(*agent)
+		req[engine.FieldAgentID] = engine.DecodedString(*agent)
 	}
 	if len(args) > 0 && string(args) != "null" {
 		if err := req.DecodeField(engine.FieldInput, args, maxElements); err != nil {
@@ -165,18 +164,6 @@ func callRequest(tool, server string, args json.RawMessage, session string, agen
 		return nil, err
 	}
 	return req, nil
-}
-
-// asJSONString is s as a JSON round trip leaves it: unchanged when it is
-// UTF-8, its invalid bytes replaced when not (a session id from a header
-// may hold any byte).
-func asJSONString(s string) string {
-	if utf8.ValidString(s) {
-		return s
-	}
-	var out string
-	_ = json.Unmarshal(engine.AppendJSONString(nil, s), &out)
-	return out
 }
 
 // mcpRequestDoc is the engine request for a call as a JSON document: what

@@ -9,9 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/toolgate/toolgate/decide"
-	"github.com/toolgate/toolgate/decisionlog"
 	"github.com/toolgate/toolgate/engine"
-	"github.com/toolgate/toolgate/usage"
 )
 
 func must(t testing.TB, err error) {
@@ -24,17 +22,12 @@ func must(t testing.TB, err error) {
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // newTestProxy is the proxy of upstreams (NAME=URL) on a decider of its
-// own, bound as cfg says, wired as the sidecar wires them (no decision log).
+// own (decide.NewInProcess: no decision log), bound as cfg says.
 func newTestProxy(tb testing.TB, cfg decide.Config, upstreams ...string) *Proxy {
 	tb.Helper()
-	cfg.MaxEvaluations, cfg.MaxBodyBytesInFlight, cfg.MaxRequestElements, cfg.MaxTrace = 32, 16<<20, engine.DefaultMaxElements, 2000
-	ledger, err := usage.New(usage.DefaultMaxKeys, usage.DefaultMaxEventsPerKey)
+	d, err := decide.NewInProcess(cfg)
 	must(tb, err)
-	reg := prometheus.NewRegistry()
-	log := decisionlog.New(decisionlog.Config{}, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dropped"}, []string{"sink", "reason"}), quietLogger())
-	d, err := decide.New(cfg, ledger, log, decide.NewMetrics(reg, "test_", ledger), quietLogger())
-	must(tb, err)
-	p, err := New(d, Options{Listen: DefaultListen, Upstreams: upstreams}, reg, quietLogger(), time.Second)
+	p, err := New(d, Options{Listen: DefaultListen, Upstreams: upstreams}, prometheus.NewRegistry(), quietLogger(), time.Second)
 	must(tb, err)
 	tb.Cleanup(p.Close)
 	return p

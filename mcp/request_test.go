@@ -49,7 +49,7 @@ func FuzzCallRequestIsTheDocument(f *testing.F) {
 		if hasAgent {
 			agent = &agentID
 		}
-		tool, agentID = asJSONString(tool), asJSONString(agentID) // the reader decodes both from JSON
+		tool, agentID = engine.DecodedString(tool), engine.DecodedString(agentID) // the reader decodes both from JSON
 		doc := mcpRequestDoc(tool, "files", args, session, agent)
 		if !json.Valid(doc) {
 			// Nested past encoding/json's limit once inside the document:

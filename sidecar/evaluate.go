@@ -57,7 +57,7 @@ func (s *Server) evaluate(w http.ResponseWriter, r *http.Request) {
 	ev.BodyBytes = len(b.In)
 	if !s.d.Admit() {
 		wrote = true
-		s.writeDeny(w, b, nil, &ev, decide.SelfDeny(CodeOverloaded, s.d.OverloadReason()))
+		s.overloaded(w, b, &ev, s.d.OverloadReason())
 		return
 	}
 	defer s.d.Done()
