@@ -52,7 +52,7 @@ func Policy(p *v1alpha1.Policy) engine.Policy {
 
 // FrozenAgent converts one FrozenAgent.
 func FrozenAgent(f *v1alpha1.FrozenAgent) engine.FrozenAgent {
-	out := engine.FrozenAgent{ID: f.Spec.AgentID, ServiceAccount: f.Spec.ServiceAccount, Reason: f.Spec.Reason}
+	out := engine.FrozenAgent{ID: f.Spec.AgentID, ServiceAccount: f.Spec.ServiceAccount, All: f.Spec.AllAgents, Reason: f.Spec.Reason}
 	if f.Spec.ExpiresAt != nil {
 		t := f.Spec.ExpiresAt.UTC()
 		out.ExpiresAt = &t

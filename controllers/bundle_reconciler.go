@@ -50,6 +50,8 @@ func (r *bundleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 
 	b := bundle.Build(in.policies, in.frozen, now)
+	b.Identity = bundle.Identity(in.registration)
+	b.SchemaVersion = b.NeededSchemaVersion()
 	doc, revision, err := engine.Encode(b)
 	if err != nil {
 		return ctrl.Result{}, reconcile.TerminalError(err)

@@ -24,8 +24,9 @@ import (
 	"github.com/toolgate/toolgate/api/v1alpha1"
 )
 
-// +kubebuilder:rbac:groups=toolgate.dev,resources=policies;frozenagents,verbs=get;list;watch
-// +kubebuilder:rbac:groups=toolgate.dev,resources=policies/status;frozenagents/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=toolgate.dev,resources=policies;frozenagents;agents;mcpupstreams,verbs=get;list;watch
+// +kubebuilder:rbac:groups=toolgate.dev,resources=policies/status;frozenagents/status;agents/status;mcpupstreams/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
@@ -75,6 +76,12 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		Named(ControllerName).
 		Watches(&v1alpha1.Policy{}, toBundle, builder.WithPredicates(specChanged{})).
 		Watches(&v1alpha1.FrozenAgent{}, toBundle, builder.WithPredicates(specChanged{})).
+		Watches(&v1alpha1.Agent{}, toBundle, builder.WithPredicates(specChanged{})).
+		Watches(&v1alpha1.MCPUpstream{}, toBundle, builder.WithPredicates(specChanged{})).
+		// A Namespace's enforce and environment labels are part of its bundle.
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetName(), Name: opts.ConfigMapName}}}
+		}), builder.WithPredicates(identityLabelsChanged{})).
 		Watches(&corev1.ConfigMap{}, toBundle, builder.WithPredicates(ourBundle))
 	if opts.Keys != nil {
 		b = b.WatchesRawSource(reSignOnSwap(opts.Keys, mgr.GetClient(), opts.ConfigMapName))
@@ -134,4 +141,27 @@ func (specChanged) Update(e event.UpdateEvent) bool {
 	}
 	return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() ||
 		!reflect.DeepEqual(e.ObjectOld.GetDeletionTimestamp(), e.ObjectNew.GetDeletionTimestamp())
+}
+
+// identityLabelsChanged passes a Namespace created with, or updated to,
+// other values of the labels its bundle carries (deletion removes the
+// bundle with the namespace).
+type identityLabelsChanged struct {
+	predicate.Funcs
+}
+
+func (identityLabelsChanged) Create(e event.CreateEvent) bool {
+	return e.Object.GetLabels()[v1alpha1.LabelEnforce] != "" || e.Object.GetLabels()[v1alpha1.LabelEnvironment] != ""
+}
+
+func (identityLabelsChanged) Update(e event.UpdateEvent) bool {
+	if e.ObjectOld == nil || e.ObjectNew == nil {
+		return true
+	}
+	for _, k := range []string{v1alpha1.LabelEnforce, v1alpha1.LabelEnvironment} {
+		if e.ObjectOld.GetLabels()[k] != e.ObjectNew.GetLabels()[k] {
+			return true
+		}
+	}
+	return false
 }

@@ -43,6 +43,9 @@ type outcome struct {
 	// generations are those of the objects the bundle was built from: a
 	// status describes only what was published.
 	generations map[types.UID]int64
+	// conflicts maps the Agents left out for naming a ServiceAccount an
+	// older Agent registers to that Agent's name.
+	conflicts map[string]string
 }
 
 func newOutcome(in inputs, configMap, revision string, diags []engine.Diagnostic, now time.Time) outcome {
@@ -57,6 +60,13 @@ func newOutcome(in inputs, configMap, revision string, diags []engine.Diagnostic
 	for i := range in.frozen {
 		o.generations[in.frozen[i].UID] = in.frozen[i].Generation
 	}
+	for i := range in.registration.Agents {
+		o.generations[in.registration.Agents[i].UID] = in.registration.Agents[i].Generation
+	}
+	for i := range in.registration.Upstreams {
+		o.generations[in.registration.Upstreams[i].UID] = in.registration.Upstreams[i].Generation
+	}
+	o.conflicts = bundle.Conflicts(in.registration.Agents)
 	return o
 }
 
@@ -141,6 +151,36 @@ func frozenAgentStatus(f *v1alpha1.FrozenAgent, o outcome) v1alpha1.FrozenAgentS
 		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.ReasonPublished
 		cond.Message = fmt.Sprintf("live in ConfigMap %s", o.configMap)
 		st.ObservedGeneration = f.Generation
+		st.BundleRevision = o.revision
+	}
+	st.Conditions = withProgress(st.Conditions, cond, o.retrying())
+	return st
+}
+
+// identityStatus is the status an Agent or MCPUpstream should have: live
+// with the namespace's bundle, or (an Agent) left out for a conflict.
+func identityStatus(obj metav1.Object, was *v1alpha1.IdentityStatus, conflictWith string, o outcome) v1alpha1.IdentityStatus {
+	st := *was.DeepCopy()
+	cond := metav1.Condition{Type: v1alpha1.ConditionReady, ObservedGeneration: obj.GetGeneration(),
+		LastTransitionTime: metav1.NewTime(o.now)}
+	switch {
+	case o.publishErr != nil:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, v1alpha1.ReasonPublishFailed, o.publishFailedMessage()
+		if !o.retrying() {
+			st.ObservedGeneration = obj.GetGeneration()
+		}
+	case o.tooLarge != nil:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, v1alpha1.ReasonBundleTooLarge, o.tooLarge.Error()
+		st.ObservedGeneration = obj.GetGeneration()
+	case conflictWith != "":
+		cond.Status, cond.Reason = metav1.ConditionFalse, v1alpha1.ReasonConflict
+		cond.Message = fmt.Sprintf("Agent %q, older, already registers this ServiceAccount: one Agent per ServiceAccount; delete one of them", conflictWith)
+		st.ObservedGeneration = obj.GetGeneration()
+		st.BundleRevision = ""
+	default:
+		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.ReasonPublished
+		cond.Message = fmt.Sprintf("live in ConfigMap %s", o.configMap)
+		st.ObservedGeneration = obj.GetGeneration()
 		st.BundleRevision = o.revision
 	}
 	st.Conditions = withProgress(st.Conditions, cond, o.retrying())

@@ -71,7 +71,38 @@ func (r *statusReconciler) writeStatuses(ctx context.Context, in inputs, out out
 			})
 		}
 	}
+	for i := range in.registration.Agents {
+		a := &in.registration.Agents[i]
+		r.writeIdentityStatus(ctx, g, a, &a.Status, out.conflicts[a.Name], out)
+	}
+	for i := range in.registration.Upstreams {
+		u := &in.registration.Upstreams[i]
+		r.writeIdentityStatus(ctx, g, u, &u.Status, "", out)
+	}
 	return g.Wait()
+}
+
+// writeIdentityStatus patches an Agent's or MCPUpstream's status (status,
+// inside obj) when it changed, as writeStatuses does the others'.
+func (r *statusReconciler) writeIdentityStatus(ctx context.Context, g *errgroup.Group, obj client.Object, status *v1alpha1.IdentityStatus, conflictWith string, out outcome) {
+	if !out.describes(obj) {
+		if conds := reconciling(status.Conditions, obj.GetGeneration(), out.now); conds != nil {
+			g.Go(func() error {
+				before := obj.DeepCopyObject().(client.Object)
+				status.Conditions = conds
+				return r.patchStatus(ctx, obj, before, nil, nil)
+			})
+		}
+		return
+	}
+	if st := identityStatus(obj, status, conflictWith, out); !equality.Semantic.DeepEqual(*status, st) {
+		g.Go(func() error {
+			before := obj.DeepCopyObject().(client.Object)
+			was := status.Conditions
+			*status = st
+			return r.patchStatus(ctx, obj, before, was, st.Conditions)
+		})
+	}
 }
 
 // patchStatus sends only the status difference, so it never conflicts with a
@@ -91,7 +122,7 @@ func (r *statusReconciler) patchStatus(ctx context.Context, obj, before client.O
 		if prev := apimeta.FindStatusCondition(was, v1alpha1.ConditionReady); prev == nil || prev.Reason != ready.Reason {
 			emit(r.recorder, obj, corev1.EventTypeWarning, ready.Reason, "Publish", ready.Message)
 		}
-	case v1alpha1.ReasonCompileError, v1alpha1.ReasonBundleTooLarge, v1alpha1.ReasonRegoExportRefused:
+	case v1alpha1.ReasonCompileError, v1alpha1.ReasonBundleTooLarge, v1alpha1.ReasonRegoExportRefused, v1alpha1.ReasonConflict:
 		emit(r.recorder, obj, corev1.EventTypeWarning, ready.Reason, "Publish", ready.Message)
 	case v1alpha1.ReasonExpired:
 		emit(r.recorder, obj, corev1.EventTypeNormal, ready.Reason, "Expire", ready.Message)

@@ -57,13 +57,15 @@ type Config struct {
 
 // Decider is the one decision core (see the package comment).
 type Decider struct {
-	cfg     Config
-	logger  *slog.Logger
-	state   atomic.Pointer[State]
-	binding binding
-	usage   *usage.Ledger
-	log     *decisionlog.Log
-	metrics *Metrics
+	cfg    Config
+	logger *slog.Logger
+	state  atomic.Pointer[State]
+	// serviceAccount is the one the sidecar runs as (SetServiceAccount),
+	// written with the swaps.
+	serviceAccount string
+	usage          *usage.Ledger
+	log            *decisionlog.Log
+	metrics        *Metrics
 	// Decision ids are a per-process random prefix and a counter.
 	idPrefix string
 	nextID   atomic.Uint64
@@ -86,7 +88,7 @@ func New(cfg Config, ledger *usage.Ledger, log *decisionlog.Log, m *Metrics, log
 		return nil, fmt.Errorf("seeding decision ids: %w", err)
 	}
 	d.idPrefix = hex.EncodeToString(rnd[:]) + "-"
-	d.binding = newBinding(cfg)
+	d.serviceAccount = cfg.ServiceAccount
 	d.Bodies = &BodyBudget{budget: int64(cfg.MaxBodyBytesInFlight), onReserve: cfg.OnBodyReserve}
 	d.Serve(nil, "", "", time.Time{})
 	return d, nil
@@ -126,6 +128,13 @@ func (d *Decider) Failed(p any) engine.Result {
 	return SelfDeny(CodeInternalError, "the sidecar failed while deciding; denied to fail closed")
 }
 
+// unregistered is the deny of every call of a sidecar whose ServiceAccount
+// has no Agent in a namespace that registers its agents.
+func unregistered(st *State) engine.Result {
+	return SelfDeny(engine.CodeAgentUnregistered, fmt.Sprintf(
+		"ServiceAccount %q has no Agent in this namespace, whose agents are registered: an admin of the namespace must create an Agent for it", st.ServiceAccount))
+}
+
 // SelfDeny is a deny the sidecar made itself, code saying why.
 func SelfDeny(code engine.Code, reason string) engine.Result {
 	return engine.Result{Decision: engine.Deny, Code: code, Reason: reason}
@@ -138,15 +147,18 @@ func SelfDeny(code engine.Code, reason string) engine.Result {
 // Settle and Record). ev is the decision log's event, nil when none is kept
 // (the in-process evaluator of package client/local).
 func (d *Decider) Decide(req engine.Request, explain bool, ev *decisionlog.Event) (engine.Result, *State) {
-	d.bind(req, ev)
+	st := d.state.Load()
+	d.bind(&st.binding, req, ev)
 	if d.cfg.BeforeEvaluate != nil {
 		d.cfg.BeforeEvaluate(req)
 	}
-	st := d.state.Load()
-	// The service account is the sidecar's own (--service-account, set by
-	// the injector from the Pod spec), never the request's.
+	if st.binding.unregistered {
+		return unregistered(st), st
+	}
+	// The service account is the sidecar's own (from the API server, or
+	// --service-account), never the request's.
 	res := d.usage.Decide(st.Compiled, req, engine.EvalOptions{Explain: explain, MaxTrace: d.cfg.MaxTrace,
-		ServiceAccount: d.cfg.ServiceAccount, Now: d.cfg.Now})
+		ServiceAccount: st.ServiceAccount, Now: d.cfg.Now})
 	if res.TraceTruncated {
 		d.metrics.TraceTruncated.Inc()
 	}

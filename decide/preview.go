@@ -11,19 +11,23 @@ import "github.com/toolgate/toolgate/engine"
 // bundle, e.g. its argument-free denials) denies req by a rule: not by a
 // code such as NO_POLICIES.
 func (d *Decider) DeniedByRule(c *engine.Compiled, req engine.Request) bool {
-	d.binding.fill(req)
-	res := c.Evaluate(req, engine.EvalOptions{ServiceAccount: d.cfg.ServiceAccount})
+	st := d.state.Load()
+	st.binding.fill(req)
+	res := c.Evaluate(req, engine.EvalOptions{ServiceAccount: st.ServiceAccount})
 	return res.Decision == engine.Deny && res.Code == "" && res.MatchedRuleID != ""
 }
 
 // Frozen tells whether the served bundle (with the freezes watched
-// through the API) freezes the agent of req: the engine's own freeze
-// check, which comes before any rule.
+// through the API) freezes the agent of req, or leaves it unregistered:
+// the checks that come before any rule.
 func (d *Decider) Frozen(req engine.Request) bool {
-	cur := d.state.Load().Compiled
-	if cur == nil {
+	st := d.state.Load()
+	if st.Compiled == nil {
 		return false
 	}
-	d.binding.fill(req)
-	return cur.Evaluate(req, engine.EvalOptions{ServiceAccount: d.cfg.ServiceAccount, Now: d.cfg.Now}).Code == engine.CodeAgentFrozen
+	if st.binding.unregistered {
+		return true
+	}
+	st.binding.fill(req)
+	return st.Compiled.Evaluate(req, engine.EvalOptions{ServiceAccount: st.ServiceAccount, Now: d.cfg.Now}).Code == engine.CodeAgentFrozen
 }

@@ -2,6 +2,7 @@ package decide
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -15,13 +16,25 @@ type State struct {
 	Revision string
 	Origin   string
 	LoadedAt time.Time
+	// ServiceAccount is the one the sidecar runs as: what FrozenAgents
+	// naming a ServiceAccount and the bundle's registered Agents are
+	// matched with (never a request's).
+	ServiceAccount string
+	// binding is what every request's agent_id, roles and environment are
+	// replaced with while this state is served.
+	binding binding
 	// suffix closes a response: `,"bundleRevision":...,"decisionId":"<prefix>`,
 	// encoded once per load instead of once per decision.
 	suffix []byte
 }
 
-func newState(c *engine.Compiled, revision, origin string, at time.Time, idPrefix string) *State {
-	st := &State{Compiled: c, Revision: revision, Origin: origin, LoadedAt: at}
+func newState(c *engine.Compiled, revision, origin string, at time.Time, idPrefix string, cfg *Config, serviceAccount string) *State {
+	st := &State{Compiled: c, Revision: revision, Origin: origin, LoadedAt: at, ServiceAccount: serviceAccount}
+	if id := c.Identity(); id != nil {
+		st.binding = registeredBinding(id, serviceAccount)
+	} else {
+		st.binding = argumentBinding(cfg)
+	}
 	st.suffix = append(st.suffix, `,"bundleRevision":`...)
 	if revision == "" {
 		st.suffix = append(st.suffix, "null"...)
@@ -40,9 +53,53 @@ func (d *Decider) State() *State { return d.state.Load() }
 // decision deny NO_POLICIES), its revision, where it came from and when it
 // was loaded. Callers serialise their swaps; decisions never wait on them.
 func (d *Decider) Serve(c *engine.Compiled, revision, origin string, at time.Time) *State {
-	st := newState(c, revision, origin, at, d.idPrefix)
+	st := newState(c, revision, origin, at, d.idPrefix, &d.cfg, d.serviceAccount)
 	d.state.Store(st)
 	return st
+}
+
+// SetServiceAccount sets the ServiceAccount the sidecar runs as, as the API
+// server says it is (SelfSubjectReview), in place of --service-account,
+// and re-binds the state served. Callers serialise it with Serve.
+func (d *Decider) SetServiceAccount(sa string) {
+	d.serviceAccount = sa
+	cur := d.state.Load()
+	d.state.Store(newState(cur.Compiled, cur.Revision, cur.Origin, cur.LoadedAt, d.idPrefix, &d.cfg, sa))
+}
+
+// Unregistered tells whether the bundle served registers the namespace's
+// agents and none for this sidecar's ServiceAccount: every call is then
+// denied AGENT_UNREGISTERED.
+func (st *State) Unregistered() bool { return st.binding.unregistered }
+
+// Agent is the registered Agent the state binds, nil when the sidecar's
+// arguments bind (the namespace registers no agents) or none is
+// registered for its ServiceAccount.
+func (st *State) Agent() *engine.Agent { return st.binding.agent }
+
+// CheckUpstream tells whether the agent may reach the MCP upstream name at
+// url: always when the namespace registers no agents; otherwise only an
+// upstream the bundle registers under that name at that very URL, and
+// that the agent's Agent lists. The error says which is missing.
+func (st *State) CheckUpstream(name, url string) error {
+	id := st.Compiled.Identity()
+	if id == nil {
+		return nil
+	}
+	a := st.binding.agent
+	if a == nil {
+		return fmt.Errorf("this sidecar's ServiceAccount %q has no Agent: an admin of the namespace must create one", st.ServiceAccount)
+	}
+	registered, ok := id.UpstreamURL(name)
+	switch {
+	case !ok:
+		return fmt.Errorf("no MCPUpstream %q is registered in the namespace", name)
+	case registered != url:
+		return fmt.Errorf("MCPUpstream %q is registered at %s, not at %s", name, registered, url)
+	case !slices.Contains(a.Upstreams, name):
+		return fmt.Errorf("Agent %q does not list MCPUpstream %q in spec.upstreams", a.Name, name)
+	}
+	return nil
 }
 
 // Ready reports whether a bundle is served.

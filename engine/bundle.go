@@ -17,7 +17,12 @@ import (
 // it uses nothing of the gateway model (so sidecars not yet upgraded keep
 // serving it during a rolling upgrade), 2 when it does. A sidecar rejects
 // a version it does not know rather than guessing at its meaning.
-const SchemaVersion = 2
+const SchemaVersion = 3
+
+// SchemaVersionGateway is the version of bundles that use the gateway
+// model (tiered evaluation, subjects, targets, ...) but neither registered
+// agents nor a freeze of every agent.
+const SchemaVersionGateway = 2
 
 // SchemaVersionOrdered is the version of bundles that use only seed 000's
 // ordered model: every bundle written before the gateway model.
@@ -25,10 +30,16 @@ const SchemaVersionOrdered = 1
 
 // NeededSchemaVersion is the lowest version that holds b: what Encode
 // writes and Decode insists on.
+// A sidecar too old to know registered agents or a freeze of every agent
+// refuses a version 3 bundle (and keeps serving its last one) rather than
+// ignoring who its agent is or that it is frozen.
 func (b *Bundle) NeededSchemaVersion() int {
+	if b.Identity != nil || slices.ContainsFunc(b.FrozenAgents, func(f FrozenAgent) bool { return f.All }) {
+		return SchemaVersion
+	}
 	for i := range b.Policies {
 		if b.Policies[i].usesGateway() {
-			return SchemaVersion
+			return SchemaVersionGateway
 		}
 	}
 	return SchemaVersionOrdered
@@ -57,13 +68,17 @@ func (p *Policy) usesGateway() bool {
 }
 
 // Bundle is everything one namespace's sidecars need to decide: its policies
-// and frozen agents. It is also the wire format published in the bundle
-// ConfigMap (key bundle.json).
+// and frozen agents, and who its agents are once they are registered. It
+// is also the wire format published in the bundle ConfigMap (key
+// bundle.json).
 type Bundle struct {
 	SchemaVersion int           `json:"schemaVersion"`
 	Revision      string        `json:"revision,omitempty"`
 	Policies      []Policy      `json:"policies"`
 	FrozenAgents  []FrozenAgent `json:"frozenAgents"`
+	// Identity is set when the namespace's agents are registered (see
+	// Identity); nil keeps each sidecar's own arguments.
+	Identity *Identity `json:"identity,omitempty"`
 }
 
 // Policy is one Policy resource as the engine sees it.
@@ -138,6 +153,9 @@ type Condition struct {
 // agent_id it decides for), or both: either one matching freezes.
 type FrozenAgent struct {
 	ID string `json:"id"`
+	// All freezes every agent of the namespace, whatever its id or
+	// ServiceAccount (FrozenAgent spec.allAgents).
+	All bool `json:"allAgents,omitempty"`
 	// ServiceAccount is compared exactly (it is a DNS label) with the
 	// ServiceAccount the caller vouches for in EvalOptions, never with a
 	// request field. Empty in bundles written before it existed, and
@@ -151,6 +169,8 @@ type FrozenAgent struct {
 // messages: the agent id, the ServiceAccount, or both.
 func (f FrozenAgent) Describe() string {
 	switch {
+	case f.All:
+		return "every agent of the namespace"
 	case f.ServiceAccount == "":
 		return fmt.Sprintf("agent %q", f.ID)
 	case f.ID == "":
@@ -186,6 +206,12 @@ func (b *Bundle) Sort() {
 		}
 		if c := cmp.Compare(x.ServiceAccount, y.ServiceAccount); c != 0 {
 			return c
+		}
+		if x.All != y.All {
+			if x.All {
+				return 1
+			}
+			return -1
 		}
 		if c := cmp.Compare(expiryKey(x.ExpiresAt), expiryKey(y.ExpiresAt)); c != 0 {
 			return c
@@ -226,6 +252,10 @@ func Encode(b Bundle) ([]byte, string, error) {
 	}
 	if b.FrozenAgents == nil {
 		b.FrozenAgents = []FrozenAgent{}
+	}
+	if b.Identity != nil {
+		id := b.Identity.sorted()
+		b.Identity = &id
 	}
 	b.Sort()
 	b.Revision = ""

@@ -29,6 +29,7 @@ var ruleIDPattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 // concurrent use; a nil *Compiled has no policies.
 type Compiled struct {
 	revision string
+	identity *Identity // the bundle's registered agents; nil: none
 	policies []cpolicy
 	frozen   freezes
 	// bundleFrozen are the bundle's own freezes, kept for WithFrozen.
@@ -61,6 +62,7 @@ type frozenEntry struct {
 type freezes struct {
 	byAgent          map[string][]frozenEntry
 	byServiceAccount map[string][]frozenEntry
+	all              []frozenEntry // freezes of every agent
 }
 
 func newFreezes(lists ...[]FrozenAgent) freezes {
@@ -70,6 +72,10 @@ func newFreezes(lists ...[]FrozenAgent) freezes {
 			e := frozenEntry{f}
 			if e.Reason == "" {
 				e.Reason = f.Describe() + " is frozen"
+			}
+			if f.All {
+				fz.all = append(fz.all, e)
+				continue
 			}
 			// An empty id without a service account is how every bundle
 			// before serviceAccount read: it freezes agent_id "".
@@ -148,7 +154,7 @@ type ccond struct {
 // POLICY_COMPILE_ERROR when it reaches it, and each problem is returned as a
 // Diagnostic.
 func Compile(b Bundle) (*Compiled, []Diagnostic) {
-	c := &Compiled{revision: b.Revision, frozen: newFreezes(b.FrozenAgents)}
+	c := &Compiled{revision: b.Revision, identity: b.Identity, frozen: newFreezes(b.FrozenAgents)}
 	c.bundleFrozen = b.FrozenAgents
 
 	policies := slices.Clone(b.Policies)
@@ -199,10 +205,20 @@ func (c *Compiled) WithFrozen(extra []FrozenAgent) *Compiled {
 	if c == nil {
 		return nil
 	}
-	out := &Compiled{revision: c.revision, policies: c.policies, byTool: c.byTool, paths: c.paths, resourceSlot: c.resourceSlot, usesUsage: c.usesUsage,
+	out := &Compiled{revision: c.revision, identity: c.identity, policies: c.policies, byTool: c.byTool, paths: c.paths, resourceSlot: c.resourceSlot, usesUsage: c.usesUsage,
 		bundleFrozen: c.bundleFrozen, frozen: newFreezes(c.bundleFrozen, extra)}
 	out.initScratch()
 	return out
+}
+
+// Identity is who the bundle's agents are, nil when they are not
+// registered (the sidecar's arguments then say). Callers must not modify
+// it.
+func (c *Compiled) Identity() *Identity {
+	if c == nil {
+		return nil
+	}
+	return c.identity
 }
 
 // NextFreezeExpiry is the soonest expiry after now among c's freezes (the
@@ -212,7 +228,7 @@ func (c *Compiled) WithFrozen(extra []FrozenAgent) *Compiled {
 func (c *Compiled) NextFreezeExpiry(now time.Time) (time.Time, bool) {
 	var next time.Time
 	found := false
-	for _, index := range []map[string][]frozenEntry{c.frozen.byAgent, c.frozen.byServiceAccount} {
+	for _, index := range []map[string][]frozenEntry{c.frozen.byAgent, c.frozen.byServiceAccount, {"": c.frozen.all}} {
 		for _, entries := range index {
 			for _, e := range entries {
 				if e.ExpiresAt != nil && e.ExpiresAt.After(now) && (!found || e.ExpiresAt.Before(next)) {

@@ -389,17 +389,19 @@ func (e *run) traceVerdict(p *cpolicy, res int, v verdict, outcome string) {
 
 // frozenFor is the unexpired freeze that stops this call, if any: one
 // naming the request's agent_id, or the caller's service account (which the
-// caller vouches for; a request cannot name it).
+// caller vouches for; a request cannot name it), or every agent.
 func (c *Compiled) frozenFor(req Request, serviceAccount string, now time.Time) *frozenEntry {
 	if agent, ok := req[FieldAgentID].(string); ok {
 		if e := c.frozenEntry(agent, now); e != nil {
 			return e
 		}
 	}
-	if serviceAccount == "" {
-		return nil
+	if serviceAccount != "" {
+		if e := unexpired(c.frozen.byServiceAccount[serviceAccount], now); e != nil {
+			return e
+		}
 	}
-	return unexpired(c.frozen.byServiceAccount[serviceAccount], now)
+	return unexpired(c.frozen.all, now)
 }
 
 // frozenEntry finds an unexpired freeze for agent, comparing as

@@ -21,6 +21,10 @@ const (
 	CodeNoPolicies         Code = "NO_POLICIES"
 	CodePolicyCompileError Code = "POLICY_COMPILE_ERROR"
 	CodeEvalTimeout        Code = "EVAL_TIMEOUT"
+	// CodeAgentUnregistered denies every call of a sidecar whose
+	// ServiceAccount has no Agent in a namespace whose agents are
+	// registered (Identity).
+	CodeAgentUnregistered Code = "AGENT_UNREGISTERED"
 )
 
 // Result is the outcome of one evaluation. Empty matched ids are written as

@@ -151,7 +151,10 @@ type data struct {
 	TieredPolicies []int                   `json:"tieredPolicies"`
 	Warns          bool                    `json:"warns"`
 	FrozenAgents   map[string][]frozenData `json:"frozenAgents"`
-	Fold           map[string]string       `json:"fold"`
+	// FrozenAll are the freezes of every agent (allAgents); left out
+	// when there are none, so exports without one are unchanged.
+	FrozenAll []frozenData      `json:"frozenAll,omitempty"`
+	Fold      map[string]string `json:"fold"`
 	// Counts lists the input.counts keys the rules read.
 	Counts countKeys `json:"counts"`
 }
@@ -181,8 +184,9 @@ func Export(b engine.Bundle) (*Bundle, error) {
 		}
 	}
 	for _, f := range b.FrozenAgents {
-		// Only a freeze naming an agent_id can be decided from the request;
-		// one naming a ServiceAccount needs the caller's word for it.
+		// Only a freeze naming an agent_id (or every agent) can be decided
+		// from the request; one naming a ServiceAccount needs the caller's
+		// word for it.
 		if f.ID == "" && f.ServiceAccount != "" {
 			continue
 		}
@@ -193,6 +197,10 @@ func Export(b engine.Bundle) (*Bundle, error) {
 		if f.ExpiresAt != nil {
 			ns := unixNanoClamped(*f.ExpiresAt)
 			e.ExpiresAtNs = &ns
+		}
+		if f.All {
+			d.FrozenAll = append(d.FrozenAll, e)
+			continue
 		}
 		key := engine.FoldKey(f.ID)
 		d.FrozenAgents[key] = append(d.FrozenAgents[key], e)

@@ -37,6 +37,10 @@ _frozen := _result("deny", "deny", null, null, null, null, "AGENT_FROZEN", live[
 	entries := data.toolgate.frozenAgents[_agent_fold]
 	live := [e | some e in entries; not _expired(e)]
 	count(live) > 0
+} else := _result("deny", "deny", null, null, null, null, "AGENT_FROZEN", live[0].reason, []) if {
+	# A freeze of every agent (allAgents), after one naming the agent_id.
+	live := [e | some e in data.toolgate.frozenAll; not _expired(e)]
+	count(live) > 0
 }
 
 _expired(e) if {

@@ -24,6 +24,9 @@ const (
 	ReasonCompileError   = "CompileError"
 	ReasonBundleTooLarge = "BundleTooLarge"
 	ReasonExpired        = "Expired"
+	// ReasonConflict (Ready=False) is an Agent whose ServiceAccount an older
+	// Agent already registers: the older one is the agent.
+	ReasonConflict = "Conflict"
 	// ReasonPublishFailed: the API server refused the bundle ConfigMap's
 	// write; the message carries its error. Retried with backoff; with
 	// Reconciling=True when the error is expected to pass, Stalled=True

@@ -16,8 +16,11 @@ const (
 )
 
 // FrozenAgentSpec names the agent to stop: by agentId, by serviceAccount,
-// or both (either one matching freezes).
-// +kubebuilder:validation:XValidation:rule="has(self.agentId) || has(self.serviceAccount)",message="agentId or serviceAccount is required"
+// or both (either one matching freezes); or every agent of the namespace
+// (allAgents).
+// +kubebuilder:validation:XValidation:rule="has(self.agentId) || has(self.serviceAccount) || (has(self.allAgents) && self.allAgents)",message="agentId, serviceAccount or allAgents: true is required"
+// +kubebuilder:validation:XValidation:rule="!(has(self.allAgents) && self.allAgents) || (!has(self.agentId) && !has(self.serviceAccount))",message="allAgents: true freezes every agent of the namespace: it takes no agentId or serviceAccount"
+// +kubebuilder:validation:XValidation:rule="has(self.allAgents) == has(oldSelf.allAgents) && (!has(self.allAgents) || self.allAgents == oldSelf.allAgents)",message="allAgents is immutable: create another FrozenAgent"
 // +kubebuilder:validation:XValidation:rule="!has(self.agentId) || self.agentId == self.agentId.trim()",message="agentId must not start or end with whitespace"
 // +kubebuilder:validation:XValidation:rule="has(self.agentId) == has(oldSelf.agentId) && (!has(self.agentId) || self.agentId == oldSelf.agentId)",message="agentId is immutable: create another FrozenAgent to freeze another agent"
 // +kubebuilder:validation:XValidation:rule="has(self.serviceAccount) == has(oldSelf.serviceAccount) && (!has(self.serviceAccount) || self.serviceAccount == oldSelf.serviceAccount)",message="serviceAccount is immutable: create another FrozenAgent to freeze another service account"
@@ -38,6 +41,11 @@ type FrozenAgentSpec struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	ServiceAccount string `json:"serviceAccount,omitempty"`
+
+	// allAgents: true denies everything to every sidecar of the namespace,
+	// whatever identity it has (toolgate freeze --all).
+	// +optional
+	AllAgents bool `json:"allAgents,omitempty"`
 
 	// reason is returned with every AGENT_FROZEN deny.
 	// +optional

@@ -1,5 +1,6 @@
 // Package v1alpha1 holds the toolgate.dev/v1alpha1 API: Policy and
-// FrozenAgent, the two resources users write.
+// FrozenAgent, and Agent and MCPUpstream, who the governed agents are and
+// what they may reach.
 // +kubebuilder:object:generate=true
 // +groupName=toolgate.dev
 package v1alpha1
@@ -23,7 +24,8 @@ var (
 )
 
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &Policy{}, &PolicyList{}, &FrozenAgent{}, &FrozenAgentList{})
+	s.AddKnownTypes(GroupVersion, &Policy{}, &PolicyList{}, &FrozenAgent{}, &FrozenAgentList{},
+		&Agent{}, &AgentList{}, &MCPUpstream{}, &MCPUpstreamList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }
