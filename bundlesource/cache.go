@@ -42,6 +42,10 @@ func (c *bundleCache) endorsementsPath() string { return c.path() + ".endorsemen
 // ConfigMap was deleted still refuses an older signed bundle put back.
 func (c *bundleCache) counterPath() string { return c.path() + ".counter" }
 
+// serviceAccountPath keeps the ServiceAccount the API server last said the
+// sidecar runs as (learnServiceAccount).
+func (c *bundleCache) serviceAccountPath() string { return c.path() + ".serviceaccount" }
+
 func (c *bundleCache) readCounter() (uint64, string, error) {
 	data, err := os.ReadFile(c.counterPath())
 	if errors.Is(err, fs.ErrNotExist) {

@@ -75,6 +75,9 @@ type Loader struct {
 	// from the bundle's own freezes). Guarded by mu.
 	apiFrozen   []engine.FrozenAgent
 	frozenWatch frozenWatch
+	// flagServiceAccount is --service-account, which stands only when the
+	// API server says the sidecar runs as no ServiceAccount.
+	flagServiceAccount string
 }
 
 // New makes a Loader serving into d, counting in m. Nothing is loaded
@@ -86,6 +89,9 @@ func New(cfg Config, d *decide.Decider, m *Metrics, log *slog.Logger) *Loader {
 	}
 	if cfg.CacheDir != "" {
 		l.cache = &bundleCache{dir: cfg.CacheDir, name: CacheFileName(cfg)}
+	}
+	if cfg.ConfigMap != "" {
+		l.initServiceAccount()
 	}
 	return l
 }

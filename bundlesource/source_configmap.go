@@ -85,6 +85,13 @@ func (c *configMapSource) Run(ctx context.Context, l *Loader) error {
 		defer close(done)
 		informer.RunWithContext(ctx)
 	}()
+	// Who the sidecar is, from the API server.
+	learnDone := make(chan struct{})
+	go func() {
+		defer close(learnDone)
+		l.learnServiceAccount(ctx, c.config, c.namespace)
+	}()
+	defer func() { <-learnDone }()
 	// FrozenAgents of the same namespace, straight from the API.
 	frozenDone := make(chan struct{})
 	go func() {
