@@ -61,6 +61,9 @@ func (o *Options) Check() error {
 type mcpUpstream struct {
 	name string
 	url  *url.URL
+	// raw is the URL as given: what a namespace that registers its
+	// upstreams must have registered under name (decide.State.CheckUpstream).
+	raw string
 	// auth is the credential header (nil without --mcp-upstream-auth);
 	// its value is never logged.
 	auth *mcpAuth
@@ -105,7 +108,7 @@ func (o *Options) parse() ([]mcpUpstream, error) {
 			continue
 		}
 		index[name] = len(ups)
-		ups = append(ups, mcpUpstream{name: name, url: u})
+		ups = append(ups, mcpUpstream{name: name, url: u, raw: raw})
 	}
 	seenAuth := map[string]bool{}
 	for _, kv := range o.UpstreamAuth {

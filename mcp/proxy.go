@@ -189,6 +189,15 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write(append(body, '\n'))
 		return
 	}
+	if err := p.d.State().CheckUpstream(rt.up.name, rt.up.raw); err != nil {
+		// The namespace registers its upstreams and this one is not the
+		// agent's, or not at this URL: whatever the sidecar's arguments
+		// say, nothing reaches it.
+		rt.counted.refused.Inc()
+		p.log.Warn("MCP upstream refused: not registered for this agent", "upstream", rt.up.name, "err", err)
+		writeRPCError(w, http.StatusForbidden, nil, RPCUpstreamUnregistered, fmt.Sprintf("toolgate: MCP upstream %q refused: %v", rt.up.name, err))
+		return
+	}
 	// A request being proxied, a stream included, is never evicted at
 	// --max-connections, as a request being evaluated is not: at the cap a
 	// new connection evicts one that is idle or still sending headers.
@@ -410,6 +419,10 @@ const (
 	RPCUpstreamDown   = -32001
 	RPCOverloaded     = -32002
 	RPCNotForwarded   = -32003
+	// RPCUpstreamUnregistered answers every request to an upstream the
+	// namespace does not register for the agent (MCPUpstream, Agent
+	// spec.upstreams).
+	RPCUpstreamUnregistered = -32004
 )
 
 func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, code int, msg string) {

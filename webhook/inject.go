@@ -134,31 +134,57 @@ func (p *PodInjector) Default(ctx context.Context, pod *corev1.Pod) error {
 	if err := refuseInjection(pod, p.Options.RunAsUser); err != nil {
 		return err
 	}
-	if err := refuseMCP(pod); err != nil {
-		return err
-	}
+	namespace := pod.Namespace
 	if reqErr == nil {
 		// On create the Pod may not carry its namespace yet; the request does.
-		if req.DryRun == nil || !*req.DryRun {
-			if err := p.grantBundleRead(ctx, req.Namespace, serviceAccount(pod)); err != nil {
-				return fmt.Errorf("granting %s read access to the bundle: %w", serviceAccount(pod), err)
+		namespace = req.Namespace
+	}
+	var id *registered
+	if namespace != "" {
+		reg, err := p.registration(ctx, namespace)
+		if err != nil {
+			return err
+		}
+		if reg.Registered() {
+			if id, err = p.resolveRegistered(ctx, pod, namespace, reg); err != nil {
+				return err
 			}
 		}
 	}
-	InjectSidecar(pod, p.Options)
+	if id != nil {
+		if err := podInvalid(pod, refuseCredentialReaders(pod, id.upstreams)); err != nil {
+			return err
+		}
+	} else if err := refuseMCP(pod); err != nil {
+		return err
+	}
+	if reqErr == nil && (req.DryRun == nil || !*req.DryRun) {
+		if err := p.grantBundleRead(ctx, namespace, serviceAccount(pod)); err != nil {
+			return fmt.Errorf("granting %s read access to the bundle: %w", serviceAccount(pod), err)
+		}
+	}
+	injectSidecar(pod, p.Options, id)
 	return nil
 }
 
 // InjectSidecar adds the sidecar container, its cache volume and the
-// v1alpha1.LabelInjected label to pod, once.
-func InjectSidecar(pod *corev1.Pod, o InjectOptions) {
+// v1alpha1.LabelInjected label to pod, once, for a namespace that does not
+// register its agents (the Pod's annotations say who it is).
+func InjectSidecar(pod *corev1.Pod, o InjectOptions) { injectSidecar(pod, o, nil) }
+
+// injectSidecar is InjectSidecar with, in a namespace that registers its
+// agents, the Pod's registered identity (id; nil: the annotations).
+func injectSidecar(pod *corev1.Pod, o InjectOptions, id *registered) {
 	if hasSidecar(pod) {
 		return
 	}
 	agentID := corev1.EnvVar{Name: "TOOLGATE_AGENT_ID",
 		ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.serviceAccountName"}}}
-	if id := pod.Annotations[v1alpha1.AnnotationAgentID]; id != "" {
-		agentID = corev1.EnvVar{Name: "TOOLGATE_AGENT_ID", Value: id}
+	switch {
+	case id != nil:
+		agentID = corev1.EnvVar{Name: "TOOLGATE_AGENT_ID", Value: id.agent.ID()}
+	case pod.Annotations[v1alpha1.AnnotationAgentID] != "":
+		agentID = corev1.EnvVar{Name: "TOOLGATE_AGENT_ID", Value: pod.Annotations[v1alpha1.AnnotationAgentID]}
 	}
 	f, t := false, true
 	uid, gid := o.RunAsUser, o.RunAsGroup
@@ -185,12 +211,22 @@ func InjectSidecar(pod *corev1.Pod, o InjectOptions) {
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		},
 	}
-	// refuseInjection has checked both: they go into args as they are.
-	if roles, ok := pod.Annotations[v1alpha1.AnnotationRoles]; ok {
-		c.Args = append(c.Args, "--roles="+roles)
-	}
-	if env, ok := pod.Annotations[v1alpha1.AnnotationEnvironment]; ok {
-		c.Args = append(c.Args, "--environment="+env)
+	if id != nil {
+		// What the sidecar binds comes from the signed bundle's Agent; the
+		// arguments say the same, for its logs. The Pod's annotations are
+		// ignored: its author does not choose its roles or environment.
+		c.Args = append(c.Args, "--roles="+strings.Join(id.agent.Spec.Roles, ","))
+		if id.environment != "" {
+			c.Args = append(c.Args, "--environment="+id.environment)
+		}
+	} else {
+		// refuseInjection has checked both: they go into args as they are.
+		if roles, ok := pod.Annotations[v1alpha1.AnnotationRoles]; ok {
+			c.Args = append(c.Args, "--roles="+roles)
+		}
+		if env, ok := pod.Annotations[v1alpha1.AnnotationEnvironment]; ok {
+			c.Args = append(c.Args, "--environment="+env)
+		}
 	}
 	if o.Socket != "" {
 		c.Args = append(c.Args, "--listen="+endpoint.UnixURL(o.Socket))
@@ -227,7 +263,12 @@ func InjectSidecar(pod *corev1.Pod, o InjectOptions) {
 		c.Args = append(c.Args, fmt.Sprintf("--metrics-listen=:%d", o.MetricsPort))
 		c.Ports = []corev1.ContainerPort{{Name: MetricsPortName, ContainerPort: o.MetricsPort, Protocol: corev1.ProtocolTCP}}
 	}
-	injectMCP(pod, &c)
+	if v, ok := pod.Annotations[AnnotationMCPUpstreams]; ok && id != nil {
+		injectMCP(pod, &c, id.upstreams)
+	} else if ok {
+		ups, _ := parseMCPUpstreams(v) // refuseMCP has checked it
+		injectMCP(pod, &c, ups)
+	}
 	if pod.Labels == nil {
 		pod.Labels = map[string]string{}
 	}

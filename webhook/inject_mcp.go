@@ -116,6 +116,14 @@ func refuseMCP(pod *corev1.Pod) error {
 		return nil
 	}
 	ups, errs := parseMCPUpstreams(v)
+	return podInvalid(pod, append(errs, refuseCredentialReaders(pod, ups)...))
+}
+
+// refuseCredentialReaders refuses a Pod whose containers could read an
+// upstream's credential Secret, or that declares a volume name the
+// injector reserves for one.
+func refuseCredentialReaders(pod *corev1.Pod, ups []mcpAnnotated) field.ErrorList {
+	var errs field.ErrorList
 	secrets := map[string]bool{}
 	for _, u := range ups {
 		if u.secret != "" {
@@ -158,7 +166,7 @@ func refuseMCP(pod *corev1.Pod) error {
 			}
 		}
 	}
-	return podInvalid(pod, errs)
+	return errs
 }
 
 func volumeSecrets(v corev1.Volume) []string {
@@ -186,12 +194,8 @@ const (
 // injectMCP adds each upstream to the sidecar's arguments and mounts its
 // Secret into the sidecar alone, and points the Pod's other containers at
 // the proxy (where they do not set EnvMCPURL in env themselves). The
-// annotation was checked by refuseMCP.
-func injectMCP(pod *corev1.Pod, c *corev1.Container) {
-	v, ok := pod.Annotations[AnnotationMCPUpstreams]
-	if !ok {
-		return
-	}
+// upstreams were checked (refuseMCP, resolveRegistered).
+func injectMCP(pod *corev1.Pod, c *corev1.Container, ups []mcpAnnotated) {
 	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for i := range list {
 			if !slices.ContainsFunc(list[i].Env, func(e corev1.EnvVar) bool { return e.Name == EnvMCPURL }) {
@@ -199,7 +203,6 @@ func injectMCP(pod *corev1.Pod, c *corev1.Container) {
 			}
 		}
 	}
-	ups, _ := parseMCPUpstreams(v)
 	readable := int32(0o444) // the sidecar runs as its own user; no other container mounts it
 	for _, u := range ups {
 		c.Args = append(c.Args, "--mcp-upstream="+u.name+"="+u.url)
