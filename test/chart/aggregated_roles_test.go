@@ -62,7 +62,9 @@ func TestAggregatedRolesGrantWhatTheySay(t *testing.T) {
 	}
 	bind("viewer", view.Name)               // what view and edit get
 	bind("ns-admin", view.Name, admin.Name) // what admin gets
-	for _, resource := range []string{"policies", "frozenagents"} {
+	// Agents and MCPUpstreams say who an agent is and what it may reach:
+	// like Policies, an editor (the viewer's grants) only reads them.
+	for _, resource := range []string{"policies", "frozenagents", "agents", "mcpupstreams"} {
 		for _, verb := range []string{"get", "list", "watch"} {
 			for _, user := range []plainUser{"viewer", "ns-admin"} {
 				if !canEventually(t, user, verb, "toolgate.dev", resource, ns, "") {
