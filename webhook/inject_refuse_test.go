@@ -200,7 +200,14 @@ func TestAttackUnguardedPodRefusedInEnforceNamespace(t *testing.T) {
 	own.Spec.Containers = append(own.Spec.Containers, corev1.Container{Name: SidecarName, Image: "evil"})
 	refused(t, own, `must be annotated toolgate.dev/inject: "true"`)
 
-	// The injector up: the annotated Pod is injected, then admitted.
+	// The injector up: an enforce namespace registers its agents, so the
+	// annotated Pod is refused until an admin registers its ServiceAccount
+	// (issue 24), then injected and admitted.
+	refused(t, inNS(pod("guarded", injectMe)), `ServiceAccount "agent-sa" has no Agent`)
+	registration := &v1alpha1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: enforced, Name: "agent"}, Spec: v1alpha1.AgentSpec{ServiceAccountName: "agent-sa"}}
+	if err := k8sClient.Create(ctx, registration); err != nil {
+		t.Fatal(err)
+	}
 	stored := admit(t, inNS(pod("guarded", injectMe)))
 	if sidecarOf(t, &stored) == nil {
 		t.Fatal("admitted without a sidecar")

@@ -226,7 +226,7 @@ func TestFrozenAgentBypassesWebhooks(t *testing.T) {
 	bad := f.DeepCopy()
 	bad.SetName("freeze-bad")
 	bad.Object["spec"] = map[string]any{"reason": "no agent"}
-	if err := k8sClient.Create(context.Background(), bad); err == nil || !strings.Contains(err.Error(), "agentId or serviceAccount is required") {
+	if err := k8sClient.Create(context.Background(), bad); err == nil || !strings.Contains(err.Error(), "agentId, serviceAccount or allAgents: true is required") {
 		t.Errorf("a FrozenAgent without agentId or serviceAccount: %v", err)
 	}
 	bad.Object["spec"] = map[string]any{"agentId": " agent-7"}
