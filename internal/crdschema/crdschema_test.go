@@ -39,7 +39,7 @@ func fields(errs field.ErrorList) []string {
 }
 
 func TestEveryKindIsServed(t *testing.T) {
-	for _, kind := range []string{"Policy", "FrozenAgent"} {
+	for _, kind := range []string{"Policy", "FrozenAgent", "Agent", "MCPUpstream"} {
 		if gvk := v1alpha1.GroupVersion.WithKind(kind); !Known(gvk) {
 			t.Errorf("%s is not served by the embedded CRDs", gvk)
 		}
