@@ -129,6 +129,17 @@ func TestEvaluateAgentFrozen(t *testing.T) {
 			want: expect{decision: Deny, code: CodeNoPolicies}},
 		{name: "before POLICY_COMPILE_ERROR", frozen: []FrozenAgent{{ID: "agent-1"}}, polic: []Policy{badRegex}, agent: "agent-1",
 			want: expect{decision: Deny, code: CodeAgentFrozen}},
+		// allAgents: every agent, with or without an agent_id.
+		{name: "every agent", frozen: []FrozenAgent{{All: true, Reason: "INC-24"}}, agent: "agent-2",
+			want: expect{decision: Deny, code: CodeAgentFrozen}, reason: "INC-24"},
+		{name: "every agent, no agent_id", frozen: []FrozenAgent{{All: true}}, agent: nil,
+			want: expect{decision: Deny, code: CodeAgentFrozen}, reason: "every agent of the namespace is frozen"},
+		{name: "every agent, expired", frozen: []FrozenAgent{{All: true, ExpiresAt: &earlier}}, agent: "agent-2",
+			want: expect{decision: Allow, policy: "p", version: 1, rule: "all"}},
+		{name: "the agent's own freeze before every agent's", frozen: []FrozenAgent{{All: true, Reason: "all"}, {ID: "agent-1", Reason: "mine"}}, agent: "agent-1",
+			want: expect{decision: Deny, code: CodeAgentFrozen}, reason: "mine"},
+		{name: "every agent, before NO_POLICIES", frozen: []FrozenAgent{{All: true}}, polic: []Policy{}, agent: "agent-2",
+			want: expect{decision: Deny, code: CodeAgentFrozen}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
