@@ -7,10 +7,10 @@ the installed chart grants every rule of role.yaml.
 */}}
 {{- define "toolgate.namespacedRules" -}}
 - apiGroups: [toolgate.dev]
-  resources: [policies, frozenagents]
+  resources: [policies, frozenagents, agents, mcpupstreams]
   verbs: [get, list, watch]
 - apiGroups: [toolgate.dev]
-  resources: [policies/status, frozenagents/status]
+  resources: [policies/status, frozenagents/status, agents/status, mcpupstreams/status]
   verbs: [get, update, patch]
 - apiGroups: [""]
   resources: [configmaps]
@@ -30,10 +30,15 @@ the installed chart grants every rule of role.yaml.
 {{- end }}
 
 {{/*
-Cluster-scoped rules: in self mode the certificate rotator watches the webhook
-configurations and writes the CA into ours only.
+Cluster-scoped rules: the operator and the injector read Namespaces' labels
+(toolgate.dev/enforce and toolgate.dev/environment belong in the bundle); in
+self mode the certificate rotator watches the webhook configurations and
+writes the CA into ours only.
 */}}
 {{- define "toolgate.clusterRules" -}}
+- apiGroups: [""]
+  resources: [namespaces]
+  verbs: [get, list, watch]
 {{- if include "toolgate.selfManagedCerts" . }}
 - apiGroups: [admissionregistration.k8s.io]
   resources: [validatingwebhookconfigurations, mutatingwebhookconfigurations]
