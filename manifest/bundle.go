@@ -23,5 +23,8 @@ func LoadBundle(paths []string, in io.Reader, namespace string, now time.Time) (
 	if err != nil {
 		return nil, engine.Bundle{}, err
 	}
-	return set, bundle.Build(set.PolicyObjects(), set.FrozenAgentObjects(), now), nil
+	b := bundle.Build(set.PolicyObjects(), set.FrozenAgentObjects(), now)
+	b.Identity = bundle.Identity(set.Registration())
+	b.SchemaVersion = b.NeededSchemaVersion()
+	return set, b, nil
 }

@@ -12,7 +12,21 @@ import (
 const (
 	kindPolicy      = "Policy"
 	kindFrozenAgent = "FrozenAgent"
+	kindAgent       = "Agent"
+	kindMCPUpstream = "MCPUpstream"
 )
+
+// kinds are the kinds toolgate reads, as messages list them.
+const kinds = "Policy, FrozenAgent, Agent, MCPUpstream"
+
+// knownKind tells whether toolgate reads kind.
+func knownKind(kind string) bool {
+	switch kind {
+	case kindPolicy, kindFrozenAgent, kindAgent, kindMCPUpstream:
+		return true
+	}
+	return false
+}
 
 // header is what every document must say about itself before it can be
 // decoded: apiVersion, kind and, for messages, metadata.name.
@@ -48,8 +62,8 @@ func (s *Set) addList(src Source, h header, errs *Errors) {
 		fail("apiVersion", "unknown apiVersion %q for List: want v1", h.apiVersion)
 		return
 	}
-	if want := strings.TrimSuffix(h.kind, "List"); h.kind != "List" && want != kindPolicy && want != kindFrozenAgent {
-		fail("kind", "unknown kind %q: toolgate reads Policy, FrozenAgent and their lists", h.kind)
+	if want := strings.TrimSuffix(h.kind, "List"); h.kind != "List" && !knownKind(want) {
+		fail("kind", "unknown kind %q: toolgate reads %s and their lists", h.kind, kinds)
 		return
 	}
 	var items []json.RawMessage
@@ -98,8 +112,8 @@ func readHeader(src Source, prefix string, doc []byte, errs *Errors) (header, bo
 	}{{"kind", &h.kind}, {"apiVersion", &h.apiVersion}} {
 		raw := bytes.TrimSpace(fields[f.name])
 		if len(raw) == 0 || string(raw) == "null" {
-			return fail(prefix+f.name, fmt.Sprintf("missing: every document needs apiVersion: %s and kind: %s or %s",
-				v1alpha1.GroupVersion, kindPolicy, kindFrozenAgent))
+			return fail(prefix+f.name, fmt.Sprintf("missing: every document needs apiVersion: %s and kind: one of %s",
+				v1alpha1.GroupVersion, kinds))
 		}
 		if err := json.Unmarshal(raw, f.dst); err != nil {
 			return fail(prefix+f.name, "must be a string, not "+jsonKind(raw))

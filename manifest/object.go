@@ -17,7 +17,7 @@ import (
 	"github.com/toolgate/toolgate/internal/crdschema"
 )
 
-// addObject takes one Policy or FrozenAgent through what the API server does
+// addObject takes one toolgate object through what the API server does
 // to it on `kubectl apply` before any webhook: a strict decode (duplicate and
 // unknown fields are errors), the CRD's defaults and its schema and CEL
 // rules, all by crdschema from the generated CRDs. It keeps, typed, only an
@@ -26,9 +26,9 @@ func (s *Set) addObject(src Source, prefix string, h header, doc []byte, errs *E
 	fail := func(field, msg string) {
 		*errs = append(*errs, &Error{Source: src, Kind: h.kind, Name: h.name, Field: field, Message: msg})
 	}
-	if h.kind != kindPolicy && h.kind != kindFrozenAgent {
-		fail(prefix+"kind", fmt.Sprintf("unknown kind %q (apiVersion %q): toolgate reads %s and %s of %s",
-			h.kind, h.apiVersion, kindPolicy, kindFrozenAgent, v1alpha1.GroupVersion))
+	if !knownKind(h.kind) {
+		fail(prefix+"kind", fmt.Sprintf("unknown kind %q (apiVersion %q): toolgate reads %s of %s",
+			h.kind, h.apiVersion, kinds, v1alpha1.GroupVersion))
 		return
 	}
 	if h.apiVersion != v1alpha1.GroupVersion.String() {
@@ -121,9 +121,16 @@ func (s *Set) addTyped(src Source, prefix string, u *unstructured.Unstructured, 
 	var target any
 	var p v1alpha1.Policy
 	var f v1alpha1.FrozenAgent
-	if kind == kindPolicy {
+	var a v1alpha1.Agent
+	var up v1alpha1.MCPUpstream
+	switch kind {
+	case kindPolicy:
 		target = &p
-	} else {
+	case kindAgent:
+		target = &a
+	case kindMCPUpstream:
+		target = &up
+	default:
 		target = &f
 	}
 	if err := json.Unmarshal(data, target); err != nil {
@@ -135,11 +142,16 @@ func (s *Set) addTyped(src Source, prefix string, u *unstructured.Unstructured, 
 		fail(field, "the API server accepts this, but toolgate cannot read it: "+strings.TrimPrefix(err.Error(), "json: "))
 		return false
 	}
-	if kind == kindPolicy {
+	switch kind {
+	case kindPolicy:
 		s.Policies = append(s.Policies, Policy{Object: p, Source: src})
-		return true
+	case kindAgent:
+		s.Agents = append(s.Agents, Agent{Object: a, Source: src})
+	case kindMCPUpstream:
+		s.Upstreams = append(s.Upstreams, MCPUpstream{Object: up, Source: src})
+	default:
+		s.FrozenAgents = append(s.FrozenAgents, FrozenAgent{Object: f, Source: src})
 	}
-	s.FrozenAgents = append(s.FrozenAgents, FrozenAgent{Object: f, Source: src})
 	return true
 }
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/bundle"
 )
 
 // Policy is a loaded Policy and where it came from.
@@ -20,10 +21,24 @@ type FrozenAgent struct {
 	Source Source
 }
 
+// Agent is a loaded Agent and where it came from.
+type Agent struct {
+	Object v1alpha1.Agent
+	Source Source
+}
+
+// MCPUpstream is a loaded MCPUpstream and where it came from.
+type MCPUpstream struct {
+	Object v1alpha1.MCPUpstream
+	Source Source
+}
+
 // Set is the objects read from some paths, in input order.
 type Set struct {
 	Policies     []Policy
 	FrozenAgents []FrozenAgent
+	Agents       []Agent
+	Upstreams    []MCPUpstream
 	// Skipped are files found in directories that hold no manifest (no
 	// apiVersion, kind, metadata or spec), such as example requests.
 	Skipped []string
@@ -33,7 +48,9 @@ type Set struct {
 }
 
 // Len is the number of objects.
-func (s *Set) Len() int { return len(s.Policies) + len(s.FrozenAgents) }
+func (s *Set) Len() int {
+	return len(s.Policies) + len(s.FrozenAgents) + len(s.Agents) + len(s.Upstreams)
+}
 
 // PolicyObjects returns the Policies, for bundle.Build.
 func (s *Set) PolicyObjects() []v1alpha1.Policy {
@@ -53,6 +70,20 @@ func (s *Set) FrozenAgentObjects() []v1alpha1.FrozenAgent {
 	return out
 }
 
+// Registration is the Agents and MCPUpstreams, for bundle.Identity. The
+// Namespace's labels are not in manifests: a bundle built offline registers
+// its agents when there is an Agent, and binds no environment.
+func (s *Set) Registration() bundle.Registration {
+	var r bundle.Registration
+	for i := range s.Agents {
+		r.Agents = append(r.Agents, s.Agents[i].Object)
+	}
+	for i := range s.Upstreams {
+		r.Upstreams = append(r.Upstreams, s.Upstreams[i].Object)
+	}
+	return r
+}
+
 // Namespaces lists, sorted, the namespaces objects name; objects without one
 // are not counted (they go wherever they are applied).
 func (s *Set) Namespaces() []string {
@@ -68,6 +99,12 @@ func (s *Set) Namespaces() []string {
 	for i := range s.FrozenAgents {
 		add(s.FrozenAgents[i].Object.Namespace)
 	}
+	for i := range s.Agents {
+		add(s.Agents[i].Object.Namespace)
+	}
+	for i := range s.Upstreams {
+		add(s.Upstreams[i].Object.Namespace)
+	}
 	slices.Sort(out)
 	return out
 }
@@ -76,7 +113,8 @@ func (s *Set) Namespaces() []string {
 // those naming no namespace, which get ns. An empty ns keeps everything as is.
 func (s *Set) InNamespace(ns string) *Set {
 	if ns == "" {
-		return &Set{Policies: slices.Clone(s.Policies), FrozenAgents: slices.Clone(s.FrozenAgents)}
+		return &Set{Policies: slices.Clone(s.Policies), FrozenAgents: slices.Clone(s.FrozenAgents),
+			Agents: slices.Clone(s.Agents), Upstreams: slices.Clone(s.Upstreams)}
 	}
 	out := &Set{}
 	for _, p := range s.Policies {
@@ -89,6 +127,18 @@ func (s *Set) InNamespace(ns string) *Set {
 		if f.Object.Namespace == "" || f.Object.Namespace == ns {
 			f.Object.Namespace = ns
 			out.FrozenAgents = append(out.FrozenAgents, f)
+		}
+	}
+	for _, a := range s.Agents {
+		if a.Object.Namespace == "" || a.Object.Namespace == ns {
+			a.Object.Namespace = ns
+			out.Agents = append(out.Agents, a)
+		}
+	}
+	for _, u := range s.Upstreams {
+		if u.Object.Namespace == "" || u.Object.Namespace == ns {
+			u.Object.Namespace = ns
+			out.Upstreams = append(out.Upstreams, u)
 		}
 	}
 	return out
@@ -145,6 +195,14 @@ func (s *Set) Duplicates() Errors {
 	for i := range s.FrozenAgents {
 		f := &s.FrozenAgents[i]
 		check(kindFrozenAgent, f.Object.Namespace, f.Object.Name, f.Source)
+	}
+	for i := range s.Agents {
+		a := &s.Agents[i]
+		check(kindAgent, a.Object.Namespace, a.Object.Name, a.Source)
+	}
+	for i := range s.Upstreams {
+		u := &s.Upstreams[i]
+		check(kindMCPUpstream, u.Object.Namespace, u.Object.Name, u.Source)
 	}
 	return errs
 }
