@@ -140,7 +140,7 @@ type SecretKeyRef struct {
 }
 
 // MCPUpstreamSpec is one MCP server agents of the namespace may reach.
-// +kubebuilder:validation:XValidation:rule="isURL(self.url) && url(self.url).getScheme() in ['http', 'https'] && url(self.url).getHostname() != ''",message="url must be an absolute http or https URL"
+// +kubebuilder:validation:XValidation:rule="isURL(self.url) && url(self.url).getScheme() in ['http', 'https'] && size(url(self.url).getHostname()) > 0",message="url must be an absolute http or https URL"
 // +kubebuilder:validation:XValidation:rule="!self.url.contains('@')",message="url must not hold credentials: put them in the Secret credentialSecretRef names"
 type MCPUpstreamSpec struct {
 	// url is the MCP server's Streamable HTTP endpoint, http or https.
