@@ -119,8 +119,12 @@ func policyStatus(p *v1alpha1.Policy, o outcome) v1alpha1.PolicyStatus {
 }
 
 // frozenAgentStatus is the status f should have. An expired freeze is left
-// out of the bundle, so it is live in no revision.
+// out of the bundle, so it is live in no revision. A live one's message says
+// what it stops (engine.FrozenAgent.Describe): a freeze of every agent
+// names no agent in its spec, so this is where kubectl describe says so.
 func frozenAgentStatus(f *v1alpha1.FrozenAgent, o outcome) v1alpha1.FrozenAgentStatus {
+	frozen := bundle.FrozenAgent(f)
+	denied := frozen.Describe() + " is denied every call (AGENT_FROZEN)"
 	st := *f.Status.DeepCopy()
 	cond := metav1.Condition{Type: v1alpha1.ConditionReady, ObservedGeneration: f.Generation,
 		LastTransitionTime: metav1.NewTime(o.now)}
@@ -130,7 +134,7 @@ func frozenAgentStatus(f *v1alpha1.FrozenAgent, o outcome) v1alpha1.FrozenAgentS
 		if !o.retrying() {
 			st.ObservedGeneration = f.Generation // Stalled, as a policy's
 		}
-	case bundle.FrozenAgent(f).Expired(o.now):
+	case frozen.Expired(o.now):
 		cond.Status, cond.Reason = metav1.ConditionFalse, v1alpha1.ReasonExpired
 		cond.Message = fmt.Sprintf("expired at %s and removed from ConfigMap %s",
 			f.Spec.ExpiresAt.UTC().Format(time.RFC3339), o.configMap)
@@ -141,15 +145,20 @@ func frozenAgentStatus(f *v1alpha1.FrozenAgent, o outcome) v1alpha1.FrozenAgentS
 		st.ObservedGeneration = f.Generation // Stalled, as a policy's
 	case o.tooLarge != nil:
 		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.ReasonPublished
-		cond.Message = fmt.Sprintf("live in ConfigMap %s, with the last policies that fit (the namespace's policies are BundleTooLarge)", o.configMap)
-		if o.freezeAlone {
-			cond.Message = fmt.Sprintf("live in ConfigMap %s, without policies: the namespace's policies are BundleTooLarge and the operator has published none since it started, so other agents are denied NO_POLICIES", o.configMap)
+		switch {
+		case o.freezeAlone && frozen.All:
+			// No other agent is left to be denied NO_POLICIES.
+			cond.Message = fmt.Sprintf("live in ConfigMap %s, without policies (the namespace's policies are BundleTooLarge): %s", o.configMap, denied)
+		case o.freezeAlone:
+			cond.Message = fmt.Sprintf("live in ConfigMap %s, without policies: the namespace's policies are BundleTooLarge and the operator has published none since it started, so other agents are denied NO_POLICIES; %s", o.configMap, denied)
+		default:
+			cond.Message = fmt.Sprintf("live in ConfigMap %s, with the last policies that fit (the namespace's policies are BundleTooLarge): %s", o.configMap, denied)
 		}
 		st.ObservedGeneration = f.Generation
 		st.BundleRevision = o.freezeRevision
 	default:
 		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.ReasonPublished
-		cond.Message = fmt.Sprintf("live in ConfigMap %s", o.configMap)
+		cond.Message = fmt.Sprintf("live in ConfigMap %s: %s", o.configMap, denied)
 		st.ObservedGeneration = f.Generation
 		st.BundleRevision = o.revision
 	}

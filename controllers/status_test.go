@@ -176,6 +176,46 @@ func TestFrozenAgentStatus(t *testing.T) {
 	}
 }
 
+// TestFrozenAgentStatusSaysWhatIsFrozen: Ready's message names what the
+// freeze stops, as engine.FrozenAgent.Describe does; a freeze of every
+// agent names no agent, so the message is where `kubectl describe` says it
+// freezes them all, and, published without policies, it leaves no "other
+// agents" to be denied NO_POLICIES.
+func TestFrozenAgentStatusSaysWhatIsFrozen(t *testing.T) {
+	frozen := func(spec v1alpha1.FrozenAgentSpec) *v1alpha1.FrozenAgent {
+		return &v1alpha1.FrozenAgent{ObjectMeta: metav1.ObjectMeta{Name: "f", Generation: 1}, Spec: spec}
+	}
+	all := frozen(v1alpha1.FrozenAgentSpec{AllAgents: true})
+	tooLarge := errors.New("big")
+	for _, tc := range []struct {
+		name    string
+		f       *v1alpha1.FrozenAgent
+		out     outcome
+		want    string
+		notWant string
+	}{
+		{"every agent", all, outcome{configMap: "cm", revision: "sha256:new", now: t0},
+			"live in ConfigMap cm: every agent of the namespace is denied every call (AGENT_FROZEN)", ""},
+		{"one agent", frozen(v1alpha1.FrozenAgentSpec{AgentID: "bot"}), outcome{configMap: "cm", revision: "sha256:new", now: t0},
+			`live in ConfigMap cm: agent "bot" is denied every call (AGENT_FROZEN)`, ""},
+		{"a service account", frozen(v1alpha1.FrozenAgentSpec{ServiceAccount: "billing"}), outcome{configMap: "cm", revision: "sha256:new", now: t0},
+			`service account "billing" is denied every call (AGENT_FROZEN)`, ""},
+		{"every agent, on the last policies", all, outcome{configMap: "cm", tooLarge: tooLarge, freezeRevision: "sha256:last", now: t0},
+			"every agent of the namespace is denied every call (AGENT_FROZEN)", ""},
+		{"every agent, without policies", all, outcome{configMap: "cm", tooLarge: tooLarge, freezeRevision: "sha256:alone", freezeAlone: true, now: t0},
+			"every agent of the namespace is denied every call (AGENT_FROZEN)", "other agents"},
+		{"one agent, without policies", frozen(v1alpha1.FrozenAgentSpec{AgentID: "bot"}), outcome{configMap: "cm", tooLarge: tooLarge, freezeRevision: "sha256:alone", freezeAlone: true, now: t0},
+			`other agents are denied NO_POLICIES; agent "bot" is denied every call (AGENT_FROZEN)`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := ready(t, frozenAgentStatus(tc.f, tc.out).Conditions)
+			if c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, tc.want) || (tc.notWant != "" && strings.Contains(c.Message, tc.notWant)) {
+				t.Errorf("Ready %s %q, want %q", c.Status, c.Message, tc.want)
+			}
+		})
+	}
+}
+
 func TestReconcilingMarksANewGeneration(t *testing.T) {
 	published := withProgress(nil, metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue,
 		Reason: v1alpha1.ReasonPublished, ObservedGeneration: 1}, false)

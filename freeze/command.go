@@ -1,4 +1,5 @@
 // Package freeze is the kill switch from a terminal: `toolgate freeze AGENT`
+// (or --service-account NAME, or --all for every agent of the namespace)
 // creates the FrozenAgent and waits until the operator reports it live in
 // the namespace's bundle; `toolgate unfreeze AGENT` deletes it.
 package freeze
@@ -22,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/internal/crdschema"
 	"github.com/toolgate/toolgate/internal/exitcode"
@@ -40,6 +42,7 @@ func notDone(format string, args ...any) error {
 type freezeOptions struct {
 	conn    connection
 	sa      string
+	all     bool
 	reason  string
 	dur     time.Duration
 	until   string
@@ -53,22 +56,27 @@ type freezeOptions struct {
 func NewFreezeCommand() *cobra.Command {
 	o := freezeOptions{wait: true, timeout: 30 * time.Second, now: time.Now}
 	cmd := &cobra.Command{
-		Use:   "freeze AGENT_ID | --service-account NAME",
+		Use:   "freeze AGENT_ID | --service-account NAME | --all",
 		Short: "Deny every tool call of an agent in a namespace (creates a FrozenAgent) and wait until it is live",
 		Long: `Create a FrozenAgent for AGENT_ID in the namespace and, by default, wait until the operator
 reports it published in the namespace's bundle: from then on every sidecar watching that bundle
 denies the agent AGENT_FROZEN. Matching is case-insensitive. Freezing an agent that already has a
-FrozenAgent of that name waits for that one.
+FrozenAgent of that name waits for that one. --all freezes every agent of the namespace, whatever
+its id or ServiceAccount (allAgents: true).
 
 Exit status: 0 live, 1 not confirmed live within --timeout, 2 the command could not run.`,
 		Example: `  toolgate freeze billing-bot-7 -n agents --reason "INC-1234: looping on refunds"
-  toolgate freeze billing-bot-7 -n agents --for 2h`,
+  toolgate freeze billing-bot-7 -n agents --for 2h
+  toolgate freeze --all -n agents --reason "INC-1234: stop everything"`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if err := emptyServiceAccount(cmd, o.sa); err != nil {
 				return err
 			}
-			if o.sa != "" && len(args) == 0 {
-				return nil // by service account alone
+			if err := allAlone(o.all, args, o.sa); err != nil {
+				return err
+			}
+			if (o.sa != "" || o.all) && len(args) == 0 {
+				return nil // by service account alone, or every agent
 			}
 			return exactlyOneAgent(cmd, args)
 		},
@@ -83,10 +91,11 @@ Exit status: 0 live, 1 not confirmed live within --timeout, 2 the command could 
 	o.conn.addFlags(cmd)
 	f := cmd.Flags()
 	f.StringVar(&o.sa, "service-account", "", "also (or, without AGENT_ID, only) freeze every sidecar running as this ServiceAccount, whatever its agent id")
+	f.BoolVar(&o.all, "all", false, "freeze every agent of the namespace, whatever its id or ServiceAccount (allAgents: true; no AGENT_ID or --service-account)")
 	f.StringVar(&o.reason, "reason", "", "why: returned to the agent as the deny reason and kept on the FrozenAgent")
 	f.DurationVar(&o.dur, "for", 0, "end the freeze after this long (sets expiresAt)")
 	f.StringVar(&o.until, "until", "", "end the freeze at this RFC 3339 time (sets expiresAt)")
-	f.StringVar(&o.name, "name", "", "the FrozenAgent's name (default: freeze-<agent id, made a valid name>)")
+	f.StringVar(&o.name, "name", "", "the FrozenAgent's name (default: freeze-<agent id, made a valid name>; "+allAgentsName+" with --all)")
 	f.BoolVar(&o.wait, "wait", o.wait, "wait until the operator reports the freeze live in the bundle")
 	f.DurationVar(&o.timeout, "timeout", o.timeout, "how long --wait waits")
 	return cmd
@@ -97,6 +106,22 @@ Exit status: 0 live, 1 not confirmed live within --timeout, 2 the command could 
 func emptyServiceAccount(cmd *cobra.Command, sa string) error {
 	if cmd.Flags().Changed("service-account") && sa == "" {
 		return usage("--service-account needs a ServiceAccount name")
+	}
+	return nil
+}
+
+// allAlone refuses --all beside an agent id or --service-account, before
+// anything reaches the cluster: a FrozenAgent with allAgents names neither
+// (the CRD refuses it), and a command that stood for both would leave the
+// user unsure which it did.
+func allAlone(all bool, args []string, sa string) error {
+	switch {
+	case !all:
+		return nil
+	case len(args) > 0:
+		return usage("--all stands for every agent of the namespace: give no AGENT_ID (%q) beside it", args[0])
+	case sa != "":
+		return usage("--all stands for every agent of the namespace: give no --service-account beside it")
 	}
 	return nil
 }
@@ -115,17 +140,20 @@ func exactlyOneAgent(_ *cobra.Command, args []string) error {
 // argument or flag that set the field. Only spec is judged here: the
 // object's name and namespace are checked where they are known (--name,
 // and -n or the kubeconfig), so a stand-in takes their place.
-func checkFreeze(agentID, sa, reason string) error {
+func checkFreeze(agentID, sa, reason string, all bool) error {
 	fa := &v1alpha1.FrozenAgent{
 		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "FrozenAgent"},
 		ObjectMeta: metav1.ObjectMeta{Name: "freeze", Namespace: metav1.NamespaceDefault},
-		Spec:       v1alpha1.FrozenAgentSpec{AgentID: agentID, ServiceAccount: sa, Reason: reason},
+		Spec:       v1alpha1.FrozenAgentSpec{AgentID: agentID, ServiceAccount: sa, AllAgents: all, Reason: reason},
 	}
 	problems, err := crdschema.Check(context.Background(), fa)
 	if err != nil {
 		return fmt.Errorf("checking the FrozenAgent: %w", err)
 	}
 	setBy := map[string]string{"spec": "AGENT_ID", "spec.agentId": "AGENT_ID", "spec.serviceAccount": "--service-account", "spec.reason": "--reason"}
+	if all {
+		setBy["spec"] = "--all"
+	}
 	value := map[string]string{"spec.agentId": agentID, "spec.serviceAccount": sa, "spec.reason": reason}
 	var errs []error
 	for _, e := range problems {
@@ -151,7 +179,7 @@ func checkFreeze(agentID, sa, reason string) error {
 }
 
 func (o *freezeOptions) validate(agentID string) (*metav1.Time, error) {
-	if err := checkFreeze(agentID, o.sa, o.reason); err != nil {
+	if err := checkFreeze(agentID, o.sa, o.reason, o.all); err != nil {
 		return nil, err
 	}
 	var errs []error
@@ -202,19 +230,25 @@ func runFreeze(ctx context.Context, out io.Writer, o *freezeOptions, agentID str
 	name := o.name
 	switch {
 	case name != "":
+	case o.all:
+		name = allAgentsName
 	case agentID != "":
 		name = ObjectName(agentID)
 	default:
 		name = ObjectName("sa-" + o.sa)
 	}
+	want := engine.FrozenAgent{ID: agentID, ServiceAccount: o.sa, All: o.all}
 	what := agentID
-	if o.sa != "" {
-		what = engine.FrozenAgent{ID: agentID, ServiceAccount: o.sa}.Describe()
+	switch {
+	case o.all:
+		what = "every agent"
+	case o.sa != "":
+		what = want.Describe()
 	}
 	fa := &v1alpha1.FrozenAgent{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
 			Labels: map[string]string{v1alpha1.ManagedByLabel: v1alpha1.ManagedByCLIValue}},
-		Spec: v1alpha1.FrozenAgentSpec{AgentID: agentID, ServiceAccount: o.sa, Reason: o.reason, ExpiresAt: expires},
+		Spec: v1alpha1.FrozenAgentSpec{AgentID: agentID, ServiceAccount: o.sa, AllAgents: o.all, Reason: o.reason, ExpiresAt: expires},
 	}
 	start := time.Now()
 	switch err := c.Create(ctx, fa); {
@@ -223,12 +257,11 @@ func runFreeze(ctx context.Context, out io.Writer, o *freezeOptions, agentID str
 		if err := c.Get(ctx, client.ObjectKeyFromObject(fa), &existing); err != nil {
 			return notDone("FrozenAgent %s/%s exists but cannot be read: %v", ns, name, err)
 		}
-		if !engine.SameAgent(existing.Spec.AgentID, agentID) || existing.Spec.ServiceAccount != o.sa {
-			have := engine.FrozenAgent{ID: existing.Spec.AgentID, ServiceAccount: existing.Spec.ServiceAccount}
-			if o.sa == "" && existing.Spec.ServiceAccount == "" {
+		if have := bundle.FrozenAgent(&existing); !sameTarget(have, want) {
+			if have.ServiceAccount == "" && !have.All && o.sa == "" && !o.all {
 				return usage("FrozenAgent %s/%s already freezes %q, not %q: choose another --name", ns, name, existing.Spec.AgentID, agentID)
 			}
-			return usage("FrozenAgent %s/%s already freezes %s, not %s: choose another --name", ns, name, have.Describe(), what)
+			return usage("FrozenAgent %s/%s already freezes %s, not %s: choose another --name", ns, name, have.Describe(), want.Describe())
 		}
 		note := ""
 		if o.reason != "" || expires != nil {
@@ -249,6 +282,12 @@ func runFreeze(ctx context.Context, out io.Writer, o *freezeOptions, agentID str
 	}
 	fmt.Fprintf(out, "%s is frozen in %s: the operator confirmed it live in bundle %s after %d ms\n", what, ns, rev, time.Since(start).Milliseconds())
 	return nil
+}
+
+// sameTarget tells whether two freezes stop the same agents, as evaluation
+// matches them (the agent id case-insensitively).
+func sameTarget(x, y engine.FrozenAgent) bool {
+	return engine.SameAgent(x.ID, y.ID) && x.ServiceAccount == y.ServiceAccount && x.All == y.All
 }
 
 // waitLive watches the FrozenAgent until its Ready condition says it is

@@ -164,7 +164,7 @@ func TestFreezeRejectsMalformedInput(t *testing.T) {
 	}{
 		{[]string{"freeze"}, "exactly one agent id, not 0"},
 		{[]string{"freeze", "a", "b"}, "exactly one agent id, not 2"},
-		{[]string{"freeze", ""}, "AGENT_ID: agentId or serviceAccount is required"},
+		{[]string{"freeze", ""}, "AGENT_ID: agentId, serviceAccount or allAgents: true is required"},
 		{[]string{"freeze", " bob"}, "whitespace"},
 		{[]string{"freeze", strings.Repeat("a", v1alpha1.MaxAgentIDLength+1)}, "more than"},
 		{[]string{"freeze", "bob", "--reason", strings.Repeat("r", v1alpha1.MaxReasonLength+1)}, "--reason: reason is"},

@@ -6,6 +6,12 @@ import (
 	"strings"
 )
 
+// allAgentsName is the default name of a freeze of every agent (--all). It
+// is also ObjectName("all-agents"): whichever comes second finds the
+// other's FrozenAgent and is refused (choose another --name), never takes it
+// for its own.
+const allAgentsName = "freeze-all-agents"
+
 // ObjectName is the default FrozenAgent name for an agent id: "freeze-"
 // and the id lowercased, with anything else than [a-z0-9-] made "-". When
 // that changed the id or made it too long, a hash of the exact id keeps

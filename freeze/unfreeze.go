@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,22 +19,31 @@ import (
 func NewUnfreezeCommand() *cobra.Command {
 	var conn connection
 	var sa string
+	var all bool
 	cmd := &cobra.Command{
-		Use:   "unfreeze AGENT_ID | --service-account NAME",
-		Short: "Delete every FrozenAgent that freezes an agent, or a ServiceAccount, in a namespace",
+		Use:   "unfreeze AGENT_ID | --service-account NAME | --all",
+		Short: "Delete every FrozenAgent that freezes an agent, a ServiceAccount, or every agent, in a namespace",
 		Long: `Delete every FrozenAgent in the namespace whose agentId matches AGENT_ID (case-insensitively,
 as the freeze itself matches), or, with --service-account, whose serviceAccount is NAME (exactly,
 as sidecars match it), whatever their names: the agent is then decided by policies again. A
-FrozenAgent naming both an agent and a ServiceAccount is deleted by either, and lifts both.
+FrozenAgent naming both an agent and a ServiceAccount is deleted by either, and lifts both. --all
+deletes the FrozenAgents that freeze every agent of the namespace (allAgents: true), and only those;
+a freeze of every agent still stops the agent that AGENT_ID unfreezes, and the command says so.
 
 Exit status: 0 deleted, 1 no FrozenAgent froze it, 2 the command could not run.`,
 		Example: `  toolgate unfreeze billing-bot-7 -n agents
-  toolgate unfreeze --service-account billing-bot -n agents`,
+  toolgate unfreeze --service-account billing-bot -n agents
+  toolgate unfreeze --all -n agents`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if err := emptyServiceAccount(cmd, sa); err != nil {
 				return err
 			}
+			if err := allAlone(all, args, sa); err != nil {
+				return err
+			}
 			switch {
+			case all:
+				return nil
 			case sa == "":
 				return exactlyOneAgent(cmd, args)
 			case len(args) > 0:
@@ -46,23 +56,29 @@ Exit status: 0 deleted, 1 no FrozenAgent froze it, 2 the command could not run.`
 			if len(args) == 1 {
 				agentID = args[0]
 			}
-			return runUnfreeze(cmd.Context(), cmd.OutOrStdout(), &conn, agentID, sa)
+			return runUnfreeze(cmd.Context(), cmd.OutOrStdout(), &conn, agentID, sa, all)
 		},
 	}
 	conn.addFlags(cmd)
 	cmd.Flags().StringVar(&sa, "service-account", "", "instead of AGENT_ID, lift every freeze of sidecars running as this ServiceAccount")
+	cmd.Flags().BoolVar(&all, "all", false, "instead of AGENT_ID, delete the FrozenAgents that freeze every agent of the namespace (allAgents: true), and only those")
 	return cmd
 }
 
 // runUnfreeze deletes the FrozenAgents that freeze agentID, or, when sa is
-// set, the ServiceAccount sa: compared as evaluation compares them.
-func runUnfreeze(ctx context.Context, out io.Writer, conn *connection, agentID, sa string) error {
-	if err := checkFreeze(agentID, sa, ""); err != nil {
+// set, the ServiceAccount sa: compared as evaluation compares them; or,
+// with all, those that freeze every agent.
+func runUnfreeze(ctx context.Context, out io.Writer, conn *connection, agentID, sa string, all bool) error {
+	if err := checkFreeze(agentID, sa, "", all); err != nil {
 		return err
 	}
 	freezes := func(f engine.FrozenAgent) bool { return engine.SameAgent(f.ID, agentID) }
 	what := fmt.Sprintf("%q", agentID)
-	if sa != "" {
+	switch {
+	case all:
+		freezes = func(f engine.FrozenAgent) bool { return f.All }
+		what = engine.FrozenAgent{All: true}.Describe()
+	case sa != "":
 		freezes = func(f engine.FrozenAgent) bool { return f.FreezesServiceAccount(sa) }
 		what = engine.FrozenAgent{ServiceAccount: sa}.Describe()
 	}
@@ -75,10 +91,14 @@ func runUnfreeze(ctx context.Context, out io.Writer, conn *connection, agentID, 
 		return notDone("listing FrozenAgents in %s: %v", ns, err)
 	}
 	deleted := 0
+	var stillAll []string // freezes of every agent, which still stop the one lifted
 	for i := range list.Items {
 		fa := &list.Items[i]
 		f := bundle.FrozenAgent(fa)
 		if !freezes(f) {
+			if f.All && !f.Expired(time.Now()) {
+				stillAll = append(stillAll, fa.Name)
+			}
 			continue
 		}
 		if err := c.Delete(ctx, fa); err != nil && !apierrors.IsNotFound(err) {
@@ -86,6 +106,9 @@ func runUnfreeze(ctx context.Context, out io.Writer, conn *connection, agentID, 
 		}
 		fmt.Fprintf(out, "frozenagent %s/%s deleted (it froze %s)\n", ns, fa.Name, f.Describe())
 		deleted++
+	}
+	for _, name := range stillAll {
+		fmt.Fprintf(out, "still frozen: FrozenAgent %s/%s freezes every agent of the namespace (toolgate unfreeze --all lifts it)\n", ns, name)
 	}
 	if deleted == 0 {
 		return notDone("no FrozenAgent in %s freezes %s", ns, what)

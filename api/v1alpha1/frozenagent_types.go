@@ -17,10 +17,12 @@ const (
 
 // FrozenAgentSpec names the agent to stop: by agentId, by serviceAccount,
 // or both (either one matching freezes); or every agent of the namespace
-// (allAgents).
+// (allAgents). What a freeze stops cannot change in place: that would lift
+// it from the agents it stopped. allAgents: false is the same as none (Go
+// clients omit it), so writing or dropping it is no change.
 // +kubebuilder:validation:XValidation:rule="has(self.agentId) || has(self.serviceAccount) || (has(self.allAgents) && self.allAgents)",message="agentId, serviceAccount or allAgents: true is required"
 // +kubebuilder:validation:XValidation:rule="!(has(self.allAgents) && self.allAgents) || (!has(self.agentId) && !has(self.serviceAccount))",message="allAgents: true freezes every agent of the namespace: it takes no agentId or serviceAccount"
-// +kubebuilder:validation:XValidation:rule="has(self.allAgents) == has(oldSelf.allAgents) && (!has(self.allAgents) || self.allAgents == oldSelf.allAgents)",message="allAgents is immutable: create another FrozenAgent"
+// +kubebuilder:validation:XValidation:rule="(has(self.allAgents) && self.allAgents) == (has(oldSelf.allAgents) && oldSelf.allAgents)",message="allAgents is immutable: create another FrozenAgent"
 // +kubebuilder:validation:XValidation:rule="!has(self.agentId) || self.agentId == self.agentId.trim()",message="agentId must not start or end with whitespace"
 // +kubebuilder:validation:XValidation:rule="has(self.agentId) == has(oldSelf.agentId) && (!has(self.agentId) || self.agentId == oldSelf.agentId)",message="agentId is immutable: create another FrozenAgent to freeze another agent"
 // +kubebuilder:validation:XValidation:rule="has(self.serviceAccount) == has(oldSelf.serviceAccount) && (!has(self.serviceAccount) || self.serviceAccount == oldSelf.serviceAccount)",message="serviceAccount is immutable: create another FrozenAgent to freeze another service account"
@@ -76,14 +78,16 @@ type FrozenAgentStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
-// FrozenAgent denies every tool call of one agent in its namespace
-// (AGENT_FROZEN). It is validated by its schema only, never by a webhook, so
-// the kill switch works while webhooks are down.
+// FrozenAgent denies every tool call of one agent, or of every agent
+// (allAgents), in its namespace (AGENT_FROZEN). It is validated by its
+// schema only, never by a webhook, so the kill switch works while webhooks
+// are down.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=tgfreeze;frozen,categories=toolgate
 // +kubebuilder:printcolumn:name="Agent",type=string,JSONPath=`.spec.agentId`
 // +kubebuilder:printcolumn:name="ServiceAccount",type=string,JSONPath=`.spec.serviceAccount`
+// +kubebuilder:printcolumn:name="All",type=boolean,JSONPath=`.spec.allAgents`,description="freezes every agent of the namespace"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.spec.expiresAt`
