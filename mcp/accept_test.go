@@ -107,3 +107,19 @@ func FuzzUTF8JSON(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkCheckRequest: what the checks add to every request, a
+// 2026-07-28 tools/call POST with the headers the Go SDK client sends.
+func BenchmarkCheckRequest(b *testing.B) {
+	r, err := http.ReadRequest(bufio.NewReader(strings.NewReader("POST /mcp/files HTTP/1.1\r\nHost: 127.0.0.1:8182\r\n" +
+		"Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\nContent-Length: 1100\r\n" +
+		"Mcp-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: read_file\r\nUser-Agent: Go-http-client/1.1\r\n" +
+		"Accept-Encoding: gzip\r\n\r\n")))
+	must(b, err)
+	b.ReportAllocs()
+	for b.Loop() {
+		if checkRequest(r) != nil {
+			b.Fatal("refused")
+		}
+	}
+}

@@ -31,9 +31,10 @@ import (
 // 2025-11-25 and 2026-07-28). Only client POSTs are read: each is buffered
 // (within the sidecar's body limits), its tools/call messages decided, and
 // the client's bytes forwarded unchanged when every call in it is allowed.
-// Everything else (GET streams, DELETE, responses and SSE streams from the
-// upstream) is relayed as it arrives: by directForwarder for plain-http
-// upstreams, by httputil.ReverseProxy for the rest.
+// Everything else the proxy accepts (accept.go: GET streams, DELETE,
+// responses and SSE streams from the upstream) is relayed as it arrives:
+// by directForwarder for plain-http upstreams, by httputil.ReverseProxy
+// for the rest.
 type Proxy struct {
 	// d decides every tools/call: the proxy's one way to a decision.
 	d   *decide.Decider
@@ -450,12 +451,13 @@ func (p *Proxy) upstreamError(rt *mcpRoute) func(http.ResponseWriter, *http.Requ
 		rt.counted.upstreamError.Inc()
 		p.log.Warn("MCP upstream did not answer", "upstream", rt.up.name, "method", r.Method, "err", err)
 		msg := fmt.Sprintf("toolgate: MCP upstream %q did not answer: %v", rt.up.name, err)
-		if errors.Is(err, httploop.ErrSwitchingProtocols) {
-			// Whatever the request: the upstream's connection is not the
-			// agent's to use.
+		// A 101 is a 502 whatever the request: the upstream's connection
+		// is not the agent's to use (accept.go).
+		switched := errors.Is(err, httploop.ErrSwitchingProtocols)
+		if switched {
 			msg = fmt.Sprintf("toolgate: MCP upstream %q answered 101 Switching Protocols; the proxy upgrades no connection", rt.up.name)
 		}
-		if r.Method != http.MethodPost || errors.Is(err, httploop.ErrSwitchingProtocols) {
+		if r.Method != http.MethodPost || switched {
 			writeRPCError(w, http.StatusBadGateway, nil, RPCUpstreamDown, msg)
 			return
 		}
