@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -42,6 +43,10 @@ type Options struct {
 	// AuthRecheck is how often credential files are looked at again
 	// (defaultAuthRecheck when 0; tests shorten it).
 	AuthRecheck time.Duration
+	// UpstreamRoots, when set, are the only CAs an https upstream's
+	// certificate may chain to (tests trust their own upstream's); nil:
+	// the system's.
+	UpstreamRoots *x509.CertPool
 }
 
 // AddFlags registers --mcp-upstream, --mcp-listen and --mcp-upstream-auth.

@@ -3,6 +3,8 @@ package mcp
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,9 +31,10 @@ import (
 // 2025-11-25 and 2026-07-28). Only client POSTs are read: each is buffered
 // (within the sidecar's body limits), its tools/call messages decided, and
 // the client's bytes forwarded unchanged when every call in it is allowed.
-// Everything else (GET streams, DELETE, responses and SSE streams from the
-// upstream) is relayed as it arrives: by directForwarder for plain-http
-// upstreams, by httputil.ReverseProxy for the rest.
+// Everything else the proxy accepts (accept.go: GET streams, DELETE,
+// responses and SSE streams from the upstream) is relayed as it arrives:
+// by directForwarder for plain-http upstreams, by httputil.ReverseProxy
+// for the rest.
 type Proxy struct {
 	// d decides every tools/call: the proxy's one way to a decision.
 	d   *decide.Decider
@@ -98,10 +101,10 @@ func New(d *decide.Decider, o Options, reg prometheus.Registerer, log *slog.Logg
 	if err != nil || len(ups) == 0 {
 		return nil, err
 	}
-	return newProxy(d, ups, reg, log, readTimeout), nil
+	return newProxy(d, ups, o.UpstreamRoots, reg, log, readTimeout), nil
 }
 
-func newProxy(d *decide.Decider, ups []mcpUpstream, reg prometheus.Registerer, log *slog.Logger, readTimeout time.Duration) *Proxy {
+func newProxy(d *decide.Decider, ups []mcpUpstream, roots *x509.CertPool, reg prometheus.Registerer, log *slog.Logger, readTimeout time.Duration) *Proxy {
 	p := &Proxy{d: d, log: log, readTimeout: readTimeout, routes: make(map[string]*mcpRoute, len(ups))}
 	requests := newMCPMetrics(reg)
 	for _, up := range ups {
@@ -109,7 +112,7 @@ func newProxy(d *decide.Decider, ups []mcpUpstream, reg prometheus.Registerer, l
 			up.auth.log = log
 		}
 		rt := &mcpRoute{up: up, counted: requests.counters(up.name), direct: httploop.NewForwarder(up.url)}
-		rt.modify, rt.fail = p.modifyResponse(rt), p.upstreamError(rt)
+		rt.modify, rt.fail = refuseSwitch(p.modifyResponse(rt)), p.upstreamError(rt)
 		rt.hooks = httploop.Hooks{Header: rt.upstreamHeader, Sent: postSent, Modify: rt.modify, Fail: rt.fail}
 		tr := &http.Transport{
 			Proxy:                 http.ProxyFromEnvironment,
@@ -124,6 +127,9 @@ func newProxy(d *decide.Decider, ups []mcpUpstream, reg prometheus.Registerer, l
 			// event (tools/list filtered, list_changed added), and on
 			// loopback to the agent compression would only add latency.
 			DisableCompression: true,
+		}
+		if roots != nil {
+			tr.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
 		}
 		rt.rp = &httputil.ReverseProxy{
 			Rewrite:        rt.rewrite,
@@ -187,6 +193,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header()["Content-Type"] = jsonContentType
 		w.WriteHeader(http.StatusNotFound)
 		_, _ = w.Write(append(body, '\n'))
+		return
+	}
+	if rf := checkRequest(r); rf != nil {
+		rt.counted.refused.Inc()
+		rf.answer(w)
 		return
 	}
 	if err := p.d.State().CheckUpstream(rt.up.name, rt.up.raw); err != nil {
@@ -453,7 +464,13 @@ func (p *Proxy) upstreamError(rt *mcpRoute) func(http.ResponseWriter, *http.Requ
 		rt.counted.upstreamError.Inc()
 		p.log.Warn("MCP upstream did not answer", "upstream", rt.up.name, "method", r.Method, "err", err)
 		msg := fmt.Sprintf("toolgate: MCP upstream %q did not answer: %v", rt.up.name, err)
-		if r.Method != http.MethodPost {
+		// A 101 is a 502 whatever the request: the upstream's connection
+		// is not the agent's to use (accept.go).
+		switched := errors.Is(err, httploop.ErrSwitchingProtocols)
+		if switched {
+			msg = fmt.Sprintf("toolgate: MCP upstream %q answered 101 Switching Protocols; the proxy upgrades no connection", rt.up.name)
+		}
+		if r.Method != http.MethodPost || switched {
 			writeRPCError(w, http.StatusBadGateway, nil, RPCUpstreamDown, msg)
 			return
 		}

@@ -43,7 +43,14 @@ func startMCPServer(t testing.TB) *mcpUpstreamProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "-listen", "127.0.0.1:0")
+	return startUpstream(t, bin, "-listen", "127.0.0.1:0")
+}
+
+// startUpstream runs an MCP server process that prints "listening on
+// ADDR" and answers GET /stats (test/mcpserver, test/upstreams).
+func startUpstream(t testing.TB, argv ...string) *mcpUpstreamProc {
+	t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -67,11 +74,11 @@ func startMCPServer(t testing.TB) *mcpUpstreamProc {
 	case l, ok := <-line:
 		addr, found := strings.CutPrefix(l, "listening on ")
 		if !ok || !found {
-			t.Fatalf("mcpserver said %q, want listening on ADDR", l)
+			t.Fatalf("%s said %q, want listening on ADDR", argv[0], l)
 		}
 		p.base = "http://" + addr
 	case <-time.After(30 * time.Second):
-		t.Fatal("mcpserver did not start listening")
+		t.Fatalf("%s did not start listening", argv[0])
 	}
 	return p
 }

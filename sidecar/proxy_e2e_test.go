@@ -404,6 +404,7 @@ func TestMCPProxyBatchesAndLimits(t *testing.T) {
 	// A 2026-07-28 deny says its result is complete, as the SDKs' servers do.
 	req, err := http.NewRequest(http.MethodPost, rig.proxy, strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"pay","arguments":{"amount":5000}}}`))
 	must(t, err)
+	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
 	req.Header.Set("Mcp-Method", "tools/call")
 	req.Header.Set("Mcp-Name", "pay")

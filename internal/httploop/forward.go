@@ -273,9 +273,14 @@ func writeRequest(bw *bufio.Writer, out *http.Request) error {
 	return bw.Flush()
 }
 
+// ErrSwitchingProtocols fails an exchange the upstream answered with 101
+// Switching Protocols: the proxy upgrades nothing, since what is sent on
+// an upgraded connection reaches the upstream unread.
+var ErrSwitchingProtocols = errors.New("the upstream answered 101 Switching Protocols; the MCP proxy upgrades no connection")
+
 // readResponse reads the upstream's final answer, passing over any 1xx
-// interim one (100 Continue, 103 Early Hints); 101 is refused: the proxy
-// upgrades nothing.
+// interim one (100 Continue, 103 Early Hints); 101 is refused
+// (ErrSwitchingProtocols).
 func readResponse(br *bufio.Reader, out *http.Request) (*http.Response, error) {
 	for {
 		resp, err := http.ReadResponse(br, out)
@@ -285,7 +290,7 @@ func readResponse(br *bufio.Reader, out *http.Request) (*http.Response, error) {
 		switch {
 		case resp.StatusCode == http.StatusSwitchingProtocols:
 			_ = resp.Body.Close()
-			return nil, errors.New("the upstream switched protocols, which the MCP proxy does not relay")
+			return nil, ErrSwitchingProtocols
 		case resp.StatusCode >= 100 && resp.StatusCode < 200:
 			continue
 		}
