@@ -141,6 +141,14 @@ func TestAttackEditorCannotChooseAgentIdentity(t *testing.T) {
 	}
 
 	t.Run("a new ServiceAccount's Pod is refused", func(t *testing.T) {
+		// The incident: billing-bot is frozen by ServiceAccount; the editor
+		// makes a new ServiceAccount and rolls the agent onto it.
+		freeze := &v1alpha1.FrozenAgent{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "freeze-billing-bot"},
+			Spec: v1alpha1.FrozenAgentSpec{ServiceAccount: "billing-bot", Reason: "INC-23"}}
+		if err := c.Create(ctx, freeze); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = c.Delete(ctx, freeze) }()
 		if err := asEditor.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rogue"}}); err != nil {
 			t.Fatalf("edit may create ServiceAccounts: %v", err)
 		}
