@@ -3,6 +3,8 @@ package usage
 import (
 	"testing"
 	"time"
+
+	"github.com/toolgate/toolgate/engine"
 )
 
 // benchLedger holds one agent's calls to ten tools, 100 calls each within
@@ -43,5 +45,28 @@ func BenchmarkRecord(b *testing.B) {
 	for b.Loop() {
 		at = at.Add(time.Millisecond)
 		l.Record(req, at)
+	}
+}
+
+// BenchmarkDecide is a call under an agent rate limit that it stays under
+// (the limit is high), so every call is read, allowed and recorded: the
+// decision path the sidecar takes with limits in its bundle.
+func BenchmarkDecide(b *testing.B) {
+	l := benchLedger(b)
+	c, diags := engine.Compile(engine.Bundle{Policies: []engine.Policy{{ID: "p", Version: 1, DefaultEffect: "allow", Rules: []engine.Rule{
+		{ID: "cap", Effect: "deny", Targets: &engine.Targets{Tools: []string{"pay"}},
+			When: &engine.When{RateLimit: &engine.Limit{Max: 1 << 40, Window: "1h"}}}}}}})
+	if len(diags) > 0 {
+		b.Fatal(diags)
+	}
+	req := call("agent-1", "session-1", "pay", 100)
+	at := t0.Add(1000 * time.Second)
+	opts := engine.EvalOptions{Now: func() time.Time { return at }}
+	b.ReportAllocs()
+	for b.Loop() {
+		at = at.Add(time.Millisecond)
+		if res := l.Decide(c, req, opts); res.Decision != engine.Allow {
+			b.Fatal(res)
+		}
 	}
 }
