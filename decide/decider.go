@@ -26,6 +26,13 @@ const CodeInternalError engine.Code = "INTERNAL_ERROR"
 // of bodies): it answers at once rather than queue, and never allows.
 const CodeOverloaded engine.Code = "OVERLOADED"
 
+// CodeUsageUnavailable is the code of a deny made because a rate limit or
+// token budget could not be counted (usage.ErrUnavailable: the ledger is
+// full of counters limits still read, a count it cannot vouch for, or its
+// state file cannot be written): an allowed call is never let through
+// uncounted.
+const CodeUsageUnavailable engine.Code = "USAGE_UNAVAILABLE"
+
 // Config is what a Decider decides with besides the bundle.
 type Config struct {
 	// AgentID, Roles and Environment are bound into every request in place
@@ -145,8 +152,11 @@ func (d *Decider) Decide(req engine.Request, explain bool, ev *decisionlog.Event
 	st := d.state.Load()
 	// The service account is the sidecar's own (--service-account, set by
 	// the injector from the Pod spec), never the request's.
-	res := d.usage.Decide(st.Compiled, req, engine.EvalOptions{Explain: explain, MaxTrace: d.cfg.MaxTrace,
+	res, err := d.usage.Decide(st.Compiled, req, engine.EvalOptions{Explain: explain, MaxTrace: d.cfg.MaxTrace,
 		ServiceAccount: d.cfg.ServiceAccount, Now: d.cfg.Now})
+	if err != nil {
+		res = SelfDeny(CodeUsageUnavailable, err.Error())
+	}
 	if res.TraceTruncated {
 		d.metrics.TraceTruncated.Inc()
 	}

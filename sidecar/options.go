@@ -75,6 +75,10 @@ type Options struct {
 	// calls that rateLimit and tokenBudget read (usage.Ledger).
 	UsageMaxKeys         int
 	UsageMaxEventsPerKey int
+	// UsageState, when set, is the file the counters are kept in across
+	// restarts (usage.Ledger.OpenState): the injector puts it in the
+	// sidecar's own volume, which the agent does not mount.
+	UsageState string
 
 	// Exactly one bundle source.
 	ConfigMap  string // NAMESPACE/NAME

@@ -65,8 +65,8 @@ func BenchmarkDecide(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		at = at.Add(time.Millisecond)
-		if res := l.Decide(c, req, opts); res.Decision != engine.Allow {
-			b.Fatal(res)
+		if res, err := l.Decide(c, req, opts); res.Decision != engine.Allow || err != nil {
+			b.Fatal(res, err)
 		}
 	}
 }

@@ -132,44 +132,33 @@ func TestLongNamesCostNoMemoryAndStillCount(t *testing.T) {
 	}
 }
 
-func TestKeyCapEvictsTheLeastRecentlyRecorded(t *testing.T) {
-	// Each call without tokens makes two counters: agent and session
-	// calls to its tool. All calls here share one session.
-	l := newLedger(t, 3, 100)
-	l.Record(call("a", "s", "t", 0), t0)                  // a, s
-	l.Record(call("b", "s", "t", 0), t0.Add(time.Second)) // b; s used again
-	if l.Evictions() != 0 || l.Keys() != 3 {
-		t.Fatalf("under the cap: %d evictions, %d keys", l.Evictions(), l.Keys())
-	}
-	l.Record(call("c", "s", "t", 0), t0.Add(2*time.Second)) // c evicts a
-	now := t0.Add(3 * time.Second)
+// TestAStaleCounterIsForgottenFirstAndNotCounted: at the key cap, a
+// counter whose newest call no limit's window reaches any more makes room,
+// and is no eviction.
+func TestAStaleCounterIsForgottenFirstAndNotCounted(t *testing.T) {
+	l := newLedger(t, 4, 100)
+	must(t, l.record(keysOf(call("a", "s", "t", 0)), nanos(t0), time.Hour))
+	must(t, l.record(keysOf(call("b", "s", "t", 0)), nanos(t0.Add(time.Second)), time.Hour))
+	// Two hours on, a's counter is stale for an hour's window: c takes its place.
+	must(t, l.record(keysOf(call("c", "s", "t", 0)), nanos(t0.Add(2*time.Hour)), time.Hour))
+	now := t0.Add(2 * time.Hour)
 	if got := l.Calls(agentKey("a"), "t", time.Hour, now); got != 0 {
-		t.Errorf("evicted agent a still counts %d", got)
+		t.Errorf("forgotten agent a still counts %d", got)
 	}
-	for _, k := range []engine.UsageKey{agentKey("b"), agentKey("c")} {
+	for _, k := range []engine.UsageKey{agentKey("c"), sessionKey("s")} {
 		if got := l.Calls(k, "t", time.Hour, now); got != 1 {
-			t.Errorf("%+v: %d calls, want 1", k, got)
+			t.Errorf("%+v: %d calls in the hour, want 1", k, got)
 		}
 	}
-	if got := l.Calls(sessionKey("s"), "t", time.Hour, now); got != 3 {
-		t.Errorf("the session recorded on every call was evicted: %d calls, want 3", got)
-	}
-	if l.Evictions() != 1 || l.Keys() != 3 {
-		t.Errorf("%d evictions, %d keys; want 1 and 3", l.Evictions(), l.Keys())
+	if l.Evictions() != 0 || l.Keys() != 4 {
+		t.Errorf("%d evictions, %d keys; want 0 and 4", l.Evictions(), l.Keys())
 	}
 }
 
-func TestEvictingAStaleCounterIsNotCounted(t *testing.T) {
-	l := newLedger(t, 2, 100)
-	l.Record(call("a", "s", "t", 0), t0)
-	// Past the longest window, a's counters hold nothing a window reaches.
-	l.Record(call("b", "s2", "t", 0), t0.Add(engine.MaxLimitWindow))
-	if l.Evictions() != 0 {
-		t.Errorf("evicting counters past every window counted %d evictions", l.Evictions())
-	}
-	l.Record(call("c", "s3", "t", 0), t0.Add(engine.MaxLimitWindow+time.Second))
-	if l.Evictions() != 2 {
-		t.Errorf("evicting live counters counted %d evictions, want 2", l.Evictions())
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -298,7 +287,8 @@ func TestCapsAreChecked(t *testing.T) {
 		keys, events int
 		want         string
 	}{
-		{0, 10, "--usage-max-keys"}, {-1, 10, "--usage-max-keys"}, {MaxKeysLimit + 1, 10, "--usage-max-keys"},
+		{0, 10, "--usage-max-keys"}, {-1, 10, "--usage-max-keys"}, {MinKeys - 1, 10, "--usage-max-keys must be from 4"},
+		{MaxKeysLimit + 1, 10, "--usage-max-keys"},
 		{10, 1, "--usage-max-events-per-key must be from 2"}, {10, 0, "--usage-max-events-per-key"},
 		{10, MaxEventsLimit + 1, "--usage-max-events-per-key"},
 	} {
@@ -307,7 +297,7 @@ func TestCapsAreChecked(t *testing.T) {
 			t.Errorf("New(%d, %d): %v, want an error naming %s", tc.keys, tc.events, err, tc.want)
 		}
 	}
-	if _, err := New(1, MinEventsPerKey); err != nil {
+	if _, err := New(MinKeys, MinEventsPerKey); err != nil {
 		t.Errorf("the smallest caps: %v", err)
 	}
 }
