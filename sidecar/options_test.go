@@ -90,7 +90,7 @@ func TestMalformedFlagsAreRejectedClearly(t *testing.T) {
 		{"too many roles", []string{file, "--roles=" + strings.Repeat("r,", 64) + "r"}, "65 roles, more than 64"},
 		{"an environment with a comma", []string{file, "--environment=prod,dev"}, "--environment"},
 		{"an environment with a newline", []string{file, "--environment=prod\n"}, "may hold only letters"},
-		{"zero usage keys", []string{file, "--usage-max-keys=0"}, "--usage-max-keys must be from 1"},
+		{"zero usage keys", []string{file, "--usage-max-keys=0"}, "--usage-max-keys must be from 4"},
 		{"huge usage keys", []string{file, "--usage-max-keys=2000000"}, "--usage-max-keys"},
 		{"one event per key", []string{file, "--usage-max-events-per-key=1"}, "--usage-max-events-per-key must be from 2"},
 		{"usage events not a number", []string{file, "--usage-max-events-per-key=many"}, "invalid argument"},
@@ -143,7 +143,7 @@ func TestWellFormedFlagsValidate(t *testing.T) {
 			"--read-header-timeout=1s", "--read-timeout=1s", "--write-timeout=1h", "--idle-timeout=1ms",
 			"--max-request-elements=1", "--max-trace=1", "--decision-log-queue-bytes=65536"},
 		{"--bundle-file=b.json", "--max-body-bytes-in-flight=1048576"},
-		{"--bundle-file=b.json", "--roles=ci,analyst:eu,team/a@x.y_z-1", "--environment=prod", "--usage-max-keys=1", "--usage-max-events-per-key=2"},
+		{"--bundle-file=b.json", "--roles=ci,analyst:eu,team/a@x.y_z-1", "--environment=prod", "--usage-max-keys=4", "--usage-max-events-per-key=2", "--usage-state=/var/cache/toolgate/usage"},
 		{"--bundle-file=b.json", "--roles=", "--usage-max-keys=1048576", "--usage-max-events-per-key=1048576"},
 		{"--bundle-file=b.json", "--max-body-bytes-in-flight=1073741824"},
 	} {

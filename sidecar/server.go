@@ -20,11 +20,12 @@ import (
 	"github.com/toolgate/toolgate/usage"
 )
 
-// CodeInternalError and CodeOverloaded are the codes of the denies the
-// sidecar makes itself (decide owns them).
+// CodeInternalError, CodeOverloaded and CodeUsageUnavailable are the codes
+// of the denies the sidecar makes itself (decide owns them).
 const (
-	CodeInternalError = decide.CodeInternalError
-	CodeOverloaded    = decide.CodeOverloaded
+	CodeInternalError    = decide.CodeInternalError
+	CodeOverloaded       = decide.CodeOverloaded
+	CodeUsageUnavailable = decide.CodeUsageUnavailable
 )
 
 // Server answers decisions from the bundle it currently holds. It is an
