@@ -89,6 +89,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&o.LogLabels, "decision-log-label", o.LogLabels, "KEY=VALUE added to every decision log line under \"labels\" (repeatable), e.g. cluster=prod-eu")
 	fs.IntVar(&o.MaxConnections, "max-connections", o.MaxConnections, "open connections per --listen address; at the limit a new one evicts the connection waiting longest that never had a request decided, else the one idle longest (never one being evaluated)")
 	fs.IntVar(&o.MetricsMaxConnections, "metrics-max-connections", o.MetricsMaxConnections, "open connections on --metrics-listen, evicted the same way")
+	fs.IntVar(&o.MaxMCPConnections, "max-mcp-connections", o.MaxMCPConnections, "connections per listener that carry MCP proxy requests (streams, calls waiting on the upstream), held apart from --max-connections so that they never take the slots decisions and probes use; at the limit a new one evicts an idle one, else it is answered 503")
 	fs.DurationVar(&o.ReadHeaderTimeout, "read-header-timeout", o.ReadHeaderTimeout, "longest a client may take to send a request's headers (both listeners)")
 	fs.DurationVar(&o.ReadTimeout, "read-timeout", o.ReadTimeout, "longest a client may take to send a whole request, headers and body (both listeners)")
 	fs.DurationVar(&o.WriteTimeout, "write-timeout", o.WriteTimeout, "longest writing a response may take (both listeners)")

@@ -133,6 +133,12 @@ type Options struct {
 	// lock out a client that sends its request at once.
 	MaxConnections        int
 	MetricsMaxConnections int
+	// MaxMCPConnections is per listener too: the connections that carry
+	// MCP proxy requests (streams, and calls waiting on the upstream) leave
+	// MaxConnections for this budget of their own, so that however many
+	// the agent holds, decisions and probes keep their slots
+	// (httploop.Conn.HoldStream).
+	MaxMCPConnections int
 	ReadHeaderTimeout     time.Duration
 	ReadTimeout           time.Duration // the whole request, headers and body
 	WriteTimeout          time.Duration
@@ -186,6 +192,10 @@ func DefaultOptions() Options {
 		// 10,000 values.
 		MaxConnections:        128,
 		MetricsMaxConnections: 16,
+		// A held MCP stream costs the sidecar about 64 KiB (1,000 held
+		// added 61 MiB of RSS, TestHeldStreamsLeaveDecisionsAndProbesTheirCapacity):
+		// 128 hold 8 MiB of the injected sidecar's 64 MiB.
+		MaxMCPConnections: 128,
 		ReadHeaderTimeout:     2 * time.Second,
 		ReadTimeout:           5 * time.Second,
 		WriteTimeout:          5 * time.Second,
@@ -338,6 +348,7 @@ func (o *Options) validateLimits() error {
 	}{
 		{"--max-connections", o.MaxConnections, 1, maxConnectionsLimit},
 		{"--metrics-max-connections", o.MetricsMaxConnections, 1, maxConnectionsLimit},
+		{"--max-mcp-connections", o.MaxMCPConnections, 1, maxConnectionsLimit},
 		{"--max-evaluations", o.MaxEvaluations, 1, maxEvaluationsLimit},
 		{"--max-body-bytes-in-flight", o.MaxBodyBytesInFlight, MaxRequestBytes, maxBodyBytesInFlightLimit},
 		{"--max-request-elements", o.MaxRequestElements, 1, MaxRequestBytes},
