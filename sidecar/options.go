@@ -133,16 +133,16 @@ type Options struct {
 	// lock out a client that sends its request at once.
 	MaxConnections        int
 	MetricsMaxConnections int
+	ReadHeaderTimeout     time.Duration
+	ReadTimeout           time.Duration // the whole request, headers and body
+	WriteTimeout          time.Duration
+	IdleTimeout           time.Duration
 	// MaxMCPConnections is per listener too: the connections that carry
 	// MCP proxy requests (streams, and calls waiting on the upstream) leave
 	// MaxConnections for this budget of their own, so that however many
 	// the agent holds, decisions and probes keep their slots
 	// (httploop.Conn.HoldStream).
 	MaxMCPConnections int
-	ReadHeaderTimeout     time.Duration
-	ReadTimeout           time.Duration // the whole request, headers and body
-	WriteTimeout          time.Duration
-	IdleTimeout           time.Duration
 	// MaxEvaluations bounds the requests decoded and evaluated at once;
 	// beyond it a request is denied OVERLOADED at once, never waited for.
 	MaxEvaluations int
@@ -192,10 +192,6 @@ func DefaultOptions() Options {
 		// 10,000 values.
 		MaxConnections:        128,
 		MetricsMaxConnections: 16,
-		// A held MCP stream costs the sidecar about 64 KiB (1,000 held
-		// added 61 MiB of RSS, TestHeldStreamsLeaveDecisionsAndProbesTheirCapacity):
-		// 128 hold 8 MiB of the injected sidecar's 64 MiB.
-		MaxMCPConnections: 128,
 		ReadHeaderTimeout:     2 * time.Second,
 		ReadTimeout:           5 * time.Second,
 		WriteTimeout:          5 * time.Second,
@@ -207,6 +203,10 @@ func DefaultOptions() Options {
 		UsageMaxKeys:          usage.DefaultMaxKeys,
 		UsageMaxEventsPerKey:  usage.DefaultMaxEventsPerKey,
 		MCP:                   mcp.Options{Listen: mcp.DefaultListen},
+		// A held MCP stream costs the sidecar about 64 KiB (1,000 held
+		// added 61 MiB of RSS, TestHeldStreamsLeaveDecisionsAndProbesTheirCapacity):
+		// 128 hold 8 MiB of the injected sidecar's 64 MiB.
+		MaxMCPConnections: 128,
 	}
 }
 
