@@ -37,6 +37,7 @@ func TestMalformedFlagsAreRejectedClearly(t *testing.T) {
 		{"connections not a number", []string{file, "--max-connections=lots"}, "invalid argument"},
 		{"huge connections", []string{file, "--max-connections=100000000"}, "--max-connections"},
 		{"zero metrics connections", []string{file, "--metrics-max-connections=0"}, "--metrics-max-connections"},
+		{"zero MCP connections", []string{file, "--max-mcp-connections=0"}, "--max-mcp-connections must be from 1"},
 		{"zero header timeout", []string{file, "--read-header-timeout=0s"}, "--read-header-timeout must be positive"},
 		{"negative read timeout", []string{file, "--read-timeout=-1s"}, "--read-timeout"},
 		{"day-long write timeout", []string{file, "--write-timeout=24h"}, "--write-timeout"},
