@@ -49,7 +49,9 @@ func BenchmarkRecord(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		at = at.Add(time.Millisecond)
-		l.Record(req, at)
+		if err := l.Record(req, at); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
