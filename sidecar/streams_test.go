@@ -160,7 +160,7 @@ func rssKiB(pid int) int {
 // p99 within 3x + 5 ms of the idle one. The sidecar is its own process with
 // default limits but --max-mcp-connections, raised to hold 1,000.
 func TestHeldStreamsLeaveDecisionsAndProbesTheirCapacity(t *testing.T) {
-	const streams, samples = 1000, 400
+	const streams, samples = 1000, 1000
 	up := startMCPServer(t)
 	p := startSidecarProc(t, "--bundle-file="+writeBundleFile(t, mcptest.Bundle()), "--agent-id="+mcpAgent, "--decision-log=none",
 		"--mcp-listen=127.0.0.1:0", "--mcp-upstream=pay="+up.endpoint("2025-11-25"), "--max-mcp-connections=1024")
