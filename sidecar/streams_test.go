@@ -263,3 +263,39 @@ func TestHeldStreamsLeaveDecisionsAndProbesTheirCapacity(t *testing.T) {
 		t.Errorf("/metrics lacks %s", want)
 	}
 }
+
+// TestMCPRequestsPastTheirBudgetAre503: at --max-mcp-connections, each
+// with a stream held (POSTs the real MCP server answers as event streams
+// and holds), one more MCP request is answered 503 with a reason and
+// counted, and a decision on a new connection is answered as ever.
+func TestMCPRequestsPastTheirBudgetAre503(t *testing.T) {
+	up := startMCPServer(t)
+	p := startSidecarProc(t, "--bundle-file="+writeBundleFile(t, mcptest.Bundle()), "--agent-id="+mcpAgent, "--decision-log=none",
+		"--mcp-listen=127.0.0.1:0", "--mcp-upstream=pay="+up.endpoint("2025-11-25"), "--max-mcp-connections=2", "--max-connections=2")
+	c := unixClient(p.sock)
+	c.Timeout = 0
+	url := "http://sidecar/mcp/pay"
+	session, err := mcpSession(c, url)
+	must(t, err)
+	for i := range 2 {
+		body, err := openPOSTStream(c, url, session, i+1)
+		if err != nil {
+			t.Fatalf("stream %d within the budget: %v", i+1, err)
+		}
+		t.Cleanup(func() { _ = body.Close() })
+	}
+	resp, err := c.Post(url, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"ping"}`))
+	must(t, err)
+	data, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(data), "--max-mcp-connections") {
+		t.Fatalf("an MCP request past the budget: %s %s, want 503 naming --max-mcp-connections", resp.Status, data)
+	}
+	if d := p.decide(unixClient(p.sock), `{"tool_name":"pay","input":{"amount":5}}`); d.Decision != "allow" {
+		t.Errorf("a decision with the MCP budget spent: %+v", d.Result)
+	}
+	_, metrics := getOver(t, unixClient(p.sock), "http://sidecar/metrics")
+	if want := fmt.Sprintf(`toolgate_sidecar_mcp_connections_refused_total{listener="unix://%s"} 1`, p.sock); !strings.Contains(metrics, want) {
+		t.Errorf("/metrics lacks %s", want)
+	}
+}
