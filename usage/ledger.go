@@ -480,8 +480,12 @@ const maxNameBytes = 64
 // long, so the two never meet).
 func canonical(s string) string {
 	if len(s) <= maxNameBytes {
-		return s
+		return s // inlined: most names are short, and cost nothing
 	}
+	return digest(s)
+}
+
+func digest(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return "\x00sha256:" + hex.EncodeToString(sum[:])
 }
