@@ -47,7 +47,7 @@ func newMetrics(age, bodyBytes func() float64, ledger *usage.Ledger) *metrics {
 		Name: metricPrefix + "listener_up", Help: "1 while a --listen address is served; 0 while another process holds it (whatever answers there is not toolgate) and it is retried.",
 	}, []string{"addr"})
 	m.connsOpen = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: metricPrefix + "connections_open", Help: "Connections open, by listener (capped by --max-connections and --metrics-max-connections).",
+		Name: metricPrefix + "connections_open", Help: "Connections open, by listener: those for decisions and probes (capped by --max-connections and --metrics-max-connections) and those carrying MCP requests (--max-mcp-connections).",
 	}, []string{"listener"})
 	m.connsEvicted = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: metricPrefix + "connections_evicted_total", Help: "Connections closed at the connection cap to admit a new one: the one waiting longest without a request being evaluated.",

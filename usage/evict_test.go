@@ -58,6 +58,7 @@ func TestAttackFreshSessionsDoNotEvictTheAgentsLimit(t *testing.T) {
 	if got := l.Calls(agentKey("shop"), "pay", time.Hour, now); got != 10 {
 		t.Errorf("the agent's pay counter holds %d calls, want 10", got)
 	}
+	checkOwners(t, l)
 	if sessions := l.agents[l.hash("shop")].n; sessions > DefaultMaxKeys/2 {
 		t.Errorf("the agent holds %d session counters, more than its share of %d", sessions, DefaultMaxKeys/2)
 	}
@@ -81,6 +82,7 @@ func TestSessionCountersAreBoundedPerAgent(t *testing.T) {
 			t.Fatalf("noisy's Read %d: %+v %v", i, res, err)
 		}
 	}
+	checkOwners(t, l)
 	if n := l.agents[l.hash("noisy")].n; n != 32 {
 		t.Errorf("noisy holds %d session counters, want its share, 32", n)
 	}
@@ -188,5 +190,50 @@ func TestALongerWindowDoesNotReadAForgottenCounterAsZero(t *testing.T) {
 	}
 	if res, err := decideAt(l, day, call("a", "", "pay", 0), now); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("pay under a day's limit, its counter forgotten an hour in: %+v %v, want ErrUnavailable", res, err)
+	}
+}
+
+// checkOwners fails t unless every session counter's agent is the one the
+// ledger bounds (l.agents), counting it, in its list: an owner left behind
+// would let its agent's sessions past their share.
+func checkOwners(t *testing.T, l *Ledger) {
+	t.Helper()
+	held := map[*owner]int{}
+	for _, s := range l.series {
+		if !s.key.session {
+			continue
+		}
+		if s.owner == nil || l.agents[s.owner.hash] != s.owner {
+			t.Fatalf("session counter %q of agent %q has an owner the ledger does not bound", s.id, s.owner.name)
+		}
+		held[s.owner]++
+	}
+	for _, o := range l.agents {
+		listed := 0
+		for s := o.head; s != nil; s = s.onext {
+			listed++
+		}
+		if o.n != held[o] || listed != o.n {
+			t.Fatalf("agent %q: counts %d session counters, lists %d, holds %d", o.name, o.n, listed, held[o])
+		}
+	}
+}
+
+// TestAnAgentWhoseSessionsAreAllForgottenStaysBounded: making room may
+// forget every session counter of the calling agent, and the counter then
+// made is still its own, within its share.
+func TestAnAgentWhoseSessionsAreAllForgottenStaysBounded(t *testing.T) {
+	l := newLedger(t, 4, 16)
+	c := limited(t, "1h")
+	now := t0
+	for i, tc := range []struct{ session, tool string }{{"s1", "t1"}, {"s1", "t2"}, {"s2", "t3"}, {"s3", "t3"}, {"s4", "t3"}} {
+		now = now.Add(time.Second)
+		if _, err := decideAt(l, c, call("a", tc.session, tc.tool, 0), now); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		checkOwners(t, l)
+	}
+	if n := l.agents[l.hash("a")].n; n > 2 {
+		t.Errorf("the agent holds %d session counters, past its share of 2", n)
 	}
 }

@@ -227,10 +227,12 @@ func (l *Ledger) count(c callKeys, at int64, window time.Duration) error {
 		}
 	}
 	if missing > 0 {
-		o := l.agents[agentID]
-		if err := l.makeRoom(o, missing, missingSessions, at, window, &found); err != nil {
+		if err := l.makeRoom(l.agents[agentID], missing, missingSessions, at, window, &found); err != nil {
 			return err
 		}
+		// Looked up again: making room may have forgotten every session
+		// counter the agent had, and its owner with them.
+		o := l.agents[agentID]
 		if missingSessions > 0 && o == nil {
 			o = &owner{name: c.agent, hash: agentID}
 			l.agents[agentID] = o
