@@ -3,6 +3,7 @@ package usage
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -235,5 +236,60 @@ func TestAnAgentWhoseSessionsAreAllForgottenStaysBounded(t *testing.T) {
 	}
 	if n := l.agents[l.hash("a")].n; n > 2 {
 		t.Errorf("the agent holds %d session counters, past its share of 2", n)
+	}
+}
+
+// TestNoCountIsEverSilentlyLow replays random calls (few agents, many
+// sessions and tools) into small ledgers and checks every count against an
+// exact one: a count the ledger vouches for is never below the truth (an
+// agent's never unvouched while its window is open), session counters stay
+// within their agent's share, and the cap holds.
+func TestNoCountIsEverSilentlyLow(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	const window = time.Hour
+	for round := range 40 {
+		maxKeys := 4 + rng.IntN(28)
+		l := newLedger(t, maxKeys, 4+rng.IntN(8))
+		type rec struct {
+			at                   time.Time
+			agent, session, tool string
+		}
+		var exact []rec
+		now := t0
+		pick := func(prefix string, n int) string { return fmt.Sprint(prefix, rng.IntN(n)) }
+		for step := range 300 {
+			now = now.Add(time.Duration(rng.IntN(120)) * time.Second)
+			r := rec{now, pick("a", 3), pick("s", 40), pick("t", 6)}
+			if l.record(keysOf(call(r.agent, r.session, r.tool, 0)), nanos(now), window) == nil {
+				exact = append(exact, r)
+			}
+			checkOwners(t, l)
+			if l.Keys() > maxKeys {
+				t.Fatalf("round %d step %d: %d counters past the cap of %d", round, step, l.Keys(), maxKeys)
+			}
+			for _, o := range l.agents {
+				if o.n > maxKeys/2 {
+					t.Fatalf("round %d step %d: agent %s holds %d session counters, past its share", round, step, o.name, o.n)
+				}
+			}
+			agent, session, tool := pick("a", 3), pick("s", 40), pick("t", 6)
+			var forAgent, forSession int64
+			for _, r := range exact {
+				if r.at.After(now.Add(-window)) && r.tool == tool {
+					if r.agent == agent {
+						forAgent++
+					}
+					if r.session == session {
+						forSession++
+					}
+				}
+			}
+			if n, whole := l.calls(agentKey(agent), tool, window, now); !whole || n < forAgent {
+				t.Fatalf("round %d step %d: agent %s, %s: %d calls (whole %v), really %d", round, step, agent, tool, n, whole, forAgent)
+			}
+			if n, whole := l.calls(sessionKey(session), tool, window, now); whole && n < forSession {
+				t.Fatalf("round %d step %d: session %s, %s: %d calls vouched for, really %d", round, step, session, tool, n, forSession)
+			}
+		}
 	}
 }

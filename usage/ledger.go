@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -264,52 +265,72 @@ func (l *Ledger) count(c callKeys, at int64, window time.Duration) error {
 	return nil
 }
 
-// makeRoom forgets counters until missing more fit, missingSessions of
+// makeRoom forgets counters so that missing more fit, missingSessions of
 // them session counters of owner o (nil: none yet): o's own least recent
 // session counters past its share, then counters no limit reads any more
 // (their newest call at or before at-window), then o's session counters
 // again. It never takes a counter in keep, nor another agent's counter
-// that a limit still reads.
+// that a limit still reads; when that is not enough it forgets nothing
+// (the call is denied, and costs the agent none of its counts).
 func (l *Ledger) makeRoom(o *owner, missing, missingSessions int, at int64, window time.Duration, keep *[4]*series) error {
-	stale := before(at, window)
-	if missingSessions > 0 && o != nil {
-		for o.n+missingSessions > l.maxSessionKeys {
-			if !l.forgetOwnSession(o, at, window, keep) {
+	var victims [8]*series // at most 2 past the share and 4 past the cap
+	n := 0
+	taken := func(s *series) bool {
+		return kept(s, keep) || slices.Contains(victims[:n], s)
+	}
+	var own *series // the next of o's session counters to take
+	if o != nil {
+		own = o.tail
+	}
+	take := func(s *series) bool {
+		if n == len(victims) {
+			return false
+		}
+		victims[n] = s
+		n++
+		return true
+	}
+	takeOwn := func() bool {
+		for ; own != nil; own = own.oprev {
+			if !taken(own) {
+				s := own
+				own = own.oprev
+				return take(s)
+			}
+		}
+		return false
+	}
+	if o != nil {
+		for range o.n + missingSessions - l.maxSessionKeys {
+			if !takeOwn() {
 				return errFull
 			}
 		}
 	}
-	for len(l.series)+missing > l.maxKeys {
-		if t := l.tail; t != nil && t.newest() <= stale && !kept(t, keep) {
-			l.forget(t, at, window)
+	stale := before(at, window)
+	t := l.tail
+	for len(l.series)-n+missing > l.maxKeys {
+		for t != nil && taken(t) {
+			t = t.prev
+		}
+		if t != nil && t.newest() <= stale {
+			if !take(t) {
+				return errFull
+			}
 			continue
 		}
-		if o == nil || !l.forgetOwnSession(o, at, window, keep) {
+		if !takeOwn() {
 			return errFull
 		}
+	}
+	for _, s := range victims[:n] {
+		l.forget(s, at, window)
 	}
 	return nil
 }
 
-// forgetOwnSession forgets o's least recently recorded session counter
-// that the call does not use; false when there is none.
-func (l *Ledger) forgetOwnSession(o *owner, at int64, window time.Duration, keep *[4]*series) bool {
-	for s := o.tail; s != nil; s = s.oprev {
-		if !kept(s, keep) {
-			l.forget(s, at, window)
-			return true
-		}
-	}
-	return false
-}
-
 func kept(s *series, keep *[4]*series) bool {
-	for _, k := range keep {
-		if k == s {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(keep[:], s)
 }
 
 // forget drops s, remembering its newest call (see Ledger.lost); it counts

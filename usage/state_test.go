@@ -51,6 +51,7 @@ func TestStateKeepsEveryCountAcrossARestart(t *testing.T) {
 	if load.Unreadable != nil || load.Counters != 0 || load.Calls != 12 {
 		t.Fatalf("reopened: %+v, want 12 calls appended after an empty snapshot", load)
 	}
+	checkOwners(t, second)
 	for _, l := range []*Ledger{first, second} {
 		if got := l.Calls(agentKey("shop"), "pay", time.Hour, now); got != 10 {
 			t.Errorf("pay: %d calls, want 10", got)
@@ -70,6 +71,7 @@ func TestStateKeepsEveryCountAcrossARestart(t *testing.T) {
 	}
 	// The restart wrote a snapshot: a third ledger restores counters.
 	third, load := openState(t, path, 64, now)
+	checkOwners(t, third)
 	if load.Counters != second.Keys() || load.Calls != 0 || third.Calls(agentKey("shop"), "pay", time.Hour, now) != 10 {
 		t.Errorf("from the snapshot: %+v, %d calls; want %d counters and 10 calls", load, third.Calls(agentKey("shop"), "pay", time.Hour, now), second.Keys())
 	}
