@@ -181,3 +181,48 @@ func TestAStatePathThatCannotBeWrittenIsAnError(t *testing.T) {
 		t.Fatalf("a state file under a regular file: %v, want an error naming --usage-state", err)
 	}
 }
+
+// FuzzStateFile: whatever a state file holds, reading it never panics or
+// hangs (a sidecar that crashed at start would restart forever) and never
+// yields a ledger past its caps: it is restored whole, or refused (and
+// OpenState then fails closed, TestUnreadableStateFailsClosed).
+func FuzzStateFile(f *testing.F) {
+	c := limited(f, "1h")
+	path := filepath.Join(f.TempDir(), "seed")
+	l := newLedger(f, 16, 4)
+	if _, err := l.OpenState(path, t0); err != nil {
+		f.Fatal(err)
+	}
+	for i := range 12 {
+		if _, err := decideAt(l, c, call(fmt.Sprint("a", i%2), fmt.Sprint("s", i%5), "pay", float64(i%3)), t0.Add(time.Duration(i)*time.Minute)); err != nil {
+			f.Fatal(err)
+		}
+	}
+	appended, err := os.ReadFile(path)
+	if err != nil {
+		f.Fatal(err)
+	}
+	_ = l.CloseState()
+	f.Add(appended)
+	f.Add(l.snapshot())
+	f.Add([]byte(stateMagic))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		l := newLedger(t, 8, 4)
+		if _, _, err := l.restore(data); err != nil {
+			return
+		}
+		checkOwners(t, l)
+		if l.Keys() > 8 {
+			t.Fatalf("%d counters past the cap of 8", l.Keys())
+		}
+		for _, s := range l.series {
+			if s.n > 4 {
+				t.Fatalf("a counter of %d events past the cap of 4", s.n)
+			}
+		}
+		// What was restored is counted on as ever.
+		if _, err := decideAt(l, c, call("a0", "s0", "pay", 1), t0.Add(2*time.Hour)); err != nil && !errors.Is(err, ErrUnavailable) {
+			t.Fatal(err)
+		}
+	})
+}
