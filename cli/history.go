@@ -51,7 +51,9 @@ func readHistory(path string, in io.Reader, now time.Time) (*usage.Ledger, error
 	// (it only ever over-counts); a file need not be sorted, so sort it.
 	slices.SortStableFunc(calls, func(a, b historyCall) int { return a.at.Compare(b.at) })
 	for _, c := range calls {
-		l.Record(c.req, c.at)
+		if err := l.Record(c.req, c.at); err != nil {
+			return nil, exitcode.Usagef("--history %s: the calls are more than a sidecar's ledger holds at its default --usage-max-keys: %v", name, err)
+		}
 	}
 	return l, nil
 }

@@ -26,6 +26,13 @@ const CodeInternalError engine.Code = "INTERNAL_ERROR"
 // of bodies): it answers at once rather than queue, and never allows.
 const CodeOverloaded engine.Code = "OVERLOADED"
 
+// CodeUsageUnavailable is the code of a deny made because a rate limit or
+// token budget could not be counted (usage.ErrUnavailable: the ledger is
+// full of counters limits still read, a count it cannot vouch for, or its
+// state file cannot be written): an allowed call is never let through
+// uncounted.
+const CodeUsageUnavailable engine.Code = "USAGE_UNAVAILABLE"
+
 // Config is what a Decider decides with besides the bundle.
 type Config struct {
 	// AgentID, Roles and Environment are bound into every request in place
@@ -157,8 +164,11 @@ func (d *Decider) Decide(req engine.Request, explain bool, ev *decisionlog.Event
 	}
 	// The service account is the sidecar's own (from the API server, or
 	// --service-account), never the request's.
-	res := d.usage.Decide(st.Compiled, req, engine.EvalOptions{Explain: explain, MaxTrace: d.cfg.MaxTrace,
+	res, err := d.usage.Decide(st.Compiled, req, engine.EvalOptions{Explain: explain, MaxTrace: d.cfg.MaxTrace,
 		ServiceAccount: st.ServiceAccount, Now: d.cfg.Now})
+	if err != nil {
+		res = SelfDeny(CodeUsageUnavailable, err.Error())
+	}
 	if res.TraceTruncated {
 		d.metrics.TraceTruncated.Inc()
 	}

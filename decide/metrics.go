@@ -65,7 +65,7 @@ func NewMetrics(reg prometheus.Registerer, prefix string, ledger *usage.Ledger) 
 	m.BindingOverrides[bindRoles] = overrides.WithLabelValues("roles")
 	m.BindingOverrides[bindEnvironment] = overrides.WithLabelValues("environment")
 	usageEvictions := prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: prefix + "usage_evictions_total", Help: "Counters of allowed calls (for rateLimit and tokenBudget) forgotten at --usage-max-keys while they still held calls a window reaches: that agent or session counts from zero again.",
+		Name: prefix + "usage_evictions_total", Help: "Counters of allowed calls (for rateLimit and tokenBudget) forgotten at --usage-max-keys while they still held calls a limit's window reaches: only session counters, for their agent's share; a limit reading one is denied USAGE_UNAVAILABLE until its window has passed.",
 	}, func() float64 { return float64(ledger.Evictions()) })
 	usageKeys := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: prefix + "usage_keys", Help: "Counters of allowed calls held, at most --usage-max-keys.",
@@ -83,6 +83,7 @@ func NewMetrics(reg prometheus.Registerer, prefix string, ledger *usage.Ledger) 
 		{engine.Deny, engine.CodeAgentFrozen, engine.EffectDeny}, {engine.Deny, engine.CodePolicyCompileError, engine.EffectDeny},
 		{engine.Deny, engine.CodeEvalTimeout, engine.EffectDeny}, {engine.Deny, engine.CodeImplicitDeny, engine.EffectDeny},
 		{engine.Deny, CodeInternalError, engine.EffectDeny}, {engine.Deny, CodeOverloaded, engine.EffectDeny},
+		{engine.Deny, CodeUsageUnavailable, engine.EffectDeny},
 	} {
 		m.Common[k] = m.Decisions.WithLabelValues(string(k.Decision), string(k.Code), string(k.Effect))
 	}

@@ -40,6 +40,8 @@ type Compiled struct {
 	byTool    map[string][]toolHit
 	paths     []Path // one slot per distinct field path
 	usesUsage bool   // a rule has a rateLimit or tokenBudget
+	// usageWindow is the longest window of those limits.
+	usageWindow time.Duration
 	// resourceSlot marks the paths rooted at resource, which read the
 	// resource under evaluation in a per-resource evaluation.
 	resourceSlot []bool
@@ -177,6 +179,11 @@ func Compile(b Bundle) (*Compiled, []Diagnostic) {
 		for ri := range p.rules {
 			if w := p.rules[ri].when; w != nil && (w.rateLimit != nil || w.tokenBudget != nil) {
 				c.usesUsage = true
+				for _, l := range [2]*climit{w.rateLimit, w.tokenBudget} {
+					if l != nil {
+						c.usageWindow = max(c.usageWindow, l.window)
+					}
+				}
 			}
 		}
 	}
@@ -205,7 +212,7 @@ func (c *Compiled) WithFrozen(extra []FrozenAgent) *Compiled {
 	if c == nil {
 		return nil
 	}
-	out := &Compiled{revision: c.revision, identity: c.identity, policies: c.policies, byTool: c.byTool, paths: c.paths, resourceSlot: c.resourceSlot, usesUsage: c.usesUsage,
+	out := &Compiled{revision: c.revision, identity: c.identity, policies: c.policies, byTool: c.byTool, paths: c.paths, resourceSlot: c.resourceSlot, usesUsage: c.usesUsage, usageWindow: c.usageWindow,
 		bundleFrozen: c.bundleFrozen, frozen: newFreezes(c.bundleFrozen, extra)}
 	out.initScratch()
 	return out

@@ -43,6 +43,16 @@ const budgetCheckEvery = 32
 // call as one step, or calls decided at once would pass a limit together.
 func (c *Compiled) UsesUsage() bool { return c != nil && c.usesUsage }
 
+// UsageWindow is the longest window of c's rateLimits and tokenBudgets (0
+// without any): calls older than it are read by no limit of c, so a
+// counter holding only those may be forgotten.
+func (c *Compiled) UsageWindow() time.Duration {
+	if c == nil {
+		return 0
+	}
+	return c.usageWindow
+}
+
 // Revision is the revision of the bundle this was compiled from.
 func (c *Compiled) Revision() string {
 	if c == nil {

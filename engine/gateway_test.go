@@ -1233,3 +1233,39 @@ func TestGatewaySelectToolNeedsStringTool(t *testing.T) {
 		t.Errorf("a string tool_name: %+v, want rule any-tool", got)
 	}
 }
+
+// TestUsageWindowIsTheLongestLimitWindow: what a usage ledger may forget
+// depends on it (a counter older than every window no limit reads), so it
+// spans rate limits and token budgets of every rule, and is 0 without any.
+func TestUsageWindowIsTheLongestLimitWindow(t *testing.T) {
+	t.Parallel()
+	compile := func(ws ...When) *Compiled {
+		var rules []Rule
+		for i, w := range ws {
+			rules = append(rules, gwRule(fmt.Sprint("r", i), "deny", withWhen(w)))
+		}
+		c, diags := Compile(Bundle{Policies: []Policy{ordered("p", rules...), catchAll()}})
+		if len(diags) > 0 {
+			t.Fatal(diags)
+		}
+		return c
+	}
+	for _, tc := range []struct {
+		name string
+		c    *Compiled
+		want time.Duration
+	}{
+		{"no bundle", nil, 0},
+		{"no limits", compile(When{Environments: []string{"prod"}}), 0},
+		{"a rate limit", compile(When{RateLimit: &Limit{Max: 1, Window: "90s"}}), 90 * time.Second},
+		{"a token budget of days", compile(When{RateLimit: &Limit{Max: 1, Window: "1h"}}, When{TokenBudget: &Limit{Max: 1, Window: "7d"}}), 7 * 24 * time.Hour},
+		{"both in one rule", compile(When{RateLimit: &Limit{Max: 1, Window: "2h"}, TokenBudget: &Limit{Max: 1, Window: "1m"}}), 2 * time.Hour},
+	} {
+		if got := tc.c.UsageWindow(); got != tc.want {
+			t.Errorf("%s: UsageWindow %v, want %v", tc.name, got, tc.want)
+		}
+		if got := tc.c.WithFrozen(nil).UsageWindow(); got != tc.want {
+			t.Errorf("%s, with freezes merged: UsageWindow %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

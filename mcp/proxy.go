@@ -209,11 +209,19 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeRPCError(w, http.StatusForbidden, nil, RPCUpstreamUnregistered, fmt.Sprintf("toolgate: MCP upstream %q refused: %v", rt.up.name, err))
 		return
 	}
-	// A request being proxied, a stream included, is never evicted at
-	// --max-connections, as a request being evaluated is not: at the cap a
-	// new connection evicts one that is idle or still sending headers.
+	// A request being proxied, a stream included, is held in the MCP
+	// connections' own budget (--max-mcp-connections), never evicted there
+	// and never taking a slot decisions and probes need.
 	conn := httploop.ConnOf(r)
-	if !conn.SetBusy() {
+	if err := conn.HoldStream(); err != nil {
+		if errors.Is(err, httploop.ErrStreamBudget) {
+			body, _ := json.Marshal(map[string]string{"error": "toolgate: " + err.Error()})
+			w.Header()["Content-Type"] = jsonContentType
+			w.Header().Set("Connection", "close")
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write(append(body, '\n'))
+		}
 		return
 	}
 	defer conn.SetWaiting()

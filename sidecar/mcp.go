@@ -26,5 +26,5 @@ func (s *Server) openMCP() (*httploop.Server, net.Listener, error) {
 		s.opts.MCP.OnListen(ln.Addr())
 	}
 	srv := &httploop.Server{Handler: s.mcp, ReadHeaderTimeout: s.opts.ReadHeaderTimeout, IdleTimeout: s.opts.IdleTimeout, Log: s.log}
-	return srv, httploop.LimitConns(ln, s.opts.MaxConnections, s.metrics.conns(), s.opts.MCP.Listen), nil
+	return srv, httploop.LimitConns(ln, s.opts.MaxConnections, s.opts.MaxMCPConnections, s.metrics.conns(), s.opts.MCP.Listen), nil
 }

@@ -26,6 +26,8 @@ type metrics struct {
 	connsOpen    *prometheus.GaugeVec
 	connsEvicted *prometheus.CounterVec
 	connsRefused *prometheus.CounterVec
+	mcpOpen      *prometheus.GaugeVec
+	mcpRefused   *prometheus.CounterVec
 }
 
 func newMetrics(age, bodyBytes func() float64, ledger *usage.Ledger) *metrics {
@@ -45,7 +47,7 @@ func newMetrics(age, bodyBytes func() float64, ledger *usage.Ledger) *metrics {
 		Name: metricPrefix + "listener_up", Help: "1 while a --listen address is served; 0 while another process holds it (whatever answers there is not toolgate) and it is retried.",
 	}, []string{"addr"})
 	m.connsOpen = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: metricPrefix + "connections_open", Help: "Connections open, by listener (capped by --max-connections and --metrics-max-connections).",
+		Name: metricPrefix + "connections_open", Help: "Connections open, by listener: those for decisions and probes (capped by --max-connections and --metrics-max-connections) and those carrying MCP requests (--max-mcp-connections).",
 	}, []string{"listener"})
 	m.connsEvicted = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: metricPrefix + "connections_evicted_total", Help: "Connections closed at the connection cap to admit a new one: the one waiting longest without a request being evaluated.",
@@ -53,9 +55,15 @@ func newMetrics(age, bodyBytes func() float64, ledger *usage.Ledger) *metrics {
 	m.connsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: metricPrefix + "connections_refused_total", Help: "New connections closed at the connection cap because every open one was being evaluated.",
 	}, []string{"listener"})
+	m.mcpOpen = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: metricPrefix + "mcp_connections_open", Help: "Connections that carry MCP proxy requests (streams included), by listener, at most --max-mcp-connections: held apart from --max-connections.",
+	}, []string{"listener"})
+	m.mcpRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: metricPrefix + "mcp_connections_refused_total", Help: "MCP requests answered 503 because --max-mcp-connections connections each had a request or stream in flight.",
+	}, []string{"listener"})
 	m.registry.MustRegister(
 		bundleAge, bodyInFlight, m.logDropped,
-		m.listenerUp, m.connsOpen, m.connsEvicted, m.connsRefused,
+		m.listenerUp, m.connsOpen, m.connsEvicted, m.connsRefused, m.mcpOpen, m.mcpRefused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	return m
@@ -63,5 +71,6 @@ func newMetrics(age, bodyBytes func() float64, ledger *usage.Ledger) *metrics {
 
 // conns are the connection families, for httploop.LimitConns.
 func (m *metrics) conns() httploop.ConnMetrics {
-	return httploop.ConnMetrics{Open: m.connsOpen, Evicted: m.connsEvicted, Refused: m.connsRefused}
+	return httploop.ConnMetrics{Open: m.connsOpen, Evicted: m.connsEvicted, Refused: m.connsRefused,
+		StreamsOpen: m.mcpOpen, StreamsRefused: m.mcpRefused}
 }

@@ -75,6 +75,10 @@ type Options struct {
 	// calls that rateLimit and tokenBudget read (usage.Ledger).
 	UsageMaxKeys         int
 	UsageMaxEventsPerKey int
+	// UsageState, when set, is the file the counters are kept in across
+	// restarts (usage.Ledger.OpenState): the injector puts it in the
+	// sidecar's own volume, which the agent does not mount.
+	UsageState string
 
 	// Exactly one bundle source.
 	ConfigMap  string // NAMESPACE/NAME
@@ -133,6 +137,12 @@ type Options struct {
 	ReadTimeout           time.Duration // the whole request, headers and body
 	WriteTimeout          time.Duration
 	IdleTimeout           time.Duration
+	// MaxMCPConnections is per listener too: the connections that carry
+	// MCP proxy requests (streams, and calls waiting on the upstream) leave
+	// MaxConnections for this budget of their own, so that however many
+	// the agent holds, decisions and probes keep their slots
+	// (httploop.Conn.HoldStream).
+	MaxMCPConnections int
 	// MaxEvaluations bounds the requests decoded and evaluated at once;
 	// beyond it a request is denied OVERLOADED at once, never waited for.
 	MaxEvaluations int
@@ -193,6 +203,11 @@ func DefaultOptions() Options {
 		UsageMaxKeys:          usage.DefaultMaxKeys,
 		UsageMaxEventsPerKey:  usage.DefaultMaxEventsPerKey,
 		MCP:                   mcp.Options{Listen: mcp.DefaultListen},
+		// A held MCP stream costs the sidecar about 64 KiB (1,000 held
+		// added 60 to 68 MiB of RSS in
+		// TestHeldStreamsLeaveDecisionsAndProbesTheirCapacity): 128 hold
+		// 8 MiB of the injected sidecar's 64 MiB.
+		MaxMCPConnections: 128,
 	}
 }
 
@@ -334,6 +349,7 @@ func (o *Options) validateLimits() error {
 	}{
 		{"--max-connections", o.MaxConnections, 1, maxConnectionsLimit},
 		{"--metrics-max-connections", o.MetricsMaxConnections, 1, maxConnectionsLimit},
+		{"--max-mcp-connections", o.MaxMCPConnections, 1, maxConnectionsLimit},
 		{"--max-evaluations", o.MaxEvaluations, 1, maxEvaluationsLimit},
 		{"--max-body-bytes-in-flight", o.MaxBodyBytesInFlight, MaxRequestBytes, maxBodyBytesInFlightLimit},
 		{"--max-request-elements", o.MaxRequestElements, 1, MaxRequestBytes},

@@ -67,7 +67,7 @@ func Run(ctx context.Context, opts Options, onListen func(net.Addr)) error {
 		}
 		ops := s.httpServer(s.opsHandler())
 		servers = append(servers, ops)
-		serving = append(serving, served{ops, httploop.LimitConns(mln, opts.MetricsMaxConnections, s.metrics.conns(), opts.MetricsListen)})
+		serving = append(serving, served{ops, httploop.LimitConns(mln, opts.MetricsMaxConnections, 0, s.metrics.conns(), opts.MetricsListen)})
 	}
 	mcpSrv, mcpLn, err := s.openMCP()
 	if err != nil {
@@ -164,7 +164,7 @@ func (s *Server) openListeners(addrs []string) (lns []net.Listener, squatted []s
 				sockets++
 			}
 			s.metrics.listenerUp.WithLabelValues(addr).Set(1)
-			lns = append(lns, httploop.LimitConns(ln, s.opts.MaxConnections, s.metrics.conns(), addr))
+			lns = append(lns, httploop.LimitConns(ln, s.opts.MaxConnections, s.opts.MaxMCPConnections, s.metrics.conns(), addr))
 		case httploop.Squattable(addr, err):
 			taken = append(taken, addr)
 			errs = append(errs, fmt.Errorf("--listen %s: %w", addr, err))
@@ -206,7 +206,7 @@ func (s *Server) retryListen(ctx context.Context, addr string, srv *http.Server,
 		if onListen != nil {
 			onListen(ln.Addr())
 		}
-		return srv.Serve(httploop.LimitConns(ln, s.opts.MaxConnections, s.metrics.conns(), addr))
+		return srv.Serve(httploop.LimitConns(ln, s.opts.MaxConnections, s.opts.MaxMCPConnections, s.metrics.conns(), addr))
 	}
 }
 

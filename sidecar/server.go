@@ -3,6 +3,7 @@ package sidecar
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -19,11 +20,12 @@ import (
 	"github.com/toolgate/toolgate/usage"
 )
 
-// CodeInternalError and CodeOverloaded are the codes of the denies the
-// sidecar makes itself (decide owns them).
+// CodeInternalError, CodeOverloaded and CodeUsageUnavailable are the codes
+// of the denies the sidecar makes itself (decide owns them).
 const (
-	CodeInternalError = decide.CodeInternalError
-	CodeOverloaded    = decide.CodeOverloaded
+	CodeInternalError    = decide.CodeInternalError
+	CodeOverloaded       = decide.CodeOverloaded
+	CodeUsageUnavailable = decide.CodeUsageUnavailable
 )
 
 // Server answers decisions from the bundle it currently holds. It is an
@@ -41,6 +43,9 @@ type Server struct {
 
 	// mcp is the MCP proxy, nil without --mcp-upstream.
 	mcp *mcp.Proxy
+	// ledger is the decision core's usage ledger, closed last (its state
+	// file holds every call counted).
+	ledger *usage.Ledger
 }
 
 // New builds a server with no bundle loaded (every decision is deny
@@ -55,22 +60,25 @@ func New(opts Options) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
-	ledger, err := usage.New(opts.UsageMaxKeys, opts.UsageMaxEventsPerKey)
+	ledger, err := s.openLedger()
 	if err != nil {
 		return nil, err
 	}
+	s.ledger = ledger
 	var bodies *decide.BodyBudget
 	s.metrics = newMetrics(s.bundleAge, func() float64 { return float64(bodies.Held()) }, ledger)
 	s.metricsH = promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{})
 	log := decisionlog.New(opts.decisionLogConfig(), s.metrics.logDropped, s.log)
 	if s.d, err = decide.New(opts.deciderConfig(), ledger, log, s.metrics.Metrics, s.log); err != nil {
 		_ = log.Close(context.Background())
+		_ = ledger.CloseState()
 		return nil, err
 	}
 	bodies = s.d.Bodies
 	src := opts.sourceConfig()
 	if src.Trust, err = opts.loadTrustedKeys(); err != nil {
 		_ = log.Close(context.Background())
+		_ = ledger.CloseState()
 		return nil, err
 	}
 	s.mcp, _ = mcp.New(s.d, opts.MCP, s.metrics.registry, s.log, opts.ReadTimeout) // validateServing has checked the flags
@@ -86,12 +94,39 @@ func New(opts Options) (*Server, error) {
 	return s, nil
 }
 
-// Close flushes the decision log, waiting at most until ctx ends.
+// Close flushes the decision log, waiting at most until ctx ends, and
+// closes the usage state file.
 func (s *Server) Close(ctx context.Context) error {
 	if s.mcp != nil {
 		s.mcp.Close()
 	}
-	return s.d.Log().Close(ctx)
+	return errors.Join(s.d.Log().Close(ctx), s.ledger.CloseState())
+}
+
+// openLedger makes the usage ledger and, with --usage-state, restores it
+// from its file. A file that could not be read is logged as an error: the
+// limits it would have held fail closed (usage.StateLoad).
+func (s *Server) openLedger() (*usage.Ledger, error) {
+	o := s.opts
+	ledger, err := usage.New(o.UsageMaxKeys, o.UsageMaxEventsPerKey)
+	if err != nil || o.UsageState == "" {
+		return ledger, err
+	}
+	now := time.Now
+	if o.now != nil {
+		now = o.now
+	}
+	load, err := ledger.OpenState(o.UsageState, now())
+	switch {
+	case err != nil:
+		return nil, err
+	case load.Unreadable != nil:
+		s.log.Error("the usage state file could not be read: every rate limit and token budget whose window reaches back before now is denied "+string(decide.CodeUsageUnavailable)+" until that window has passed",
+			"file", o.UsageState, "error", load.Unreadable, "unknownBefore", load.UnknownBefore, "movedTo", load.MovedTo)
+	default:
+		s.log.Info("usage counters restored", "file", o.UsageState, "counters", load.Counters, "calls", load.Calls)
+	}
+	return ledger, nil
 }
 
 // LoadDocument decodes a bundle document (gzip-compressed when gzipped),

@@ -149,17 +149,21 @@ func TestTokenBudgetCountsEveryToolsTokens(t *testing.T) {
 	}
 }
 
-func TestUsageKeyEvictionsAreCounted(t *testing.T) {
-	_, base, _, _ := limitsServer(t, func(o *Options) { o.UsageMaxKeys = 2 })
-	// Each call counts under its agent and the shared "" session.
-	for _, agent := range []string{"a", "b", "c"} {
-		evaluate(t, base, fmt.Sprintf(`{"tool_name":"pay","agent_id":%q}`, agent))
+// TestUsageEvictionsAreCounted: an agent's session counters past its share
+// (half of --usage-max-keys) are forgotten, counted while a limit's window
+// still reaches their calls; its agent counter is not.
+func TestUsageEvictionsAreCounted(t *testing.T) {
+	_, base, _, _ := limitsServer(t, func(o *Options) { o.UsageMaxKeys = 8 })
+	for i := range 6 {
+		if d := evaluate(t, base, fmt.Sprintf(`{"tool_name":"pay","agent_id":"a","session_id":"s-%d"}`, i)); d.Decision != engine.Allow {
+			t.Fatalf("pay %d: %+v", i, d.Result)
+		}
 	}
 	if got := metricValue(t, base, "toolgate_sidecar_usage_evictions_total"); got != 2 {
-		t.Errorf("usage_evictions_total = %v, want 2", got)
+		t.Errorf("usage_evictions_total = %v, want 2: six sessions, a share of four", got)
 	}
-	if got := metricValue(t, base, "toolgate_sidecar_usage_keys"); got != 2 {
-		t.Errorf("usage_keys = %v, want 2", got)
+	if got := metricValue(t, base, "toolgate_sidecar_usage_keys"); got != 5 {
+		t.Errorf("usage_keys = %v, want 5: the agent's and four sessions'", got)
 	}
 }
 

@@ -16,20 +16,60 @@ import (
 // unlock holds even if evaluation panics. Without limits nothing reads the
 // counts, so nothing is counted and no lock is taken: counting starts when
 // a bundle with limits is loaded.
-func (l *Ledger) Decide(c *engine.Compiled, req engine.Request, opts engine.EvalOptions) engine.Result {
+//
+// An allowed call is not allowed when it cannot be counted: the error
+// (wrapping ErrUnavailable) says why, and the caller denies. That is when
+// a limit read a count the ledger cannot vouch for (a counter it forgot,
+// or a state file it could not read, may have held calls in the window),
+// when the call needs a counter and the ledger is full of counters limits
+// still read, or when the state file cannot be written. A deny stays the
+// deny it is.
+func (l *Ledger) Decide(c *engine.Compiled, req engine.Request, opts engine.EvalOptions) (engine.Result, error) {
 	if !c.UsesUsage() {
-		return c.Evaluate(req, opts)
+		return c.Evaluate(req, opts), nil
 	}
-	opts.Usage = l
 	l.decideMu.Lock()
 	defer l.decideMu.Unlock()
+	l.reading = reading{l: l}
+	opts.Usage = &l.reading
 	res := c.Evaluate(req, opts)
-	if res.Decision == engine.Allow {
-		now := time.Now
-		if opts.Now != nil {
-			now = opts.Now
-		}
-		l.Record(req, now())
+	if res.Decision != engine.Allow {
+		return res, nil
 	}
-	return res
+	if l.reading.partial {
+		return res, errPartial
+	}
+	now := time.Now
+	if opts.Now != nil {
+		now = opts.Now
+	}
+	return res, l.record(keysOf(req), nanos(now()), c.UsageWindow())
+}
+
+var errPartial = &unavailable{"a rate limit or token budget could not be counted: its window reaches back to calls this sidecar may no longer hold (a counter forgotten at --usage-max-keys, or a usage state file that could not be read); denied to fail closed until that window has passed"}
+
+// unavailable is an ErrUnavailable with its reason alone as its message:
+// the reason a deny gives.
+type unavailable struct{ reason string }
+
+func (e *unavailable) Error() string        { return e.reason }
+func (e *unavailable) Is(target error) bool { return target == ErrUnavailable }
+
+// reading is the engine.Usage one decision reads through: the ledger's
+// counts, noting any it cannot vouch for.
+type reading struct {
+	l       *Ledger
+	partial bool
+}
+
+func (r *reading) Calls(key engine.UsageKey, tool string, window time.Duration, now time.Time) int64 {
+	n, whole := r.l.calls(key, tool, window, now)
+	r.partial = r.partial || !whole
+	return n
+}
+
+func (r *reading) Tokens(key engine.UsageKey, window time.Duration, now time.Time) float64 {
+	n, whole := r.l.tokens(key, window, now)
+	r.partial = r.partial || !whole
+	return n
 }

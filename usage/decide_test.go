@@ -31,14 +31,20 @@ func TestDecideCountsAllowedCallsWhileTheBundleHasLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 3 {
-		l.Decide(plain, req, opts)
+		if _, err := l.Decide(plain, req, opts); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if got := l.Calls(agent, "pay", time.Hour, now); got != 0 {
 		t.Fatalf("without limits %d calls were counted, want 0", got)
 	}
 	var decisions []engine.Decision
 	for range 3 {
-		decisions = append(decisions, l.Decide(limited, req, opts).Decision)
+		res, err := l.Decide(limited, req, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		decisions = append(decisions, res.Decision)
 	}
 	if decisions[0] != engine.Allow || decisions[1] != engine.Allow || decisions[2] != engine.Deny {
 		t.Fatalf("decisions %v, want allow allow deny", decisions)

@@ -5,10 +5,13 @@
 package usage
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/maphash"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,9 +29,12 @@ const (
 	DefaultMaxEventsPerKey = 1024
 )
 
-// Bounds on the caps: a cap of one event could not merge, and past these
-// a value is a typo rather than a tuning.
+// Bounds on the caps: one call makes up to four counters (its agent's and
+// its session's calls to its tool, and their tokens), a cap of one event
+// could not merge, and past the upper bounds a value is a typo rather than
+// a tuning.
 const (
+	MinKeys         = 4
 	MinEventsPerKey = 2
 	MaxKeysLimit    = 1 << 20
 	MaxEventsLimit  = 1 << 20
@@ -38,31 +44,61 @@ const (
 // engine.UsageKeys names them) the calls to each tool, and the tokens of
 // all tools. It implements engine.Usage and is safe for concurrent use.
 //
-// Memory is bounded. Each counter (a key's calls to one tool, or a key's
-// tokens) holds at most maxEvents events: past it, events merge into
-// their next neighbours, stamped with the later time, so a count can only
-// be over-estimated (a limit fails closed), never under-estimated; the
-// events merged are those whose times move least relative to their age,
-// so the error stays a small fraction of a window (see series.merge). At most
-// maxKeys counters are kept: past it, the one recorded least recently is
-// forgotten and counted in Evictions (its key starts again from nothing).
+// Memory is bounded, and a bound never makes a limit pass:
+//
+//   - Each counter (a key's calls to one tool, or a key's tokens) holds at
+//     most maxEvents events: past it, events merge into their next
+//     neighbours, stamped with the later time, so a count can only be
+//     over-estimated, never under-estimated; the events merged are those
+//     whose times move least relative to their age, so the error stays a
+//     small fraction of a window (see series.merge).
+//   - At most maxKeys counters are kept. A counter holding calls that a
+//     limit's window still reaches (the served bundle's longest,
+//     engine.Compiled.UsageWindow) is never forgotten for an agent's sake,
+//     however many new keys arrive: session ids are the client's choice,
+//     and a flood of fresh ones would otherwise evict the agent's own
+//     counters and reset its limits (issue 24 §3). The counters of one
+//     agent's sessions are bounded to half the cap: past it, that agent's
+//     least recently recorded session counter is forgotten, never
+//     another's, never an agent counter. When no counter may be forgotten,
+//     a call that needs a new one cannot be counted, and Decide denies it
+//     (ErrUnavailable) rather than allow it uncounted.
+//   - Forgetting a counter is remembered: a counter made later for a key
+//     of that kind (agent or session), or read while absent, may lack calls
+//     up to the newest one forgotten, and a window that reaches back that
+//     far cannot be counted (Decide denies ErrUnavailable). A state file
+//     that could not be read is remembered the same way (state.go).
+//
 // Events older than engine.MaxLimitWindow, which no window reaches, are
-// dropped. Keys and tool names are kept as 64-bit hashes under a random
-// per-ledger seed, so a long name costs no memory; two names sharing a
-// hash would share a counter, which again only over-estimates.
+// dropped. Keys and tool names are hashed under a random per-ledger seed;
+// two names sharing a hash would share a counter, which only
+// over-estimates. Each counter also keeps its names (at most maxNameBytes
+// each; longer ones by their SHA-256), which a state file needs.
 type Ledger struct {
 	maxKeys, maxEvents int
-	seed               maphash.Seed
+	// maxSessionKeys bounds the session counters one agent's calls made.
+	maxSessionKeys int
+	seed           maphash.Seed
 
 	mu     sync.RWMutex
 	series map[seriesKey]*series
 	// head is the most recently recorded counter, tail the least.
 	head, tail *series
-	scratch    scratch
+	// agents are the session counters by the agent whose call made them.
+	agents  map[uint64]*owner
+	scratch scratch
+	// lost is, by kind (agent or session), the newest call of any counter
+	// forgotten with calls still in it: a counter of that kind made since,
+	// or absent, may lack calls up to then.
+	lost [2]int64
+	// state, when set, keeps every recorded call in a file (state.go).
+	state *stateFile
 
 	evictions atomic.Uint64
-	// decideMu makes deciding and counting one step (Decide).
+	// decideMu makes deciding and counting one step (Decide); reading is
+	// the engine.Usage a decision reads through, under it.
 	decideMu sync.Mutex
+	reading  reading
 }
 
 // seriesKey names one counter: a key's calls to one tool, or (tokens set,
@@ -74,22 +110,44 @@ type seriesKey struct {
 	tool    uint64
 }
 
+// Kinds of counter, indexes of Ledger.lost.
+const (
+	kindAgent = iota
+	kindSession
+)
+
+func (k seriesKey) kind() int {
+	if k.session {
+		return kindSession
+	}
+	return kindAgent
+}
+
+// owner is one agent's session counters, most recently recorded first.
+type owner struct {
+	name       string // the agent's key, as canonical keeps it
+	hash       uint64
+	n          int
+	head, tail *series
+}
+
 // New returns a ledger holding at most maxKeys counters of at most
 // maxEvents events each.
 func New(maxKeys, maxEvents int) (*Ledger, error) {
 	if err := CheckCaps(maxKeys, maxEvents); err != nil {
 		return nil, err
 	}
-	return &Ledger{maxKeys: maxKeys, maxEvents: maxEvents, seed: maphash.MakeSeed(),
-		series: make(map[seriesKey]*series)}, nil
+	return &Ledger{maxKeys: maxKeys, maxEvents: maxEvents, maxSessionKeys: maxKeys / 2, seed: maphash.MakeSeed(),
+		series: make(map[seriesKey]*series), agents: make(map[uint64]*owner),
+		lost: [2]int64{math.MinInt64, math.MinInt64}}, nil
 }
 
 // CheckCaps reports caps New would refuse, naming them as the sidecar's
 // flags do.
 func CheckCaps(maxKeys, maxEvents int) error {
 	var errs []error
-	if maxKeys < 1 || maxKeys > MaxKeysLimit {
-		errs = append(errs, fmt.Errorf("--usage-max-keys must be from 1 to %d, not %d", MaxKeysLimit, maxKeys))
+	if maxKeys < MinKeys || maxKeys > MaxKeysLimit {
+		errs = append(errs, fmt.Errorf("--usage-max-keys must be from %d to %d, not %d", MinKeys, MaxKeysLimit, maxKeys))
 	}
 	if maxEvents < MinEventsPerKey || maxEvents > MaxEventsLimit {
 		errs = append(errs, fmt.Errorf("--usage-max-events-per-key must be from %d to %d, not %d", MinEventsPerKey, MaxEventsLimit, maxEvents))
@@ -99,47 +157,231 @@ func CheckCaps(maxKeys, maxEvents int) error {
 
 var _ engine.Usage = (*Ledger)(nil)
 
-// Record counts one allowed call at now, under both the keys it counts
-// under (its agent and its session): one call to its tool_name, and its
-// tokens (engine.CallTokens).
-func (l *Ledger) Record(req engine.Request, now time.Time) {
+// ErrUnavailable is why Decide denies a call it cannot count, or whose
+// limit it cannot read; the sidecar answers it deny USAGE_UNAVAILABLE.
+var ErrUnavailable = errors.New("usage unavailable")
+
+// errFull is Record's error when the call needs a counter and none may be
+// forgotten.
+var errFull = &unavailable{"the usage ledger holds --usage-max-keys counters, each with calls a limit's window still reaches, so this call could not be counted; denied to fail closed"}
+
+// callKeys is what a recorded call is counted by: its keys and tool as
+// canonical keeps them, and its tokens.
+type callKeys struct {
+	agent, session, tool string
+	tokens               float64
+}
+
+func keysOf(req engine.Request) callKeys {
 	agent, session := engine.UsageKeys(req)
 	tool, _ := req[engine.FieldToolName].(string)
-	tokens := engine.CallTokens(req)
-	at := nanos(now)
-	horizon := before(at, engine.MaxLimitWindow)
-	toolHash := l.hash(tool)
+	return callKeys{agent: canonical(agent.ID), session: canonical(session.ID), tool: canonical(tool), tokens: engine.CallTokens(req)}
+}
+
+// Record counts one allowed call at now, under both the keys it counts
+// under (its agent and its session): one call to its tool_name, and its
+// tokens (engine.CallTokens). It fails, counting nothing, when the call
+// needs a counter and the ledger may forget none (see Ledger); limits are
+// taken to reach back engine.MaxLimitWindow.
+func (l *Ledger) Record(req engine.Request, now time.Time) error {
+	return l.record(keysOf(req), nanos(now), engine.MaxLimitWindow)
+}
+
+// record counts c at at. window is the longest a limit reads: a counter
+// whose newest call is older may be forgotten to make room.
+func (l *Ledger) record(c callKeys, at int64, window time.Duration) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, k := range [2]engine.UsageKey{agent, session} {
-		sk := seriesKey{session: k.Session, id: l.hash(k.ID)}
-		calls := sk
-		calls.tool = toolHash
-		l.counter(calls, horizon).add(at, 1, horizon, l.maxEvents, &l.scratch)
-		if tokens > 0 {
-			sk.tokens = true
-			l.counter(sk, horizon).add(at, tokens, horizon, l.maxEvents, &l.scratch)
+	if err := l.count(c, at, window); err != nil {
+		return err
+	}
+	if l.state != nil {
+		return l.state.append(l, c, at, window)
+	}
+	return nil
+}
+
+// count is record without the state file. Callers hold mu.
+func (l *Ledger) count(c callKeys, at int64, window time.Duration) error {
+	agentID, sessionID, tool := l.hash(c.agent), l.hash(c.session), l.hash(c.tool)
+	keys := [4]seriesKey{
+		{id: agentID, tool: tool}, {session: true, id: sessionID, tool: tool},
+		{tokens: true, id: agentID}, {session: true, tokens: true, id: sessionID},
+	}
+	n := 2
+	if c.tokens > 0 {
+		n = 4
+	}
+	// The counters the call uses are found and marked most recent first,
+	// so that making room for the missing ones cannot take them.
+	var found [4]*series
+	missing, missingSessions := 0, 0
+	for i, k := range keys[:n] {
+		if s := l.series[k]; s != nil {
+			found[i] = s
+			l.touch(s)
+		} else {
+			missing++
+			if k.session {
+				missingSessions++
+			}
 		}
+	}
+	if missing > 0 {
+		if err := l.makeRoom(l.agents[agentID], missing, missingSessions, at, window, &found); err != nil {
+			return err
+		}
+		// Looked up again: making room may have forgotten every session
+		// counter the agent had, and its owner with them.
+		o := l.agents[agentID]
+		if missingSessions > 0 && o == nil {
+			o = &owner{name: c.agent, hash: agentID}
+			l.agents[agentID] = o
+		}
+		for i, k := range keys[:n] {
+			if found[i] == nil {
+				s := &series{key: k, id: c.agent, tool: c.tool, gapUntil: l.lost[k.kind()]}
+				if k.session {
+					s.id, s.owner = c.session, o
+					o.n++
+				}
+				if k.tokens {
+					s.tool = ""
+				}
+				l.series[k] = s
+				l.touch(s)
+				found[i] = s
+			}
+		}
+	}
+	horizon := before(at, engine.MaxLimitWindow)
+	for i := range n {
+		amount := 1.0
+		if keys[i].tokens {
+			amount = c.tokens
+		}
+		found[i].add(at, amount, horizon, l.maxEvents, &l.scratch)
+	}
+	return nil
+}
+
+// makeRoom forgets counters so that missing more fit, missingSessions of
+// them session counters of owner o (nil: none yet): o's own least recent
+// session counters past its share, then counters no limit reads any more
+// (their newest call at or before at-window), then o's session counters
+// again. It never takes a counter in keep, nor another agent's counter
+// that a limit still reads; when that is not enough it forgets nothing
+// (the call is denied, and costs the agent none of its counts).
+func (l *Ledger) makeRoom(o *owner, missing, missingSessions int, at int64, window time.Duration, keep *[4]*series) error {
+	var victims [8]*series // at most 2 past the share and 4 past the cap
+	n := 0
+	taken := func(s *series) bool {
+		return kept(s, keep) || slices.Contains(victims[:n], s)
+	}
+	var own *series // the next of o's session counters to take
+	if o != nil {
+		own = o.tail
+	}
+	take := func(s *series) bool {
+		if n == len(victims) {
+			return false
+		}
+		victims[n] = s
+		n++
+		return true
+	}
+	takeOwn := func() bool {
+		for ; own != nil; own = own.oprev {
+			if !taken(own) {
+				s := own
+				own = own.oprev
+				return take(s)
+			}
+		}
+		return false
+	}
+	if o != nil {
+		for range o.n + missingSessions - l.maxSessionKeys {
+			if !takeOwn() {
+				return errFull
+			}
+		}
+	}
+	stale := before(at, window)
+	t := l.tail
+	for len(l.series)-n+missing > l.maxKeys {
+		for t != nil && taken(t) {
+			t = t.prev
+		}
+		if t != nil && t.newest() <= stale {
+			if !take(t) {
+				return errFull
+			}
+			continue
+		}
+		if !takeOwn() {
+			return errFull
+		}
+	}
+	for _, s := range victims[:n] {
+		l.forget(s, at, window)
+	}
+	return nil
+}
+
+func kept(s *series, keep *[4]*series) bool {
+	return slices.Contains(keep[:], s)
+}
+
+// forget drops s, remembering its newest call (see Ledger.lost); it counts
+// as an eviction when a limit's window still reaches that call.
+func (l *Ledger) forget(s *series, at int64, window time.Duration) {
+	l.unlink(s)
+	if o := s.owner; o != nil {
+		o.unlink(s)
+		o.n--
+		if o.n == 0 {
+			delete(l.agents, o.hash)
+		}
+	}
+	delete(l.series, s.key)
+	newest := s.newest()
+	kind := s.key.kind()
+	l.lost[kind] = max(l.lost[kind], newest)
+	if newest > before(at, window) {
+		l.evictions.Add(1)
 	}
 }
 
 // Calls counts the calls to tool allowed for key in (now-window, now].
 func (l *Ledger) Calls(key engine.UsageKey, tool string, window time.Duration, now time.Time) int64 {
-	sk := seriesKey{session: key.Session, id: l.hash(key.ID), tool: l.hash(tool)}
-	n := l.sum(sk, window, now)
-	if n >= math.MaxInt64 {
-		return math.MaxInt64
-	}
-	return int64(n)
+	n, _ := l.calls(key, tool, window, now)
+	return n
 }
 
 // Tokens sums the tokens of calls allowed for key in (now-window, now].
 func (l *Ledger) Tokens(key engine.UsageKey, window time.Duration, now time.Time) float64 {
-	return l.sum(seriesKey{session: key.Session, tokens: true, id: l.hash(key.ID)}, window, now)
+	n, _ := l.tokens(key, window, now)
+	return n
 }
 
-// Evictions counts counters forgotten at the key cap while they still
-// held events a window could reach.
+// calls is Calls, and whether the count is whole: false when a counter
+// forgotten (or a state file not read) may have held calls in the window.
+func (l *Ledger) calls(key engine.UsageKey, tool string, window time.Duration, now time.Time) (int64, bool) {
+	sk := seriesKey{session: key.Session, id: l.hash(canonical(key.ID)), tool: l.hash(canonical(tool))}
+	n, whole := l.sum(sk, window, now)
+	if n >= math.MaxInt64 {
+		return math.MaxInt64, whole
+	}
+	return int64(n), whole
+}
+
+func (l *Ledger) tokens(key engine.UsageKey, window time.Duration, now time.Time) (float64, bool) {
+	return l.sum(seriesKey{session: key.Session, tokens: true, id: l.hash(canonical(key.ID))}, window, now)
+}
+
+// Evictions counts counters forgotten while they still held calls a
+// limit's window reaches.
 func (l *Ledger) Evictions() uint64 { return l.evictions.Load() }
 
 // Keys is how many counters the ledger holds.
@@ -149,9 +391,9 @@ func (l *Ledger) Keys() int {
 	return len(l.series)
 }
 
-func (l *Ledger) sum(sk seriesKey, window time.Duration, now time.Time) float64 {
+func (l *Ledger) sum(sk seriesKey, window time.Duration, now time.Time) (float64, bool) {
 	if window <= 0 {
-		return 0
+		return 0, true
 	}
 	to := nanos(now)
 	from := before(to, window)
@@ -159,22 +401,15 @@ func (l *Ledger) sum(sk seriesKey, window time.Duration, now time.Time) float64 
 	defer l.mu.RUnlock()
 	s := l.series[sk]
 	if s == nil {
-		return 0
+		return 0, l.lost[sk.kind()] <= from
 	}
-	return s.sum(from, to)
+	return s.sum(from, to), s.gapUntil <= from
 }
 
-// counter finds or makes sk's series and marks it the most recently used,
-// evicting the least recently used one at the cap. Callers hold mu.
-func (l *Ledger) counter(sk seriesKey, horizon int64) *series {
-	s := l.series[sk]
-	if s == nil {
-		if len(l.series) >= l.maxKeys {
-			l.evict(horizon)
-		}
-		s = &series{key: sk}
-		l.series[sk] = s
-	} else {
+// touch marks s the most recently recorded, in the ledger's list and its
+// owner's. Callers hold mu.
+func (l *Ledger) touch(s *series) {
+	if s.prev != nil || l.head == s {
 		l.unlink(s)
 	}
 	s.next, l.head = l.head, s
@@ -184,17 +419,17 @@ func (l *Ledger) counter(sk seriesKey, horizon int64) *series {
 	if l.tail == nil {
 		l.tail = s
 	}
-	return s
-}
-
-// evict forgets the least recently recorded counter; it counts as an
-// eviction only when it still held events some window could reach.
-func (l *Ledger) evict(horizon int64) {
-	old := l.tail
-	l.unlink(old)
-	delete(l.series, old.key)
-	if old.newest() > horizon {
-		l.evictions.Add(1)
+	if o := s.owner; o != nil {
+		if s.oprev != nil || o.head == s {
+			o.unlink(s)
+		}
+		s.onext, o.head = o.head, s
+		if s.onext != nil {
+			s.onext.oprev = s
+		}
+		if o.tail == nil {
+			o.tail = s
+		}
 	}
 }
 
@@ -210,6 +445,20 @@ func (l *Ledger) unlink(s *series) {
 		l.tail = s.prev
 	}
 	s.prev, s.next = nil, nil
+}
+
+func (o *owner) unlink(s *series) {
+	if s.oprev != nil {
+		s.oprev.onext = s.onext
+	} else {
+		o.head = s.onext
+	}
+	if s.onext != nil {
+		s.onext.oprev = s.oprev
+	} else {
+		o.tail = s.oprev
+	}
+	s.oprev, s.onext = nil, nil
 }
 
 // The times a ledger can hold: UnixNano is defined only in between. The
@@ -244,5 +493,25 @@ func nanos(t time.Time) int64 {
 	return t.UnixNano()
 }
 
-// hash is how the ledger keeps a key's id or a tool name.
+// maxNameBytes is the longest name a counter keeps as it is; a longer one
+// is kept as its SHA-256, so that a long name costs no more memory (nor
+// state file) than a short one.
+const maxNameBytes = 64
+
+// canonical is the name a ledger keys and keeps for s: s itself, or, past
+// maxNameBytes, its SHA-256 behind a NUL (no name kept as it is is that
+// long, so the two never meet).
+func canonical(s string) string {
+	if len(s) <= maxNameBytes {
+		return s // inlined: most names are short, and cost nothing
+	}
+	return digest(s)
+}
+
+func digest(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return "\x00sha256:" + hex.EncodeToString(sum[:])
+}
+
+// hash is how the ledger keys a canonical name.
 func (l *Ledger) hash(s string) uint64 { return maphash.String(l.seed, s) }

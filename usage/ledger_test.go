@@ -49,7 +49,7 @@ func sessionKey(id string) engine.UsageKey {
 
 func TestWindowsAreTrailingAndHalfOpen(t *testing.T) {
 	l := newLedger(t, 100, 100)
-	l.Record(call("a", "", "pay", 5), t0)
+	must(t, l.Record(call("a", "", "pay", 5), t0))
 	a := agentKey("a")
 	for _, tc := range []struct {
 		name   string
@@ -82,7 +82,7 @@ func TestCallsArePerToolAndTokensAcrossTools(t *testing.T) {
 		{"tool_name": "pay", "agent_id": "bot", "tokens": -7.0},   // negative: 0 tokens
 		{"tool_name": "pay", "agent_id": "bot", "tokens": "many"}, // not a number: 0 tokens
 	} {
-		l.Record(c, t0.Add(time.Duration(i)*time.Second))
+		must(t, l.Record(c, t0.Add(time.Duration(i)*time.Second)))
 	}
 	now, w := t0.Add(time.Minute), time.Hour
 	for _, tc := range []struct {
@@ -112,9 +112,9 @@ func TestCallsArePerToolAndTokensAcrossTools(t *testing.T) {
 
 func TestCallsWithoutAnAgentShareOneBucket(t *testing.T) {
 	l := newLedger(t, 100, 100)
-	l.Record(engine.Request{"tool_name": "pay"}, t0)
-	l.Record(engine.Request{"tool_name": "pay", "agent_id": 42.0}, t0)
-	l.Record(engine.Request{"tool_name": "pay", "agent_id": ""}, t0)
+	must(t, l.Record(engine.Request{"tool_name": "pay"}, t0))
+	must(t, l.Record(engine.Request{"tool_name": "pay", "agent_id": 42.0}, t0))
+	must(t, l.Record(engine.Request{"tool_name": "pay", "agent_id": ""}, t0))
 	if got := l.Calls(agentKey(""), "pay", time.Minute, t0); got != 3 {
 		t.Errorf("calls without a string agent_id: %d in the \"\" bucket, want 3", got)
 	}
@@ -123,7 +123,7 @@ func TestCallsWithoutAnAgentShareOneBucket(t *testing.T) {
 func TestLongNamesCostNoMemoryAndStillCount(t *testing.T) {
 	l := newLedger(t, 100, 100)
 	long := strings.Repeat("x", 1<<20)
-	l.Record(call(long, long, long, 1), t0)
+	must(t, l.Record(call(long, long, long, 1), t0))
 	if got := l.Calls(agentKey(long), long, time.Minute, t0); got != 1 {
 		t.Errorf("a megabyte agent id and tool: %d calls, want 1", got)
 	}
@@ -132,44 +132,33 @@ func TestLongNamesCostNoMemoryAndStillCount(t *testing.T) {
 	}
 }
 
-func TestKeyCapEvictsTheLeastRecentlyRecorded(t *testing.T) {
-	// Each call without tokens makes two counters: agent and session
-	// calls to its tool. All calls here share one session.
-	l := newLedger(t, 3, 100)
-	l.Record(call("a", "s", "t", 0), t0)                  // a, s
-	l.Record(call("b", "s", "t", 0), t0.Add(time.Second)) // b; s used again
-	if l.Evictions() != 0 || l.Keys() != 3 {
-		t.Fatalf("under the cap: %d evictions, %d keys", l.Evictions(), l.Keys())
-	}
-	l.Record(call("c", "s", "t", 0), t0.Add(2*time.Second)) // c evicts a
-	now := t0.Add(3 * time.Second)
+// TestAStaleCounterIsForgottenFirstAndNotCounted: at the key cap, a
+// counter whose newest call no limit's window reaches any more makes room,
+// and is no eviction.
+func TestAStaleCounterIsForgottenFirstAndNotCounted(t *testing.T) {
+	l := newLedger(t, 4, 100)
+	must(t, l.record(keysOf(call("a", "s", "t", 0)), nanos(t0), time.Hour))
+	must(t, l.record(keysOf(call("b", "s", "t", 0)), nanos(t0.Add(time.Second)), time.Hour))
+	// Two hours on, a's counter is stale for an hour's window: c takes its place.
+	must(t, l.record(keysOf(call("c", "s", "t", 0)), nanos(t0.Add(2*time.Hour)), time.Hour))
+	now := t0.Add(2 * time.Hour)
 	if got := l.Calls(agentKey("a"), "t", time.Hour, now); got != 0 {
-		t.Errorf("evicted agent a still counts %d", got)
+		t.Errorf("forgotten agent a still counts %d", got)
 	}
-	for _, k := range []engine.UsageKey{agentKey("b"), agentKey("c")} {
+	for _, k := range []engine.UsageKey{agentKey("c"), sessionKey("s")} {
 		if got := l.Calls(k, "t", time.Hour, now); got != 1 {
-			t.Errorf("%+v: %d calls, want 1", k, got)
+			t.Errorf("%+v: %d calls in the hour, want 1", k, got)
 		}
 	}
-	if got := l.Calls(sessionKey("s"), "t", time.Hour, now); got != 3 {
-		t.Errorf("the session recorded on every call was evicted: %d calls, want 3", got)
-	}
-	if l.Evictions() != 1 || l.Keys() != 3 {
-		t.Errorf("%d evictions, %d keys; want 1 and 3", l.Evictions(), l.Keys())
+	if l.Evictions() != 0 || l.Keys() != 4 {
+		t.Errorf("%d evictions, %d keys; want 0 and 4", l.Evictions(), l.Keys())
 	}
 }
 
-func TestEvictingAStaleCounterIsNotCounted(t *testing.T) {
-	l := newLedger(t, 2, 100)
-	l.Record(call("a", "s", "t", 0), t0)
-	// Past the longest window, a's counters hold nothing a window reaches.
-	l.Record(call("b", "s2", "t", 0), t0.Add(engine.MaxLimitWindow))
-	if l.Evictions() != 0 {
-		t.Errorf("evicting counters past every window counted %d evictions", l.Evictions())
-	}
-	l.Record(call("c", "s3", "t", 0), t0.Add(engine.MaxLimitWindow+time.Second))
-	if l.Evictions() != 2 {
-		t.Errorf("evicting live counters counted %d evictions, want 2", l.Evictions())
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -177,7 +166,7 @@ func TestEventCapMergesIntoTheLaterTime(t *testing.T) {
 	l := newLedger(t, 100, 2)
 	a := agentKey("a")
 	for i := range 3 {
-		l.Record(call("a", "", "pay", 10), t0.Add(time.Duration(i)*time.Minute))
+		must(t, l.Record(call("a", "", "pay", 10), t0.Add(time.Duration(i)*time.Minute)))
 	}
 	now := t0.Add(2 * time.Minute)
 	// The first two calls merged at t0+1m: a window that holds only the
@@ -214,7 +203,7 @@ func TestMergingNeverUnderEstimates(t *testing.T) {
 			at = at.Add(time.Duration(rng.IntN(120)) * time.Second) // repeats an instant at times
 			r := rec{at, []string{"pay", "Read", "Bash"}[rng.IntN(3)], float64(rng.IntN(5))}
 			exact = append(exact, r)
-			l.Record(call("a", "s", r.tool, r.tokens), r.at)
+			must(t, l.Record(call("a", "s", r.tool, r.tokens), r.at))
 		}
 		for range 200 {
 			now := at.Add(time.Duration(rng.IntN(3600)) * time.Second)
@@ -247,9 +236,9 @@ func TestMergingNeverUnderEstimates(t *testing.T) {
 
 func TestEventsPastTheLongestWindowAreDropped(t *testing.T) {
 	l := newLedger(t, 100, 100)
-	l.Record(call("a", "", "t", 0), t0)
-	l.Record(call("a", "", "t", 0), t0.Add(time.Second))
-	l.Record(call("a", "", "t", 0), t0.Add(engine.MaxLimitWindow))
+	must(t, l.Record(call("a", "", "t", 0), t0))
+	must(t, l.Record(call("a", "", "t", 0), t0.Add(time.Second)))
+	must(t, l.Record(call("a", "", "t", 0), t0.Add(engine.MaxLimitWindow)))
 	s := l.series[seriesKey{id: l.hash("a"), tool: l.hash("t")}]
 	if s == nil || s.n != 2 {
 		t.Fatalf("after a call a longest window later: %+v, want the call at t0 dropped and 2 left", s)
@@ -261,8 +250,8 @@ func TestEventsPastTheLongestWindowAreDropped(t *testing.T) {
 
 func TestAnEarlierTimeIsRecordedAtTheNewest(t *testing.T) {
 	l := newLedger(t, 100, 100)
-	l.Record(call("a", "", "t", 0), t0)
-	l.Record(call("a", "", "t", 0), t0.Add(-time.Hour)) // a clock stepped back
+	must(t, l.Record(call("a", "", "t", 0), t0))
+	must(t, l.Record(call("a", "", "t", 0), t0.Add(-time.Hour))) // a clock stepped back
 	if got := l.Calls(agentKey("a"), "t", time.Second, t0); got != 2 {
 		t.Errorf("%d calls in the last second, want 2: a call is never counted as older than the newest", got)
 	}
@@ -272,11 +261,11 @@ func TestExtremeTimesDoNotWrap(t *testing.T) {
 	l := newLedger(t, 100, 100)
 	far := time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 	early := time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)
-	l.Record(call("a", "", "t", 0), early)
+	must(t, l.Record(call("a", "", "t", 0), early))
 	if got := l.Calls(agentKey("a"), "t", time.Hour, early); got != 1 {
 		t.Errorf("at year 1: %d calls, want 1", got)
 	}
-	l.Record(call("a", "", "t", 0), far)
+	must(t, l.Record(call("a", "", "t", 0), far))
 	if got := l.Calls(agentKey("a"), "t", time.Hour, far); got != 1 {
 		t.Errorf("at year 9999: %d calls, want 1", got)
 	}
@@ -284,8 +273,8 @@ func TestExtremeTimesDoNotWrap(t *testing.T) {
 
 func TestHugeTokensSaturateRatherThanWrap(t *testing.T) {
 	l := newLedger(t, 100, 100)
-	l.Record(call("a", "", "t", math.MaxFloat64), t0)
-	l.Record(call("a", "", "t", math.MaxFloat64), t0.Add(time.Second))
+	must(t, l.Record(call("a", "", "t", math.MaxFloat64), t0))
+	must(t, l.Record(call("a", "", "t", math.MaxFloat64), t0.Add(time.Second)))
 	for _, w := range []time.Duration{time.Millisecond, time.Hour} {
 		if got := l.Tokens(agentKey("a"), w, t0.Add(time.Second)); !math.IsInf(got, 1) {
 			t.Errorf("window %v: %v tokens, want +Inf (over every budget)", w, got)
@@ -298,7 +287,8 @@ func TestCapsAreChecked(t *testing.T) {
 		keys, events int
 		want         string
 	}{
-		{0, 10, "--usage-max-keys"}, {-1, 10, "--usage-max-keys"}, {MaxKeysLimit + 1, 10, "--usage-max-keys"},
+		{0, 10, "--usage-max-keys"}, {-1, 10, "--usage-max-keys"}, {MinKeys - 1, 10, "--usage-max-keys must be from 4"},
+		{MaxKeysLimit + 1, 10, "--usage-max-keys"},
 		{10, 1, "--usage-max-events-per-key must be from 2"}, {10, 0, "--usage-max-events-per-key"},
 		{10, MaxEventsLimit + 1, "--usage-max-events-per-key"},
 	} {
@@ -307,7 +297,7 @@ func TestCapsAreChecked(t *testing.T) {
 			t.Errorf("New(%d, %d): %v, want an error naming %s", tc.keys, tc.events, err, tc.want)
 		}
 	}
-	if _, err := New(1, MinEventsPerKey); err != nil {
+	if _, err := New(MinKeys, MinEventsPerKey); err != nil {
 		t.Errorf("the smallest caps: %v", err)
 	}
 }
@@ -319,7 +309,9 @@ func TestConcurrentRecordsAreAllCounted(t *testing.T) {
 	for w := range workers {
 		wg.Go(func() {
 			for i := range each {
-				l.Record(call("a", fmt.Sprint("s", w), "pay", 1), t0.Add(time.Duration(i)*time.Millisecond))
+				if err := l.Record(call("a", fmt.Sprint("s", w), "pay", 1), t0.Add(time.Duration(i)*time.Millisecond)); err != nil {
+					t.Error(err)
+				}
 				_ = l.Calls(agentKey("a"), "pay", time.Hour, t0.Add(time.Second))
 				_ = l.Tokens(sessionKey(fmt.Sprint("s", w)), time.Hour, t0.Add(time.Second))
 			}
@@ -338,7 +330,7 @@ func TestConcurrentRecordsAreAllCounted(t *testing.T) {
 func TestCountingDoesNotAllocate(t *testing.T) {
 	l := newLedger(t, 100, 100)
 	for i := range 50 {
-		l.Record(call("agent-1", "s", "pay", 10), t0.Add(time.Duration(i)*time.Second))
+		must(t, l.Record(call("agent-1", "s", "pay", 10), t0.Add(time.Duration(i)*time.Second)))
 	}
 	k := agentKey("agent-1")
 	now := t0.Add(time.Minute)
@@ -358,7 +350,7 @@ func TestOverflowStaysCloseForEveryWindow(t *testing.T) {
 	l := newLedger(t, 10, 64)
 	const calls = 10 * 24 * 60
 	for i := range calls {
-		l.Record(call("a", "", "t", 1), t0.Add(time.Duration(i)*time.Minute))
+		must(t, l.Record(call("a", "", "t", 1), t0.Add(time.Duration(i)*time.Minute)))
 	}
 	now := t0.Add((calls - 1) * time.Minute)
 	for _, w := range []time.Duration{time.Minute, 10 * time.Minute, time.Hour, 6 * time.Hour, 24 * time.Hour, 7 * 24 * time.Hour, 30 * 24 * time.Hour} {
@@ -379,7 +371,7 @@ func TestMergingAWrappedRing(t *testing.T) {
 		l := newLedger(t, 10, cap)
 		for i := range 200 {
 			at := t0.Add(time.Duration(i) * time.Second)
-			l.Record(call("a", "", "t", 1), at)
+			must(t, l.Record(call("a", "", "t", 1), at))
 			// A call a second: the last one is always exact, and a
 			// window of everything counts everything.
 			if got := l.Calls(agentKey("a"), "t", 500*time.Millisecond, at); got != 1 {

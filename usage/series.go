@@ -32,6 +32,17 @@ type series struct {
 	// The ledger's list of series, most recently recorded first.
 	key        seriesKey
 	prev, next *series
+	// id and tool are the names key hashes (canonical): a state file
+	// keeps counters by them. tool is "" for tokens.
+	id, tool string
+	// owner is the agent whose call made a session counter (nil for an
+	// agent's), and oprev, onext its place in that agent's list.
+	owner        *owner
+	oprev, onext *series
+	// gapUntil: calls up to this time may be missing (the counter was made
+	// after one of its kind was forgotten, see Ledger.lost), so a window
+	// reaching back to it cannot be counted.
+	gapUntil int64
 }
 
 // at is the i-th event, 0 the oldest.

@@ -236,6 +236,9 @@ func injectSidecar(pod *corev1.Pod, o InjectOptions, id *registered) {
 		c.Args = append(c.Args, "--listen="+o.Listen)
 	}
 	c.Args = append(c.Args, "--cache-dir="+cacheMountPath,
+		// The counters behind rate limits survive a restart of the
+		// sidecar in its own volume, which no other container mounts.
+		"--usage-state="+path.Join(cacheMountPath, "usage"),
 		// The pod's name comes from the downward API: with generateName
 		// it is not known yet at admission.
 		"--decision-log-label=namespace=$(POD_NAMESPACE)",

@@ -74,7 +74,7 @@ func TestInjectsAnnotatedPods(t *testing.T) {
 	for _, want := range []string{"sidecar", "--configmap=$(POD_NAMESPACE)/toolgate-bundle", "--agent-id=$(TOOLGATE_AGENT_ID)",
 		"--listen=unix:///var/run/toolgate/toolgate.sock", "--listen=127.0.0.1:8181",
 		"--decision-log-label=namespace=$(POD_NAMESPACE)", "--decision-log-label=pod=$(POD_NAME)", "--decision-log-label=cluster=test-cluster", "--metrics-listen=:9191",
-		"--service-account=agent-sa"} {
+		"--service-account=agent-sa", "--usage-state=/var/cache/toolgate/usage"} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("args %q lack %q", c.Args, want)
 		}

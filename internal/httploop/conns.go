@@ -2,6 +2,7 @@ package httploop
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"sync"
@@ -28,29 +29,51 @@ import (
 // Blocking Accept at the cap instead (netutil.LimitListener) would leave
 // new clients in the kernel's backlog until a timeout cut a slow
 // connection, seconds later: exactly the starvation the cap is for.
+//
+// A connection that carries an MCP proxy request (HoldStream) leaves that
+// cap for a budget of its own, maxStreams, for the rest of its life: MCP
+// streams (a GET's event stream, a POST answered as one) and calls waiting
+// on a slow upstream are held for as long as the agent or the upstream
+// likes, and at the one cap they took every slot, so decisions and the
+// liveness probe (kubelet runs it over the same socket) found none, and
+// kubelet restarted the sidecar (issue 24 §3). In their budget, held ones
+// are never evicted; at it, an idle one is, else the new one is refused.
 type connLimiter struct {
 	net.Listener
-	max     int
-	evicted prometheus.Counter
-	refused prometheus.Counter
-	open    prometheus.Gauge
+	max, maxStreams int
+	evicted         prometheus.Counter
+	refused         prometheus.Counter
+	open            prometheus.Gauge
+	streamsOpen     prometheus.Gauge
+	streamsRefused  prometheus.Counter
 
 	mu    sync.Mutex
 	conns map[*Conn]struct{}
+	// streams are the connections in the MCP budget.
+	streams map[*Conn]struct{}
 }
 
-// ConnMetrics are the connection families, by listener.
+// ConnMetrics are the connection families, by listener. The Streams ones
+// may be nil for a listener without MCP connections (maxStreams 0).
 type ConnMetrics struct {
 	Open             *prometheus.GaugeVec
 	Evicted, Refused *prometheus.CounterVec
+	StreamsOpen      *prometheus.GaugeVec
+	StreamsRefused   *prometheus.CounterVec
 }
 
-// LimitConns caps ln at max connections (see connLimiter), counted in m
-// under the listener label.
-func LimitConns(ln net.Listener, max int, m ConnMetrics, listener string) net.Listener {
-	return &connLimiter{Listener: ln, max: max, conns: make(map[*Conn]struct{}, max),
+// LimitConns caps ln at max connections, and maxStreams more that carry
+// MCP requests (see connLimiter), counted in m under the listener label.
+func LimitConns(ln net.Listener, max, maxStreams int, m ConnMetrics, listener string) net.Listener {
+	l := &connLimiter{Listener: ln, max: max, maxStreams: maxStreams,
+		conns: make(map[*Conn]struct{}, max), streams: make(map[*Conn]struct{}),
 		evicted: m.Evicted.WithLabelValues(listener), refused: m.Refused.WithLabelValues(listener),
 		open: m.Open.WithLabelValues(listener)}
+	if m.StreamsOpen != nil {
+		l.streamsOpen = m.StreamsOpen.WithLabelValues(listener)
+		l.streamsRefused = m.StreamsRefused.WithLabelValues(listener)
+	}
+	return l
 }
 
 // Conn is a connection as the limiter sees it.
@@ -98,47 +121,114 @@ func (l *connLimiter) admit(tc *Conn) bool {
 	l.mu.Lock()
 	var victim *Conn
 	if len(l.conns) >= l.max {
-		var idle *Conn // the longest idle of the kept-alive ones
-		oldest, oldestIdle := int64(0), int64(0)
-		for c := range l.conns {
-			if c.busy.Load() {
-				continue
-			}
-			since := c.waitingSince.Load()
-			if c.keptAlive.Load() {
-				if idle == nil || since < oldestIdle {
-					idle, oldestIdle = c, since
-				}
-			} else if victim == nil || since < oldest {
-				victim, oldest = c, since
-			}
-		}
-		if victim == nil {
-			victim = idle
-		}
-		if victim == nil {
+		if victim = victimIn(l.conns); victim == nil {
 			l.mu.Unlock()
 			return false
 		}
 		delete(l.conns, victim)
 	}
 	l.conns[tc] = struct{}{}
-	n := len(l.conns)
+	l.counted()
 	l.mu.Unlock()
-	l.open.Set(float64(n))
+	l.evict(victim)
+	return true
+}
+
+// victimIn picks the connection to evict from pool: the one waiting
+// longest among those in the middle of nothing useful, else the one idle
+// longest between two requests; nil when all are busy. Callers hold mu.
+func victimIn(pool map[*Conn]struct{}) *Conn {
+	var victim, idle *Conn
+	oldest, oldestIdle := int64(0), int64(0)
+	for c := range pool {
+		if c.busy.Load() {
+			continue
+		}
+		since := c.waitingSince.Load()
+		if c.keptAlive.Load() {
+			if idle == nil || since < oldestIdle {
+				idle, oldestIdle = c, since
+			}
+		} else if victim == nil || since < oldest {
+			victim, oldest = c, since
+		}
+	}
+	if victim == nil {
+		victim = idle
+	}
+	return victim
+}
+
+// evict closes a victim removed from its pool; nil is none.
+func (l *connLimiter) evict(victim *Conn) {
 	if victim != nil {
 		l.evicted.Inc()
 		_ = victim.Conn.Close() // its server goroutine sees the error and ends
 	}
-	return true
+}
+
+// counted updates the gauges. Callers hold mu.
+func (l *connLimiter) counted() {
+	l.open.Set(float64(len(l.conns) + len(l.streams)))
+	if l.streamsOpen != nil {
+		l.streamsOpen.Set(float64(len(l.streams)))
+	}
 }
 
 func (l *connLimiter) forget(tc *Conn) {
 	l.mu.Lock()
 	delete(l.conns, tc)
-	n := len(l.conns)
+	delete(l.streams, tc)
+	l.counted()
 	l.mu.Unlock()
-	l.open.Set(float64(n))
+}
+
+// ErrStreamBudget is HoldStream's refusal: the listener holds its budget
+// of MCP connections, each with a request in flight.
+var ErrStreamBudget = errors.New("the sidecar holds --max-mcp-connections MCP connections on this listener, each with a request or stream in flight; retry once one ends")
+
+// errEvicted is HoldStream's answer for a connection evicted first.
+var errEvicted = errors.New("the connection was closed at the connection cap")
+
+// HoldStream moves the connection into the MCP budget (see connLimiter),
+// where it stays, and marks it busy (SetWaiting ends that) for the request
+// the MCP proxy serves on it now, however long that takes. At the budget,
+// an idle MCP connection is evicted for it; ErrStreamBudget when none is.
+// Any other error means the connection was evicted first: it is being
+// closed, and the request is not served.
+func (c *Conn) HoldStream() error {
+	if c == nil {
+		return nil
+	}
+	l := c.l
+	l.mu.Lock()
+	if _, held := l.streams[c]; held {
+		c.busy.Store(true)
+		l.mu.Unlock()
+		return nil
+	}
+	if _, open := l.conns[c]; !open {
+		l.mu.Unlock()
+		return errEvicted
+	}
+	var victim *Conn
+	if len(l.streams) >= l.maxStreams {
+		if victim = victimIn(l.streams); victim == nil {
+			l.mu.Unlock()
+			if l.streamsRefused != nil {
+				l.streamsRefused.Inc()
+			}
+			return ErrStreamBudget
+		}
+		delete(l.streams, victim)
+	}
+	delete(l.conns, c)
+	l.streams[c] = struct{}{}
+	c.busy.Store(true)
+	l.counted()
+	l.mu.Unlock()
+	l.evict(victim)
+	return nil
 }
 
 // Close closes the connection once and forgets it.
@@ -199,7 +289,8 @@ func (c *Conn) SetBusy() bool {
 	}
 	c.l.mu.Lock()
 	defer c.l.mu.Unlock()
-	if _, open := c.l.conns[c]; !open {
+	_, open := c.l.conns[c]
+	if _, held := c.l.streams[c]; !open && !held {
 		return false
 	}
 	c.busy.Store(true)

@@ -37,7 +37,7 @@ func TestPrometheusRule(t *testing.T) {
 			names = append(names, name)
 		}
 	}
-	for _, want := range []string{"ToolgatePolicyCompileErrors", "ToolgateAgentFrozen", "ToolgateSidecarWithoutBundle", "ToolgateDecisionLogDropping"} {
+	for _, want := range []string{"ToolgatePolicyCompileErrors", "ToolgateAgentFrozen", "ToolgateSidecarWithoutBundle", "ToolgateDecisionLogDropping", "ToolgateSidecarUsageUnavailable"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("alerts %v lack %s", names, want)
 		}

@@ -32,7 +32,9 @@ class EvaluationResult:
 
     For a deny by a rule, ``code`` is the rule's id and ``reason`` its
     description; otherwise ``code`` is the sidecar's own (``AGENT_FROZEN``,
-    ``NO_POLICIES``, ...), the client's ``SIDECAR_UNAVAILABLE``, or None.
+    ``NO_POLICIES``, ``OVERLOADED``, ``USAGE_UNAVAILABLE``, ...: every one
+    in docs/policies.md, "The result"), the client's ``SIDECAR_UNAVAILABLE``,
+    or None.
     ``decision`` is what to do ("allow" or "deny"); ``effect`` is what the
     deciding rule said ("allow", "deny", "warn" or "audit": warn and audit
     allow)."""

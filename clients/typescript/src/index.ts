@@ -68,8 +68,9 @@ export interface EvaluationResult {
   reason: string | null;
   /**
    * For a rule deny, the matched rule's id; the sidecar's own codes
-   * (NO_POLICIES, AGENT_FROZEN, ...) unchanged; SIDECAR_UNAVAILABLE when the
-   * sidecar gave no decision; null otherwise.
+   * (NO_POLICIES, AGENT_FROZEN, OVERLOADED, USAGE_UNAVAILABLE, ...: every one
+   * in docs/policies.md, "The result") unchanged; SIDECAR_UNAVAILABLE when
+   * the sidecar gave no decision; null otherwise.
    */
   code: string | null;
   matchedPolicyId: string | null;
