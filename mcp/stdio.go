@@ -204,6 +204,10 @@ func readLine(br *bufio.Reader, limit int) (line []byte, tooLong bool, err error
 // check returns what to forward for one line from the agent: the line
 // itself, or nil when toolgate answered it (a denied or unreadable call).
 func (g *stdioGuard) check(ctx context.Context, line []byte) []byte {
+	if err := checkStdioFraming(line); err != nil {
+		_ = g.out.line(appendRPCError(nil, nil, RPCInvalidRequest, err.Error()))
+		return nil
+	}
 	if len(bytes.TrimSpace(line)) == 0 {
 		return line
 	}
