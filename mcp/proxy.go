@@ -284,8 +284,8 @@ func (p *Proxy) post(w http.ResponseWriter, r *http.Request, rt *mcpRoute) {
 	anyDenied := false
 	for i := range msgs {
 		m := &msgs[i]
-		switch m.Method {
-		case jsonrpc.MethodToolsCall:
+		switch {
+		case decided(m.Method):
 			answer, allowed, logLater := p.decideCall(r, rt, m, len(body))
 			if logLater != nil {
 				info.allowed = append(info.allowed, logLater)
@@ -296,11 +296,11 @@ func (p *Proxy) post(w http.ResponseWriter, r *http.Request, rt *mcpRoute) {
 				}
 				denied[i], anyDenied = answer, true
 			}
-		case jsonrpc.MethodToolsList:
+		case m.Method == jsonrpc.MethodToolsList:
 			if len(m.ID) > 0 {
 				info.listIDs = append(info.listIDs, m.ID)
 			}
-		case jsonrpc.MethodSubscriptionsListen:
+		case m.Method == jsonrpc.MethodSubscriptionsListen:
 			if !batch && len(m.ID) > 0 && jsonrpc.WantsToolListChanges(m.Params) {
 				info.listenID = m.ID
 			}
@@ -380,6 +380,9 @@ func checkMCPHeaders(h http.Header, mirrored []string, msgs []jsonrpc.Message, b
 	m := msgs[0]
 	if len(methods) == 1 && methods[0] != m.Method {
 		return fmt.Errorf("the Mcp-Method header %q does not match the body's method %q; refused so the call decided is the call run", methods[0], m.Method)
+	}
+	if err := checkRequestName(names, &m); err != nil {
+		return err
 	}
 	if m.Method != jsonrpc.MethodToolsCall {
 		if len(mirrored) > 0 {

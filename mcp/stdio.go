@@ -218,22 +218,22 @@ func (g *stdioGuard) check(ctx context.Context, line []byte) []byte {
 	}
 	if batch {
 		for _, m := range msgs {
-			if m.Method == jsonrpc.MethodToolsCall {
-				_ = g.out.line(appendRPCError(nil, nil, RPCInvalidRequest, "toolgate: a batch holding tools/call (MCP over stdio sends messages one by one); not forwarded"))
+			if decided(m.Method) {
+				_ = g.out.line(appendRPCError(nil, nil, RPCInvalidRequest, "toolgate: a batch holding "+m.Method+" (MCP over stdio sends messages one by one); not forwarded"))
 				return nil
 			}
 		}
 		return line
 	}
 	m := &msgs[0]
-	switch m.Method {
-	case "initialize":
+	switch {
+	case m.Method == "initialize":
 		var p struct {
 			ProtocolVersion string `json:"protocolVersion"`
 		}
 		_ = json.Unmarshal(m.Params, &p)
 		g.modern = p.ProtocolVersion >= "2026-07-28"
-	case jsonrpc.MethodToolsCall:
+	case decided(m.Method):
 		if answer, allowed := g.decideCall(ctx, m); !allowed {
 			if answer != nil {
 				_ = g.out.line(answer)
@@ -244,28 +244,28 @@ func (g *stdioGuard) check(ctx context.Context, line []byte) []byte {
 	return line
 }
 
-// decideCall asks the sidecar about one tools/call. Not allowed, answer is
-// what the agent gets instead (nil for a notification, which gets none): a
-// deny as the HTTP proxy's, whose text the model reads and whose _meta
-// holds the decision.
+// decideCall asks the sidecar about one tools/call, or another method
+// decided (methods.go). Not allowed, answer is what the agent gets instead
+// (nil for a notification, which gets none): a deny as the HTTP proxy's,
+// whose text the model reads and which holds the decision.
 func (g *stdioGuard) decideCall(ctx context.Context, m *jsonrpc.Message) (answer json.RawMessage, allowed bool) {
-	p := m.Call
-	if p == nil {
-		return refuseCall(m.ID, msgBadCallParams), false
+	sub, refusal := subjectOf(m)
+	if refusal != "" {
+		return refuseCall(m.ID, refusal), false
 	}
-	session, agent := g.session, p.Meta.AgentID
-	if p.Meta.SessionID != nil {
-		session = *p.Meta.SessionID
+	session, agent := g.session, sub.meta.AgentID
+	if sub.meta.SessionID != nil {
+		session = *sub.meta.SessionID
 	}
 	if agent == nil && g.opts.AgentID != "" {
 		agent = &g.opts.AgentID
 	}
-	res, decision := g.opts.Decide(ctx, mcpRequestDoc(*p.Name, g.opts.Server, p.Arguments, session, agent))
+	res, decision := g.opts.Decide(ctx, mcpRequestDoc(sub.tool, g.opts.Server, sub.action, sub.input, session, agent))
 	if res.Decision == engine.Allow {
 		return nil, true
 	}
 	if len(decision) == 0 {
 		decision, _ = res.AppendJSON(nil) // the engine's fields at least
 	}
-	return denyCallResult(m.ID, &res, decision, g.modern), false
+	return denyAnswer(m.ID, m.Method, &res, decision, g.modern), false
 }
