@@ -83,8 +83,11 @@ func mcpInfoOf(ctx context.Context) *mcpInfo {
 // input, agent_id, session_id, framework: mcp}. Not allowed, it returns
 // the JSON-RPC answer the client gets instead (nil for a notification,
 // which gets none), and has logged it. Allowed, it returns the decision
-// log event for the caller to record (nil when no log is kept).
-func (p *Proxy) decideCall(r *http.Request, rt *mcpRoute, m *jsonrpc.Message, bodyBytes int) (answer json.RawMessage, allowed bool, logLater *decisionlog.Event) {
+// log event for the caller to record (nil when no log is kept). A call
+// whose argument keys differ from its tool's schema only in case
+// (argkeys.go) is not decided: refused says why, and the POST is
+// answered 400.
+func (p *Proxy) decideCall(r *http.Request, rt *mcpRoute, m *jsonrpc.Message, bodyBytes int) (answer json.RawMessage, allowed bool, logLater *decisionlog.Event, refused string) {
 	d := p.d
 	ev := decisionlog.Event{At: time.Now(), BodyBytes: bodyBytes, Framework: mcpFramework}
 	ev.TraceID, ev.SpanID = decisionlog.TraceOf(r.Header)
@@ -94,19 +97,19 @@ func (p *Proxy) decideCall(r *http.Request, rt *mcpRoute, m *jsonrpc.Message, bo
 		if v := recover(); v != nil {
 			res := d.Failed(v)
 			if !recorded {
-				answer, allowed, logLater = p.selfDeny(r, m, &ev, req, res), false, nil
+				answer, allowed, logLater, refused = p.selfDeny(r, m, &ev, req, res), false, nil, ""
 			}
 		}
 	}()
 	sub, refusal := subjectOf(m)
 	if refusal != "" {
-		return refuseCall(m.ID, refusal), false, nil
+		return refuseCall(m.ID, refusal), false, nil, ""
 	}
 	ev.ToolName = sub.tool
 	// The same cap as /v1/evaluate: past it, deny at once, never queue.
 	if !d.Admit() {
 		recorded = true
-		return p.selfDeny(r, m, &ev, nil, decide.SelfDeny(decide.CodeOverloaded, d.OverloadReason())), false, nil
+		return p.selfDeny(r, m, &ev, nil, decide.SelfDeny(decide.CodeOverloaded, d.OverloadReason())), false, nil, ""
 	}
 	defer d.Done()
 	session := r.Header.Get("Mcp-Session-Id")
@@ -116,7 +119,13 @@ func (p *Proxy) decideCall(r *http.Request, rt *mcpRoute, m *jsonrpc.Message, bo
 	maxElements := d.Config().MaxRequestElements
 	req, err := callRequest(sub.tool, rt.up.name, sub.action, sub.input, session, sub.meta.AgentID, maxElements)
 	if err != nil {
-		return refuseCall(m.ID, fmt.Sprintf("toolgate: the %s cannot be decided: %v (--max-request-elements is %d); not forwarded", m.Method, err, maxElements)), false, nil
+		return refuseCall(m.ID, fmt.Sprintf("toolgate: the %s cannot be decided: %v (--max-request-elements is %d); not forwarded", m.Method, err, maxElements)), false, nil, ""
+	}
+	if m.Method == jsonrpc.MethodToolsCall {
+		if err := rt.params.checkArgumentKeys(sub.tool, req[engine.FieldInput]); err != nil {
+			recorded = true
+			return nil, false, nil, "toolgate: " + err.Error() + "; not forwarded"
+		}
 	}
 	res, st := d.Decide(req, false, &ev)
 	ev.ID = d.NextID()
@@ -126,12 +135,12 @@ func (p *Proxy) decideCall(r *http.Request, rt *mcpRoute, m *jsonrpc.Message, bo
 	recorded = true
 	if res.Decision != engine.Allow {
 		d.Commit(&ev, req, &res, st.Revision)
-		return answer, false, nil
+		return answer, false, nil, ""
 	}
 	if d.Settle(&ev, req, &res, st.Revision) {
 		logLater = &ev
 	}
-	return nil, true, logLater
+	return nil, true, logLater, ""
 }
 
 // callRequest is the engine request for a call (or another request

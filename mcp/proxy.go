@@ -266,8 +266,10 @@ func (p *Proxy) post(w http.ResponseWriter, r *http.Request, rt *mcpRoute) {
 		return
 	}
 	mirrored := paramHeaderNames(r.Header)
-	if !batch && msgs[0].Call != nil && len(mirrored) > 0 {
-		p.learnToolsFor(r, rt, msgs[0].Call)
+	for i := range msgs {
+		if c := msgs[i].Call; c != nil && (needsSchema(c.Arguments) || (!batch && len(mirrored) > 0)) {
+			p.learnToolsFor(r, rt, c)
+		}
 	}
 	if err := checkMCPHeaders(r.Header, mirrored, msgs, batch, &rt.params); err != nil {
 		rt.counted.refused.Inc()
@@ -286,7 +288,12 @@ func (p *Proxy) post(w http.ResponseWriter, r *http.Request, rt *mcpRoute) {
 		m := &msgs[i]
 		switch {
 		case decided(m.Method):
-			answer, allowed, logLater := p.decideCall(r, rt, m, len(body))
+			answer, allowed, logLater, refused := p.decideCall(r, rt, m, len(body))
+			if refused != "" {
+				rt.counted.refused.Inc()
+				writeRPCError(w, http.StatusBadRequest, m.ID, RPCInvalidParams, refused)
+				return
+			}
 			if logLater != nil {
 				info.allowed = append(info.allowed, logLater)
 			}

@@ -86,12 +86,13 @@ func RunStdio(ctx context.Context, o StdioOptions, in io.Reader, out, errOut io.
 	}()
 
 	w := &stdioWriter{w: out}
+	schemas := newStdioSchemas()
 	relayed := make(chan struct{})
 	go func() {
 		defer close(relayed)
-		relayLines(fromServer, w)
+		relayLines(fromServer, w, schemas.fromServer)
 	}()
-	g := &stdioGuard{opts: o, session: newStdioSession(), out: w}
+	g := &stdioGuard{opts: o, session: newStdioSession(), out: w, schemas: schemas}
 	go func() {
 		g.guard(ctx, in, toServer)
 		// The agent is done (or gone): the server's input ends, as if
@@ -130,12 +131,13 @@ func (s *stdioWriter) line(b []byte) error {
 	return err
 }
 
-// relayLines copies the server's messages to the agent, a line at a time.
-func relayLines(from io.Reader, to *stdioWriter) {
+// relayLines copies the server's messages to the agent, a line at a time,
+// but those look (stdioSchemas.fromServer) keeps for the guard.
+func relayLines(from io.Reader, to *stdioWriter, look func([]byte) bool) {
 	br := bufio.NewReaderSize(from, 64<<10)
 	for {
 		line, err := br.ReadBytes('\n')
-		if len(line) > 0 && to.line(line) != nil {
+		if len(line) > 0 && look(line) && to.line(line) != nil {
 			_, _ = io.Copy(io.Discard, br) // the agent is gone: let the server finish
 			return
 		}
@@ -161,9 +163,14 @@ type stdioGuard struct {
 	// modern: the agent asked for 2026-07-28 or later at initialize, whose
 	// results say they are complete.
 	modern bool
+	// schemas are the server's tools' schemas; toServer is where the
+	// guard's own tools/list goes.
+	schemas  *stdioSchemas
+	toServer io.Writer
 }
 
 func (g *stdioGuard) guard(ctx context.Context, in io.Reader, toServer io.Writer) {
+	g.toServer = toServer
 	br := bufio.NewReaderSize(in, 64<<10)
 	for {
 		line, tooLong, err := readLine(br, MaxStdioLine)
@@ -218,6 +225,9 @@ func (g *stdioGuard) check(ctx context.Context, line []byte) []byte {
 	}
 	if batch {
 		for _, m := range msgs {
+			if m.Method == jsonrpc.MethodToolsList {
+				g.schemas.agentLists(m.ID)
+			}
 			if decided(m.Method) {
 				_ = g.out.line(appendRPCError(nil, nil, RPCInvalidRequest, "toolgate: a batch holding "+m.Method+" (MCP over stdio sends messages one by one); not forwarded"))
 				return nil
@@ -233,6 +243,8 @@ func (g *stdioGuard) check(ctx context.Context, line []byte) []byte {
 		}
 		_ = json.Unmarshal(m.Params, &p)
 		g.modern = p.ProtocolVersion >= "2026-07-28"
+	case m.Method == jsonrpc.MethodToolsList:
+		g.schemas.agentLists(m.ID)
 	case decided(m.Method):
 		if answer, allowed := g.decideCall(ctx, m); !allowed {
 			if answer != nil {
@@ -252,6 +264,18 @@ func (g *stdioGuard) decideCall(ctx context.Context, m *jsonrpc.Message) (answer
 	sub, refusal := subjectOf(m)
 	if refusal != "" {
 		return refuseCall(m.ID, refusal), false
+	}
+	if m.Method == jsonrpc.MethodToolsCall && needsSchema(sub.input) {
+		listing := g.schemas.ensure(ctx, g.toServer, sub.tool, m.Call.RawMeta)
+		var args any
+		_ = json.Unmarshal(sub.input, &args) // valid JSON: the reader checked it
+		if err := g.schemas.schemas.checkArgumentKeys(sub.tool, args); err != nil {
+			msg := "toolgate: " + err.Error()
+			if listing != nil {
+				msg += " (listing the server's tools: " + listing.Error() + ")"
+			}
+			return refuseCall(m.ID, msg+"; not forwarded"), false
+		}
 	}
 	session, agent := g.session, sub.meta.AgentID
 	if sub.meta.SessionID != nil {
