@@ -86,6 +86,9 @@ func (ks *keySchema) checkKeys(v any, path string) error {
 	case map[string]any:
 		for k, child := range v {
 			if sub, ok := ks.props[k]; ok {
+				if sub == nil {
+					continue // nothing below it to check: no path built
+				}
 				if err := sub.checkKeys(child, path+"."+k); err != nil {
 					return err
 				}

@@ -154,7 +154,7 @@ func callRequest(tool, server, action string, args json.RawMessage, session stri
 	req := make(engine.Request, 7)
 	req[engine.FieldToolName] = engine.DecodedString(tool)
 	req[engine.FieldServer] = engine.DecodedString(server)
-	req[engine.FieldAction] = action
+	req[engine.FieldAction] = boxedAction(action)
 	req[engine.FieldFramework] = mcpFramework
 	if session != "" {
 		req[engine.FieldSessionID] = engine.DecodedString(session)

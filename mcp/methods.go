@@ -34,6 +34,23 @@ const (
 	ActionComplete = "complete"
 )
 
+// boxedAction is action as a request field: each known action's
+// constant, which goes into an interface without the allocation a string
+// variable costs on every call.
+func boxedAction(action string) any {
+	switch action {
+	case ActionCall:
+		return ActionCall
+	case ActionRead:
+		return ActionRead
+	case ActionGet:
+		return ActionGet
+	case ActionComplete:
+		return ActionComplete
+	}
+	return action
+}
+
 // subject is one request as it is decided: the engine request's
 // tool_name, action and input, and the _meta a decision reads.
 type subject struct {
