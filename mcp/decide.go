@@ -88,6 +88,13 @@ func mcpInfoOf(ctx context.Context) *mcpInfo {
 // (argkeys.go) is not decided: refused says why, and the POST is
 // answered 400.
 func (p *Proxy) decideCall(r *http.Request, rt *mcpRoute, m *jsonrpc.Message, bodyBytes int) (answer json.RawMessage, allowed bool, logLater *decisionlog.Event, refused string) {
+	sub, refusal := subjectOf(m)
+	return p.decideSubject(r, rt, m, sub, refusal, bodyBytes)
+}
+
+// decideSubject decides what m asks (sub, or refusal: why it cannot be
+// decided), as decideCall says.
+func (p *Proxy) decideSubject(r *http.Request, rt *mcpRoute, m *jsonrpc.Message, sub subject, refusal string, bodyBytes int) (answer json.RawMessage, allowed bool, logLater *decisionlog.Event, refused string) {
 	d := p.d
 	ev := decisionlog.Event{At: time.Now(), BodyBytes: bodyBytes, Framework: mcpFramework}
 	ev.TraceID, ev.SpanID = decisionlog.TraceOf(r.Header)
@@ -101,7 +108,6 @@ func (p *Proxy) decideCall(r *http.Request, rt *mcpRoute, m *jsonrpc.Message, bo
 			}
 		}
 	}()
-	sub, refusal := subjectOf(m)
 	if refusal != "" {
 		return refuseCall(m.ID, refusal), false, nil, ""
 	}

@@ -79,9 +79,7 @@ func subjectOf(m *jsonrpc.Message) (s subject, refusal string) {
 		if p.URI == nil {
 			return s, fmt.Sprintf("toolgate: %s params must hold a string uri; not forwarded", m.Method)
 		}
-		s.tool, s.action = m.Method, ActionRead
-		s.input = engine.AppendJSONString(append(make([]byte, 0, len(*p.URI)+10), `{"uri":`...), *p.URI)
-		s.input = append(s.input, '}')
+		s.tool, s.action, s.input = m.Method, ActionRead, uriInput(*p.URI)
 	case jsonrpc.MethodPromptsGet:
 		if p.Name == nil {
 			return s, "toolgate: prompts/get params must hold a string name; not forwarded"
@@ -103,7 +101,36 @@ func subjectOf(m *jsonrpc.Message) (s subject, refusal string) {
 	return s, ""
 }
 
+// uriInput is a resource request's input, {"uri": uri}.
+func uriInput(uri string) json.RawMessage {
+	in := engine.AppendJSONString(append(make([]byte, 0, len(uri)+10), `{"uri":`...), uri)
+	return append(in, '}')
+}
+
 func isObject(v json.RawMessage) bool { return len(v) > 0 && v[0] == '{' }
+
+// listenSubjects are the resources a subscriptions/listen subscribes to
+// (notifications.resourceSubscriptions: 2026-07-28's resources/subscribe),
+// each decided as a resources/subscribe; none when it subscribes to no
+// resource. Read as encoding/json reads them, keys case-insensitively.
+func listenSubjects(params json.RawMessage) (subs []subject, refusal string) {
+	var p struct {
+		Notifications *struct {
+			ResourceSubscriptions []string `json:"resourceSubscriptions"`
+		} `json:"notifications"`
+		Meta jsonrpc.Meta `json:"_meta"`
+	}
+	if len(params) > 0 && json.Unmarshal(params, &p) != nil {
+		return nil, "toolgate: subscriptions/listen params must be an object, its resourceSubscriptions a list of strings; not forwarded"
+	}
+	if p.Notifications == nil {
+		return nil, ""
+	}
+	for _, uri := range p.Notifications.ResourceSubscriptions {
+		subs = append(subs, subject{tool: jsonrpc.MethodResourcesSubscribe, action: ActionRead, input: uriInput(uri), meta: p.Meta})
+	}
+	return subs, ""
+}
 
 // decided tells the messages decided: tools/call and the methods Decided.
 func decided(method string) bool {

@@ -308,6 +308,23 @@ func (p *Proxy) post(w http.ResponseWriter, r *http.Request, rt *mcpRoute) {
 				info.listIDs = append(info.listIDs, m.ID)
 			}
 		case m.Method == jsonrpc.MethodSubscriptionsListen:
+			subs, refusal := listenSubjects(m.Params)
+			if refusal != "" {
+				subs = []subject{{}}
+			}
+			for _, sub := range subs {
+				answer, allowed, logLater, _ := p.decideSubject(r, rt, m, sub, refusal, len(body))
+				if logLater != nil {
+					info.allowed = append(info.allowed, logLater)
+				}
+				if !allowed {
+					if denied == nil {
+						denied = make([]json.RawMessage, len(msgs))
+					}
+					denied[i], anyDenied = answer, true
+					break
+				}
+			}
 			if !batch && len(m.ID) > 0 && jsonrpc.WantsToolListChanges(m.Params) {
 				info.listenID = m.ID
 			}

@@ -228,7 +228,7 @@ func (g *stdioGuard) check(ctx context.Context, line []byte) []byte {
 			if m.Method == jsonrpc.MethodToolsList {
 				g.schemas.agentLists(m.ID)
 			}
-			if decided(m.Method) {
+			if subs, _ := listenSubjects(m.Params); decided(m.Method) || (m.Method == jsonrpc.MethodSubscriptionsListen && len(subs) > 0) {
 				_ = g.out.line(appendRPCError(nil, nil, RPCInvalidRequest, "toolgate: a batch holding "+m.Method+" (MCP over stdio sends messages one by one); not forwarded"))
 				return nil
 			}
@@ -251,6 +251,22 @@ func (g *stdioGuard) check(ctx context.Context, line []byte) []byte {
 				_ = g.out.line(answer)
 			}
 			return nil
+		}
+	case m.Method == jsonrpc.MethodSubscriptionsListen:
+		subs, refusal := listenSubjects(m.Params)
+		if refusal != "" {
+			if answer := refuseCall(m.ID, refusal); answer != nil {
+				_ = g.out.line(answer)
+			}
+			return nil
+		}
+		for _, sub := range subs {
+			if answer, allowed := g.decideSubject(ctx, m, sub); !allowed {
+				if answer != nil {
+					_ = g.out.line(answer)
+				}
+				return nil
+			}
 		}
 	}
 	return line
@@ -277,6 +293,12 @@ func (g *stdioGuard) decideCall(ctx context.Context, m *jsonrpc.Message) (answer
 			return refuseCall(m.ID, msg+"; not forwarded"), false
 		}
 	}
+	return g.decideSubject(ctx, m, sub)
+}
+
+// decideSubject asks the sidecar about what m asks, sub, as decideCall
+// says.
+func (g *stdioGuard) decideSubject(ctx context.Context, m *jsonrpc.Message, sub subject) (answer json.RawMessage, allowed bool) {
 	session, agent := g.session, sub.meta.AgentID
 	if sub.meta.SessionID != nil {
 		session = *sub.meta.SessionID

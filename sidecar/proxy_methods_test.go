@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -173,4 +174,38 @@ func TestMCPStdioDecidesResourcesPromptsAndCompletions(t *testing.T) {
 	cs := connectStdio(t, stdioCommand(t, rig.decisions, stats), "2025-11-25")
 	checkMethodCases(t, cs, methodCases("2025-11-25"), func() map[string]int { return stdioServerCalls(t, stats) },
 		func() []map[string]any { return rig.logs.lines(t) })
+}
+
+// TestMCPProxyDecidesResourceSubscriptionsOnListen: 2026-07-28 subscribes
+// to resources with subscriptions/listen (notifications.resourceSubscriptions)
+// instead of resources/subscribe; each URI is decided as a
+// resources/subscribe: one under /secrets/ is denied with toolgate's
+// JSON-RPC error and never forwarded, a public one is.
+func TestMCPProxyDecidesResourceSubscriptionsOnListen(t *testing.T) {
+	up := startMCPServer(t)
+	rig := startMCPRig(t, up.endpoint("2026-07-28"), methodsBundle(), nil)
+	u, _ := url.Parse(rig.proxy)
+	listen := func(uri string) string {
+		body := `{"jsonrpc":"2.0","id":5,"method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":["` + uri + `"]},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}}}`
+		raw := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMcp-Protocol-Version: 2026-07-28\r\nMcp-Method: subscriptions/listen\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", u.Path, u.Host, len(body), body)
+		return rawExchange(t, rig.proxy, raw, 3*time.Second)
+	}
+	got := listen("file:///secrets/key")
+	if !strings.HasPrefix(got, "HTTP/1.1 200 ") || !strings.Contains(got, fmt.Sprintf(`"code":%d`, mcpproxy.RPCDenied)) || !strings.Contains(got, "no-secret-resources") {
+		t.Fatalf("a listen subscribing to a secret: %q", got)
+	}
+	if got := listen("file:///public/readme"); strings.Contains(got, "no-secret-resources") || !strings.HasPrefix(got, "HTTP/1.1 200 ") {
+		t.Fatalf("a listen subscribing to a public resource: %q", got)
+	}
+	eventually(t, "both subscriptions are logged as resources/subscribe reads", func() bool {
+		seen := map[string]bool{}
+		for _, l := range rig.logs.lines(t) {
+			req, _ := l["request"].(map[string]any)
+			input, _ := req["input"].(map[string]any)
+			if l["tool_name"] == "resources/subscribe" && req["action"] == "read" {
+				seen[fmt.Sprintf("%v %v", l["decision"], input["uri"])] = true
+			}
+		}
+		return seen["deny file:///secrets/key"] && seen["allow file:///public/readme"]
+	})
 }
