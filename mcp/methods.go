@@ -101,6 +101,16 @@ func subjectOf(m *jsonrpc.Message) (s subject, refusal string) {
 	return s, ""
 }
 
+// subscribesToResources tells a subscriptions/listen that subscribes to
+// a resource (or cannot be read), which is decided.
+func subscribesToResources(m *jsonrpc.Message) bool {
+	if m.Method != jsonrpc.MethodSubscriptionsListen {
+		return false
+	}
+	subs, refusal := listenSubjects(m.Params)
+	return len(subs) > 0 || refusal != ""
+}
+
 // uriInput is a resource request's input, {"uri": uri}.
 func uriInput(uri string) json.RawMessage {
 	in := engine.AppendJSONString(append(make([]byte, 0, len(uri)+10), `{"uri":`...), uri)

@@ -228,7 +228,7 @@ func (g *stdioGuard) check(ctx context.Context, line []byte) []byte {
 			if m.Method == jsonrpc.MethodToolsList {
 				g.schemas.agentLists(m.ID)
 			}
-			if subs, _ := listenSubjects(m.Params); decided(m.Method) || (m.Method == jsonrpc.MethodSubscriptionsListen && len(subs) > 0) {
+			if decided(m.Method) || subscribesToResources(&m) {
 				_ = g.out.line(appendRPCError(nil, nil, RPCInvalidRequest, "toolgate: a batch holding "+m.Method+" (MCP over stdio sends messages one by one); not forwarded"))
 				return nil
 			}

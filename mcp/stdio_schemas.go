@@ -34,14 +34,16 @@ type stdioSchemas struct {
 	// lists are the ids of the agent's tools/list requests not answered.
 	lists map[string]bool
 	// own are the guard's own tools/list requests, by id, each waiting
-	// for its answer.
-	own map[string]chan []byte
+	// for its answer; late are those no longer waited for, whose answer
+	// is dropped all the same when it comes.
+	own  map[string]chan []byte
+	late map[string]bool
 }
 
 func newStdioSchemas() *stdioSchemas {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return &stdioSchemas{idPrefix: "toolgate-schemas-" + hex.EncodeToString(b[:]) + "-", lists: map[string]bool{}, own: map[string]chan []byte{}}
+	return &stdioSchemas{idPrefix: "toolgate-schemas-" + hex.EncodeToString(b[:]) + "-", lists: map[string]bool{}, own: map[string]chan []byte{}, late: map[string]bool{}}
 }
 
 // maxPendingLists bounds the agent's tools/list ids remembered.
@@ -65,7 +67,7 @@ func (s *stdioSchemas) agentLists(id json.RawMessage) {
 // the guard's own goes to its waiter, and not to the agent (false).
 func (s *stdioSchemas) fromServer(line []byte) (relay bool) {
 	s.mu.Lock()
-	pending := len(s.lists) > 0 || len(s.own) > 0
+	pending := len(s.lists) > 0 || len(s.own) > 0 || len(s.late) > 0
 	s.mu.Unlock()
 	if !pending {
 		return true
@@ -83,11 +85,14 @@ func (s *stdioSchemas) fromServer(line []byte) (relay bool) {
 	id := string(bytes.TrimSpace(msg.ID))
 	s.mu.Lock()
 	waiter, own := s.own[id]
-	agents := s.lists[id]
+	agents, late := s.lists[id], s.late[id]
 	delete(s.own, id)
 	delete(s.lists, id)
+	delete(s.late, id)
 	s.mu.Unlock()
 	switch {
+	case late:
+		return false
 	case own:
 		waiter <- append([]byte(nil), line...)
 		return false
@@ -151,6 +156,9 @@ func (s *stdioSchemas) listPage(ctx context.Context, toServer io.Writer, meta js
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
+		if _, unanswered := s.own[id]; unanswered && len(s.late) < maxPendingLists {
+			s.late[id] = true
+		}
 		delete(s.own, id)
 		s.mu.Unlock()
 	}()
