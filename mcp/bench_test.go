@@ -20,6 +20,8 @@ func BenchmarkMCPDecideCall(b *testing.B) {
 	r.Header.Set("Mcp-Name", "read_file")
 	r.Header.Set("Mcp-Method", "tools/call")
 	rt := p.routes["files"]
+	// As after the agent's tools/list: the tool's schema is known.
+	rt.params.learn([]byte(`{"name":"read_file","inputSchema":{"type":"object","properties":{"path":{"type":"string"}}}}`))
 	b.ReportAllocs()
 	for b.Loop() {
 		msgs, batch, err := jsonrpc.Parse(body)
@@ -29,7 +31,7 @@ func BenchmarkMCPDecideCall(b *testing.B) {
 		if err := checkMCPHeaders(r.Header, paramHeaderNames(r.Header), msgs, batch, &rt.params); err != nil {
 			b.Fatal(err)
 		}
-		if _, ok, _ := p.decideCall(r, rt, &msgs[0], len(body)); !ok {
+		if _, ok, _, _ := p.decideCall(r, rt, &msgs[0], len(body)); !ok {
 			b.Fatal("denied")
 		}
 	}

@@ -77,14 +77,24 @@ func mcpInfoOf(ctx context.Context) *mcpInfo {
 	return info
 }
 
-// decideCall decides one tools/call message through the sidecar's one
-// decision path (evaluateRequest, then finish: decision log and metrics),
-// as {tool_name, server, action: call, input, agent_id, session_id,
-// framework: mcp}. Not allowed, it returns the JSON-RPC answer the client
-// gets instead (nil for a notification, which gets none), and has logged
-// it. Allowed, it returns the decision log event for the caller to record
-// (nil when no log is kept).
-func (p *Proxy) decideCall(r *http.Request, rt *mcpRoute, m *jsonrpc.Message, bodyBytes int) (answer json.RawMessage, allowed bool, logLater *decisionlog.Event) {
+// decideCall decides one tools/call message, or another method decided
+// (methods.go), through the sidecar's one decision path (evaluateRequest,
+// then finish: decision log and metrics), as {tool_name, server, action,
+// input, agent_id, session_id, framework: mcp}. Not allowed, it returns
+// the JSON-RPC answer the client gets instead (nil for a notification,
+// which gets none), and has logged it. Allowed, it returns the decision
+// log event for the caller to record (nil when no log is kept). A call
+// whose argument keys differ from its tool's schema only in case
+// (argkeys.go) is not decided: refused says why, and the POST is
+// answered 400.
+func (p *Proxy) decideCall(r *http.Request, rt *mcpRoute, m *jsonrpc.Message, bodyBytes int) (answer json.RawMessage, allowed bool, logLater *decisionlog.Event, refused string) {
+	sub, refusal := subjectOf(m)
+	return p.decideSubject(r, rt, m, sub, refusal, bodyBytes)
+}
+
+// decideSubject decides what m asks (sub, or refusal: why it cannot be
+// decided), as decideCall says.
+func (p *Proxy) decideSubject(r *http.Request, rt *mcpRoute, m *jsonrpc.Message, sub subject, refusal string, bodyBytes int) (answer json.RawMessage, allowed bool, logLater *decisionlog.Event, refused string) {
 	d := p.d
 	ev := decisionlog.Event{At: time.Now(), BodyBytes: bodyBytes, Framework: mcpFramework}
 	ev.TraceID, ev.SpanID = decisionlog.TraceOf(r.Header)
@@ -94,61 +104,63 @@ func (p *Proxy) decideCall(r *http.Request, rt *mcpRoute, m *jsonrpc.Message, bo
 		if v := recover(); v != nil {
 			res := d.Failed(v)
 			if !recorded {
-				answer, allowed, logLater = p.selfDeny(r, m.ID, &ev, req, res), false, nil
+				answer, allowed, logLater, refused = p.selfDeny(r, m, &ev, req, res), false, nil, ""
 			}
 		}
 	}()
-	params := m.Call
-	if params == nil {
-		return refuseCall(m.ID, msgBadCallParams), false, nil
+	if refusal != "" {
+		return refuseCall(m.ID, refusal), false, nil, ""
 	}
-	ev.ToolName = *params.Name
+	ev.ToolName = sub.tool
 	// The same cap as /v1/evaluate: past it, deny at once, never queue.
 	if !d.Admit() {
 		recorded = true
-		return p.selfDeny(r, m.ID, &ev, nil, decide.SelfDeny(decide.CodeOverloaded, d.OverloadReason())), false, nil
+		return p.selfDeny(r, m, &ev, nil, decide.SelfDeny(decide.CodeOverloaded, d.OverloadReason())), false, nil, ""
 	}
 	defer d.Done()
 	session := r.Header.Get("Mcp-Session-Id")
-	if session == "" && params.Meta.SessionID != nil {
-		session = *params.Meta.SessionID
-	}
-	var agent *string
-	if params.Meta.AgentID != nil {
-		agent = params.Meta.AgentID
+	if session == "" && sub.meta.SessionID != nil {
+		session = *sub.meta.SessionID
 	}
 	maxElements := d.Config().MaxRequestElements
-	req, err := callRequest(*params.Name, rt.up.name, params.Arguments, session, agent, maxElements)
+	req, err := callRequest(sub.tool, rt.up.name, sub.action, sub.input, session, sub.meta.AgentID, maxElements)
 	if err != nil {
-		return refuseCall(m.ID, fmt.Sprintf("toolgate: the call cannot be decided: %v (--max-request-elements is %d); not forwarded", err, maxElements)), false, nil
+		return refuseCall(m.ID, fmt.Sprintf("toolgate: the %s cannot be decided: %v (--max-request-elements is %d); not forwarded", m.Method, err, maxElements)), false, nil, ""
+	}
+	if m.Method == jsonrpc.MethodToolsCall {
+		if err := rt.params.checkArgumentKeys(sub.tool, req[engine.FieldInput]); err != nil {
+			recorded = true
+			return nil, false, nil, "toolgate: " + err.Error() + "; not forwarded"
+		}
 	}
 	res, st := d.Decide(req, false, &ev)
 	ev.ID = d.NextID()
 	if res.Decision != engine.Allow {
-		answer = denyCallResult(m.ID, &res, d.AppendAnswer(nil, &res, st, ev.ID), modernMCP(r))
+		answer = denyAnswer(m.ID, m.Method, &res, d.AppendAnswer(nil, &res, st, ev.ID), modernMCP(r))
 	}
 	recorded = true
 	if res.Decision != engine.Allow {
 		d.Commit(&ev, req, &res, st.Revision)
-		return answer, false, nil
+		return answer, false, nil, ""
 	}
 	if d.Settle(&ev, req, &res, st.Revision) {
 		logLater = &ev
 	}
-	return nil, true, logLater
+	return nil, true, logLater, ""
 }
 
-// callRequest is the engine request for a call, {tool_name, server,
-// action: call, framework: mcp, input, session_id, agent_id}, built once:
+// callRequest is the engine request for a call (or another request
+// decided: action says which), {tool_name, server, action, framework:
+// mcp, input, session_id, agent_id}, built once:
 // the arguments are decoded into it as /v1/evaluate decodes a body
 // (engine.Request.DecodeField: numbers, the element limit and its error),
 // and every field holds what mcpRequestDoc's JSON would decode to
 // (FuzzCallRequestIsTheDocument holds the two equal).
-func callRequest(tool, server string, args json.RawMessage, session string, agent *string, maxElements int) (engine.Request, error) {
+func callRequest(tool, server, action string, args json.RawMessage, session string, agent *string, maxElements int) (engine.Request, error) {
 	req := make(engine.Request, 7)
 	req[engine.FieldToolName] = engine.DecodedString(tool)
 	req[engine.FieldServer] = engine.DecodedString(server)
-	req[engine.FieldAction] = "call"
+	req[engine.FieldAction] = boxedAction(action)
 	req[engine.FieldFramework] = mcpFramework
 	if session != "" {
 		req[engine.FieldSessionID] = engine.DecodedString(session)
@@ -169,13 +181,15 @@ func callRequest(tool, server string, args json.RawMessage, session string, agen
 // mcpRequestDoc is the engine request for a call as a JSON document: what
 // the stdio guard sends its decider (the sidecar's /v1/evaluate or the
 // in-process evaluator), decoded there exactly as callRequest builds it.
-func mcpRequestDoc(tool, server string, args json.RawMessage, session string, agent *string) []byte {
+func mcpRequestDoc(tool, server, action string, args json.RawMessage, session string, agent *string) []byte {
 	doc := make([]byte, 0, 160+len(args))
 	doc = append(doc, `{"tool_name":`...)
 	doc = engine.AppendJSONString(doc, tool)
 	doc = append(doc, `,"server":`...)
 	doc = engine.AppendJSONString(doc, server)
-	doc = append(doc, `,"action":"call","framework":"mcp"`...)
+	doc = append(doc, `,"action":`...)
+	doc = engine.AppendJSONString(doc, action)
+	doc = append(doc, `,"framework":"mcp"`...)
 	if len(args) > 0 && string(args) != "null" {
 		doc = append(doc, `,"input":`...)
 		doc = append(doc, args...)
@@ -193,10 +207,10 @@ func mcpRequestDoc(tool, server string, args json.RawMessage, session string, ag
 
 // selfDeny is a deny the sidecar made itself (overload, failure), logged
 // and counted as a decision like /v1/evaluate's.
-func (p *Proxy) selfDeny(r *http.Request, id json.RawMessage, ev *decisionlog.Event, req engine.Request, res engine.Result) json.RawMessage {
+func (p *Proxy) selfDeny(r *http.Request, m *jsonrpc.Message, ev *decisionlog.Event, req engine.Request, res engine.Result) json.RawMessage {
 	st := p.d.State()
 	ev.ID = p.d.NextID()
-	answer := denyCallResult(id, &res, p.d.AppendAnswer(nil, &res, st, ev.ID), modernMCP(r))
+	answer := denyAnswer(m.ID, m.Method, &res, p.d.AppendAnswer(nil, &res, st, ev.ID), modernMCP(r))
 	p.d.Commit(ev, req, &res, st.Revision)
 	return answer
 }
@@ -228,14 +242,7 @@ func denyCallResult(id json.RawMessage, res *engine.Result, decision []byte, mod
 	if len(id) == 0 {
 		return nil
 	}
-	why := res.MatchedRuleID
-	if why == "" {
-		why = string(res.Code)
-	}
-	text := why + ": " + res.Reason
-	if res.Reason == "" {
-		text = why + ": denied by toolgate"
-	}
+	text := denyText(res)
 	out := make([]byte, 0, 128+len(text)+len(decision))
 	out = append(out, `{"jsonrpc":"2.0","id":`...)
 	out = append(out, id...)
@@ -251,6 +258,19 @@ func denyCallResult(id json.RawMessage, res *engine.Result, decision []byte, mod
 	}
 	out = append(out, decision...)
 	return append(out, "}}}"...)
+}
+
+// denyText is what a deny says to the model: the rule (or the code) and
+// the reason.
+func denyText(res *engine.Result) string {
+	why := res.MatchedRuleID
+	if why == "" {
+		why = string(res.Code)
+	}
+	if res.Reason == "" {
+		return why + ": denied by toolgate"
+	}
+	return why + ": " + res.Reason
 }
 
 // answerDenied answers a POST holding a denied call, which is not

@@ -34,10 +34,17 @@ type paramBinding struct {
 	header string
 }
 
-// paramSchemas are the bindings of each tool of one upstream, by tool name;
-// a tool with none is stored with an empty list (seen, mirrors nothing).
+// paramSchemas are what the proxy knows of each tool of one upstream, by
+// tool name: its x-mcp-header bindings (none: seen, mirrors nothing) and
+// the keys of its arguments (argkeys.go).
 type paramSchemas struct {
-	tools sync.Map // string -> []paramBinding
+	tools sync.Map // string -> *toolSchema
+}
+
+// toolSchema is what one tool's inputSchema says.
+type toolSchema struct {
+	bindings []paramBinding
+	keys     *keySchema
 }
 
 // maxSchemaDepth bounds how deep x-mcp-header annotations are looked for.
@@ -54,7 +61,7 @@ func (ps *paramSchemas) learn(tool json.RawMessage) {
 	}
 	var bindings []paramBinding
 	collectParamBindings(t.InputSchema, nil, &bindings)
-	ps.tools.Store(t.Name, bindings)
+	ps.tools.Store(t.Name, &toolSchema{bindings: bindings, keys: newKeySchema(t.InputSchema)})
 }
 
 func collectParamBindings(schema json.RawMessage, prefix []string, out *[]paramBinding) {
@@ -104,7 +111,7 @@ func (ps *paramSchemas) check(h http.Header, present []string, call *jsonrpc.Too
 	if !seen {
 		return fmt.Errorf("the call carries %s, but the upstream's tools/list does not list tool %q (or could not be read), so the header cannot be checked against the arguments", strings.Join(present, ", "), *call.Name)
 	}
-	bindings := v.([]paramBinding)
+	bindings := v.(*toolSchema).bindings
 	var args map[string]json.RawMessage
 	if len(call.Arguments) > 0 && string(call.Arguments) != "null" {
 		if err := json.Unmarshal(call.Arguments, &args); err != nil {

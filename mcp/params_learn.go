@@ -14,13 +14,16 @@ import (
 	"github.com/toolgate/toolgate/mcp/jsonrpc"
 )
 
-// A call can carry Mcp-Param-* headers for a tool whose schema the proxy
-// has not seen: its client listed the tools before the sidecar restarted,
-// or through another path, and a 2026-07-28 client lists once and keeps
-// the list. Refusing such calls until the client lists again would refuse
-// them for good. So the proxy lists the upstream's tools itself, as the
-// client would (the client's headers and _meta, the sidecar's credential),
-// learns the schemas, and then checks the headers as usual.
+// A call can name a tool whose schema the proxy has not seen, with
+// arguments whose keys must be checked against it (argkeys.go) or
+// Mcp-Param-* headers: its client listed the tools before the sidecar
+// restarted, or through another path, and a 2026-07-28 client lists once
+// and keeps the list. Refusing such calls until the client lists again
+// would refuse them for good. So the proxy lists the upstream's tools
+// itself, as the client would (the client's headers and _meta, the
+// sidecar's credential), learns the schemas, and then checks the call as
+// usual. The stdio guard does the same through the server's stdin
+// (stdio_schemas.go).
 
 // learnTimeout bounds the proxy's own listing, all pages included.
 const learnTimeout = 5 * time.Second
@@ -39,9 +42,26 @@ type learner struct {
 	missed map[string]time.Time // tools looked for and not listed, and when
 }
 
-// learnToolsFor lists rt's tools when a call's Mcp-Param-* headers name a
-// tool the proxy has not seen. Failing, it leaves the schemas as they
-// were: the check then refuses the call, as before, saying why.
+// missedRecently tells whether name was looked for and not listed within
+// relearnAfter. Callers take turns: the proxy holds l.mu, the stdio guard
+// is one goroutine.
+func (l *learner) missedRecently(name string) bool {
+	at, ok := l.missed[name]
+	return ok && time.Since(at) < relearnAfter
+}
+
+// miss records that name was looked for and not listed (callers take
+// turns, as for missedRecently).
+func (l *learner) miss(name string) {
+	if l.missed == nil || len(l.missed) >= 1024 {
+		l.missed = map[string]time.Time{}
+	}
+	l.missed[name] = time.Now()
+}
+
+// learnToolsFor lists rt's tools when a call names a tool the proxy has
+// not seen. Failing, it leaves the schemas as they were: the checks then
+// refuse the call, saying why.
 func (p *Proxy) learnToolsFor(r *http.Request, rt *mcpRoute, call *jsonrpc.ToolCall) {
 	name := *call.Name
 	if _, seen := rt.params.tools.Load(name); seen {
@@ -53,7 +73,7 @@ func (p *Proxy) learnToolsFor(r *http.Request, rt *mcpRoute, call *jsonrpc.ToolC
 	if _, seen := rt.params.tools.Load(name); seen {
 		return // listed while this call waited
 	}
-	if at, ok := l.missed[name]; ok && time.Since(at) < relearnAfter {
+	if l.missedRecently(name) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), learnTimeout)
@@ -63,7 +83,7 @@ func (p *Proxy) learnToolsFor(r *http.Request, rt *mcpRoute, call *jsonrpc.ToolC
 		next, err := listPage(ctx, r, rt, call.RawMeta, cursor)
 		if err != nil {
 			rt.counted.schemaListFailed.Inc()
-			p.log.Warn("listing the MCP upstream's tools to check a call's Mcp-Param-* headers failed",
+			p.log.Warn("listing the MCP upstream's tools to check a call against its tool's schema failed",
 				"upstream", rt.up.name, "tool", name, "err", err)
 			return
 		}
@@ -76,10 +96,7 @@ func (p *Proxy) learnToolsFor(r *http.Request, rt *mcpRoute, call *jsonrpc.ToolC
 		}
 		cursor = next
 	}
-	if l.missed == nil || len(l.missed) >= 1024 {
-		l.missed = map[string]time.Time{}
-	}
-	l.missed[name] = time.Now()
+	l.miss(name)
 }
 
 // listPage sends one tools/list as the agent's request r would have (its

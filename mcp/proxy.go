@@ -294,8 +294,10 @@ func (p *Proxy) post(w http.ResponseWriter, r *http.Request, rt *mcpRoute) {
 		return
 	}
 	mirrored := paramHeaderNames(r.Header)
-	if !batch && msgs[0].Call != nil && len(mirrored) > 0 {
-		p.learnToolsFor(r, rt, msgs[0].Call)
+	for i := range msgs {
+		if c := msgs[i].Call; c != nil && (needsSchema(c.Arguments) || (!batch && len(mirrored) > 0)) {
+			p.learnToolsFor(r, rt, c)
+		}
 	}
 	if err := checkMCPHeaders(r.Header, mirrored, msgs, batch, &rt.params); err != nil {
 		rt.counted.refused.Inc()
@@ -312,9 +314,14 @@ func (p *Proxy) post(w http.ResponseWriter, r *http.Request, rt *mcpRoute) {
 	anyDenied := false
 	for i := range msgs {
 		m := &msgs[i]
-		switch m.Method {
-		case jsonrpc.MethodToolsCall:
-			answer, allowed, logLater := p.decideCall(r, rt, m, len(body))
+		switch {
+		case decided(m.Method):
+			answer, allowed, logLater, refused := p.decideCall(r, rt, m, len(body))
+			if refused != "" {
+				rt.counted.refused.Inc()
+				writeRPCError(w, http.StatusBadRequest, m.ID, RPCInvalidParams, refused)
+				return
+			}
 			if logLater != nil {
 				info.allowed = append(info.allowed, logLater)
 			}
@@ -324,11 +331,28 @@ func (p *Proxy) post(w http.ResponseWriter, r *http.Request, rt *mcpRoute) {
 				}
 				denied[i], anyDenied = answer, true
 			}
-		case jsonrpc.MethodToolsList:
+		case m.Method == jsonrpc.MethodToolsList:
 			if len(m.ID) > 0 {
 				info.listIDs = append(info.listIDs, m.ID)
 			}
-		case jsonrpc.MethodSubscriptionsListen:
+		case m.Method == jsonrpc.MethodSubscriptionsListen:
+			subs, refusal := listenSubjects(m.Params)
+			if refusal != "" {
+				subs = []subject{{}}
+			}
+			for _, sub := range subs {
+				answer, allowed, logLater, _ := p.decideSubject(r, rt, m, sub, refusal, len(body))
+				if logLater != nil {
+					info.allowed = append(info.allowed, logLater)
+				}
+				if !allowed {
+					if denied == nil {
+						denied = make([]json.RawMessage, len(msgs))
+					}
+					denied[i], anyDenied = answer, true
+					break
+				}
+			}
 			if !batch && len(m.ID) > 0 && jsonrpc.WantsToolListChanges(m.Params) {
 				info.listenID = m.ID
 			}
@@ -408,6 +432,9 @@ func checkMCPHeaders(h http.Header, mirrored []string, msgs []jsonrpc.Message, b
 	m := msgs[0]
 	if len(methods) == 1 && methods[0] != m.Method {
 		return fmt.Errorf("the Mcp-Method header %q does not match the body's method %q; refused so the call decided is the call run", methods[0], m.Method)
+	}
+	if err := checkRequestName(names, &m); err != nil {
+		return err
 	}
 	if m.Method != jsonrpc.MethodToolsCall {
 		if len(mirrored) > 0 {

@@ -19,26 +19,27 @@ func FuzzCallRequestIsTheDocument(f *testing.F) {
 	for _, seed := range []struct {
 		tool, session, agent string
 		hasAgent             bool
+		action               string
 		args                 string
 		max                  int
 	}{
-		{"read_file", "", "", false, `{"path":"/secrets/db-password"}`, engine.DefaultMaxElements},
-		{"pay", "sess-1", "billing-bot", true, `{"amount":5000,"currency":"EUR","n":1e400}`, 0},
-		{"x", "s\xff\xfeid", "a\u2028b", true, `{"a":[1,2,{"b":null}],"c":"\ud800"}`, 9},
-		{"x", "s\xff\xfeid", "", false, `{"k":1}`, 0},
-		{"x", "", "", false, `null`, 5},
-		{"x", "", "", false, `[1,2,3]`, 8},
-		{"x", "s", "", false, `"just a string"`, 6},
-		{"x", "s", "a", true, `{"k":1}`, 7},
-		{"x", "s", "a", true, `{"k":1}`, 8},
-		{"x", "s", "a", true, ``, 6},
-		{"x", "s", "a", true, ` {"deep":[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]} `, 20},
-		{"x", "", "", false, `{"a":1} trailing`, 0},
-		{"x", "", "", false, strings.Repeat("[", 9999) + strings.Repeat("]", 9999), 0},
+		{"read_file", "", "", false, "call", `{"path":"/secrets/db-password"}`, engine.DefaultMaxElements},
+		{"pay", "sess-1", "billing-bot", true, "call", `{"amount":5000,"currency":"EUR","n":1e400}`, 0},
+		{"x", "s\xff\xfeid", "a\u2028b", true, "get", `{"a":[1,2,{"b":null}],"c":"\ud800"}`, 9},
+		{"x", "s\xff\xfeid", "", false, "read", `{"k":1}`, 0},
+		{"x", "", "", false, "complete", `null`, 5},
+		{"x", "", "", false, "call", `[1,2,3]`, 8},
+		{"x", "s", "", false, "call", `"just a string"`, 6},
+		{"x", "s", "a", true, "call", `{"k":1}`, 7},
+		{"x", "s", "a", true, "call", `{"k":1}`, 8},
+		{"x", "s", "a", true, "call", ``, 6},
+		{"x", "s", "a", true, "call", ` {"deep":[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]} `, 20},
+		{"x", "", "", false, "call", `{"a":1} trailing`, 0},
+		{"x", "", "", false, "call", strings.Repeat("[", 9999) + strings.Repeat("]", 9999), 0},
 	} {
-		f.Add(seed.tool, seed.session, seed.agent, seed.hasAgent, []byte(seed.args), seed.max)
+		f.Add(seed.tool, seed.session, seed.agent, seed.hasAgent, seed.action, []byte(seed.args), seed.max)
 	}
-	f.Fuzz(func(t *testing.T, tool, session, agentID string, hasAgent bool, args []byte, max int) {
+	f.Fuzz(func(t *testing.T, tool, session, agentID string, hasAgent bool, action string, args []byte, max int) {
 		if len(args) > 0 && !json.Valid(args) {
 			// No request is built from such arguments: the reader refuses
 			// the body first.
@@ -49,8 +50,8 @@ func FuzzCallRequestIsTheDocument(f *testing.F) {
 		if hasAgent {
 			agent = &agentID
 		}
-		tool, agentID = engine.DecodedString(tool), engine.DecodedString(agentID) // the reader decodes both from JSON
-		doc := mcpRequestDoc(tool, "files", args, session, agent)
+		tool, agentID, action = engine.DecodedString(tool), engine.DecodedString(agentID), engine.DecodedString(action) // the reader decodes them from JSON
+		doc := mcpRequestDoc(tool, "files", action, args, session, agent)
 		if !json.Valid(doc) {
 			// Nested past encoding/json's limit once inside the document:
 			// the reader refuses the body (two levels deeper still) first.
@@ -58,7 +59,7 @@ func FuzzCallRequestIsTheDocument(f *testing.F) {
 			return
 		}
 		want, wantErr := engine.DecodeRequestLimit(doc, max)
-		got, gotErr := callRequest(tool, "files", args, session, agent, max)
+		got, gotErr := callRequest(tool, "files", action, args, session, agent, max)
 		switch {
 		case (wantErr == nil) != (gotErr == nil):
 			t.Fatalf("document: %v; built: %v\n%s", wantErr, gotErr, doc)

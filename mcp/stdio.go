@@ -86,12 +86,13 @@ func RunStdio(ctx context.Context, o StdioOptions, in io.Reader, out, errOut io.
 	}()
 
 	w := &stdioWriter{w: out}
+	schemas := newStdioSchemas()
 	relayed := make(chan struct{})
 	go func() {
 		defer close(relayed)
-		relayLines(fromServer, w)
+		relayLines(fromServer, w, schemas.fromServer)
 	}()
-	g := &stdioGuard{opts: o, session: newStdioSession(), out: w}
+	g := &stdioGuard{opts: o, session: newStdioSession(), out: w, schemas: schemas}
 	go func() {
 		g.guard(ctx, in, toServer)
 		// The agent is done (or gone): the server's input ends, as if
@@ -130,12 +131,13 @@ func (s *stdioWriter) line(b []byte) error {
 	return err
 }
 
-// relayLines copies the server's messages to the agent, a line at a time.
-func relayLines(from io.Reader, to *stdioWriter) {
+// relayLines copies the server's messages to the agent, a line at a time,
+// but those look (stdioSchemas.fromServer) keeps for the guard.
+func relayLines(from io.Reader, to *stdioWriter, look func([]byte) bool) {
 	br := bufio.NewReaderSize(from, 64<<10)
 	for {
 		line, err := br.ReadBytes('\n')
-		if len(line) > 0 && to.line(line) != nil {
+		if len(line) > 0 && look(line) && to.line(line) != nil {
 			_, _ = io.Copy(io.Discard, br) // the agent is gone: let the server finish
 			return
 		}
@@ -161,9 +163,14 @@ type stdioGuard struct {
 	// modern: the agent asked for 2026-07-28 or later at initialize, whose
 	// results say they are complete.
 	modern bool
+	// schemas are the server's tools' schemas; toServer is where the
+	// guard's own tools/list goes.
+	schemas  *stdioSchemas
+	toServer io.Writer
 }
 
 func (g *stdioGuard) guard(ctx context.Context, in io.Reader, toServer io.Writer) {
+	g.toServer = toServer
 	br := bufio.NewReaderSize(in, 64<<10)
 	for {
 		line, tooLong, err := readLine(br, MaxStdioLine)
@@ -204,6 +211,10 @@ func readLine(br *bufio.Reader, limit int) (line []byte, tooLong bool, err error
 // check returns what to forward for one line from the agent: the line
 // itself, or nil when toolgate answered it (a denied or unreadable call).
 func (g *stdioGuard) check(ctx context.Context, line []byte) []byte {
+	if err := checkStdioFraming(line); err != nil {
+		_ = g.out.line(appendRPCError(nil, nil, RPCInvalidRequest, err.Error()))
+		return nil
+	}
 	if len(bytes.TrimSpace(line)) == 0 {
 		return line
 	}
@@ -214,54 +225,93 @@ func (g *stdioGuard) check(ctx context.Context, line []byte) []byte {
 	}
 	if batch {
 		for _, m := range msgs {
-			if m.Method == jsonrpc.MethodToolsCall {
-				_ = g.out.line(appendRPCError(nil, nil, RPCInvalidRequest, "toolgate: a batch holding tools/call (MCP over stdio sends messages one by one); not forwarded"))
+			if m.Method == jsonrpc.MethodToolsList {
+				g.schemas.agentLists(m.ID)
+			}
+			if decided(m.Method) || subscribesToResources(&m) {
+				_ = g.out.line(appendRPCError(nil, nil, RPCInvalidRequest, "toolgate: a batch holding "+m.Method+" (MCP over stdio sends messages one by one); not forwarded"))
 				return nil
 			}
 		}
 		return line
 	}
 	m := &msgs[0]
-	switch m.Method {
-	case "initialize":
+	switch {
+	case m.Method == "initialize":
 		var p struct {
 			ProtocolVersion string `json:"protocolVersion"`
 		}
 		_ = json.Unmarshal(m.Params, &p)
 		g.modern = p.ProtocolVersion >= "2026-07-28"
-	case jsonrpc.MethodToolsCall:
+	case m.Method == jsonrpc.MethodToolsList:
+		g.schemas.agentLists(m.ID)
+	case decided(m.Method):
 		if answer, allowed := g.decideCall(ctx, m); !allowed {
 			if answer != nil {
 				_ = g.out.line(answer)
 			}
 			return nil
 		}
+	case m.Method == jsonrpc.MethodSubscriptionsListen:
+		subs, refusal := listenSubjects(m.Params)
+		if refusal != "" {
+			if answer := refuseCall(m.ID, refusal); answer != nil {
+				_ = g.out.line(answer)
+			}
+			return nil
+		}
+		for _, sub := range subs {
+			if answer, allowed := g.decideSubject(ctx, m, sub); !allowed {
+				if answer != nil {
+					_ = g.out.line(answer)
+				}
+				return nil
+			}
+		}
 	}
 	return line
 }
 
-// decideCall asks the sidecar about one tools/call. Not allowed, answer is
-// what the agent gets instead (nil for a notification, which gets none): a
-// deny as the HTTP proxy's, whose text the model reads and whose _meta
-// holds the decision.
+// decideCall asks the sidecar about one tools/call, or another method
+// decided (methods.go). Not allowed, answer is what the agent gets instead
+// (nil for a notification, which gets none): a deny as the HTTP proxy's,
+// whose text the model reads and which holds the decision.
 func (g *stdioGuard) decideCall(ctx context.Context, m *jsonrpc.Message) (answer json.RawMessage, allowed bool) {
-	p := m.Call
-	if p == nil {
-		return refuseCall(m.ID, msgBadCallParams), false
+	sub, refusal := subjectOf(m)
+	if refusal != "" {
+		return refuseCall(m.ID, refusal), false
 	}
-	session, agent := g.session, p.Meta.AgentID
-	if p.Meta.SessionID != nil {
-		session = *p.Meta.SessionID
+	if m.Method == jsonrpc.MethodToolsCall && needsSchema(sub.input) {
+		listing := g.schemas.ensure(ctx, g.toServer, sub.tool, m.Call.RawMeta)
+		var args any
+		_ = json.Unmarshal(sub.input, &args) // valid JSON: the reader checked it
+		if err := g.schemas.schemas.checkArgumentKeys(sub.tool, args); err != nil {
+			msg := "toolgate: " + err.Error()
+			if listing != nil {
+				msg += " (listing the server's tools: " + listing.Error() + ")"
+			}
+			return refuseCall(m.ID, msg+"; not forwarded"), false
+		}
+	}
+	return g.decideSubject(ctx, m, sub)
+}
+
+// decideSubject asks the sidecar about what m asks, sub, as decideCall
+// says.
+func (g *stdioGuard) decideSubject(ctx context.Context, m *jsonrpc.Message, sub subject) (answer json.RawMessage, allowed bool) {
+	session, agent := g.session, sub.meta.AgentID
+	if sub.meta.SessionID != nil {
+		session = *sub.meta.SessionID
 	}
 	if agent == nil && g.opts.AgentID != "" {
 		agent = &g.opts.AgentID
 	}
-	res, decision := g.opts.Decide(ctx, mcpRequestDoc(*p.Name, g.opts.Server, p.Arguments, session, agent))
+	res, decision := g.opts.Decide(ctx, mcpRequestDoc(sub.tool, g.opts.Server, sub.action, sub.input, session, agent))
 	if res.Decision == engine.Allow {
 		return nil, true
 	}
 	if len(decision) == 0 {
 		decision, _ = res.AppendJSON(nil) // the engine's fields at least
 	}
-	return denyCallResult(m.ID, &res, decision, g.modern), false
+	return denyAnswer(m.ID, m.Method, &res, decision, g.modern), false
 }

@@ -43,6 +43,13 @@ func startMCPServer(t testing.TB) *mcpUpstreamProc {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return startMCPServerBinary(t, bin)
+}
+
+// startMCPServerBinary runs an MCP server binary that prints "listening on
+// ADDR" and serves /stats (test/mcpserver, test/mcpgoserver).
+func startMCPServerBinary(t testing.TB, bin string) *mcpUpstreamProc {
+	t.Helper()
 	return startUpstream(t, bin, "-listen", "127.0.0.1:0")
 }
 

@@ -227,6 +227,9 @@ func TestMCPProxyUpstreamDown(t *testing.T) {
 			// SDK client's session before the call is made.
 			rig.noStandaloneSSE = true
 			cs := rig.connect(version, nil, nil)
+			// Listed while it is up, as agents do: the call's argument keys
+			// can be checked against its tool's schema without asking it.
+			listTools(t, cs)
 			up.stop()
 			held := `toolgate_sidecar_mcp_held_seconds_count{upstream="pay"}`
 			sent := metricValue(t, rig.decisions, held)

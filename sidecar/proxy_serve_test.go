@@ -246,7 +246,7 @@ func TestMCPProxyChecksParamHeaders(t *testing.T) {
 // rawUpstream answers each request it reads on a connection by calling
 // answer with the connection: an HTTP peer whose bytes and their timing
 // the test sets exactly, which no real server lets a test choose.
-func rawUpstream(t *testing.T, answer func(c net.Conn)) string {
+func rawUpstream(t *testing.T, answer func(c net.Conn, r *http.Request)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	must(t, err)
@@ -266,7 +266,7 @@ func rawUpstream(t *testing.T, answer func(c net.Conn)) string {
 						return
 					}
 					_, _ = io.Copy(io.Discard, req.Body)
-					answer(c)
+					answer(c, req)
 				}
 			}()
 		}
@@ -296,8 +296,22 @@ func TestMCPProxyRelaysAnswersAsTheyArrive(t *testing.T) {
 		return resp, br
 	}
 
+	// The proxy lists the tools itself to check the call's argument keys
+	// against read_file's schema (argkeys.go): answered here at once.
+	list := "{\"jsonrpc\":\"2.0\",\"id\":\"toolgate-schemas\",\"result\":{\"tools\":[{\"name\":\"read_file\",\"inputSchema\":{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"}}}}]}}"
+	listed := func(c net.Conn, r *http.Request) bool {
+		if r.Header.Get("Mcp-Method") != "tools/list" {
+			return false
+		}
+		_, _ = fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(list), list)
+		return true
+	}
 	t.Run("whole on arrival: one piece, framed by length", func(t *testing.T) {
-		up := rawUpstream(t, func(c net.Conn) { _, _ = io.WriteString(c, head+chunk+"0\r\n\r\n") })
+		up := rawUpstream(t, func(c net.Conn, r *http.Request) {
+			if !listed(c, r) {
+				_, _ = io.WriteString(c, head+chunk+"0\r\n\r\n")
+			}
+		})
 		rig := startMCPRig(t, up, mcptest.Bundle(), nil)
 		resp, _ := post(t, rig.proxy)
 		body := readAll(t, resp)
@@ -308,7 +322,10 @@ func TestMCPProxyRelaysAnswersAsTheyArrive(t *testing.T) {
 	})
 	t.Run("a stream reaches the agent event by event", func(t *testing.T) {
 		release := make(chan struct{})
-		up := rawUpstream(t, func(c net.Conn) {
+		up := rawUpstream(t, func(c net.Conn, r *http.Request) {
+			if listed(c, r) {
+				return
+			}
 			_, _ = io.WriteString(c, head+chunk)
 			<-release
 			_, _ = io.WriteString(c, chunk+"0\r\n\r\n")
@@ -338,7 +355,7 @@ func TestMCPProxyRefusesParamHeadersItCannotCheck(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			calls := make(chan struct{}, 16)
-			up := rawUpstream(t, func(c net.Conn) { calls <- struct{}{}; _, _ = io.WriteString(c, tc.answer) })
+			up := rawUpstream(t, func(c net.Conn, _ *http.Request) { calls <- struct{}{}; _, _ = io.WriteString(c, tc.answer) })
 			rig := startMCPRig(t, up, mcptest.Bundle(), nil)
 			u, _ := url.Parse(rig.proxy)
 			got := rawExchange(t, rig.proxy, mcpPost(u.Path, u.Host, callBody("route", `{"region":"eu"}`), "Mcp-Param-Region: eu\r\nConnection: close\r\n"), 10*time.Second)

@@ -45,3 +45,14 @@ var ServerBinary = sync.OnceValues(func() (string, error) {
 	}
 	return localcluster.Build(dir, "./test/mcpserver", "mcpserver")
 })
+
+// GoServerBinary builds test/mcpgoserver (an MCP server on
+// mark3labs/mcp-go, whose typed handlers bind arguments with
+// encoding/json) once per test binary and returns its path.
+var GoServerBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "toolgate-mcpgoserver")
+	if err != nil {
+		return "", err
+	}
+	return localcluster.Build(dir, "./test/mcpgoserver", "mcpgoserver")
+})

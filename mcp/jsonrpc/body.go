@@ -81,10 +81,56 @@ func (m *Message) read(body []byte, sp *msgSpans) error {
 	default:
 		return fmt.Errorf("json: cannot unmarshal %s into the message's method, a string", kindName(body, sp.method))
 	}
-	if m.Method == MethodToolsCall {
+	switch {
+	case m.Method == MethodToolsCall:
 		m.Call = readCallSpans(body, sp)
+	case Decided(m.Method):
+		m.Request = readRequestSpans(body, sp)
 	}
 	return nil
+}
+
+// readRequestSpans are the params of another method decided as
+// json.Unmarshal into RequestParams reads them; nil where they are not an
+// object or that fails.
+func readRequestSpans(body []byte, sp *msgSpans) *RequestParams {
+	if kindOf(body, sp.params) != '{' {
+		return nil
+	}
+	var p RequestParams
+	var ok bool
+	if p.Name, ok = optionalString(body, sp.name); !ok {
+		return nil
+	}
+	if p.URI, ok = optionalString(body, sp.uri); !ok {
+		return nil
+	}
+	p.Arguments = rawValue(body, sp.arguments)
+	p.Ref = rawValue(body, sp.ref)
+	p.Argument = rawValue(body, sp.argument)
+	p.Context = rawValue(body, sp.context)
+	switch kindOf(body, sp.meta) {
+	case 0, 'n':
+	case '{':
+		if p.Meta.AgentID, ok = optionalString(body, sp.agentID); !ok {
+			return nil
+		}
+		if p.Meta.SessionID, ok = optionalString(body, sp.sessionID); !ok {
+			return nil
+		}
+	default:
+		return nil
+	}
+	return &p
+}
+
+// rawValue is a json.RawMessage field as json.Unmarshal sets it: the
+// value's bytes, nil when absent.
+func rawValue(body []byte, v span) json.RawMessage {
+	if !v.present() {
+		return nil
+	}
+	return body[v.start:v.end]
 }
 
 // readCallSpans is a tools/call's params as json.Unmarshal into

@@ -18,26 +18,63 @@ type Message struct {
 	// call is a tools/call's params, read once; nil when they are not an
 	// object with a string name (such a call is refused, never forwarded).
 	Call *ToolCall
+	// Request is the params of the other requests decided (Decided), read
+	// once; nil when they are not an object or a value read is of another
+	// type than its field's (such a request is refused, never forwarded).
+	Request *RequestParams
 }
 
 // ToolCall are the parts of tools/call params a decision reads.
 type ToolCall struct {
 	Name      *string         `json:"name"`
 	Arguments json.RawMessage `json:"arguments"`
-	Meta      struct {
-		AgentID   *string `json:"toolgate.dev/agent_id"`
-		SessionID *string `json:"toolgate.dev/session_id"`
-	} `json:"_meta"`
+	Meta      Meta            `json:"_meta"`
 	// meta is _meta as sent, when an object: what the proxy's own
 	// tools/list carries for the client (params_learn.go).
 	RawMeta json.RawMessage
+}
+
+// Meta is what a decision reads of a request's _meta.
+type Meta struct {
+	AgentID   *string `json:"toolgate.dev/agent_id"`
+	SessionID *string `json:"toolgate.dev/session_id"`
+}
+
+// RequestParams are the parts of the params of the requests decided
+// besides tools/call that a decision reads, each method its own: a
+// prompt's name and arguments, a resource's uri, a completion's ref,
+// argument and context.
+type RequestParams struct {
+	Name      *string         `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+	URI       *string         `json:"uri"`
+	Ref       json.RawMessage `json:"ref"`
+	Argument  json.RawMessage `json:"argument"`
+	Context   json.RawMessage `json:"context"`
+	Meta      Meta            `json:"_meta"`
 }
 
 const (
 	MethodToolsCall           = "tools/call"
 	MethodToolsList           = "tools/list"
 	MethodSubscriptionsListen = "subscriptions/listen"
+
+	MethodResourcesRead      = "resources/read"
+	MethodResourcesSubscribe = "resources/subscribe"
+	MethodPromptsGet         = "prompts/get"
+	MethodCompletionComplete = "completion/complete"
 )
+
+// Decided tells the methods decided besides tools/call, whose params
+// Message.Request holds: what they read or complete reaches the agent as
+// a tool's result does.
+func Decided(method string) bool {
+	switch method {
+	case MethodResourcesRead, MethodResourcesSubscribe, MethodPromptsGet, MethodCompletionComplete:
+		return true
+	}
+	return false
+}
 
 // WantsToolListChanges reads a subscriptions/listen request's params.
 func WantsToolListChanges(params json.RawMessage) bool {

@@ -30,6 +30,8 @@ type msgSpans struct {
 	value                 span // the message itself
 	id, method, params    span
 	name, arguments, meta span // in params, when an object
+	uri, ref, argument    span // in params too, for the other methods decided
+	context               span
 	agentID, sessionID    span // in params._meta, when an object
 }
 
@@ -244,6 +246,14 @@ func (s *mcpScanner) noteFor(role scanRole, key []byte) *span {
 			return &m.arguments
 		case "_meta":
 			return &m.meta
+		case "uri":
+			return &m.uri
+		case "ref":
+			return &m.ref
+		case "argument":
+			return &m.argument
+		case "context":
+			return &m.context
 		}
 	case roleMeta:
 		switch string(key) {

@@ -43,6 +43,13 @@ func refParseMCPBody(body []byte) (msgs []Message, batch bool, err error) {
 }
 
 func refReadCall(m *Message) {
+	if Decided(m.Method) {
+		var p RequestParams
+		if bytes.HasPrefix(bytes.TrimLeft(m.Params, " \t\r\n"), []byte("{")) && json.Unmarshal(m.Params, &p) == nil {
+			m.Request = &p
+		}
+		return
+	}
 	if m.Method != MethodToolsCall {
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -42,6 +43,21 @@ var scanCorpus = []string{
 	`{"method":"tools/call","params":{"nameſ":"a"}}`,
 	`{"paramſ":{"name":"x"},"method":"tools/call"}`,
 	`{"method":"tools/call","params":{"name":"a","name":"b"}}`,
+	`{"id":1,"method":"resources/read","params":{"uri":"file:///secrets/key"}}`,
+	`{"id":1,"method":"resources/read","params":{"URI":"file:///secrets/key","_meta":{"toolgate.dev/session_id":"s"}}}`,
+	`{"id":1,"method":"resources/read","params":{"uri":5}}`,
+	`{"id":1,"method":"resources/read","params":{"uri":null}}`,
+	`{"id":1,"method":"resources/read","params":[]}`,
+	`{"id":1,"method":"resources/read"}`,
+	`{"id":1,"method":"resources/subscribe","params":{"Uri":"file:///x","_meta":"no"}}`,
+	`{"id":1,"method":"prompts/get","params":{"name":"admin","arguments":{"who":"x"}}}`,
+	`{"id":1,"method":"prompts/get","params":{"NAME":"admin","Arguments":null,"_meta":{"toolgate.dev/agent_id":"a"}}}`,
+	`{"id":1,"method":"prompts/get","params":{"name":["admin"]}}`,
+	`{"id":1,"method":"prompts/get","params":{"name":"a","_meta":{"toolgate.dev/agent_id":7}}}`,
+	`{"id":1,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"admin"},"argument":{"name":"who","value":"ro"},"context":{"arguments":{"a":"b"}}}}`,
+	`{"id":1,"method":"completion/complete","params":{"Ref":"x","ARGUMENT":[1],"conte\u0078t":null}}`,
+	`{"id":1,"method":"completion/complete","params":null}`,
+	`[{"id":1,"method":"prompts/get","params":{"name":"a"}},{"id":2,"method":"resources/read","params":{"uri":"u"}}]`,
 	`{"method":"tools/call","params":{"name":"a","Name":"b"}}`,
 	`{"a":1,"a":2}`,
 	`{"a":[1,],"a":2}`,
@@ -158,6 +174,9 @@ func sameReading(t *testing.T, body []byte) {
 			t.Fatalf("%q message %d: id %q method %q params %q; want id %q method %q params %q",
 				short, i, g.ID, g.Method, g.Params, w.ID, w.Method, w.Params)
 		}
+		if !sameRequest(g.Request, w.Request) {
+			t.Fatalf("%q message %d: request params %s, want %s", short, i, describeRequest(g.Request), describeRequest(w.Request))
+		}
 		if (g.Call == nil) != (w.Call == nil) {
 			t.Fatalf("%q message %d: call %+v, want %+v", short, i, g.Call, w.Call)
 		}
@@ -172,6 +191,26 @@ func sameReading(t *testing.T, body []byte) {
 				*wc.Name, wc.Arguments, deref(wc.Meta.AgentID), deref(wc.Meta.SessionID))
 		}
 	}
+}
+
+// sameRequest compares two readings of another decided method's params,
+// field by field (a raw value absent and one present differ).
+func sameRequest(a, b *RequestParams) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	sameRaw := func(x, y json.RawMessage) bool { return bytes.Equal(x, y) && (x == nil) == (y == nil) }
+	return sameOptional(a.Name, b.Name) && sameOptional(a.URI, b.URI) && sameRaw(a.Arguments, b.Arguments) &&
+		sameRaw(a.Ref, b.Ref) && sameRaw(a.Argument, b.Argument) && sameRaw(a.Context, b.Context) &&
+		sameOptional(a.Meta.AgentID, b.Meta.AgentID) && sameOptional(a.Meta.SessionID, b.Meta.SessionID)
+}
+
+func describeRequest(p *RequestParams) string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("name %s uri %s arguments %q ref %q argument %q context %q meta %s/%s", deref(p.Name), deref(p.URI),
+		p.Arguments, p.Ref, p.Argument, p.Context, deref(p.Meta.AgentID), deref(p.Meta.SessionID))
 }
 
 func sameOptional(a, b *string) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }

@@ -1,8 +1,12 @@
 // Command mcpserver is the MCP server the MCP proxy's end-to-end tests and
 // `make measure-mcp` run as a real process: built with the official Go SDK,
 // it exposes pay(amount), read_file(path), delete_file(path) and
-// stream(note), and counts what reaches it, so a test can prove a denied
-// call never did.
+// stream(note), the resources file:///public/readme and
+// file:///secrets/key (subscribable), the prompts greet(who) and
+// admin(who), and completions of their arguments, and counts what reaches
+// it, so a test can prove a denied call never did: calls by tool name, the
+// rest as "METHOD NAME" ("resources/read file:///secrets/key",
+// "prompts/get admin", "completion/complete greet who").
 //
 //	/mcp           the stateful endpoint (2025-11-25: sessions, GET streams)
 //	/mcp-stateless the stateless one (2026-07-28, and 2025-11-25 without sessions)
@@ -80,7 +84,31 @@ func text(s string) *mcp.CallToolResult {
 }
 
 func newServer(st *stats) *mcp.Server {
-	srv := mcp.NewServer(&mcp.Implementation{Name: "toolgate-test-mcpserver", Version: "1.0.0"}, nil)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "toolgate-test-mcpserver", Version: "1.0.0"}, &mcp.ServerOptions{
+		SubscribeHandler: func(_ context.Context, req *mcp.SubscribeRequest) error {
+			st.count("resources/subscribe " + req.Params.URI)
+			return nil
+		},
+		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+		CompletionHandler: func(_ context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+			st.count("completion/complete " + req.Params.Ref.Name + " " + req.Params.Argument.Name)
+			return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: []string{req.Params.Argument.Value + "-completed"}}}, nil
+		},
+	})
+	for _, uri := range []string{"file:///public/readme", "file:///secrets/key"} {
+		srv.AddResource(&mcp.Resource{URI: uri, Name: uri, MIMEType: "text/plain"},
+			func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+				st.count("resources/read " + req.Params.URI)
+				return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: "text/plain", Text: "contents of " + req.Params.URI}}}, nil
+			})
+	}
+	for _, name := range []string{"greet", "admin"} {
+		srv.AddPrompt(&mcp.Prompt{Name: name, Arguments: []*mcp.PromptArgument{{Name: "who"}}},
+			func(_ context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+				st.count("prompts/get " + req.Params.Name)
+				return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: req.Params.Name + " " + req.Params.Arguments["who"]}}}}, nil
+			})
+	}
 	mcp.AddTool(srv, &mcp.Tool{Name: "pay", Description: "pay an amount"},
 		func(_ context.Context, _ *mcp.CallToolRequest, in payIn) (*mcp.CallToolResult, any, error) {
 			st.count("pay")
