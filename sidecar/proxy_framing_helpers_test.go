@@ -149,6 +149,15 @@ func (c *callCounter) call(body []byte) []byte {
 			Name string `json:"name"`
 		} `json:"params"`
 	}
+	if json.Unmarshal(body, &msg) == nil && msg.Method == "tools/list" && len(msg.ID) > 0 {
+		// What the proxy lists to learn a tool's inputSchema before it
+		// forwards arguments to it: every tool these tests call takes a path.
+		var tools []string
+		for _, name := range []string{"read_file", "delete_file", "pay", "switch"} {
+			tools = append(tools, fmt.Sprintf(`{"name":%q,"inputSchema":{"type":"object","properties":{"path":{"type":"string"}}}}`, name))
+		}
+		return fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"result":{"tools":[%s]}}`, msg.ID, strings.Join(tools, ","))
+	}
 	if json.Unmarshal(body, &msg) != nil || msg.Method != "tools/call" || len(msg.ID) == 0 {
 		return []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"upstream: not a tools/call"}}`)
 	}

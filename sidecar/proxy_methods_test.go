@@ -99,8 +99,10 @@ func TestMCPProxyRefusesMethodSpellings(t *testing.T) {
 	if ran := up.ran(); ran["read_file"] != 1 || len(ran) != 1 {
 		t.Fatalf("the upstream ran %v, want read_file once", ran)
 	}
-	if seen := up.seen(); len(seen) != 4 || seen["GET"] != 1 || seen["DELETE"] != 1 || seen["OPTIONS"] != 1 || seen["POST"] != 1 {
-		t.Fatalf("the upstream saw methods %v, want GET, DELETE, OPTIONS and POST once each", seen)
+	// Two POSTs: the call, and the tools/list the proxy sends first to
+	// learn read_file's inputSchema (argument keys are checked against it).
+	if seen := up.seen(); len(seen) != 4 || seen["GET"] != 1 || seen["DELETE"] != 1 || seen["OPTIONS"] != 1 || seen["POST"] != 2 {
+		t.Fatalf("the upstream saw methods %v, want GET, DELETE and OPTIONS once each, and POST twice (the proxy's tools/list, the call)", seen)
 	}
 	rig.loggedOnce("read_file", "/allowed", refused)
 }
