@@ -80,7 +80,9 @@ func TestAttackSameUserCannotReadTheSidecarsProcess(t *testing.T) {
 			go func() { exited <- target.Wait() }()
 			t.Cleanup(func() {
 				_ = target.Process.Signal(syscall.SIGTERM)
-				<-exited
+				if err := <-exited; err != nil {
+					t.Logf("%s exited: %v", tc.role, err)
+				}
 				if t.Failed() {
 					t.Logf("%s's log:\n%s", tc.role, logs.String())
 				}
