@@ -1,6 +1,7 @@
 package sidecar
 
 import (
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -49,6 +50,11 @@ adds the upstream credential the agent never holds.`,
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// First, before a credential is read (makeUndumpable says why).
+			if err := makeUndumpable(); err != nil {
+				slog.New(slog.NewTextHandler(os.Stderr, nil)).Warn(
+					"cannot make the process non-dumpable: a process of the same user that sees it can read its environment and files through /proc", "err", err)
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return Run(ctx, opts, nil)

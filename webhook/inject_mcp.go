@@ -130,13 +130,37 @@ func refuseCredentialReaders(pod *corev1.Pod, ups []mcpAnnotated) field.ErrorLis
 			secrets[u.secret] = true
 		}
 	}
-	spec := field.NewPath("spec")
-	secretVolumes := map[string]string{}
 	for i, vol := range pod.Spec.Volumes {
 		if strings.HasPrefix(vol.Name, mcpVolumePrefix) {
-			errs = append(errs, field.Forbidden(spec.Child("volumes").Index(i).Child("name"),
+			errs = append(errs, field.Forbidden(field.NewPath("spec", "volumes").Index(i).Child("name"),
 				fmt.Sprintf("volume names starting %q are reserved for the MCP upstream credentials the injector mounts into the sidecar", mcpVolumePrefix)))
 		}
+	}
+	return append(errs, refuseCredentialReads(pod, secrets, func(containerList, *corev1.Container) bool { return true })...)
+}
+
+// credentialSecrets are the Secrets the injector mounted into pod's
+// sidecar: those of its toolgate-mcp-* volumes.
+func credentialSecrets(pod *corev1.Pod) map[string]bool {
+	secrets := map[string]bool{}
+	for _, vol := range pod.Spec.Volumes {
+		if strings.HasPrefix(vol.Name, mcpVolumePrefix) && vol.Secret != nil {
+			secrets[vol.Secret.SecretName] = true
+		}
+	}
+	return secrets
+}
+
+// refuseCredentialReads refuses the containers of pod that checked selects
+// and that read one of secrets: through env, envFrom, or a mount of any
+// volume of the Pod holding one (declared under another name too).
+func refuseCredentialReads(pod *corev1.Pod, secrets map[string]bool, checked func(containerList, *corev1.Container) bool) field.ErrorList {
+	if len(secrets) == 0 {
+		return nil
+	}
+	var errs field.ErrorList
+	secretVolumes := map[string]string{}
+	for _, vol := range pod.Spec.Volumes {
 		for _, s := range volumeSecrets(vol) {
 			if secrets[s] {
 				secretVolumes[vol.Name] = s
@@ -145,6 +169,9 @@ func refuseCredentialReaders(pod *corev1.Pod, ups []mcpAnnotated) field.ErrorLis
 	}
 	for _, list := range containerLists(pod) {
 		for i, c := range list.containers {
+			if c.Name == SidecarName || !checked(list, &c) {
+				continue
+			}
 			cp := list.path.Index(i)
 			for j, m := range c.VolumeMounts {
 				if s, ok := secretVolumes[m.Name]; ok {

@@ -16,8 +16,9 @@ import (
 // write: any --agent-id, --service-account, bundle or none at all), or it
 // declares or mounts the volumes the injector gives the sidecar alone (its
 // API token and its bundle cache, which another container could read or
-// poison, and the socket's directory, which it could make writable), or a
-// container runs as the sidecar's user. Skipping such a Pod silently, as
+// poison, and the socket's directory, which it could make writable), a
+// container runs as the sidecar's user, or its containers would see the
+// sidecar's process (refuseSharedProcesses). Skipping such a Pod silently, as
 // the injector once did, let a Pod author pick the guard that guards them.
 func refuseInjection(pod *corev1.Pod, sidecarUID int64) error {
 	var errs field.ErrorList
@@ -28,6 +29,7 @@ func refuseInjection(pod *corev1.Pod, sidecarUID int64) error {
 	}
 	errs = append(errs, refuseSidecarUser(pod, sidecarUID, func(containerList, *corev1.Container) bool { return true })...)
 	errs = append(errs, refuseBindings(pod)...)
+	errs = append(errs, refuseSharedProcesses(pod)...)
 	for i, v := range pod.Spec.Volumes {
 		if what, ok := reservedVolumes[v.Name]; ok {
 			errs = append(errs, field.Forbidden(field.NewPath("spec", "volumes").Index(i).Child("name"), fmt.Sprintf(
@@ -35,6 +37,29 @@ func refuseInjection(pod *corev1.Pod, sidecarUID int64) error {
 		}
 	}
 	return podInvalid(pod, errs)
+}
+
+// refuseSharedProcesses refuses a Pod whose containers would see the
+// sidecar's process: one sharing its process namespace, or the node's. The
+// sidecar holds the MCP upstream credentials and its API token; another
+// container running as its user (an image's own USER, which admission
+// cannot see) or as root with CAP_SYS_PTRACE would read its environment
+// through /proc/PID/environ and its files through /proc/PID/root, whatever
+// volumes it mounts. The sidecar also makes itself non-dumpable, which
+// stops the first and not the second.
+func refuseSharedProcesses(pod *corev1.Pod) field.ErrorList {
+	const why = "the injected %s container holds the MCP upstream credentials and its API token, which a container seeing its process " +
+		"reads through /proc/PID/environ and /proc/PID/root (as the sidecar's user, or as root with CAP_SYS_PTRACE); %s"
+	var errs field.ErrorList
+	if s := pod.Spec.ShareProcessNamespace; s != nil && *s {
+		errs = append(errs, field.Forbidden(field.NewPath("spec", "shareProcessNamespace"),
+			fmt.Sprintf(why, SidecarName, "an injected Pod may not share its process namespace (remove it, or debug with kubectl debug --target=CONTAINER)")))
+	}
+	if pod.Spec.HostPID {
+		errs = append(errs, field.Forbidden(field.NewPath("spec", "hostPID"),
+			fmt.Sprintf(why, SidecarName, "an injected Pod may not use the node's process namespace")))
+	}
+	return errs
 }
 
 // reservedVolumes are the volumes the injector gives the sidecar alone.

@@ -7,8 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -123,8 +126,10 @@ func TestAttackPodMountingSidecarVolumesIsRefused(t *testing.T) {
 }
 
 // enforcePolicy reads the shipped enforce-sidecar objects (config/enforce;
-// the chart renders the same, see test/chart).
-func enforcePolicy(t *testing.T) (*admissionv1.ValidatingAdmissionPolicy, *admissionv1.ValidatingAdmissionPolicyBinding) {
+// the chart renders the same, see test/chart), installed for a manager
+// injecting with o: the policy's installation variables say what that
+// manager writes, as the chart fills them from its values.
+func enforcePolicy(t *testing.T, o InjectOptions) (*admissionv1.ValidatingAdmissionPolicy, *admissionv1.ValidatingAdmissionPolicyBinding) {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "enforce", "enforce-sidecar.yaml"))
 	if err != nil {
@@ -145,19 +150,58 @@ func enforcePolicy(t *testing.T) (*admissionv1.ValidatingAdmissionPolicy, *admis
 	if _, err := r.Read(); !errors.Is(err, io.EOF) {
 		t.Fatalf("more than two objects in enforce-sidecar.yaml: %v", err)
 	}
-	// Installed with this suite's sidecar image, as the chart templates it.
-	const shipped = "'ghcr.io/toolgate/toolgate:0.1.0'"
-	found := false
-	for i, v := range vap.Spec.Validations {
-		if strings.Contains(v.Expression, shipped) {
-			vap.Spec.Validations[i].Expression = strings.ReplaceAll(v.Expression, shipped, "'"+testInject.Image+"'")
-			found = true
+	vars := enforceVariables(o)
+	for i, v := range vap.Spec.Variables {
+		if expr, ok := vars[v.Name]; ok {
+			vap.Spec.Variables[i].Expression = expr
+			delete(vars, v.Name)
 		}
 	}
-	if !found {
-		t.Fatalf("no validation pins the sidecar image %s", shipped)
+	if len(vars) > 0 {
+		t.Fatalf("the enforce policy has no variables %v", slices.Collect(maps.Keys(vars)))
 	}
 	return &vap, &binding
+}
+
+// enforceVariables are the enforce policy's installation variables, as CEL
+// expressions, for a manager injecting with o.
+func enforceVariables(o InjectOptions) map[string]string {
+	pull := o.ImagePullPolicy
+	if pull == "" {
+		pull = corev1.PullIfNotPresent // the API server's default for a tagged image
+	}
+	return map[string]string{
+		"image": strconv.Quote(o.Image), "pullPolicy": strconv.Quote(string(pull)),
+		"bundleConfigMap": strconv.Quote(o.BundleConfigMap), "socket": strconv.Quote(o.Socket), "listen": strconv.Quote(o.Listen),
+		"uid": strconv.FormatInt(o.RunAsUser, 10), "gid": strconv.FormatInt(o.RunAsGroup, 10), "native": strconv.FormatBool(o.Native),
+		"metricsPort": strconv.Itoa(int(o.MetricsPort)), "clusterName": strconv.Quote(o.ClusterName),
+	}
+}
+
+// installEnforcePolicy installs vap and binding until the test ends, and
+// waits until the API server applies them: a plain Pod in namespace (an
+// enforce namespace) is refused.
+func installEnforcePolicy(t *testing.T, vap *admissionv1.ValidatingAdmissionPolicy, binding *admissionv1.ValidatingAdmissionPolicyBinding, namespace string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, o := range []client.Object{vap, binding} {
+		if err := k8sClient.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = k8sClient.Delete(ctx, o) })
+	}
+	n := 0
+	testenv.Eventually(t, "the enforce policy to refuse a plain Pod", func() (bool, string) {
+		n++
+		p := pod("probe-"+strings.Repeat("x", n%50+1), nil)
+		p.Namespace = namespace
+		err := k8sClient.Create(ctx, p)
+		if err == nil {
+			_ = k8sClient.Delete(ctx, p)
+			return false, "admitted"
+		}
+		return strings.Contains(err.Error(), vap.Name), err.Error()
+	})
 }
 
 // TestAttackUnguardedPodRefusedInEnforceNamespace: in a namespace labelled
@@ -172,27 +216,9 @@ func TestAttackUnguardedPodRefusedInEnforceNamespace(t *testing.T) {
 		Labels: map[string]string{v1alpha1.LabelEnforce: "true"}}}); err != nil {
 		t.Fatal(err)
 	}
-	vap, binding := enforcePolicy(t)
-	for _, o := range []client.Object{vap, binding} {
-		if err := k8sClient.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = k8sClient.Delete(ctx, o) })
-	}
 	inNS := func(p *corev1.Pod) *corev1.Pod { p.Namespace = enforced; return p }
-
-	// The policy takes effect once the API server has compiled it.
-	n := 0
-	testenv.Eventually(t, "the enforce policy to refuse a plain Pod", func() (bool, string) {
-		n++
-		p := inNS(pod("probe-"+strings.Repeat("x", n%50+1), nil))
-		err := k8sClient.Create(ctx, p)
-		if err == nil {
-			_ = k8sClient.Delete(ctx, p)
-			return false, "admitted"
-		}
-		return strings.Contains(err.Error(), "enforce-sidecar"), err.Error()
-	})
+	vap, binding := enforcePolicy(t, testInject)
+	installEnforcePolicy(t, vap, binding, enforced)
 
 	refused(t, inNS(pod("plain", nil)), `must be annotated toolgate.dev/inject: "true"`, "toolgate.dev/enforce=true")
 	own := inNS(pod("own-sidecar-unannotated", nil))
@@ -212,6 +238,7 @@ func TestAttackUnguardedPodRefusedInEnforceNamespace(t *testing.T) {
 	if sidecarOf(t, &stored) == nil {
 		t.Fatal("admitted without a sidecar")
 	}
+	injected := injectedDryRun(t, k8sClient, inNS(pod("replayed", injectMe)))
 
 	// The injector down: the API server ignores the failed call (failurePolicy
 	// Ignore) and the policy refuses the Pod instead of letting it run
@@ -234,10 +261,9 @@ func TestAttackUnguardedPodRefusedInEnforceNamespace(t *testing.T) {
 		}
 	}
 	refused(t, evil, "the toolgate-sidecar container is not the injected one")
-	// What the injector writes passes that check (the Pod was refused above
+	// What the injector wrote passes that check (the Pod was refused above
 	// only because the injector did not run).
-	genuine := inNS(pod("injected-by-hand-while-injector-down", injectMe))
-	InjectSidecar(genuine, testInject)
+	genuine := replay(&injected, "injected-replayed-while-injector-down")
 	if err := k8sClient.Create(ctx, genuine); err != nil {
 		t.Errorf("a Pod carrying exactly the injected sidecar: %v", err)
 	}

@@ -16,12 +16,28 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/endpoint"
 )
 
 var testInject = InjectOptions{Image: "ghcr.io/toolgate/toolgate:test", BundleConfigMap: "toolgate-bundle",
 	Socket: endpoint.DefaultSocket, Listen: "127.0.0.1:8181", RunAsUser: DefaultSidecarUID, RunAsGroup: DefaultSidecarUID, Native: true, ClusterName: "test-cluster", MetricsPort: 9191, Resources: corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")}}}
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")}},
+	// As the manager sets it whenever it signs bundles (every install).
+	TrustedKeysPEM: func() string { return testTrustedKeys }}
+
+// testTrustedKeys are the public halves of a fresh keyring.
+var testTrustedKeys = func() string {
+	k, err := bundle.GenerateSigningKey()
+	if err != nil {
+		panic(err)
+	}
+	r, err := bundle.NewKeyring([]bundle.SigningKey{k})
+	if err != nil {
+		panic(err)
+	}
+	return string(r.PublicPEM())
+}()
 
 func pod(name string, annotations map[string]string) *corev1.Pod {
 	return &corev1.Pod{

@@ -97,7 +97,9 @@ func admitEphemeral(stored *corev1.Pod, sidecar *corev1.Container, pod *corev1.P
 }
 
 // refuseEphemeral returns why the ephemeral containers of pod that it did
-// not have before (had) may not run beside the sidecar running as uid.
+// not have before (had) may not run beside the sidecar running as uid:
+// the rules of the Pod's own containers, the sidecar's process namespace,
+// and the MCP upstream credentials mounted into the sidecar.
 func refuseEphemeral(pod *corev1.Pod, had map[string]bool, uid int64) error {
 	var errs field.ErrorList
 	for i, ec := range pod.Spec.EphemeralContainers {
@@ -115,9 +117,12 @@ func refuseEphemeral(pod *corev1.Pod, had map[string]bool, uid int64) error {
 				"%q is the container toolgate injects: an ephemeral container may not join its process namespace (target the agent's container instead)", SidecarName)))
 		}
 	}
-	errs = append(errs, refuseSidecarUser(pod, uid, func(list containerList, c *corev1.Container) bool {
-		return list.ephemeral && !had[c.Name]
-	})...)
+	added := func(list containerList, c *corev1.Container) bool { return list.ephemeral && !had[c.Name] }
+	errs = append(errs, refuseSidecarUser(pod, uid, added)...)
+	// The credential the sidecar alone holds: read through env or
+	// envFrom, or through a volume of its Secret the Pod declared and
+	// none of its own containers mounts.
+	errs = append(errs, refuseCredentialReads(pod, credentialSecrets(pod), added)...)
 	return podInvalid(pod, errs)
 }
 

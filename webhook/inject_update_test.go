@@ -27,7 +27,10 @@ var podAuthor = []string{"system:authenticated"}
 
 // editor is mallory's client, once RBAC lets her add ephemeral containers:
 // without that the attacks below prove nothing.
-func editor(t *testing.T) client.Client {
+func editor(t *testing.T) client.Client { t.Helper(); return editorIn(t, ns) }
+
+// editorIn is editor in namespace ns.
+func editorIn(t *testing.T, ns string) client.Client {
 	t.Helper()
 	ctx := context.Background()
 	testenv.BindEdit(t, k8sClient, ns, mallory)

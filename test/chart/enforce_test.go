@@ -2,10 +2,14 @@ package chart
 
 import (
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/toolgate/toolgate/manager"
 )
 
 // enforceObject finds the one kind object whose name ends in
@@ -47,26 +51,55 @@ func TestEnforcePolicyMatchesKustomize(t *testing.T) {
 	}
 }
 
-// TestEnforcePolicyPinsTheSidecarImage: the policy accepts only the image the
-// manager injects, in the chart whatever the values, and in kustomize.
-func TestEnforcePolicyPinsTheSidecarImage(t *testing.T) {
+// TestEnforcePolicyPinsWhatTheManagerInjects: the enforce policy admits a
+// sidecar only if it is what this installation's manager injects, so its
+// installation variables must be what the manager's flags make it write
+// (webhook's TestEnforcePolicyAdmitsWhatEachConfigurationInjects installs
+// the policy for several sets of options): image, pull policy, bundle
+// ConfigMap, socket, listen address, user, group, native sidecar, metrics
+// port and cluster name, in the chart whatever the values, and in
+// kustomize, whose manager runs with its defaults but the image.
+func TestEnforcePolicyPinsWhatTheManagerInjects(t *testing.T) {
 	t.Parallel()
 	for name, objs := range map[string][]*unstructured.Unstructured{
-		"kustomize": kustomize(t, "config/default"),
-		"chart":     render(t),
-		"chart with another sidecar image": render(t, "--set", "sidecarInjection.image.repository=registry.example/tg",
-			"--set", "sidecarInjection.image.tag=9.9.9"),
+		"kustomize":         kustomize(t, "config/default"),
+		"chart":             render(t),
+		"chart non-default": render(t, nonDefault...),
+		"chart TCP only": render(t, "--set", "sidecarInjection.socket=", "--set", "sidecarInjection.metricsPort=0",
+			"--set", "sidecarInjection.image.pullPolicy=Always", "--set", "manager.bundleConfigMapName=agents-bundle"),
+		"chart socket only": render(t, "--set", "sidecarInjection.listen=", "--set", "sidecarInjection.image.tag=9.9.9"),
 	} {
-		image := installationOf(t, objs).flag(t, "sidecar-image")
-		vap := enforceObject(t, objs, "ValidatingAdmissionPolicy")
-		validations, _, _ := unstructured.NestedSlice(vap.Object, "spec", "validations")
-		pinned := false
-		for _, v := range validations {
-			expr, _ := v.(map[string]any)["expression"].(string)
-			pinned = pinned || strings.Contains(expr, "c.image == '"+image+"'")
-		}
-		if !pinned {
-			t.Errorf("%s: no enforce validation pins the injected image %s", name, image)
-		}
+		t.Run(name, func(t *testing.T) {
+			args := installationOf(t, objs).args
+			o := manager.DefaultOptions()
+			fs := pflag.NewFlagSet("manager", pflag.ContinueOnError)
+			fs.ParseErrorsAllowlist.UnknownFlags = true // zap's
+			o.AddFlags(fs)
+			if err := fs.Parse(args[1:]); err != nil {
+				t.Fatal(err)
+			}
+			w := o.Webhooks
+			want := map[string]string{
+				"image": strconv.Quote(w.SidecarImage), "pullPolicy": strconv.Quote(w.SidecarPullPolicy),
+				"bundleConfigMap": strconv.Quote(o.Controller.ConfigMapName),
+				"socket":          strconv.Quote(w.SidecarSocket), "listen": strconv.Quote(w.SidecarListen),
+				"uid": strconv.FormatInt(w.SidecarUID, 10), "gid": strconv.FormatInt(w.SidecarGID, 10),
+				"native": strconv.FormatBool(w.SidecarNative), "metricsPort": strconv.Itoa(w.SidecarMetrics),
+				"clusterName": strconv.Quote(w.ClusterName),
+			}
+			vap := enforceObject(t, objs, "ValidatingAdmissionPolicy")
+			variables, _, _ := unstructured.NestedSlice(vap.Object, "spec", "variables")
+			got := map[string]string{}
+			for _, v := range variables {
+				m, _ := v.(map[string]any)
+				name, _ := m["name"].(string)
+				got[name], _ = m["expression"].(string)
+			}
+			for k, expr := range want {
+				if got[k] != expr {
+					t.Errorf("variable %s is %q; the manager (%q) injects %s", k, got[k], args, expr)
+				}
+			}
+		})
 	}
 }
