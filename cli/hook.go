@@ -41,6 +41,12 @@ type deciderFlags struct {
 	Timeout time.Duration
 	// AgentID is the requests' agent_id.
 	AgentID string
+	// ServiceAccount, with BundleDir, is the ServiceAccount local
+	// decisions are made as: where the manifests register agents (Agent
+	// objects), it picks the Agent whose identity binds every call, as a
+	// sidecar's own ServiceAccount does; without one such a bundle denies
+	// AGENT_UNREGISTERED.
+	ServiceAccount string
 }
 
 // check refuses flags that cannot decide; command prefixes the message.
@@ -52,6 +58,8 @@ func (f *deciderFlags) check(command string) error {
 		return exitcode.Usagef("%s: --bundle-dir -: stdin carries the agent's messages; give a file or directory", command)
 	case f.BundleDir != "" && f.URL != "":
 		return exitcode.Usagef("%s: --bundle-dir decides locally, --url asks a sidecar: give one", command)
+	case f.ServiceAccount != "" && f.BundleDir == "":
+		return exitcode.Usagef("%s: --service-account is only used with --bundle-dir (a sidecar learns its own from the API server)", command)
 	}
 	return nil
 }
@@ -63,6 +71,7 @@ func (f *deciderFlags) register(cmd *cobra.Command, agentHelp string) {
 	cmd.Flags().StringVar(&f.BundleDir, "bundle-dir", "", "decide locally from the Policy and FrozenAgent manifests in this file or directory, with no sidecar")
 	cmd.Flags().DurationVar(&f.Timeout, "timeout", f.Timeout, "longest to wait for the sidecar; past it the call is denied")
 	cmd.Flags().StringVar(&f.AgentID, "agent-id", "", agentHelp)
+	cmd.Flags().StringVar(&f.ServiceAccount, "service-account", "", "with --bundle-dir: the ServiceAccount to decide as, which picks the registered Agent where the manifests hold Agents")
 }
 
 func newHookCommand() *cobra.Command {
@@ -128,7 +137,7 @@ func runClaudeCodeHook(ctx context.Context, o *HookOptions, s streams) error {
 
 	var res engine.Result
 	if o.BundleDir != "" {
-		res, err = decideLocally(o.BundleDir, req, s.err)
+		res, err = decideLocally(o.BundleDir, o.ServiceAccount, req, s.err)
 		if err != nil {
 			// Broken manifests are the operator's error, not the agent's:
 			// block the call and say why where Claude Code shows it.
@@ -234,7 +243,7 @@ func explain(r *engine.Result, tool string) string {
 
 // decideLocally decides with the manifests `toolgate eval -f` reads,
 // through the decision core the sidecar decides with, at the real clock.
-func decideLocally(dir string, req hookRequest, stderr io.Writer) (engine.Result, error) {
+func decideLocally(dir, serviceAccount string, req hookRequest, stderr io.Writer) (engine.Result, error) {
 	now := time.Now()
 	set, b, err := loadBundle(&sourceFlags{Paths: []string{dir}}, nil, now)
 	if err != nil {
@@ -244,7 +253,7 @@ func decideLocally(dir string, req hookRequest, stderr io.Writer) (engine.Result
 	if err != nil {
 		return engine.Result{}, err
 	}
-	d, err := decide.NewInProcess(decide.Config{Now: clockFrom(now)})
+	d, err := decide.NewInProcess(decide.Config{ServiceAccount: serviceAccount, Now: clockFrom(now)})
 	if err != nil {
 		return engine.Result{}, err
 	}

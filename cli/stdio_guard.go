@@ -75,7 +75,7 @@ func runMCPStdio(cmd *cobra.Command, o *MCPStdioOptions, args []string, s stream
 	defer cancel()
 	var decide mcp.Decider
 	if o.BundleDir != "" {
-		guard, err := local.New(local.Options{BundlePath: o.BundleDir})
+		guard, err := local.New(local.Options{BundlePath: o.BundleDir, ServiceAccount: o.ServiceAccount})
 		if err != nil {
 			return exitcode.Usagef("%s: --bundle-dir %s: %v", cmd.CommandPath(), o.BundleDir, err)
 		}
