@@ -59,6 +59,11 @@ func registerMetrics() {
 	registerMetricsOnce.Do(func() {
 		metrics.Registry.MustRegister(bundleSizeBytes, bundleRules, bundlePolicies, bundleFrozenAgents,
 			compileErrors, publishesTotal, publishSeconds)
+		// Every result exists from the start, at 0: an alert on
+		// increase(...{result="failed"}) then sees the first failure.
+		for _, r := range []string{resultPublished, resultUnchanged, resultTooLarge, resultFailed, resultDeleted} {
+			publishesTotal.WithLabelValues(r)
+		}
 	})
 }
 

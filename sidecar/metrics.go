@@ -45,7 +45,7 @@ func newMetrics(age, bodyBytes func() float64, ledger *usage.Ledger) *metrics {
 	}, []string{"sink", "reason"})
 	m.listenerUp = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: metricPrefix + "listener_up", Help: "1 while a --listen address is served; 0 while another process holds it (whatever answers there is not toolgate) and it is retried.",
-	}, []string{"addr"})
+	}, []string{"listener"})
 	m.connsOpen = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: metricPrefix + "connections_open", Help: "Connections open, by listener: those for decisions and probes (capped by --max-connections and --metrics-max-connections) and those carrying MCP requests (--max-mcp-connections).",
 	}, []string{"listener"})

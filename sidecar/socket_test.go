@@ -117,7 +117,7 @@ func TestASquattedPortDoesNotReachSocketClients(t *testing.T) {
 	}
 	up := func() string {
 		for _, line := range strings.Split(getBody(t, "http://"+maddr+"/metrics"), "\n") {
-			if strings.HasPrefix(line, fmt.Sprintf(`toolgate_sidecar_listener_up{addr=%q} `, port)) {
+			if strings.HasPrefix(line, fmt.Sprintf(`toolgate_sidecar_listener_up{listener=%q} `, port)) {
 				return line[strings.LastIndexByte(line, ' ')+1:]
 			}
 		}

@@ -67,3 +67,94 @@ func describedNames(cs ...prometheus.Collector) map[string]bool {
 	}
 	return names
 }
+
+// alertSelector is one metric an alert expression reads, with its label
+// matchers (label="value" only).
+type alertSelector struct {
+	metric string
+	labels map[string]string
+}
+
+var (
+	alertExpr     = regexp.MustCompile(`(?m)^\s*expr:\s*(.+)$`)
+	alertSel      = regexp.MustCompile(`([a-z_]+)(\{([^}]*)\})?`)
+	alertMatchers = regexp.MustCompile(`([a-z_]+)="([^"]*)"`)
+)
+
+// alertCounterSelectors are the counters (names ending _total) starting
+// with prefix that the chart's alert expressions read, with their label
+// matchers: the series an increase() or rate() must find at 0 before the
+// first event, or the alert misses it.
+func alertCounterSelectors(prefix string) ([]alertSelector, error) {
+	raw, err := os.ReadFile(filepath.Join(RepoRoot(), "charts", "toolgate", "templates", "prometheusrule.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	var out []alertSelector
+	for _, e := range alertExpr.FindAllStringSubmatch(string(raw), -1) {
+		for _, m := range alertSel.FindAllStringSubmatch(e[1], -1) {
+			if len(m[1]) < len(prefix) || m[1][:len(prefix)] != prefix || m[1][len(m[1])-len("_total"):] != "_total" {
+				continue
+			}
+			sel := alertSelector{metric: m[1], labels: map[string]string{}}
+			for _, lm := range alertMatchers.FindAllStringSubmatch(m[3], -1) {
+				sel.labels[lm[1]] = lm[2]
+			}
+			out = append(out, sel)
+		}
+	}
+	return out, nil
+}
+
+// RequireAlertSeriesAtZero fails t unless exposition (a /metrics page in
+// the text format) holds, for every counter starting with prefix that an
+// alert reads, a series matching the alert's label matchers; and unless
+// every such series is 0, exposition being that of a process that has
+// seen no event yet.
+func RequireAlertSeriesAtZero(t testing.TB, prefix, exposition string) {
+	t.Helper()
+	sels, err := alertCounterSelectors(prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sels) == 0 {
+		t.Fatalf("the chart's alerts read no %s counter: the pattern is stale", prefix)
+	}
+	lines := regexp.MustCompile(`\r?\n`).Split(exposition, -1)
+	for _, sel := range sels {
+		found := false
+		for _, l := range lines {
+			name, rest, ok := cutSeries(l)
+			if !ok || name != sel.metric {
+				continue
+			}
+			labels, value := rest[0], rest[1]
+			match := true
+			for k, v := range sel.labels {
+				if !regexp.MustCompile(regexp.QuoteMeta(k+`="`+v+`"`)).MatchString(labels) {
+					match = false
+				}
+			}
+			if !match {
+				continue
+			}
+			found = true
+			if value != "0" {
+				t.Errorf("%s%s is %s on a process that has seen no event", name, labels, value)
+			}
+		}
+		if !found {
+			t.Errorf("no series of %s matching %v at start: an alert on its increase() would miss the first event", sel.metric, sel.labels)
+		}
+	}
+}
+
+// cutSeries splits an exposition line "name{labels} value" into its name
+// and [labels, value]; false for comments and blank lines.
+func cutSeries(line string) (string, [2]string, bool) {
+	m := regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)`).FindStringSubmatch(line)
+	if m == nil {
+		return "", [2]string{}, false
+	}
+	return m[1], [2]string{m[2], m[3]}, true
+}
