@@ -131,7 +131,7 @@ func RequireAlertSeriesAtZero(t testing.TB, prefix, exposition string) {
 			labels, value := rest[0], rest[1]
 			match := true
 			for k, v := range sel.labels {
-				if !regexp.MustCompile(regexp.QuoteMeta(k+`="`+v+`"`)).MatchString(labels) {
+				if !regexp.MustCompile(regexp.QuoteMeta(k + `="` + v + `"`)).MatchString(labels) {
 					match = false
 				}
 			}
