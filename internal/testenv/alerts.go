@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -93,7 +94,7 @@ func alertCounterSelectors(prefix string) ([]alertSelector, error) {
 	var out []alertSelector
 	for _, e := range alertExpr.FindAllStringSubmatch(string(raw), -1) {
 		for _, m := range alertSel.FindAllStringSubmatch(e[1], -1) {
-			if len(m[1]) < len(prefix) || m[1][:len(prefix)] != prefix || m[1][len(m[1])-len("_total"):] != "_total" {
+			if !strings.HasPrefix(m[1], prefix) || !strings.HasSuffix(m[1], "_total") {
 				continue
 			}
 			sel := alertSelector{metric: m[1], labels: map[string]string{}}
@@ -120,7 +121,7 @@ func RequireAlertSeriesAtZero(t testing.TB, prefix, exposition string) {
 	if len(sels) == 0 {
 		t.Fatalf("the chart's alerts read no %s counter: the pattern is stale", prefix)
 	}
-	lines := regexp.MustCompile(`\r?\n`).Split(exposition, -1)
+	lines := strings.Split(exposition, "\n")
 	for _, sel := range sels {
 		found := false
 		for _, l := range lines {
@@ -131,7 +132,7 @@ func RequireAlertSeriesAtZero(t testing.TB, prefix, exposition string) {
 			labels, value := rest[0], rest[1]
 			match := true
 			for k, v := range sel.labels {
-				if !regexp.MustCompile(regexp.QuoteMeta(k + `="` + v + `"`)).MatchString(labels) {
+				if !strings.Contains(labels, k+`="`+v+`"`) {
 					match = false
 				}
 			}
@@ -149,10 +150,12 @@ func RequireAlertSeriesAtZero(t testing.TB, prefix, exposition string) {
 	}
 }
 
+var exposedSeries = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)`)
+
 // cutSeries splits an exposition line "name{labels} value" into its name
 // and [labels, value]; false for comments and blank lines.
 func cutSeries(line string) (string, [2]string, bool) {
-	m := regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)`).FindStringSubmatch(line)
+	m := exposedSeries.FindStringSubmatch(line)
 	if m == nil {
 		return "", [2]string{}, false
 	}
