@@ -57,6 +57,15 @@ func NewMetrics(reg prometheus.Registerer, prefix string) *Metrics {
 	})
 	reg.MustRegister(m.FrozenWatchUp, m.FrozenWatchFailures, m.APIFrozenAgents,
 		m.BundleInfo, m.BundleLoaded, m.LastLoad, m.Reloads, m.ReloadFailures, m.Rejected)
+	// Every series an alert may watch exists from the start, at 0, so that
+	// increase() sees the first failure rather than a series born at 1.
+	for _, o := range []string{OriginConfigMap, OriginBundleDir, OriginBundleFile, OriginCache, OriginAPI} {
+		m.ReloadFailures.WithLabelValues(o)
+	}
+	for _, r := range []string{ReasonUnsigned, ReasonUnknownKey, ReasonBadSignature, ReasonWrongNamespace,
+		ReasonBadEndorsement, ReasonRollback, ReasonCorrupt, ReasonUnreadable} {
+		m.Rejected.WithLabelValues(r)
+	}
 	return m
 }
 
