@@ -87,7 +87,7 @@ image: ## Write the toolgate image (the Dockerfile's final stage) as an OCI arch
 	go run ./hack/image -o $(IMAGE_ARCHIVE) -ref $(IMAGE) -version $(VERSION) -commit $(COMMIT)
 
 .PHONY: test
-test: test-go test-clients test-rego test-cluster ## Run every test: Go packages (envtest suites included; control plane built on first use), the Python and TypeScript clients, OPA against the exported Rego, then, as root, the real-node suite.
+test: test-go test-clients test-rego test-promql test-cluster ## Run every test: Go packages (envtest suites included; control plane built on first use), the Python and TypeScript clients, OPA against the exported Rego, the alerts' PromQL, then, as root, the real-node suite.
 
 .PHONY: test-go
 test-go: ## Every Go package's tests.
@@ -116,6 +116,10 @@ test-typescript: build typescript-client ## TypeScript client (@toolgate/client)
 .PHONY: test-rego
 test-rego: ## OPA v1.22.3 (a separate module, test/regodiff) against the engine on the exported Rego: samples, table cases, 20,000+ fuzzed requests.
 	cd test/regodiff && go test $(GO_TEST_FLAGS) -v ./... | grep -Ev '^(=== RUN|    --- PASS)'
+
+.PHONY: test-promql
+test-promql: ## The chart's alert expressions parsed by Prometheus's own PromQL parser (a separate module, test/promql).
+	cd test/promql && go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: rego-corpus
 rego-corpus: ## Re-record the engine's table-test cases that test-rego decides with OPA (after changing those tests).
