@@ -47,10 +47,33 @@ type Client struct {
 	opened   atomic.Uint64
 }
 
+// Option changes a Client New makes, beyond Options.
+type Option func(*Client) error
+
+// WithHTTPClient makes the Client send its requests with hc (its
+// Transport, e.g. one that adds tracing, its Jar, its CheckRedirect),
+// still bounded by Options.Timeout per Evaluate. A hc without a Transport
+// gets the Client's own, which dials the sidecar's socket or port; a
+// Transport of hc's own replaces that, so with a unix: URL it must dial
+// the socket itself.
+func WithHTTPClient(hc *http.Client) Option {
+	return func(c *Client) error {
+		if hc == nil {
+			return errors.New("toolgate: WithHTTPClient(nil): give an *http.Client, or leave the option out")
+		}
+		own := *hc
+		if own.Transport == nil {
+			own.Transport = c.http.Transport
+		}
+		c.http = &own
+		return nil
+	}
+}
+
 // New finds the sidecar (Options.URL, TOOLGATE_URL, the socket, the
 // loopback port) and returns a client for it. It fails only on a URL it
-// cannot read; it does not connect.
-func New(opts Options) (*Client, error) {
+// cannot read or an option it cannot apply; it does not connect.
+func New(opts Options, with ...Option) (*Client, error) {
 	ep, err := discover(opts.URL)
 	if err != nil {
 		return nil, err
@@ -82,13 +105,19 @@ func New(opts Options) (*Client, error) {
 	} else {
 		tr.DialContext = (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext
 	}
-	return &Client{
+	c := &Client{
 		http:     &http.Client{Transport: tr},
 		evalURL:  ep.base + "/v1/evaluate",
 		where:    ep.String(),
 		timeout:  opts.Timeout,
 		failOpen: opts.FailOpen,
-	}, nil
+	}
+	for _, o := range with {
+		if err := o(c); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
 }
 
 // URL is the sidecar this client asks, as unix:///path or http://host:port.
