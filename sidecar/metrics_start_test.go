@@ -24,6 +24,9 @@ func TestAlertSeriesExistAtStart(t *testing.T) {
 	o.BundleFile = filepath.Join(dir, "bundle.json")
 	o.DecisionLog = DecisionLogStdout
 	o.DecisionLogWriter = io.Discard
+	// An MCP upstream, so the proxy's metrics exist (it is never called).
+	o.MCP.Listen = "127.0.0.1:0"
+	o.MCP.Upstreams = []string{"files=http://127.0.0.1:1/mcp"}
 	base := startRun(t, o)
 	eventually(t, "the bundle loaded", func() bool { return readyRevision(t, base) != "" })
 	resp, err := http.Get(base + "/metrics")
@@ -36,4 +39,6 @@ func TestAlertSeriesExistAtStart(t *testing.T) {
 		t.Fatalf("/metrics: %d %v", resp.StatusCode, err)
 	}
 	testenv.RequireAlertSeriesAtZero(t, metricPrefix, string(body))
+	// And every sidecar metric the chart's Grafana dashboard queries.
+	testenv.RequireDashboardMetrics(t, metricPrefix, string(body))
 }

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -160,4 +161,62 @@ func cutSeries(line string) (string, [2]string, bool) {
 		return "", [2]string{}, false
 	}
 	return m[1], [2]string{m[2], m[3]}, true
+}
+
+// DashboardExpressions are the PromQL expressions of the chart's Grafana
+// dashboard (charts/toolgate/dashboards/toolgate.json), panel by panel.
+func DashboardExpressions(t testing.TB) []string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(RepoRoot(), "charts", "toolgate", "dashboards", "toolgate.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(raw, &d); err != nil {
+		t.Fatalf("the dashboard is not JSON: %v", err)
+	}
+	var out []string
+	for _, p := range d.Panels {
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for _, tg := range p.Targets {
+			out = append(out, tg.Expr)
+		}
+	}
+	return out
+}
+
+// RequireDashboardMetrics fails t unless every metric starting with prefix
+// that a dashboard query reads is in exposition (a /metrics page of the
+// process that exports it): a histogram's _bucket, _sum and _count are
+// its series.
+func RequireDashboardMetrics(t testing.TB, prefix, exposition string) {
+	t.Helper()
+	exported := map[string]bool{}
+	for _, l := range strings.Split(exposition, "\n") {
+		if name, _, ok := cutSeries(l); ok {
+			exported[name] = true
+		}
+	}
+	names := regexp.MustCompile(regexp.QuoteMeta(prefix) + `[a-z_]+`)
+	read := 0
+	for _, e := range DashboardExpressions(t) {
+		for _, n := range names.FindAllString(e, -1) {
+			read++
+			if !exported[n] {
+				t.Errorf("the dashboard reads %s (%s), which the process does not export", n, e)
+			}
+		}
+	}
+	if read == 0 {
+		t.Errorf("the dashboard reads no %s metric", prefix)
+	}
 }

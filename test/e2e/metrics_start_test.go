@@ -1,10 +1,15 @@
 package e2e
 
 import (
+	"context"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/toolgate/toolgate/internal/testenv"
 )
@@ -22,19 +27,41 @@ func TestOperatorAlertSeriesExistAtStart(t *testing.T) {
 	if _, err := cluster.StartProcess("manager", bin, args...); err != nil {
 		t.Fatal(err)
 	}
-	var body string
-	testenv.EventuallyWithin(t, 60*time.Second, 100*time.Millisecond, "the manager's /metrics", func() (bool, string) {
-		resp, err := http.Get("http://" + addr + "/metrics")
-		if err != nil {
+	scrape := func(what string, ok func(string) bool) string {
+		var body string
+		testenv.EventuallyWithin(t, 60*time.Second, 100*time.Millisecond, what, func() (bool, string) {
+			resp, err := http.Get("http://" + addr + "/metrics")
+			if err != nil {
+				return false, err.Error()
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			if err != nil || resp.StatusCode != http.StatusOK {
+				return false, resp.Status
+			}
+			body = string(b)
+			return ok(body), "not yet"
+		})
+		return body
+	}
+	testenv.RequireAlertSeriesAtZero(t, "toolgate_bundle_", scrape("the manager's /metrics", func(string) bool { return true }))
+
+	// Per-namespace series exist once a namespace publishes: then every
+	// operator metric the Grafana dashboard queries is there.
+	ctx := context.Background()
+	if err := cluster.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "dashboard"}}); err != nil {
+		t.Fatal(err)
+	}
+	p := policy("guardrails", "")
+	p.Namespace = "dashboard"
+	testenv.Eventually(t, "the Policy webhook to admit a Policy", func() (bool, string) {
+		if err := cluster.Client.Create(ctx, p.DeepCopy()); err != nil {
 			return false, err.Error()
 		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil || resp.StatusCode != http.StatusOK {
-			return false, resp.Status
-		}
-		body = string(b)
 		return true, ""
 	})
-	testenv.RequireAlertSeriesAtZero(t, "toolgate_bundle_", body)
+	body := scrape("the namespace's bundle published", func(b string) bool {
+		return strings.Contains(b, `toolgate_bundle_frozen_agents{namespace="dashboard"}`)
+	})
+	testenv.RequireDashboardMetrics(t, "toolgate_bundle_", body)
 }
