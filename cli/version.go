@@ -3,19 +3,79 @@ package cli
 import (
 	"fmt"
 	"runtime"
+	"runtime/debug"
 
 	"github.com/spf13/cobra"
 
 	"github.com/toolgate/toolgate/internal/exitcode"
 )
 
-// Version and Commit are stamped at build time:
+// Version and Commit are stamped at build time (make build, make image):
 //
 //	go build -ldflags "-X github.com/toolgate/toolgate/cli.Version=v0.1.0 -X github.com/toolgate/toolgate/cli.Commit=$(git rev-parse HEAD)"
+//
+// A build without the stamp (go install, plain go build) leaves them "dev",
+// and `toolgate version` reads what the Go toolchain recorded instead.
 var (
 	Version = "dev"
 	Commit  = "dev"
 )
+
+// unstamped is the value of Version and Commit when no -ldflags set them.
+const unstamped = "dev"
+
+// buildVersion is what `toolgate version` reports.
+type buildVersion struct {
+	version, commit, commitTime string
+}
+
+// resolveVersion prefers the ldflags stamp; for what is not stamped it falls
+// back to the build info the Go toolchain embeds: the module version
+// (v1.2.3 from `go install ...@v1.2.3`, a pseudo-version from a checkout) and
+// the VCS revision, commit time and modified flag (-buildvcs, on by default
+// in a git checkout). A modified tree gets "-dirty", as `git describe
+// --dirty` does for the stamp, so a binary never passes for a commit it was
+// not built from. info is nil when the binary carries no build info.
+func resolveVersion(version, commit string, info *debug.BuildInfo) buildVersion {
+	v := buildVersion{version: version, commit: commit}
+	if info == nil {
+		return v
+	}
+	if v.version == unstamped && info.Main.Version != "" && info.Main.Version != "(devel)" {
+		v.version = info.Main.Version
+	}
+	if v.commit != unstamped {
+		return v
+	}
+	var revision, modified string
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			revision = s.Value
+		case "vcs.time":
+			v.commitTime = s.Value
+		case "vcs.modified":
+			modified = s.Value
+		}
+	}
+	if revision == "" {
+		v.commitTime = ""
+		return v
+	}
+	v.commit = revision
+	if modified == "true" {
+		v.commit += "-dirty"
+	}
+	return v
+}
+
+func (v buildVersion) String() string {
+	commit := "commit " + v.commit
+	if v.commitTime != "" {
+		commit += ", committed " + v.commitTime
+	}
+	return fmt.Sprintf("toolgate %s (%s, %s, %s/%s)", v.version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
 
 func newVersionCommand() *cobra.Command {
 	return &cobra.Command{
@@ -23,8 +83,11 @@ func newVersionCommand() *cobra.Command {
 		Short: "Print the toolgate version",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "toolgate %s (commit %s, %s, %s/%s)\n",
-				Version, Commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			info, ok := debug.ReadBuildInfo()
+			if !ok {
+				info = nil
+			}
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), resolveVersion(Version, Commit, info))
 			return err
 		},
 	}
