@@ -79,7 +79,8 @@ setup-cluster: ## Build (once) the real node: kubelet, controller-manager, sched
 test-cluster: setup-cluster ## As root: a real single-node cluster (in its own network namespace): helm install, agents under a real kubelet.
 	go test -tags cluster $(GO_TEST_FLAGS) -v ./test/cluster/
 
-IMAGE ?= toolgate.local/toolgate:$(VERSION)
+# The image is tagged X.Y.Z for a vX.Y.Z tag, as the chart names it (appVersion).
+IMAGE ?= toolgate.local/toolgate:$(patsubst v%,%,$(VERSION))
 IMAGE_ARCHIVE ?= $(LOCALBIN)/toolgate-image.tar
 
 .PHONY: image

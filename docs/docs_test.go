@@ -1,5 +1,5 @@
 // Package docs_test keeps the documentation honest: every relative link and
-// #anchor in README.md, DEVELOPMENT.md, docs/ and the clients' READMEs
+// #anchor in README.md, DEVELOPMENT.md, CHANGELOG.md, docs/ and the clients' READMEs
 // resolves, and every toolgate command line shown in a fenced block parses
 // with the current command tree. The checker is in check_test.go;
 // TestCheckerFindsMistakes shows it fails on each kind of mistake.
@@ -31,7 +31,7 @@ func toolgate() *cobra.Command {
 // in docs/).
 func pages(t *testing.T) []page {
 	t.Helper()
-	names := []string{"README.md", "DEVELOPMENT.md", "clients/python/README.md", "clients/typescript/README.md"}
+	names := []string{"README.md", "DEVELOPMENT.md", "CHANGELOG.md", "clients/python/README.md", "clients/typescript/README.md"}
 	topics, err := filepath.Glob("*.md")
 	if err != nil {
 		t.Fatal(err)
