@@ -227,3 +227,30 @@ func managerArgs(t *testing.T, objs []*unstructured.Unstructured) []string {
 	d := typed[appsv1.Deployment](t, find(t, objs, "Deployment", ""))
 	return d.Spec.Template.Spec.Containers[0].Args
 }
+
+// TestInstallNotesWarnBeforeReady: what `helm install` prints, rendered
+// against the real API server (server-side dry run, so the chart's
+// kubeVersion is checked against its version): with failurePolicy Fail the
+// notes warn that Policy writes are refused until the manager is ready and
+// say to use --wait; with Ignore they do not.
+func TestInstallNotesWarnBeforeReady(t *testing.T) {
+	t.Parallel()
+	kubeconfig := testenv.WriteKubeconfig(t, testenv.Kubeconfig(t, cfg))
+	for policy, warns := range map[string]bool{"Fail": true, "Ignore": false} {
+		// Its own release and namespace: helm refuses to install over
+		// objects the package's other tests created for real.
+		release := "notes-" + strings.ToLower(policy)
+		out, err := helm.Run("install", release, testenv.ChartDir(), "--namespace", release, "--create-namespace", "--kubeconfig", kubeconfig,
+			"--dry-run=server", "--set", "crds.enabled=false", "--set", "webhook.failurePolicy="+policy)
+		if err != nil {
+			t.Fatalf("helm install --dry-run=server, failurePolicy %s: %v", policy, err)
+		}
+		_, notes, ok := strings.Cut(out, "\nNOTES:\n")
+		if !ok {
+			t.Fatalf("failurePolicy %s: no NOTES in\n%.500s", policy, out)
+		}
+		if got := strings.Contains(notes, "refuses every Policy") && strings.Contains(notes, "--wait"); got != warns {
+			t.Errorf("failurePolicy %s: notes warn %v, want %v:\n%s", policy, got, warns, notes)
+		}
+	}
+}
