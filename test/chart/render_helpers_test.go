@@ -44,7 +44,26 @@ var nonDefault = []string{
 	"--set", "sidecarInjection.runAsGroup=4343",
 	"--set", "networkPolicy.enabled=true",
 	"--set", "networkPolicy.monitoringPodSelector.matchLabels.app=prometheus",
+	"--set", "sidecarInjection.resources.requests.cpu=25m",
+	"--set", "sidecarInjection.resources.limits.cpu=2",
+	"--set", "sidecarInjection.resources.requests.memory=96Mi",
+	"--set", "sidecarInjection.resources.limits.memory=96Mi",
+	"--set", "manager.hostNetwork=true",
+	"--set", "webhook.port=10250",
+	"--set", "manager.metricsPort=18080",
+	"--set", "manager.healthProbePort=18081",
+	"--set", "webhook.timeoutSeconds=25",
+	"--set", "webhook.failurePolicy=Ignore",
+	"--set", "manager.podSecurityContext.seccompProfile.type=RuntimeDefault",
+	"--set", "manager.podSecurityContext.runAsUser=null",
+	"--set", "manager.podSecurityContext.runAsGroup=null",
+	"--set", "manager.securityContext.runAsNonRoot=true",
 }
+
+// kubeVersion is the API server version charts render for: the envtest
+// control plane's. Without it, helm template assumes v1.20, which the
+// chart's kubeVersion refuses.
+const kubeVersion = "1.37.2"
 
 // helmTemplate renders the chart as release toolgate in toolgate-system.
 func helmTemplate(args ...string) (string, error) {
@@ -52,7 +71,7 @@ func helmTemplate(args ...string) (string, error) {
 }
 
 func helmTemplateAs(release, namespace string, args ...string) (string, error) {
-	return helm.Run(append([]string{"template", release, testenv.ChartDir(), "--namespace", namespace}, args...)...)
+	return helm.Run(append([]string{"template", release, testenv.ChartDir(), "--namespace", namespace, "--kube-version", kubeVersion}, args...)...)
 }
 
 // render renders the chart and decodes every object, failing the test on

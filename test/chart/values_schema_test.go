@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,7 +19,7 @@ import (
 func TestValueMistakesFailTheInstall(t *testing.T) {
 	t.Parallel()
 	badFile := filepath.Join(t.TempDir(), "bad.yaml")
-	if err := os.WriteFile(badFile, []byte("sidecarInjection:\n  memory: lots\n"), 0o600); err != nil {
+	if err := os.WriteFile(badFile, []byte("sidecarInjection:\n  resources:\n    limits:\n      memory: lots\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -168,7 +169,8 @@ func TestValuesAreDocumentedAndDeclared(t *testing.T) {
 				t.Errorf("values.yaml %s is not declared in values.schema.json", p)
 				continue
 			}
-			whole := sub["$ref"] == "#/definitions/resources" || sub["$ref"] == "#/definitions/labelSelector"
+			whole := slices.Contains([]any{"#/definitions/resources", "#/definitions/sidecarResources", "#/definitions/labelSelector",
+				"#/definitions/podSecurityContext", "#/definitions/securityContext"}, sub["$ref"])
 			leaf := value.Kind != yaml.MappingNode || len(value.Content) == 0
 			if (leaf || whole) && !kubernetesType && strings.TrimSpace(key.HeadComment) == "" {
 				t.Errorf("values.yaml %s has no comment", p)
@@ -178,6 +180,12 @@ func TestValuesAreDocumentedAndDeclared(t *testing.T) {
 			}
 		}
 		for name := range props {
+			// Keys of older charts stay declared, marked deprecated, so the
+			// templates can name their replacement instead of the schema
+			// refusing them as unknown.
+			if deprecated, _ := props[name]["deprecated"].(bool); deprecated {
+				continue
+			}
 			if !seen[name] && name != "global" && !kubernetesType {
 				t.Errorf("values.schema.json declares %s%s, which values.yaml neither sets nor documents", path, name)
 			}
