@@ -28,6 +28,7 @@ var nonDefault = []string{
 	"--set", "metrics.serviceMonitor.enabled=true",
 	"--set", "metrics.podMonitor.enabled=true",
 	"--set", "metrics.prometheusRule.enabled=true",
+	"--set", "metrics.grafanaDashboard.enabled=true", "--set", "metrics.grafanaDashboard.namespace=monitoring",
 	"--set", "sidecarInjection.metricsPort=9300",
 	"--set", "replicaCount=3",
 	"--set", "image.repository=registry.example.com/platform/toolgate",
