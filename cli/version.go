@@ -17,17 +17,31 @@ var (
 	Commit  = "dev"
 )
 
+// versionInfo is what `toolgate version -o json|yaml` prints.
+type versionInfo struct {
+	Version   string `json:"version"`
+	Commit    string `json:"commit"`
+	GoVersion string `json:"goVersion"`
+	Platform  string `json:"platform"`
+}
+
 func newVersionCommand() *cobra.Command {
-	return &cobra.Command{
+	var output outputFormat
+	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print the toolgate version",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "toolgate %s (commit %s, %s, %s/%s)\n",
-				Version, Commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			v := versionInfo{Version: Version, Commit: Commit, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
+			if output != outputText {
+				return writeStructured(cmd.OutOrStdout(), output, v)
+			}
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "toolgate %s (commit %s, %s, %s)\n", v.Version, v.Commit, v.GoVersion, v.Platform)
 			return err
 		},
 	}
+	registerOutput(cmd, &output)
+	return cmd
 }
 
 // noArgs rejects positional arguments as a usage error.
