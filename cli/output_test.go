@@ -180,6 +180,12 @@ func TestValidateSkipsOtherKinds(t *testing.T) {
 	if o.code != exitcode.Problems || !strings.Contains(o.stdout, `unknown kind "Polcy"`) {
 		t.Errorf("typo: exit %d, stdout %q", o.code, o.stdout)
 	}
+	// Malformed documents of any group are still problems, not skipped.
+	o = run(t, mixedManifests+"---\napiVersion: apps/v1\nmetadata: {name: nokind}\n---\n[1, 2]\n", "validate", "-f", "-")
+	if o.code != exitcode.Problems || !strings.Contains(o.stdout, "<stdin>:doc 5: kind: missing") ||
+		!strings.Contains(o.stdout, "<stdin>:doc 6: must be an object") {
+		t.Errorf("malformed: exit %d, stdout %q", o.code, o.stdout)
+	}
 }
 
 // TestValidateStrictKindsRefusesOtherKinds: --strict-kinds keeps the old
