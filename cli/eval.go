@@ -26,6 +26,12 @@ type EvalOptions struct {
 	// History is a file of earlier allowed calls (or "-" for stdin) that
 	// rateLimit and tokenBudget count, as a sidecar would have.
 	History string
+	// Output is -o: text (the default) and json print the result as one
+	// JSON object, yaml as YAML.
+	Output outputFormat
+	// FailOnDeny makes a deny exit with exitcode.Problems, for scripts and
+	// CI that check a request is refused (or allowed) by its exit status.
+	FailOnDeny bool
 }
 
 func newEvalCommand() *cobra.Command {
@@ -35,7 +41,8 @@ func newEvalCommand() *cobra.Command {
 		Short: "Decide one tool call against manifests, as the cluster would",
 		Long: "eval builds the namespace bundle from Policy and FrozenAgent manifests with the function the\n" +
 			"operator uses, compiles it, decides the request and prints the result as one JSON object.\n" +
-			"Any decision exits 0; compile diagnostics go to stderr. Unreadable or malformed input exits 2.",
+			"Any decision exits 0 (with --fail-on-deny a deny exits 1); compile diagnostics go to stderr.\n" +
+			"Unreadable or malformed input exits 2.",
 		Example: "  toolgate eval -f config/samples --request config/samples/requests/bash_rm_rf.json --explain\n" +
 			`  echo '{"tool_name":"pay","kwargs":{"amount":5000}}' | toolgate eval -f config/samples --request -` + "\n" +
 			"  toolgate eval -f policies/ --request req.json --history calls.json --now 2030-01-31T10:00:00Z",
@@ -50,6 +57,8 @@ func newEvalCommand() *cobra.Command {
 	cmd.Flags().StringVar(&o.Now, "now", "", "evaluate at this RFC 3339 time instead of the real clock")
 	cmd.Flags().StringVar(&o.History, "history", "", "JSON array of earlier allowed calls, each {time, agent_id, session_id, tool_name, tokens}, "+
 		"counted by rateLimit and tokenBudget at --now as the sidecar counts them (with its default caps); - for stdin")
+	cmd.Flags().BoolVar(&o.FailOnDeny, "fail-on-deny", false, "exit 1 when the decision is not allow (the result is printed all the same)")
+	registerOutput(cmd, &o.Output)
 	return cmd
 }
 
@@ -98,8 +107,13 @@ func runEval(cmd *cobra.Command, o *EvalOptions, s streams) error {
 	if err != nil {
 		return fmt.Errorf("encoding the result: %w", err)
 	}
-	_, err = s.out.Write(append(out, '\n'))
-	return err
+	if err := writeJSONAs(s.out, o.Output, out); err != nil {
+		return err
+	}
+	if o.FailOnDeny && res.Decision != engine.Allow {
+		return &exitcode.Error{Code: exitcode.Problems} // the result printed says why
+	}
+	return nil
 }
 
 // compileBundle compiles b, the bundle the operator would publish for set,

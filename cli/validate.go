@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -17,6 +19,12 @@ import (
 // ValidateOptions are the flags of `toolgate validate`.
 type ValidateOptions struct {
 	sourceFlags
+	// StrictKinds refuses objects of other API groups (a Deployment) as
+	// problems, instead of skipping and counting them.
+	StrictKinds bool
+	// Output is -o: text (the default, the lines below), json or yaml
+	// (a validateReport).
+	Output outputFormat
 }
 
 func newValidateCommand() *cobra.Command {
@@ -30,14 +38,20 @@ func newValidateCommand() *cobra.Command {
 			"  FILE:doc N: Kind/name: FIELD: message\n" +
 			"The webhook's warnings (valid, but probably not what was meant) go to stderr, as kubectl shows them:\n" +
 			"  warning: FILE:doc N: Policy/name: FIELD: message\n" +
+			"Objects of other API groups (Deployment, ConfigMap, ...) are skipped and counted on stderr, so\n" +
+			"`kustomize build | toolgate validate -f -` checks an application's toolgate objects; --strict-kinds\n" +
+			"refuses them instead. -o json|yaml prints the objects checked and the problems found, located.\n" +
 			"It exits 1 if there is any problem, 0 if there is none and 2 if a path cannot be read.",
-		Example: "  toolgate validate -f config/samples",
+		Example: "  toolgate validate -f config/samples\n" +
+			"  kustomize build overlays/prod | toolgate validate -f - -o json",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.addArgs(args)
 			return runValidate(cmd, o, streamsOf(cmd))
 		},
 	}
 	o.register(cmd, false)
+	cmd.Flags().BoolVar(&o.StrictKinds, "strict-kinds", false, "refuse objects of kinds toolgate does not read (Deployment, ...) instead of skipping them")
+	registerOutput(cmd, &o.Output)
 	return cmd
 }
 
@@ -45,7 +59,7 @@ func runValidate(cmd *cobra.Command, o *ValidateOptions, s streams) error {
 	if err := o.check(cmd); err != nil {
 		return err
 	}
-	set, err := manifest.Load(o.Paths, s.in)
+	set, err := manifest.LoadWith(o.Paths, s.in, manifest.Options{SkipOtherKinds: !o.StrictKinds})
 	var problems manifest.Errors
 	if err != nil {
 		var loadErrs manifest.Errors
@@ -57,6 +71,13 @@ func runValidate(cmd *cobra.Command, o *ValidateOptions, s streams) error {
 	if n := len(set.Skipped); n > 0 {
 		fmt.Fprintf(s.err, "note: skipped %d file(s) with no apiVersion, kind, metadata or spec, such as %s\n", n, set.Skipped[0])
 	}
+	if len(set.OtherKinds) > 0 {
+		n := 0
+		for _, c := range set.OtherKinds {
+			n += c
+		}
+		fmt.Fprintf(s.err, "skipped %d objects of other kinds: %s\n", n, strings.Join(slices.Sorted(maps.Keys(set.OtherKinds)), ", "))
+	}
 	// Only objects the API server's schema accepted are in set: like the
 	// API server, which never calls the webhook for the others.
 	var warnings manifest.Errors
@@ -65,15 +86,21 @@ func runValidate(cmd *cobra.Command, o *ValidateOptions, s streams) error {
 		problems = append(problems, bad...)
 		warnings = append(warnings, lint...)
 	}
-	for _, w := range warnings {
-		fmt.Fprintln(s.err, "warning: "+w.Error())
-	}
 	slices.SortStableFunc(problems, func(a, b *manifest.Error) int {
 		return cmp.Or(cmp.Compare(a.Source.File, b.Source.File), cmp.Compare(a.Source.Doc, b.Source.Doc),
 			cmp.Compare(a.Source.Item, b.Source.Item))
 	})
-	for _, p := range problems {
-		fmt.Fprintln(s.out, p.Error())
+	if o.Output != outputText {
+		if err := writeStructured(s.out, o.Output, newValidateReport(set, problems, warnings)); err != nil {
+			return err
+		}
+	} else {
+		for _, w := range warnings {
+			fmt.Fprintln(s.err, "warning: "+w.Error())
+		}
+		for _, p := range problems {
+			fmt.Fprintln(s.out, p.Error())
+		}
 	}
 	if len(problems) > 0 {
 		fmt.Fprintf(s.err, "%d problem(s) in %s\n", len(problems), objectCount(set))

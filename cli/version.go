@@ -77,8 +77,18 @@ func (v buildVersion) String() string {
 	return fmt.Sprintf("toolgate %s (%s, %s, %s/%s)", v.version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }
 
+// versionInfo is what `toolgate version -o json|yaml` prints.
+type versionInfo struct {
+	Version    string `json:"version"`
+	Commit     string `json:"commit"`
+	CommitTime string `json:"commitTime,omitempty"`
+	GoVersion  string `json:"goVersion"`
+	Platform   string `json:"platform"`
+}
+
 func newVersionCommand() *cobra.Command {
-	return &cobra.Command{
+	var output outputFormat
+	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print the toolgate version",
 		Args:  noArgs,
@@ -87,10 +97,17 @@ func newVersionCommand() *cobra.Command {
 			if !ok {
 				info = nil
 			}
-			_, err := fmt.Fprintln(cmd.OutOrStdout(), resolveVersion(Version, Commit, info))
+			bv := resolveVersion(Version, Commit, info)
+			if output != outputText {
+				return writeStructured(cmd.OutOrStdout(), output, versionInfo{Version: bv.version, Commit: bv.commit, CommitTime: bv.commitTime,
+					GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH})
+			}
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), bv)
 			return err
 		},
 	}
+	registerOutput(cmd, &output)
+	return cmd
 }
 
 // noArgs rejects positional arguments as a usage error.

@@ -30,7 +30,22 @@ const Stdin = "-"
 // namespace is an error. Set.Skipped lists the files of directories that were
 // not manifests.
 func Load(paths []string, stdin io.Reader) (*Set, error) {
-	s := &Set{}
+	return LoadWith(paths, stdin, Options{})
+}
+
+// Options change what Load accepts.
+type Options struct {
+	// SkipOtherKinds counts objects of other API groups (a Deployment, a
+	// ConfigMap) in Set.OtherKinds instead of refusing them, so the output of
+	// `kustomize build` for a whole application can be read. Objects of
+	// toolgate.dev are read as always: a misspelt kind or version there is
+	// still an error.
+	SkipOtherKinds bool
+}
+
+// LoadWith is Load with options.
+func LoadWith(paths []string, stdin io.Reader, opts Options) (*Set, error) {
+	s := &Set{opts: opts}
 	var errs Errors
 	stdinRead := false
 	for _, p := range paths {

@@ -26,6 +26,13 @@ func (s *Set) addObject(src Source, prefix string, h header, doc []byte, errs *E
 	fail := func(field, msg string) {
 		*errs = append(*errs, &Error{Source: src, Kind: h.kind, Name: h.name, Field: field, Message: msg})
 	}
+	if s.opts.SkipOtherKinds && !isToolgateGroup(h.apiVersion) {
+		if s.OtherKinds == nil {
+			s.OtherKinds = map[string]int{}
+		}
+		s.OtherKinds[h.kind]++
+		return
+	}
 	if !knownKind(h.kind) {
 		fail(prefix+"kind", fmt.Sprintf("unknown kind %q (apiVersion %q): toolgate reads %s of %s",
 			h.kind, h.apiVersion, kinds, v1alpha1.GroupVersion))
@@ -42,6 +49,13 @@ func (s *Set) addObject(src Source, prefix string, h header, doc []byte, errs *E
 		}
 		s.Rejected[h.kind]++
 	}
+}
+
+// isToolgateGroup tells whether apiVersion ("group/version", or "version"
+// for the core group) is of toolgate's API group, whatever its version.
+func isToolgateGroup(apiVersion string) bool {
+	group, _, found := strings.Cut(apiVersion, "/")
+	return found && group == v1alpha1.GroupVersion.Group
 }
 
 // admit decodes and validates doc: it returns the object, defaulted, if the

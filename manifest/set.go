@@ -45,6 +45,11 @@ type Set struct {
 	// Rejected counts, by kind, the objects read that the API server would
 	// reject; Load's Errors say why, and they are in no list above.
 	Rejected map[string]int
+	// OtherKinds counts, by kind, the objects of other API groups skipped
+	// under Options.SkipOtherKinds.
+	OtherKinds map[string]int
+
+	opts Options
 }
 
 // Len is the number of objects.

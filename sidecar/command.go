@@ -24,7 +24,8 @@ bundle, reloaded without blocking decisions. Exactly one bundle source:
                                watches the namespace's FrozenAgents (get/list/watch on them) and
                                applies them at once, without the operator
   --bundle-dir DIR             a mounted ConfigMap volume: kubelet refreshes it only every
-                               60-120 s, so a freeze takes that long to bite
+                               60-120 s, so a freeze takes that long to bite; a directory of
+                               manifests is refused (build one with toolgate bundle, use --bundle-file)
   --bundle-file FILE           a bundle document on disk (gzip when it ends in .gz), for local use
 
 Before a bundle is loaded, and after the bundle ConfigMap is deleted, every decision is deny

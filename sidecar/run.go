@@ -35,6 +35,12 @@ func Run(ctx context.Context, opts Options, onListen func(net.Addr)) error {
 	if err != nil {
 		return err
 	}
+	if opts.BundleDir != "" {
+		if err := checkBundleDir(opts.BundleDir, s.log); err != nil {
+			_ = s.Close(context.Background())
+			return err
+		}
+	}
 	s.loader.LoadCache()
 	lns, squatted, err := s.openListeners(opts.Listen)
 	if err != nil {
