@@ -206,6 +206,8 @@ func bundleRevision(t *testing.T, ns string) string {
 	return cm.Annotations[v1alpha1.RevisionAnnotation]
 }
 
+// rejectedTotal lists the bundle_rejected_total series above 0, "" when
+// the sidecar refused no bundle.
 func rejectedTotal(t *testing.T, base string) string {
 	t.Helper()
 	_, body, err := get(base + "/metrics")
@@ -214,7 +216,9 @@ func rejectedTotal(t *testing.T, base string) string {
 	}
 	var lines []string
 	for _, l := range strings.Split(body, "\n") {
-		if strings.HasPrefix(l, "toolgate_sidecar_bundle_rejected_total{") {
+		// Every reason's series exists from the start, at 0: only a
+		// count above 0 is a refusal.
+		if strings.HasPrefix(l, "toolgate_sidecar_bundle_rejected_total{") && !strings.HasSuffix(l, "} 0") {
 			lines = append(lines, l)
 		}
 	}
