@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/bundle"
 )
@@ -31,6 +33,54 @@ type Agent struct {
 type MCPUpstream struct {
 	Object v1alpha1.MCPUpstream
 	Source Source
+}
+
+// entry is what every loaded object has: its metadata and where it came
+// from, so that a walk over the Set's objects is written once.
+type entry interface {
+	meta() *metav1.ObjectMeta
+	source() Source
+}
+
+func (p *Policy) meta() *metav1.ObjectMeta      { return &p.Object.ObjectMeta }
+func (p *Policy) source() Source                { return p.Source }
+func (f *FrozenAgent) meta() *metav1.ObjectMeta { return &f.Object.ObjectMeta }
+func (f *FrozenAgent) source() Source           { return f.Source }
+func (a *Agent) meta() *metav1.ObjectMeta       { return &a.Object.ObjectMeta }
+func (a *Agent) source() Source                 { return a.Source }
+func (u *MCPUpstream) meta() *metav1.ObjectMeta { return &u.Object.ObjectMeta }
+func (u *MCPUpstream) source() Source           { return u.Source }
+
+// each calls f with every object and its kind, kind by kind in input order.
+func (s *Set) each(f func(kind string, e entry)) {
+	for i := range s.Policies {
+		f(kindPolicy, &s.Policies[i])
+	}
+	for i := range s.FrozenAgents {
+		f(kindFrozenAgent, &s.FrozenAgents[i])
+	}
+	for i := range s.Agents {
+		f(kindAgent, &s.Agents[i])
+	}
+	for i := range s.Upstreams {
+		f(kindMCPUpstream, &s.Upstreams[i])
+	}
+}
+
+// inNamespace are the items that would live in ns (naming it or no
+// namespace), as copies that name it.
+func inNamespace[T any, P interface {
+	*T
+	entry
+}](items []T, ns string) []T {
+	var out []T
+	for _, it := range items {
+		if m := P(&it).meta(); m.Namespace == "" || m.Namespace == ns {
+			m.Namespace = ns
+			out = append(out, it)
+		}
+	}
+	return out
 }
 
 // Set is the objects read from some paths, in input order.
@@ -98,18 +148,7 @@ func (s *Set) Namespaces() []string {
 			out = append(out, ns)
 		}
 	}
-	for i := range s.Policies {
-		add(s.Policies[i].Object.Namespace)
-	}
-	for i := range s.FrozenAgents {
-		add(s.FrozenAgents[i].Object.Namespace)
-	}
-	for i := range s.Agents {
-		add(s.Agents[i].Object.Namespace)
-	}
-	for i := range s.Upstreams {
-		add(s.Upstreams[i].Object.Namespace)
-	}
+	s.each(func(_ string, e entry) { add(e.meta().Namespace) })
 	slices.Sort(out)
 	return out
 }
@@ -121,32 +160,8 @@ func (s *Set) InNamespace(ns string) *Set {
 		return &Set{Policies: slices.Clone(s.Policies), FrozenAgents: slices.Clone(s.FrozenAgents),
 			Agents: slices.Clone(s.Agents), Upstreams: slices.Clone(s.Upstreams)}
 	}
-	out := &Set{}
-	for _, p := range s.Policies {
-		if p.Object.Namespace == "" || p.Object.Namespace == ns {
-			p.Object.Namespace = ns
-			out.Policies = append(out.Policies, p)
-		}
-	}
-	for _, f := range s.FrozenAgents {
-		if f.Object.Namespace == "" || f.Object.Namespace == ns {
-			f.Object.Namespace = ns
-			out.FrozenAgents = append(out.FrozenAgents, f)
-		}
-	}
-	for _, a := range s.Agents {
-		if a.Object.Namespace == "" || a.Object.Namespace == ns {
-			a.Object.Namespace = ns
-			out.Agents = append(out.Agents, a)
-		}
-	}
-	for _, u := range s.Upstreams {
-		if u.Object.Namespace == "" || u.Object.Namespace == ns {
-			u.Object.Namespace = ns
-			out.Upstreams = append(out.Upstreams, u)
-		}
-	}
-	return out
+	return &Set{Policies: inNamespace(s.Policies, ns), FrozenAgents: inNamespace(s.FrozenAgents, ns),
+		Agents: inNamespace(s.Agents, ns), Upstreams: inNamespace(s.Upstreams, ns)}
 }
 
 // OneNamespace returns the objects of the namespace one bundle is built
@@ -193,22 +208,7 @@ func (s *Set) Duplicates() Errors {
 		}
 		seen[k] = src
 	}
-	for i := range s.Policies {
-		p := &s.Policies[i]
-		check(kindPolicy, p.Object.Namespace, p.Object.Name, p.Source)
-	}
-	for i := range s.FrozenAgents {
-		f := &s.FrozenAgents[i]
-		check(kindFrozenAgent, f.Object.Namespace, f.Object.Name, f.Source)
-	}
-	for i := range s.Agents {
-		a := &s.Agents[i]
-		check(kindAgent, a.Object.Namespace, a.Object.Name, a.Source)
-	}
-	for i := range s.Upstreams {
-		u := &s.Upstreams[i]
-		check(kindMCPUpstream, u.Object.Namespace, u.Object.Name, u.Source)
-	}
+	s.each(func(kind string, e entry) { check(kind, e.meta().Namespace, e.meta().Name, e.source()) })
 	return errs
 }
 
