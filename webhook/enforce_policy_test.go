@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -297,8 +298,7 @@ func TestEnforcePolicyAdmitsWhatEachConfigurationInjects(t *testing.T) {
 	tcpOnly.Native, tcpOnly.Socket, tcpOnly.MetricsPort, tcpOnly.ClusterName = false, "", 0, ""
 	tcpOnly.ImagePullPolicy, tcpOnly.BundleConfigMap = corev1.PullAlways, "agents-bundle"
 	socketOnly.Listen, socketOnly.RunAsUser, socketOnly.RunAsGroup, socketOnly.Socket = "", 70000, 70001, "/run/tg/decisions.sock"
-	id := &registered{agent: v1alpha1.Agent{ObjectMeta: metav1.ObjectMeta{Name: "agent"},
-		Spec: v1alpha1.AgentSpec{ServiceAccountName: "agent-sa", Upstreams: []string{"github"}}},
+	id := &registered{agent: engine.Agent{Name: "agent", ServiceAccount: "agent-sa", ID: "agent", Roles: []string{}, Upstreams: []string{"github"}},
 		upstreams: []mcpAnnotated{{name: "github", url: "https://mcp.example.com/mcp", secret: "gh-cred", key: "header"}}}
 	configs := map[string]InjectOptions{"tcp-only": tcpOnly, "socket-only": socketOnly}
 	for name, o := range configs {

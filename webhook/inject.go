@@ -182,7 +182,7 @@ func injectSidecar(pod *corev1.Pod, o InjectOptions, id *registered) {
 		ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.serviceAccountName"}}}
 	switch {
 	case id != nil:
-		agentID = corev1.EnvVar{Name: "TOOLGATE_AGENT_ID", Value: id.agent.ID()}
+		agentID = corev1.EnvVar{Name: "TOOLGATE_AGENT_ID", Value: id.agent.ID}
 	case pod.Annotations[v1alpha1.AnnotationAgentID] != "":
 		agentID = corev1.EnvVar{Name: "TOOLGATE_AGENT_ID", Value: pod.Annotations[v1alpha1.AnnotationAgentID]}
 	}
@@ -215,7 +215,7 @@ func injectSidecar(pod *corev1.Pod, o InjectOptions, id *registered) {
 		// What the sidecar binds comes from the signed bundle's Agent; the
 		// arguments say the same, for its logs. The Pod's annotations are
 		// ignored: its author does not choose its roles or environment.
-		c.Args = append(c.Args, "--roles="+strings.Join(id.agent.Spec.Roles, ","))
+		c.Args = append(c.Args, "--roles="+strings.Join(id.agent.Roles, ","))
 		if id.environment != "" {
 			c.Args = append(c.Args, "--environment="+id.environment)
 		}

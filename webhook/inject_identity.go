@@ -14,6 +14,7 @@ import (
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/bundle"
+	"github.com/toolgate/toolgate/engine"
 )
 
 // +kubebuilder:rbac:groups=toolgate.dev,resources=agents;mcpupstreams,verbs=get;list;watch
@@ -25,7 +26,7 @@ import (
 // annotations then choose nothing but which of the Agent's upstreams to
 // reach.
 type registered struct {
-	agent       v1alpha1.Agent
+	agent       engine.Agent
 	environment string
 	upstreams   []mcpAnnotated
 }
@@ -58,21 +59,18 @@ func (p *PodInjector) registration(ctx context.Context, namespace string) (bundl
 // MCPUpstream.
 func (p *PodInjector) resolveRegistered(ctx context.Context, pod *corev1.Pod, namespace string, reg bundle.Registration) (*registered, error) {
 	sa := serviceAccount(pod)
-	conflicts := bundle.Conflicts(reg.Agents)
-	var agent *v1alpha1.Agent
-	for i := range reg.Agents {
-		if a := &reg.Agents[i]; a.Spec.ServiceAccountName == sa && conflicts[a.Name] == "" {
-			agent = a
-		}
-	}
+	// The identity the operator publishes, conflicts resolved as there: the
+	// Pod gets the Agent its sidecar will bind.
+	id := bundle.Identity(reg)
+	agent, ok := id.AgentFor(sa)
 	saPath := field.NewPath("spec", "serviceAccountName")
-	if agent == nil {
+	if !ok {
 		return nil, podInvalid(pod, field.ErrorList{field.Forbidden(saPath, fmt.Sprintf(
 			"ServiceAccount %q has no Agent in namespace %s, whose agents are registered (it has Agents, or the label %s=true): "+
 				"an admin of the namespace must create an Agent with spec.serviceAccountName: %s before Pods may run as it",
 			sa, namespace, v1alpha1.LabelEnforce, sa))})
 	}
-	r := &registered{agent: *agent, environment: reg.Labels[v1alpha1.LabelEnvironment]}
+	r := &registered{agent: agent, environment: id.Environment}
 	v, ok := pod.Annotations[AnnotationMCPUpstreams]
 	if !ok {
 		return r, nil
@@ -92,7 +90,7 @@ func (p *PodInjector) resolveRegistered(ctx context.Context, pod *corev1.Pod, na
 		case len(validation.IsDNS1123Label(name)) > 0 || len(name) > maxMCPName:
 			errs = append(errs, field.Invalid(annotation, name, fmt.Sprintf("an MCPUpstream name is a DNS label of at most %d characters", maxMCPName)))
 			continue
-		case !slices.Contains(agent.Spec.Upstreams, name):
+		case !slices.Contains(agent.Upstreams, name):
 			errs = append(errs, field.Forbidden(annotation, fmt.Sprintf(
 				"Agent %s (ServiceAccount %s) does not list MCPUpstream %q in spec.upstreams: an admin of the namespace must add it", agent.Name, sa, name)))
 			continue
