@@ -21,6 +21,7 @@ import (
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/endpoint"
+	"github.com/toolgate/toolgate/internal/registration"
 )
 
 // The injected container and its volumes (the annotations that drive
@@ -141,12 +142,12 @@ func (p *PodInjector) Default(ctx context.Context, pod *corev1.Pod) error {
 	}
 	var id *registered
 	if namespace != "" {
-		reg, err := p.registration(ctx, namespace)
+		reg, err := registration.Read(ctx, p.Client, namespace)
 		if err != nil {
 			return err
 		}
 		if reg.Registered() {
-			if id, err = p.resolveRegistered(ctx, pod, namespace, reg); err != nil {
+			if id, err = resolveRegistered(pod, namespace, reg); err != nil {
 				return err
 			}
 		}

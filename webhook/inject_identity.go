@@ -1,16 +1,13 @@
 package webhook
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/bundle"
@@ -31,33 +28,12 @@ type registered struct {
 	upstreams   []mcpAnnotated
 }
 
-// registration reads what the namespace says about its agents: its Agents
-// and MCPUpstreams, and its labels.
-func (p *PodInjector) registration(ctx context.Context, namespace string) (bundle.Registration, error) {
-	var reg bundle.Registration
-	var ns corev1.Namespace
-	if err := p.Client.Get(ctx, client.ObjectKey{Name: namespace}, &ns); err != nil && !apierrors.IsNotFound(err) {
-		return reg, fmt.Errorf("reading namespace %s: %w", namespace, err)
-	}
-	reg.Labels = ns.Labels
-	var agents v1alpha1.AgentList
-	if err := p.Client.List(ctx, &agents, client.InNamespace(namespace)); err != nil {
-		return reg, fmt.Errorf("listing the Agents of %s: %w", namespace, err)
-	}
-	for _, a := range agents.Items {
-		if a.DeletionTimestamp == nil {
-			reg.Agents = append(reg.Agents, a)
-		}
-	}
-	return reg, nil
-}
-
 // resolveRegistered finds the Pod's Agent (its ServiceAccount's) and the
 // upstreams its annotation names, refusing what the namespace's admins did
 // not register: no Agent for the ServiceAccount, an upstream written
 // inline (NAME=URL), one the Agent does not list, or one with no
 // MCPUpstream.
-func (p *PodInjector) resolveRegistered(ctx context.Context, pod *corev1.Pod, namespace string, reg bundle.Registration) (*registered, error) {
+func resolveRegistered(pod *corev1.Pod, namespace string, reg bundle.Registration) (*registered, error) {
 	sa := serviceAccount(pod)
 	// The identity the operator publishes, conflicts resolved as there: the
 	// Pod gets the Agent its sidecar will bind.
@@ -95,14 +71,12 @@ func (p *PodInjector) resolveRegistered(ctx context.Context, pod *corev1.Pod, na
 				"Agent %s (ServiceAccount %s) does not list MCPUpstream %q in spec.upstreams: an admin of the namespace must add it", agent.Name, sa, name)))
 			continue
 		}
-		var up v1alpha1.MCPUpstream
-		if err := p.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &up); err != nil {
-			if apierrors.IsNotFound(err) {
-				errs = append(errs, field.NotFound(annotation, fmt.Sprintf("MCPUpstream %s/%s", namespace, name)))
-				continue
-			}
-			return nil, fmt.Errorf("reading MCPUpstream %s/%s: %w", namespace, name, err)
+		i := slices.IndexFunc(reg.Upstreams, func(u v1alpha1.MCPUpstream) bool { return u.Name == name })
+		if i < 0 {
+			errs = append(errs, field.NotFound(annotation, fmt.Sprintf("MCPUpstream %s/%s", namespace, name)))
+			continue
 		}
+		up := &reg.Upstreams[i]
 		u := mcpAnnotated{name: name, url: up.Spec.URL}
 		if ref := up.Spec.CredentialSecretRef; ref != nil {
 			u.secret, u.key = ref.Name, ref.Key
