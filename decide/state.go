@@ -2,7 +2,6 @@ package decide
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
@@ -86,20 +85,10 @@ func (st *State) CheckUpstream(name, url string) error {
 	if id == nil {
 		return nil
 	}
-	a := st.binding.agent
-	if a == nil {
+	if st.binding.agent == nil {
 		return fmt.Errorf("this sidecar's ServiceAccount %q has no Agent: an admin of the namespace must create one", st.ServiceAccount)
 	}
-	registered, ok := id.UpstreamURL(name)
-	switch {
-	case !ok:
-		return fmt.Errorf("no MCPUpstream %q is registered in the namespace", name)
-	case registered != url:
-		return fmt.Errorf("MCPUpstream %q is registered at %s, not at %s", name, registered, url)
-	case !slices.Contains(a.Upstreams, name):
-		return fmt.Errorf("Agent %q does not list MCPUpstream %q in spec.upstreams", a.Name, name)
-	}
-	return nil
+	return id.CheckUpstream(st.binding.agent, name, url)
 }
 
 // Ready reports whether a bundle is served.

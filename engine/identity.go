@@ -2,6 +2,7 @@ package engine
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 )
 
@@ -60,6 +61,22 @@ func (id *Identity) UpstreamURL(name string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// CheckUpstream tells whether agent a may reach the MCP upstream name at
+// url: only one id registers under that name at that very URL, and that a
+// lists. The error says which is missing.
+func (id *Identity) CheckUpstream(a *Agent, name, url string) error {
+	registered, ok := id.UpstreamURL(name)
+	switch {
+	case !ok:
+		return fmt.Errorf("no MCPUpstream %q is registered in the namespace", name)
+	case registered != url:
+		return fmt.Errorf("MCPUpstream %q is registered at %s, not at %s", name, registered, url)
+	case !slices.Contains(a.Upstreams, name):
+		return fmt.Errorf("Agent %q does not list MCPUpstream %q in spec.upstreams", a.Name, name)
+	}
+	return nil
 }
 
 // sorted is id in canonical order (agents and upstreams by name, roles and
