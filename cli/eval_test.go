@@ -16,8 +16,8 @@ func TestEvalDecides(t *testing.T) {
 	dir := testenv.WriteTree(t, map[string]string{"p.yaml": fmt.Sprintf(denyBashPolicy, ""), "req.json": `{"tool_name":"Bash","input":{"command":"ls"}}`})
 	res := oneResult(t, run(t, "", "eval", "-f", filepath.Join(dir, "p.yaml"), "--request", filepath.Join(dir, "req.json")))
 	if res.Decision != engine.Deny || res.MatchedPolicyID != "no-bash" || res.MatchedPolicyVersion != 1 ||
-		res.MatchedRuleID != "deny-bash" || res.Reason != "no shell" || res.Code != "" {
-		t.Errorf("result %+v", res)
+		res.MatchedRuleID != "deny-bash" || res.Reason != "no shell" || res.Code != "deny-bash" {
+		t.Errorf("result %+v; want a rule's deny coded by the rule's id, as the sidecar answers", res)
 	}
 	res = oneResult(t, run(t, `{"tool_name":"Read"}`, "eval", "-f", filepath.Join(dir, "p.yaml"), "--request", "-"))
 	if res.Decision != engine.Allow || res.MatchedRuleID != "" || res.Code != "" {

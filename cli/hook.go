@@ -49,8 +49,14 @@ type deciderFlags struct {
 	ServiceAccount string
 }
 
-// check refuses flags that cannot decide; command prefixes the message.
+// check refuses flags that cannot decide; command prefixes the message,
+// which names the flag (the client's own errors name its Go fields).
 func (f *deciderFlags) check(command string) error {
+	if f.URL != "" {
+		if err := client.CheckURL(f.URL); err != nil {
+			return exitcode.Usagef("%s: --url %v", command, err)
+		}
+	}
 	switch {
 	case f.Timeout <= 0:
 		return exitcode.Usagef("%s: --timeout must be positive, not %v", command, f.Timeout)

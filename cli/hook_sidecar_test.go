@@ -91,8 +91,11 @@ func TestHookSidecar(t *testing.T) {
 		!strings.Contains(d.PermissionDecisionReason, "status 400") || !strings.Contains(d.PermissionDecisionReason, "denied (fail closed)") {
 		t.Errorf("non-200: %+v", d)
 	}
-	if d := hookDecisionOf(t, hook(hookEvent(t, "bash_ls.json"), nil, "--url", "ftp://"+addr)); d.PermissionDecision != "deny" ||
-		!strings.Contains(d.PermissionDecisionReason, "want unix:///path/to.sock or http://host:port") {
+	// A bad TOOLGATE_URL is read only when a call comes: the call is
+	// denied, naming the variable (a bad --url is a usage error:
+	// TestHookRefusesFlagsThatCannotDecide).
+	if d := hookDecisionOf(t, hook(hookEvent(t, "bash_ls.json"), []string{"TOOLGATE_URL=ftp://" + addr})); d.PermissionDecision != "deny" ||
+		!strings.Contains(d.PermissionDecisionReason, `TOOLGATE_URL "ftp://`+addr+`": want unix:///path/to.sock or http://host:port`) {
 		t.Errorf("bad URL: %+v", d)
 	}
 

@@ -174,9 +174,13 @@ func TestHookRefusesFlagsThatCannotDecide(t *testing.T) {
 		{[]string{"--timeout", "-1s"}, "--timeout must be positive, not -1s"},
 		{[]string{"--bundle-dir", "-"}, "--bundle-dir -: stdin carries the agent's messages"},
 		{[]string{"--bundle-dir", samplesDir, "--url", "http://127.0.0.1:1"}, "--bundle-dir decides locally, --url asks a sidecar: give one"},
+		// The flag is named, not the client's Go field (Options.URL).
+		{[]string{"--url", "ftp://x"}, `toolgate hook claude-code: --url "ftp://x": want unix:///path/to.sock or http://host:port`},
+		{[]string{"--url", "unix://relative.sock"}, `--url "unix://relative.sock": a socket path must be absolute`},
+		{[]string{"--url", "http://u:p@127.0.0.1:1"}, `--url "http://u:p@127.0.0.1:1": a sidecar URL has no user, query or fragment`},
 	} {
 		o := run(t, `{"hook_event_name":"PreToolUse","tool_name":"Read","tool_input":{}}`, append([]string{"hook", "claude-code"}, c.args...)...)
-		if o.code != exitcode.Usage || o.stdout != "" || !strings.Contains(o.stderr, c.want) {
+		if o.code != exitcode.Usage || o.stdout != "" || !strings.Contains(o.stderr, c.want) || strings.Contains(o.stderr, "Options.") {
 			t.Errorf("hook %v: exit %d, stdout %q, stderr %q; want a usage error with %q", c.args, o.code, o.stdout, o.stderr, c.want)
 		}
 	}

@@ -27,7 +27,7 @@ func TestMCPStdioCommandLine(t *testing.T) {
 		{[]string{"mcp", "stdio", "--", "true"}, 2, "--server NAME is required"},
 		{[]string{"mcp", "stdio", "--server", "files", "--timeout", "0s", "--", "true"}, 2, "--timeout must be positive"},
 		{[]string{"mcp", "stdio", "--server", "files", "--timeout", "soon", "--", "true"}, 2, "invalid argument"},
-		{[]string{"mcp", "stdio", "--server", "files", "--url", "ftp://x", "--", "true"}, 2, "ftp://x"},
+		{[]string{"mcp", "stdio", "--server", "files", "--url", "ftp://x", "--", "true"}, 2, `toolgate mcp stdio: --url "ftp://x": want unix:///path/to.sock`},
 		{[]string{"mcp", "stdio", "--server", "files", "--url", "http://127.0.0.1:1", "--", "/nonexistent/server"}, 2, "starting the server"},
 		{[]string{"mcp", "stdio", "--server", "files", "--url", "http://127.0.0.1:1", "--", "sh", "-c", "exit 7"}, 7, ""},
 		{[]string{"mcp", "stdio", "--server", "files", "--url", "http://127.0.0.1:1", "--", "true"}, 0, ""},

@@ -48,6 +48,6 @@ func Example() {
 		fmt.Println(string(out))
 	}
 	// Output:
-	// {"decision":"deny","effect":"deny","matchedPolicyId":"block-rm-rf","matchedPolicyVersion":1,"matchedRuleId":"no-rm-rf","reason":"rm -rf is never allowed","latencyMs":0}
+	// {"decision":"deny","effect":"deny","matchedPolicyId":"block-rm-rf","matchedPolicyVersion":1,"matchedRuleId":"no-rm-rf","code":"no-rm-rf","reason":"rm -rf is never allowed","latencyMs":0}
 	// {"decision":"allow","effect":"allow","matchedPolicyId":null,"matchedPolicyVersion":null,"matchedRuleId":null,"latencyMs":0}
 }

@@ -143,9 +143,9 @@ func (r Result) AppendJSON(dst []byte) ([]byte, error) {
 		dst = AppendJSONString(dst, r.MatchedResource.Name)
 		dst = append(dst, '}')
 	}
-	if r.Code != "" {
+	if code := r.StatedCode(); code != "" {
 		dst = append(dst, `,"code":`...)
-		dst = AppendJSONString(dst, string(r.Code))
+		dst = AppendJSONString(dst, string(code))
 	}
 	if r.Reason != "" {
 		dst = append(dst, `,"reason":`...)
@@ -196,6 +196,18 @@ func (r *Result) StatedEffect() Effect {
 		return EffectAllow
 	}
 	return EffectDeny
+}
+
+// StatedCode is the code an answer states: the engine's own code (a deny
+// no rule made, such as AGENT_FROZEN), else, on a deny by a rule, the
+// rule's id, so that a caller reads why from one field whatever denied.
+// Code itself stays empty on a rule's deny: metrics label by it, and rule
+// ids are not a bounded set of labels.
+func (r *Result) StatedCode() Code {
+	if r.Code == "" && r.Decision == Deny && r.MatchedRuleID != "" {
+		return Code(r.MatchedRuleID)
+	}
+	return r.Code
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.

@@ -98,5 +98,8 @@ func (l *Evaluator) Evaluate(_ context.Context, req client.Request) (client.Resu
 // beyond the engine's own.
 func (l *Evaluator) EvaluateRequest(req engine.Request) client.Result {
 	res, st := l.d.Decide(req, false, nil)
+	// As the sidecar's answer states it: a rule's deny is coded by the
+	// rule's id.
+	res.Code = res.StatedCode()
 	return client.Result{Result: res, BundleRevision: st.Revision}
 }
