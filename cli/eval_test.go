@@ -212,6 +212,7 @@ func TestEvalInputErrors(t *testing.T) {
 		{"tool_name a number", "", []string{"eval", "-f", ok, "--request", p("req/number.json")}, "bad request: tool_name must be a string, not a number"},
 		{"tool_name null", "", []string{"eval", "-f", ok, "--request", p("req/null-tool.json")}, "bad request: tool_name must be a string, not null"},
 		{"tool_name missing", "", []string{"eval", "-f", ok, "--request", p("req/missing.json")}, "bad request: tool_name is required"},
+		{"agentId for agent_id", `{"tool_name":"Bash","agentId":"a-1"}`, []string{"eval", "-f", ok, "--request", "-"}, `--request <stdin>: bad request: unknown field "agentId": did you mean "agent_id"?`},
 		{"two requests", "", []string{"eval", "-f", ok, "--request", p("req/trailing.json")}, "bad request: trailing data after the JSON object"},
 		{"empty request", "", []string{"eval", "-f", ok, "--request", p("req/empty.json")}, "bad request: not valid JSON"},
 		{"request from stdin, not JSON", "tool_name: Bash", []string{"eval", "-f", ok, "--request", "-"}, "--request <stdin>: bad request: not valid JSON"},

@@ -155,8 +155,12 @@ func countElements(doc []byte, limit int) int {
 	return n
 }
 
-// Validate checks the one field every request needs.
+// Validate checks the one field every request needs, and refuses a known
+// field spelled another way (checkFieldSpelling).
 func (r Request) Validate() error {
+	if err := checkFieldSpelling(r); err != nil {
+		return err
+	}
 	t, present := r[FieldToolName]
 	if !present {
 		return fmt.Errorf("%w: tool_name is required", ErrBadRequest)

@@ -35,6 +35,10 @@ func TestEvaluateRejectsMalformedInputWith400(t *testing.T) {
 		{"numeric tool_name", "", `{"tool_name":5}`, "tool_name must be a string"},
 		{"null tool_name", "", `{"tool_name":null}`, "tool_name must be a string"},
 		{"object tool_name", "", `{"tool_name":{"x":1}}`, "tool_name must be a string"},
+		// A known field spelled another way is refused as toolgate eval
+		// refuses it (engine.Request.Validate, the one check).
+		{"agentId for agent_id", "", `{"tool_name":"Bash","agentId":"a"}`, `unknown field "agentId": did you mean "agent_id"?`},
+		{"toolName for tool_name", "", `{"toolName":"Bash"}`, `unknown field "toolName": did you mean "tool_name"?`},
 		{"trailing data", "", `{"tool_name":"Bash"} {}`, "trailing data"},
 		{"bad explain", "?explain=maybe", `{"tool_name":"Bash"}`, "explain"},
 		{"bad query escape", "?explain=%zz", `{"tool_name":"Bash"}`, "query"},

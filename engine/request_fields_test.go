@@ -1,0 +1,56 @@
+package engine
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// TestDecodeRequestRefusesKnownFieldsSpelledOtherwise: agentId is not
+// agent_id; a rule on agent_id (a FrozenAgent, a limit) would never see
+// it, so the request is refused, naming the field and the one meant.
+func TestDecodeRequestRefusesKnownFieldsSpelledOtherwise(t *testing.T) {
+	for doc, want := range map[string]string{
+		`{"tool_name":"Bash","agentId":"a-1"}`:                   `unknown field "agentId": did you mean "agent_id"?`,
+		`{"toolName":"Bash"}`:                                    `unknown field "toolName": did you mean "tool_name"?`,
+		`{"tool_name":"Bash","SessionID":"s"}`:                   `unknown field "SessionID": did you mean "session_id"?`,
+		`{"tool_name":"Bash","tool-use-id":"t"}`:                 `unknown field "tool-use-id": did you mean "tool_use_id"?`,
+		`{"tool_name":"Bash","Kwargs":{"amount":5000}}`:          `unknown field "Kwargs": did you mean "kwargs"?`,
+		`{"tool_name":"Bash","actorConfidence":"high"}`:          `unknown field "actorConfidence": did you mean "actor_confidence"?`,
+		`{"tool_name":"Bash","agent_id":"a","AGENT_ID":"frozen"}`: `unknown field "AGENT_ID": did you mean "agent_id"?`,
+	} {
+		for name, decode := range map[string]func([]byte) (Request, error){
+			"fast": DecodeRequest,
+			"std":  func(b []byte) (Request, error) { return decodeRequestStd(b, DefaultMaxElements) },
+		} {
+			_, err := decode([]byte(doc))
+			if err == nil || !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s %s: %v; want a bad request with %q", name, doc, err, want)
+			}
+		}
+	}
+	// Fields toolgate gives no meaning to are the caller's: policies may
+	// read them, so they pass, however long or odd.
+	for _, doc := range []string{
+		`{"tool_name":"Bash","agent_id":"a","session_id":"s","input":{"agentId":"nested is the tool's own"}}`,
+		`{"tool_name":"Bash","ticket":"OPS-1","agent":"x","tool":"y","customer_tier":"gold"}`,
+		`{"tool_name":"Bash","` + strings.Repeat("agent_id", 10) + `":1}`,
+	} {
+		if _, err := DecodeRequest([]byte(doc)); err != nil {
+			t.Errorf("%s: %v", doc, err)
+		}
+	}
+}
+
+func BenchmarkValidateRequest(b *testing.B) {
+	req, err := DecodeRequest([]byte(`{"tool_name":"Bash","agent_id":"a-1","session_id":"s-1","tool_use_id":"t","framework":"claude","input":{"command":"ls"}}`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := req.Validate(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
