@@ -11,12 +11,12 @@ import (
 // it, so the request is refused, naming the field and the one meant.
 func TestDecodeRequestRefusesKnownFieldsSpelledOtherwise(t *testing.T) {
 	for doc, want := range map[string]string{
-		`{"tool_name":"Bash","agentId":"a-1"}`:                   `unknown field "agentId": did you mean "agent_id"?`,
-		`{"toolName":"Bash"}`:                                    `unknown field "toolName": did you mean "tool_name"?`,
-		`{"tool_name":"Bash","SessionID":"s"}`:                   `unknown field "SessionID": did you mean "session_id"?`,
-		`{"tool_name":"Bash","tool-use-id":"t"}`:                 `unknown field "tool-use-id": did you mean "tool_use_id"?`,
-		`{"tool_name":"Bash","Kwargs":{"amount":5000}}`:          `unknown field "Kwargs": did you mean "kwargs"?`,
-		`{"tool_name":"Bash","actorConfidence":"high"}`:          `unknown field "actorConfidence": did you mean "actor_confidence"?`,
+		`{"tool_name":"Bash","agentId":"a-1"}`:                    `unknown field "agentId": did you mean "agent_id"?`,
+		`{"toolName":"Bash"}`:                                     `unknown field "toolName": did you mean "tool_name"?`,
+		`{"tool_name":"Bash","SessionID":"s"}`:                    `unknown field "SessionID": did you mean "session_id"?`,
+		`{"tool_name":"Bash","tool-use-id":"t"}`:                  `unknown field "tool-use-id": did you mean "tool_use_id"?`,
+		`{"tool_name":"Bash","Kwargs":{"amount":5000}}`:           `unknown field "Kwargs": did you mean "kwargs"?`,
+		`{"tool_name":"Bash","actorConfidence":"high"}`:           `unknown field "actorConfidence": did you mean "actor_confidence"?`,
 		`{"tool_name":"Bash","agent_id":"a","AGENT_ID":"frozen"}`: `unknown field "AGENT_ID": did you mean "agent_id"?`,
 	} {
 		for name, decode := range map[string]func([]byte) (Request, error){
