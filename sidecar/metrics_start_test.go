@@ -41,4 +41,6 @@ func TestAlertSeriesExistAtStart(t *testing.T) {
 	testenv.RequireAlertSeriesAtZero(t, metricPrefix, string(body))
 	// And every sidecar metric the chart's Grafana dashboard queries.
 	testenv.RequireDashboardMetrics(t, metricPrefix, string(body))
+	// And every one of them passes the Prometheus client's metric lint.
+	t.Logf("promlint: %d %s metrics linted", testenv.RequireLintedMetrics(t, metricPrefix, string(body)), metricPrefix)
 }

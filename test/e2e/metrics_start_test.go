@@ -64,4 +64,7 @@ func TestOperatorAlertSeriesExistAtStart(t *testing.T) {
 		return strings.Contains(b, `toolgate_bundle_frozen_agents{namespace="dashboard"}`)
 	})
 	testenv.RequireDashboardMetrics(t, "toolgate_bundle_", body)
+	// Every toolgate metric of the operator (the injector's and the
+	// webhooks' included) passes the Prometheus client's metric lint.
+	t.Logf("promlint: %d toolgate_ metrics linted", testenv.RequireLintedMetrics(t, "toolgate_", body))
 }
