@@ -55,7 +55,7 @@ func newEvalCommand() *cobra.Command {
 	cmd.Flags().StringVar(&o.Request, "request", "", "request JSON file, or - for stdin (required)")
 	cmd.Flags().BoolVar(&o.Explain, "explain", false, "add a trace of every rule reached and every condition")
 	cmd.Flags().StringVar(&o.Now, "now", "", "evaluate at this RFC 3339 time instead of the real clock")
-	cmd.Flags().StringVar(&o.History, "history", "", "JSON array of earlier allowed calls, each {time, agent_id, session_id, tool_name, tokens}, "+
+	cmd.Flags().StringVar(&o.History, "history", "", "earlier allowed calls, each {time, agent_id, session_id, tool_name, tokens}, as a JSON array or JSON Lines, "+
 		"counted by rateLimit and tokenBudget at --now as the sidecar counts them (with its default caps); - for stdin")
 	cmd.Flags().BoolVar(&o.FailOnDeny, "fail-on-deny", false, "exit 1 when the decision is not allow (the result is printed all the same)")
 	registerOutput(cmd, &o.Output)

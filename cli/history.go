@@ -39,9 +39,19 @@ func readHistory(path string, in io.Reader, now time.Time) (*usage.Ledger, error
 	if err != nil {
 		return nil, err
 	}
-	calls, err := parseHistory(data, now)
+	l, err := historyLedger(data, now)
 	if err != nil {
 		return nil, exitcode.Usagef("--history %s: %v", name, err)
+	}
+	return l, nil
+}
+
+// historyLedger replays a history document into a ledger with the
+// sidecar's default caps; errors name neither flag nor file.
+func historyLedger(data []byte, now time.Time) (*usage.Ledger, error) {
+	calls, err := parseHistory(data, now)
+	if err != nil {
+		return nil, err
 	}
 	l, err := usage.New(usage.DefaultMaxKeys, usage.DefaultMaxEventsPerKey)
 	if err != nil {
@@ -52,14 +62,19 @@ func readHistory(path string, in io.Reader, now time.Time) (*usage.Ledger, error
 	slices.SortStableFunc(calls, func(a, b historyCall) int { return a.at.Compare(b.at) })
 	for _, c := range calls {
 		if err := l.Record(c.req, c.at); err != nil {
-			return nil, exitcode.Usagef("--history %s: the calls are more than a sidecar's ledger holds at its default --usage-max-keys: %v", name, err)
+			return nil, fmt.Errorf("the calls are more than a sidecar's ledger holds at its default --usage-max-keys: %w", err)
 		}
 	}
 	return l, nil
 }
 
-// parseHistory checks every entry, naming the first problem by its index.
+// parseHistory checks every entry, naming the first problem by its index
+// (or line). The history is a JSON array of calls, or JSON Lines, one call
+// per line, as logs are kept.
 func parseHistory(data []byte, now time.Time) ([]historyCall, error) {
+	if trimmed := bytes.TrimSpace(data); len(trimmed) > 0 && trimmed[0] == '{' {
+		return parseHistoryLines(data, now)
+	}
 	var entries []json.RawMessage
 	if err := json.Unmarshal(data, &entries); err != nil || entries == nil {
 		return nil, fmt.Errorf("not a JSON array of earlier allowed calls, like "+
@@ -70,6 +85,25 @@ func parseHistory(data []byte, now time.Time) ([]historyCall, error) {
 		c, err := parseHistoryEntry(raw, now)
 		if err != nil {
 			return nil, fmt.Errorf("entry %d: %v", i, err)
+		}
+		calls = append(calls, c)
+	}
+	return calls, nil
+}
+
+// parseHistoryLines reads JSON Lines: each non-blank line one call.
+func parseHistoryLines(data []byte, now time.Time) ([]historyCall, error) {
+	var calls []historyCall
+	for i, line := range bytes.Split(data, []byte("\n")) {
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		if !json.Valid(line) {
+			return nil, fmt.Errorf("line %d: not a JSON object on one line (JSON Lines: one call per line): %s", i+1, describeJSONError(line, json.Unmarshal(line, new(any))))
+		}
+		c, err := parseHistoryEntry(line, now)
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %v", i+1, err)
 		}
 		calls = append(calls, c)
 	}

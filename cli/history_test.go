@@ -74,6 +74,8 @@ func TestHistoryIsReplayedAsTheSidecarCounts(t *testing.T) {
 		{"a session's tokens at budget", payHistory(10, now),
 			engine.Request{"tool_name": "Read", "agent_id": "x", "session_id": "s0", "tokens": 45.0}, ""},
 		{"an unsorted file", reversed(t, payHistory(10, now)), pay, "pay-hourly"},
+		{"JSON Lines, as logs are kept", asLines(t, payHistory(10, now)), pay, "pay-hourly"},
+		{"9 JSON Lines", asLines(t, payHistory(9, now)), pay, ""},
 		{"an empty history", `[]`, pay, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -96,6 +98,21 @@ func reversed(t *testing.T, history string) string {
 	}
 	b, _ := json.Marshal(entries)
 	return string(b)
+}
+
+// asLines is a JSON array history as JSON Lines.
+func asLines(t *testing.T, history string) string {
+	t.Helper()
+	var entries []json.RawMessage
+	if err := json.Unmarshal([]byte(history), &entries); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, e := range entries {
+		b.Write(e)
+		b.WriteString("\n")
+	}
+	return b.String()
 }
 
 func writeFile(t *testing.T, content string) string {
@@ -125,7 +142,8 @@ func TestEvalHistoryIsAccepted(t *testing.T) {
 func TestEvalHistoryErrors(t *testing.T) {
 	files := map[string]string{
 		"p.yaml": fmt.Sprintf(denyBashPolicy, ""), "req.json": `{"tool_name":"Read"}`,
-		"object.json":     `{"time":"2030-01-31T09:00:00Z","tool_name":"pay"}`,
+		"object.json":     "{\n  \"time\": \"2030-01-31T09:00:00Z\",\n  \"tool_name\": \"pay\"\n}\n",
+		"lines.jsonl":     "{\"time\":\"2030-01-31T09:00:00Z\",\"tool_name\":\"pay\"}\n\n{\"time\":\"2030-01-31T09:00:00Z\",\"tool_name\":\"pay\",\"tokenz\":5}\n",
 		"string.json":     `"calls"`,
 		"null.json":       `null`,
 		"empty.json":      ``,
@@ -148,7 +166,9 @@ func TestEvalHistoryErrors(t *testing.T) {
 	dir := testenv.WriteTree(t, files)
 	p := func(name string) string { return filepath.Join(dir, name) }
 	for _, tc := range []struct{ file, stdin, want string }{
-		{"object.json", "", "not a JSON array of earlier allowed calls"},
+		// JSON Lines: one call per line, errors by line.
+		{"object.json", "", "line 1: not a JSON object on one line (JSON Lines: one call per line)"},
+		{"lines.jsonl", "", `line 3: json: unknown field "tokenz"`},
 		{"string.json", "", "it is a JSON string"},
 		{"null.json", "", "it is null"},
 		{"empty.json", "", "not a JSON array"},

@@ -15,6 +15,13 @@ import (
 // The Set is what the bundle was built from, to locate diagnostics. Any
 // error of Load or OneNamespace is returned as it is.
 func LoadBundle(paths []string, in io.Reader, namespace string, now time.Time) (*Set, engine.Bundle, error) {
+	return LoadNamespaceBundle(paths, in, namespace, nil, now)
+}
+
+// LoadNamespaceBundle is LoadBundle for a namespace with labels, as the
+// operator reads them off the Namespace (toolgate.dev/enforce,
+// toolgate.dev/environment).
+func LoadNamespaceBundle(paths []string, in io.Reader, namespace string, labels map[string]string, now time.Time) (*Set, engine.Bundle, error) {
 	all, err := Load(paths, in)
 	if err != nil {
 		return nil, engine.Bundle{}, err
@@ -24,7 +31,9 @@ func LoadBundle(paths []string, in io.Reader, namespace string, now time.Time) (
 		return nil, engine.Bundle{}, err
 	}
 	b := bundle.Build(set.PolicyObjects(), set.FrozenAgentObjects(), now)
-	b.Identity = bundle.Identity(set.Registration())
+	reg := set.Registration()
+	reg.Labels = labels
+	b.Identity = bundle.Identity(reg)
 	b.SchemaVersion = b.NeededSchemaVersion()
 	return set, b, nil
 }

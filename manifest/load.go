@@ -89,8 +89,9 @@ func (s *Set) loadPath(path string, errs *Errors) {
 		}
 		switch {
 		case d.IsDir() || !isManifestName(p):
-		case isKustomization(p):
-			// kustomize's own file lists the manifests next to it; it is not one.
+		case isKustomization(p) || IsTestFile(p):
+			// kustomize's own file lists the manifests next to it, and a
+			// `toolgate test` file the cases for them; neither is one.
 			s.Skipped = append(s.Skipped, p)
 		default:
 			s.readFile(p, true, errs)
@@ -101,6 +102,14 @@ func (s *Set) loadPath(path string, errs *Errors) {
 		*errs = append(*errs, unreadable(path, walkErr))
 	}
 }
+
+// TestFileSuffix ends the name of a `toolgate test` file
+// (payments.toolgate-test.yaml): a directory of manifests may keep its
+// tests beside them.
+const TestFileSuffix = "toolgate-test.yaml"
+
+// IsTestFile tells whether p is named as a `toolgate test` file.
+func IsTestFile(p string) bool { return strings.HasSuffix(filepath.Base(p), TestFileSuffix) }
 
 func isKustomization(p string) bool {
 	switch filepath.Base(p) {
