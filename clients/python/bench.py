@@ -38,7 +38,7 @@ def main() -> int:
         return evaluate("tool_500", session_id="bench", agent_id="agent-1", metadata=md)
 
     res = call()
-    if res.code == toolgate.SIDECAR_UNAVAILABLE or res.matchedRuleId is None:
+    if res.code == toolgate.SIDECAR_UNAVAILABLE or res.matched_rule_id is None:
         print("bench: the sidecar at %s did not decide by a rule: %s" % (client.url, res), file=sys.stderr)
         return 1
     for _ in range(opts.warmup):
