@@ -11,11 +11,7 @@ from typing import Any, List, Mapping, Optional, Tuple
 
 from ._base import ClientBase
 from ._result import EvaluationMetadata, EvaluationResult
-from ._wire import DEFAULT_TIMEOUT, RECV, NoAnswer, Trace, answer_json, describe, read_answer
-
-# What a kept-alive connection the peer closed while idle gives on reuse
-# (see _client._DROPPED): retried once on a new connection.
-_DROPPED = (ConnectionResetError, BrokenPipeError, ConnectionAbortedError, http.client.RemoteDisconnected)
+from ._wire import DEFAULT_TIMEOUT, DROPPED, RECV, NoAnswer, Trace, answer_json, describe, read_answer
 
 # Idle connections kept for reuse; more calls at once open more, and those
 # past this many are closed when done.
@@ -142,7 +138,7 @@ class AsyncClient(ClientBase):
                 # Never retried: the budget is spent (wait_for closed the
                 # connection the exchange had, see _exchange).
                 raise NoAnswer("no answer within %gs" % self._timeout) from None
-            except _DROPPED as e:
+            except DROPPED as e:
                 if not reused or deadline - time.monotonic() <= 0:
                     raise NoAnswer(describe(e)) from None
                 # The kept-alive connection was closed while idle: one new

@@ -11,7 +11,6 @@ from typing import Any, Mapping, Optional
 from ._discover import Endpoint, discover
 from ._result import EvaluationMetadata, EvaluationResult, from_answer, unavailable
 from ._wire import (
-    DEFAULT_TIMEOUT,
     NoAnswer,
     Trace,
     check_timeout,
@@ -122,4 +121,4 @@ class ClientBase:
         return unavailable("deny", "toolgate sidecar at %s gave no decision, denied (fail closed): %s" % (self._url, why))
 
 
-__all__ = ["ClientBase", "DEFAULT_TIMEOUT"]
+__all__ = ["ClientBase"]

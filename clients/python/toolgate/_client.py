@@ -13,13 +13,7 @@ from typing import Any, Mapping, Optional, Tuple
 
 from ._base import ClientBase
 from ._result import EvaluationMetadata, EvaluationResult
-from ._wire import DEFAULT_TIMEOUT, RECV, NoAnswer, Trace, answer_json, describe, read_answer
-
-# What a kept-alive connection the peer closed while idle raises on reuse:
-# the sidecar closes idle connections (--idle-timeout), so the next call
-# finds it gone before the request was read, and one retry on a new
-# connection is safe.
-_DROPPED = (ConnectionResetError, BrokenPipeError, ConnectionAbortedError, http.client.RemoteDisconnected)
+from ._wire import DEFAULT_TIMEOUT, DROPPED, RECV, NoAnswer, Trace, answer_json, describe, read_answer
 
 # Bumped in a forked child, so it never shares its parent's sockets.
 _generation = 0
@@ -200,7 +194,7 @@ class Client(ClientBase):
                 # Never retried: the budget is spent.
                 conn.close()
                 raise NoAnswer("no answer within %gs" % self._timeout) from None
-            except _DROPPED as e:
+            except DROPPED as e:
                 conn.close()
                 connect_timeout = deadline - time.monotonic()
                 if not reused or connect_timeout <= 0:

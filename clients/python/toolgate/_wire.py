@@ -34,6 +34,12 @@ _TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]
 _encode = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
 _decode = json.JSONDecoder().decode
 
+# What a kept-alive connection the peer closed while idle raises on reuse:
+# the sidecar closes idle connections (--idle-timeout), so the next call
+# finds it gone before the request was read, and one retry on a new
+# connection is safe.
+DROPPED = (ConnectionResetError, BrokenPipeError, ConnectionAbortedError, http.client.RemoteDisconnected)
+
 Trace = Union[str, Mapping[str, Any], Any, None]
 
 #: What read_answer yields to its driver (the most bytes worth reading
