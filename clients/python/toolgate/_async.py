@@ -132,7 +132,7 @@ class AsyncClient(ClientBase):
             try:
                 if left <= 0:
                     raise asyncio.TimeoutError()
-                status, data, conn = await asyncio.wait_for(self._exchange(conn, msg), left)
+                status, data, conn = await _within(left, self._exchange(conn, msg))
                 break
             except asyncio.TimeoutError:
                 # Never retried: the budget is spent (wait_for closed the
@@ -181,5 +181,17 @@ class AsyncClient(ClientBase):
             return status, data, None
         return status, data, conn
 
+
+async def _within(seconds: float, aw: Any) -> Any:
+    """aw, cancelled past seconds (asyncio.TimeoutError). asyncio.timeout
+    (3.11+) bounds it in the calling task; wait_for, before it, runs it in
+    a task of its own, which costs about a third of a call."""
+    if _timeout is not None:
+        async with _timeout(seconds):
+            return await aw
+    return await asyncio.wait_for(aw, seconds)
+
+
+_timeout = getattr(asyncio, "timeout", None)
 
 __all__ = ["AsyncClient"]
