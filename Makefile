@@ -98,8 +98,20 @@ test-go: ## Every Go package's tests.
 test-clients: test-python test-typescript ## The Python and TypeScript clients against the real sidecar binary.
 
 .PHONY: test-python
-test-python: build ## Python client (clients/python) tests against the real sidecar binary, built first.
+test-python: build python-build-deps ## Python client (clients/python) tests against the real sidecar binary, built first.
 	TOOLGATE_BIN=$(LOCALBIN)/toolgate python3 -m unittest discover -s clients/python/tests -t clients/python
+
+# The Python client is built by setuptools' standard backend, offline
+# (--no-build-isolation): python3 needs setuptools (pyenv's and python.org's
+# Pythons have it), wheel (setuptools before 70.1 builds wheels through it)
+# and venv (the install test).
+.PHONY: python-build-deps
+python-build-deps:
+	@python3 -c 'import setuptools, wheel, venv' 2>/dev/null || { \
+	  echo "python3 ($$(command -v python3)) cannot import setuptools, wheel or venv: the Python client's build and install test need them." >&2; \
+	  echo "  wheel, on Debian or Ubuntu: apt-get install python3-wheel-whl && python3 -m pip install --no-index /usr/share/python-wheels/wheel-*.whl" >&2; \
+	  echo "  setuptools likewise from python3-setuptools-whl; for Debian's own python3: apt-get install python3-setuptools python3-wheel python3-venv" >&2; \
+	  exit 1; }
 
 TS_CLIENT := clients/typescript
 

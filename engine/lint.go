@@ -51,6 +51,7 @@ func Lint(p Policy) []Diagnostic {
 	if tiered {
 		lintResources(d, p.Rules)
 	}
+	lintArgumentSpellings(d, p.Rules)
 	return d.out
 }
 

@@ -40,6 +40,7 @@ fi
 echo "== evaluate() against a sidecar with 1000 rules, the rule-500 request, ${n} calls each, one kept-alive connection"
 for url in "unix://${work}/s.sock" "http://${tcp}"; do
   python3 clients/python/bench.py --url "${url}" --n "${n}"
+  python3 clients/python/bench.py --url "${url}" --n "${n}" --async
 done
 # bench.mjs runs the built client (make typescript-client builds it first).
 for url in "unix://${work}/s.sock" "http://${tcp}"; do

@@ -56,6 +56,18 @@ def sample_bundle() -> str:
     return _bundle
 
 
+def policy_bundle(manifests: str) -> str:
+    """The bundle of Policy manifests (YAML text), written into a bundle
+    dir of their own and built as `toolgate bundle -f DIR` builds it."""
+    d = tempfile.mkdtemp(prefix="policies-", dir=_tmp)
+    with open(os.path.join(d, "policies.yaml"), "w") as f:
+        f.write(manifests)
+    path = os.path.join(d, "bundle.json")
+    with open(path, "wb") as f:
+        subprocess.run([toolgate_bin(), "bundle", "-f", os.path.join(d, "policies.yaml")], stdout=f, check=True)
+    return path
+
+
 def sample_request(name: str) -> dict:
     with open(SAMPLES / "requests" / name) as f:
         return json.load(f)

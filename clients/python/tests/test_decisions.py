@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import unittest
 
 import toolgate
@@ -34,12 +35,12 @@ class DecisionsTest(unittest.TestCase):
                 self.assertTrue(res.allowed)
                 self.assertEqual(res.effect, "allow")
                 self.assertIsNone(res.code)
-                self.assertEqual(res.matchedPolicyId, "default-deny-readonly")
-                self.assertEqual(res.matchedPolicyVersion, 1)
-                self.assertEqual(res.matchedRuleId, "read-only-tools")
-                self.assertIsInstance(res.latencyMs, float)
-                self.assertTrue(res.bundleRevision.startswith("sha256:"))
-                self.assertTrue(res.decisionId)
+                self.assertEqual(res.matched_policy_id, "default-deny-readonly")
+                self.assertEqual(res.matched_policy_version, 1)
+                self.assertEqual(res.matched_rule_id, "read-only-tools")
+                self.assertIsInstance(res.latency_ms, float)
+                self.assertTrue(res.bundle_revision.startswith("sha256:"))
+                self.assertTrue(res.decision_id)
 
     def test_rule_deny_codes_the_rule(self) -> None:
         for transport, c in self.clients():
@@ -52,7 +53,7 @@ class DecisionsTest(unittest.TestCase):
                 # The seed: the rule's id becomes code, its description reason.
                 self.assertEqual(res.code, "no-rm-rf")
                 self.assertEqual(res.reason, "rm -rf is blocked; delete specific files, or ask a human")
-                self.assertEqual((res.matchedPolicyId, res.matchedPolicyVersion, res.matchedRuleId),
+                self.assertEqual((res.matched_policy_id, res.matched_policy_version, res.matched_rule_id),
                                  ("bash-no-rm-rf", 1, "no-rm-rf"))
                 self.assertEqual(res.effect, "deny")
 
@@ -65,7 +66,7 @@ class DecisionsTest(unittest.TestCase):
                          ("deny", "pay-over-cap", "payments over 1000 need a human approval"))
         res = c.evaluate("pay", session_id="s-1", agent_id="shop-agent",
                          metadata=EvaluationMetadata(kwargs={"amount": 250}))
-        self.assertEqual((res.decision, res.matchedRuleId, res.code), ("allow", "pay-within-cap", None))
+        self.assertEqual((res.decision, res.matched_rule_id, res.code), ("allow", "pay-within-cap", None))
 
     def test_frozen(self) -> None:
         for transport, c in self.clients():
@@ -73,14 +74,14 @@ class DecisionsTest(unittest.TestCase):
                 res = c.evaluate("Read", session_id="s-1", agent_id="Billing-Bot-7")
                 self.assertEqual((res.decision, res.code), ("deny", "AGENT_FROZEN"))
                 self.assertIn("INC-1042", res.reason)
-                self.assertIsNone(res.matchedRuleId)
+                self.assertIsNone(res.matched_rule_id)
 
     def test_default_deny_has_no_code(self) -> None:
         c = toolgate.Client(self.sc.tcp)
         self.addCleanup(c.close)
         res = c.evaluate("Write", session_id="s-1", agent_id="coder-1",
                          metadata=EvaluationMetadata(input={"file_path": "/x"}))
-        self.assertEqual((res.decision, res.code, res.matchedRuleId), ("deny", None, None))
+        self.assertEqual((res.decision, res.code, res.matched_rule_id), ("deny", None, None))
         self.assertIn("denies by default", res.reason)
 
     def test_extra_fields_reach_policies(self) -> None:
@@ -93,7 +94,7 @@ class DecisionsTest(unittest.TestCase):
         # A named parameter wins over the same key in extra.
         res = c.evaluate("Read", session_id="s-1", agent_id="coder-1",
                          extra={"tool_name": "Write", "agent_id": "Billing-Bot-7"})
-        self.assertEqual((res.decision, res.matchedRuleId), ("allow", "read-only-tools"))
+        self.assertEqual((res.decision, res.matched_rule_id), ("allow", "read-only-tools"))
 
 
 class NoBundleTest(unittest.TestCase):
@@ -136,7 +137,8 @@ class ConformanceTest(unittest.TestCase):
                     extra=extra or None,
                 )
                 want = case["expect"]
-                got = {k: getattr(res, k) for k in want}
+                # The file has the wire's names; the result, their snake_case.
+                got = {k: getattr(res, re.sub("([A-Z])", r"_\1", k).lower()) for k in want}
                 want = dict(want)
                 if want["code"] is None and want["decision"] == "deny" and want["matchedRuleId"]:
                     want["code"] = want["matchedRuleId"]  # the client's rule-deny mapping

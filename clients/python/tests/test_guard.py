@@ -37,11 +37,17 @@ class GuardTest(unittest.TestCase):
         self.assertEqual((cm.exception.result.decision, cm.exception.result.code), ("deny", "pay-over-cap"))
         self.assertEqual(cm.exception.tool_name, "pay")
         self.assertIn("pay-over-cap: payments over 1000 need a human approval", str(cm.exception))
-        # Positional arguments are args, not kwargs: no kwargs.amount.
+        # A positional argument is bound to its parameter's name: kwargs.amount.
+        self.assertEqual(pay(250), "paid 250 EUR")
         with self.assertRaises(toolgate.ToolDenied) as cm:
-            pay(250)
+            pay(5000)
+        self.assertEqual(cm.exception.result.code, "pay-over-cap")
+        # Left out, amount is sent with its default (None): the rule that
+        # needs kwargs.amount denies, as the function would run without one.
+        with self.assertRaises(toolgate.ToolDenied) as cm:
+            pay()
         self.assertEqual(cm.exception.result.code, "pay-without-amount")
-        self.assertEqual(ran, [(250, "EUR")], "a denied tool must not run")
+        self.assertEqual(ran, [(250, "EUR"), (250, "EUR")], "a denied tool must not run")
 
     def test_method(self) -> None:
         client = self.client
@@ -64,17 +70,18 @@ class GuardTest(unittest.TestCase):
         with self.assertRaises(toolgate.ToolDenied) as cm:
             shop.pay(amount=5000)
         self.assertEqual(cm.exception.result.code, "pay-over-cap")
-        # The instance is not an argument: one positional argument reaches
-        # the sidecar as args[0], so the rule that needs kwargs.amount denies.
+        # The instance is not an argument: the first positional argument
+        # after it is amount, read by the rule on kwargs.amount.
         with self.assertRaises(toolgate.ToolDenied) as cm:
-            shop.pay(250)
-        self.assertEqual(cm.exception.result.code, "pay-without-amount")
+            shop.pay(5000)
+        self.assertEqual(cm.exception.result.code, "pay-over-cap")
+        shop.pay(250)
         self.assertEqual(Shop.pay_for_all(amount=10), 10)
         with self.assertRaises(toolgate.ToolDenied):
             Shop.pay_for_all(amount=5000)
-        self.assertEqual(shop.paid, [250])
-        logged = self.sc.wait_decision_log(lambda d: d.get("session_id") == "g-method", 5)
-        self.assertEqual(len(logged), 5, logged)
+        self.assertEqual(shop.paid, [250, 250])
+        logged = self.sc.wait_decision_log(lambda d: d.get("session_id") == "g-method", 6)
+        self.assertEqual(len(logged), 6, logged)
 
     def test_async(self) -> None:
         ran = []
@@ -96,7 +103,7 @@ class GuardTest(unittest.TestCase):
 
         ok, denied, many, loop = asyncio.run(main())
         self.assertEqual(ok, "paid 250")
-        self.assertEqual((denied.result.code, denied.result.matchedPolicyId), ("pay-over-cap", "pay-cap"))
+        self.assertEqual((denied.result.code, denied.result.matched_policy_id), ("pay-over-cap", "pay-cap"))
         self.assertEqual(many, ["paid %d" % (100 * i) for i in range(5)])
         self.assertEqual(ran[0], 250)
         self.assertEqual(sorted(ran[1:]), [0, 100, 200, 300, 400])  # the gathered calls, in any order

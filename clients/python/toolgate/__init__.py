@@ -3,24 +3,27 @@
     import toolgate
 
     client = toolgate.Client()              # TOOLGATE_URL, else the socket, else 127.0.0.1:8181
-    res = client.evaluate("Bash", session_id="s-1",
-                          metadata=toolgate.EvaluationMetadata(input={"command": "rm -rf /"}))
+    res = client.evaluate("Bash", metadata=toolgate.EvaluationMetadata(input={"command": "rm -rf /"}))
     if res.decision == "deny":
-        raise PermissionError(res.reason)
+        raise PermissionError(res.reason)   # res.code, res.matched_rule_id: the rule's id
 
-    @toolgate.guard(client, session_id="s-1", framework="python")
-    def pay(amount, currency="EUR"): ...
+    @toolgate.guard(client, framework="python")
+    def pay(amount, currency="EUR"): ...    # pay(5000) is sent as kwargs {"amount": 5000, "currency": "EUR"}
+
+    res = await toolgate.AsyncClient().evaluate("Bash", ...)   # the same, from asyncio
 
 Standard library only. Fails closed: a sidecar that gives no decision is a
 deny with code SIDECAR_UNAVAILABLE, never an exception.
 """
 
+from ._async import AsyncClient
 from ._client import DEFAULT_TIMEOUT, Client
 from ._discover import DEFAULT_SOCKET, DEFAULT_URL, ENV_URL
 from ._guard import ToolDenied, guard
 from ._result import SIDECAR_UNAVAILABLE, EvaluationMetadata, EvaluationResult
 
 __all__ = [
+    "AsyncClient",
     "Client",
     "EvaluationMetadata",
     "EvaluationResult",

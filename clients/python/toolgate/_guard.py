@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-from typing import Any, Callable, Optional, TypeVar
+from typing import Any, Callable, Dict, List, Optional, TypeVar, Union
 
+from ._async import AsyncClient
 from ._client import Client
 from ._result import EvaluationMetadata, EvaluationResult
+from ._wire import encodes
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -26,58 +28,82 @@ class ToolDenied(PermissionError):
 
 
 def guard(
-    client: Client,
+    client: Union[Client, AsyncClient],
     *,
-    session_id: str,
+    session_id: Optional[str] = None,
     framework: Optional[str] = None,
     agent_id: Optional[str] = None,
     tool_name: Optional[str] = None,
 ) -> Callable[[F], F]:
     """Decorates a tool function so every call is decided first.
 
-    The tool is ``tool_name`` (default: the function's ``__name__``); its
-    positional arguments are sent as ``args`` and its keyword arguments as
-    ``kwargs``. On an allow the function runs; on a deny it does not and
-    ``ToolDenied`` (a ``PermissionError``) is raised carrying the result.
-    Coroutine functions are guarded too: the blocking evaluate() runs in a
-    worker thread (``asyncio.to_thread``), so the event loop never waits on
-    the sidecar. Arguments that do not encode as JSON raise TypeError, as
+    The tool is ``tool_name`` (default: the function's ``__name__``). Its
+    arguments are bound to its parameters by name (``inspect.signature``)
+    and sent as ``kwargs``, so a rule on ``kwargs.amount`` reads
+    ``pay(5000)`` and ``pay(amount=5000)`` alike; a parameter left out is
+    sent with its default, the value the function will run with (a default
+    that does not encode as JSON, such as a sentinel object, is left out:
+    it reads as absent). Only what has no name goes to ``args``: the values
+    a ``*args`` parameter collects; a ``**kwargs`` parameter's keys join
+    ``kwargs``. Arguments the function would refuse (a missing or unknown
+    one) raise its TypeError before anything is sent.
+
+    On an allow the function runs; on a deny it does not and ``ToolDenied``
+    (a ``PermissionError``) is raised carrying the result. ``session_id``
+    defaults to the client's. Coroutine functions are guarded too: with an
+    AsyncClient the decision is awaited; with a Client the blocking
+    evaluate() runs in a worker thread (``asyncio.to_thread``), so the event
+    loop never waits on the sidecar. An AsyncClient guards only coroutine
+    functions. Arguments that do not encode as JSON raise TypeError, as
     evaluate() does, and the function does not run. On a method (a function
     whose first parameter is named ``self`` or ``cls``) the instance or
     class is not an argument of the tool and is not sent.
 
-        @toolgate.guard(client, session_id="s-1", framework="python")
+        @toolgate.guard(client, framework="python")
         def pay(amount, currency="EUR"): ...
     """
-    if not isinstance(client, Client):
-        raise TypeError("toolgate.guard: client must be a toolgate.Client, not %s" % type(client).__name__)
+    if not isinstance(client, (Client, AsyncClient)):
+        raise TypeError(
+            "toolgate.guard: client must be a toolgate.Client or AsyncClient, not %s" % type(client).__name__
+        )
 
     def decorate(fn: F) -> F:
         name = tool_name or getattr(fn, "__name__", None)
         if not name:
             raise ValueError("toolgate.guard: %r has no __name__: pass tool_name=" % (fn,))
+        is_async = inspect.iscoroutinefunction(fn)
+        if isinstance(client, AsyncClient) and not is_async:
+            raise TypeError(
+                "toolgate.guard: %s is not a coroutine function: an AsyncClient guards async def tools; "
+                "use a toolgate.Client for it" % name
+            )
+        binder = _Binder(fn)
 
-        params = list(inspect.signature(fn).parameters)
-        bound = 1 if params and params[0] in ("self", "cls") else 0
+        def request(args: Any, kwargs: Any) -> Dict[str, Any]:
+            return dict(session_id=session_id, agent_id=agent_id, framework=framework,
+                        metadata=binder.metadata(args, kwargs))
 
         def check(args: Any, kwargs: Any) -> None:
-            args = args[bound:]
-            res = client.evaluate(
-                name,
-                session_id=session_id,
-                agent_id=agent_id,
-                framework=framework,
-                metadata=EvaluationMetadata(args=list(args), kwargs=dict(kwargs)),
-            )
+            res = client.evaluate(name, **request(args, kwargs))
             if res.decision != "allow":
                 raise ToolDenied(name, res)
 
-        if inspect.iscoroutinefunction(fn):
+        if is_async:
+            if isinstance(client, AsyncClient):
 
-            @functools.wraps(fn)
-            async def guarded_async(*args: Any, **kwargs: Any) -> Any:
-                await asyncio.to_thread(check, args, kwargs)
-                return await fn(*args, **kwargs)
+                @functools.wraps(fn)
+                async def guarded_async(*args: Any, **kwargs: Any) -> Any:
+                    res = await client.evaluate(name, **request(args, kwargs))
+                    if res.decision != "allow":
+                        raise ToolDenied(name, res)
+                    return await fn(*args, **kwargs)
+
+            else:
+
+                @functools.wraps(fn)
+                async def guarded_async(*args: Any, **kwargs: Any) -> Any:
+                    await asyncio.to_thread(check, args, kwargs)
+                    return await fn(*args, **kwargs)
 
             return guarded_async  # type: ignore[return-value]
 
@@ -89,3 +115,49 @@ def guard(
         return guarded  # type: ignore[return-value]
 
     return decorate
+
+
+class _Binder:
+    """How a call of fn is sent: every value bound to a named parameter in
+    kwargs (defaults included), *args in args (left out when empty),
+    **kwargs' keys in kwargs."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.sig = inspect.signature(fn)
+        params = list(self.sig.parameters.values())
+        # A method's instance or class is not an argument of the tool.
+        self.skip = params[0].name if params and params[0].name in ("self", "cls") else None
+        self.kinds = {p.name: p.kind for p in params}
+        self.defaults = {
+            p.name: p.default
+            for p in params
+            if p.default is not inspect.Parameter.empty and p.name != self.skip and encodes(p.default)
+        }
+
+    def metadata(self, args: Any, kwargs: Any) -> EvaluationMetadata:
+        # Raises the TypeError calling fn would: the tool never runs then.
+        bound = self.sig.bind(*args, **kwargs).arguments
+        named: Dict[str, Any] = {}
+        rest: List[Any] = []
+        extra: Dict[str, Any] = {}
+        for pname, kind in self.kinds.items():
+            if pname == self.skip:
+                continue
+            if kind is inspect.Parameter.VAR_POSITIONAL:
+                rest.extend(bound.get(pname, ()))
+            elif kind is inspect.Parameter.VAR_KEYWORD:
+                extra.update(bound.get(pname, {}))
+            elif pname in bound:
+                named[pname] = bound[pname]
+            elif pname in self.defaults:
+                named[pname] = self.defaults[pname]
+        for key in extra:
+            if key in named:
+                # def f(amount, /, **kw) takes f(1, amount=5000): a policy
+                # reading kwargs.amount could see only one of the two.
+                raise TypeError(
+                    "toolgate.guard: %r is both a positional-only parameter and a keyword argument of this call; "
+                    "the policy could not tell them apart" % key
+                )
+        named.update(extra)
+        return EvaluationMetadata(args=rest or None, kwargs=named)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings as _warnings
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
@@ -26,9 +27,26 @@ class EvaluationMetadata:
     tool_use_id: Optional[str] = None
 
 
+def _deprecated_alias(camel: str, snake: str) -> property:
+    """A camelCase attribute of earlier versions, read from its snake_case
+    successor with a DeprecationWarning."""
+
+    def get(self: "EvaluationResult") -> Any:
+        _warnings.warn(
+            "toolgate: EvaluationResult.%s is deprecated, use .%s" % (camel, snake), DeprecationWarning, stacklevel=2
+        )
+        return getattr(self, snake)
+
+    get.__doc__ = "Deprecated: %s." % snake
+    return property(get)
+
+
 @dataclass
 class EvaluationResult:
-    """A decision. The field names are the sidecar's JSON names.
+    """A decision. The attributes are the snake_case forms of the sidecar's
+    JSON names (``matchedRuleId`` on the wire is ``matched_rule_id``); the
+    camelCase attributes of earlier versions still read, with a
+    DeprecationWarning.
 
     For a deny by a rule, ``code`` is the rule's id and ``reason`` its
     description; otherwise ``code`` is the sidecar's own (``AGENT_FROZEN``,
@@ -42,19 +60,26 @@ class EvaluationResult:
     decision: str
     reason: Optional[str] = None
     code: Optional[str] = None
-    matchedPolicyId: Optional[str] = None
-    matchedPolicyVersion: Optional[int] = None
-    matchedRuleId: Optional[str] = None
-    latencyMs: float = 0.0
+    matched_policy_id: Optional[str] = None
+    matched_policy_version: Optional[int] = None
+    matched_rule_id: Optional[str] = None
+    latency_ms: float = 0.0
     effect: Optional[str] = None
     warnings: Optional[List[str]] = None
-    bundleRevision: Optional[str] = None
-    decisionId: Optional[str] = None
+    bundle_revision: Optional[str] = None
+    decision_id: Optional[str] = None
 
     @property
     def allowed(self) -> bool:
         """Whether the tool may run."""
         return self.decision == "allow"
+
+    matchedPolicyId = _deprecated_alias("matchedPolicyId", "matched_policy_id")
+    matchedPolicyVersion = _deprecated_alias("matchedPolicyVersion", "matched_policy_version")
+    matchedRuleId = _deprecated_alias("matchedRuleId", "matched_rule_id")
+    latencyMs = _deprecated_alias("latencyMs", "latency_ms")
+    bundleRevision = _deprecated_alias("bundleRevision", "bundle_revision")
+    decisionId = _deprecated_alias("decisionId", "decision_id")
 
 
 def from_answer(d: Any) -> Optional[EvaluationResult]:
