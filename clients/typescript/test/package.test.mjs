@@ -1,10 +1,10 @@
 // The package as npm would publish it: packed by `npm pack` from a copy of
-// the checkout without dist/ (so `prepare` must build it and `prepack` bring
-// the LICENSE), installed from the tarball into a fresh project with
+// the checkout with no fresh dist/ (so `prepare` must build it and `prepack`
+// bring the LICENSE), installed from the tarball into a fresh project with
 // --offline (it has no runtime dependencies), then used there as a consumer
 // would: import (ESM) and require (CommonJS), each making real calls to the
-// real sidecar through the root and a framework sub-path, and type-checked by
-// tsc with node16 and with bundler resolution.
+// real sidecar through the root and a framework sub-path, and type-checked
+// by tsc with node16, nodenext and bundler resolution.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
@@ -46,6 +46,9 @@ before(async () => {
   cpSync(join(repoRoot, "LICENSE"), join(tmp, "checkout/LICENSE"));
   symlinkSync(join(pkgDir, "node_modules"), join(checkout, "node_modules"));
   assert.ok(!existsSync(join(checkout, "dist")) && !existsSync(join(checkout, "LICENSE")), "the copy must start without dist/ and LICENSE");
+  // What an earlier build of a since-removed source left: build starts afresh.
+  mkdirSync(join(checkout, "dist"));
+  writeFileSync(join(checkout, "dist/removed.js"), "export {};\n");
 
   const out = join(tmp, "out");
   mkdirSync(out);
@@ -79,6 +82,7 @@ test("the tarball holds only dist/ (ESM and CJS), README, LICENSE and package.js
     }
   }
   assert.ok(files.includes("dist/cjs/package.json"), "dist/cjs/package.json marks the CommonJS build");
+  assert.ok(!files.includes("dist/removed.js"), "a stale file from an earlier build was packed");
   assert.ok(files.includes("LICENSE"));
   const installed = join(consumer, "node_modules/@toolgate/client");
   assert.equal(readFileSync(join(installed, "LICENSE"), "utf8"), readFileSync(join(repoRoot, "LICENSE"), "utf8"), "the packed LICENSE is the repository's");
@@ -227,4 +231,24 @@ test("types resolve with moduleResolution bundler (the import condition)", () =>
     assert.ok(ours.some((f) => f.endsWith(`/@toolgate/client/dist/${base}.d.ts`)), `${base}: no types read: ${ours.join(" ")}`);
   }
   assert.ok(!ours.some((f) => f.includes("/dist/cjs/")), "a bundler build reads the ESM types");
+});
+
+test("prepack brings the repository's LICENSE, keeps a packed one, and fails clearly with neither", () => {
+  const script = readFileSync(join(pkgDir, "scripts/license.mjs"));
+  const root = join(shortTempDir(), "repo");
+  const pkg = join(root, "clients/typescript");
+  mkdirSync(join(pkg, "scripts"), { recursive: true });
+  writeFileSync(join(pkg, "scripts/license.mjs"), script);
+  const prepack = () => execFileSync(process.execPath, ["scripts/license.mjs"], { cwd: pkg, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+
+  assert.throws(prepack, (e) => e.status === 1 && /no LICENSE/.test(e.stderr), "packing without any LICENSE must fail");
+  assert.ok(!existsSync(join(pkg, "LICENSE")));
+
+  writeFileSync(join(pkg, "LICENSE"), "the packed one\n");
+  prepack();
+  assert.equal(readFileSync(join(pkg, "LICENSE"), "utf8"), "the packed one\n", "an unpacked tarball keeps its LICENSE");
+
+  writeFileSync(join(root, "LICENSE"), "the repository's\n");
+  prepack();
+  assert.equal(readFileSync(join(pkg, "LICENSE"), "utf8"), "the repository's\n", "a checkout packs the repository's LICENSE");
 });
