@@ -122,7 +122,7 @@ typescript-client: ## Install the TypeScript client's dev dependencies from its 
 	cd $(TS_CLIENT) && npm run --silent build
 
 .PHONY: test-typescript
-test-typescript: build typescript-client ## TypeScript client (@toolgate/client): type-check, node --test against bin/toolgate (needs Node >= 20 and npm).
+test-typescript: build typescript-client ## TypeScript client (@toolgate/client): type-check, node --test against bin/toolgate, the npm pack tarball installed and used as ESM and CJS (needs Node >= 20 and npm).
 	cd $(TS_CLIENT) && npm run --silent typecheck
 	cd $(TS_CLIENT) && TOOLGATE_BIN=$(LOCALBIN)/toolgate npm test
 
