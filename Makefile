@@ -138,6 +138,10 @@ test-promql: ## The chart's alert expressions parsed by Prometheus's own PromQL 
 test-policies: build ## The samples' policy unit tests (config/samples/*toolgate-test.yaml) through `toolgate test`, as a user's CI runs them.
 	$(LOCALBIN)/toolgate test config/samples --coverage --junit $(LOCALBIN)/policy-tests.xml
 
+.PHONY: measure-replay
+measure-replay: ## toolgate replay over 100,000 decision-log lines against the samples: lines/s (target >= 100,000).
+	go test ./cli -run '^$$' -bench BenchmarkReplay -benchtime 5x -count 3
+
 .PHONY: rego-corpus
 rego-corpus: ## Re-record the engine's table-test cases that test-rego decides with OPA (after changing those tests).
 	go test -count=1 -run 'TestEvaluate|TestGateway|TestOperators' ./engine/ -write-corpus $(CURDIR)/test/regodiff/testdata/engine-cases.json

@@ -41,7 +41,7 @@ func NewRootCommand(extra ...*cobra.Command) *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return exitcode.Usagef("%s: %v (see %s --help)", c.CommandPath(), err, c.CommandPath())
 	})
-	root.AddCommand(newEvalCommand(), newValidateCommand(), newBundleCommand(), newVersionCommand(), newHookCommand(), newExportCommand(), newMCPCommand(), newTestCommand())
+	root.AddCommand(newEvalCommand(), newValidateCommand(), newBundleCommand(), newVersionCommand(), newHookCommand(), newExportCommand(), newMCPCommand(), newTestCommand(), newReplayCommand())
 	root.AddCommand(extra...)
 	return root
 }

@@ -82,18 +82,30 @@ func DecodeRequest(doc []byte) (Request, error) {
 // and the error wraps ErrTooManyElements; the limit applies the same on
 // the fast path and on the encoding/json fallback.
 func DecodeRequestLimit(doc []byte, maxElements int) (Request, error) {
+	obj, err := DecodeObject(doc, maxElements)
+	if err != nil {
+		return nil, err
+	}
+	req := Request(obj)
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	return req, nil
+}
+
+// DecodeObject decodes one JSON object as DecodeRequestLimit does (the
+// fast decoder, else encoding/json; numbers as float64; at most
+// maxElements values), without checking it is a request: for documents
+// that hold one, such as a decision-log line.
+func DecodeObject(doc []byte, maxElements int) (map[string]any, error) {
 	obj, outcome := decodeFast(doc, maxElements)
 	switch outcome {
 	case fastDecoded:
-		req := Request(obj)
-		if err := req.Validate(); err != nil {
-			return nil, err
-		}
-		return req, nil
+		return obj, nil
 	case fastTooMany:
 		return nil, tooManyElements(maxElements)
 	}
-	return decodeRequestStd(doc, maxElements)
+	return decodeObjectStd(doc, maxElements)
 }
 
 func tooManyElements(maxElements int) error {
@@ -106,6 +118,18 @@ func tooManyElements(maxElements int) error {
 // against. encoding/json builds the whole value before anyone could count
 // it, so the values are counted first, by a scan that allocates nothing.
 func decodeRequestStd(doc []byte, maxElements int) (Request, error) {
+	obj, err := decodeObjectStd(doc, maxElements)
+	if err != nil {
+		return nil, err
+	}
+	req := Request(obj)
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	return req, nil
+}
+
+func decodeObjectStd(doc []byte, maxElements int) (map[string]any, error) {
 	if maxElements > 0 && countElements(doc, maxElements) > maxElements {
 		return nil, tooManyElements(maxElements)
 	}
@@ -117,11 +141,7 @@ func decodeRequestStd(doc []byte, maxElements int) (Request, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: the request must be a JSON object, not %s", ErrBadRequest, jsonKind(v))
 	}
-	req := Request(obj)
-	if err := req.Validate(); err != nil {
-		return nil, err
-	}
-	return req, nil
+	return obj, nil
 }
 
 // countElements counts the JSON values in doc, stopping once the count
