@@ -1,6 +1,8 @@
 // Package ociimage writes container images as OCI image layout archives
-// without a Docker engine or a registry: one uncompressed layer of the given
-// files, and a config with the entrypoint and user. `ctr images import`,
+// without a Docker engine or a registry: per platform, one uncompressed
+// layer of the given files and a config with the entrypoint and user; one
+// platform (Write) or several under an image index (WriteIndex). `ctr
+// images import`,
 // `kind load image-archive`, `skopeo copy oci-archive:` and `crane push`
 // take them.
 package ociimage
