@@ -35,13 +35,25 @@ func sbomTool(o options, args ...string) error {
 }
 
 // binarySBOMs writes toolgate_X.Y.Z_os_arch.cdx.json for each binary:
-// cyclonedx-gomod reads the modules the toolchain recorded in it.
+// cyclonedx-gomod reads the modules the toolchain recorded in it. It takes
+// the platform in its purls from GOOS and GOARCH, not from the binary, so
+// it is built once for this machine and run with each binary's.
 func binarySBOMs(o options) error {
+	tmp, err := os.MkdirTemp("", "toolgate-sbom-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	tool := filepath.Join(tmp, "cyclonedx-gomod")
+	if err := sbomTool(o, "build", "-o", tool, "github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod"); err != nil {
+		return err
+	}
 	for _, p := range platforms {
 		bin := o.artifact(p.os + "_" + p.arch)
-		if err := sbomTool(o, "tool", "cyclonedx-gomod", "bin", "-json", "-noserial", "-notimestamp",
-			"-version", o.tag, "-output", bin+".cdx.json", bin); err != nil {
-			return err
+		cmd := exec.Command(tool, "bin", "-json", "-noserial", "-notimestamp", "-version", o.tag, "-output", bin+".cdx.json", bin)
+		cmd.Env = append(os.Environ(), "GOOS="+p.os, "GOARCH="+p.arch)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("cyclonedx-gomod bin %s: %w\n%s", filepath.Base(bin), err, out)
 		}
 	}
 	return nil
