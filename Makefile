@@ -101,7 +101,7 @@ test-release: ## make release VERSION=v0.0.0-test into a temporary directory, an
 	go test -tags release $(GO_TEST_FLAGS) -v ./test/release/
 
 .PHONY: test
-test: test-go test-clients test-rego test-promql test-release test-cluster ## Run every test: Go packages (envtest suites included; control plane built on first use), the Python and TypeScript clients, OPA against the exported Rego, the alerts' PromQL, then, as root, the real-node suite.
+test: test-go test-clients test-rego test-promql test-release test-cluster ## Run every test: Go packages (envtest suites included; control plane built on first use), the Python and TypeScript clients, OPA against the exported Rego, the alerts' PromQL, a release built and checked (test-release), then, as root, the real-node suite.
 
 .PHONY: test-go
 test-go: ## Every Go package's tests.
