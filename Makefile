@@ -80,15 +80,28 @@ test-cluster: setup-cluster ## As root: a real single-node cluster (in its own n
 	go test -tags cluster $(GO_TEST_FLAGS) -v ./test/cluster/
 
 # The image is tagged X.Y.Z for a vX.Y.Z tag, as the chart names it (appVersion).
-IMAGE ?= toolgate.local/toolgate:$(patsubst v%,%,$(VERSION))
+IMAGE_REPOSITORY ?= toolgate.local/toolgate
+IMAGE ?= $(IMAGE_REPOSITORY):$(patsubst v%,%,$(VERSION))
 IMAGE_ARCHIVE ?= $(LOCALBIN)/toolgate-image.tar
 
 .PHONY: image
 image: ## Write the toolgate image (the Dockerfile's final stage) as an OCI archive, without Docker: $(IMAGE_ARCHIVE).
 	go run ./hack/image -o $(IMAGE_ARCHIVE) -ref $(IMAGE) -version $(VERSION) -commit $(COMMIT)
 
+DIST ?= $(CURDIR)/dist
+
+.PHONY: release
+release: ## A release into $(DIST), without Docker: make release VERSION=vX.Y.Z (docs/release.md).
+	go run ./hack/release -check -version '$(VERSION)'
+	$(MAKE) --no-print-directory typescript-client
+	go run ./hack/release -version '$(VERSION)' -commit '$(COMMIT)' -dist '$(DIST)' -image-repository '$(IMAGE_REPOSITORY)'
+
+.PHONY: test-release
+test-release: ## make release VERSION=v0.0.0-test into a temporary directory, and check every artifact (test/release).
+	go test -tags release $(GO_TEST_FLAGS) -v ./test/release/
+
 .PHONY: test
-test: test-go test-clients test-rego test-promql test-policies test-cluster ## Run every test: Go packages (envtest suites included; control plane built on first use), the Python and TypeScript clients, OPA against the exported Rego, the alerts' PromQL, the samples' policy tests, then, as root, the real-node suite.
+test: test-go test-clients test-rego test-promql test-policies test-release test-cluster ## Run every test: Go packages (envtest suites included; control plane built on first use), the Python and TypeScript clients, OPA against the exported Rego, the alerts' PromQL, the samples' policy tests, a release built and checked (test-release), then, as root, the real-node suite.
 
 .PHONY: test-go
 test-go: ## Every Go package's tests.

@@ -1,6 +1,8 @@
 // Package ociimage writes container images as OCI image layout archives
-// without a Docker engine or a registry: one uncompressed layer of the given
-// files, and a config with the entrypoint and user. `ctr images import`,
+// without a Docker engine or a registry: per platform, one uncompressed
+// layer of the given files and a config with the entrypoint and user; one
+// platform (Write) or several under an image index (WriteIndex). `ctr
+// images import`,
 // `kind load image-archive`, `skopeo copy oci-archive:` and `crane push`
 // take them.
 package ociimage
@@ -44,6 +46,9 @@ type Image struct {
 	Env        []string
 	WorkingDir string
 	Labels     map[string]string
+	// Arch is the GOARCH the files' binaries were built for (the image is
+	// linux/Arch); empty means this machine's.
+	Arch string
 }
 
 // Config is the part of an OCI image config this package writes and reads.
@@ -77,47 +82,117 @@ const (
 	mediaManifest = "application/vnd.oci.image.manifest.v1+json"
 	mediaConfig   = "application/vnd.oci.image.config.v1+json"
 	mediaLayer    = "application/vnd.oci.image.layer.v1.tar"
+	mediaIndex    = "application/vnd.oci.image.index.v1+json"
 )
 
 // Write writes img as an OCI image layout tar archive to out and returns
 // its manifest digest. The archive is reproducible: same files, same bytes.
 func Write(out string, img Image) (string, error) {
-	layer, err := layerTar(img.Files)
+	m, err := img.manifest()
 	if err != nil {
 		return "", err
 	}
-	var cfg Config
-	cfg.Architecture, cfg.OS = runtime.GOARCH, "linux"
-	cfg.Config.User, cfg.Config.Env, cfg.Config.Entrypoint, cfg.Config.Cmd = img.User, img.Env, img.Entrypoint, img.Cmd
-	cfg.Config.WorkingDir, cfg.Config.Labels = img.WorkingDir, img.Labels
-	cfg.RootFS.Type = "layers"
-	cfg.RootFS.DiffIDs = []string{digest(layer)}
-	cfg.History = []map[string]string{{"created_by": "toolgate internal/ociimage"}}
-	cfgJSON, err := json.Marshal(cfg)
-	if err != nil {
-		return "", err
-	}
-	manifest, err := json.Marshal(map[string]any{
-		"schemaVersion": 2, "mediaType": mediaManifest,
-		"config": descriptor{MediaType: mediaConfig, Digest: digest(cfgJSON), Size: int64(len(cfgJSON))},
-		"layers": []descriptor{{MediaType: mediaLayer, Digest: digest(layer), Size: int64(len(layer))}},
+	index, err := json.Marshal(map[string]any{
+		"schemaVersion": 2, "mediaType": mediaIndex,
+		"manifests": []descriptor{m.descriptor(refAnnotations(img.Ref))},
 	})
 	if err != nil {
 		return "", err
 	}
-	tag := img.Ref
+	return digest(m.manifest), writeLayout(out, index, m.blobs())
+}
+
+// WriteIndex writes one image for several platforms to out, as `docker
+// buildx --output type=oci` does: index.json names ref and points at an
+// image index whose manifests are images, one per Image (each Arch once).
+// ctr and skopeo pull the platform they need from it. It returns the
+// digest of that image index, the image's digest in a registry.
+func WriteIndex(out, ref string, images []Image) (string, error) {
+	if len(images) == 0 {
+		return "", fmt.Errorf("image %s: no platforms", ref)
+	}
+	seen := map[string]bool{}
+	var manifests []descriptor
+	var blobs [][]byte
+	for _, img := range images {
+		m, err := img.manifest()
+		if err != nil {
+			return "", err
+		}
+		if seen[m.arch] {
+			return "", fmt.Errorf("image %s: platform linux/%s given twice", ref, m.arch)
+		}
+		seen[m.arch] = true
+		manifests = append(manifests, m.descriptor(nil))
+		blobs = append(blobs, m.blobs()...)
+	}
+	nested, err := json.Marshal(map[string]any{"schemaVersion": 2, "mediaType": mediaIndex, "manifests": manifests})
+	if err != nil {
+		return "", err
+	}
+	index, err := json.Marshal(map[string]any{
+		"schemaVersion": 2, "mediaType": mediaIndex,
+		"manifests": []descriptor{{MediaType: mediaIndex, Digest: digest(nested), Size: int64(len(nested)), Annotations: refAnnotations(ref)}},
+	})
+	if err != nil {
+		return "", err
+	}
+	return digest(nested), writeLayout(out, index, append(blobs, nested))
+}
+
+// refAnnotations name the image for containerd (the full ref) and for the
+// OCI layout (its tag).
+func refAnnotations(ref string) map[string]string {
+	tag := ref
 	if i := strings.LastIndex(tag, ":"); i > strings.LastIndex(tag, "/") {
 		tag = tag[i+1:]
 	}
-	index, err := json.Marshal(map[string]any{
-		"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
-		"manifests": []descriptor{{MediaType: mediaManifest, Digest: digest(manifest), Size: int64(len(manifest)),
-			Platform:    map[string]string{"architecture": runtime.GOARCH, "os": "linux"},
-			Annotations: map[string]string{"io.containerd.image.name": img.Ref, "org.opencontainers.image.ref.name": tag}}},
-	})
-	if err != nil {
-		return "", err
+	return map[string]string{"io.containerd.image.name": ref, "org.opencontainers.image.ref.name": tag}
+}
+
+// platformManifest is one platform's image: its manifest, config and layer.
+type platformManifest struct {
+	arch                    string
+	manifest, config, layer []byte
+}
+
+func (m platformManifest) blobs() [][]byte { return [][]byte{m.config, m.layer, m.manifest} }
+
+func (m platformManifest) descriptor(annotations map[string]string) descriptor {
+	return descriptor{MediaType: mediaManifest, Digest: digest(m.manifest), Size: int64(len(m.manifest)),
+		Platform: map[string]string{"architecture": m.arch, "os": "linux"}, Annotations: annotations}
+}
+
+func (img Image) manifest() (platformManifest, error) {
+	m := platformManifest{arch: img.Arch}
+	if m.arch == "" {
+		m.arch = runtime.GOARCH
 	}
+	var err error
+	if m.layer, err = layerTar(img.Files); err != nil {
+		return m, err
+	}
+	var cfg Config
+	cfg.Architecture, cfg.OS = m.arch, "linux"
+	cfg.Config.User, cfg.Config.Env, cfg.Config.Entrypoint, cfg.Config.Cmd = img.User, img.Env, img.Entrypoint, img.Cmd
+	cfg.Config.WorkingDir, cfg.Config.Labels = img.WorkingDir, img.Labels
+	cfg.RootFS.Type = "layers"
+	cfg.RootFS.DiffIDs = []string{digest(m.layer)}
+	cfg.History = []map[string]string{{"created_by": "toolgate internal/ociimage"}}
+	if m.config, err = json.Marshal(cfg); err != nil {
+		return m, err
+	}
+	m.manifest, err = json.Marshal(map[string]any{
+		"schemaVersion": 2, "mediaType": mediaManifest,
+		"config": descriptor{MediaType: mediaConfig, Digest: digest(m.config), Size: int64(len(m.config))},
+		"layers": []descriptor{{MediaType: mediaLayer, Digest: digest(m.layer), Size: int64(len(m.layer))}},
+	})
+	return m, err
+}
+
+// writeLayout writes the OCI image layout archive: oci-layout, index.json
+// and the blobs, each once, with fixed times so the bytes are reproducible.
+func writeLayout(out string, index []byte, blobs [][]byte) error {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	put := func(name string, b []byte, mode int64) error {
@@ -129,27 +204,28 @@ func Write(out string, img Image) (string, error) {
 	}
 	for _, dir := range []string{"blobs/", "blobs/sha256/"} {
 		if err := tw.WriteHeader(&tar.Header{Name: dir, Typeflag: tar.TypeDir, Mode: 0o755, ModTime: time.Unix(0, 0), Format: tar.FormatPAX}); err != nil {
-			return "", err
+			return err
 		}
 	}
-	for _, f := range []struct {
-		name string
-		b    []byte
-	}{
-		{"oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`)},
-		{"index.json", index},
-		{blobPath(cfgJSON), cfgJSON},
-		{blobPath(layer), layer},
-		{blobPath(manifest), manifest},
-	} {
-		if err := put(f.name, f.b, 0o644); err != nil {
-			return "", err
+	if err := put("oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`), 0o644); err != nil {
+		return err
+	}
+	if err := put("index.json", index, 0o644); err != nil {
+		return err
+	}
+	written := map[string]bool{}
+	for _, b := range blobs {
+		if name := blobPath(b); !written[name] {
+			written[name] = true
+			if err := put(name, b, 0o644); err != nil {
+				return err
+			}
 		}
 	}
 	if err := tw.Close(); err != nil {
-		return "", err
+		return err
 	}
-	return digest(manifest), os.WriteFile(out, buf.Bytes(), 0o644)
+	return os.WriteFile(out, buf.Bytes(), 0o644)
 }
 
 func digest(b []byte) string {
@@ -215,37 +291,6 @@ func layerTar(files []File) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// ReadConfig returns the image config of the (single) image in an archive
-// Write wrote, with its ref name.
-func ReadConfig(archive string) (Config, string, error) {
-	var cfg Config
-	b, err := os.ReadFile(archive)
-	if err != nil {
-		return cfg, "", err
-	}
-	entries := map[string][]byte{}
-	tr := tar.NewReader(bytes.NewReader(b))
-	for {
-		h, err := tr.Next()
-		if err != nil {
-			break
-		}
-		var data bytes.Buffer
-		_, _ = data.ReadFrom(tr)
-		entries[h.Name] = data.Bytes()
-	}
-	var index struct{ Manifests []descriptor }
-	if err := json.Unmarshal(entries["index.json"], &index); err != nil || len(index.Manifests) != 1 {
-		return cfg, "", fmt.Errorf("%s: index.json: want one manifest (%v)", archive, err)
-	}
-	var manifest struct{ Config descriptor }
-	if err := json.Unmarshal(entries["blobs/sha256/"+strings.TrimPrefix(index.Manifests[0].Digest, "sha256:")], &manifest); err != nil {
-		return cfg, "", err
-	}
-	err = json.Unmarshal(entries["blobs/sha256/"+strings.TrimPrefix(manifest.Config.Digest, "sha256:")], &cfg)
-	return cfg, index.Manifests[0].Annotations["io.containerd.image.name"], err
-}
-
 // Passwd and Group are the /etc/passwd and /etc/group of distroless's
 // static image: root, nobody and nonroot (65532).
 const (
@@ -286,15 +331,22 @@ func Toolgate(ref, binary string) Image {
 }
 
 // BuildToolgate runs the Dockerfile's build command in the repository at
-// root: a static, stripped binary stamped with version and commit.
+// root: a static, stripped binary stamped with version and commit, for this
+// machine.
 func BuildToolgate(root, out, version, commit string) error {
+	return BuildToolgateFor(root, out, runtime.GOOS, runtime.GOARCH, version, commit)
+}
+
+// BuildToolgateFor is BuildToolgate for another platform (GOOS, GOARCH):
+// the release's binaries and its image's are built by it.
+func BuildToolgateFor(root, out, goos, goarch, version, commit string) error {
 	cmd := exec.Command("go", "build", "-trimpath",
 		"-ldflags", "-s -w -X github.com/toolgate/toolgate/cli.Version="+version+" -X github.com/toolgate/toolgate/cli.Commit="+commit,
 		"-o", out, "./cmd/toolgate")
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+goarch)
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("building toolgate: %w\n%s", err, b)
+		return fmt.Errorf("building toolgate for %s/%s: %w\n%s", goos, goarch, err, b)
 	}
 	return nil
 }

@@ -68,3 +68,47 @@ func TestLayerHasTheFilesAndTheirParents(t *testing.T) {
 		t.Error("a relative path was accepted")
 	}
 }
+
+// TestWriteIndexHasOneImagePerPlatform: a multi-platform archive names one
+// image whose index lists each platform once, and each platform's config
+// and layer are the ones given for it.
+func TestWriteIndexHasOneImagePerPlatform(t *testing.T) {
+	dir := t.TempDir()
+	var images []Image
+	for _, arch := range []string{"amd64", "arm64"} {
+		bin := filepath.Join(dir, arch)
+		if err := os.WriteFile(bin, []byte("binary for "+arch), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		img := Toolgate("example.com/toolgate:1.2.3", bin)
+		img.Arch = arch
+		images = append(images, img)
+	}
+	out := filepath.Join(dir, "multi.tar")
+	d, err := WriteIndex(out, "example.com/toolgate:1.2.3", images)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Ref != "example.com/toolgate:1.2.3" || l.Digest != d {
+		t.Errorf("ref %q digest %s, want example.com/toolgate:1.2.3 %s", l.Ref, l.Digest, d)
+	}
+	if len(l.Platforms) != 2 {
+		t.Fatalf("%d platforms, want 2: %+v", len(l.Platforms), l.Platforms)
+	}
+	for i, arch := range []string{"amd64", "arm64"} {
+		p := l.Platforms[i]
+		if p.OS != "linux" || p.Arch != arch || p.Config.OS != "linux" || p.Config.Architecture != arch {
+			t.Errorf("platform %d: descriptor %s/%s, config %s/%s, want linux/%s", i, p.OS, p.Arch, p.Config.OS, p.Config.Architecture, arch)
+		}
+		if got := string(p.Files[ToolgateBinary[1:]]); got != "binary for "+arch {
+			t.Errorf("linux/%s: %s holds %q", arch, ToolgateBinary, got)
+		}
+	}
+	if _, err := WriteIndex(out, "example.com/toolgate:1.2.3", []Image{images[0], images[0]}); err == nil {
+		t.Error("two images for linux/amd64 were accepted")
+	}
+}

@@ -36,6 +36,23 @@ func InstallHelm() (Helm, error) {
 	return Helm{Bin: bin}, nil
 }
 
+// Package packages the chart at chartDir into dest as a release ships it,
+// version and appVersion both version (X.Y.Z: the chart's default image tag
+// is its appVersion), and returns the .tgz's path. `make release` and the
+// real-node suite, which installs what a release ships, both package with it.
+func (h Helm) Package(chartDir, version, dest string) (string, error) {
+	out, err := h.Run("package", chartDir, "--version", version, "--app-version", version, "--destination", dest)
+	if err != nil {
+		return "", err
+	}
+	// helm: "Successfully packaged chart and saved it to: <path>"
+	_, path, ok := strings.Cut(strings.TrimSpace(out), "saved it to: ")
+	if !ok {
+		return "", fmt.Errorf("helm package: no path in its output %q", out)
+	}
+	return path, nil
+}
+
 // Run runs helm with args and returns its standard output, or an error
 // carrying the command line and both outputs.
 func (h Helm) Run(args ...string) (string, error) {

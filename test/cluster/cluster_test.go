@@ -121,7 +121,7 @@ func dockerfileFinalStage(t *testing.T) ([]string, string) {
 // their Service.
 func TestHelmInstall(t *testing.T) {
 	started := time.Now()
-	out, err := helm.Run(append([]string{"install", release, testenv.ChartDir(), "-n", releaseNS, "--create-namespace", "--wait", "--timeout", "4m"}, installArgs...)...)
+	out, err := helm.Run(append([]string{"install", release, chart, "-n", releaseNS, "--create-namespace", "--wait", "--timeout", "4m"}, installArgs...)...)
 	if err != nil {
 		pods, _ := kubectl("get", "pods", "-A", "-o", "wide")
 		desc, _ := kubectl("describe", "pods", "-n", releaseNS)
@@ -599,7 +599,7 @@ func TestHelmUpgradeAndUninstall(t *testing.T) {
 		}
 	}()
 	started := time.Now()
-	out, err := helm.Run(append([]string{"upgrade", release, testenv.ChartDir(), "-n", releaseNS, "--wait", "--timeout", "4m",
+	out, err := helm.Run(append([]string{"upgrade", release, chart, "-n", releaseNS, "--wait", "--timeout", "4m",
 		"--set", "manager.logLevel=debug", "--set", "clusterName=upgraded"}, installArgs...)...)
 	time.Sleep(2 * time.Second)
 	close(stop)

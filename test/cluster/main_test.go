@@ -39,6 +39,15 @@ var node *localcluster.Node
 // cluster.
 var helm testenv.Helm
 
+// chartVersion is the version the suite packages the chart as; the image
+// it installs is set by installArgs.
+const chartVersion = "0.0.0-test"
+
+// chart is the packaged chart the suite installs and upgrades to: a .tgz
+// made as `make release` makes it (testenv.Helm.Package), so what is
+// tested is what a release ships, not the directory.
+var chart string
+
 func TestMain(m *testing.M) {
 	if !localcluster.InNode() {
 		// On the host: build the images (and helm) while the Go toolchain
@@ -56,10 +65,20 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	helm.Env = nodeEnv()
+	chartDir, err := os.MkdirTemp("", "toolgate-chart-")
+	if err == nil {
+		chart, err = helm.Package(testenv.ChartDir(), chartVersion, chartDir)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: packaging the chart: %v\n", err)
+		node.Stop()
+		os.Exit(1)
+	}
 	fmt.Fprintf(os.Stderr, "localcluster: cluster up (control plane, containerd, images imported, kubelet, node Ready) in %v\n", node.Up.Round(time.Millisecond))
 	code := m.Run()
 	t := time.Now()
 	node.Stop()
+	os.RemoveAll(chartDir)
 	fmt.Fprintf(os.Stderr, "localcluster: cluster stopped in %v\n", time.Since(t).Round(time.Millisecond))
 	os.Exit(code)
 }

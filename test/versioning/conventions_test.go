@@ -138,6 +138,13 @@ func TestMakefileStampsTheConvention(t *testing.T) {
 	if !strings.Contains(image, "-version v1.2.3 ") {
 		t.Errorf("make image does not stamp the tag v1.2.3 into the image's binary:\n%s", image)
 	}
+	// make release takes the tag itself (hack/release derives X.Y.Z for the
+	// image, the chart and the packages, its tests check how) and names the
+	// image in make image's repository.
+	release := makeCmd("release")
+	if !strings.Contains(release, "-version 'v1.2.3' -commit 'abc123' ") || !strings.Contains(release, "-image-repository 'toolgate.local/toolgate'") {
+		t.Errorf("make release does not pass the tag v1.2.3, the commit and make image's repository to hack/release:\n%s", release)
+	}
 }
 
 // TestDocsSetImageTagsWithoutV: the install commands the docs show set
