@@ -88,7 +88,7 @@ image: ## Write the toolgate image (the Dockerfile's final stage) as an OCI arch
 	go run ./hack/image -o $(IMAGE_ARCHIVE) -ref $(IMAGE) -version $(VERSION) -commit $(COMMIT)
 
 .PHONY: test
-test: test-go test-clients test-rego test-promql test-cluster ## Run every test: Go packages (envtest suites included; control plane built on first use), the Python and TypeScript clients, OPA against the exported Rego, the alerts' PromQL, then, as root, the real-node suite.
+test: test-go test-clients test-rego test-promql test-otel test-cluster ## Run every test: Go packages (envtest suites included; control plane built on first use), the Python and TypeScript clients, OPA against the exported Rego, the alerts' PromQL, the OpenTelemetry spans, then, as root, the real-node suite.
 
 .PHONY: test-go
 test-go: ## Every Go package's tests.
@@ -121,6 +121,10 @@ test-rego: ## OPA v1.22.3 (a separate module, test/regodiff) against the engine 
 .PHONY: test-promql
 test-promql: ## The chart's alert expressions parsed by Prometheus's own PromQL parser (a separate module, test/promql).
 	cd test/promql && go test $(GO_TEST_FLAGS) ./...
+
+.PHONY: test-otel
+test-otel: ## The sidecar's OpenTelemetry spans, exported to the OpenTelemetry Collector's own OTLP receiver (a separate module, test/otel).
+	cd test/otel && go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: rego-corpus
 rego-corpus: ## Re-record the engine's table-test cases that test-rego decides with OPA (after changing those tests).
