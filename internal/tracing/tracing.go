@@ -32,7 +32,7 @@ var (
 )
 
 func init() {
-	t := trace.Tracer(noop.NewTracerProvider().Tracer(Scope))
+	t := noop.NewTracerProvider().Tracer(Scope)
 	tracer.Store(&t)
 }
 
@@ -68,7 +68,7 @@ func Setup(ctx context.Context, service string) (shutdown func(context.Context) 
 		return nil, fmt.Errorf("tracing: %s: %w", envResourceAttributes, err)
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
-	t := trace.Tracer(tp.Tracer(Scope))
+	t := tp.Tracer(Scope)
 	tracer.Store(&t)
 	on.Store(true)
 	return func(ctx context.Context) error {
