@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"context"
 	"net/http"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -61,4 +62,24 @@ func startUpstream(r *http.Request, rt *mcpRoute) (*http.Request, trace.Span) {
 	r = r.WithContext(ctx)
 	tracing.Inject(ctx, r.Header)
 	return r, span
+}
+
+// startStdioCall starts the span of a message the stdio guard decides for
+// server: the decision is made under it (by the sidecar, sent its
+// traceparent, or in process). Called only when tracing is on.
+func startStdioCall(ctx context.Context, server string, m *jsonrpc.Message) (context.Context, trace.Span) {
+	ctx, span := tracing.Tracer().Start(ctx, SpanCall, trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(attribute.String(AttrUpstream, server), attribute.String(AttrMethod, m.Method)))
+	if m.Call != nil && m.Call.Name != nil {
+		span.SetAttributes(attribute.String(AttrTool, *m.Call.Name))
+	}
+	return ctx, span
+}
+
+// outcomeOf is a decided message's outcome attribute.
+func outcomeOf(allowed bool) string {
+	if allowed {
+		return mcpForwarded
+	}
+	return mcpDenied
 }

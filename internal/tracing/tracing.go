@@ -154,12 +154,24 @@ func Run(ctx context.Context, service string, run func(context.Context) error) e
 	if err != nil {
 		return err
 	}
-	defer func() {
-		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownWait)
-		defer cancel()
-		if err := shutdown(flushCtx); err != nil {
-			slog.Warn("tracing: flushing the last spans failed", "err", err)
-		}
-	}()
+	defer Flush(ctx, shutdown)
 	return run(ctx)
+}
+
+// Flush calls a Setup's shutdown, for at most shutdownWait; a flush that
+// fails is logged.
+func Flush(ctx context.Context, shutdown func(context.Context) error) {
+	flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownWait)
+	defer cancel()
+	if err := shutdown(flushCtx); err != nil {
+		slog.Warn("tracing: flushing the last spans failed", "err", err)
+	}
+}
+
+// Traceparent is the W3C traceparent of ctx's span, "" when it holds
+// none: what a request made under that span sends (Inject writes it).
+func Traceparent(ctx context.Context) string {
+	h := http.Header{}
+	Inject(ctx, h)
+	return h.Get("Traceparent")
 }

@@ -331,3 +331,43 @@ func upstreamTraceparents(t *testing.T, base string) []string {
 	}
 	return st.Traceparent
 }
+
+// TestStdioGuardSpans: `toolgate mcp stdio` in front of a server over
+// stdio, asking a traced sidecar, makes a toolgate.mcp.call span for each
+// tools/call it decides, and the sidecar's decision span is its child in
+// the same trace: the guard sends the sidecar its span as traceparent.
+// The agent is the official MCP Go SDK's client, starting the guard as an
+// agent's MCP configuration would.
+func TestStdioGuardSpans(t *testing.T) {
+	rec := startReceiver(t)
+	s := startSidecar(t, tracingEnv(rec), "")
+	cmd := exec.Command(bin.toolgate, "mcp", "stdio", "--server", "files", "--url", s.url, "--", bin.mcpserver, "-stdio")
+	cmd.Env = append(os.Environ(), tracingEnv(rec)...)
+	cmd.Stderr = os.Stderr
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "otel-test-agent", Version: "1.0.0"}, nil)
+	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("starting the guard: %v", err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "delete_file", Arguments: map[string]any{"path": "/etc/passwd"}})
+	if err != nil || !res.IsError {
+		t.Fatalf("delete_file: %+v, %v; want denied", res, err)
+	}
+	guard := func(s span) bool { return s.service == "toolgate-mcp-stdio" || s.service == "toolgate-sidecar" }
+	spans := rec.awaitWhere(t, "the guard's and the sidecar's spans", guard, "stdio call span with the sidecar's decision under it", func(s []span) bool {
+		c := callSpan(s, "delete_file")
+		return c != nil && len(childrenOf(s, c.spanID)) > 0
+	})
+	c := callSpan(spans, "delete_file")
+	if c.service != "toolgate-mcp-stdio" || c.attrs["toolgate.mcp.upstream"] != "files" || c.attrs["toolgate.mcp.outcome"] != "denied" {
+		t.Errorf("call span %+v: want toolgate-mcp-stdio's, server files, outcome denied", c)
+	}
+	kids := childrenOf(spans, c.spanID)
+	if len(kids) != 1 || kids[0].name != "toolgate.decision" || kids[0].service != "toolgate-sidecar" || kids[0].traceID != c.traceID ||
+		kids[0].attrs["toolgate.rule_id"] != "no-delete" {
+		t.Errorf("call span's children %+v: want the sidecar's decision, deny by no-delete, in the call's trace", kids)
+	}
+}

@@ -119,23 +119,31 @@ func parentOf(s ptrace.Span) string {
 // await waits until the spans of traceID satisfy done, and returns them.
 func (rec *receiver) await(t *testing.T, traceID string, what string, done func([]span) bool) []span {
 	t.Helper()
+	return rec.awaitWhere(t, "trace "+traceID, func(s span) bool { return s.traceID == traceID }, what, done)
+}
+
+// awaitWhere waits until the spans in satisfies satisfy done, and returns
+// them.
+func (rec *receiver) awaitWhere(t *testing.T, where string, in func(span) bool, what string, done func([]span) bool) []span {
+	t.Helper()
 	deadline := time.After(30 * time.Second)
 	for {
-		var in []span
+		var got []span
 		rec.mu.Lock()
 		for _, s := range rec.spans {
-			if s.traceID == traceID {
-				in = append(in, s)
+			if in(s) {
+				got = append(got, s)
 			}
 		}
 		rec.mu.Unlock()
+		in := got
 		if done(in) {
 			return in
 		}
 		select {
 		case <-rec.changed:
 		case <-deadline:
-			t.Fatalf("trace %s: no %s within 30s; the receiver has %+v", traceID, what, in)
+			t.Fatalf("%s: no %s within 30s; the receiver has %+v", where, what, in)
 		}
 	}
 }
