@@ -101,7 +101,7 @@ test-release: ## make release VERSION=v0.0.0-test into a temporary directory, an
 	go test -tags release $(GO_TEST_FLAGS) -v ./test/release/
 
 .PHONY: test
-test: test-go test-clients test-rego test-promql test-policies test-release test-cluster ## Run every test: Go packages (envtest suites included; control plane built on first use), the Python and TypeScript clients, OPA against the exported Rego, the alerts' PromQL, the samples' policy tests, a release built and checked (test-release), then, as root, the real-node suite.
+test: test-go test-clients test-rego test-promql test-otel test-policies test-release test-cluster ## Run every test: Go packages (envtest suites included; control plane built on first use), the Python and TypeScript clients, OPA against the exported Rego, the alerts' PromQL, the OpenTelemetry spans, the samples' policy tests, a release built and checked (test-release), then, as root, the real-node suite.
 
 .PHONY: test-go
 test-go: ## Every Go package's tests.
@@ -154,6 +154,10 @@ test-policies: build ## The samples' policy unit tests (config/samples/*toolgate
 .PHONY: measure-replay
 measure-replay: ## toolgate replay over 100,000 decision-log lines against the samples: lines/s (target >= 100,000).
 	go test ./cli -run '^$$' -bench BenchmarkReplay -benchtime 5x -count 3
+
+.PHONY: test-otel
+test-otel: ## The sidecar's OpenTelemetry spans, exported to the OpenTelemetry Collector's own OTLP receiver (a separate module, test/otel).
+	cd test/otel && go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: rego-corpus
 rego-corpus: ## Re-record the engine's table-test cases that test-rego decides with OPA (after changing those tests).

@@ -12,6 +12,7 @@ import (
 	"github.com/toolgate/toolgate/client/local"
 	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/internal/exitcode"
+	"github.com/toolgate/toolgate/internal/tracing"
 	"github.com/toolgate/toolgate/mcp"
 )
 
@@ -27,6 +28,10 @@ type MCPStdioOptions struct {
 // localReload is how often --bundle-dir is re-read: an edit, a freeze
 // added, takes effect within it.
 const localReload = time.Second
+
+// ServiceMCPStdio is the service.name of `toolgate mcp stdio`'s spans
+// unless OTEL_SERVICE_NAME says otherwise.
+const ServiceMCPStdio = "toolgate-mcp-stdio"
 
 func newMCPCommand() *cobra.Command {
 	return groupCommand("mcp", "Guard the MCP servers an agent starts itself", "transport", newMCPStdioCommand())
@@ -73,6 +78,11 @@ func runMCPStdio(cmd *cobra.Command, o *MCPStdioOptions, args []string, s stream
 	}
 	ctx, cancel := context.WithCancel(cmd.Context())
 	defer cancel()
+	shutdown, err := tracing.Setup(ctx, ServiceMCPStdio)
+	if err != nil {
+		return exitcode.Usagef("%s: %v", cmd.CommandPath(), err)
+	}
+	defer tracing.Flush(ctx, shutdown)
 	var decide mcp.Decider
 	if o.BundleDir != "" {
 		guard, err := local.New(local.Options{BundlePath: o.BundleDir, ServiceAccount: o.ServiceAccount})
@@ -107,6 +117,10 @@ func runMCPStdio(cmd *cobra.Command, o *MCPStdioOptions, args []string, s stream
 		// The client's results are decisions, fail closed: an error (the
 		// context ending) comes with a deny already.
 		decide = func(ctx context.Context, request []byte) (engine.Result, []byte) {
+			if tracing.On() {
+				// The sidecar's decision span goes under the guard's call span.
+				ctx = client.WithTraceparent(ctx, tracing.Traceparent(ctx))
+			}
 			res, _ := c.EvaluateJSON(ctx, request)
 			return res.Result, decisionJSON(res)
 		}

@@ -158,7 +158,17 @@ func (c *Client) Evaluate(ctx context.Context, req Request) (Result, error) {
 // sidecar refuses (400) is a deny, fail closed, like any answer that is not
 // a decision.
 func (c *Client) EvaluateJSON(ctx context.Context, body []byte) (Result, error) {
-	return c.evaluate(ctx, body, "")
+	tp, _ := ctx.Value(traceparentKey{}).(string)
+	return c.evaluate(ctx, body, tp)
+}
+
+type traceparentKey struct{}
+
+// WithTraceparent returns ctx with a W3C traceparent that EvaluateJSON
+// sends with its request, so the sidecar's decision span is a child of
+// the caller's span ("" sends none).
+func WithTraceparent(ctx context.Context, traceparent string) context.Context {
+	return context.WithValue(ctx, traceparentKey{}, traceparent)
 }
 
 func (c *Client) evaluate(ctx context.Context, body []byte, traceparent string) (Result, error) {

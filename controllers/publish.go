@@ -19,6 +19,7 @@ import (
 // it already does. It reads the cache first; when the cache lags a write of
 // ours (or another's), it falls back to an uncached read.
 func (r *bundleReconciler) publish(ctx context.Context, ns string, p payload, start time.Time) error {
+	ctx, traced := tracePublish(ctx, ns, p)
 	key := types.NamespacedName{Namespace: ns, Name: r.opts.ConfigMapName}
 	written, err := r.writeCached(ctx, key, p)
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) || apierrors.IsAlreadyExists(err) {
@@ -27,12 +28,15 @@ func (r *bundleReconciler) publish(ctx context.Context, ns string, p payload, st
 	switch {
 	case err != nil:
 		publishesTotal.WithLabelValues(resultFailed).Inc()
+		traced(resultFailed, err)
 		return err
 	case written:
 		publishesTotal.WithLabelValues(resultPublished).Inc()
 		publishSeconds.Observe(time.Since(start).Seconds())
+		traced(resultPublished, nil)
 	default:
 		publishesTotal.WithLabelValues(resultUnchanged).Inc()
+		traced(resultUnchanged, nil)
 	}
 	bundleSizeBytes.WithLabelValues(ns).Set(float64(p.size))
 	return nil

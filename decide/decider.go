@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/toolgate/toolgate/decisionlog"
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/tracing"
 	"github.com/toolgate/toolgate/usage"
 )
 
@@ -177,8 +179,8 @@ func (d *Decider) Decide(req engine.Request, explain bool, ev *decisionlog.Event
 
 // Commit counts a decision in the metrics and records it in the decision
 // log at once.
-func (d *Decider) Commit(ev *decisionlog.Event, req engine.Request, res *engine.Result, revision string) {
-	if d.Settle(ev, req, res, revision) {
+func (d *Decider) Commit(ctx context.Context, ev *decisionlog.Event, req engine.Request, res *engine.Result, revision string) {
+	if d.Settle(ctx, ev, req, res, revision) {
 		d.log.Record(ev)
 	}
 }
@@ -186,11 +188,16 @@ func (d *Decider) Commit(ev *decisionlog.Event, req engine.Request, res *engine.
 // Settle counts a decision in the metrics and completes its event for the
 // decision log; false when no decision log is kept. Commit records the
 // event at once; the MCP proxy records an allowed call's once the call is
-// on its way upstream.
-func (d *Decider) Settle(ev *decisionlog.Event, req engine.Request, res *engine.Result, revision string) bool {
+// on its way upstream. With tracing on, the decision's span is made here,
+// under ctx's span (trace.go): every decision the sidecar answers passes
+// here once.
+func (d *Decider) Settle(ctx context.Context, ev *decisionlog.Event, req engine.Request, res *engine.Result, revision string) bool {
 	took := time.Since(ev.At)
 	effect := res.StatedEffect()
 	d.metrics.observeDecision(res.Decision, res.Code, effect, took)
+	if tracing.On() {
+		d.traceDecision(ctx, ev, res, effect, revision)
+	}
 	if !d.log.Enabled() {
 		return false
 	}

@@ -13,25 +13,28 @@ func TraceOf(h http.Header) (traceID, spanID string) {
 	if len(v) != 1 {
 		return "", ""
 	}
-	return parseTraceparent(v[0])
+	traceID, spanID, _ = ParseTraceparent(v[0])
+	return traceID, spanID
 }
 
-// parseTraceparent returns the trace and parent ids of a valid header:
-// lower-case hex, neither all zeros, version ff refused, version 00 exactly
-// 55 characters, later versions at least that with a '-' after the flags.
-func parseTraceparent(s string) (traceID, spanID string) {
+// ParseTraceparent returns the trace id, parent id and flags of a valid
+// header, all "" for one that is not: lower-case hex, neither id all
+// zeros, version ff refused, version 00 exactly 55 characters, later
+// versions at least that with a '-' after the flags. The decision log and
+// the spans (internal/tracing) read a traceparent through it alike.
+func ParseTraceparent(s string) (traceID, spanID, flags string) {
 	if len(s) < 55 || s[2] != '-' || s[35] != '-' || s[52] != '-' {
-		return "", ""
+		return "", "", ""
 	}
 	version, trace, span, flags := s[:2], s[3:35], s[36:52], s[53:55]
 	if !lowerHex(version) || version == "ff" || !lowerHex(trace) || !lowerHex(span) || !lowerHex(flags) ||
 		allZeros(trace) || allZeros(span) {
-		return "", ""
+		return "", "", ""
 	}
 	if (version == "00" && len(s) != 55) || (len(s) > 55 && s[55] != '-') {
-		return "", ""
+		return "", "", ""
 	}
-	return trace, span
+	return trace, span, flags
 }
 
 func lowerHex(s string) bool {

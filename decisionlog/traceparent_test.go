@@ -26,7 +26,7 @@ func TestParseTraceparent(t *testing.T) {
 		{"", false},
 		{"garbage", false},
 	} {
-		gotTrace, gotSpan := parseTraceparent(tc.header)
+		gotTrace, gotSpan, _ := ParseTraceparent(tc.header)
 		if ok := gotTrace != ""; ok != tc.ok || (ok && (gotTrace != trace || gotSpan != span)) {
 			t.Errorf("%q: trace %q span %q, want ok=%v", tc.header, gotTrace, gotSpan, tc.ok)
 		}

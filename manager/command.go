@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"context"
 	"flag"
 	"os"
 	"os/signal"
@@ -9,7 +10,13 @@ import (
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/toolgate/toolgate/internal/tracing"
 )
+
+// ServiceName is the service.name of its spans unless OTEL_SERVICE_NAME
+// says otherwise (docs/observability.md).
+const ServiceName = "toolgate-manager"
 
 // NewCommand is `toolgate manager`.
 func NewCommand() *cobra.Command {
@@ -30,7 +37,7 @@ whether it is live (kubectl get policies,frozenagents).`,
 			ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return Run(ctx, o)
+			return tracing.Run(ctx, ServiceName, func(ctx context.Context) error { return Run(ctx, o) })
 		},
 	}
 	o.AddFlags(cmd.Flags())

@@ -140,10 +140,10 @@ func (p *Proxy) decideSubject(r *http.Request, rt *mcpRoute, m *jsonrpc.Message,
 	}
 	recorded = true
 	if res.Decision != engine.Allow {
-		d.Commit(&ev, req, &res, st.Revision)
+		d.Commit(r.Context(), &ev, req, &res, st.Revision)
 		return answer, false, nil, ""
 	}
-	if d.Settle(&ev, req, &res, st.Revision) {
+	if d.Settle(r.Context(), &ev, req, &res, st.Revision) {
 		logLater = &ev
 	}
 	return nil, true, logLater, ""
@@ -211,7 +211,7 @@ func (p *Proxy) selfDeny(r *http.Request, m *jsonrpc.Message, ev *decisionlog.Ev
 	st := p.d.State()
 	ev.ID = p.d.NextID()
 	answer := denyAnswer(m.ID, m.Method, &res, p.d.AppendAnswer(nil, &res, st, ev.ID), modernMCP(r))
-	p.d.Commit(ev, req, &res, st.Revision)
+	p.d.Commit(r.Context(), ev, req, &res, st.Revision)
 	return answer
 }
 

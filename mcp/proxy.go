@@ -20,10 +20,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolgate/toolgate/decide"
 	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/internal/httploop"
+	"github.com/toolgate/toolgate/internal/tracing"
 	"github.com/toolgate/toolgate/mcp/jsonrpc"
 )
 
@@ -280,6 +283,11 @@ func (p *Proxy) paths() string {
 // answers it itself.
 func (p *Proxy) post(w http.ResponseWriter, r *http.Request, rt *mcpRoute) {
 	arrived := requestArrival(w)
+	var span trace.Span // the call's span, with tracing on (trace.go)
+	if tracing.On() {
+		r, span = startCall(r, rt)
+		defer span.End()
+	}
 	b := &decide.Buffers{}
 	defer p.d.Bodies.Release(b)
 	body, ok := p.readBody(w, r, b)
@@ -292,6 +300,9 @@ func (p *Proxy) post(w http.ResponseWriter, r *http.Request, rt *mcpRoute) {
 		rt.counted.refused.Inc()
 		writeRPCError(w, http.StatusBadRequest, nil, RPCInvalidRequest, "toolgate: the body is not JSON-RPC the proxy can read unambiguously: "+err.Error())
 		return
+	}
+	if span != nil {
+		describeCall(span, msgs, batch)
 	}
 	mirrored := paramHeaderNames(r.Header)
 	for i := range msgs {
@@ -359,6 +370,9 @@ func (p *Proxy) post(w http.ResponseWriter, r *http.Request, rt *mcpRoute) {
 		}
 	}
 	if anyDenied {
+		if span != nil {
+			span.SetAttributes(attribute.String(AttrOutcome, mcpDenied))
+		}
 		rt.counted.denied.Inc()
 		p.answerDenied(w, msgs, denied, batch)
 		return
@@ -367,6 +381,12 @@ func (p *Proxy) post(w http.ResponseWriter, r *http.Request, rt *mcpRoute) {
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
 	r.Header.Del("Transfer-Encoding")
+	if span != nil {
+		span.SetAttributes(attribute.String(AttrOutcome, mcpForwarded))
+		var up trace.Span
+		r, up = startUpstream(r, rt)
+		defer up.End()
+	}
 	rt.forward(w, r.WithContext(withMCPInfo(r.Context(), info)))
 }
 

@@ -16,8 +16,12 @@ import (
 	"sync"
 	"syscall"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/toolgate/toolgate/decide"
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/tracing"
 	"github.com/toolgate/toolgate/mcp/jsonrpc"
 )
 
@@ -246,7 +250,16 @@ func (g *stdioGuard) check(ctx context.Context, line []byte) []byte {
 	case m.Method == jsonrpc.MethodToolsList:
 		g.schemas.agentLists(m.ID)
 	case decided(m.Method):
-		if answer, allowed := g.decideCall(ctx, m); !allowed {
+		var span trace.Span
+		if tracing.On() {
+			ctx, span = startStdioCall(ctx, g.opts.Server, m)
+			defer span.End()
+		}
+		answer, allowed := g.decideCall(ctx, m)
+		if span != nil {
+			span.SetAttributes(attribute.String(AttrOutcome, outcomeOf(allowed)))
+		}
+		if !allowed {
 			if answer != nil {
 				_ = g.out.line(answer)
 			}

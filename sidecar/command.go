@@ -1,6 +1,7 @@
 package sidecar
 
 import (
+	"context"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -8,7 +9,13 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/toolgate/toolgate/internal/tracing"
 )
+
+// ServiceName is the service.name of its spans unless OTEL_SERVICE_NAME
+// says otherwise (docs/observability.md).
+const ServiceName = "toolgate-sidecar"
 
 // NewCommand returns `toolgate sidecar`.
 func NewCommand() *cobra.Command {
@@ -58,7 +65,7 @@ adds the upstream credential the agent never holds.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return Run(ctx, opts, nil)
+			return tracing.Run(ctx, ServiceName, func(ctx context.Context) error { return Run(ctx, opts, nil) })
 		},
 	}
 	opts.AddFlags(cmd.Flags())

@@ -1,6 +1,7 @@
 package sidecar
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"github.com/toolgate/toolgate/decisionlog"
 	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/internal/httploop"
+	"github.com/toolgate/toolgate/internal/tracing"
 )
 
 // MaxRequestBytes bounds an evaluate request body.
@@ -19,8 +21,8 @@ const MaxRequestBytes = decide.MaxRequestBytes
 
 // overloaded answers deny OVERLOADED at once: the sidecar is at one of its
 // limits (reason names it) and fails closed rather than queue or allow.
-func (s *Server) overloaded(w http.ResponseWriter, b *decide.Buffers, ev *decisionlog.Event, reason string) {
-	s.writeDeny(w, b, nil, ev, decide.SelfDeny(CodeOverloaded, reason))
+func (s *Server) overloaded(ctx context.Context, w http.ResponseWriter, b *decide.Buffers, ev *decisionlog.Event, reason string) {
+	s.writeDeny(ctx, w, b, nil, ev, decide.SelfDeny(CodeOverloaded, reason))
 }
 
 func (s *Server) badRequest(w http.ResponseWriter, format string, args ...any) {
@@ -32,9 +34,14 @@ func (s *Server) badRequest(w http.ResponseWriter, format string, args ...any) {
 // JSON error; anything else is a decision, including the sidecar's own
 // failures (a recovered panic is deny INTERNAL_ERROR) and overload (deny
 // OVERLOADED, at once), so a client never gets a 500, a dropped connection
-// or a wait instead of one.
+// or a wait instead of one. With tracing on, the decision's span is the
+// child of the caller's traceparent (ctx).
 func (s *Server) evaluate(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	ctx := r.Context()
+	if tracing.On() {
+		ctx = tracing.FromHeader(ctx, r.Header)
+	}
 	b := s.d.Bodies.Get()
 	defer s.d.Bodies.Put(b)
 	var req engine.Request
@@ -45,11 +52,11 @@ func (s *Server) evaluate(w http.ResponseWriter, r *http.Request) {
 		if p := recover(); p != nil {
 			res := s.d.Failed(p)
 			if !wrote {
-				s.writeDeny(w, b, req, &ev, res)
+				s.writeDeny(ctx, w, b, req, &ev, res)
 			}
 		}
 	}()
-	explain, ok := s.read(w, r, b, &ev)
+	explain, ok := s.read(ctx, w, r, b, &ev)
 	if !ok {
 		wrote = true
 		return
@@ -57,14 +64,14 @@ func (s *Server) evaluate(w http.ResponseWriter, r *http.Request) {
 	ev.BodyBytes = len(b.In)
 	if !s.d.Admit() {
 		wrote = true
-		s.overloaded(w, b, &ev, s.d.OverloadReason())
+		s.overloaded(ctx, w, b, &ev, s.d.OverloadReason())
 		return
 	}
 	defer s.d.Done()
 	conn := httploop.ConnOf(r)
 	if !conn.SetBusy() {
 		wrote = true
-		s.overloaded(w, b, &ev, "this connection was closed at the connection cap (--max-connections) before its request was evaluated; denied to fail closed, retry shortly")
+		s.overloaded(ctx, w, b, &ev, "this connection was closed at the connection cap (--max-connections) before its request was evaluated; denied to fail closed, retry shortly")
 		return
 	}
 	defer conn.SetWaiting()
@@ -80,13 +87,13 @@ func (s *Server) evaluate(w http.ResponseWriter, r *http.Request) {
 	}
 	ev.ToolName = decide.StringField(req, engine.FieldToolName)
 	res, st := s.d.Decide(req, explain, &ev)
-	s.answer(w, b, req, &ev, &res, st, &wrote)
+	s.answer(ctx, w, b, req, &ev, &res, st, &wrote)
 }
 
 // read reads the request body into b.In, answering 400 itself when the
 // request is malformed, and deny OVERLOADED when its body would take the
 // bodies being read past --max-body-bytes-in-flight.
-func (s *Server) read(w http.ResponseWriter, r *http.Request, b *decide.Buffers, ev *decisionlog.Event) (explain, ok bool) {
+func (s *Server) read(ctx context.Context, w http.ResponseWriter, r *http.Request, b *decide.Buffers, ev *decisionlog.Event) (explain, ok bool) {
 	if r.ContentLength > MaxRequestBytes {
 		s.badRequest(w, "request body is %d bytes, more than the limit of %d", r.ContentLength, MaxRequestBytes)
 		return false, false
@@ -110,7 +117,7 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, b *decide.Buffers,
 			// The rest of the body is not read: the connection closes
 			// after this answer, which is sent first.
 			w.Header().Set("Connection", "close")
-			s.overloaded(w, b, ev, fmt.Sprintf("request bodies being read hold %d of %d bytes (--max-body-bytes-in-flight); denied to fail closed, retry shortly",
+			s.overloaded(ctx, w, b, ev, fmt.Sprintf("request bodies being read hold %d of %d bytes (--max-body-bytes-in-flight); denied to fail closed, retry shortly",
 				s.d.Bodies.Held(), s.d.Bodies.Budget()))
 		} else {
 			s.badRequest(w, "reading the request body: %v", err)
@@ -140,19 +147,19 @@ func explainParam(r *http.Request) (bool, error) {
 }
 
 // answer writes a decision and commits it to the metrics and the log.
-func (s *Server) answer(w http.ResponseWriter, b *decide.Buffers, req engine.Request, ev *decisionlog.Event, res *engine.Result, st *decide.State, wrote *bool) {
+func (s *Server) answer(ctx context.Context, w http.ResponseWriter, b *decide.Buffers, req engine.Request, ev *decisionlog.Event, res *engine.Result, st *decide.State, wrote *bool) {
 	ev.ID = s.d.NextID()
 	b.Out = s.d.AppendAnswer(b.Out, res, st, ev.ID)
 	w.Header()["Content-Type"] = jsonContentType
 	*wrote = true
 	_, _ = w.Write(b.Out)
-	s.d.Commit(ev, req, res, st.Revision)
+	s.d.Commit(ctx, ev, req, res, st.Revision)
 }
 
 // writeDeny answers a deny the sidecar made itself (res: decide.SelfDeny
 // or decide.Failed), and logs it as a decision. req is nil when it was not
 // decoded.
-func (s *Server) writeDeny(w http.ResponseWriter, b *decide.Buffers, req engine.Request, ev *decisionlog.Event, res engine.Result) {
+func (s *Server) writeDeny(ctx context.Context, w http.ResponseWriter, b *decide.Buffers, req engine.Request, ev *decisionlog.Event, res engine.Result) {
 	wrote := false
-	s.answer(w, b, req, ev, &res, s.d.State(), &wrote)
+	s.answer(ctx, w, b, req, ev, &res, s.d.State(), &wrote)
 }

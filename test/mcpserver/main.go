@@ -10,7 +10,7 @@
 //
 //	/mcp           the stateful endpoint (2025-11-25: sessions, GET streams)
 //	/mcp-stateless the stateless one (2026-07-28, and 2025-11-25 without sessions)
-//	GET /stats     {"calls":{"pay":1,...},"authorization":["Bearer ..."]}
+//	GET /stats     {"calls":{"pay":1,...},"authorization":["Bearer ..."],"traceparent":["00-..."]}
 //	POST /release  lets every stream call waiting return
 //
 // It prints "listening on ADDR" once it serves. With -stdio it speaks MCP
@@ -41,6 +41,9 @@ type stats struct {
 	mu    sync.Mutex
 	calls map[string]int
 	auth  []string
+	// traceparents are the distinct traceparent headers sent, so a test
+	// can see the trace the proxy continued upstream.
+	traceparents []string
 	// release is closed by POST /release.
 	release chan struct{}
 }
@@ -56,6 +59,9 @@ func (s *stats) recordAuth(h http.Handler) http.Handler {
 		s.mu.Lock()
 		if a := r.Header.Get("Authorization"); a != "" && !slices.Contains(s.auth, a) {
 			s.auth = append(s.auth, a)
+		}
+		if tp := r.Header.Get("Traceparent"); tp != "" && !slices.Contains(s.traceparents, tp) {
+			s.traceparents = append(s.traceparents, tp)
 		}
 		s.mu.Unlock()
 		h.ServeHTTP(w, r)
@@ -175,7 +181,7 @@ func main() {
 	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, _ *http.Request) {
 		st.mu.Lock()
 		defer st.mu.Unlock()
-		_ = json.NewEncoder(w).Encode(map[string]any{"calls": st.calls, "authorization": st.auth})
+		_ = json.NewEncoder(w).Encode(map[string]any{"calls": st.calls, "authorization": st.auth, "traceparent": st.traceparents})
 	})
 	mux.HandleFunc("POST /release", func(w http.ResponseWriter, _ *http.Request) {
 		releaseOnce.Do(func() { close(st.release) })
