@@ -39,7 +39,7 @@ func parseLoggedDecision(line []byte) (replayCall, error) {
 		case string:
 			return v, nil
 		default:
-			return "", fmt.Errorf("%s must be a string, not %s: is this a toolgate decision log?", field, jsonKindOf(v))
+			return "", fmt.Errorf("%s must be a string, not %s: is this a toolgate decision log?", field, engine.JSONKind(v))
 		}
 	}
 	var c replayCall
@@ -97,19 +97,4 @@ func setString(req engine.Request, field, v string) {
 	} else {
 		delete(req, field)
 	}
-}
-
-// jsonKindOf names a decoded JSON value's kind, for errors.
-func jsonKindOf(v any) string {
-	switch v.(type) {
-	case float64:
-		return "a number"
-	case bool:
-		return "a boolean"
-	case []any:
-		return "an array"
-	case map[string]any:
-		return "an object"
-	}
-	return "null"
 }

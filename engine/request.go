@@ -82,7 +82,11 @@ func DecodeRequest(doc []byte) (Request, error) {
 // and the error wraps ErrTooManyElements; the limit applies the same on
 // the fast path and on the encoding/json fallback.
 func DecodeRequestLimit(doc []byte, maxElements int) (Request, error) {
-	obj, err := DecodeObject(doc, maxElements)
+	return checked(DecodeObject(doc, maxElements))
+}
+
+// checked is a decoded object as a request, once Validate passes.
+func checked(obj map[string]any, err error) (Request, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -118,15 +122,7 @@ func tooManyElements(maxElements int) error {
 // against. encoding/json builds the whole value before anyone could count
 // it, so the values are counted first, by a scan that allocates nothing.
 func decodeRequestStd(doc []byte, maxElements int) (Request, error) {
-	obj, err := decodeObjectStd(doc, maxElements)
-	if err != nil {
-		return nil, err
-	}
-	req := Request(obj)
-	if err := req.Validate(); err != nil {
-		return nil, err
-	}
-	return req, nil
+	return checked(decodeObjectStd(doc, maxElements))
 }
 
 func decodeObjectStd(doc []byte, maxElements int) (map[string]any, error) {
@@ -190,6 +186,10 @@ func (r Request) Validate() error {
 	}
 	return nil
 }
+
+// JSONKind names a decoded JSON value's kind for errors: "a string", "a
+// number", "an object" ...
+func JSONKind(v any) string { return jsonKind(v) }
 
 func jsonKind(v any) string {
 	switch v.(type) {

@@ -64,7 +64,7 @@ func TestDemo(t *testing.T) {
 		"=> tools: pay read_file route stream",
 		"=> the server answered: contents of notes.txt",
 		"=> DENIED by toolgate: files-no-secrets: nothing under /secrets/ is read by agents",
-		`"calls":{"read_file":1}}`,
+		`"calls":{"read_file":1},`,
 		// The stdio guard in front of the same server speaking stdio: the
 		// same read forwarded, the same read denied, the same count.
 		"$ toolgate mcp stdio --server files --url unix://",
@@ -78,7 +78,7 @@ func TestDemo(t *testing.T) {
 	for what, n := range map[string]int{
 		"=> the server answered: contents of notes.txt":                                      2,
 		"=> DENIED by toolgate: files-no-secrets: nothing under /secrets/ is read by agents": 2,
-		`"calls":{"read_file":1}}`:                                                           2,
+		`"calls":{"read_file":1},`:                                                           2,
 	} {
 		if got := strings.Count(story, what); got != n {
 			t.Errorf("want %q %d times (the HTTP proxy, the stdio guard), found %d", what, n, got)

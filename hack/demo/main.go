@@ -341,7 +341,8 @@ func (d *demo) show(r map[string]any) error {
 		return fmt.Errorf("%s: the sidecar's answer is not a decision: %w", line, err)
 	}
 	summary := "    => " + strings.ToUpper(got.Decision)
-	if got.Code != "" {
+	if got.Code != "" && got.Code != got.MatchedRule {
+		// A rule's deny is coded by the rule's id, named just after.
 		summary += " " + got.Code
 	}
 	if got.MatchedRule != "" {

@@ -72,6 +72,11 @@ func answersEventually(t *testing.T, addr string, req map[string]any, what strin
 }
 
 func is(dec, code, rule string) func(decision) bool {
+	// A rule's deny is coded by the rule's id: code "" names none of the
+	// sidecar's own codes.
+	if code == "" && dec == "deny" && rule != "" {
+		code = rule
+	}
 	return func(d decision) bool { return d.Decision == dec && d.Code == code && d.MatchedRuleID == rule }
 }
 
