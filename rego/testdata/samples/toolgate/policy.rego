@@ -159,10 +159,18 @@ _fold_rune(c) := f if {
 _result(decision, effect, pid, pver, rid, res, code, reason, warnings) := object.remove(
 	{
 		"decision": decision, "effect": effect, "matchedPolicyId": pid, "matchedPolicyVersion": pver,
-		"matchedRuleId": rid, "matchedResource": res, "code": code, "reason": reason, "warnings": warnings,
+		"matchedRuleId": rid, "matchedResource": res, "code": _stated_code(decision, rid, code), "reason": reason, "warnings": warnings,
 	},
-	{k | some k, v in {"matchedResource": res, "code": code, "reason": reason, "warnings": warnings}; v in {null, "", []}},
+	{k | some k, v in {"matchedResource": res, "code": _stated_code(decision, rid, code), "reason": reason, "warnings": warnings}; v in {null, "", []}},
 )
+
+# The code an answer states (the engine's Result.StatedCode): its own, else
+# on a rule's deny the rule's id.
+_stated_code(decision, rid, code) := rid if {
+	code == null
+	decision == "deny"
+	rid != null
+} else := code
 
 # The scan stops at the first ordered deny, the first policy that does not
 # compile, or the first tiered policy whose verdict is a deny: as
