@@ -41,9 +41,11 @@ func (d *Decider) traceDecision(ctx context.Context, ev *decisionlog.Event, res 
 		attribute.String(AttrDecision, string(res.Decision)),
 		attribute.String(AttrEffect, string(effect)),
 		attribute.String(AttrToolName, ev.ToolName),
-		attribute.String(AttrDecisionID, d.idPrefix+strconv.FormatUint(ev.ID, 10)))
-	if res.Code != "" {
-		attrs = append(attrs, attribute.String(AttrCode, string(res.Code)))
+		// Base 36, as the answer and the decision log write the id.
+		attribute.String(AttrDecisionID, d.idPrefix+strconv.FormatUint(ev.ID, 36)))
+	if code := res.StatedCode(); code != "" {
+		// The code the answer states: a rule's deny is coded by its id.
+		attrs = append(attrs, attribute.String(AttrCode, string(code)))
 	}
 	if res.MatchedRuleID != "" {
 		attrs = append(attrs, attribute.String(AttrRuleID, res.MatchedRuleID))

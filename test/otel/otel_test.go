@@ -137,6 +137,15 @@ func tracingEnv(rec *receiver) []string {
 func TestDecisionSpanUnderCallersTraceparent(t *testing.T) {
 	rec := startReceiver(t)
 	s := startSidecar(t, tracingEnv(rec), "")
+	// Ten decisions first, without a traceparent: the checked one's id
+	// then has two digits, whose base the span must write as the answer.
+	for range 10 {
+		resp, err := http.Post(s.url+"/v1/evaluate", "application/json", strings.NewReader(`{"tool_name":"read_file"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+	}
 	req, _ := http.NewRequest(http.MethodPost, s.url+"/v1/evaluate",
 		strings.NewReader(`{"tool_name":"delete_file","agent_id":"files-agent","input":{"path":"/etc/passwd"}}`))
 	req.Header.Set("traceparent", "00-"+callerTrace+"-"+callerSpan+"-01")
