@@ -21,7 +21,25 @@ func buildPython(o options) error {
 	if err := stampPyproject(filepath.Join(src, "pyproject.toml"), pep440(o.version)); err != nil {
 		return err
 	}
+	// The package says its version too (toolgate.__version__): the same.
+	if err := stampDunderVersion(filepath.Join(src, "toolgate", "__init__.py"), pep440(o.version)); err != nil {
+		return err
+	}
 	return runIn(src, "python3", filepath.Join(o.root, "hack", "release", "pep517.py"), src, o.dist)
+}
+
+// dunderVersion is the package's own version line.
+var dunderVersion = regexp.MustCompile(`(?m)^__version__[ \t]*=[ \t]*"[^"]*"[ \t]*$`)
+
+func stampDunderVersion(path, version string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if n := len(dunderVersion.FindAllIndex(b, -1)); n != 1 {
+		return fmt.Errorf("clients/python/toolgate/__init__.py: %d __version__ lines, want one to set to %s", n, version)
+	}
+	return os.WriteFile(path, dunderVersion.ReplaceAllLiteral(b, []byte(`__version__ = "`+version+`"`)), 0o644)
 }
 
 // projectVersion is the version line of pyproject.toml's [project] table.

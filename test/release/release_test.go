@@ -214,6 +214,16 @@ func TestReleaseArtifacts(t *testing.T) {
 		}
 		metadata, _ := io.ReadAll(f)
 		assertPythonMetadata(t, "wheel METADATA", string(metadata))
+		// The package's own __version__ is the release's too.
+		init, err := z.Open("toolgate/__init__.py")
+		if err != nil {
+			t.Fatal(err)
+		}
+		initPy, err := io.ReadAll(init)
+		_ = init.Close()
+		if err != nil || !strings.Contains(string(initPy), "\n__version__ = \""+pyVersion+"\"\n") {
+			t.Errorf("the wheel's toolgate/__init__.py does not say __version__ = %q (%v)", pyVersion, err)
+		}
 		assertPythonMetadata(t, "sdist PKG-INFO", string(fromTarGz(t, path("toolgate-"+pyVersion+".tar.gz"), "toolgate-"+pyVersion+"/PKG-INFO")))
 	})
 
