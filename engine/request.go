@@ -3,6 +3,8 @@ package engine
 import (
 	"errors"
 	"fmt"
+
+	"github.com/toolgate/toolgate/engine/internal/fastjson"
 )
 
 // Request is one tool call, as decoded JSON: tool_name (a string) and
@@ -102,11 +104,11 @@ func checked(obj map[string]any, err error) (Request, error) {
 // maxElements values), without checking it is a request: for documents
 // that hold one, such as a decision-log line.
 func DecodeObject(doc []byte, maxElements int) (map[string]any, error) {
-	obj, outcome := decodeFast(doc, maxElements)
+	obj, outcome := fastjson.Object(doc, maxElements)
 	switch outcome {
-	case fastDecoded:
+	case fastjson.Decoded:
 		return obj, nil
-	case fastTooMany:
+	case fastjson.TooMany:
 		return nil, tooManyElements(maxElements)
 	}
 	return decodeObjectStd(doc, maxElements)
@@ -126,7 +128,7 @@ func decodeRequestStd(doc []byte, maxElements int) (Request, error) {
 }
 
 func decodeObjectStd(doc []byte, maxElements int) (map[string]any, error) {
-	if maxElements > 0 && countElements(doc, maxElements) > maxElements {
+	if maxElements > 0 && fastjson.Count(doc, maxElements) > maxElements {
 		return nil, tooManyElements(maxElements)
 	}
 	v, err := decodeJSON(doc, "object")
@@ -138,37 +140,6 @@ func decodeObjectStd(doc []byte, maxElements int) (map[string]any, error) {
 		return nil, fmt.Errorf("%w: the request must be a JSON object, not %s", ErrBadRequest, jsonKind(v))
 	}
 	return obj, nil
-}
-
-// countElements counts the JSON values in doc, stopping once the count
-// passes limit. In a valid document every value is the top one, follows a
-// comma, or opens a non-empty container, so the count is 1 + commas +
-// non-empty containers, with strings skipped; on an invalid document it is
-// only an estimate, and encoding/json rejects the document anyway.
-// FuzzFastDecoder checks it against the fast decoder's own count.
-func countElements(doc []byte, limit int) int {
-	n := 1
-	for i := 0; i < len(doc) && n <= limit; i++ {
-		switch doc[i] {
-		case '"':
-			for i++; i < len(doc) && doc[i] != '"'; i++ {
-				if doc[i] == '\\' {
-					i++
-				}
-			}
-		case ',':
-			n++
-		case '{', '[':
-			j := i + 1
-			for j < len(doc) && (doc[j] == ' ' || doc[j] == '\t' || doc[j] == '\n' || doc[j] == '\r') {
-				j++
-			}
-			if j < len(doc) && doc[j] != '}' && doc[j] != ']' {
-				n++
-			}
-		}
-	}
-	return n
 }
 
 // Validate checks the one field every request needs, and refuses a known

@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/toolgate/toolgate/engine/internal/fastjson"
 )
 
 // sameJSON compares decoded values strictly: the same types, and floats by
@@ -52,8 +54,8 @@ func sameJSON(a, b any) bool {
 // encoding/json accepts as the same object.
 func checkFast(t *testing.T, doc []byte) (accepted bool) {
 	t.Helper()
-	got, outcome := decodeFast(doc, 0)
-	if outcome != fastDecoded {
+	got, outcome := fastjson.Object(doc, 0)
+	if outcome != fastjson.Decoded {
 		return false
 	}
 	var want any
@@ -67,9 +69,9 @@ func checkFast(t *testing.T, doc []byte) (accepted bool) {
 	// decoder parsed (a repeated key's values included), so the limit
 	// means the same on both paths: the document passes at its count and
 	// fails one below.
-	n := countElements(doc, math.MaxInt)
+	n := fastjson.Count(doc, math.MaxInt)
 	if built := valuesIn(got); built > n { // fewer only when a key repeats
-		t.Fatalf("%q: built %d values, countElements says %d", doc, built, n)
+		t.Fatalf("%q: built %d values, fastjson.Count says %d", doc, built, n)
 	}
 	for _, limit := range []int{n - 1, n} {
 		_, fast := DecodeRequestLimit(doc, limit)
@@ -117,7 +119,7 @@ func TestFastDecoderTakesOrdinaryRequests(t *testing.T) {
 		`{"tool_name":"big","n":1.7976931348623157e308,"tiny":5e-324,"under":1e-400}`,
 		`{"tool_name":"esc-utf8","s":"é\n"}`,
 		`{"tool_name":"t","` + strings.Repeat("x", 100) + `":"` + strings.Repeat("y", 10000) + `"}`,
-		`{"tool_name":"t","a":` + strings.Repeat("[", fastMaxDepth-1) + strings.Repeat("]", fastMaxDepth-1) + `}`,
+		`{"tool_name":"t","a":` + strings.Repeat("[", fastjson.MaxDepth-1) + strings.Repeat("]", fastjson.MaxDepth-1) + `}`,
 	} {
 		if !checkFast(t, []byte(doc)) {
 			t.Errorf("fast decoder declined %q", doc)
@@ -140,7 +142,7 @@ func TestFastDecoderDeclinesWhatItShouldNot(t *testing.T) {
 		`{"a":1e400}`, `{"a":-1e400}`,
 		`{"a":"\ud83d\ude42"}`, `{"a":"\ud800"}`, `{"a":"\udc00x"}`,
 		"{\"a\":\"\xff\"}", "{\"\xc3\":1}", "{\"a\":\"\xed\xa0\x80\"}",
-		`{"a":` + strings.Repeat("[", fastMaxDepth) + strings.Repeat("]", fastMaxDepth) + `}`,
+		`{"a":` + strings.Repeat("[", fastjson.MaxDepth) + strings.Repeat("]", fastjson.MaxDepth) + `}`,
 	} {
 		if checkFast(t, []byte(doc)) {
 			t.Errorf("fast decoder took %q", doc)

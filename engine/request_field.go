@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"unicode/utf8"
+
+	"github.com/toolgate/toolgate/engine/internal/fastjson"
 )
 
 // DecodeField decodes doc, one JSON value, into r[key] exactly as
@@ -27,15 +29,9 @@ func (r Request) DecodeField(key string, doc []byte, maxElements int) error {
 			return tooManyElements(maxElements)
 		}
 	}
-	p := fastParser{s: doc, left: left}
-	p.space()
-	v, ok := p.value()
-	if ok {
-		p.space()
-		ok = p.i == len(p.s)
-	}
+	v, ok, tooMany := fastjson.Value(doc, left)
 	if !ok {
-		if p.tooMany {
+		if tooMany {
 			return tooManyElements(maxElements)
 		}
 		var err error
@@ -78,7 +74,7 @@ var errTooMany = fmt.Errorf("too many values")
 // decodeValueStd is DecodeField's encoding/json fallback, counting first
 // as decodeRequestStd does.
 func decodeValueStd(doc []byte, left int) (any, error) {
-	if left != math.MaxInt && countElements(doc, left) > left {
+	if left != math.MaxInt && fastjson.Count(doc, left) > left {
 		return nil, errTooMany
 	}
 	return decodeJSON(doc, "value")

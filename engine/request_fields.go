@@ -14,6 +14,16 @@ var knownFields = []string{
 // known field, and folding stays on the stack.
 const maxFoldedField = 32
 
+// isKnownField is knownFields as a set: the common case, an exact name,
+// is answered without folding.
+var isKnownField = func() map[string]bool {
+	m := make(map[string]bool, len(knownFields))
+	for _, f := range knownFields {
+		m[f] = true
+	}
+	return m
+}()
+
 // knownByFold maps each known field, folded, to its name.
 var knownByFold = func() map[string]string {
 	m := make(map[string]string, len(knownFields))
@@ -54,7 +64,7 @@ func foldField(name string, buf *[maxFoldedField]byte) (n int, ok bool) {
 func checkFieldSpelling(r Request) error {
 	var buf [maxFoldedField]byte
 	for name := range r {
-		if isKnownField(name) {
+		if isKnownField[name] {
 			continue // the common case, without folding
 		}
 		n, ok := foldField(name, &buf)
@@ -66,17 +76,4 @@ func checkFieldSpelling(r Request) error {
 		}
 	}
 	return nil
-}
-
-// isKnownField is name in knownFields, as a switch the compiler turns into
-// a few comparisons.
-func isKnownField(name string) bool {
-	switch name {
-	case FieldToolName, FieldAgentID, FieldSessionID, FieldToolUseID, FieldFramework,
-		FieldInput, FieldArgs, FieldKwargs, FieldRoles, FieldEnvironment,
-		FieldServer, FieldResources, FieldAction, FieldSideEffect,
-		FieldActorConfidence, FieldSensitivity, FieldContext, FieldTokens:
-		return true
-	}
-	return false
 }

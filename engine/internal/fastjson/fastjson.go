@@ -1,4 +1,11 @@
-package engine
+// Package fastjson decodes the JSON of tool-call requests without
+// reflection: the common shape, exactly as encoding/json decodes it, and
+// nothing doubtful (it declines instead, for the caller to ask
+// encoding/json, which also words the error). It counts values as it goes,
+// so a document wider than its limit costs no more than the limit. The
+// engine's request decoding (engine.DecodeRequestLimit, DecodeField) is
+// its one user; FuzzFastDecoder there holds it equal to encoding/json.
+package fastjson
 
 import (
 	"math"
@@ -6,52 +13,52 @@ import (
 	"unicode/utf8"
 )
 
-// fastMaxDepth is where the fast decoder hands over to encoding/json, whose
+// MaxDepth is where the fast decoder hands over to encoding/json, whose
 // own limit (10000) and error then apply.
-const fastMaxDepth = 512
+const MaxDepth = 512
 
-// fastOutcome is how decodeFast ended.
-type fastOutcome int
+// Outcome is how a decode ended.
+type Outcome int
 
 const (
-	fastDecoded  fastOutcome = iota // the value is exactly encoding/json's
-	fastDeclined                    // ask encoding/json, which also words the error
-	fastTooMany                     // more values than the limit: stop, decode nothing more
+	Decoded  Outcome = iota // the value is exactly encoding/json's
+	Declined                // ask encoding/json, which also words the error
+	TooMany                 // more values than the limit: stop, decode nothing more
 )
 
-// decodeFast decodes a request document without reflection. It handles the
+// Object decodes a request document without reflection. It handles the
 // common shape and nothing doubtful: on any syntax error, invalid UTF-8, a
 // \u escape of a surrogate, a number float64 cannot hold, or deep nesting it
-// gives up and DecodeRequest asks encoding/json, which also words the error.
+// gives up and the caller asks encoding/json, which also words the error.
 // So when it decodes, the value is exactly what encoding/json would produce
 // (FuzzFastDecoder checks this), and the rare cases keep encoding/json's
 // semantics without a copy of them here. It also counts values: past
-// maxElements (when positive) it stops at once with fastTooMany, so a wide
+// maxElements (when positive) it stops at once with TooMany, so a wide
 // document costs no more than the values it was allowed.
-func decodeFast(doc []byte, maxElements int) (map[string]any, fastOutcome) {
-	p := fastParser{s: doc, left: maxElements - 1} // the object itself is one
+func Object(doc []byte, maxElements int) (map[string]any, Outcome) {
+	p := parser{s: doc, left: maxElements - 1} // the object itself is one
 	if maxElements <= 0 {
 		p.left = math.MaxInt
 	}
 	p.space()
 	if p.i >= len(p.s) || p.s[p.i] != '{' {
-		return nil, fastDeclined
+		return nil, Declined
 	}
 	v, ok := p.object()
 	if !ok {
 		if p.tooMany {
-			return nil, fastTooMany
+			return nil, TooMany
 		}
-		return nil, fastDeclined
+		return nil, Declined
 	}
 	p.space()
 	if p.i != len(p.s) {
-		return nil, fastDeclined
+		return nil, Declined
 	}
-	return v, fastDecoded
+	return v, Decoded
 }
 
-type fastParser struct {
+type parser struct {
 	s     []byte
 	i     int
 	depth int
@@ -63,7 +70,7 @@ type fastParser struct {
 	scratch []byte
 }
 
-func (p *fastParser) space() {
+func (p *parser) space() {
 	for p.i < len(p.s) {
 		switch p.s[p.i] {
 		case ' ', '\t', '\n', '\r':
@@ -74,7 +81,7 @@ func (p *fastParser) space() {
 	}
 }
 
-func (p *fastParser) value() (any, bool) {
+func (p *parser) value() (any, bool) {
 	if p.i >= len(p.s) {
 		return nil, false
 	}
@@ -109,7 +116,7 @@ func (p *fastParser) value() (any, bool) {
 	return nil, false
 }
 
-func (p *fastParser) literal(word string) bool {
+func (p *parser) literal(word string) bool {
 	if len(p.s)-p.i < len(word) || string(p.s[p.i:p.i+len(word)]) != word {
 		return false
 	}
@@ -119,8 +126,8 @@ func (p *fastParser) literal(word string) bool {
 
 // object parses from '{'; a repeated key keeps its last value, as
 // encoding/json does.
-func (p *fastParser) object() (map[string]any, bool) {
-	if p.depth++; p.depth > fastMaxDepth {
+func (p *parser) object() (map[string]any, bool) {
+	if p.depth++; p.depth > MaxDepth {
 		return nil, false
 	}
 	p.i++ // '{'
@@ -168,8 +175,8 @@ func (p *fastParser) object() (map[string]any, bool) {
 	}
 }
 
-func (p *fastParser) array() (any, bool) {
-	if p.depth++; p.depth > fastMaxDepth {
+func (p *parser) array() (any, bool) {
+	if p.depth++; p.depth > MaxDepth {
 		return nil, false
 	}
 	p.i++ // '['
@@ -206,7 +213,7 @@ func (p *fastParser) array() (any, bool) {
 
 // str parses a string from its opening quote. Keys the sidecar sees on
 // every request are returned as constants, saving an allocation each.
-func (p *fastParser) str(key bool) (string, bool) {
+func (p *parser) str(key bool) (string, bool) {
 	p.i++ // '"'
 	start := p.i
 	ascii := true
@@ -239,7 +246,7 @@ func (p *fastParser) str(key bool) (string, bool) {
 
 // escaped finishes a string that has an escape at p.i, its content
 // starting at start.
-func (p *fastParser) escaped(start int) (string, bool) {
+func (p *parser) escaped(start int) (string, bool) {
 	b := append(p.scratch[:0], p.s[start:p.i]...)
 	defer func() { p.scratch = b[:0] }()
 	for p.i < len(p.s) {
@@ -314,7 +321,7 @@ func hex4(s []byte) (rune, bool) {
 // number follows JSON's grammar exactly; a short integer is converted
 // directly (exact below 2^53), anything else by strconv.ParseFloat as
 // encoding/json does.
-func (p *fastParser) number() (any, bool) {
+func (p *parser) number() (any, bool) {
 	start := p.i
 	neg := p.s[p.i] == '-'
 	if neg {
@@ -367,7 +374,7 @@ func (p *fastParser) number() (any, bool) {
 	return f, true
 }
 
-func (p *fastParser) digits() bool {
+func (p *parser) digits() bool {
 	from := p.i
 	for p.i < len(p.s) && p.s[p.i] >= '0' && p.s[p.i] <= '9' {
 		p.i++
@@ -375,26 +382,28 @@ func (p *fastParser) digits() bool {
 	return p.i > from
 }
 
-// knownKey returns a constant for the request's usual keys; the switch
-// compares without converting raw to a string on the heap.
+// knownKey returns a constant for the request's usual keys (engine's
+// Field* names, and common argument names), so decoding them allocates no
+// string; the switch compares without converting raw on the heap. A name
+// missing here only costs an allocation.
 func knownKey(raw []byte) (string, bool) {
 	switch string(raw) {
-	case FieldToolName:
-		return FieldToolName, true
-	case FieldAgentID:
-		return FieldAgentID, true
-	case FieldSessionID:
-		return FieldSessionID, true
-	case FieldToolUseID:
-		return FieldToolUseID, true
-	case FieldFramework:
-		return FieldFramework, true
-	case FieldInput:
-		return FieldInput, true
-	case FieldArgs:
-		return FieldArgs, true
-	case FieldKwargs:
-		return FieldKwargs, true
+	case "tool_name":
+		return "tool_name", true
+	case "agent_id":
+		return "agent_id", true
+	case "session_id":
+		return "session_id", true
+	case "tool_use_id":
+		return "tool_use_id", true
+	case "framework":
+		return "framework", true
+	case "input":
+		return "input", true
+	case "args":
+		return "args", true
+	case "kwargs":
+		return "kwargs", true
 	case "command":
 		return "command", true
 	case "path":
@@ -405,4 +414,49 @@ func knownKey(raw []byte) (string, bool) {
 		return "amount", true
 	}
 	return "", false
+}
+
+// Count counts the JSON values in doc, stopping once the count
+// passes limit. In a valid document every value is the top one, follows a
+// comma, or opens a non-empty container, so the count is 1 + commas +
+// non-empty containers, with strings skipped; on an invalid document it is
+// only an estimate, and encoding/json rejects the document anyway.
+// engine's FuzzFastDecoder checks it against Object's own count.
+func Count(doc []byte, limit int) int {
+	n := 1
+	for i := 0; i < len(doc) && n <= limit; i++ {
+		switch doc[i] {
+		case '"':
+			for i++; i < len(doc) && doc[i] != '"'; i++ {
+				if doc[i] == '\\' {
+					i++
+				}
+			}
+		case ',':
+			n++
+		case '{', '[':
+			j := i + 1
+			for j < len(doc) && (doc[j] == ' ' || doc[j] == '\t' || doc[j] == '\n' || doc[j] == '\r') {
+				j++
+			}
+			if j < len(doc) && doc[j] != '}' && doc[j] != ']' {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// Value decodes doc, one JSON value with nothing after it but space, with
+// at most left values; tooMany says the limit stopped it. ok is false when
+// it declined.
+func Value(doc []byte, left int) (v any, ok, tooMany bool) {
+	p := parser{s: doc, left: left}
+	p.space()
+	v, ok = p.value()
+	if ok {
+		p.space()
+		ok = p.i == len(p.s)
+	}
+	return v, ok, p.tooMany
 }
