@@ -147,7 +147,7 @@ func parseLogLines(data []byte) ([]replayCall, error) {
 		go func() {
 			defer wg.Done()
 			for i := lo; i < hi; i++ {
-				if len(trimSpace(lines[i])) == 0 {
+				if len(bytes.TrimSpace(lines[i])) == 0 {
 					continue
 				}
 				c, err := parseLoggedDecision(lines[i])
@@ -172,16 +172,6 @@ func parseLogLines(data []byte) ([]replayCall, error) {
 		}
 	}
 	return calls, nil
-}
-
-func trimSpace(b []byte) []byte {
-	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t' || b[0] == '\r') {
-		b = b[1:]
-	}
-	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t' || b[len(b)-1] == '\r') {
-		b = b[:len(b)-1]
-	}
-	return b
 }
 
 // replayCalls decides each call at its time, recording the calls the

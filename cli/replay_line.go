@@ -22,6 +22,10 @@ type replayCall struct {
 	withRequest bool
 }
 
+// loggedStrings are the decision-log fields replay reads, each a string
+// or null (decisionlog.Log writes them).
+var loggedStrings = []string{"time", "decision_id", "tool_name", "agent_id", "session_id", "tool_use_id", "framework", "decision", "code", "matched_rule_id"}
+
 // parseLoggedDecision reads one decision-log line (the sidecar's JSON
 // line, decisionlog.Log) with the engine's own JSON decoder: the call, when
 // and as whom it was decided, and what was decided. The top-level fields
@@ -32,37 +36,28 @@ func parseLoggedDecision(line []byte) (replayCall, error) {
 	if err != nil {
 		return replayCall{}, fmt.Errorf("not a JSON object: %v", strings.TrimPrefix(err.Error(), engine.ErrBadRequest.Error()+": "))
 	}
-	str := func(field string) (string, error) {
-		switch v := l[field].(type) {
-		case nil:
-			return "", nil
-		case string:
-			return v, nil
-		default:
-			return "", fmt.Errorf("%s must be a string, not %s: is this a toolgate decision log?", field, engine.JSONKind(v))
+	for _, f := range loggedStrings {
+		if v, set := l[f]; set && v != nil {
+			if _, ok := v.(string); !ok {
+				return replayCall{}, fmt.Errorf("%s must be a string, not %s: is this a toolgate decision log?", f, engine.JSONKind(v))
+			}
 		}
 	}
+	str := func(f string) string { v, _ := l[f].(string); return v }
 	var c replayCall
-	var fields [8]string
-	for i, f := range []string{"time", "decision_id", "tool_name", "agent_id", "session_id", "decision", "code", "matched_rule_id"} {
-		if fields[i], err = str(f); err != nil {
-			return replayCall{}, err
-		}
-	}
-	at, id, tool, agent, session, decision, code, rule := fields[0], fields[1], fields[2], fields[3], fields[4], fields[5], fields[6], fields[7]
+	at, tool, decision := str("time"), str("tool_name"), str("decision")
 	if c.at, err = time.Parse(time.RFC3339Nano, at); err != nil {
 		return replayCall{}, fmt.Errorf("time %q is not an RFC 3339 time: is this a toolgate decision log?", at)
 	}
 	if _, ok := l["tool_name"]; !ok {
 		return replayCall{}, errors.New("tool_name is missing: is this a toolgate decision log?")
 	}
-	c.id, c.decision = id, engine.Decision(decision)
+	c.id, c.decision = str("decision_id"), engine.Decision(decision)
 	if c.decision != engine.Allow && c.decision != engine.Deny {
 		return replayCall{}, fmt.Errorf("decision %q is neither allow nor deny", decision)
 	}
-	c.code = code
-	if c.code == "" {
-		c.code = rule
+	if c.code = str("code"); c.code == "" {
+		c.code = str("matched_rule_id")
 	}
 	c.req = engine.Request{}
 	switch r := l["request"].(type) {
@@ -73,15 +68,11 @@ func parseLoggedDecision(line []byte) (replayCall, error) {
 		return replayCall{}, errors.New("request: not a JSON object")
 	}
 	c.req[engine.FieldToolName] = tool
-	setString(c.req, engine.FieldAgentID, agent)
-	setString(c.req, engine.FieldSessionID, session)
+	setString(c.req, engine.FieldAgentID, str("agent_id"))
+	setString(c.req, engine.FieldSessionID, str("session_id"))
 	for _, f := range []string{engine.FieldToolUseID, engine.FieldFramework} {
-		s, err := str(f)
-		if err != nil {
-			return replayCall{}, err
-		}
-		if s != "" {
-			c.req[f] = s
+		if v := str(f); v != "" {
+			c.req[f] = v
 		}
 	}
 	// The checks the sidecar made of the request when it came.
