@@ -44,6 +44,9 @@ func Policy(p *v1alpha1.Policy) engine.Policy {
 	if p.Spec.Evaluation != v1alpha1.EvaluationOrdered {
 		out.Evaluation = string(p.Spec.Evaluation)
 	}
+	if p.Spec.Mode == v1alpha1.PolicyModeAudit {
+		out.Mode = engine.ModeAudit
+	}
 	for i := range p.Spec.Rules {
 		out.Rules = append(out.Rules, rule(&p.Spec.Rules[i]))
 	}

@@ -62,12 +62,15 @@ func TestCRDGatewaySchemaMatchesEngine(t *testing.T) {
 			t.Errorf("%s: operator enum %v, want the engine's %v", name, got, engine.Operators)
 		}
 	}
-	var mode bool
+	// kubectl get policies shows both: Mode is Enforce or Audit (shadow
+	// mode), Evaluation ordered or tiered.
+	var mode, evaluation bool
 	for _, c := range v.AdditionalPrinterColumns {
-		mode = mode || (c.Name == "Mode" && c.JSONPath == ".spec.evaluation")
+		mode = mode || (c.Name == "Mode" && c.JSONPath == ".spec.mode")
+		evaluation = evaluation || (c.Name == "Evaluation" && c.JSONPath == ".spec.evaluation")
 	}
-	if !mode {
-		t.Errorf("no Mode printer column for .spec.evaluation: %+v", v.AdditionalPrinterColumns)
+	if !mode || !evaluation {
+		t.Errorf("want a Mode printer column for .spec.mode and an Evaluation one for .spec.evaluation: %+v", v.AdditionalPrinterColumns)
 	}
 }
 

@@ -17,7 +17,11 @@ import (
 // it uses nothing of the gateway model (so sidecars not yet upgraded keep
 // serving it during a rolling upgrade), 2 when it does. A sidecar rejects
 // a version it does not know rather than guessing at its meaning.
-const SchemaVersion = 3
+const SchemaVersion = SchemaVersionLevels
+
+// SchemaVersionIdentity is the version of bundles that use registered
+// agents or a freeze of every agent, and nothing of SchemaVersionLevels.
+const SchemaVersionIdentity = 3
 
 // SchemaVersionGateway is the version of bundles that use the gateway
 // model (tiered evaluation, subjects, targets, ...) but neither registered
@@ -34,8 +38,11 @@ const SchemaVersionOrdered = 1
 // refuses a version 3 bundle (and keeps serving its last one) rather than
 // ignoring who its agent is or that it is frozen.
 func (b *Bundle) NeededSchemaVersion() int {
+	if b.usesLevels() {
+		return SchemaVersionLevels
+	}
 	if b.Identity != nil || slices.ContainsFunc(b.FrozenAgents, func(f FrozenAgent) bool { return f.All }) {
-		return SchemaVersion
+		return SchemaVersionIdentity
 	}
 	for i := range b.Policies {
 		if b.Policies[i].usesGateway() {
@@ -79,6 +86,15 @@ type Bundle struct {
 	// Identity is set when the namespace's agents are registered (see
 	// Identity); nil keeps each sidecar's own arguments.
 	Identity *Identity `json:"identity,omitempty"`
+	// Exceptions are the namespace's PolicyExceptions in force when the
+	// bundle was built; evaluation drops each at its expiresAt.
+	Exceptions []Exception `json:"exceptions,omitempty"`
+	// NamespaceLabels are the namespace's labels when the bundle was built:
+	// what a sidecar matches ClusterFrozenAgents' selectors against, so the
+	// cluster's kill switch needs neither the operator nor a read of the
+	// Namespace. Signed with the rest: a namespace editor cannot change
+	// them.
+	NamespaceLabels map[string]string `json:"namespaceLabels,omitempty"`
 }
 
 // Policy is one Policy resource as the engine sees it.
@@ -91,7 +107,12 @@ type Policy struct {
 	DefaultEffect string `json:"defaultEffect"`
 	// Evaluation is ordered (the default, written as "") or tiered.
 	Evaluation string `json:"evaluation,omitempty"`
-	Rules      []Rule `json:"rules"`
+	// Kind is KindClusterPolicy for a ClusterPolicy, "" for the
+	// namespace's own Policy: the level the policy decides at.
+	Kind string `json:"kind,omitempty"`
+	// Mode is ModeAudit for a shadow policy, "" for an enforcing one.
+	Mode  string `json:"mode,omitempty"`
+	Rules []Rule `json:"rules"`
 }
 
 // WithDefaults returns p with its omitted fields as the engine reads them:
@@ -221,6 +242,9 @@ func (b *Bundle) Sort() {
 }
 
 func comparePolicies(x, y Policy) int {
+	if c := compareLevel(&x, &y); c != 0 {
+		return c
+	}
 	if c := cmp.Compare(y.Priority, x.Priority); c != 0 {
 		return c
 	}
@@ -253,6 +277,11 @@ func Encode(b Bundle) ([]byte, string, error) {
 	if b.FrozenAgents == nil {
 		b.FrozenAgents = []FrozenAgent{}
 	}
+	b.Exceptions = slices.Clone(b.Exceptions)
+	for i := range b.Exceptions {
+		b.Exceptions[i].ExpiresAt = b.Exceptions[i].ExpiresAt.UTC()
+	}
+	sortExceptions(b.Exceptions)
 	if b.Identity != nil {
 		id := b.Identity.sorted()
 		b.Identity = &id

@@ -25,7 +25,9 @@ var (
 
 func addKnownTypes(s *runtime.Scheme) error {
 	s.AddKnownTypes(GroupVersion, &Policy{}, &PolicyList{}, &FrozenAgent{}, &FrozenAgentList{},
-		&Agent{}, &AgentList{}, &MCPUpstream{}, &MCPUpstreamList{})
+		&Agent{}, &AgentList{}, &MCPUpstream{}, &MCPUpstreamList{},
+		&ClusterPolicy{}, &ClusterPolicyList{}, &ClusterFrozenAgent{}, &ClusterFrozenAgentList{},
+		&PolicyException{}, &PolicyExceptionList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

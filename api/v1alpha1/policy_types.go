@@ -43,6 +43,16 @@ const (
 // +kubebuilder:validation:Enum=eq;neq;in;not_in;contains;not_contains;starts_with;ends_with;matches;gt;gte;lt;lte;exists;not_exists;is_empty;is_not_empty;is_valid_json
 type Operator string
 
+// PolicyMode says whether a policy decides (Enforce) or is only recorded
+// beside the decision (Audit, shadow mode).
+// +kubebuilder:validation:Enum=Enforce;Audit
+type PolicyMode string
+
+const (
+	PolicyModeEnforce PolicyMode = "Enforce"
+	PolicyModeAudit   PolicyMode = "Audit"
+)
+
 // The priority rule reads every rule, so it sits on PolicySpec rather than
 // on Rule. An explicit priority: 0 is what an omitted one means, so it is
 // allowed. Its message is fixed: a messageExpression listing the rules' ids
@@ -65,6 +75,15 @@ type PolicySpec struct {
 	// over allow.
 	// +optional
 	Evaluation Evaluation `json:"evaluation,omitempty"`
+
+	// mode is Enforce (the default) or Audit. An Audit policy never changes
+	// a decision: what it would have decided on its own is recorded on the
+	// decision (shadow), in the decision log and in
+	// toolgate_sidecar_shadow_decisions_total, so a new policy can be
+	// watched against real traffic before it enforces.
+	// +optional
+	// +kubebuilder:default=Enforce
+	Mode PolicyMode `json:"mode,omitempty"`
 
 	// defaultEffect applies when no rule of any policy matched, and only the
 	// first policy's (in priority order) counts. When omitted it is allow for
@@ -111,7 +130,8 @@ type PolicyStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Rules",type=integer,JSONPath=`.status.ruleCount`
 // +kubebuilder:printcolumn:name="Priority",type=integer,JSONPath=`.spec.priority`
-// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.evaluation`
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`,description="Enforce, or Audit: recorded beside decisions, never deciding"
+// +kubebuilder:printcolumn:name="Evaluation",type=string,JSONPath=`.spec.evaluation`
 // +kubebuilder:printcolumn:name="Default",type=string,JSONPath=`.spec.defaultEffect`
 // +kubebuilder:printcolumn:name="Revision",type=string,JSONPath=`.status.bundleRevision`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=10
