@@ -58,6 +58,22 @@ func byToolPolicies(policies, n int) Bundle {
 	return out
 }
 
+// withClusterLevel adds a ClusterPolicy of n rules of byToolBundle's shape,
+// pinned to tools tool_1000.., the last anyTool of them on every tool
+// (input.command contains "rm -rf /guard-i").
+func withClusterLevel(ns Bundle, n, anyTool int) Bundle {
+	cp := byToolPolicies(2, n).Policies[1] // tools n..2n-1: rename below
+	cp.ID, cp.Kind = "org-guardrails", KindClusterPolicy
+	for i := range cp.Rules {
+		cp.Rules[i].Conditions[0].Value = raw(fmt.Sprintf("tool_%d", 1000+i))
+		if i >= n-anyTool {
+			cp.Rules[i].Conditions = []Condition{{Field: "input.command", Operator: "contains", Value: raw(fmt.Sprintf("rm -rf /guard-%d", i))}}
+		}
+	}
+	ns.Policies = append(ns.Policies, cp)
+	return ns
+}
+
 // tieredByToolBundle: n tiered rules, rule i bound to tool_i, scoped to
 // agent-i or the ci role, with one condition; odd rules sit a tier higher.
 func tieredByToolBundle(n int) Bundle {
@@ -121,6 +137,24 @@ func BenchmarkEvaluate(b *testing.B) {
 	}
 	b.Run("rules=1000/by-tool", func(b *testing.B) {
 		c := mustCompile(b, byToolBundle(1000))
+		req := Request{"tool_name": "tool_500", "agent_id": "agent-1",
+			"input": map[string]any{"command": "run danger_500 now"}, "kwargs": map[string]any{"amount": 5000.0}}
+		run(b, c, req, Deny)
+	})
+	// Issue 26's target: 100 ClusterPolicy rules beside the namespace's
+	// 1,000 decide within 1.2x of rules=1000/by-tool (same request, side by
+	// side in one run). The cluster rules have the reference scenario's
+	// shape, pinned to tools tool_1000..tool_1099.
+	b.Run("rules=1000+cluster=100/by-tool", func(b *testing.B) {
+		c := mustCompile(b, withClusterLevel(byToolBundle(1000), 100, 0))
+		req := Request{"tool_name": "tool_500", "agent_id": "agent-1",
+			"input": map[string]any{"command": "run danger_500 now"}, "kwargs": map[string]any{"amount": 5000.0}}
+		run(b, c, req, Deny)
+	})
+	// The same with 10 of the cluster rules on every tool (guardrails such
+	// as "no rm -rf anywhere"): each is checked on every call.
+	b.Run("rules=1000+cluster=100/10-any-tool", func(b *testing.B) {
+		c := mustCompile(b, withClusterLevel(byToolBundle(1000), 100, 10))
 		req := Request{"tool_name": "tool_500", "agent_id": "agent-1",
 			"input": map[string]any{"command": "run danger_500 now"}, "kwargs": map[string]any{"amount": 5000.0}}
 		run(b, c, req, Deny)

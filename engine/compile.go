@@ -31,7 +31,12 @@ type Compiled struct {
 	revision string
 	identity *Identity // the bundle's registered agents; nil: none
 	policies []cpolicy
-	frozen   freezes
+	// nsStart is where the namespace's level begins in policies: the
+	// ClusterPolicies come first (0: none, len: only ClusterPolicies).
+	nsStart    int
+	exceptions []cexception
+	shadows    []shadowPolicy // Audit policies, each compiled alone
+	frozen     freezes
 	// bundleFrozen are the bundle's own freezes, kept for WithFrozen.
 	bundleFrozen []FrozenAgent
 	// byTool finds, with one lookup per evaluation, the policies that have
@@ -101,6 +106,8 @@ func newFreezes(lists ...[]FrozenAgent) freezes {
 
 type cpolicy struct {
 	id            string
+	cluster       bool   // a ClusterPolicy
+	kind          string // what results name its level: "" in a one-level bundle
 	version       int64
 	defaultDeny   bool
 	defaultReason string
@@ -126,6 +133,7 @@ type cpolicy struct {
 
 type crule struct {
 	id         string
+	exceptions []int32 // indexes in Compiled.exceptions of those exempting from it
 	deny       bool
 	effect     Effect
 	priority   int32
@@ -159,10 +167,10 @@ func Compile(b Bundle) (*Compiled, []Diagnostic) {
 	c := &Compiled{revision: b.Revision, identity: b.Identity, frozen: newFreezes(b.FrozenAgents)}
 	c.bundleFrozen = b.FrozenAgents
 
-	policies := slices.Clone(b.Policies)
+	policies, shadows, diags := splitShadows(b.Policies, b.Exceptions)
+	c.shadows = shadows
 	slices.SortStableFunc(policies, comparePolicies)
 	k := newCompiler()
-	var diags []Diagnostic
 	for i := range policies {
 		p, d := k.policy(&policies[i])
 		c.policies = append(c.policies, p)
@@ -187,6 +195,7 @@ func Compile(b Bundle) (*Compiled, []Diagnostic) {
 			}
 		}
 	}
+	c.compileLevels(b.Exceptions)
 	c.paths = k.paths
 	c.resourceSlot = make([]bool, len(k.paths))
 	for i, p := range k.paths {
@@ -212,7 +221,7 @@ func (c *Compiled) WithFrozen(extra []FrozenAgent) *Compiled {
 	if c == nil {
 		return nil
 	}
-	out := &Compiled{revision: c.revision, identity: c.identity, policies: c.policies, byTool: c.byTool, paths: c.paths, resourceSlot: c.resourceSlot, usesUsage: c.usesUsage, usageWindow: c.usageWindow,
+	out := &Compiled{revision: c.revision, identity: c.identity, policies: c.policies, nsStart: c.nsStart, exceptions: c.exceptions, shadows: c.shadows, byTool: c.byTool, paths: c.paths, resourceSlot: c.resourceSlot, usesUsage: c.usesUsage, usageWindow: c.usageWindow,
 		bundleFrozen: c.bundleFrozen, frozen: newFreezes(c.bundleFrozen, extra)}
 	out.initScratch()
 	return out
@@ -296,7 +305,17 @@ func (k *compiler) policy(in *Policy) (cpolicy, []Diagnostic) {
 	defaulted := in.WithDefaults()
 	p := &defaulted
 	d := &diagnoser{policy: p.ID}
-	out := cpolicy{id: p.ID, version: p.Version, byTool: map[string][]int32{}, tiered: p.Tiered()}
+	out := cpolicy{id: p.ID, version: p.Version, byTool: map[string][]int32{}, tiered: p.Tiered(), cluster: p.Cluster()}
+	switch p.Kind {
+	case "", KindClusterPolicy:
+	default:
+		d.policyf(At("kind"), "must be %s or empty (a Policy), not %q", KindClusterPolicy, p.Kind)
+	}
+	switch p.Mode {
+	case "", ModeAudit:
+	default:
+		d.policyf(At("spec", "mode"), "must be %s or empty (Enforce), not %q", ModeAudit, p.Mode)
+	}
 	switch p.Evaluation {
 	case "", EvaluationOrdered, EvaluationTiered:
 	default:

@@ -133,14 +133,36 @@ func (c *Compiled) evaluate(req Request, opts *EvalOptions, clk *clock, tr *trac
 	}
 	if len(c.policies) == 0 {
 		out.Decision, out.Code, out.Reason = Deny, CodeNoPolicies, "the bundle has no policies"
+		c.shadow(req, opts, out)
 		return
 	}
-	c.scan(req, opts, clk, tr, out)
+	if c.scan(req, opts, clk, tr, out, false) != "" {
+		c.exceptionChanged(req, opts, clk, out)
+	}
+	c.shadow(req, opts, out)
+}
+
+// exceptionChanged names an exception on out when the decision without
+// exceptions differs in decision, effect or deciding policy (kind and
+// name) or rule: a deny by another rule is a change, since the answer's
+// code names the rule. It
+// runs only when an exception exempted the call from a rule that held.
+func (c *Compiled) exceptionChanged(req Request, opts *EvalOptions, clk *clock, out *Result) {
+	var without Result
+	quiet := tracer{left: math.MaxInt}
+	c.scan(req, opts, clk, &quiet, &without, true)
+	if without.Decision != out.Decision || without.StatedEffect() != out.StatedEffect() ||
+		without.MatchedPolicyKind != out.MatchedPolicyKind || without.MatchedPolicyID != out.MatchedPolicyID || without.MatchedRuleID != out.MatchedRuleID {
+		out.ExceptionApplied = c.responsible(req, opts.ServiceAccount, clk.start, out, &without)
+	}
 }
 
 // scan is the scan of the policies: the first deny decides, otherwise the
-// last allow (warn, audit), otherwise the first policy's default.
-func (c *Compiled) scan(req Request, opts *EvalOptions, clk *clock, tr *tracer, out *Result) {
+// last allow (warn, audit), otherwise the first policy's default; a bundle
+// with ClusterPolicies is scanned so per level (decideLevels). It returns
+// the first exception that exempted the call from a rule that held
+// (none when noExceptions).
+func (c *Compiled) scan(req Request, opts *EvalOptions, clk *clock, tr *tracer, out *Result, noExceptions bool) string {
 	budget := opts.Budget
 	if budget <= 0 {
 		budget = DefaultBudget
@@ -149,14 +171,23 @@ func (c *Compiled) scan(req Request, opts *EvalOptions, clk *clock, tr *tracer, 
 	defer c.scratch.Put(s)
 	s.reset(req, clk.start, opts.Usage)
 
-	e := run{c: c, s: s, clk: clk, tr: tr, budget: budget}
+	e := run{c: c, s: s, clk: clk, tr: tr, budget: budget, serviceAccount: opts.ServiceAccount, noExceptions: noExceptions}
 	e.tool, e.toolOK = req[FieldToolName].(string)
 	var hits []toolHit
 	if e.toolOK {
 		hits = c.byTool[e.tool]
 	}
 	var kept verdict
+	var cluster level
 	for pi := range c.policies {
+		if pi == c.nsStart && pi > 0 {
+			cluster = level{v: kept, first: &c.policies[0]}
+			if cluster.defaultDeny() {
+				e.decideLevels(&cluster, &level{}, out)
+				return e.exempted
+			}
+			kept = verdict{}
+		}
 		p := &c.policies[pi]
 		e.pinned = nil
 		if len(hits) > 0 && hits[0].policy == int32(pi) {
@@ -167,7 +198,7 @@ func (c *Compiled) scan(req Request, opts *EvalOptions, clk *clock, tr *tracer, 
 		}
 		if p.compileError != "" {
 			e.compileError(p, out)
-			return
+			return e.exempted
 		}
 		var v verdict
 		var ok bool
@@ -179,23 +210,29 @@ func (c *Compiled) scan(req Request, opts *EvalOptions, clk *clock, tr *tracer, 
 		switch {
 		case !ok:
 			e.timeout(out)
-			return
+			return e.exempted
 		case !v.set():
 			continue
 		case v.effect() == EffectDeny:
 			v.fill(out, s)
-			return
+			return e.exempted
 		}
 		kept = v
 	}
+	if c.nsStart > 0 && c.nsStart < len(c.policies) {
+		e.decideLevels(&cluster, &level{v: kept, first: &c.policies[c.nsStart]}, out)
+		return e.exempted
+	}
 	if kept.set() {
 		kept.fill(out, s)
-		return
+		return e.exempted
 	}
-	out.Decision, out.Warnings = Allow, s.warningList()
-	if first := &c.policies[0]; first.defaultDeny {
+	first := &c.policies[0]
+	out.Decision, out.Warnings, out.MatchedPolicyKind = Allow, s.warningList(), first.kind
+	if first.defaultDeny {
 		out.Decision, out.Reason = Deny, first.defaultReason
 	}
+	return e.exempted
 }
 
 // compileError is the deny of reaching a policy that does not compile.
@@ -206,7 +243,7 @@ func (e *run) compileError(p *cpolicy, out *Result) {
 		e.tr.rules = append(e.tr.rules, TraceRule{PolicyID: p.id, RuleIndex: -1, CompileError: p.compileError})
 	}
 	out.Decision, out.Code, out.Reason = Deny, CodePolicyCompileError, p.compileError
-	out.MatchedPolicyID, out.MatchedPolicyVersion = p.id, p.version
+	out.MatchedPolicyID, out.MatchedPolicyVersion, out.MatchedPolicyKind = p.id, p.version, p.kind
 	out.Warnings = e.s.warningList()
 }
 
@@ -228,6 +265,10 @@ type run struct {
 	tool   string
 	toolOK bool    // tool_name is a string
 	pinned []int32 // the current policy's rules pinned to tool
+	// serviceAccount is the caller's (EvalOptions), for exceptions.
+	serviceAccount string
+	noExceptions   bool   // decide as if no exception existed
+	exempted       string // the first exception that exempted a rule that held
 }
 
 // warn lists a warn verdict's reason. The list lives in the pooled scratch,
@@ -282,7 +323,7 @@ func (e *run) ordered(p *cpolicy) (verdict, bool) {
 		if r.usesRegex && e.clk.elapsed() > e.budget {
 			return verdict{}, false
 		}
-		if !matched {
+		if !matched || (r.exceptions != nil && e.exemptTraced(r)) {
 			continue
 		}
 		if r.effect == EffectWarn {
@@ -353,7 +394,7 @@ func (e *run) tier(p *cpolicy, it ruleIter, m mode, res int) (verdict, bool) {
 		if r.usesRegex && e.clk.elapsed() > e.budget {
 			return verdict{}, false
 		}
-		if !matched {
+		if !matched || (r.exceptions != nil && e.exemptTraced(r)) {
 			continue
 		}
 		// Rules come in rank order, so the first match is the decider.

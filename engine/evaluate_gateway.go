@@ -267,6 +267,7 @@ func (v *verdict) reason(s *scratch) string {
 func (v *verdict) fill(out *Result, s *scratch) {
 	out.Decision, out.Effect = Allow, v.effect()
 	out.MatchedPolicyID, out.MatchedPolicyVersion = v.policy.id, v.policy.version
+	out.MatchedPolicyKind = v.policy.kind
 	out.Reason, out.Warnings = v.reason(s), s.warningList()
 	if out.Effect == EffectDeny {
 		out.Decision = Deny

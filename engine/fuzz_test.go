@@ -83,6 +83,12 @@ func compareGateway(res Result, want refResult) string {
 	if res.Effect != want.Effect {
 		return describe("effect")
 	}
+	if res.ExceptionApplied != want.ExceptionApplied {
+		return describe(fmt.Sprintf("exceptionApplied: engine %q, reference %q", res.ExceptionApplied, want.ExceptionApplied))
+	}
+	if !slices.Equal(res.Shadow, want.Shadow) {
+		return describe(fmt.Sprintf("shadow: engine %+v, reference %+v", res.Shadow, want.Shadow))
+	}
 	switch want.Code {
 	case "", CodeImplicitDeny:
 	case CodePolicyCompileError:
@@ -102,6 +108,8 @@ func compareGateway(res Result, want refResult) string {
 		return describe("reason")
 	case (res.Warnings == nil) != (want.Warnings == nil) || !slices.Equal(res.Warnings, want.Warnings):
 		return describe("warnings")
+	case res.MatchedPolicyKind != want.Kind:
+		return describe(fmt.Sprintf("matchedPolicyKind: engine %q, reference %q", res.MatchedPolicyKind, want.Kind))
 	}
 	return ""
 }
@@ -192,6 +200,14 @@ func compareTrace(b Bundle, trace []TraceRule, req map[string]any, now time.Time
 			} else if refHasResourceTargets(r) {
 				continue
 			}
+		}
+		// A rule an exception exempted held, and counts as not matching.
+		if tr.Exception != "" {
+			held := slices.ContainsFunc(scopes, func(sc refScope) bool { return refFilter(r, call, sc, now, u) == "" })
+			if tr.Matched || tr.Failed != "" || !held || !refExempt(b.Exceptions, req, now)(p.Kind, p.ID, r.ID) {
+				return fmt.Sprintf("trace of rule %q of policy %q: exception %q, matched %v, failed %q; reference: held %v", r.ID, p.ID, tr.Exception, tr.Matched, tr.Failed, held)
+			}
+			continue
 		}
 		// A rule with only conditions reads as it did before issue 9,
 		// whose trace had no failed key: its failed filter goes unnamed.

@@ -568,7 +568,40 @@ func (g *genSource) gwBundle(now time.Time) Bundle {
 		past := now.Add(-time.Minute)
 		b.FrozenAgents = append(b.FrozenAgents, FrozenAgent{ID: pickFrom(g, gwAgents...), ExpiresAt: pickFrom[*time.Time](g, nil, &past)})
 	}
+	g.gwLevels(&b, now)
 	return b
+}
+
+// gwLevels makes some policies ClusterPolicies or Audit (shadow) ones and
+// adds PolicyExceptions naming the bundle's policies and rules (and some
+// that name none), in force or expired, exactly at now included.
+func (g *genSource) gwLevels(b *Bundle, now time.Time) {
+	if g.intn(3) == 0 {
+		return // a bundle of one level, as before ClusterPolicy
+	}
+	for i := range b.Policies {
+		if g.intn(2) == 0 {
+			b.Policies[i].Kind = KindClusterPolicy
+		}
+		if g.rare(6) {
+			b.Policies[i].Mode = ModeAudit
+		}
+	}
+	for i := range g.intn(4) {
+		p := pickFrom(g, b.Policies...)
+		x := Exception{Name: fmt.Sprintf("ex-%d", g.intn(3)+i), Policy: p.ID, PolicyKind: p.Kind,
+			AgentIDs:  []string{pickFrom(g, gwAgents...)},
+			ExpiresAt: now.Add(pickFrom(g, time.Hour, -time.Hour, 0))}
+		if g.rare(8) {
+			x.PolicyKind = pickFrom(g, "", KindClusterPolicy)
+		}
+		for range 1 + g.intn(2) {
+			if len(p.Rules) > 0 {
+				x.RuleIDs = append(x.RuleIDs, pickFrom(g, p.Rules...).ID)
+			}
+		}
+		b.Exceptions = append(b.Exceptions, x)
+	}
 }
 
 // gwUsage pre-fills earlier allowed calls around now: inside, on and past

@@ -26,6 +26,11 @@ type refResult struct {
 	Resource ResourceRef
 	Reason   string
 	Warnings []string
+	// Kind is the level that decided, named only in a bundle with
+	// ClusterPolicies.
+	Kind             string
+	ExceptionApplied string
+	Shadow           []ShadowVerdict
 	// Verdicts are the verdicts of the tiered policies the scan reached,
 	// one list per policy, per evaluation, as the explain trace reports
 	// them.
@@ -496,7 +501,7 @@ func refHasResourceTargets(r Rule) bool { return r.Targets != nil && len(r.Targe
 
 // refTiered is a tiered policy's verdict (nil: no match) and the warnings
 // its evaluations reached.
-func refTiered(p Policy, version int64, call *refRequest, now time.Time, u *refUsage) (*refResult, []string, []TraceVerdict) {
+func refTiered(p Policy, version int64, call *refRequest, now time.Time, u *refUsage, exempt func(Rule) bool) (*refResult, []string, []TraceVerdict) {
 	var verdicts []*refResult
 	var traced []TraceVerdict
 	trace := func(res *ResourceRef, outcome string, v *refResult) {
@@ -514,7 +519,7 @@ func refTiered(p Policy, version int64, call *refRequest, now time.Time, u *refU
 	}
 	var cands []Rule
 	for _, r := range p.Rules {
-		if !refHasResourceTargets(r) && refFilter(r, call, refScope{mode: "tool"}, now, u) == "" {
+		if !refHasResourceTargets(r) && refFilter(r, call, refScope{mode: "tool"}, now, u) == "" && !exempt(r) {
 			cands = append(cands, r)
 		}
 	}
@@ -534,7 +539,7 @@ func refTiered(p Policy, version int64, call *refRequest, now time.Time, u *refU
 				continue
 			}
 			bound = true
-			if refFilter(r, call, sc, now, u) == "" {
+			if refFilter(r, call, sc, now, u) == "" && !exempt(r) {
 				cands = append(cands, r)
 			}
 		}
@@ -588,77 +593,229 @@ func refGateway(b Bundle, req map[string]any, now time.Time, u *refUsage) refRes
 			}
 		}
 	}
-	if len(b.Policies) == 0 {
-		return deny(CodeNoPolicies)
+	var enforcing, shadows, cluster, ns []Policy
+	for _, p := range b.Policies {
+		switch {
+		case p.Mode == ModeAudit:
+			shadows = append(shadows, p)
+		case p.Kind == KindClusterPolicy:
+			cluster = append(cluster, p)
+		default:
+			ns = append(ns, p)
+		}
 	}
-	policies := slices.Clone(b.Policies)
+	enforcing = append(slices.Clone(cluster), ns...)
+	withShadow := func(out refResult) refResult {
+		// In evaluation order: the cluster level first.
+		refSort(shadows)
+		sort.SliceStable(shadows, func(i, j int) bool {
+			return shadows[i].Kind == KindClusterPolicy && shadows[j].Kind != KindClusterPolicy
+		})
+		for _, p := range shadows {
+			p.Mode = ""
+			alone := Bundle{Policies: []Policy{p}, Exceptions: b.Exceptions}
+			r := refGateway(alone, req, now, u)
+			kind := ""
+			if p.Kind == KindClusterPolicy {
+				kind = KindClusterPolicy
+			}
+			out.Shadow = append(out.Shadow, ShadowVerdict{Kind: kind, Policy: p.ID, Decision: r.Decision, Rule: r.RuleID})
+		}
+		return out
+	}
+	if len(enforcing) == 0 {
+		return withShadow(deny(CodeNoPolicies))
+	}
+	call := refRead(req)
+	exempt := refExempt(b.Exceptions, req, now)
+	out := refLevels(cluster, ns, call, now, u, exempt)
+	if len(b.Exceptions) > 0 {
+		without := refLevels(cluster, ns, call, now, u, func(string, string, string) bool { return false })
+		if without.Decision != out.Decision || without.Effect != out.Effect || without.Kind != out.Kind || without.PolicyID != out.PolicyID || without.RuleID != out.RuleID {
+			out.ExceptionApplied = refResponsible(b.Exceptions, req, now, out, without)
+		}
+	}
+	return withShadow(out)
+}
+
+// refSort is evaluation order: priority descending, then name ascending.
+func refSort(policies []Policy) {
 	sort.SliceStable(policies, func(i, j int) bool {
 		if policies[i].Priority != policies[j].Priority {
 			return policies[i].Priority > policies[j].Priority
 		}
 		return policies[i].ID < policies[j].ID
 	})
-	call := refRead(req)
-	var warnings []string
-	var traced [][]TraceVerdict
-	var remembered *refResult
+}
+
+// refExempt tells, for this call at now, whether a PolicyException exempts
+// it from rule of policy (kind "" or ClusterPolicy).
+func refExempt(exceptions []Exception, req map[string]any, now time.Time) func(kind, policy, rule string) bool {
+	return func(kind, policy, rule string) bool {
+		for _, x := range exceptions {
+			if refExceptionApplies(x, req, now) && x.PolicyKind == kind && x.Policy == policy && slices.Contains(x.RuleIDs, rule) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+func refExceptionApplies(x Exception, req map[string]any, now time.Time) bool {
+	agent, ok := req["agent_id"].(string)
+	return ok && now.Before(x.ExpiresAt) && slices.ContainsFunc(x.AgentIDs, func(a string) bool { return strings.EqualFold(a, agent) })
+}
+
+// refResponsible: the first exception by name in force for the call that
+// exempts from the rule that decided without exceptions; else from any
+// rule of the policy that decided; else any in force.
+func refResponsible(exceptions []Exception, req map[string]any, now time.Time, out, without refResult) string {
+	sorted := slices.Clone(exceptions)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
+	for _, want := range []func(Exception) bool{
+		func(x Exception) bool {
+			return without.RuleID != "" && x.Policy == without.PolicyID && refSameKind(x.PolicyKind, without.Kind) && slices.Contains(x.RuleIDs, without.RuleID)
+		},
+		func(x Exception) bool { return out.PolicyID != "" && x.Policy == out.PolicyID && refSameKind(x.PolicyKind, out.Kind) },
+		func(Exception) bool { return true },
+	} {
+		for _, x := range sorted {
+			if refExceptionApplies(x, req, now) && want(x) {
+				return x.Name
+			}
+		}
+	}
+	return ""
+}
+
+// refSameKind: "" and Policy both name a namespace's Policy.
+func refSameKind(a, b string) bool { return (a == KindClusterPolicy) == (b == KindClusterPolicy) }
+
+// refLevel is one level's scan, as every bundle was scanned before
+// ClusterPolicies: the first deny decides (final: nothing after it is
+// read), otherwise the last allow, warn or audit (verdict), otherwise the
+// first policy's default (deny or not).
+type refLevel struct {
+	final    *refResult
+	verdict  *refResult
+	def      string // the first policy's default effect
+	first    string
+	warnings []string
+	traced   [][]TraceVerdict
+}
+
+func refScanLevel(policies []Policy, call *refRequest, now time.Time, u *refUsage, kind string, exempt func(kind, policy, rule string) bool) refLevel {
+	policies = slices.Clone(policies)
+	refSort(policies)
+	var l refLevel
+	l.first = policies[0].ID
+	stamp := func(r refResult) *refResult {
+		r.Kind = kind
+		return &r
+	}
 	for _, p := range policies {
 		if len(refPolicyProblems(p)) > 0 {
-			out := deny(CodePolicyCompileError)
-			out.PolicyID = p.ID
-			return out
+			out := refResult{refOutcome: refOutcome{Decision: Deny, Code: CodePolicyCompileError, PolicyID: p.ID}, Effect: EffectDeny}
+			l.final = stamp(out)
+			return l
 		}
 		version := p.Version
 		if version == 0 {
 			version = 1
 		}
+		ex := func(r Rule) bool { return exempt(kind, p.ID, r.ID) }
+		if p.Kind != KindClusterPolicy {
+			ex = func(r Rule) bool { return exempt("", p.ID, r.ID) }
+		}
 		if p.Evaluation == "tiered" {
-			v, w, tv := refTiered(p, version, call, now, u)
-			warnings = append(warnings, w...)
-			traced = append(traced, tv)
+			v, w, tv := refTiered(p, version, call, now, u, ex)
+			l.warnings = append(l.warnings, w...)
+			l.traced = append(l.traced, tv)
 			if v == nil {
 				continue
 			}
 			if v.Decision == Deny {
-				v.Warnings, v.Verdicts = warnings, traced
-				return *v
+				l.final = stamp(*v)
+				return l
 			}
-			remembered = v
+			l.verdict = stamp(*v)
 			continue
 		}
 		for _, r := range p.Rules {
-			if refFilter(r, call, refScope{mode: "ordered"}, now, u) != "" {
+			if refFilter(r, call, refScope{mode: "ordered"}, now, u) != "" || ex(r) {
 				continue
 			}
 			out := refRuleResult(p, version, r, ResourceRef{})
 			if r.Effect == "warn" {
-				warnings = append(warnings, out.Reason)
+				l.warnings = append(l.warnings, out.Reason)
 			}
 			if out.Decision == Deny {
-				out.Warnings, out.Verdicts = warnings, traced
-				return out
+				l.final = stamp(out)
+				return l
 			}
-			remembered = &out
+			l.verdict = stamp(out)
 		}
-	}
-	if remembered != nil {
-		out := *remembered
-		out.Warnings, out.Verdicts = warnings, traced
-		return out
 	}
 	first := policies[0]
-	def := first.DefaultEffect
-	if def == "" {
-		def = "allow"
+	l.def = first.DefaultEffect
+	if l.def == "" {
+		l.def = "allow"
 		if first.Evaluation == "tiered" {
-			def = "deny"
+			l.def = "deny"
 		}
 	}
-	if def == "deny" {
-		return refResult{refOutcome: refOutcome{Decision: Deny}, Effect: EffectDeny, Warnings: warnings, Verdicts: traced,
-			Reason: fmt.Sprintf("no rule matched and policy %q denies by default", first.ID)}
+	return l
+}
+
+// refLevels decides a bundle of one or two levels: the most restrictive of
+// the cluster's and the namespace's, deny > warn > audit > allow, a tie to
+// the namespace; within a level as a one-level bundle always was. A level
+// is named (Kind) only when the bundle has ClusterPolicies.
+func refLevels(cluster, ns []Policy, call *refRequest, now time.Time, u *refUsage, exempt func(kind, policy, rule string) bool) refResult {
+	var warnings []string
+	var traced [][]TraceVerdict
+	finish := func(r refResult) refResult {
+		r.Warnings, r.Verdicts = warnings, traced
+		return r
 	}
-	return refResult{refOutcome: refOutcome{Decision: Allow}, Effect: EffectAllow, Warnings: warnings, Verdicts: traced}
+	named := func(kind string) string {
+		if len(cluster) == 0 {
+			return ""
+		}
+		return kind
+	}
+	var levels []refLevel
+	var kinds []string
+	for _, lv := range []struct {
+		policies []Policy
+		kind     string
+	}{{cluster, KindClusterPolicy}, {ns, KindPolicy}} {
+		if len(lv.policies) == 0 {
+			continue
+		}
+		l := refScanLevel(lv.policies, call, now, u, named(lv.kind), exempt)
+		warnings = append(warnings, l.warnings...)
+		traced = append(traced, l.traced...)
+		if l.final != nil {
+			return finish(*l.final)
+		}
+		if l.verdict == nil && l.def == "deny" {
+			return finish(refResult{refOutcome: refOutcome{Decision: Deny}, Effect: EffectDeny, Kind: named(lv.kind),
+				Reason: fmt.Sprintf("no rule matched and policy %q denies by default", l.first)})
+		}
+		levels = append(levels, l)
+		kinds = append(kinds, named(lv.kind))
+	}
+	var best *refResult
+	for _, l := range levels {
+		if l.verdict != nil && (best == nil || refRank[l.verdict.Effect] >= refRank[best.Effect]) {
+			best = l.verdict
+		}
+	}
+	if best != nil {
+		return finish(*best)
+	}
+	return finish(refResult{refOutcome: refOutcome{Decision: Allow}, Effect: EffectAllow, Kind: kinds[len(kinds)-1]})
 }
 
 var (

@@ -37,6 +37,9 @@ type Result struct {
 	MatchedPolicyID      string `json:"matchedPolicyId"`
 	MatchedPolicyVersion int64  `json:"matchedPolicyVersion"`
 	MatchedRuleID        string `json:"matchedRuleId"`
+	// MatchedPolicyKind is the level that decided, Policy or ClusterPolicy,
+	// in a bundle that has ClusterPolicies; empty otherwise (one level).
+	MatchedPolicyKind string `json:"matchedPolicyKind,omitempty"`
 	// MatchedResource is the resource whose evaluation decided, when a
 	// tiered policy decided for one resource of a multi-target call.
 	MatchedResource ResourceRef `json:"matchedResource"`
@@ -45,8 +48,15 @@ type Result struct {
 	LatencyMs       float64     `json:"latencyMs"`
 	// Warnings are the reasons of every warn verdict reached, in scan
 	// order, whatever decided.
-	Warnings []string    `json:"warnings,omitempty"`
-	Trace    []TraceRule `json:"trace,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
+	// ExceptionApplied names the PolicyException that changed this
+	// decision: without it the decision, effect or deciding rule would
+	// differ.
+	ExceptionApplied string `json:"exceptionApplied,omitempty"`
+	// Shadow is what each Audit policy would have decided on its own; it
+	// never changes the decision.
+	Shadow []ShadowVerdict `json:"shadow,omitempty"`
+	Trace  []TraceRule     `json:"trace,omitempty"`
 	// Verdicts explain, with the trace, each verdict a tiered policy
 	// reached: per evaluation (the call, each resource) the tier that
 	// decided, or why none did.
@@ -67,6 +77,9 @@ type TraceRule struct {
 	// per-resource evaluation.
 	Resource *ResourceRef `json:"resource,omitempty"`
 	Matched  bool         `json:"matched"`
+	// Exception names the PolicyException that exempted this call from the
+	// rule: its filters held, and it counts as not matching.
+	Exception string `json:"exception,omitempty"`
 	// Failed names the first filter that did not hold: subjects, targets,
 	// select, when or conditions. Empty when the rule matched.
 	Failed       string           `json:"failed,omitempty"`
@@ -136,6 +149,10 @@ func (r Result) AppendJSON(dst []byte) ([]byte, error) {
 	}
 	dst = append(dst, `,"matchedRuleId":`...)
 	dst = AppendNullableJSONString(dst, r.MatchedRuleID)
+	if r.MatchedPolicyKind != "" {
+		dst = append(dst, `,"matchedPolicyKind":`...)
+		dst = AppendJSONString(dst, r.MatchedPolicyKind)
+	}
 	if r.MatchedResource != (ResourceRef{}) {
 		dst = append(dst, `,"matchedResource":{"type":`...)
 		dst = AppendJSONString(dst, r.MatchedResource.Type)
@@ -162,6 +179,18 @@ func (r Result) AppendJSON(dst []byte) ([]byte, error) {
 			dst = AppendJSONString(dst, w)
 		}
 		dst = append(dst, ']')
+	}
+	if r.ExceptionApplied != "" {
+		dst = append(dst, `,"exceptionApplied":`...)
+		dst = AppendJSONString(dst, r.ExceptionApplied)
+	}
+	if r.Shadow != nil {
+		t, err := json.Marshal(r.Shadow)
+		if err != nil {
+			return nil, err
+		}
+		dst = append(dst, `,"shadow":`...)
+		dst = append(dst, t...)
 	}
 	if r.Trace != nil {
 		t, err := json.Marshal(r.Trace)
