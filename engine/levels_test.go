@@ -186,7 +186,7 @@ func TestAuditPolicyChangesNoDecision(t *testing.T) {
 // mode the engine does not know is a compile error, never read as another.
 func TestLevelsBundleSchema(t *testing.T) {
 	b := Bundle{Policies: []Policy{clusterPolicy(ordered("org", bashRule("no-rm-rf", "deny", "rm -rf")))},
-		Exceptions: []Exception{{Name: "x", PolicyKind: KindClusterPolicy, Policy: "org", RuleIDs: []string{"no-rm-rf"}, AgentIDs: []string{"bot"}, ExpiresAt: levelsNow}},
+		Exceptions:      []Exception{{Name: "x", PolicyKind: KindClusterPolicy, Policy: "org", RuleIDs: []string{"no-rm-rf"}, AgentIDs: []string{"bot"}, ExpiresAt: levelsNow}},
 		NamespaceLabels: map[string]string{"team": "payments"}}
 	doc, _, err := Encode(b)
 	if err != nil {

@@ -676,7 +676,9 @@ func refResponsible(exceptions []Exception, req map[string]any, now time.Time, o
 		func(x Exception) bool {
 			return without.RuleID != "" && x.Policy == without.PolicyID && refSameKind(x.PolicyKind, without.Kind) && slices.Contains(x.RuleIDs, without.RuleID)
 		},
-		func(x Exception) bool { return out.PolicyID != "" && x.Policy == out.PolicyID && refSameKind(x.PolicyKind, out.Kind) },
+		func(x Exception) bool {
+			return out.PolicyID != "" && x.Policy == out.PolicyID && refSameKind(x.PolicyKind, out.Kind)
+		},
 		func(Exception) bool { return true },
 	} {
 		for _, x := range sorted {
