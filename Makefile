@@ -148,8 +148,8 @@ test-promql: ## The chart's alert expressions parsed by Prometheus's own PromQL 
 	cd test/promql && go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: test-policies
-test-policies: build ## The samples' policy unit tests (config/samples/*toolgate-test.yaml) through `toolgate test`, as a user's CI runs them.
-	$(LOCALBIN)/toolgate test config/samples --coverage --junit $(LOCALBIN)/policy-tests.xml
+test-policies: build ## The samples' policy unit tests (config/samples, config/guardrails: *toolgate-test.yaml) through `toolgate test`, as a user's CI runs them.
+	$(LOCALBIN)/toolgate test config/samples config/guardrails --coverage --junit $(LOCALBIN)/policy-tests.xml
 
 .PHONY: measure-replay
 measure-replay: ## toolgate replay over 100,000 decision-log lines against the samples: lines/s (target >= 100,000).

@@ -8,7 +8,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/internal/exitcode"
@@ -33,6 +36,10 @@ type sourceFlags struct {
 	// Namespace keeps only objects in it (objects naming no namespace count
 	// as in it). Empty: the one namespace the objects name, if any.
 	Namespace string
+	// NamespaceLabels are the namespace's labels, as KEY=VALUE,...: what
+	// ClusterPolicies' and ClusterFrozenAgents' namespaceSelectors see.
+	NamespaceLabels string
+	labels          map[string]string
 }
 
 func (f *sourceFlags) register(cmd *cobra.Command, withNamespace bool) {
@@ -41,6 +48,8 @@ func (f *sourceFlags) register(cmd *cobra.Command, withNamespace bool) {
 	if withNamespace {
 		cmd.Flags().StringVarP(&f.Namespace, "namespace", "n", "",
 			"namespace to evaluate: keep objects in it and objects naming no namespace")
+		cmd.Flags().StringVar(&f.NamespaceLabels, "namespace-labels", "",
+			"the namespace's labels, KEY=VALUE,...: what ClusterPolicy and ClusterFrozenAgent namespaceSelectors see (default: none)")
 	}
 }
 
@@ -59,6 +68,16 @@ func (f *sourceFlags) check(cmd *cobra.Command) error {
 			return exitcode.Usagef("%s: -n %q is not a namespace name: %s", cmd.CommandPath(), f.Namespace, strings.Join(errs, "; "))
 		}
 	}
+	if f.NamespaceLabels != "" {
+		set, err := labels.ConvertSelectorToLabelsMap(f.NamespaceLabels)
+		if err == nil {
+			err = metav1validation.ValidateLabels(set, field.NewPath("labels")).ToAggregate()
+		}
+		if err != nil {
+			return exitcode.Usagef("%s: --namespace-labels %q: %v (want KEY=VALUE,...)", cmd.CommandPath(), f.NamespaceLabels, err)
+		}
+		f.labels = set
+	}
 	return nil
 }
 
@@ -66,7 +85,7 @@ func (f *sourceFlags) check(cmd *cobra.Command) error {
 // (manifest.LoadBundle: a bundle is per namespace). Every input problem is
 // a usage error.
 func loadBundle(f *sourceFlags, in io.Reader, now time.Time) (*manifest.Set, engine.Bundle, error) {
-	set, b, err := manifest.LoadBundle(f.Paths, in, f.Namespace, now)
+	set, b, err := manifest.LoadNamespaceBundle(f.Paths, in, f.Namespace, f.labels, now)
 	if err != nil {
 		return nil, engine.Bundle{}, &exitcode.Error{Code: exitcode.Usage, Err: err}
 	}

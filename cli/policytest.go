@@ -151,7 +151,12 @@ func (t *loadedTest) run(stderr io.Writer) (fileOutcome, error) {
 		// one case's call does not count toward the next one's limits.
 		res := compiled.Evaluate(t.requests[i], engine.EvalOptions{Now: clockFrom(t.now), Usage: used})
 		if res.MatchedRuleID != "" {
-			matched[res.MatchedPolicyID+"/"+res.MatchedRuleID] = true
+			matched[ruleKey(res.MatchedPolicyKind == engine.KindClusterPolicy, res.MatchedPolicyID, res.MatchedRuleID)] = true
+		}
+		for _, sv := range res.Shadow {
+			if sv.Rule != "" {
+				matched[ruleKey(sv.Kind == engine.KindClusterPolicy, sv.Policy, sv.Rule)] = true
+			}
 		}
 		diffs, err := compareResult(c.Expect, res)
 		if err != nil {
@@ -161,12 +166,21 @@ func (t *loadedTest) run(stderr io.Writer) (fileOutcome, error) {
 	}
 	for _, p := range b.Policies {
 		for _, r := range p.Rules {
-			if id := p.ID + "/" + r.ID; !matched[id] {
+			if id := ruleKey(p.Cluster(), p.ID, r.ID); !matched[id] {
 				out.unmatched = append(out.unmatched, id)
 			}
 		}
 	}
 	return out, nil
+}
+
+// ruleKey names a rule in --coverage: policy/rule, a ClusterPolicy's
+// prefixed with its kind (a Policy may have the same name).
+func ruleKey(cluster bool, policy, rule string) string {
+	if cluster {
+		return engine.KindClusterPolicy + "/" + policy + "/" + rule
+	}
+	return policy + "/" + rule
 }
 
 // compareResult lists, in resultFields order, each expected field whose

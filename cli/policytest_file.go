@@ -65,8 +65,8 @@ type testCase struct {
 // resultFields are the fields of a decision a case may expect: what the
 // sidecar's answer (engine.Result.AppendJSON) writes, but the latency.
 var resultFields = []string{
-	"decision", "effect", "matchedPolicyId", "matchedPolicyVersion", "matchedRuleId",
-	"matchedResource", "code", "reason", "warnings",
+	"decision", "effect", "matchedPolicyId", "matchedPolicyVersion", "matchedRuleId", "matchedPolicyKind",
+	"matchedResource", "code", "reason", "warnings", "exceptionApplied", "shadow",
 }
 
 // loadedTest is a test file read and checked: its cases' requests decoded

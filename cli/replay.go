@@ -187,7 +187,7 @@ func replayCalls(c *engine.Compiled, calls []replayCall, r *replayReport) error 
 	for i := range calls {
 		call := &calls[i]
 		at = call.at
-		res := c.Evaluate(call.req, engine.EvalOptions{Now: clock, Usage: ledger})
+		res := c.Evaluate(call.req, engine.EvalOptions{Now: clock, Usage: ledger, ServiceAccount: call.serviceAccount})
 		if res.Decision == engine.Allow {
 			// A full ledger answers USAGE_UNAVAILABLE on a sidecar; here
 			// the replay goes on, and the calls past it are not counted.

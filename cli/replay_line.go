@@ -17,6 +17,9 @@ type replayCall struct {
 	decision engine.Decision
 	// code is what the log stated decided: a code, else the rule's id.
 	code string
+	// serviceAccount is the one the sidecar ran as (service_account):
+	// freezes and exceptions naming it apply again.
+	serviceAccount string
 	// withRequest is false when the line holds no request fields: rules
 	// on input, args or kwargs see them absent.
 	withRequest bool
@@ -24,7 +27,7 @@ type replayCall struct {
 
 // loggedStrings are the decision-log fields replay reads, each a string
 // or null (decisionlog.Log writes them).
-var loggedStrings = []string{"time", "decision_id", "tool_name", "agent_id", "session_id", "tool_use_id", "framework", "decision", "code", "matched_rule_id"}
+var loggedStrings = []string{"time", "decision_id", "tool_name", "agent_id", "service_account", "session_id", "tool_use_id", "framework", "decision", "code", "matched_rule_id"}
 
 // parseLoggedDecision reads one decision-log line (the sidecar's JSON
 // line, decisionlog.Log) with the engine's own JSON decoder: the call, when
@@ -52,7 +55,7 @@ func parseLoggedDecision(line []byte) (replayCall, error) {
 	if _, ok := l["tool_name"]; !ok {
 		return replayCall{}, errors.New("tool_name is missing: is this a toolgate decision log?")
 	}
-	c.id, c.decision = str("decision_id"), engine.Decision(decision)
+	c.id, c.decision, c.serviceAccount = str("decision_id"), engine.Decision(decision), str("service_account")
 	if c.decision != engine.Allow && c.decision != engine.Deny {
 		return replayCall{}, fmt.Errorf("decision %q is neither allow nor deny", decision)
 	}

@@ -86,6 +86,11 @@ func runValidate(cmd *cobra.Command, o *ValidateOptions, s streams) error {
 		problems = append(problems, bad...)
 		warnings = append(warnings, lint...)
 	}
+	for i := range set.ClusterPolicies {
+		bad, lint := checkClusterPolicy(&set.ClusterPolicies[i])
+		problems = append(problems, bad...)
+		warnings = append(warnings, lint...)
+	}
 	slices.SortStableFunc(problems, func(a, b *manifest.Error) int {
 		return cmp.Or(cmp.Compare(a.Source.File, b.Source.File), cmp.Compare(a.Source.Doc, b.Source.Doc),
 			cmp.Compare(a.Source.Item, b.Source.Item))
@@ -112,8 +117,21 @@ func runValidate(cmd *cobra.Command, o *ValidateOptions, s streams) error {
 
 // objectCount counts the objects read, those the schema rejected included.
 func objectCount(set *manifest.Set) string {
-	return fmt.Sprintf("%d Policy and %d FrozenAgent object(s)",
+	out := fmt.Sprintf("%d Policy and %d FrozenAgent object(s)",
 		len(set.Policies)+set.Rejected["Policy"], len(set.FrozenAgents)+set.Rejected["FrozenAgent"])
+	var more []string
+	for _, k := range []struct {
+		kind string
+		n    int
+	}{{"ClusterPolicy", len(set.ClusterPolicies)}, {"ClusterFrozenAgent", len(set.ClusterFrozenAgents)}, {"PolicyException", len(set.Exceptions)}} {
+		if n := k.n + set.Rejected[k.kind]; n > 0 {
+			more = append(more, fmt.Sprintf("%d %s", n, k.kind))
+		}
+	}
+	if len(more) > 0 {
+		out += " (and " + strings.Join(more, ", ") + ")"
+	}
+	return out
 }
 
 // checkPolicy is what the webhook checks once the schema passed:
@@ -128,6 +146,23 @@ func checkPolicy(p *manifest.Policy) (problems, warnings manifest.Errors) {
 	}
 	for _, d := range lint {
 		warnings = append(warnings, &manifest.Error{Source: p.Source, Kind: "Policy", Name: p.Object.Name, Field: d.Field, Message: d.Message})
+	}
+	return problems, warnings
+}
+
+// checkClusterPolicy is checkPolicy for a ClusterPolicy, whose
+// namespaceSelector must also parse (the API server does not check a
+// selector's operators; the webhook does).
+func checkClusterPolicy(p *manifest.ClusterPolicy) (problems, warnings manifest.Errors) {
+	bad, lint := engine.Review(bundle.ClusterPolicy(&p.Object))
+	for _, d := range bad {
+		problems = append(problems, &manifest.Error{Source: p.Source, Kind: "ClusterPolicy", Name: p.Object.Name, Field: d.Field, Message: d.Message})
+	}
+	if err := bundle.SelectorError(p.Object.Spec.NamespaceSelector); err != nil {
+		problems = append(problems, &manifest.Error{Source: p.Source, Kind: "ClusterPolicy", Name: p.Object.Name, Field: "spec.namespaceSelector", Message: err.Error()})
+	}
+	for _, d := range lint {
+		warnings = append(warnings, &manifest.Error{Source: p.Source, Kind: "ClusterPolicy", Name: p.Object.Name, Field: d.Field, Message: d.Message})
 	}
 	return problems, warnings
 }

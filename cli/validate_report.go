@@ -86,5 +86,14 @@ func newValidateReport(set *manifest.Set, problems, warnings manifest.Errors) va
 	for _, u := range set.Upstreams {
 		add("MCPUpstream", u.Source, u.Object.Name, u.Object.Namespace)
 	}
+	for _, p := range set.ClusterPolicies {
+		add("ClusterPolicy", p.Source, p.Object.Name, "")
+	}
+	for _, f := range set.ClusterFrozenAgents {
+		add("ClusterFrozenAgent", f.Source, f.Object.Name, "")
+	}
+	for _, e := range set.Exceptions {
+		add("PolicyException", e.Source, e.Object.Name, e.Object.Namespace)
+	}
 	return r
 }

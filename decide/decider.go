@@ -195,6 +195,7 @@ func (d *Decider) Settle(ctx context.Context, ev *decisionlog.Event, req engine.
 	took := time.Since(ev.At)
 	effect := res.StatedEffect()
 	d.metrics.observeDecision(res.Decision, res.Code, effect, took)
+	d.metrics.observeShadow(res.Shadow)
 	if tracing.On() {
 		d.traceDecision(ctx, ev, res, effect, revision)
 	}
@@ -209,6 +210,8 @@ func (d *Decider) Settle(ctx context.Context, ev *decisionlog.Event, req engine.
 	ev.Decision, ev.Code, ev.Reason = res.Decision, res.Code, res.Reason
 	ev.Effect, ev.Warnings = effect, res.Warnings
 	ev.PolicyID, ev.PolicyVersion, ev.RuleID = res.MatchedPolicyID, res.MatchedPolicyVersion, res.MatchedRuleID
+	ev.PolicyKind, ev.ExceptionApplied, ev.Shadow = res.MatchedPolicyKind, res.ExceptionApplied, res.Shadow
+	ev.ServiceAccount = d.state.Load().ServiceAccount
 	ev.Revision = revision
 	ev.Latency = took
 	if d.log.WantsRequest() {

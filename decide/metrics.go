@@ -20,6 +20,9 @@ type Metrics struct {
 	// BindingOverrides are by field: bindRoles, bindEnvironment.
 	BindingOverrides [2]prometheus.Counter
 	TraceTruncated   prometheus.Counter
+	// Shadow counts what Audit policies would have decided, by policy
+	// (its name) and decision.
+	Shadow *prometheus.CounterVec
 
 	// Resolving a labelled child hashes its labels; the common ones are
 	// resolved once so the hot path only increments.
@@ -73,8 +76,11 @@ func NewMetrics(reg prometheus.Registerer, prefix string, ledger *usage.Ledger) 
 	m.TraceTruncated = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: prefix + "trace_truncated_total", Help: "Explain traces cut short at --max-trace entries.",
 	})
+	m.Shadow = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: prefix + "shadow_decisions_total", Help: "What Audit (shadow mode) policies would have decided on their own, by policy and decision; they never change a decision.",
+	}, []string{"policy", "decision"})
 	reg.MustRegister(overrides, usageEvictions, usageKeys, m.Decisions, m.Latency, m.BadRequests, m.InternalErrors,
-		m.IdentityMismatches, m.TraceTruncated)
+		m.IdentityMismatches, m.TraceTruncated, m.Shadow)
 
 	m.Common = map[DecisionKey]prometheus.Counter{}
 	for _, k := range []DecisionKey{
@@ -97,4 +103,11 @@ func (m *Metrics) observeDecision(d engine.Decision, c engine.Code, e engine.Eff
 		m.Decisions.WithLabelValues(string(d), string(c), string(e)).Inc()
 	}
 	m.Latency.Observe(took.Seconds())
+}
+
+// observeShadow counts each Audit policy's verdict.
+func (m *Metrics) observeShadow(shadow []engine.ShadowVerdict) {
+	for i := range shadow {
+		m.Shadow.WithLabelValues(shadow[i].Policy, string(shadow[i].Decision)).Inc()
+	}
 }

@@ -49,7 +49,15 @@ type Event struct {
 	PolicyID      string
 	PolicyVersion int64
 	RuleID        string
-	Revision      string
+	// PolicyKind is the level that decided (Policy, ClusterPolicy) in a
+	// bundle with ClusterPolicies.
+	PolicyKind       string
+	ExceptionApplied string
+	Shadow           []engine.ShadowVerdict
+	// ServiceAccount is the one the sidecar runs as: with the agent id,
+	// the identity toolgate replay decides for again.
+	ServiceAccount string
+	Revision       string
 	Latency       time.Duration
 	// Request is set only when --log-fields selects request fields. The
 	// decider never touches it after recording, so sinks may read it.
@@ -68,7 +76,10 @@ func (ev *Event) size() int64 {
 	n := EventSize + int64(len(ev.IDPrefix)+len(ev.ToolName)+len(ev.AgentID)+len(ev.RequestedAgentID)+
 		len(ev.SessionID)+len(ev.ToolUseID)+len(ev.Framework)+len(ev.Reason)+len(ev.PolicyID)+
 		len(ev.RuleID)+len(ev.Revision)+len(ev.Code)+len(ev.RequestedRoles)+len(ev.RequestedEnvironment)+
-		len(ev.TraceID)+len(ev.SpanID))
+		len(ev.TraceID)+len(ev.SpanID)+len(ev.PolicyKind)+len(ev.ExceptionApplied)+len(ev.ServiceAccount))
+	for i := range ev.Shadow {
+		n += int64(len(ev.Shadow[i].Kind)+len(ev.Shadow[i].Policy)+len(ev.Shadow[i].Rule)) + 80 // the entry
+	}
 	for _, w := range ev.Warnings {
 		n += int64(len(w)) + 16 // the string header
 	}
@@ -246,6 +257,10 @@ func appendEvent(dst []byte, ev *Event, f *lineFormat) []byte {
 	dst = engine.AppendNullableJSONString(dst, ev.SessionID)
 	dst = append(dst, `,"agent_id":`...)
 	dst = engine.AppendNullableJSONString(dst, ev.AgentID)
+	if ev.ServiceAccount != "" {
+		dst = append(dst, `,"service_account":`...)
+		dst = engine.AppendJSONString(dst, ev.ServiceAccount)
+	}
 	if ev.TraceID != "" {
 		// Both are lower-case hex (parseTraceparent): no escaping needed.
 		dst = append(dst, `,"trace_id":"`...)
@@ -308,6 +323,17 @@ func appendEvent(dst []byte, ev *Event, f *lineFormat) []byte {
 	}
 	dst = append(dst, `,"matched_rule_id":`...)
 	dst = engine.AppendNullableJSONString(dst, ev.RuleID)
+	if ev.PolicyKind != "" {
+		dst = append(dst, `,"matched_policy_kind":`...)
+		dst = engine.AppendJSONString(dst, ev.PolicyKind)
+	}
+	if ev.ExceptionApplied != "" {
+		dst = append(dst, `,"exception_applied":`...)
+		dst = engine.AppendJSONString(dst, ev.ExceptionApplied)
+	}
+	if ev.Shadow != nil {
+		dst = appendShadow(dst, ev.Shadow)
+	}
 	dst = append(dst, `,"bundle_revision":`...)
 	dst = engine.AppendNullableJSONString(dst, ev.Revision)
 	dst = append(dst, `,"latency_ms":`...)
@@ -333,4 +359,32 @@ func (d *Log) HeldBytes() int64 {
 		n += k.bytes.Load()
 	}
 	return n
+}
+
+// appendShadow writes the Audit policies' verdicts as the answer's
+// "shadow" shows them.
+func appendShadow(dst []byte, shadow []engine.ShadowVerdict) []byte {
+	dst = append(dst, `,"shadow":[`...)
+	for i := range shadow {
+		v := &shadow[i]
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, '{')
+		if v.Kind != "" {
+			dst = append(dst, `"kind":`...)
+			dst = engine.AppendJSONString(dst, v.Kind)
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `"policy":`...)
+		dst = engine.AppendJSONString(dst, v.Policy)
+		dst = append(dst, `,"decision":`...)
+		dst = engine.AppendJSONString(dst, string(v.Decision))
+		if v.Rule != "" {
+			dst = append(dst, `,"rule":`...)
+			dst = engine.AppendJSONString(dst, v.Rule)
+		}
+		dst = append(dst, '}')
+	}
+	return append(dst, ']')
 }

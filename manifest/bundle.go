@@ -20,7 +20,10 @@ func LoadBundle(paths []string, in io.Reader, namespace string, now time.Time) (
 
 // LoadNamespaceBundle is LoadBundle for a namespace with labels, as the
 // operator reads them off the Namespace (toolgate.dev/enforce,
-// toolgate.dev/environment).
+// toolgate.dev/environment, and what ClusterPolicies' and
+// ClusterFrozenAgents' namespaceSelectors match). The bundle holds the
+// ClusterPolicies and ClusterFrozenAgents that select the namespace and
+// its PolicyExceptions in force at now, as the operator would publish it.
 func LoadNamespaceBundle(paths []string, in io.Reader, namespace string, labels map[string]string, now time.Time) (*Set, engine.Bundle, error) {
 	all, err := Load(paths, in)
 	if err != nil {
@@ -30,7 +33,7 @@ func LoadNamespaceBundle(paths []string, in io.Reader, namespace string, labels 
 	if err != nil {
 		return nil, engine.Bundle{}, err
 	}
-	b := bundle.Build(set.PolicyObjects(), set.FrozenAgentObjects(), now)
+	b, _ := bundle.BuildSources(set.Sources(labels), now)
 	reg := set.Registration()
 	reg.Labels = labels
 	b.Identity = bundle.Identity(reg)

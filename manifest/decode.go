@@ -14,18 +14,28 @@ const (
 	kindFrozenAgent = "FrozenAgent"
 	kindAgent       = "Agent"
 	kindMCPUpstream = "MCPUpstream"
+	// The platform team's kinds: ClusterPolicy and ClusterFrozenAgent are
+	// cluster-scoped, PolicyException namespaced.
+	kindClusterPolicy      = "ClusterPolicy"
+	kindClusterFrozenAgent = "ClusterFrozenAgent"
+	kindPolicyException    = "PolicyException"
 )
 
 // kinds are the kinds toolgate reads, as messages list them.
-const kinds = "Policy, FrozenAgent, Agent, MCPUpstream"
+const kinds = "Policy, FrozenAgent, Agent, MCPUpstream, ClusterPolicy, ClusterFrozenAgent, PolicyException"
 
 // knownKind tells whether toolgate reads kind.
 func knownKind(kind string) bool {
 	switch kind {
-	case kindPolicy, kindFrozenAgent, kindAgent, kindMCPUpstream:
+	case kindPolicy, kindFrozenAgent, kindAgent, kindMCPUpstream, kindClusterPolicy, kindClusterFrozenAgent, kindPolicyException:
 		return true
 	}
 	return false
+}
+
+// clusterScoped tells whether kind's objects belong to no namespace.
+func clusterScoped(kind string) bool {
+	return kind == kindClusterPolicy || kind == kindClusterFrozenAgent
 }
 
 // header is what every document must say about itself before it can be

@@ -53,7 +53,7 @@ func TestLoadErrors(t *testing.T) {
 		{
 			name:  "missing kind",
 			files: map[string]string{"m.yaml": "apiVersion: toolgate.dev/v1alpha1\nmetadata: {name: p}\n"},
-			want:  []string{"m.yaml:doc 1: kind: missing: every document needs apiVersion: toolgate.dev/v1alpha1 and kind: one of Policy, FrozenAgent, Agent, MCPUpstream"},
+			want:  []string{"m.yaml:doc 1: kind: missing: every document needs apiVersion: toolgate.dev/v1alpha1 and kind: one of Policy, FrozenAgent, Agent, MCPUpstream, ClusterPolicy, ClusterFrozenAgent, PolicyException"},
 		},
 		{
 			name:  "kind not a string",
@@ -63,12 +63,12 @@ func TestLoadErrors(t *testing.T) {
 		{
 			name:  "missing apiVersion",
 			files: map[string]string{"m.yaml": "kind: Policy\nmetadata: {name: p}\n"},
-			want:  []string{"m.yaml:doc 1: apiVersion: missing: every document needs apiVersion: toolgate.dev/v1alpha1 and kind: one of Policy, FrozenAgent, Agent, MCPUpstream"},
+			want:  []string{"m.yaml:doc 1: apiVersion: missing: every document needs apiVersion: toolgate.dev/v1alpha1 and kind: one of Policy, FrozenAgent, Agent, MCPUpstream, ClusterPolicy, ClusterFrozenAgent, PolicyException"},
 		},
 		{
 			name:  "unknown kind",
 			files: map[string]string{"m.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n"},
-			want:  []string{`m.yaml:doc 1: Deployment/web: kind: unknown kind "Deployment" (apiVersion "apps/v1"): toolgate reads Policy, FrozenAgent, Agent, MCPUpstream of toolgate.dev/v1alpha1`},
+			want:  []string{`m.yaml:doc 1: Deployment/web: kind: unknown kind "Deployment" (apiVersion "apps/v1"): toolgate reads Policy, FrozenAgent, Agent, MCPUpstream, ClusterPolicy, ClusterFrozenAgent, PolicyException of toolgate.dev/v1alpha1`},
 		},
 		{
 			name:  "wrong apiVersion",
@@ -209,7 +209,7 @@ func TestLoadErrors(t *testing.T) {
 			name:  "List item with an unknown field",
 			files: map[string]string{"l.yaml": "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: ConfigMap}\n- " + strings.ReplaceAll(head, "\n", "\n  ") + "spec: {rules: [{id: a, effect: allow}], bogus: 1}\n"},
 			want: []string{
-				`l.yaml:doc 1: ConfigMap: items[0].kind: unknown kind "ConfigMap" (apiVersion "v1"): toolgate reads Policy, FrozenAgent, Agent, MCPUpstream of toolgate.dev/v1alpha1`,
+				`l.yaml:doc 1: ConfigMap: items[0].kind: unknown kind "ConfigMap" (apiVersion "v1"): toolgate reads Policy, FrozenAgent, Agent, MCPUpstream, ClusterPolicy, ClusterFrozenAgent, PolicyException of toolgate.dev/v1alpha1`,
 				`l.yaml:doc 1: Policy/p: items[1].spec.bogus: unknown field`,
 			},
 		},
@@ -221,7 +221,7 @@ func TestLoadErrors(t *testing.T) {
 		{
 			name:  "List of another kind",
 			files: map[string]string{"l.yaml": "apiVersion: toolgate.dev/v1alpha1\nkind: WidgetList\nitems: []\n"},
-			want:  []string{`l.yaml:doc 1: WidgetList: kind: unknown kind "WidgetList": toolgate reads Policy, FrozenAgent, Agent, MCPUpstream and their lists`},
+			want:  []string{`l.yaml:doc 1: WidgetList: kind: unknown kind "WidgetList": toolgate reads Policy, FrozenAgent, Agent, MCPUpstream, ClusterPolicy, ClusterFrozenAgent, PolicyException and their lists`},
 		},
 	}
 	for _, tt := range tests {

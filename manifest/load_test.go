@@ -174,7 +174,7 @@ func TestLoadKeepsGoodDocumentsAroundABadOne(t *testing.T) {
 	if len(s.Policies) != 2 {
 		t.Errorf("got %d policies, want the 2 good ones", len(s.Policies))
 	}
-	want := []string{`m.yaml:doc 2: Nope: kind: unknown kind "Nope" (apiVersion "v1"): toolgate reads Policy, FrozenAgent, Agent, MCPUpstream of toolgate.dev/v1alpha1`}
+	want := []string{`m.yaml:doc 2: Nope: kind: unknown kind "Nope" (apiVersion "v1"): toolgate reads Policy, FrozenAgent, Agent, MCPUpstream, ClusterPolicy, ClusterFrozenAgent, PolicyException of toolgate.dev/v1alpha1`}
 	if got := errorLines(t, err, dir); !slices.Equal(got, want) {
 		t.Errorf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
@@ -241,7 +241,7 @@ func TestLoadSkipsNonManifestFilesOnlyInDirectories(t *testing.T) {
 	})
 	s, err := Load([]string{dir}, nil)
 	want := []string{
-		"forgot-kind/p.yaml:doc 1: kind: missing: every document needs apiVersion: toolgate.dev/v1alpha1 and kind: one of Policy, FrozenAgent, Agent, MCPUpstream",
+		"forgot-kind/p.yaml:doc 1: kind: missing: every document needs apiVersion: toolgate.dev/v1alpha1 and kind: one of Policy, FrozenAgent, Agent, MCPUpstream, ClusterPolicy, ClusterFrozenAgent, PolicyException",
 		"requests/scalars.yaml:doc 1: must be an object with apiVersion, kind, metadata and spec",
 	}
 	if got := errorLines(t, err, dir); !slices.Equal(got, want) {
@@ -253,7 +253,7 @@ func TestLoadSkipsNonManifestFilesOnlyInDirectories(t *testing.T) {
 
 	named := filepath.Join(dir, "requests", "ls.json")
 	_, err = Load([]string{named}, nil)
-	want = []string{named + ":doc 1: kind: missing: every document needs apiVersion: toolgate.dev/v1alpha1 and kind: one of Policy, FrozenAgent, Agent, MCPUpstream"}
+	want = []string{named + ":doc 1: kind: missing: every document needs apiVersion: toolgate.dev/v1alpha1 and kind: one of Policy, FrozenAgent, Agent, MCPUpstream, ClusterPolicy, ClusterFrozenAgent, PolicyException"}
 	if got := errorLines(t, err, ""); !slices.Equal(got, want) {
 		t.Errorf("a file named explicitly must not be skipped: %q", got)
 	}

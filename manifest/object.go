@@ -42,7 +42,7 @@ func (s *Set) addObject(src Source, prefix string, h header, doc []byte, errs *E
 		fail(prefix+"apiVersion", fmt.Sprintf("unknown apiVersion %q for %s: want %s", h.apiVersion, h.kind, v1alpha1.GroupVersion))
 		return
 	}
-	u, ok := admit(prefix, doc, fail)
+	u, ok := admit(prefix, doc, clusterScoped(h.kind), fail)
 	if !ok || !s.addTyped(src, prefix, u, h.kind, fail) {
 		if s.Rejected == nil {
 			s.Rejected = map[string]int{}
@@ -60,10 +60,15 @@ func isToolgateGroup(apiVersion string) bool {
 
 // admit decodes and validates doc: it returns the object, defaulted, if the
 // API server would store it, and reports every problem through fail.
-func admit(prefix string, doc []byte, fail func(field, msg string)) (*unstructured.Unstructured, bool) {
+func admit(prefix string, doc []byte, cluster bool, fail func(field, msg string)) (*unstructured.Unstructured, bool) {
 	u, ok := decodeStrict(prefix, doc, fail)
 	if !ok {
 		return nil, false
+	}
+	if cluster {
+		// The API server drops a cluster-scoped object's namespace before
+		// validating it (rest.BeforeCreate); kubectl applies it so.
+		unstructured.RemoveNestedField(u.Object, "metadata", "namespace")
 	}
 	unknown, err := crdschema.Decode(u)
 	if me := (*crdschema.MetadataError)(nil); errors.As(err, &me) {
@@ -85,7 +90,7 @@ func admit(prefix string, doc []byte, fail func(field, msg string)) (*unstructur
 		return nil, false
 	}
 	checked := u
-	if u.GetNamespace() == "" {
+	if u.GetNamespace() == "" && !cluster {
 		// A manifest without a namespace goes wherever it is applied: check
 		// it as if applied to "default".
 		checked = u.DeepCopy()
@@ -137,6 +142,9 @@ func (s *Set) addTyped(src Source, prefix string, u *unstructured.Unstructured, 
 	var f v1alpha1.FrozenAgent
 	var a v1alpha1.Agent
 	var up v1alpha1.MCPUpstream
+	var cp v1alpha1.ClusterPolicy
+	var cf v1alpha1.ClusterFrozenAgent
+	var pe v1alpha1.PolicyException
 	switch kind {
 	case kindPolicy:
 		target = &p
@@ -144,6 +152,12 @@ func (s *Set) addTyped(src Source, prefix string, u *unstructured.Unstructured, 
 		target = &a
 	case kindMCPUpstream:
 		target = &up
+	case kindClusterPolicy:
+		target = &cp
+	case kindClusterFrozenAgent:
+		target = &cf
+	case kindPolicyException:
+		target = &pe
 	default:
 		target = &f
 	}
@@ -163,6 +177,12 @@ func (s *Set) addTyped(src Source, prefix string, u *unstructured.Unstructured, 
 		s.Agents = append(s.Agents, Agent{Object: a, Source: src})
 	case kindMCPUpstream:
 		s.Upstreams = append(s.Upstreams, MCPUpstream{Object: up, Source: src})
+	case kindClusterPolicy:
+		s.ClusterPolicies = append(s.ClusterPolicies, ClusterPolicy{Object: cp, Source: src})
+	case kindClusterFrozenAgent:
+		s.ClusterFrozenAgents = append(s.ClusterFrozenAgents, ClusterFrozenAgent{Object: cf, Source: src})
+	case kindPolicyException:
+		s.Exceptions = append(s.Exceptions, PolicyException{Object: pe, Source: src})
 	default:
 		s.FrozenAgents = append(s.FrozenAgents, FrozenAgent{Object: f, Source: src})
 	}

@@ -68,9 +68,9 @@ items: []
 	_, err := LoadWith([]string{dir}, nil, Options{SkipOtherKinds: true})
 	got := errorLines(t, err, dir)
 	want := []string{
-		`m.yaml:doc 1: Polcy/typo: kind: unknown kind "Polcy" (apiVersion "toolgate.dev/v1alpha1"): toolgate reads Policy, FrozenAgent, Agent, MCPUpstream of toolgate.dev/v1alpha1`,
+		`m.yaml:doc 1: Polcy/typo: kind: unknown kind "Polcy" (apiVersion "toolgate.dev/v1alpha1"): toolgate reads Policy, FrozenAgent, Agent, MCPUpstream, ClusterPolicy, ClusterFrozenAgent, PolicyException of toolgate.dev/v1alpha1`,
 		`m.yaml:doc 2: Policy/version: apiVersion: unknown apiVersion "toolgate.dev/v1beta1" for Policy: want toolgate.dev/v1alpha1`,
-		`m.yaml:doc 3: WidgetList: kind: unknown kind "WidgetList": toolgate reads Policy, FrozenAgent, Agent, MCPUpstream and their lists`,
+		`m.yaml:doc 3: WidgetList: kind: unknown kind "WidgetList": toolgate reads Policy, FrozenAgent, Agent, MCPUpstream, ClusterPolicy, ClusterFrozenAgent, PolicyException and their lists`,
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

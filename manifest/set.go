@@ -35,6 +35,24 @@ type MCPUpstream struct {
 	Source Source
 }
 
+// ClusterPolicy is a loaded ClusterPolicy and where it came from.
+type ClusterPolicy struct {
+	Object v1alpha1.ClusterPolicy
+	Source Source
+}
+
+// ClusterFrozenAgent is a loaded ClusterFrozenAgent and where it came from.
+type ClusterFrozenAgent struct {
+	Object v1alpha1.ClusterFrozenAgent
+	Source Source
+}
+
+// PolicyException is a loaded PolicyException and where it came from.
+type PolicyException struct {
+	Object v1alpha1.PolicyException
+	Source Source
+}
+
 // entry is what every loaded object has: its metadata and where it came
 // from, so that a walk over the Set's objects is written once.
 type entry interface {
@@ -51,6 +69,13 @@ func (a *Agent) source() Source                 { return a.Source }
 func (u *MCPUpstream) meta() *metav1.ObjectMeta { return &u.Object.ObjectMeta }
 func (u *MCPUpstream) source() Source           { return u.Source }
 
+func (p *ClusterPolicy) meta() *metav1.ObjectMeta      { return &p.Object.ObjectMeta }
+func (p *ClusterPolicy) source() Source                { return p.Source }
+func (f *ClusterFrozenAgent) meta() *metav1.ObjectMeta { return &f.Object.ObjectMeta }
+func (f *ClusterFrozenAgent) source() Source           { return f.Source }
+func (e *PolicyException) meta() *metav1.ObjectMeta    { return &e.Object.ObjectMeta }
+func (e *PolicyException) source() Source              { return e.Source }
+
 // each calls f with every object and its kind, kind by kind in input order.
 func (s *Set) each(f func(kind string, e entry)) {
 	for i := range s.Policies {
@@ -64,6 +89,15 @@ func (s *Set) each(f func(kind string, e entry)) {
 	}
 	for i := range s.Upstreams {
 		f(kindMCPUpstream, &s.Upstreams[i])
+	}
+	for i := range s.ClusterPolicies {
+		f(kindClusterPolicy, &s.ClusterPolicies[i])
+	}
+	for i := range s.ClusterFrozenAgents {
+		f(kindClusterFrozenAgent, &s.ClusterFrozenAgents[i])
+	}
+	for i := range s.Exceptions {
+		f(kindPolicyException, &s.Exceptions[i])
 	}
 }
 
@@ -89,6 +123,12 @@ type Set struct {
 	FrozenAgents []FrozenAgent
 	Agents       []Agent
 	Upstreams    []MCPUpstream
+	// ClusterPolicies and ClusterFrozenAgents belong to no namespace: every
+	// namespace's set holds them all, and the bundle builder selects those
+	// whose namespaceSelector matches the namespace's labels.
+	ClusterPolicies     []ClusterPolicy
+	ClusterFrozenAgents []ClusterFrozenAgent
+	Exceptions          []PolicyException
 	// Skipped are files found in directories that hold no manifest (no
 	// apiVersion, kind, metadata or spec), such as example requests.
 	Skipped []string
@@ -104,7 +144,24 @@ type Set struct {
 
 // Len is the number of objects.
 func (s *Set) Len() int {
-	return len(s.Policies) + len(s.FrozenAgents) + len(s.Agents) + len(s.Upstreams)
+	return len(s.Policies) + len(s.FrozenAgents) + len(s.Agents) + len(s.Upstreams) +
+		len(s.ClusterPolicies) + len(s.ClusterFrozenAgents) + len(s.Exceptions)
+}
+
+// Sources are the objects a namespace's bundle is built from, with the
+// namespace's labels (nil: not known), for bundle.BuildSources.
+func (s *Set) Sources(labels map[string]string) bundle.Sources {
+	src := bundle.Sources{Labels: labels, Policies: s.PolicyObjects(), FrozenAgents: s.FrozenAgentObjects()}
+	for i := range s.ClusterPolicies {
+		src.ClusterPolicies = append(src.ClusterPolicies, s.ClusterPolicies[i].Object)
+	}
+	for i := range s.ClusterFrozenAgents {
+		src.ClusterFrozenAgents = append(src.ClusterFrozenAgents, s.ClusterFrozenAgents[i].Object)
+	}
+	for i := range s.Exceptions {
+		src.Exceptions = append(src.Exceptions, s.Exceptions[i].Object)
+	}
+	return src
 }
 
 // PolicyObjects returns the Policies, for bundle.Build.
@@ -156,12 +213,16 @@ func (s *Set) Namespaces() []string {
 // InNamespace returns the objects that would live in ns: those naming it and
 // those naming no namespace, which get ns. An empty ns keeps everything as is.
 func (s *Set) InNamespace(ns string) *Set {
+	cluster := &Set{ClusterPolicies: slices.Clone(s.ClusterPolicies), ClusterFrozenAgents: slices.Clone(s.ClusterFrozenAgents)}
 	if ns == "" {
-		return &Set{Policies: slices.Clone(s.Policies), FrozenAgents: slices.Clone(s.FrozenAgents),
-			Agents: slices.Clone(s.Agents), Upstreams: slices.Clone(s.Upstreams)}
+		cluster.Policies, cluster.FrozenAgents = slices.Clone(s.Policies), slices.Clone(s.FrozenAgents)
+		cluster.Agents, cluster.Upstreams, cluster.Exceptions = slices.Clone(s.Agents), slices.Clone(s.Upstreams), slices.Clone(s.Exceptions)
+		return cluster
 	}
-	return &Set{Policies: inNamespace(s.Policies, ns), FrozenAgents: inNamespace(s.FrozenAgents, ns),
-		Agents: inNamespace(s.Agents, ns), Upstreams: inNamespace(s.Upstreams, ns)}
+	cluster.Policies, cluster.FrozenAgents = inNamespace(s.Policies, ns), inNamespace(s.FrozenAgents, ns)
+	cluster.Agents, cluster.Upstreams = inNamespace(s.Agents, ns), inNamespace(s.Upstreams, ns)
+	cluster.Exceptions = inNamespace(s.Exceptions, ns)
+	return cluster
 }
 
 // OneNamespace returns the objects of the namespace one bundle is built
