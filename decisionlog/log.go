@@ -58,7 +58,7 @@ type Event struct {
 	// the identity toolgate replay decides for again.
 	ServiceAccount string
 	Revision       string
-	Latency       time.Duration
+	Latency        time.Duration
 	// Request is set only when --log-fields selects request fields. The
 	// decider never touches it after recording, so sinks may read it.
 	Request engine.Request
