@@ -68,6 +68,14 @@ class EvaluationResult:
     warnings: Optional[List[str]] = None
     bundle_revision: Optional[str] = None
     decision_id: Optional[str] = None
+    #: "ClusterPolicy" or "Policy": the level that decided, in a namespace
+    #: that ClusterPolicies select (docs/guardrails.md); None otherwise.
+    matched_policy_kind: Optional[str] = None
+    #: The PolicyException that changed this decision (docs/exceptions.md).
+    exception_applied: Optional[str] = None
+    #: What each Audit (shadow mode) policy would have decided, as dicts
+    #: {"kind"?, "policy", "decision", "rule"?}; it never changes the decision.
+    shadow: Optional[List[Dict[str, Any]]] = None
 
     @property
     def allowed(self) -> bool:
@@ -95,12 +103,15 @@ def from_answer(d: Any) -> Optional[EvaluationResult]:
     policy, version, latency = g("matchedPolicyId"), g("matchedPolicyVersion"), g("latencyMs", 0.0)
     effect, warnings = g("effect") or decision, g("warnings")
     revision, decision_id = g("bundleRevision"), g("decisionId")
+    kind, exception, shadow = g("matchedPolicyKind"), g("exceptionApplied"), g("shadow")
     if not (
         _opt_str(reason) and _opt_str(code) and _opt_str(rule) and _opt_str(policy)
         and _opt_str(effect) and _opt_str(revision) and _opt_str(decision_id)
         and (version is None or type(version) is int)
         and (type(latency) is float or type(latency) is int)
         and (warnings is None or (type(warnings) is list and all(type(w) is str for w in warnings)))
+        and _opt_str(kind) and _opt_str(exception)
+        and (shadow is None or (type(shadow) is list and all(type(v) is dict for v in shadow)))
     ):
         return None
     if decision == "deny" and not code and rule:
@@ -108,7 +119,7 @@ def from_answer(d: Any) -> Optional[EvaluationResult]:
         code = rule
     return EvaluationResult(
         decision, reason, code or None, policy, version, rule, float(latency),
-        effect, warnings, revision, decision_id,
+        effect, warnings, revision, decision_id, kind, exception, shadow,
     )
 
 

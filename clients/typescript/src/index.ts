@@ -84,6 +84,25 @@ export interface EvaluationResult {
   decisionId: string | null;
   /** The resource whose evaluation decided, for a tiered policy. */
   matchedResource: ResourceRef | null;
+  /**
+   * "ClusterPolicy" or "Policy": the level that decided, in a namespace
+   * that ClusterPolicies select (docs/guardrails.md); null otherwise.
+   */
+  matchedPolicyKind: string | null;
+  /** The PolicyException that changed this decision (docs/exceptions.md). */
+  exceptionApplied: string | null;
+  /** What each Audit (shadow mode) policy would have decided; never the decision. */
+  shadow: ShadowVerdict[];
+}
+
+/** One Audit policy's verdict, recorded beside the decision. */
+export interface ShadowVerdict {
+  /** "ClusterPolicy", or absent for a Policy. */
+  kind?: string;
+  policy: string;
+  decision: Decision;
+  /** The rule that decided, absent when the policy's default did. */
+  rule?: string;
 }
 
 /** Where fail-open warnings go. */
@@ -410,6 +429,11 @@ function readDecision(x: unknown): EvaluationResult {
     bundleRevision: str("bundleRevision"),
     decisionId: str("decisionId"),
     matchedResource: mr && typeof mr === "object" && typeof mr.type === "string" ? { type: mr.type, name: String(mr.name ?? "") } : null,
+    matchedPolicyKind: str("matchedPolicyKind"),
+    exceptionApplied: str("exceptionApplied"),
+    shadow: Array.isArray(a["shadow"])
+      ? (a["shadow"] as unknown[]).filter((v): v is ShadowVerdict => v !== null && typeof v === "object" && typeof (v as ShadowVerdict).policy === "string")
+      : [],
   };
 }
 
@@ -427,6 +451,9 @@ function unavailable(decision: Decision, reason: string): EvaluationResult {
     bundleRevision: null,
     decisionId: null,
     matchedResource: null,
+    matchedPolicyKind: null,
+    exceptionApplied: null,
+    shadow: [],
   };
 }
 
