@@ -64,3 +64,17 @@ func BenchmarkReplay(b *testing.B) {
 	}
 	b.ReportMetric(float64(lines)*float64(b.N)/time.Since(start).Seconds(), "lines/s")
 }
+
+// BenchmarkParseLoggedDecision is the per-line share of a replay: one
+// decision-log line read into a call.
+func BenchmarkParseLoggedDecision(b *testing.B) {
+	lines := bytes.Split(bytes.TrimSpace(replayBenchLog(3)), []byte("\n"))
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if _, err := parseLoggedDecision(lines[i%3]); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
