@@ -1,5 +1,7 @@
 package engine
 
+import "slices"
+
 // ArgumentFreeDenials returns the part of b that denies a call whatever its
 // arguments: for each ordered policy, the deny rules whose every filter and
 // condition reads only the request fields named in static (for an MCP
@@ -22,12 +24,14 @@ func ArgumentFreeDenials(b Bundle, static []string) Bundle {
 	}
 	out := Bundle{SchemaVersion: b.SchemaVersion}
 	for _, p := range b.Policies {
-		if p.Tiered() {
+		// An Audit policy never denies; a deny of either level denies
+		// whatever the other decides.
+		if p.Tiered() || p.Audit() {
 			continue
 		}
 		var rules []Rule
 		for _, r := range p.Rules {
-			if Effect(r.Effect) == EffectDeny && ruleReadsOnly(&r, known) {
+			if Effect(r.Effect) == EffectDeny && ruleReadsOnly(&r, known) && !exempted(b.Exceptions, &p, r.ID) {
 				rules = append(rules, r)
 			}
 		}
@@ -38,6 +42,19 @@ func ArgumentFreeDenials(b Bundle, static []string) Bundle {
 			DefaultEffect: string(Allow), Rules: rules})
 	}
 	return out
+}
+
+// exempted tells whether an exception names rule id of p: for the agents
+// it exempts (and until it expires) the rule does not deny, so it is not a
+// denial whatever the arguments.
+func exempted(exceptions []Exception, p *Policy, id string) bool {
+	for i := range exceptions {
+		x := &exceptions[i]
+		if x.Policy == p.ID && (x.PolicyKind == KindClusterPolicy) == p.Cluster() && slices.Contains(x.RuleIDs, id) {
+			return true
+		}
+	}
+	return false
 }
 
 // ruleReadsOnly tells whether every filter of r reads only known fields.

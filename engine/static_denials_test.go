@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 )
 
@@ -89,5 +90,32 @@ func TestArgumentFreeDenials(t *testing.T) {
 	}
 	if got := ArgumentFreeDenials(b, nil); len(got.Policies) != 0 {
 		t.Fatalf("with no static fields kept %+v", got.Policies)
+	}
+}
+
+// An Audit policy never denies, so it hides no tool; a rule an exception
+// names does not deny its exempted agents, so it is not argument-free; a
+// ClusterPolicy's deny denies whatever the namespace allows.
+func TestArgumentFreeDenialsLevels(t *testing.T) {
+	raw := func(v any) json.RawMessage { b, _ := json.Marshal(v); return b }
+	deny := func(id, tool string) Rule {
+		return Rule{ID: id, Effect: "deny", Conditions: []Condition{{Field: "tool_name", Operator: "eq", Value: raw(tool)}}}
+	}
+	b := Bundle{
+		Policies: []Policy{
+			{ID: "guard", Kind: KindClusterPolicy, Rules: []Rule{deny("no-delete", "delete_file"), deny("no-drop", "drop")}},
+			{ID: "candidate", Mode: ModeAudit, Rules: []Rule{deny("no-read", "read_file")}},
+			{ID: "guard", Rules: []Rule{deny("no-push", "push")}},
+		},
+		Exceptions: []Exception{{Name: "x", PolicyKind: KindClusterPolicy, Policy: "guard", RuleIDs: []string{"no-drop"}, AgentIDs: []string{"dba"}}},
+	}
+	var ids []string
+	for _, p := range ArgumentFreeDenials(b, []string{"tool_name"}).Policies {
+		for _, r := range p.Rules {
+			ids = append(ids, p.ID+"/"+r.ID)
+		}
+	}
+	if want := "[guard/no-delete guard/no-push]"; fmt.Sprint(ids) != want {
+		t.Fatalf("kept %v, want %s", ids, want)
 	}
 }
