@@ -273,12 +273,17 @@ func (s *Set) Duplicates() Errors {
 	return errs
 }
 
-// PolicySource finds where the Policy named name was read; call it on a Set
-// of one namespace.
+// PolicySource finds where the Policy named name was read, else the
+// ClusterPolicy; call it on a Set of one namespace.
 func (s *Set) PolicySource(name string) (Source, bool) {
 	for i := range s.Policies {
 		if s.Policies[i].Object.Name == name {
 			return s.Policies[i].Source, true
+		}
+	}
+	for i := range s.ClusterPolicies {
+		if s.ClusterPolicies[i].Object.Name == name {
+			return s.ClusterPolicies[i].Source, true
 		}
 	}
 	return Source{}, false
