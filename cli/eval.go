@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"github.com/spf13/cobra"
 
 	"github.com/toolgate/toolgate/engine"
@@ -29,6 +31,9 @@ type EvalOptions struct {
 	// Output is -o: text (the default) and json print the result as one
 	// JSON object, yaml as YAML.
 	Output outputFormat
+	// ServiceAccount is the one the sidecar would run as: freezes and
+	// exceptions naming it apply.
+	ServiceAccount string
 	// FailOnDeny makes a deny exit with exitcode.Problems, for scripts and
 	// CI that check a request is refused (or allowed) by its exit status.
 	FailOnDeny bool
@@ -57,6 +62,7 @@ func newEvalCommand() *cobra.Command {
 	cmd.Flags().StringVar(&o.Now, "now", "", "evaluate at this RFC 3339 time instead of the real clock")
 	cmd.Flags().StringVar(&o.History, "history", "", "earlier allowed calls, each {time, agent_id, session_id, tool_name, tokens}, as a JSON array or JSON Lines, "+
 		"counted by rateLimit and tokenBudget at --now as the sidecar counts them (with its default caps); - for stdin")
+	cmd.Flags().StringVar(&o.ServiceAccount, "service-account", "", "decide as a sidecar running as this ServiceAccount: freezes and PolicyExceptions naming it apply")
 	cmd.Flags().BoolVar(&o.FailOnDeny, "fail-on-deny", false, "exit 1 when the decision is not allow (the result is printed all the same)")
 	registerOutput(cmd, &o.Output)
 	return cmd
@@ -68,6 +74,11 @@ func runEval(cmd *cobra.Command, o *EvalOptions, s streams) error {
 	}
 	if o.Request == "" {
 		return exitcode.Usagef("%s: --request FILE|- is required", cmd.CommandPath())
+	}
+	if o.ServiceAccount != "" {
+		if msgs := validation.IsDNS1123Subdomain(o.ServiceAccount); len(msgs) > 0 {
+			return exitcode.Usagef("%s: --service-account %q is not a ServiceAccount name: %s", cmd.CommandPath(), o.ServiceAccount, strings.Join(msgs, "; "))
+		}
 	}
 	var stdin []string
 	if slices.Contains(o.Paths, manifest.Stdin) {
@@ -102,7 +113,7 @@ func runEval(cmd *cobra.Command, o *EvalOptions, s streams) error {
 	}
 
 	compiled := compileBundle(set, b, s.err)
-	res := compiled.Evaluate(req, engine.EvalOptions{Now: clockFrom(now), Explain: o.Explain, Usage: used})
+	res := compiled.Evaluate(req, engine.EvalOptions{Now: clockFrom(now), Explain: o.Explain, Usage: used, ServiceAccount: o.ServiceAccount})
 	out, err := res.AppendJSON(nil)
 	if err != nil {
 		return fmt.Errorf("encoding the result: %w", err)

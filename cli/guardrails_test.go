@@ -146,3 +146,63 @@ spec:
 		t.Fatalf("malformed service_account: exit %d, stderr %s", o.code, o.stderr)
 	}
 }
+
+// The ServiceAccount a sidecar runs as, offline: eval --service-account and
+// a test case's serviceAccount make exceptions and freezes naming it apply;
+// a name that is not a ServiceAccount's is refused.
+func TestServiceAccountOffline(t *testing.T) {
+	dir := t.TempDir()
+	manifests := `apiVersion: toolgate.dev/v1alpha1
+kind: Policy
+metadata: {name: p}
+spec:
+  rules: [{id: no-rm-rf, effect: deny, conditions: [{field: input.command, operator: contains, value: "rm -rf"}]}]
+---
+apiVersion: toolgate.dev/v1alpha1
+kind: PolicyException
+metadata: {name: cleaner-may}
+spec:
+  policyRef: {kind: Policy, name: p}
+  ruleIds: [no-rm-rf]
+  agents: {serviceAccounts: [cleaner]}
+  expiresAt: "2026-12-02T00:00:00Z"
+  justification: test
+`
+	testFile := `apiVersion: cli.toolgate.dev/v1alpha1
+kind: Test
+metadata: {name: sa}
+manifests: [m.yaml]
+now: "2026-12-01T10:00:00Z"
+cases:
+- name: as cleaner
+  serviceAccount: cleaner
+  request: {tool_name: Bash, input: {command: "rm -rf /"}}
+  expect: {decision: allow, exceptionApplied: cleaner-may}
+- name: as anyone else
+  request: {tool_name: Bash, input: {command: "rm -rf /"}}
+  expect: {decision: deny, exceptionApplied: null}
+`
+	for name, doc := range map[string]string{"m.yaml": manifests, "sa.toolgate-test.yaml": testFile} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if o := run(t, "", "test", dir); o.code != 0 || !strings.Contains(o.stdout, "2 passed, 0 failed") {
+		t.Fatalf("toolgate test: exit %d\n%s\n%s", o.code, o.stdout, o.stderr)
+	}
+	req := writeRequest(t, `{"tool_name":"Bash","input":{"command":"rm -rf /"}}`)
+	r := oneResult(t, run(t, "", "eval", "-f", filepath.Join(dir, "m.yaml"), "--request", req, "--now", "2026-12-01T10:00:00Z", "--service-account", "cleaner"))
+	if r.Decision != engine.Allow || r.ExceptionApplied != "cleaner-may" {
+		t.Fatalf("eval --service-account cleaner: %+v", r)
+	}
+	if o := run(t, "", "eval", "-f", filepath.Join(dir, "m.yaml"), "--request", req, "--service-account", "Not_A_Name"); o.code != 2 || !strings.Contains(o.stderr, "--service-account") {
+		t.Fatalf("bad --service-account: exit %d, %s", o.code, o.stderr)
+	}
+	bad := strings.Replace(testFile, "serviceAccount: cleaner", "serviceAccount: Not_A_Name", 1)
+	if err := os.WriteFile(filepath.Join(dir, "sa.toolgate-test.yaml"), []byte(bad), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if o := run(t, "", "test", dir); o.code != 2 || !strings.Contains(o.stderr, "cases[0] (as cleaner).serviceAccount") {
+		t.Fatalf("bad serviceAccount in a test file: exit %d\n%s", o.code, o.stderr)
+	}
+}

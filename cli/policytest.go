@@ -149,7 +149,7 @@ func (t *loadedTest) run(stderr io.Writer) (fileOutcome, error) {
 	for i, c := range f.Cases {
 		// Each case is decided on its own, against the history alone:
 		// one case's call does not count toward the next one's limits.
-		res := compiled.Evaluate(t.requests[i], engine.EvalOptions{Now: clockFrom(t.now), Usage: used})
+		res := compiled.Evaluate(t.requests[i], engine.EvalOptions{Now: clockFrom(t.now), Usage: used, ServiceAccount: c.ServiceAccount})
 		if res.MatchedRuleID != "" {
 			matched[ruleKey(res.MatchedPolicyKind == engine.KindClusterPolicy, res.MatchedPolicyID, res.MatchedRuleID)] = true
 		}

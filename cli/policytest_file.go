@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/manifest"
 )
@@ -60,6 +62,9 @@ type testCase struct {
 	Request json.RawMessage `json:"request"`
 	// Expect is any subset of the result's fields.
 	Expect map[string]json.RawMessage `json:"expect"`
+	// ServiceAccount is the one the sidecar runs as (optional): freezes
+	// and exceptions naming it apply.
+	ServiceAccount string `json:"serviceAccount,omitempty"`
 }
 
 // resultFields are the fields of a decision a case may expect: what the
@@ -209,6 +214,11 @@ func (t *loadedTest) check() error {
 		req, err := engine.DecodeRequest(c.Request)
 		if err != nil {
 			return fmt.Errorf("%s (%s).request: %v", at, c.Name, err)
+		}
+		if c.ServiceAccount != "" {
+			if msgs := validation.IsDNS1123Subdomain(c.ServiceAccount); len(msgs) > 0 {
+				return fmt.Errorf("%s (%s).serviceAccount: %q is not a ServiceAccount name: %s", at, c.Name, c.ServiceAccount, strings.Join(msgs, "; "))
+			}
 		}
 		t.requests = append(t.requests, req)
 		if len(c.Expect) == 0 {
