@@ -7,9 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/validation"
-
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/internal/exitcode"

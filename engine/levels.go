@@ -143,9 +143,8 @@ func (e *run) exemptBy(r *crule) string {
 
 // level is one level's outcome: a verdict, or its first policy's default.
 type level struct {
-	v       verdict
-	first   *cpolicy // nil: the level has no policy
-	present bool
+	v     verdict
+	first *cpolicy // nil: the level has no policy
 }
 
 func (l *level) defaultDeny() bool { return !l.v.set() && l.first != nil && l.first.defaultDeny }
