@@ -29,13 +29,16 @@ type replayCall struct {
 // or null (decisionlog.Log writes them).
 var loggedStrings = []string{"time", "decision_id", "tool_name", "agent_id", "service_account", "session_id", "tool_use_id", "framework", "decision", "code", "matched_rule_id"}
 
+// loggedFields is about how many fields a decision-log line has.
+const loggedFields = 16
+
 // parseLoggedDecision reads one decision-log line (the sidecar's JSON
 // line, decisionlog.Log) with the engine's own JSON decoder: the call, when
 // and as whom it was decided, and what was decided. The top-level fields
 // are the sidecar's own record of the call and win over the request fields
 // --log-fields kept (which hold what it bound: roles, environment).
 func parseLoggedDecision(line []byte) (replayCall, error) {
-	l, err := engine.DecodeObject(line, 2*engine.DefaultMaxElements)
+	l, err := engine.DecodeObjectSized(line, 2*engine.DefaultMaxElements, loggedFields)
 	if err != nil {
 		return replayCall{}, fmt.Errorf("not a JSON object: %v", strings.TrimPrefix(err.Error(), engine.ErrBadRequest.Error()+": "))
 	}

@@ -104,7 +104,14 @@ func checked(obj map[string]any, err error) (Request, error) {
 // maxElements values), without checking it is a request: for documents
 // that hold one, such as a decision-log line.
 func DecodeObject(doc []byte, maxElements int) (map[string]any, error) {
-	obj, outcome := fastjson.Object(doc, maxElements)
+	return DecodeObjectSized(doc, maxElements, 0)
+}
+
+// DecodeObjectSized is DecodeObject for documents whose top-level object
+// usually holds about fields members (a decision-log line: some 15), made
+// that large at once rather than grown.
+func DecodeObjectSized(doc []byte, maxElements, fields int) (map[string]any, error) {
+	obj, outcome := fastjson.ObjectSized(doc, maxElements, fields)
 	switch outcome {
 	case fastjson.Decoded:
 		return obj, nil

@@ -36,7 +36,14 @@ const (
 // maxElements (when positive) it stops at once with TooMany, so a wide
 // document costs no more than the values it was allowed.
 func Object(doc []byte, maxElements int) (map[string]any, Outcome) {
-	p := parser{s: doc, left: maxElements - 1} // the object itself is one
+	return ObjectSized(doc, maxElements, 0)
+}
+
+// ObjectSized is Object for a document whose top-level object usually
+// holds about fields members: its map is made that large at once, so it
+// does not grow (and copy) as it fills.
+func ObjectSized(doc []byte, maxElements, fields int) (map[string]any, Outcome) {
+	p := parser{s: doc, left: maxElements - 1, topFields: fields} // the object itself is one
 	if maxElements <= 0 {
 		p.left = math.MaxInt
 	}
@@ -68,6 +75,8 @@ type parser struct {
 	tooMany bool
 	// scratch holds unescaped string bytes before they become a string.
 	scratch []byte
+	// topFields sizes the top-level object's map (ObjectSized).
+	topFields int
 }
 
 func (p *parser) space() {
@@ -131,7 +140,12 @@ func (p *parser) object() (map[string]any, bool) {
 		return nil, false
 	}
 	p.i++ // '{'
-	m := make(map[string]any)
+	var m map[string]any
+	if p.depth == 1 && p.topFields > 0 {
+		m = make(map[string]any, p.topFields)
+	} else {
+		m = make(map[string]any)
+	}
 	p.space()
 	if p.i < len(p.s) && p.s[p.i] == '}' {
 		p.i++
@@ -383,9 +397,10 @@ func (p *parser) digits() bool {
 }
 
 // knownKey returns a constant for the request's usual keys (engine's
-// Field* names, and common argument names), so decoding them allocates no
-// string; the switch compares without converting raw on the heap. A name
-// missing here only costs an allocation.
+// Field* names, and common argument names) and the decision log's (which
+// toolgate replay reads a hundred thousand lines of), so decoding them
+// allocates no string; the switch compares without converting raw on the
+// heap. A name missing here only costs an allocation.
 func knownKey(raw []byte) (string, bool) {
 	switch string(raw) {
 	case "tool_name":
@@ -412,6 +427,34 @@ func knownKey(raw []byte) (string, bool) {
 		return "file_path", true
 	case "amount":
 		return "amount", true
+	case "time":
+		return "time", true
+	case "decision_id":
+		return "decision_id", true
+	case "service_account":
+		return "service_account", true
+	case "decision":
+		return "decision", true
+	case "effect":
+		return "effect", true
+	case "code":
+		return "code", true
+	case "reason":
+		return "reason", true
+	case "matched_policy_id":
+		return "matched_policy_id", true
+	case "matched_policy_version":
+		return "matched_policy_version", true
+	case "matched_rule_id":
+		return "matched_rule_id", true
+	case "bundle_revision":
+		return "bundle_revision", true
+	case "latency_ms":
+		return "latency_ms", true
+	case "labels":
+		return "labels", true
+	case "request":
+		return "request", true
 	}
 	return "", false
 }
