@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -252,4 +253,32 @@ func runClusterUnfreeze(ctx context.Context, out io.Writer, conn *connection, ag
 		return notDone("no ClusterFrozenAgent freezes %s", what)
 	}
 	return nil
+}
+
+// clusterFreezesLeft are the ClusterFrozenAgents that freeze what a
+// namespaced unfreeze lifted (freezes) and select namespace ns, judged
+// against its labels as the operator does (bundle.Selects). Said, not
+// deleted: lifting a cluster freeze is --all-namespaces'. The user may
+// not be allowed to read them or the Namespace: then nothing, or every
+// matching one, is named.
+func clusterFreezesLeft(ctx context.Context, c client.Client, ns string, freezes func(engine.FrozenAgent) bool) []*v1alpha1.ClusterFrozenAgent {
+	var list v1alpha1.ClusterFrozenAgentList
+	if err := c.List(ctx, &list); err != nil {
+		return nil
+	}
+	var labels map[string]string
+	known := false
+	var namespace corev1.Namespace
+	if err := c.Get(ctx, client.ObjectKey{Name: ns}, &namespace); err == nil {
+		labels, known = namespace.Labels, true
+	}
+	var out []*v1alpha1.ClusterFrozenAgent
+	for i := range list.Items {
+		cf := &list.Items[i]
+		f := clusterTarget(cf)
+		if freezes(f) && !f.Expired(time.Now()) && (!known || bundle.Selects(cf.Spec.NamespaceSelector, labels)) {
+			out = append(out, cf)
+		}
+	}
+	return out
 }

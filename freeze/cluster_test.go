@@ -194,3 +194,39 @@ func TestFreezeAllNamespacesRejectsMalformedFlags(t *testing.T) {
 		}
 	}
 }
+
+// A namespaced unfreeze says which ClusterFrozenAgents still freeze the
+// agent in that namespace, and leaves them alone.
+func TestUnfreezeNamesTheClusterFreezesLeft(t *testing.T) {
+	removeClusterAfter(t, "carol-everywhere", "carol-nowhere")
+	removeAfter(t, watched, "freeze-carol")
+	ctx := context.Background()
+	for name, sel := range map[string]*metav1.LabelSelector{
+		"carol-everywhere": nil,
+		"carol-nowhere":    {MatchLabels: map[string]string{"team": "nowhere"}},
+	} {
+		if err := k8sClient.Create(ctx, &v1alpha1.ClusterFrozenAgent{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: v1alpha1.ClusterFrozenAgentSpec{FrozenAgentSpec: v1alpha1.FrozenAgentSpec{AgentID: "carol"}, NamespaceSelector: sel}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := k8sClient.Create(ctx, &v1alpha1.FrozenAgent{ObjectMeta: metav1.ObjectMeta{Namespace: watched, Name: "freeze-carol"},
+		Spec: v1alpha1.FrozenAgentSpec{AgentID: "carol"}}); err != nil {
+		t.Fatal(err)
+	}
+	code, out := toolgate(t, "unfreeze", "Carol", "-n", watched, "--kubeconfig", kubeconfig)
+	if code != 0 || !strings.Contains(out, "frozenagent agents/freeze-carol deleted") ||
+		!strings.Contains(out, "still frozen: ClusterFrozenAgent carol-everywhere freezes carol in every namespace (toolgate unfreeze --all-namespaces lifts it)") ||
+		strings.Contains(out, "carol-nowhere") {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+	if clusterFreeze(t, "carol-everywhere") == nil {
+		t.Error("a namespaced unfreeze deleted a ClusterFrozenAgent")
+	}
+	// Only cluster freezes left: nothing to delete here (exit 1), and the
+	// command says where the freeze comes from.
+	code, out = toolgate(t, "unfreeze", "carol", "-n", watched, "--kubeconfig", kubeconfig)
+	if code != 1 || !strings.Contains(out, "ClusterFrozenAgent carol-everywhere") {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+}

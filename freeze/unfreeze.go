@@ -128,6 +128,10 @@ func runUnfreeze(ctx context.Context, out io.Writer, conn *connection, agentID, 
 	for _, name := range stillAll {
 		fmt.Fprintf(out, "still frozen: FrozenAgent %s/%s freezes every agent of the namespace (toolgate unfreeze --all lifts it)\n", ns, name)
 	}
+	for _, cf := range clusterFreezesLeft(ctx, c, ns, freezes) {
+		fmt.Fprintf(out, "still frozen: ClusterFrozenAgent %s freezes %s in %s (toolgate unfreeze --all-namespaces lifts it)\n",
+			cf.Name, describeTarget(clusterTarget(cf)), where(cf.Spec.NamespaceSelector))
+	}
 	if deleted == 0 {
 		return notDone("no FrozenAgent in %s freezes %s", ns, what)
 	}
