@@ -83,6 +83,7 @@ type Loader struct {
 	labelsJudged   bool
 	frozenWatch    frozenWatch
 	clusterWatch   frozenWatch
+	clusterJudged  atomic.Pointer[clusterJudgement]
 	// flagServiceAccount is --service-account, which stands only when the
 	// API server says the sidecar runs as no ServiceAccount.
 	flagServiceAccount string
@@ -94,6 +95,7 @@ func New(cfg Config, d *decide.Decider, m *Metrics, log *slog.Logger) *Loader {
 	l := &Loader{cfg: cfg, d: d, metrics: m, log: log}
 	l.frozenWatch.kind, l.frozenWatch.upGauge, l.frozenWatch.failures = "FrozenAgents", m.FrozenWatchUp, m.FrozenWatchFailures
 	l.clusterWatch.kind, l.clusterWatch.upGauge, l.clusterWatch.failures = "ClusterFrozenAgents", m.ClusterFrozenWatchUp, m.ClusterFrozenWatchFailures
+	l.clusterJudged.Store(&clusterJudgement{})
 	if l.log == nil {
 		l.log = slog.Default()
 	}

@@ -40,13 +40,21 @@ func (l *Loader) ClusterFrozenWatchStatus() map[string]any {
 	if st == nil {
 		return nil
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	st["applied"] = len(l.clusterApplied)
-	if l.d.State().Compiled != nil && l.nsLabels == nil {
+	// Not under l.mu, which a reload holds while it compiles.
+	judged := l.clusterJudged.Load()
+	st["applied"] = judged.applied
+	if judged.labelsUnknown {
 		st["namespaceLabels"] = labelsUnknown
 	}
 	return st
+}
+
+// clusterJudgement is what /readyz says of the last judgement of the
+// ClusterFrozenAgents: how many apply, and whether the served bundle's
+// namespace labels were unknown.
+type clusterJudgement struct {
+	applied       int
+	labelsUnknown bool
 }
 
 func (c *clusterFrozenSource) run(ctx context.Context, l *Loader) {
@@ -87,6 +95,7 @@ func (l *Loader) setClusterFreezes(list []*v1alpha1.ClusterFrozenAgent) {
 func (l *Loader) judgeClusterFreezes() {
 	l.clusterApplied = clusterFreezesFor(l.clusterFrozen, l.nsLabels)
 	l.metrics.APIClusterFrozenAgents.Set(float64(len(l.clusterApplied)))
+	l.clusterJudged.Store(&clusterJudgement{applied: len(l.clusterApplied), labelsUnknown: l.labelsJudged && l.nsLabels == nil})
 }
 
 // clusterFreezesFor converts, as the operator's bundle builder does
