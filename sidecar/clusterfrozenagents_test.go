@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -37,15 +38,25 @@ func TestClusterFrozenAgentsFromTheAPI(t *testing.T) {
 	_, err = kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 	must(t, err)
 	var sc string // the sidecar's address, once it runs
+	// Signed as the operator signs, and the sidecar trusts only that key:
+	// the labels cannot be changed by whoever cannot sign.
+	keys := testenv.Keyring(t, 1)
+	var lastSig []byte
+	write := func(cm *corev1.ConfigMap) {
+		t.Helper()
+		if _, err := kc.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+			_, err = kc.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
+			must(t, err)
+		}
+	}
 	publish := func(labels map[string]string) {
 		t.Helper()
 		b := denyTools("Bash")
 		b.NamespaceLabels = labels
 		cm := bundleConfigMap(t, ns, name, b, false)
-		if _, err := kc.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
-			_, err = kc.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
-			must(t, err)
-		}
+		lastSig = keys.Seal(ns, cm.Annotations[v1alpha1.RevisionAnnotation], lastSig, time.Now())
+		cm.Data[bundle.SignatureKey] = string(lastSig)
+		write(cm)
 		_, rev := encode(t, b)
 		eventually(t, "bundle "+rev, func() bool { return readyRevision(t, sc) == rev })
 	}
@@ -66,6 +77,7 @@ func TestClusterFrozenAgentsFromTheAPI(t *testing.T) {
 	o := testOptions()
 	o.ConfigMap = ns + "/" + name // no --agent-id: each request names its agent
 	o.Kubeconfig = testenv.WriteKubeconfig(t, testenv.Kubeconfig(t, identity))
+	o.TrustedKeys = writeFile(t, "keys.pem", keys.PublicPEM())
 	sc = startRun(t, o)
 	publish(map[string]string{"team": "payments", "kubernetes.io/metadata.name": ns})
 
@@ -148,6 +160,24 @@ func TestClusterFrozenAgentsFromTheAPI(t *testing.T) {
 		_, body := get(t, sc+"/readyz")
 		if !strings.Contains(body, `"namespaceLabels":"unknown: the bundle served carries none`) {
 			t.Errorf("/readyz does not say the labels are unknown: %s", body)
+		}
+	})
+	t.Run("attack: a relabelled bundle the operator did not sign is refused, the freeze stays", func(t *testing.T) {
+		publish(map[string]string{"team": "payments"})
+		if !isFrozen("agent-1") {
+			t.Fatal("agent-1 not frozen in team=payments")
+		}
+		// Whoever gets to write the ConfigMap (past the channel policy)
+		// relabels the namespace out of the freeze's selector.
+		b := denyTools("Bash")
+		b.NamespaceLabels = map[string]string{"team": "search"}
+		write(bundleConfigMap(t, ns, name, b, false))
+		eventually(t, "the forged bundle refused", func() bool {
+			_, body := get(t, sc+"/readyz")
+			return strings.Contains(body, `"lastRejected"`) && strings.Contains(body, "unsigned")
+		})
+		if !isFrozen("agent-1") {
+			t.Error("agent-1 escaped the cluster freeze with a forged namespace label")
 		}
 	})
 	t.Run("merged with the namespace's FrozenAgents; delete thaws", func(t *testing.T) {
