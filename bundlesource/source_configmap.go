@@ -48,8 +48,7 @@ func newConfigMapSource(ref, kubeconfig string) (*configMapSource, error) {
 }
 
 // Run watches the ConfigMap, the FrozenAgents of its namespace and the
-// ClusterFrozenAgents, until
-// ctx ends.
+// ClusterFrozenAgents, until ctx ends.
 func (c *configMapSource) Run(ctx context.Context, l *Loader) error {
 	// Only the core/v1 client: the full clientset and the informer factory
 	// would link every API group into the sidecar binary.
