@@ -8,7 +8,8 @@
 // remembered for /readyz while the last good one keeps serving.
 //
 // A Source feeds the Loader: the bundle ConfigMap watched through the API
-// (with the FrozenAgents of its namespace, applied without the operator),
+// (with the FrozenAgents of its namespace and the ClusterFrozenAgents that
+// select it, applied without the operator),
 // a mounted ConfigMap volume, or a bundle document on disk, the last two
 // watched with fsnotify and polled.
 package bundlesource

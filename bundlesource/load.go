@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/decide"
 	"github.com/toolgate/toolgate/engine"
@@ -70,11 +71,19 @@ type Loader struct {
 	rejected        atomic.Pointer[Rejection]
 	verifications   atomic.Int64 // signatures checked: one per load, never per decision
 
-	// apiFrozen are the FrozenAgents watched through the API, merged into
-	// the compiled bundle with engine's WithFrozen (which always starts
-	// from the bundle's own freezes). Guarded by mu.
-	apiFrozen   []engine.FrozenAgent
-	frozenWatch frozenWatch
+	// The freezes watched through the API, merged into the compiled bundle
+	// with engine's WithFrozen (which always starts from the bundle's own
+	// freezes): the namespace's FrozenAgents, every ClusterFrozenAgent
+	// watched, and those of them that select the served bundle's namespace
+	// labels (nsLabels; nil when the bundle has none). Guarded by mu.
+	nsFrozen       []engine.FrozenAgent
+	clusterFrozen  []*v1alpha1.ClusterFrozenAgent
+	clusterApplied []engine.FrozenAgent
+	nsLabels       map[string]string
+	labelsJudged   bool
+	frozenWatch    frozenWatch
+	clusterWatch   frozenWatch
+	clusterJudged  atomic.Pointer[clusterJudgement]
 	// flagServiceAccount is --service-account, which stands only when the
 	// API server says the sidecar runs as no ServiceAccount.
 	flagServiceAccount string
@@ -84,6 +93,9 @@ type Loader struct {
 // until LoadCache, a Source or a Load call.
 func New(cfg Config, d *decide.Decider, m *Metrics, log *slog.Logger) *Loader {
 	l := &Loader{cfg: cfg, d: d, metrics: m, log: log}
+	l.frozenWatch.kind, l.frozenWatch.upGauge, l.frozenWatch.failures = "FrozenAgents", m.FrozenWatchUp, m.FrozenWatchFailures
+	l.clusterWatch.kind, l.clusterWatch.upGauge, l.clusterWatch.failures = "ClusterFrozenAgents", m.ClusterFrozenWatchUp, m.ClusterFrozenWatchFailures
+	l.clusterJudged.Store(&clusterJudgement{})
 	if l.log == nil {
 		l.log = slog.Default()
 	}
@@ -159,7 +171,8 @@ func (l *Loader) swap(b engine.Bundle, doc []byte, v verified, origin string) er
 	started := time.Now()
 	compiled, diags := engine.Compile(b)
 	now := time.Now()
-	l.d.Serve(compiled.WithFrozen(l.apiFrozen), b.Revision, origin, now)
+	l.bundleLabels(&b)
+	l.d.Serve(compiled.WithFrozen(l.apiFreezes()), b.Revision, origin, now)
 	if l.cfg.OnBundle != nil {
 		l.cfg.OnBundle(b)
 	}

@@ -20,6 +20,10 @@ type Metrics struct {
 	FrozenWatchUp       prometheus.Gauge
 	FrozenWatchFailures prometheus.Counter
 	APIFrozenAgents     prometheus.Gauge
+	// The ClusterFrozenAgent watch of a --configmap sidecar.
+	ClusterFrozenWatchUp       prometheus.Gauge
+	ClusterFrozenWatchFailures prometheus.Counter
+	APIClusterFrozenAgents     prometheus.Gauge
 
 	mu sync.Mutex // guards BundleInfo's reset-and-set
 }
@@ -55,7 +59,17 @@ func NewMetrics(reg prometheus.Registerer, prefix string) *Metrics {
 	m.APIFrozenAgents = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: prefix + "api_frozen_agents", Help: "FrozenAgents applied from the API watch, beside the bundle's.",
 	})
+	m.ClusterFrozenWatchUp = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: prefix + "cluster_frozen_watch_up", Help: "1 while ClusterFrozenAgents are watched through the API (--configmap); 0 when the watch fails and only the bundle's freezes and the ClusterFrozenAgents last seen apply.",
+	})
+	m.ClusterFrozenWatchFailures = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: prefix + "cluster_frozen_watch_failures_total", Help: "Failed lists or watches of ClusterFrozenAgents (forbidden, unreachable); each is retried with backoff.",
+	})
+	m.APIClusterFrozenAgents = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: prefix + "api_cluster_frozen_agents", Help: "ClusterFrozenAgents from the API watch that select this namespace (all of them while the bundle carries no namespace labels).",
+	})
 	reg.MustRegister(m.FrozenWatchUp, m.FrozenWatchFailures, m.APIFrozenAgents,
+		m.ClusterFrozenWatchUp, m.ClusterFrozenWatchFailures, m.APIClusterFrozenAgents,
 		m.BundleInfo, m.BundleLoaded, m.LastLoad, m.Reloads, m.ReloadFailures, m.Rejected)
 	// Every series an alert may watch exists from the start, at 0, so that
 	// increase() sees the first failure rather than a series born at 1.

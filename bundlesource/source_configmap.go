@@ -47,8 +47,8 @@ func newConfigMapSource(ref, kubeconfig string) (*configMapSource, error) {
 	return &configMapSource{namespace: ns, name: name, config: cfg}, nil
 }
 
-// Run watches the ConfigMap, and the FrozenAgents of its namespace, until
-// ctx ends.
+// Run watches the ConfigMap, the FrozenAgents of its namespace and the
+// ClusterFrozenAgents, until ctx ends.
 func (c *configMapSource) Run(ctx context.Context, l *Loader) error {
 	// Only the core/v1 client: the full clientset and the informer factory
 	// would link every API group into the sidecar binary.
@@ -96,9 +96,16 @@ func (c *configMapSource) Run(ctx context.Context, l *Loader) error {
 	frozenDone := make(chan struct{})
 	go func() {
 		defer close(frozenDone)
-		_ = (&frozenSource{namespace: c.namespace, config: c.config}).run(ctx, l)
+		(&frozenSource{namespace: c.namespace, config: c.config}).run(ctx, l)
 	}()
 	defer func() { <-frozenDone }()
+	// And the cluster's kill switch, ClusterFrozenAgents.
+	clusterDone := make(chan struct{})
+	go func() {
+		defer close(clusterDone)
+		(&clusterFrozenSource{config: c.config}).run(ctx, l)
+	}()
+	defer func() { <-clusterDone }()
 	if cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
 		c.afterSync(l)
 	}

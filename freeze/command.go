@@ -41,6 +41,7 @@ func notDone(format string, args ...any) error {
 
 type freezeOptions struct {
 	conn    connection
+	scope   clusterScope
 	sa      string
 	all     bool
 	reason  string
@@ -56,7 +57,7 @@ type freezeOptions struct {
 func NewFreezeCommand() *cobra.Command {
 	o := freezeOptions{wait: true, timeout: 30 * time.Second, now: time.Now}
 	cmd := &cobra.Command{
-		Use:   "freeze AGENT_ID | --service-account NAME | --all",
+		Use:   "freeze [--all-namespaces [--selector LABELS]] AGENT_ID | --service-account NAME | --all",
 		Short: "Deny every tool call of an agent in a namespace (creates a FrozenAgent) and wait until it is live",
 		Long: `Create a FrozenAgent for AGENT_ID in the namespace and, by default, wait until the operator
 reports it published in the namespace's bundle: from then on every sidecar watching that bundle
@@ -64,10 +65,16 @@ denies the agent AGENT_FROZEN. Matching is case-insensitive. Freezing an agent t
 FrozenAgent of that name waits for that one. --all freezes every agent of the namespace, whatever
 its id or ServiceAccount (allAgents: true).
 
+--all-namespaces creates a ClusterFrozenAgent instead, the cluster's kill switch: the same freeze in
+every namespace whose labels --selector matches (every namespace without it). Sidecars watch
+ClusterFrozenAgents themselves, so it applies with the operator down; the command waits for the
+operator's Ready, published to every selected namespace.
+
 Exit status: 0 live, 1 not confirmed live within --timeout, 2 the command could not run.`,
 		Example: `  toolgate freeze billing-bot-7 -n agents --reason "INC-1234: looping on refunds"
   toolgate freeze billing-bot-7 -n agents --for 2h
-  toolgate freeze --all -n agents --reason "INC-1234: stop everything"`,
+  toolgate freeze --all -n agents --reason "INC-1234: stop everything"
+  toolgate freeze --all-namespaces --selector team=payments billing-bot-7 --reason "INC-1234"`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if err := emptyServiceAccount(cmd, o.sa); err != nil {
 				return err
@@ -85,10 +92,18 @@ Exit status: 0 live, 1 not confirmed live within --timeout, 2 the command could 
 			if len(args) == 1 {
 				agentID = args[0]
 			}
+			sel, err := o.scope.parse(cmd)
+			if err != nil {
+				return err
+			}
+			if o.scope.on {
+				return runClusterFreeze(cmd.Context(), cmd.OutOrStdout(), &o, agentID, sel)
+			}
 			return runFreeze(cmd.Context(), cmd.OutOrStdout(), &o, agentID)
 		},
 	}
 	o.conn.addFlags(cmd)
+	o.scope.addFlags(cmd, "freeze")
 	f := cmd.Flags()
 	f.StringVar(&o.sa, "service-account", "", "also (or, without AGENT_ID, only) freeze every sidecar running as this ServiceAccount, whatever its agent id")
 	f.BoolVar(&o.all, "all", false, "freeze every agent of the namespace, whatever its id or ServiceAccount (allAgents: true; no AGENT_ID or --service-account)")
@@ -227,16 +242,7 @@ func runFreeze(ctx context.Context, out io.Writer, o *freezeOptions, agentID str
 	if err != nil {
 		return err
 	}
-	name := o.name
-	switch {
-	case name != "":
-	case o.all:
-		name = allAgentsName
-	case agentID != "":
-		name = ObjectName(agentID)
-	default:
-		name = ObjectName("sa-" + o.sa)
-	}
+	name := freezeName(o, agentID)
 	want := engine.FrozenAgent{ID: agentID, ServiceAccount: o.sa, All: o.all}
 	what := agentID
 	switch {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/clientcmd"
@@ -49,6 +50,10 @@ func (c *connection) client() (client.WithWatch, string, error) {
 	}
 	s := runtime.NewScheme()
 	if err := v1alpha1.AddToScheme(s); err != nil {
+		return nil, "", err
+	}
+	// Namespaces: which ClusterFrozenAgents select the one unfrozen.
+	if err := corev1.AddToScheme(s); err != nil {
 		return nil, "", err
 	}
 	cl, err := client.NewWithWatch(rest, client.Options{Scheme: s})

@@ -20,8 +20,9 @@ func NewUnfreezeCommand() *cobra.Command {
 	var conn connection
 	var sa string
 	var all bool
+	var scope clusterScope
 	cmd := &cobra.Command{
-		Use:   "unfreeze AGENT_ID | --service-account NAME | --all",
+		Use:   "unfreeze [--all-namespaces [--selector LABELS]] AGENT_ID | --service-account NAME | --all",
 		Short: "Delete every FrozenAgent that freezes an agent, a ServiceAccount, or every agent, in a namespace",
 		Long: `Delete every FrozenAgent in the namespace whose agentId matches AGENT_ID (case-insensitively,
 as the freeze itself matches), or, with --service-account, whose serviceAccount is NAME (exactly,
@@ -30,10 +31,14 @@ FrozenAgent naming both an agent and a ServiceAccount is deleted by either, and 
 deletes the FrozenAgents that freeze every agent of the namespace (allAgents: true), and only those;
 a freeze of every agent still stops the agent that AGENT_ID unfreezes, and the command says so.
 
+With --all-namespaces it deletes the matching ClusterFrozenAgents instead (the cluster's kill
+switch), whatever their selectors, or, with --selector, only those with that namespaceSelector.
+
 Exit status: 0 deleted, 1 no FrozenAgent froze it, 2 the command could not run.`,
 		Example: `  toolgate unfreeze billing-bot-7 -n agents
   toolgate unfreeze --service-account billing-bot -n agents
-  toolgate unfreeze --all -n agents`,
+  toolgate unfreeze --all -n agents
+  toolgate unfreeze --all-namespaces billing-bot-7`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if err := emptyServiceAccount(cmd, sa); err != nil {
 				return err
@@ -56,13 +61,35 @@ Exit status: 0 deleted, 1 no FrozenAgent froze it, 2 the command could not run.`
 			if len(args) == 1 {
 				agentID = args[0]
 			}
+			sel, err := scope.parse(cmd)
+			if err != nil {
+				return err
+			}
+			if scope.on {
+				return runClusterUnfreeze(cmd.Context(), cmd.OutOrStdout(), &conn, agentID, sa, all, sel, cmd.Flags().Changed("selector"))
+			}
 			return runUnfreeze(cmd.Context(), cmd.OutOrStdout(), &conn, agentID, sa, all)
 		},
 	}
 	conn.addFlags(cmd)
 	cmd.Flags().StringVar(&sa, "service-account", "", "instead of AGENT_ID, lift every freeze of sidecars running as this ServiceAccount")
 	cmd.Flags().BoolVar(&all, "all", false, "instead of AGENT_ID, delete the FrozenAgents that freeze every agent of the namespace (allAgents: true), and only those")
+	scope.addFlags(cmd, "unfreeze")
 	return cmd
+}
+
+// unfreezing is which freezes an unfreeze lifts, and how to name them:
+// those of agentID, compared as evaluation compares them, or, when sa is
+// set, of the ServiceAccount sa; or, with all, those that freeze every
+// agent.
+func unfreezing(agentID, sa string, all bool) (func(engine.FrozenAgent) bool, string) {
+	switch {
+	case all:
+		return func(f engine.FrozenAgent) bool { return f.All }, engine.FrozenAgent{All: true}.Describe()
+	case sa != "":
+		return func(f engine.FrozenAgent) bool { return f.FreezesServiceAccount(sa) }, engine.FrozenAgent{ServiceAccount: sa}.Describe()
+	}
+	return func(f engine.FrozenAgent) bool { return engine.SameAgent(f.ID, agentID) }, fmt.Sprintf("%q", agentID)
 }
 
 // runUnfreeze deletes the FrozenAgents that freeze agentID, or, when sa is
@@ -72,16 +99,7 @@ func runUnfreeze(ctx context.Context, out io.Writer, conn *connection, agentID, 
 	if err := checkFreeze(agentID, sa, "", all); err != nil {
 		return err
 	}
-	freezes := func(f engine.FrozenAgent) bool { return engine.SameAgent(f.ID, agentID) }
-	what := fmt.Sprintf("%q", agentID)
-	switch {
-	case all:
-		freezes = func(f engine.FrozenAgent) bool { return f.All }
-		what = engine.FrozenAgent{All: true}.Describe()
-	case sa != "":
-		freezes = func(f engine.FrozenAgent) bool { return f.FreezesServiceAccount(sa) }
-		what = engine.FrozenAgent{ServiceAccount: sa}.Describe()
-	}
+	freezes, what := unfreezing(agentID, sa, all)
 	c, ns, err := conn.client()
 	if err != nil {
 		return err
@@ -109,6 +127,10 @@ func runUnfreeze(ctx context.Context, out io.Writer, conn *connection, agentID, 
 	}
 	for _, name := range stillAll {
 		fmt.Fprintf(out, "still frozen: FrozenAgent %s/%s freezes every agent of the namespace (toolgate unfreeze --all lifts it)\n", ns, name)
+	}
+	for _, cf := range clusterFreezesLeft(ctx, c, ns, freezes) {
+		fmt.Fprintf(out, "still frozen: ClusterFrozenAgent %s freezes %s in %s (toolgate unfreeze --all-namespaces lifts it)\n",
+			cf.Name, describeTarget(clusterTarget(cf)), where(cf.Spec.NamespaceSelector))
 	}
 	if deleted == 0 {
 		return notDone("no FrozenAgent in %s freezes %s", ns, what)

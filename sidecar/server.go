@@ -194,6 +194,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if fw := s.loader.FrozenWatchStatus(); fw != nil {
 			body["frozenAgentWatch"] = fw
 		}
+		if cw := s.loader.ClusterFrozenWatchStatus(); cw != nil {
+			body["clusterFrozenAgentWatch"] = cw
+		}
 		writeJSON(w, http.StatusOK, body)
 	case "/metrics":
 		if !getOrHead(w, r) {

@@ -96,7 +96,7 @@ func TestAggregatedRolesGrantWhatTheySay(t *testing.T) {
 			}
 		}
 	}
-	if n := len(all(render(t, "--set", "rbac.aggregateToDefaultRoles=false"), "ClusterRole")); n != 1 {
-		t.Errorf("aggregation off: %d ClusterRoles, want only the manager's", n)
+	if n := len(all(render(t, "--set", "rbac.aggregateToDefaultRoles=false"), "ClusterRole")); n != 2 {
+		t.Errorf("aggregation off: %d ClusterRoles, want only the manager's and the sidecars' cluster-freeze reader", n)
 	}
 }
