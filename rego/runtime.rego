@@ -252,10 +252,9 @@ _reason(pi, v) := sprintf("no rule bound to resource %s/%s matched in policy %q"
 # effect wins, ties to the earliest evaluation.
 _tiered_verdict[pi] := v if {
 	some pi in data.toolgate.tieredPolicies
-	v := _tiered_verdict_of(pi)
+	evals := array.concat([_tool_eval(pi)], [e | some i, _ in _resources; e := _resource_eval(pi, i)])
+	v := _tiered(evals)
 }
-
-_tiered_verdict_of(pi) := _tiered(array.concat([_tool_eval(pi)], [e | some i, _ in _resources; e := _resource_eval(pi, i)]))
 
 _tiered(evals) := v if {
 	set := [e | some e in evals; e.set]
@@ -368,7 +367,8 @@ _alone(pi) := {"decision": "deny", "rule": null} if {
 	v := {"decision": "allow", "rule": _rule(pi, ri).id}
 } else := v if {
 	pi in data.toolgate.shadowTiered
-	t := _tiered_verdict_of(pi)
+	# As _tiered_verdict, which covers the enforcing policies only.
+	t := _tiered(array.concat([_tool_eval(pi)], [e | some i, _ in _resources; e := _resource_eval(pi, i)]))
 	t.set
 	v := {"decision": _decision_of(t.effect), "rule": _rule_id(pi, t)}
 } else := {"decision": "deny", "rule": null} if {
