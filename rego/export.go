@@ -13,6 +13,7 @@ package rego
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	_ "embed"
 	"encoding/json"
@@ -45,6 +46,20 @@ const Root = "toolgate"
 
 //go:embed runtime.rego
 var runtime string
+
+// decisionRule is the query's rule, its last value the exporter's choice:
+// _scan for a bundle of one level without exceptions or shadow policies
+// (OPA pays for every branch it evaluates, and for every rule it goes
+// through), else _shadowed(_decided) (runtime.rego).
+const decisionRule = `# ---------------------------------------------------------------------------
+# decision is what ` + "`toolgate eval`" + ` prints for input, less latencyMs and trace.
+decision := d if {
+	d := _frozen
+} else := _shadowed(_result("deny", "deny", null, null, null, null, "NO_POLICIES", "the bundle has no policies", [])) if {
+	data.toolgate.policyCount == 0
+} else := %s
+
+`
 
 // Bundle is an exported OPA bundle: the contents of its files.
 type Bundle struct {
@@ -122,6 +137,9 @@ type policyData struct {
 	DefaultReason string     `json:"defaultReason"`
 	CompileError  string     `json:"compileError"`
 	Rules         []ruleData `json:"rules"`
+	// Kind is engine.KindClusterPolicy for a ClusterPolicy: what a shadow
+	// verdict names (the enforcing levels are told apart by clusterCount).
+	Kind string `json:"kind,omitempty"`
 }
 
 type ruleData struct {
@@ -133,6 +151,20 @@ type ruleData struct {
 type frozenData struct {
 	Reason      string `json:"reason"`
 	ExpiresAtNs *int64 `json:"expiresAtNs"`
+}
+
+// exceptionData is a PolicyException as the Rego applies it: in force for
+// a call whose folded agent_id is one of agents, until expiresAtNs;
+// targets are the [policy, rule] indexes it exempts from. policy, cluster
+// and rules name what it exempts from for exceptionApplied.
+type exceptionData struct {
+	Name        string          `json:"name"`
+	Policy      string          `json:"policy"`
+	Cluster     bool            `json:"cluster"`
+	Rules       []string        `json:"rules"`
+	Agents      map[string]bool `json:"agents"`
+	ExpiresAtNs int64           `json:"expiresAtNs"`
+	Targets     [][2]int        `json:"targets"`
 }
 
 type countKeys struct {
@@ -157,6 +189,15 @@ type data struct {
 	Fold      map[string]string `json:"fold"`
 	// Counts lists the input.counts keys the rules read.
 	Counts countKeys `json:"counts"`
+	// What bundles of two levels, with exceptions or shadow policies add;
+	// each left out when unused, so other exports are unchanged.
+	// ClusterCount is how many of the enforcing policies (the first ones)
+	// are ClusterPolicies; Shadows (and ShadowTiered) index the Audit
+	// policies, which follow the enforcing ones in policies.
+	ClusterCount int             `json:"clusterCount,omitempty"`
+	Shadows      []int           `json:"shadows,omitempty"`
+	ShadowTiered []int           `json:"shadowTiered,omitempty"`
+	Exceptions   []exceptionData `json:"exceptions,omitempty"`
 }
 
 // Export turns a bundle into Rego and data. Policies that do not compile are
@@ -164,20 +205,40 @@ type data struct {
 // them, as the engine does. The error names what cannot be exported.
 func Export(b engine.Bundle) (*Bundle, error) {
 	sorted := engine.Bundle{Policies: slices.Clone(b.Policies)}
-	sorted.Sort()
+	sorted.Sort() // evaluation order, the cluster level first
+	// The enforcing policies, then the Audit ones (each decided alone).
+	order := slices.DeleteFunc(slices.Clone(sorted.Policies), func(p engine.Policy) bool { return p.Audit() })
+	enforcing := len(order)
+	for _, p := range sorted.Policies {
+		if p.Audit() {
+			order = append(order, p)
+		}
+	}
 	g := &gen{calls: map[string]bool{}, tokens: map[string]bool{}, heads: map[string]bool{}}
 	d := data{Policies: []policyData{}, CompileErrors: []int{}, TieredPolicies: []int{}, FrozenAgents: map[string][]frozenData{}, Fold: map[string]string{}}
-	for pi := range sorted.Policies {
-		pd, err := g.policy(pi, &sorted.Policies[pi])
+	d.Exceptions, g.exempt = exceptions(b.Exceptions, order)
+	g.folds = len(d.Exceptions) > 0
+	for pi := range order {
+		shadow := pi >= enforcing
+		pd, err := g.policy(pi, &order[pi], shadow)
 		if err != nil {
 			return nil, err
 		}
 		d.Policies = append(d.Policies, pd)
 		switch {
+		case shadow:
+			d.Shadows = append(d.Shadows, pi)
+			if pd.CompileError == "" && pd.Tiered {
+				d.ShadowTiered = append(d.ShadowTiered, pi)
+			}
+			continue
 		case pd.CompileError != "":
 			d.CompileErrors = append(d.CompileErrors, pi)
 		case pd.Tiered:
 			d.TieredPolicies = append(d.TieredPolicies, pi)
+		}
+		if order[pi].Cluster() {
+			d.ClusterCount++
 		}
 		for _, r := range pd.Rules {
 			d.Warns = d.Warns || r.Effect == string(engine.EffectWarn)
@@ -210,7 +271,7 @@ func Export(b engine.Bundle) (*Bundle, error) {
 	if g.folds {
 		d.Fold = foldTable()
 	}
-	d.PolicyCount = len(d.Policies)
+	d.PolicyCount = enforcing
 	d.Counts = countKeys{Calls: sortedSet(g.calls), Tokens: sortedSet(g.tokens)}
 
 	doc, err := json.MarshalIndent(map[string]any{Root: d}, "", " ")
@@ -226,13 +287,62 @@ func Export(b engine.Bundle) (*Bundle, error) {
 	fmt.Fprintf(&src, "# Bundle revision %s. Query data.toolgate.decision with the tool call as input.\n", b.Revision)
 	src.WriteString("package toolgate\n\n")
 	src.WriteString(g.out.String())
-	for _, name := range []string{"deny_hit", "hit", "thit", "rhit", "rbound"} {
+	for _, name := range []string{"deny_hit", "hit", "thit", "rhit", "rbound", "shadow_hit"} {
 		if !g.heads[name] {
 			fmt.Fprintf(&src, "# no rule adds to %s\n%s := set()\n\n", name, name)
 		}
 	}
+	decided := "_scan"
+	if d.ClusterCount > 0 || len(d.Shadows) > 0 || len(d.Exceptions) > 0 {
+		decided = "_shadowed(_decided)"
+	}
+	fmt.Fprintf(&src, decisionRule, decided)
 	src.WriteString(runtime)
 	return &Bundle{Revision: b.Revision, Manifest: append(manifest, '\n'), Policy: []byte(src.String()), Data: append(doc, '\n')}, nil
+}
+
+// exceptions are the exceptions the Rego can apply, in the engine's order
+// (by name: exceptionApplied names the first), and the [policy, rule]
+// indexes of order (the exported policies) each exempts from. The Rego has
+// no caller-vouched ServiceAccount (the engine takes it from its caller,
+// never from the request, as for freezes), so it applies an exception by
+// its agentIds alone, and leaves out one that names only ServiceAccounts:
+// OPA decides as the engine does for a caller that vouches for none.
+func exceptions(xs []engine.Exception, order []engine.Policy) ([]exceptionData, map[[2]int]bool) {
+	xs = slices.Clone(xs)
+	slices.SortStableFunc(xs, func(x, y engine.Exception) int {
+		return cmp.Or(cmp.Compare(x.Name, y.Name), cmp.Compare(x.PolicyKind, y.PolicyKind), cmp.Compare(x.Policy, y.Policy))
+	})
+	var out []exceptionData
+	exempt := map[[2]int]bool{}
+	for _, x := range xs {
+		if len(x.AgentIDs) == 0 {
+			continue
+		}
+		cluster := x.PolicyKind == engine.KindClusterPolicy
+		e := exceptionData{Name: x.Name, Policy: x.Policy, Cluster: cluster, Rules: x.RuleIDs, Agents: map[string]bool{},
+			ExpiresAtNs: unixNanoClamped(x.ExpiresAt), Targets: [][2]int{}}
+		if e.Rules == nil {
+			e.Rules = []string{}
+		}
+		for _, a := range x.AgentIDs {
+			e.Agents[engine.FoldKey(a)] = true
+		}
+		for pi := range order {
+			p := &order[pi]
+			if p.ID != x.Policy || p.Cluster() != cluster {
+				continue
+			}
+			for ri := range p.Rules {
+				if slices.Contains(x.RuleIDs, p.Rules[ri].ID) {
+					e.Targets = append(e.Targets, [2]int{pi, ri})
+					exempt[[2]int{pi, ri}] = true
+				}
+			}
+		}
+		out = append(out, e)
+	}
+	return out, exempt
 }
 
 func unixNanoClamped(t time.Time) int64 {
@@ -285,8 +395,12 @@ type gen struct {
 	calls, tokens map[string]bool
 	folds         bool            // agents are compared folded
 	heads         map[string]bool // hit, thit, rhit, rbound: some rule adds to it
-	groups        int
-	negations     int
+	// exempt are the [policy, rule] some exception exempts from; pi is the
+	// policy being written.
+	exempt    map[[2]int]bool
+	pi        int
+	groups    int
+	negations int
 	// pending are helper rules of the rule being written, written after it.
 	pending strings.Builder
 }
@@ -307,10 +421,16 @@ func refusal(p *engine.Policy, r *engine.Rule, format string, args ...any) error
 	return &RefusalError{PolicyID: p.ID, RuleID: r.ID, Reason: fmt.Sprintf(format, args...)}
 }
 
-func (g *gen) policy(pi int, raw *engine.Policy) (policyData, error) {
+// policy writes one policy's rules; a shadow (Audit) policy's ordered rules
+// add to shadow_hit, which the scan never reads.
+func (g *gen) policy(pi int, raw *engine.Policy, shadow bool) (policyData, error) {
 	p := raw.WithDefaults()
+	g.pi = pi
 	pd := policyData{ID: p.ID, Version: p.Version, Tiered: p.Tiered(), Rules: []ruleData{},
 		DefaultDeny: p.DefaultEffect == string(engine.Deny)}
+	if p.Cluster() {
+		pd.Kind = engine.KindClusterPolicy
+	}
 	if pd.DefaultDeny {
 		pd.DefaultReason = engine.DefaultDenyReason(p.ID)
 	}
@@ -322,13 +442,22 @@ func (g *gen) policy(pi int, raw *engine.Policy) (policyData, error) {
 	if pd.Tiered {
 		kind = "tiered: the top-ranked match of each evaluation decides"
 	}
-	fmt.Fprintf(&g.out, "# ---- policy %s (priority %d, %s; default %s)\n\n", quote(p.ID), p.Priority, kind, p.DefaultEffect)
+	what := "policy"
+	if p.Cluster() {
+		what = "ClusterPolicy"
+	}
+	if shadow {
+		what += " in Audit mode (decided alone, recorded in shadow)"
+	}
+	fmt.Fprintf(&g.out, "# ---- %s %s (priority %d, %s; default %s)\n\n", what, quote(p.ID), p.Priority, kind, p.DefaultEffect)
 	rank := engine.RuleRanks(p.Rules)
 	for ri := range p.Rules {
 		r := &p.Rules[ri]
 		pd.Rules = append(pd.Rules, ruleData{ID: r.ID, Effect: r.Effect, Reason: engine.RuleReason(p.ID, r)})
 		var err error
 		switch {
+		case !pd.Tiered && shadow:
+			err = g.rule(&p, r, modeOrdered, fmt.Sprintf("shadow_hit contains [%d, %d]", pi, ri), ri, rank[ri], "")
 		case !pd.Tiered && engine.Effect(r.Effect) == engine.EffectDeny:
 			err = g.rule(&p, r, modeOrdered, fmt.Sprintf("deny_hit contains [%d, %d]", pi, ri), ri, rank[ri], "")
 		case !pd.Tiered:
@@ -369,6 +498,10 @@ func (g *gen) rule(p *engine.Policy, r *engine.Rule, m mode, head string, ri, ra
 		return nil
 	}
 	lines := append(splitLines(prelude), body...)
+	if g.exempt[[2]int{g.pi, ri}] {
+		// An exception in force for the call makes the rule not match.
+		lines = append(lines, fmt.Sprintf("not [%d, %d] in _exempt", g.pi, ri))
+	}
 	if len(lines) == 0 {
 		lines = []string{"true"}
 	}

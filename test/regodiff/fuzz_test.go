@@ -259,7 +259,64 @@ func (g *gen) bundle(now time.Time) engine.Bundle {
 		}
 		b.FrozenAgents = append(b.FrozenAgents, f)
 	}
+	g.levels(&b, now)
 	return b
+}
+
+// levels makes some policies ClusterPolicies or Audit (shadow) ones, as the
+// engine's own generator does (gwLevels), and adds PolicyExceptions naming
+// the bundle's policies and rules (and some naming none), in force or
+// expired, exactly at the bundle's instant included (requests are decided
+// up to 5 hours either side of it). Some name ServiceAccounts: OPA gets no
+// caller-vouched ServiceAccount, so the engine is asked for a caller that
+// vouches for none, and those must never apply in the Rego either.
+func (g *gen) levels(b *engine.Bundle, now time.Time) {
+	if g.n(3) == 0 || len(b.Policies) == 0 {
+		return // one level, as before ClusterPolicy
+	}
+	for i := range b.Policies {
+		if g.p(50) {
+			b.Policies[i].Kind = engine.KindClusterPolicy
+		}
+		if g.p(15) {
+			b.Policies[i].Mode = engine.ModeAudit
+		}
+	}
+	if len(b.Policies) > 1 && g.p(10) { // a ClusterPolicy and a Policy of the same name
+		b.Policies[1].ID = b.Policies[0].ID
+		b.Policies[1].Kind = map[string]string{"": engine.KindClusterPolicy, engine.KindClusterPolicy: ""}[b.Policies[0].Kind]
+	}
+	for i := range 1 + g.n(4) {
+		p := pick(g, b.Policies)
+		x := engine.Exception{Name: fmt.Sprintf("ex-%d", g.n(3)+i), Policy: p.ID, PolicyKind: p.Kind,
+			AgentIDs:  g.some(agents[:12], 6),
+			ExpiresAt: now.Add(pick(g, []time.Duration{time.Hour, -time.Hour, 0, 3 * time.Hour}))}
+		if g.p(10) {
+			x.PolicyKind = pick(g, []string{"", engine.KindClusterPolicy})
+		}
+		if g.p(5) {
+			x.Policy = "nothing"
+		}
+		if g.p(15) {
+			x.ServiceAccounts = []string{"sa-1"}
+			if g.p(50) {
+				x.AgentIDs = nil
+			}
+		}
+		if g.p(40) { // every rule of the policy: whichever held is exempted
+			for _, r := range p.Rules {
+				x.RuleIDs = append(x.RuleIDs, r.ID)
+			}
+		}
+		for range 1 + g.n(2) {
+			if len(p.Rules) > 0 && !g.p(5) {
+				x.RuleIDs = append(x.RuleIDs, pick(g, p.Rules).ID)
+			} else {
+				x.RuleIDs = append(x.RuleIDs, "r9")
+			}
+		}
+		b.Exceptions = append(b.Exceptions, x)
+	}
 }
 
 // value writes a random JSON value as text, numbers in every form.
@@ -373,11 +430,15 @@ func (g *gen) request() []byte {
 // TestFuzz compares OPA and the engine on random bundles and requests:
 // every operator, missing fields, numbers in every JSON form, unicode,
 // frozen agents with expiry, compile errors, several policies with
-// priorities and defaults, tiered policies with every gateway filter.
+// priorities and defaults, tiered policies with every gateway filter, two
+// levels (ClusterPolicies), PolicyExceptions and shadow (Audit) policies.
 func TestFuzz(t *testing.T) {
 	g := &gen{r: rand.New(rand.NewPCG(*fuzzSeed, 2))}
 	base := time.Date(2026, 11, 16, 7, 0, 0, 0, time.UTC)
 	compared, refused, failures := 0, 0, 0
+	// Answers that show a level, an exception or a shadow verdict: the
+	// generator must keep exercising them.
+	exercised := map[string]int{}
 	for range *fuzzBundles {
 		now := base.Add(time.Duration(g.n(7*24*4)) * 15 * time.Minute)
 		b := g.bundle(now)
@@ -411,10 +472,21 @@ func TestFuzz(t *testing.T) {
 			}
 			if ok {
 				compared++
+				for _, k := range []string{"matchedPolicyKind", "exceptionApplied", "shadow"} {
+					if _, in := p.answer[k]; in {
+						exercised[k]++
+					}
+				}
 			}
 		}
 	}
-	t.Logf("fuzz: %d requests compared over %d bundles, %d mismatches, %d refused", compared, *fuzzBundles, failures, refused)
+	t.Logf("fuzz: %d requests compared over %d bundles, %d mismatches, %d refused; answers with matchedPolicyKind %d, exceptionApplied %d, shadow %d",
+		compared, *fuzzBundles, failures, refused, exercised["matchedPolicyKind"], exercised["exceptionApplied"], exercised["shadow"])
+	for _, k := range []string{"matchedPolicyKind", "exceptionApplied", "shadow"} {
+		if exercised[k] < compared/1000 {
+			t.Errorf("only %d of %d answers have %s: the generator no longer exercises it", exercised[k], compared, k)
+		}
+	}
 	if compared < 20000 && *fuzzBundles**fuzzRequests >= 24000 {
 		t.Errorf("only %d requests compared, want at least 20,000", compared)
 	}

@@ -26,6 +26,9 @@ type pair struct {
 	compiled *engine.Compiled
 	query    rego.PreparedEvalQuery
 	counts   struct{ calls, tokens []string }
+	// answer is the engine's last answer compare read, for tests that
+	// count what their cases exercised.
+	answer map[string]any
 }
 
 // prepare exports b, checks the Rego as `opa check --strict` does and
@@ -119,6 +122,7 @@ func (p *pair) compare(t testing.TB, doc []byte, now time.Time, u engine.Usage) 
 		return false, err
 	}
 	delete(wantV, "latencyMs")
+	p.answer = wantV
 
 	input, err := ast.ValueFromReader(bytes.NewReader(doc))
 	if err != nil {

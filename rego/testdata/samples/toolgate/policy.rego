@@ -92,6 +92,17 @@ rhit := set()
 # no rule adds to rbound
 rbound := set()
 
+# no rule adds to shadow_hit
+shadow_hit := set()
+
+# ---------------------------------------------------------------------------
+# decision is what `toolgate eval` prints for input, less latencyMs and trace.
+decision := d if {
+	d := _frozen
+} else := _shadowed(_result("deny", "deny", null, null, null, null, "NO_POLICIES", "the bundle has no policies", [])) if {
+	data.toolgate.policyCount == 0
+} else := _scan
+
 # ---------------------------------------------------------------------------
 # The scan: what toolgate's engine does with the rules above, in Rego.
 # Policies are in evaluation order (priority descending, then name); their
@@ -103,14 +114,33 @@ rbound := set()
 #   thit   [policy, rank, rule]           a tiered policy's rule matched at tool level
 #   rhit   [policy, resource, rank, rule] ... or for one resource of the call
 #   rbound [policy, resource]             a tiered policy has rules bound to that resource
+#   shadow_hit [policy, rule]             a rule of an ordered Audit policy matched
+# The enforcing policies come first (data.toolgate.policyCount of them, the
+# clusterCount ClusterPolicies first), then the Audit ones (shadows).
 # ---------------------------------------------------------------------------
 
-# decision is what `toolgate eval` prints for input, less latencyMs and trace.
-decision := d if {
-	d := _frozen
-} else := _result("deny", "deny", null, null, null, null, "NO_POLICIES", "the bundle has no policies", []) if {
-	data.toolgate.policyCount == 0
-} else := _scan
+# decision, what `toolgate eval` prints for input less latencyMs and trace,
+# is written above it by the exporter: a frozen agent, else NO_POLICIES,
+# else _scan (one level: no ClusterPolicy, exception or shadow policy) or
+# _shadowed(_decided). Choosing there costs a bundle of one level nothing.
+
+# The decision with the exceptions in force, naming the one that changed it
+# (exceptionApplied): only when one exempts this call from a rule, as only
+# then can the decision differ from the one without exceptions.
+_decided := r if {
+	count(_exempt) == 0
+	r := _levels
+} else := _applied(_levels, _levels_without)
+
+_levels_without := r if {
+	r := _levels with data.toolgate._exempt as set()
+}
+
+# One level (no ClusterPolicy) is scanned as bundles always were; two are
+# decided each on its own, the most restrictive winning.
+_levels := _scan if {
+	not data.toolgate.clusterCount
+} else := _two_levels
 
 # The policies' indexes, in evaluation order.
 _policies := numbers.range(0, data.toolgate.policyCount - 1) if {
@@ -205,6 +235,60 @@ _scan := r if {
 	data.toolgate.policies[0].defaultDeny
 	r := _result("deny", "deny", null, null, null, null, null, data.toolgate.policies[0].defaultReason, _warnings_before([data.toolgate.policyCount, -1]))
 } else := _result("allow", "allow", null, null, null, null, null, null, _warnings_before([data.toolgate.policyCount, -1]))
+
+# The enforcing policies with a verdict (as _scan reads them).
+_verdicts := {h[0] | some h in hit} | {pi | some pi in data.toolgate.tieredPolicies; _tiered_verdict[pi].set}
+
+_default_deny(pi, warnings) := _result("deny", "deny", null, null, null, null, null, data.toolgate.policies[pi].defaultReason, warnings)
+
+# Two levels, the cluster's scanned first: a stop (first deny) or default
+# deny on the cluster level ends the decision; then one on the namespace's;
+# otherwise the stronger verdict (deny > warn > audit > allow), a tie to
+# the namespace's, else allow. matchedPolicyKind names the deciding level.
+_cluster_count := data.toolgate.clusterCount
+
+_two_levels := r if {
+	# A stop decides as in one level (_scan's first branches).
+	min(_stops)[0] < _cluster_count
+	r := _kinded(_scan, "ClusterPolicy")
+} else := r if {
+	not _cluster_verdict
+	data.toolgate.policies[0].defaultDeny
+	r := _kinded(_default_deny(0, _warnings_before([_cluster_count, -1])), "ClusterPolicy")
+} else := r if {
+	count(_stops) > 0
+	r := _kinded(_scan, "Policy")
+} else := r if {
+	_has_namespace_level
+	not _namespace_verdict
+	data.toolgate.policies[_cluster_count].defaultDeny
+	r := _kinded(_default_deny(_cluster_count, _all_warnings), "Policy")
+} else := r if {
+	c := _last_result(_cluster_verdict, _all_warnings)
+	not _namespace_outranks(c)
+	r := _kinded(c, "ClusterPolicy")
+} else := r if {
+	r := _kinded(_last_result(_namespace_verdict, _all_warnings), "Policy")
+} else := r if {
+	_has_namespace_level
+	r := _kinded(_result("allow", "allow", null, null, null, null, null, null, _all_warnings), "Policy")
+} else := _kinded(_result("allow", "allow", null, null, null, null, null, null, _all_warnings), "ClusterPolicy")
+
+_has_namespace_level if data.toolgate.policyCount > _cluster_count
+
+# Each level's verdict: its last policy with one.
+_cluster_verdict := max({pi | some pi in _verdicts; pi < _cluster_count})
+
+_namespace_verdict := max({pi | some pi in _verdicts; pi >= _cluster_count})
+
+_namespace_outranks(c) if {
+	n := _last_result(_namespace_verdict, _all_warnings)
+	_effect_rank[n.effect] >= _effect_rank[c.effect]
+}
+
+_all_warnings := _warnings_before([data.toolgate.policyCount, -1])
+
+_kinded(r, kind) := object.union(r, {"matchedPolicyKind": kind})
 
 _last_result(pi, warnings) := _tiered_result(pi, warnings) if {
 	data.toolgate.policies[pi].tiered
@@ -303,6 +387,98 @@ _resource_eval(pi, i) := v if {
 	[pi, i] in rbound
 	v := {"set": true, "effect": "deny", "rule": null, "res": i, "implicit": true, "reason": ""}
 } else := {"set": false}
+
+# ---------------------------------------------------------------------------
+# PolicyExceptions: data.toolgate.exceptions, by name. One is in force for
+# a call whose agent_id, folded as frozen agents are, it lists, until its
+# expiry on the same clock (input.now, else OPA's). A rule an exception
+# names has `not [policy, rule] in _exempt` in its body: exempted, it
+# counts as not matching (a rule bound to a resource stays bound).
+# ---------------------------------------------------------------------------
+
+_exempt contains t if {
+	some x in data.toolgate.exceptions
+	_in_force(x)
+	some t in x.targets
+}
+
+_in_force(x) if {
+	x.agents[_agent_fold]
+	_now_ns < x.expiresAtNs
+}
+
+_in_force_list := [x | some x in data.toolgate.exceptions; _in_force(x)]
+
+# r with exceptionApplied when the decision without exceptions (w) differs
+# in decision, effect, deciding level, policy or rule.
+_applied(r, w) := object.union(r, {"exceptionApplied": _responsible(r, w)}) if {
+	_changed(r, w)
+} else := r
+
+_changed(r, w) if r.decision != w.decision
+
+_changed(r, w) if r.effect != w.effect
+
+_changed(r, w) if object.get(r, "matchedPolicyKind", "") != object.get(w, "matchedPolicyKind", "")
+
+_changed(r, w) if r.matchedPolicyId != w.matchedPolicyId
+
+_changed(r, w) if r.matchedRuleId != w.matchedRuleId
+
+# The exception named: the first in force exempting from the rule that
+# decided without exceptions; else from any rule of the policy that
+# decided; else the first in force.
+_responsible(r, w) := n if {
+	w.matchedRuleId != null
+	n := [x.name | some x in _in_force_list; _names(x, w); w.matchedRuleId in x.rules][0]
+} else := n if {
+	r.matchedPolicyId != null
+	n := [x.name | some x in _in_force_list; _names(x, r)][0]
+} else := _in_force_list[0].name
+
+_names(x, r) if {
+	x.policy == r.matchedPolicyId
+	x.cluster == (object.get(r, "matchedPolicyKind", "") == "ClusterPolicy")
+}
+
+# ---------------------------------------------------------------------------
+# Shadow (Audit) policies: each decided alone, with the exceptions, as a
+# bundle of that one policy would be; recorded in shadow in evaluation
+# order, never deciding. Not on AGENT_FROZEN.
+# ---------------------------------------------------------------------------
+
+_shadowed(r) := object.union(r, {"shadow": [_shadow_of(pi) | some pi in data.toolgate.shadows]}) if {
+	data.toolgate.shadows
+} else := r
+
+_shadow_of(pi) := object.remove(
+	{"kind": _kind_of(pi), "policy": data.toolgate.policies[pi].id, "decision": v.decision, "rule": v.rule},
+	{k | some k, x in {"kind": _kind_of(pi), "rule": v.rule}; x in {null, ""}},
+) if {
+	v := _alone(pi)
+}
+
+_kind_of(pi) := k if {
+	k := data.toolgate.policies[pi].kind
+} else := ""
+
+_alone(pi) := {"decision": "deny", "rule": null} if {
+	data.toolgate.policies[pi].compileError != ""
+} else := v if {
+	ri := min({h[1] | some h in shadow_hit; h[0] == pi; _rule(pi, h[1]).effect == "deny"})
+	v := {"decision": "deny", "rule": _rule(pi, ri).id}
+} else := v if {
+	ri := max({h[1] | some h in shadow_hit; h[0] == pi})
+	v := {"decision": "allow", "rule": _rule(pi, ri).id}
+} else := v if {
+	pi in data.toolgate.shadowTiered
+	# As _tiered_verdict, which covers the enforcing policies only.
+	t := _tiered(array.concat([_tool_eval(pi)], [e | some i, _ in _resources; e := _resource_eval(pi, i)]))
+	t.set
+	v := {"decision": _decision_of(t.effect), "rule": _rule_id(pi, t)}
+} else := {"decision": "deny", "rule": null} if {
+	data.toolgate.policies[pi].defaultDeny
+} else := {"decision": "allow", "rule": null}
 
 # ---------------------------------------------------------------------------
 # What the gateway filters read from a request; a field of the wrong type
