@@ -233,11 +233,14 @@ func TestClusterPolicyDenyNotLoosenedByNamespaceAllow(t *testing.T) {
 	if len(diags) > 0 {
 		t.Fatal(diags)
 	}
-	if r := c.Evaluate(engine.Request{"tool_name": "rm", "agent_id": "bot"}, engine.EvalOptions{}); r.Decision != engine.Deny || r.MatchedPolicyID != cp.Name {
-		t.Errorf("rm: %s by %q, want deny by the ClusterPolicy %s: a namespace's allow loosened the cluster level", r.Decision, r.MatchedPolicyID, cp.Name)
+	if r := c.Evaluate(engine.Request{"tool_name": "rm", "agent_id": "bot"}, engine.EvalOptions{}); r.Decision != engine.Deny ||
+		r.MatchedPolicyID != cp.Name || r.MatchedPolicyKind != engine.KindClusterPolicy {
+		t.Errorf("rm: %s by %s %q, want deny by the ClusterPolicy %s: a namespace's allow loosened the cluster level",
+			r.Decision, r.MatchedPolicyKind, r.MatchedPolicyID, cp.Name)
 	}
-	if r := c.Evaluate(engine.Request{"tool_name": "ls", "agent_id": "bot"}, engine.EvalOptions{}); r.Decision != engine.Deny || r.MatchedPolicyID != "local" {
-		t.Errorf("ls: %s by %q, want deny by the namespace's Policy local", r.Decision, r.MatchedPolicyID)
+	if r := c.Evaluate(engine.Request{"tool_name": "ls", "agent_id": "bot"}, engine.EvalOptions{}); r.Decision != engine.Deny ||
+		r.MatchedPolicyID != "local" || r.MatchedPolicyKind != engine.KindPolicy {
+		t.Errorf("ls: %s by %s %q, want deny by the namespace's Policy local", r.Decision, r.MatchedPolicyKind, r.MatchedPolicyID)
 	}
 }
 

@@ -81,6 +81,16 @@ func TestPolicyExceptionAppliesThenExpires(t *testing.T) {
 			t.Errorf("cluster-ok published as %+v", e)
 		}
 	}
+	// The published bundle exempts the migrator from base's r0 until expiry,
+	// on the evaluator's clock, and says so.
+	c, _ := engine.Compile(b)
+	call := engine.Request{"tool_name": "tool_0", "agent_id": "migrator", "input": map[string]any{"command": "danger_0"}}
+	if r := c.Evaluate(call, engine.EvalOptions{Now: func() time.Time { return expiry.Add(-time.Second) }}); r.Decision != engine.Allow || r.ExceptionApplied != "short" {
+		t.Errorf("before expiry: %s, exceptionApplied %q; want allow by the exception short", r.Decision, r.ExceptionApplied)
+	}
+	if r := c.Evaluate(call, engine.EvalOptions{Now: func() time.Time { return expiry }}); r.Decision != engine.Deny || r.MatchedRuleID != "r0" {
+		t.Errorf("at expiry: %s by %q, want deny by r0", r.Decision, r.MatchedRuleID)
+	}
 	short := waitForException(t, ns, "short", v1alpha1.ReasonApplied)
 	if short.Status.BundleRevision == "" || readyOf(short.Status.Conditions).Status != metav1.ConditionTrue {
 		t.Errorf("short's status %+v", short.Status)
