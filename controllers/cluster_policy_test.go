@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -260,4 +261,38 @@ func stalledOf(conds []metav1.Condition) *metav1.Condition {
 		}
 	}
 	return nil
+}
+
+// A ClusterPolicy created once reaches every namespace it selects, and its
+// status counts them once they all carry it; the test logs how long each
+// took (the publish path of a guardrail across many namespaces).
+func TestClusterPolicyReachesManyNamespaces(t *testing.T) {
+	const n = 30
+	team := testenv.Namespace(t, k8s, "tg-")
+	namespaces := make([]string, n)
+	for i := range namespaces {
+		namespaces[i] = testenv.Namespace(t, k8s, "tg-")
+		labelNamespace(t, namespaces[i], team)
+	}
+	startManager(t, controllers.Options{}, namespaces...)
+	// The manager has started its controllers once it published this.
+	create(t, policy(namespaces[n-1], "warm-up", 1))
+	testenv.WaitForBundle(t, k8s, namespaces[n-1], bundle.DefaultConfigMapName, "the manager publishing", nil)
+	cp := clusterPolicy(t, "everywhere-"+team, team, "rm")
+	start := time.Now()
+	createCluster(t, cp)
+	var first time.Duration
+	for i, ns := range namespaces {
+		testenv.WaitForBundle(t, k8s, ns, bundle.DefaultConfigMapName, "the ClusterPolicy in "+ns,
+			func(b engine.Bundle) bool { return hasClusterPolicy(b, cp.Name) })
+		if i == 0 {
+			first = time.Since(start)
+		}
+	}
+	published := time.Since(start)
+	waitForClusterPolicy(t, cp.Name, fmt.Sprintf("Ready in %d namespaces", n), func(cp *v1alpha1.ClusterPolicy) bool {
+		return readyIs(cp.Status.Conditions, metav1.ConditionTrue, v1alpha1.ReasonPublished) && cp.Status.Namespaces == n
+	})
+	t.Logf("ClusterPolicy create -> in the first namespace's bundle: %d ms; in all %d: %d ms; -> status Ready with namespaces=%d: %d ms",
+		first.Milliseconds(), n, published.Milliseconds(), n, time.Since(start).Milliseconds())
 }
