@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -30,7 +29,7 @@ const clusterPendingRecheck = time.Second
 // from the outcomes of the namespaces they select.
 type clusterStatusReconciler struct {
 	client   client.Client
-	recorder events.EventRecorder
+	writer   *statusReconciler // patchStatus: the patch and its Event
 	outcomes *outcomeStore
 	opts     Options
 	// frozen: this one reconciles ClusterFrozenAgents.
@@ -59,7 +58,7 @@ func (r *clusterStatusReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if !equality.Semantic.DeepEqual(cp.Status, st) {
 		before := cp.DeepCopy()
 		cp.Status = st
-		if err := (&statusReconciler{client: r.client, recorder: r.recorder}).patchStatus(ctx, &cp, before, before.Status.Conditions, st.Conditions); err != nil {
+		if err := r.writer.patchStatus(ctx, &cp, before, before.Status.Conditions, st.Conditions); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -83,7 +82,7 @@ func (r *clusterStatusReconciler) reconcileFrozen(ctx context.Context, name stri
 	if !equality.Semantic.DeepEqual(cf.Status, st) {
 		before := cf.DeepCopy()
 		cf.Status = st
-		if err := (&statusReconciler{client: r.client, recorder: r.recorder}).patchStatus(ctx, &cf, before, before.Status.Conditions, st.Conditions); err != nil {
+		if err := r.writer.patchStatus(ctx, &cf, before, before.Status.Conditions, st.Conditions); err != nil {
 			return ctrl.Result{}, err
 		}
 	}

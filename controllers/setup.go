@@ -146,7 +146,8 @@ func setupClusterStatus(mgr ctrl.Manager, opts Options, recorder events.EventRec
 		{ClusterPolicyStatusControllerName, &v1alpha1.ClusterPolicy{}, &v1alpha1.ClusterPolicyList{}, policiesDue, false},
 		{ClusterFrozenAgentStatusControllerName, &v1alpha1.ClusterFrozenAgent{}, &v1alpha1.ClusterFrozenAgentList{}, frozenDue, true},
 	} {
-		r := &clusterStatusReconciler{client: mgr.GetClient(), recorder: recorder, outcomes: outcomes, opts: opts, frozen: kind.frozen}
+		r := &clusterStatusReconciler{client: mgr.GetClient(), writer: &statusReconciler{client: mgr.GetClient(), recorder: recorder},
+			outcomes: outcomes, opts: opts, frozen: kind.frozen}
 		err := ctrl.NewControllerManagedBy(mgr).
 			Named(kind.name).
 			For(kind.obj, builder.WithPredicates(specChanged{})).
