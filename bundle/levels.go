@@ -28,11 +28,12 @@ type Sources struct {
 
 // Exception states: why a PolicyException is not in the bundle, or
 // ExceptionApplied when it is.
+// They are the Ready reasons the operator writes on the PolicyException.
 const (
-	ExceptionApplied        = "Applied"
-	ExceptionExpired        = "Expired"
-	ExceptionPolicyNotFound = "PolicyNotFound"
-	ExceptionsNotAllowed    = "ExceptionsNotAllowed"
+	ExceptionApplied        = v1alpha1.ReasonApplied
+	ExceptionExpired        = v1alpha1.ReasonExpired
+	ExceptionPolicyNotFound = v1alpha1.ReasonPolicyNotFound
+	ExceptionsNotAllowed    = v1alpha1.ReasonExceptionsNotAllowed
 )
 
 // ExceptionState is what became of one PolicyException: its Reason (one of

@@ -49,7 +49,7 @@ func (r *bundleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{}, r.deleteBundle(ctx, req.Namespace)
 	}
 
-	b := bundle.Build(in.policies, in.frozen, now)
+	b, exceptions := bundle.BuildSources(in.sources(), now)
 	b.Identity = bundle.Identity(in.registration)
 	b.SchemaVersion = b.NeededSchemaVersion()
 	doc, revision, err := engine.Encode(b)
@@ -58,6 +58,7 @@ func (r *bundleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	_, diags := engine.Compile(b)
 	out := newOutcome(in, r.opts.ConfigMapName, revision, diags, now)
+	out.exceptions = exceptions
 	compileErrors.WithLabelValues(req.Namespace).Set(float64(len(diags)))
 
 	regoTar, regoErr := r.regoBundle(req.Namespace, b, revision)
@@ -126,19 +127,29 @@ func (r *bundleReconciler) isOwnWrite(o client.Object) bool {
 	return isCM && ok && upToDate(cm, p.(payload))
 }
 
-// requeueResult comes back when the next freeze expires, so that it leaves
-// the bundle on time. A bundle too large to publish is invalid input and is
-// not retried until something changes.
+// requeueResult comes back when the next freeze or exception expires, so
+// that it leaves the bundle, and its status says so, on time. A bundle too
+// large to publish is invalid input and is not retried until something
+// changes.
 func requeueResult(in inputs, now time.Time, tooLarge error) (ctrl.Result, error) {
 	var next time.Duration
-	for i := range in.frozen {
-		f := &in.frozen[i]
-		if f.Spec.ExpiresAt == nil || bundle.FrozenAgent(f).Expired(now) {
-			continue
-		}
-		if d := f.Spec.ExpiresAt.Sub(now); next == 0 || d < next {
+	until := func(t time.Time) {
+		if d := t.Sub(now); d > 0 && (next == 0 || d < next) {
 			next = d
 		}
+	}
+	for i := range in.frozen {
+		if t := in.frozen[i].Spec.ExpiresAt; t != nil {
+			until(t.Time)
+		}
+	}
+	for i := range in.clusterFrozen {
+		if t := in.clusterFrozen[i].Spec.ExpiresAt; t != nil {
+			until(t.Time)
+		}
+	}
+	for i := range in.exceptions {
+		until(in.exceptions[i].Spec.ExpiresAt.Time)
 	}
 	if tooLarge != nil && next == 0 {
 		return ctrl.Result{}, reconcile.TerminalError(tooLarge)

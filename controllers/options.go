@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -20,6 +21,10 @@ const (
 type Options struct {
 	// ConfigMapName is the bundle ConfigMap's name in every namespace.
 	ConfigMapName string
+	// Namespaces are the namespaces the manager watches (its cache holds
+	// only their objects); empty: all. ClusterPolicies and
+	// ClusterFrozenAgents are published into these only.
+	Namespaces []string
 	// Now is the clock used for freeze expiry; time.Now when nil.
 	Now func() time.Time
 	// CompressAbove is the document size past which it is stored gzipped.
@@ -66,6 +71,11 @@ func (o Options) withDefaults() Options {
 		o.MaxConcurrentReconciles = 4
 	}
 	return o
+}
+
+// watches tells whether the operator publishes into namespace ns.
+func (o Options) watches(ns string) bool {
+	return len(o.Namespaces) == 0 || slices.Contains(o.Namespaces, ns)
 }
 
 // Validate reports options that cannot work.

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
@@ -14,20 +15,30 @@ import (
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
-// expectedRevision is the revision bundle.Build gives the namespace's objects
-// as the API server holds them now: what the operator must have published.
+// expectedRevision is the revision bundle.BuildSources gives the
+// namespace's objects, its labels and the cluster-scoped objects as the API
+// server holds them now: what the operator must have published.
 func expectedRevision(t *testing.T, ns string) string {
 	t.Helper()
 	ctx := context.Background()
 	var pl v1alpha1.PolicyList
 	var fl v1alpha1.FrozenAgentList
-	if err := k8s.List(ctx, &pl, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
+	var el v1alpha1.PolicyExceptionList
+	var cpl v1alpha1.ClusterPolicyList
+	var cfl v1alpha1.ClusterFrozenAgentList
+	var namespace corev1.Namespace
+	for _, err := range []error{
+		k8s.List(ctx, &pl, client.InNamespace(ns)), k8s.List(ctx, &fl, client.InNamespace(ns)),
+		k8s.List(ctx, &el, client.InNamespace(ns)), k8s.List(ctx, &cpl), k8s.List(ctx, &cfl),
+		k8s.Get(ctx, client.ObjectKey{Name: ns}, &namespace),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := k8s.List(ctx, &fl, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	_, rev, err := engine.Encode(bundle.Build(pl.Items, fl.Items, time.Now()))
+	b, _ := bundle.BuildSources(bundle.Sources{Labels: namespace.Labels, Policies: pl.Items, FrozenAgents: fl.Items,
+		Exceptions: el.Items, ClusterPolicies: cpl.Items, ClusterFrozenAgents: cfl.Items}, time.Now())
+	_, rev, err := engine.Encode(b)
 	if err != nil {
 		t.Fatal(err)
 	}

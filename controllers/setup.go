@@ -3,12 +3,14 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"maps"
 	"reflect"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -24,8 +26,10 @@ import (
 	"github.com/toolgate/toolgate/api/v1alpha1"
 )
 
-// +kubebuilder:rbac:groups=toolgate.dev,resources=policies;frozenagents;agents;mcpupstreams,verbs=get;list;watch
-// +kubebuilder:rbac:groups=toolgate.dev,resources=policies/status;frozenagents/status;agents/status;mcpupstreams/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=toolgate.dev,resources=policies;frozenagents;agents;mcpupstreams;policyexceptions,verbs=get;list;watch
+// +kubebuilder:rbac:groups=toolgate.dev,resources=policies/status;frozenagents/status;agents/status;mcpupstreams/status;policyexceptions/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=toolgate.dev,resources=clusterpolicies;clusterfrozenagents,verbs=get;list;watch
+// +kubebuilder:rbac:groups=toolgate.dev,resources=clusterpolicies/status;clusterfrozenagents/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
@@ -36,6 +40,11 @@ import (
 const (
 	ControllerName       = "toolgate-bundle"
 	StatusControllerName = "toolgate-status"
+	// ClusterPolicyStatusControllerName and
+	// ClusterFrozenAgentStatusControllerName write the cluster-scoped
+	// kinds' statuses.
+	ClusterPolicyStatusControllerName      = "toolgate-clusterpolicy-status"
+	ClusterFrozenAgentStatusControllerName = "toolgate-clusterfrozenagent-status"
 )
 
 // Setup registers the bundle and status controllers with mgr. The manager's
@@ -50,9 +59,12 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	recorder := mgr.GetEventRecorder(ControllerName)
 	outcomes := newOutcomeStore()
 	statusesDue := make(chan event.TypedGenericEvent[string], statusQueueSize)
+	clusterPoliciesDue := make(chan event.TypedGenericEvent[string], statusQueueSize)
+	clusterFrozenDue := make(chan event.TypedGenericEvent[string], statusQueueSize)
 	br := &bundleReconciler{client: mgr.GetClient(), apiReader: mgr.GetAPIReader(),
 		opts: opts, outcomes: outcomes, statuses: statusesDue}
-	sr := &statusReconciler{client: mgr.GetClient(), recorder: recorder, outcomes: outcomes}
+	sr := &statusReconciler{client: mgr.GetClient(), recorder: recorder, outcomes: outcomes,
+		clusterPolicies: clusterPoliciesDue, clusterFrozen: clusterFrozenDue}
 	controllerOpts := controller.Options{
 		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
 		SkipNameValidation:      &opts.SkipNameValidation,
@@ -78,10 +90,16 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		Watches(&v1alpha1.FrozenAgent{}, toBundle, builder.WithPredicates(specChanged{})).
 		Watches(&v1alpha1.Agent{}, toBundle, builder.WithPredicates(specChanged{})).
 		Watches(&v1alpha1.MCPUpstream{}, toBundle, builder.WithPredicates(specChanged{})).
-		// A Namespace's enforce and environment labels are part of its bundle.
+		Watches(&v1alpha1.PolicyException{}, toBundle, builder.WithPredicates(specChanged{})).
+		Watches(&v1alpha1.ClusterPolicy{}, handler.EnqueueRequestsFromMapFunc(everyNamespace(mgr.GetClient(), opts)),
+			builder.WithPredicates(specChanged{})).
+		Watches(&v1alpha1.ClusterFrozenAgent{}, handler.EnqueueRequestsFromMapFunc(everyNamespace(mgr.GetClient(), opts)),
+			builder.WithPredicates(specChanged{})).
+		// A Namespace's labels are part of its bundle, and choose the
+		// cluster-scoped objects it holds.
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetName(), Name: opts.ConfigMapName}}}
-		}), builder.WithPredicates(identityLabelsChanged{})).
+		}), builder.WithPredicates(labelsChanged{}, watched(opts))).
 		Watches(&corev1.ConfigMap{}, toBundle, builder.WithPredicates(ourBundle))
 	if opts.Keys != nil {
 		b = b.WatchesRawSource(reSignOnSwap(opts.Keys, mgr.GetClient(), opts.ConfigMapName))
@@ -103,6 +121,44 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		Complete(sr)
 	if err != nil {
 		return fmt.Errorf("setting up the status controller: %w", err)
+	}
+	return setupClusterStatus(mgr, opts, recorder, outcomes, controllerOpts, clusterPoliciesDue, clusterFrozenDue)
+}
+
+// setupClusterStatus registers the status controllers of ClusterPolicy
+// and ClusterFrozenAgent: each passes on its object's changes, on every
+// Namespace's (its labels may change what the object selects) and on the
+// status passes of the namespaces it selects (due).
+func setupClusterStatus(mgr ctrl.Manager, opts Options, recorder events.EventRecorder, outcomes *outcomeStore,
+	controllerOpts controller.Options, policiesDue, frozenDue chan event.TypedGenericEvent[string]) error {
+	byName := handler.TypedFuncs[string, reconcile.Request]{
+		GenericFunc: func(_ context.Context, e event.TypedGenericEvent[string], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: e.Object}})
+		},
+	}
+	for _, kind := range []struct {
+		name   string
+		obj    client.Object
+		list   client.ObjectList
+		due    chan event.TypedGenericEvent[string]
+		frozen bool
+	}{
+		{ClusterPolicyStatusControllerName, &v1alpha1.ClusterPolicy{}, &v1alpha1.ClusterPolicyList{}, policiesDue, false},
+		{ClusterFrozenAgentStatusControllerName, &v1alpha1.ClusterFrozenAgent{}, &v1alpha1.ClusterFrozenAgentList{}, frozenDue, true},
+	} {
+		r := &clusterStatusReconciler{client: mgr.GetClient(), writer: &statusReconciler{client: mgr.GetClient(), recorder: recorder},
+			outcomes: outcomes, opts: opts, frozen: kind.frozen}
+		err := ctrl.NewControllerManagedBy(mgr).
+			Named(kind.name).
+			For(kind.obj, builder.WithPredicates(specChanged{})).
+			Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(everyClusterObject(mgr.GetClient(), kind.list)),
+				builder.WithPredicates(watched(opts))).
+			WatchesRawSource(source.TypedChannel(kind.due, byName)).
+			WithOptions(controllerOpts).
+			Complete(r)
+		if err != nil {
+			return fmt.Errorf("setting up the %s controller: %w", kind.name, err)
+		}
 	}
 	return nil
 }
@@ -143,25 +199,24 @@ func (specChanged) Update(e event.UpdateEvent) bool {
 		!reflect.DeepEqual(e.ObjectOld.GetDeletionTimestamp(), e.ObjectNew.GetDeletionTimestamp())
 }
 
-// identityLabelsChanged passes a Namespace created with, or updated to,
-// other values of the labels its bundle carries (deletion removes the
-// bundle with the namespace).
-type identityLabelsChanged struct {
+// labelsChanged passes a Namespace created, or updated to other labels: its
+// bundle carries them (bundle.BuildSources), its enforce and environment
+// labels say who its agents are, and the cluster-scoped objects it holds
+// are those whose selectors match them. Deletion removes the bundle with
+// the namespace.
+type labelsChanged struct {
 	predicate.Funcs
 }
 
-func (identityLabelsChanged) Create(e event.CreateEvent) bool {
-	return e.Object.GetLabels()[v1alpha1.LabelEnforce] != "" || e.Object.GetLabels()[v1alpha1.LabelEnvironment] != ""
-}
-
-func (identityLabelsChanged) Update(e event.UpdateEvent) bool {
+func (labelsChanged) Update(e event.UpdateEvent) bool {
 	if e.ObjectOld == nil || e.ObjectNew == nil {
 		return true
 	}
-	for _, k := range []string{v1alpha1.LabelEnforce, v1alpha1.LabelEnvironment} {
-		if e.ObjectOld.GetLabels()[k] != e.ObjectNew.GetLabels()[k] {
-			return true
-		}
-	}
-	return false
+	return !maps.Equal(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels())
+}
+
+// watched passes the Namespaces the operator publishes into: with
+// --namespaces, its cache holds no other namespace's objects.
+func watched(opts Options) predicate.Predicate {
+	return predicate.NewPredicateFuncs(func(o client.Object) bool { return opts.watches(o.GetName()) })
 }

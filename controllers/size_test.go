@@ -28,7 +28,7 @@ func TestNamespaceWith2000Rules(t *testing.T) {
 
 	cm, b := testenv.WaitForBundle(t, k8s, ns, bundle.DefaultConfigMapName, "2000 rules published", func(b engine.Bundle) bool { return countRules(b) == 2000 })
 	if b.Revision != expectedRevision(t, ns) {
-		t.Fatal("published bundle differs from bundle.Build of the objects")
+		t.Fatal("published bundle differs from bundle.BuildSources of the objects")
 	}
 	c, diags := engine.Compile(b)
 	if len(diags) != 0 {

@@ -46,6 +46,9 @@ type outcome struct {
 	// conflicts maps the Agents left out for naming a ServiceAccount an
 	// older Agent registers to that Agent's name.
 	conflicts map[string]string
+	// exceptions says, per PolicyException name, whether it was compiled
+	// in and, if not, why (bundle.BuildSources).
+	exceptions map[string]bundle.ExceptionState
 }
 
 func newOutcome(in inputs, configMap, revision string, diags []engine.Diagnostic, now time.Time) outcome {
@@ -62,6 +65,17 @@ func newOutcome(in inputs, configMap, revision string, diags []engine.Diagnostic
 	}
 	for i := range in.registration.Agents {
 		o.generations[in.registration.Agents[i].UID] = in.registration.Agents[i].Generation
+	}
+	for i := range in.exceptions {
+		o.generations[in.exceptions[i].UID] = in.exceptions[i].Generation
+	}
+	// The cluster-scoped objects' statuses sum up the outcomes of every
+	// namespace they select (clusterPublished).
+	for i := range in.clusterPolicies {
+		o.generations[in.clusterPolicies[i].UID] = in.clusterPolicies[i].Generation
+	}
+	for i := range in.clusterFrozen {
+		o.generations[in.clusterFrozen[i].UID] = in.clusterFrozen[i].Generation
 	}
 	for i := range in.registration.Upstreams {
 		o.generations[in.registration.Upstreams[i].UID] = in.registration.Upstreams[i].Generation
@@ -238,7 +252,7 @@ func withProgress(conds []metav1.Condition, ready metav1.Condition, retrying boo
 		apimeta.SetStatusCondition(&conds, reconciling)
 		apimeta.RemoveStatusCondition(&conds, v1alpha1.ConditionStalled)
 	case ready.Reason == v1alpha1.ReasonCompileError, ready.Reason == v1alpha1.ReasonBundleTooLarge,
-		ready.Reason == v1alpha1.ReasonPublishFailed:
+		ready.Reason == v1alpha1.ReasonPublishFailed, ready.Reason == v1alpha1.ReasonSelectorError:
 		apimeta.RemoveStatusCondition(&conds, v1alpha1.ConditionReconciling)
 		stalled := ready
 		stalled.Type, stalled.Status = v1alpha1.ConditionStalled, metav1.ConditionTrue

@@ -7,6 +7,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 )
 
 // statusReconciler writes the status of a namespace's objects from the last
@@ -16,6 +17,10 @@ type statusReconciler struct {
 	client   client.Client
 	recorder events.EventRecorder
 	outcomes *outcomeStore
+	// clusterPolicies and clusterFrozen take the names of the
+	// cluster-scoped objects a pass saw: their status sums up the
+	// namespaces' outcomes. Nil: not passed on (tests).
+	clusterPolicies, clusterFrozen chan<- event.TypedGenericEvent[string]
 }
 
 func (r *statusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -27,7 +32,37 @@ func (r *statusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{}, r.writeStatuses(ctx, in, out)
+	if err := r.writeStatuses(ctx, in, out); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, r.clusterStatusesDue(ctx, in)
+}
+
+// clusterStatusesDue hands the cluster-scoped objects that select the
+// namespace to their status controllers.
+func (r *statusReconciler) clusterStatusesDue(ctx context.Context, in inputs) error {
+	send := func(ch chan<- event.TypedGenericEvent[string], name string) error {
+		if ch == nil {
+			return nil
+		}
+		select {
+		case ch <- event.TypedGenericEvent[string]{Object: name}:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	for i := range in.clusterPolicies {
+		if err := send(r.clusterPolicies, in.clusterPolicies[i].Name); err != nil {
+			return err
+		}
+	}
+	for i := range in.clusterFrozen {
+		if err := send(r.clusterFrozen, in.clusterFrozen[i].Name); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // outcomeStore hands each namespace's latest outcome from the bundle

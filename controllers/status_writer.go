@@ -71,6 +71,26 @@ func (r *statusReconciler) writeStatuses(ctx context.Context, in inputs, out out
 			})
 		}
 	}
+	for i := range in.exceptions {
+		pe := &in.exceptions[i]
+		if !out.describes(pe) {
+			if conds := reconciling(pe.Status.Conditions, pe.Generation, out.now); conds != nil {
+				g.Go(func() error {
+					before := pe.DeepCopy()
+					pe.Status.Conditions = conds
+					return r.patchStatus(ctx, pe, before, nil, nil)
+				})
+			}
+			continue
+		}
+		if st := exceptionStatus(pe, out); !equality.Semantic.DeepEqual(pe.Status, st) {
+			g.Go(func() error {
+				before := pe.DeepCopy()
+				pe.Status = st
+				return r.patchStatus(ctx, pe, before, before.Status.Conditions, st.Conditions)
+			})
+		}
+	}
 	for i := range in.registration.Agents {
 		a := &in.registration.Agents[i]
 		r.writeIdentityStatus(ctx, g, a, &a.Status, out.conflicts[a.Name], out)
@@ -122,7 +142,8 @@ func (r *statusReconciler) patchStatus(ctx context.Context, obj, before client.O
 		if prev := apimeta.FindStatusCondition(was, v1alpha1.ConditionReady); prev == nil || prev.Reason != ready.Reason {
 			emit(r.recorder, obj, corev1.EventTypeWarning, ready.Reason, "Publish", ready.Message)
 		}
-	case v1alpha1.ReasonCompileError, v1alpha1.ReasonBundleTooLarge, v1alpha1.ReasonRegoExportRefused, v1alpha1.ReasonConflict:
+	case v1alpha1.ReasonCompileError, v1alpha1.ReasonBundleTooLarge, v1alpha1.ReasonRegoExportRefused, v1alpha1.ReasonConflict,
+		v1alpha1.ReasonSelectorError, v1alpha1.ReasonPolicyNotFound, v1alpha1.ReasonExceptionsNotAllowed:
 		emit(r.recorder, obj, corev1.EventTypeWarning, ready.Reason, "Publish", ready.Message)
 	case v1alpha1.ReasonExpired:
 		emit(r.recorder, obj, corev1.EventTypeNormal, ready.Reason, "Expire", ready.Message)

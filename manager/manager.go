@@ -52,6 +52,9 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		return nil, err
 	}
 	cfg = rest.CopyConfig(cfg)
+	// ClusterPolicies and ClusterFrozenAgents reach only the namespaces
+	// the cache holds.
+	o.Controller.Namespaces = o.Namespaces
 	if cfg.QPS == 0 {
 		// As ctrl.GetConfig does: client-side throttling (5 QPS by default)
 		// would delay status writes; the API server's fairness protects it.

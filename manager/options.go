@@ -133,6 +133,9 @@ func (o Options) Validate() error {
 		}
 	}
 	if o.Webhooks.Enabled {
+		if err := o.Webhooks.validateMaxExceptionDays(); err != nil {
+			errs = append(errs, err)
+		}
 		if _, err := o.Webhooks.setup(o.Controller.ConfigMapName); err != nil {
 			errs = append(errs, err)
 		}

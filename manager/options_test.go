@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -183,4 +184,54 @@ func validDefaults() Options {
 	o := DefaultOptions()
 	o.Webhooks.SecretNamespace = "toolgate-system"
 	return o
+}
+
+// --max-exception-days: 30 by default, any day count from 1 to 3650
+// accepted and passed to the PolicyException webhook; 0, negative or
+// absurd counts refused at start-up, naming the flag and the range.
+func TestMaxExceptionDaysFlag(t *testing.T) {
+	if d := DefaultOptions(); d.Webhooks.MaxExceptionDays != 30 {
+		t.Fatalf("default --max-exception-days %d, want 30", d.Webhooks.MaxExceptionDays)
+	}
+	for _, tt := range []struct {
+		arg  string
+		want string // "" accepted
+	}{
+		{"--max-exception-days=7", ""},
+		{"--max-exception-days=3650", ""},
+		{"--max-exception-days=0", "--max-exception-days: 0 is not a number of days from 1 to 3650"},
+		{"--max-exception-days=-5", "--max-exception-days: -5 is not a number of days from 1 to 3650"},
+		{"--max-exception-days=100000", "--max-exception-days: 100000 is not a number of days from 1 to 3650"},
+		{"--max-exception-days=week", "invalid argument"},
+	} {
+		o := validDefaults()
+		fs := pflag.NewFlagSet("manager", pflag.ContinueOnError)
+		fs.SetOutput(&bytes.Buffer{})
+		o.AddFlags(fs)
+		err := fs.Parse([]string{tt.arg})
+		if err == nil {
+			err = o.Validate()
+		}
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%s: %v", tt.arg, err)
+		case tt.want == "" && o.Webhooks.MaxExceptionDays != mustAtoi(t, strings.TrimPrefix(tt.arg, "--max-exception-days=")):
+			t.Errorf("%s: options carry %d", tt.arg, o.Webhooks.MaxExceptionDays)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%s: error %v, want one saying %q", tt.arg, err, tt.want)
+		}
+	}
+	wo, err := validDefaults().Webhooks.setup("toolgate-bundle")
+	if err != nil || wo.MaxExceptionDays != 30 {
+		t.Errorf("webhook options carry %d days (%v), want 30", wo.MaxExceptionDays, err)
+	}
+}
+
+func mustAtoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

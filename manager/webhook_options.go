@@ -42,6 +42,8 @@ type WebhookOptions struct {
 	SidecarCPU        string // request
 	SidecarMemory     string // request and limit
 	SidecarCPULimit   string
+	// MaxExceptionDays: how far ahead a PolicyException's expiresAt may be.
+	MaxExceptionDays int
 }
 
 func defaultWebhookOptions() WebhookOptions {
@@ -53,6 +55,7 @@ func defaultWebhookOptions() WebhookOptions {
 		SidecarPullPolicy: string(corev1.PullIfNotPresent), SidecarListen: endpoint.DefaultAddress, SidecarNative: true, SidecarMetrics: 9191,
 		SidecarSocket: endpoint.DefaultSocket, SidecarUID: webhook.DefaultSidecarUID, SidecarGID: webhook.DefaultSidecarUID,
 		SidecarCPU: "10m", SidecarMemory: "64Mi", SidecarCPULimit: "500m",
+		MaxExceptionDays: webhook.DefaultMaxExceptionDays,
 	}
 }
 
@@ -79,6 +82,19 @@ func (w *WebhookOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&w.SidecarCPU, "sidecar-cpu-request", w.SidecarCPU, "CPU request of the injected sidecar")
 	fs.StringVar(&w.SidecarCPULimit, "sidecar-cpu-limit", w.SidecarCPULimit, "CPU limit of the injected sidecar")
 	fs.StringVar(&w.SidecarMemory, "sidecar-memory", w.SidecarMemory, "memory request and limit of the injected sidecar")
+	fs.IntVar(&w.MaxExceptionDays, "max-exception-days", w.MaxExceptionDays,
+		"the webhook refuses a PolicyException whose expiresAt is more than this many days ahead (or already past)")
+}
+
+// maxExceptionDays bounds --max-exception-days: ten years is past any
+// review cycle, and keeps the limit well inside a time.Duration.
+const maxExceptionDays = 3650
+
+func (w WebhookOptions) validateMaxExceptionDays() error {
+	if w.MaxExceptionDays < 1 || w.MaxExceptionDays > maxExceptionDays {
+		return fmt.Errorf("--max-exception-days: %d is not a number of days from 1 to %d", w.MaxExceptionDays, maxExceptionDays)
+	}
+	return nil
 }
 
 // setup turns the flags into webhook.Options; bundleConfigMap is the name
@@ -89,7 +105,8 @@ func (w WebhookOptions) setup(bundleConfigMap string) (webhook.Options, error) {
 		ns = os.Getenv("POD_NAMESPACE")
 	}
 	o := webhook.Options{CertMode: w.CertMode, CertDir: w.CertDir, SecretNamespace: ns, SecretName: w.SecretName,
-		ValidatingWebhookConfiguration: w.ValidatingName, MutatingWebhookConfiguration: w.MutatingName}
+		ValidatingWebhookConfiguration: w.ValidatingName, MutatingWebhookConfiguration: w.MutatingName,
+		MaxExceptionDays: w.MaxExceptionDays}
 	if ns != "" {
 		o.DNSName = fmt.Sprintf("%s.%s.svc", w.ServiceName, ns)
 	}

@@ -1,6 +1,7 @@
-// Package webhook holds the admission webhooks. The Policy validator asks the
-// engine's compile step, so the rules of what is valid exist once; FrozenAgent
-// has no webhook on purpose, so the kill switch works while webhooks are down.
+// Package webhook holds the admission webhooks. The Policy and ClusterPolicy
+// validators ask the engine's compile step, so the rules of what is valid
+// exist once; FrozenAgent and ClusterFrozenAgent have no webhook on purpose,
+// so the kill switch works while webhooks are down.
 package webhook
 
 import (
@@ -49,13 +50,18 @@ func (PolicyValidator) ValidateDelete(context.Context, *v1alpha1.Policy) (admiss
 // does): its compile diagnostics become a field.ErrorList (an Invalid error
 // naming rule and condition), its lint findings warnings.
 func Validate(p *v1alpha1.Policy) (admission.Warnings, error) {
-	problems, lint := engine.Review(bundle.Policy(p))
-	var errs field.ErrorList
+	return review("Policy", p.Name, bundle.Policy(p), nil)
+}
+
+// review is Validate for a Policy or ClusterPolicy (kind), p converted to the
+// engine's; errs are what the caller found wrong besides its rules.
+func review(kind, name string, p engine.Policy, errs field.ErrorList) (admission.Warnings, error) {
+	problems, lint := engine.Review(p)
 	for _, d := range problems {
 		errs = append(errs, field.Invalid(fieldPath(d.Location), field.OmitValueType{}, detail(d)))
 	}
 	if len(errs) > 0 {
-		return nil, apierrors.NewInvalid(v1alpha1.GroupVersion.WithKind("Policy").GroupKind(), p.Name, errs)
+		return nil, apierrors.NewInvalid(v1alpha1.GroupVersion.WithKind(kind).GroupKind(), name, errs)
 	}
 	var warnings admission.Warnings
 	for _, w := range lint {

@@ -55,6 +55,9 @@ type Options struct {
 	MutatingWebhookConfiguration   string
 	// Inject, when set, enables sidecar injection into annotated Pods.
 	Inject *InjectOptions
+	// MaxExceptionDays is how far ahead a PolicyException's expiresAt may
+	// be; 0: DefaultMaxExceptionDays.
+	MaxExceptionDays int
 }
 
 // Validate reports option mistakes before anything starts.
@@ -80,6 +83,9 @@ func (o Options) Validate() error {
 	}
 	if o.CertDir == "" {
 		errs = append(errs, errors.New("a certificate directory is required"))
+	}
+	if o.MaxExceptionDays < 0 {
+		errs = append(errs, fmt.Errorf("the longest a PolicyException may last must be a positive number of days, not %d", o.MaxExceptionDays))
 	}
 	if o.Inject != nil {
 		if o.Inject.Image == "" {
@@ -139,6 +145,12 @@ func Setup(mgr ctrl.Manager, o Options) (<-chan struct{}, error) {
 	registered := make(chan struct{})
 	register := func() error {
 		if err := SetupPolicyWebhook(mgr); err != nil {
+			return err
+		}
+		if err := SetupClusterPolicyWebhook(mgr); err != nil {
+			return err
+		}
+		if err := SetupExceptionWebhook(mgr, o.MaxExceptionDays); err != nil {
 			return err
 		}
 		if o.Inject != nil {

@@ -20,16 +20,19 @@ func TestRotatorInjectedItsCA(t *testing.T) {
 	if err := k8sClient.Get(context.Background(), client.ObjectKey{Name: "validating-webhook-configuration"}, &vwc); err != nil {
 		t.Fatal(err)
 	}
-	if len(s.Data["ca.crt"]) == 0 || !bytes.Equal(vwc.Webhooks[0].ClientConfig.CABundle, s.Data["ca.crt"]) {
-		t.Errorf("webhook caBundle is not the rotator's CA (secret has %d bytes of CA)", len(s.Data["ca.crt"]))
-	}
+	// Each validating webhook reviews one kind; the freezes have none, so
+	// the kill switch works with the webhooks down.
+	validated := map[string]bool{"policies": true, "clusterpolicies": true, "policyexceptions": true}
 	for _, w := range vwc.Webhooks {
+		if len(s.Data["ca.crt"]) == 0 || !bytes.Equal(w.ClientConfig.CABundle, s.Data["ca.crt"]) {
+			t.Errorf("webhook %s: caBundle is not the rotator's CA (secret has %d bytes of CA)", w.Name, len(s.Data["ca.crt"]))
+		}
 		if w.FailurePolicy == nil || *w.FailurePolicy != admissionregistrationv1.Fail {
 			t.Errorf("webhook %s: failurePolicy must be Fail", w.Name)
 		}
 		for _, r := range w.Rules {
-			if len(r.APIGroups) != 1 || r.APIGroups[0] != "toolgate.dev" || len(r.Resources) != 1 || r.Resources[0] != "policies" {
-				t.Errorf("webhook %s matches more than toolgate.dev policies: %+v", w.Name, r.Rule)
+			if len(r.APIGroups) != 1 || r.APIGroups[0] != "toolgate.dev" || len(r.Resources) != 1 || !validated[r.Resources[0]] {
+				t.Errorf("webhook %s matches more than one of toolgate.dev's policies, clusterpolicies, policyexceptions: %+v", w.Name, r.Rule)
 			}
 		}
 	}
@@ -55,6 +58,7 @@ func TestOptionsValidate(t *testing.T) {
 		{"no DNS name", func(o *Options) { o.DNSName = "" }, "service DNS name"},
 		{"no webhook config", func(o *Options) { o.ValidatingWebhookConfiguration = "" }, "ValidatingWebhookConfiguration"},
 		{"no cert dir", func(o *Options) { o.CertDir = "" }, "certificate directory"},
+		{"negative exception days", func(o *Options) { o.MaxExceptionDays = -1 }, "positive number of days"},
 	}
 	for _, tt := range tests {
 		o := good

@@ -48,6 +48,21 @@ const (
 	// Secret when it no longer holds a valid keyring (or was deleted): the
 	// operator keeps signing with the last valid one.
 	ReasonSigningKeysInvalid = "SigningKeysInvalid"
+
+	// ReasonApplied (Ready=True) is a PolicyException compiled into its
+	// namespace's bundle and in force.
+	ReasonApplied = "Applied"
+	// ReasonPolicyNotFound (Ready=False) is a PolicyException whose
+	// policyRef names no Policy of its namespace, or no ClusterPolicy that
+	// selects it: it exempts nothing.
+	ReasonPolicyNotFound = "PolicyNotFound"
+	// ReasonExceptionsNotAllowed (Ready=False) is a PolicyException naming
+	// a ClusterPolicy that does not set allowExceptions: true.
+	ReasonExceptionsNotAllowed = "ExceptionsNotAllowed"
+	// ReasonSelectorError (Ready=False, Stalled) is a ClusterPolicy or
+	// ClusterFrozenAgent whose namespaceSelector does not parse: it is
+	// applied to every namespace until fixed (fail closed).
+	ReasonSelectorError = "SelectorError"
 )
 
 // Labels and annotations toolgate puts on the objects it writes or reads

@@ -97,3 +97,39 @@ func CanEventually(t testing.TB, c client.Client, user string, groups []string, 
 	}
 	return true
 }
+
+// BindAggregated gives user the built-in ClusterRole builtin (view, edit or
+// admin) in ns through a RoleBinding, as a namespace's owner would, with
+// what aggregation puts into it now: like BindEdit, but a copy of its own
+// (test-aggregated-<builtin>-<user>), made after the caller installed
+// the roles that aggregate into it.
+func BindAggregated(t testing.TB, c client.Client, ns, user, builtin string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var role rbacv1.ClusterRole
+	if err := c.Get(ctx, client.ObjectKey{Name: builtin}, &role); err != nil {
+		t.Fatalf("the built-in %s role: %v", builtin, err)
+	}
+	aggregated := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "test-aggregated-" + builtin + "-" + user}}
+	for _, sel := range role.AggregationRule.ClusterRoleSelectors {
+		var parts rbacv1.ClusterRoleList
+		if err := c.List(ctx, &parts, client.MatchingLabels(sel.MatchLabels)); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range parts.Items {
+			aggregated.Rules = append(aggregated.Rules, p.Rules...)
+		}
+	}
+	if err := c.Create(ctx, aggregated); err != nil {
+		t.Fatal(err)
+	}
+	rb := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: builtin + "-" + user},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: aggregated.Name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+	}
+	if err := c.Create(ctx, rb); err != nil {
+		t.Fatal(err)
+	}
+}

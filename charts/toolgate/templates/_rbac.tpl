@@ -7,10 +7,10 @@ the installed chart grants every rule of role.yaml.
 */}}
 {{- define "toolgate.namespacedRules" -}}
 - apiGroups: [toolgate.dev]
-  resources: [policies, frozenagents, agents, mcpupstreams]
+  resources: [policies, frozenagents, agents, mcpupstreams, policyexceptions]
   verbs: [get, list, watch]
 - apiGroups: [toolgate.dev]
-  resources: [policies/status, frozenagents/status, agents/status, mcpupstreams/status]
+  resources: [policies/status, frozenagents/status, agents/status, mcpupstreams/status, policyexceptions/status]
   verbs: [get, update, patch]
 - apiGroups: [""]
   resources: [configmaps]
@@ -31,14 +31,21 @@ the installed chart grants every rule of role.yaml.
 
 {{/*
 Cluster-scoped rules: the operator and the injector read Namespaces' labels
-(toolgate.dev/enforce and toolgate.dev/environment belong in the bundle); in
-self mode the certificate rotator watches the webhook configurations and
-writes the CA into ours only.
+(they belong in the bundle, and choose the ClusterPolicies and
+ClusterFrozenAgents it holds); the operator compiles those and writes their
+status; in self mode the certificate rotator watches the webhook
+configurations and writes the CA into ours only.
 */}}
 {{- define "toolgate.clusterRules" -}}
 - apiGroups: [""]
   resources: [namespaces]
   verbs: [get, list, watch]
+- apiGroups: [toolgate.dev]
+  resources: [clusterpolicies, clusterfrozenagents]
+  verbs: [get, list, watch]
+- apiGroups: [toolgate.dev]
+  resources: [clusterpolicies/status, clusterfrozenagents/status]
+  verbs: [get, update, patch]
 {{- if include "toolgate.selfManagedCerts" . }}
 - apiGroups: [admissionregistration.k8s.io]
   resources: [validatingwebhookconfigurations, mutatingwebhookconfigurations]
