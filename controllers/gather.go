@@ -20,7 +20,10 @@ type inputs struct {
 	exceptions      []v1alpha1.PolicyException
 	clusterPolicies []v1alpha1.ClusterPolicy
 	clusterFrozen   []v1alpha1.ClusterFrozenAgent
-	registration    bundle.Registration
+	// clusterKinds: some ClusterPolicy or ClusterFrozenAgent exists,
+	// selecting this namespace or not.
+	clusterKinds bool
+	registration bundle.Registration
 }
 
 // empty: nothing to publish. A namespace that registers agents but has no
@@ -35,9 +38,20 @@ func (in inputs) empty() bool {
 }
 
 // sources are what bundle.BuildSources builds the namespace's bundle from.
+// The namespace's labels go into the bundle (for sidecars to judge
+// ClusterFrozenAgents' selectors) only once the cluster has a ClusterPolicy
+// or ClusterFrozenAgent: they make it schema version 4, which sidecars
+// older than these kinds refuse, and until then a cluster that uses none of
+// them keeps its bundles as they were, so a rolling upgrade keeps feeding
+// old sidecars. A sidecar serving a bundle without labels applies every
+// ClusterFrozenAgent (fail closed) until the operator publishes them.
 func (in inputs) sources() bundle.Sources {
-	return bundle.Sources{Labels: in.registration.Labels, Policies: in.policies, FrozenAgents: in.frozen,
+	s := bundle.Sources{Policies: in.policies, FrozenAgents: in.frozen,
 		Exceptions: in.exceptions, ClusterPolicies: in.clusterPolicies, ClusterFrozenAgents: in.clusterFrozen}
+	if in.clusterKinds {
+		s.Labels = in.registration.Labels
+	}
+	return s
 }
 
 // gather lists the namespace's objects from the cache, leaving out those
@@ -75,6 +89,7 @@ func gather(ctx context.Context, c client.Reader, ns string) (inputs, error) {
 	return inputs{
 		registration: reg,
 		namespace:    ns,
+		clusterKinds: len(cpl.Items)+len(cfl.Items) > 0,
 		policies:     slices.DeleteFunc(pl.Items, func(p v1alpha1.Policy) bool { return p.DeletionTimestamp != nil }),
 		frozen:       slices.DeleteFunc(fl.Items, func(f v1alpha1.FrozenAgent) bool { return f.DeletionTimestamp != nil }),
 		exceptions:   slices.DeleteFunc(el.Items, func(e v1alpha1.PolicyException) bool { return e.DeletionTimestamp != nil }),

@@ -15,18 +15,15 @@ import (
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/bundle"
-	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // TestTieredPolicyReachesSidecar (issue 9): a tiered Policy created with the
 // typed client, as kubectl would, goes through the API server's schema and
 // the manager's webhook, is published by the manager and decides in a
-// --configmap sidecar as the gateway model says. Every bundle the operator
-// publishes carries its namespace's labels (what sidecars match
-// ClusterFrozenAgents' selectors against), so it is schema version 4
-// whatever its policies use (CHANGELOG's upgrade notes); which version each
-// feature needs on its own is the engine's NeededSchemaVersion, tested there.
+// --configmap sidecar as the gateway model says. A namespace whose policies
+// use none of the new fields keeps a version 1 bundle, so sidecars not yet
+// upgraded keep serving it during a rolling upgrade.
 func TestTieredPolicyReachesSidecar(t *testing.T) {
 	const ns = "gateway"
 	dir := t.TempDir()
@@ -69,8 +66,8 @@ func TestTieredPolicyReachesSidecar(t *testing.T) {
 	if d.Effect != "deny" {
 		t.Errorf("effect %q, want deny", d.Effect)
 	}
-	if v := publishedSchemaVersion(t, c, ns); v != engine.SchemaVersionLevels {
-		t.Errorf("a bundle with its namespace's labels has schemaVersion %d, want %d", v, engine.SchemaVersionLevels)
+	if v := publishedSchemaVersion(t, c, ns); v != 1 {
+		t.Errorf("a namespace without issue 9's fields published schemaVersion %d, want 1", v)
 	}
 
 	tiered := &v1alpha1.Policy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bash-gateway"},
@@ -106,8 +103,8 @@ func TestTieredPolicyReachesSidecar(t *testing.T) {
 	if err != nil || !is("allow", "", "")(d) || d.Effect != "allow" || d.Warnings != nil {
 		t.Errorf("Read: %v effect %q warnings %q, err %v", d, d.Effect, d.Warnings, err)
 	}
-	if v := publishedSchemaVersion(t, c, ns); v != engine.SchemaVersionLevels {
-		t.Errorf("with a tiered policy the bundle has schemaVersion %d, want %d", v, engine.SchemaVersionLevels)
+	if v := publishedSchemaVersion(t, c, ns); v != 2 {
+		t.Errorf("with a tiered policy the bundle has schemaVersion %d, want 2", v)
 	}
 
 	// A multi-target call: each table is decided by the rules bound to it; a
@@ -141,13 +138,13 @@ func TestTieredPolicyReachesSidecar(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Back to ordered policies only.
+	// Back to ordered policies only: version 1 again.
 	if err := c.Delete(ctx, tiered); err != nil {
 		t.Fatal(err)
 	}
 	answersEventually(t, addr, call("other-agent", "Bash"), "allow (the tiered policy is gone)", is("allow", "", ""))
-	if v := publishedSchemaVersion(t, c, ns); v != engine.SchemaVersionLevels {
-		t.Errorf("after the tiered policy was deleted, schemaVersion %d, want %d", v, engine.SchemaVersionLevels)
+	if v := publishedSchemaVersion(t, c, ns); v != 1 {
+		t.Errorf("after the tiered policy was deleted, schemaVersion %d, want 1", v)
 	}
 }
 
