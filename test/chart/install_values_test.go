@@ -183,9 +183,21 @@ func TestPolicyWritesBeforeManagerIsReady(t *testing.T) {
 			}
 			vwc := find(t, objs, "ValidatingWebhookConfiguration", "").DeepCopy()
 			vwc.SetName(vwc.GetName() + "-" + ns)
+			// Only the Policy webhook, confined to ns: the configuration's
+			// other webhooks (ClusterPolicy, PolicyException) would meet
+			// the other subtest's writes.
 			hooks, _, _ := unstructured.NestedSlice(vwc.Object, "webhooks")
-			hooks[0].(map[string]any)["namespaceSelector"] = map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": ns}}
-			if err := unstructured.SetNestedSlice(vwc.Object, hooks, "webhooks"); err != nil {
+			var policyHook map[string]any
+			for _, h := range hooks {
+				if h.(map[string]any)["name"] == "vpolicy.toolgate.dev" {
+					policyHook = h.(map[string]any)
+				}
+			}
+			if policyHook == nil {
+				t.Fatalf("no vpolicy.toolgate.dev webhook in %v", hooks)
+			}
+			policyHook["namespaceSelector"] = map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": ns}}
+			if err := unstructured.SetNestedSlice(vwc.Object, []any{policyHook}, "webhooks"); err != nil {
 				t.Fatal(err)
 			}
 			if err := apply(vwc, false); err != nil {
