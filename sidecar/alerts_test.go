@@ -11,5 +11,6 @@ func TestAlertsWatchExportedMetrics(t *testing.T) {
 	m := newTestMetrics()
 	testenv.RequireAlertMetrics(t, metricPrefix, m.Decisions, m.Latency, m.BadRequests, m.InternalErrors,
 		m.IdentityMismatches, m.bundle.BundleInfo, m.bundle.BundleLoaded, m.bundle.LastLoad, m.bundle.Reloads, m.bundle.ReloadFailures, m.logDropped,
-		m.listenerUp, m.connsOpen, m.connsEvicted, m.connsRefused, m.TraceTruncated)
+		m.listenerUp, m.connsOpen, m.connsEvicted, m.connsRefused, m.TraceTruncated,
+		m.bundle.FrozenWatchFailures, m.bundle.ClusterFrozenWatchFailures)
 }
