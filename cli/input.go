@@ -124,8 +124,12 @@ func parseNow(s string) (time.Time, error) {
 // document its policy came from.
 func printDiagnostics(w io.Writer, set *manifest.Set, diags []engine.Diagnostic) {
 	for _, d := range diags {
-		src, _ := set.PolicySource(d.PolicyID)
-		e := manifest.Error{Source: src, Kind: "Policy", Name: d.PolicyID, Field: d.Field, Message: d.Message}
+		kind := d.PolicyKind
+		if kind == "" {
+			kind = engine.KindPolicy
+		}
+		src, _ := set.PolicySource(kind, d.PolicyID)
+		e := manifest.Error{Source: src, Kind: kind, Name: d.PolicyID, Field: d.Field, Message: d.Message}
 		fmt.Fprintln(w, e.Error())
 	}
 }

@@ -55,6 +55,9 @@ func newOutcome(in inputs, configMap, revision string, diags []engine.Diagnostic
 	o := outcome{configMap: configMap, revision: revision, now: now,
 		diags: make(map[string][]engine.Diagnostic), generations: make(map[types.UID]int64, len(in.policies)+len(in.frozen))}
 	for _, d := range diags {
+		if d.PolicyKind != "" {
+			continue // a ClusterPolicy's: its own status says (cluster_status.go)
+		}
 		o.diags[d.PolicyID] = append(o.diags[d.PolicyID], d)
 	}
 	for i := range in.policies {

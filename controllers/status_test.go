@@ -336,3 +336,23 @@ func TestOutcomeDescribesOnlyWhatWasPublished(t *testing.T) {
 		t.Fatal("an outcome describes an object changed or recreated after the publish")
 	}
 }
+
+// A ClusterPolicy's compile problem is not the namespace's Policy of the
+// same name's: that Policy's status stays Ready.
+func TestClusterPolicyDiagnosticsStayOffTheNamesakePolicy(t *testing.T) {
+	b := engine.Bundle{Policies: []engine.Policy{
+		{ID: "guard", Kind: engine.KindClusterPolicy, Rules: []engine.Rule{{ID: "r", Effect: "maybe"}}},
+		{ID: "guard", Rules: []engine.Rule{{ID: "r", Effect: "deny"}}},
+	}}
+	_, diags := engine.Compile(b)
+	if len(diags) != 1 || diags[0].PolicyKind != engine.KindClusterPolicy {
+		t.Fatalf("diagnostics %+v, want the ClusterPolicy's one", diags)
+	}
+	o := newOutcome(inputs{}, "toolgate-bundle", "sha256:x", diags, t0)
+	p := testPolicy(1, 1, v1alpha1.PolicyStatus{})
+	p.Name = "guard"
+	st := policyStatus(p, o)
+	if c := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
+		t.Fatalf("the Policy's Ready: %+v", c)
+	}
+}

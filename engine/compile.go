@@ -305,6 +305,9 @@ func (k *compiler) policy(in *Policy) (cpolicy, []Diagnostic) {
 	defaulted := in.WithDefaults()
 	p := &defaulted
 	d := &diagnoser{policy: p.ID}
+	if p.Cluster() {
+		d.kind = KindClusterPolicy
+	}
 	out := cpolicy{id: p.ID, version: p.Version, byTool: map[string][]int32{}, tiered: p.Tiered(), cluster: p.Cluster()}
 	switch p.Kind {
 	case "", KindClusterPolicy:

@@ -12,7 +12,10 @@ import (
 // field.Path from, and Field, the same as text in the resource's own terms
 // (spec.rules[2].conditions[0].value), for people and the CLI.
 type Diagnostic struct {
-	PolicyID       string   `json:"policyId"`
+	PolicyID string `json:"policyId"`
+	// PolicyKind is KindClusterPolicy for a ClusterPolicy's problem, ""
+	// for a Policy's: a Policy and a ClusterPolicy may share a name.
+	PolicyKind     string   `json:"policyKind,omitempty"`
 	RuleIndex      int      `json:"ruleIndex"` // -1: the policy itself
 	RuleID         string   `json:"ruleId,omitempty"`
 	ConditionIndex int      `json:"conditionIndex"` // -1: the rule itself
@@ -94,11 +97,12 @@ type failFunc func(at Location, format string, args ...any)
 // diagnoser collects diagnostics for one policy with its location filled in.
 type diagnoser struct {
 	policy string
+	kind   string
 	out    []Diagnostic
 }
 
 func (d *diagnoser) add(ri int, rid string, ci int, at Location, format string, args []any) {
-	d.out = append(d.out, Diagnostic{PolicyID: d.policy, RuleIndex: ri, RuleID: rid, ConditionIndex: ci,
+	d.out = append(d.out, Diagnostic{PolicyID: d.policy, PolicyKind: d.kind, RuleIndex: ri, RuleID: rid, ConditionIndex: ci,
 		Field: at.String(), Location: at, Message: fmt.Sprintf(format, args...)})
 }
 

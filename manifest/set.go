@@ -273,13 +273,17 @@ func (s *Set) Duplicates() Errors {
 	return errs
 }
 
-// PolicySource finds where the Policy named name was read, else the
-// ClusterPolicy; call it on a Set of one namespace.
-func (s *Set) PolicySource(name string) (Source, bool) {
-	for i := range s.Policies {
-		if s.Policies[i].Object.Name == name {
-			return s.Policies[i].Source, true
+// PolicySource finds where the Policy (kind "Policy") or ClusterPolicy
+// (kind "ClusterPolicy") named name was read; call it on a Set of one
+// namespace.
+func (s *Set) PolicySource(kind, name string) (Source, bool) {
+	if kind != kindClusterPolicy {
+		for i := range s.Policies {
+			if s.Policies[i].Object.Name == name {
+				return s.Policies[i].Source, true
+			}
 		}
+		return Source{}, false
 	}
 	for i := range s.ClusterPolicies {
 		if s.ClusterPolicies[i].Object.Name == name {
