@@ -209,6 +209,10 @@ compare-engine: ## Engine benchmarks at the last commit before the gateway model
 compare-opa: ## OPA (opa bench, built into bin/) on hand-written and on exported Rego, and the engine, on the same 1000-rule scenario, side by side.
 	./hack/compare-opa.sh
 
+.PHONY: compare-opa-server
+compare-opa-server: ## Over HTTP, alternating: opa run --server on the exported 1000-rule Rego and the toolgate sidecar on the same bundle, the same load generator (decisions/s, p50/p99).
+	./hack/compare-opa-server.sh
+
 .PHONY: helm
 helm: ## Build helm (once) into bin/.
 	./hack/install-helm.sh

@@ -13,6 +13,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -122,7 +123,14 @@ func readBody(file string) ([]byte, error) {
 			return nil, fmt.Errorf("-body: %v", err)
 		}
 	}
-	if _, err := engine.DecodeRequest(body); err != nil {
+	// A body for OPA's Data API, {"input": REQUEST} (make
+	// compare-opa-server), is checked by the request it wraps.
+	checked := body
+	var wrapped map[string]json.RawMessage
+	if json.Unmarshal(body, &wrapped) == nil && len(wrapped) == 1 && wrapped["input"] != nil {
+		checked = wrapped["input"]
+	}
+	if _, err := engine.DecodeRequest(checked); err != nil {
 		return nil, fmt.Errorf("-body: %v", err)
 	}
 	return body, nil

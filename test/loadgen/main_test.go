@@ -110,25 +110,30 @@ func TestMalformedFlagsAndBodies(t *testing.T) {
 	if err := os.WriteFile(noTool, []byte(`{"agent_id":"a"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	opaNoTool := filepath.Join(dir, "opa-notool.json")
+	if err := os.WriteFile(opaNoTool, []byte(`{"input":{"agent_id":"a"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cases := map[string][]string{
-		"neither -url nor -self": {},
-		"both -url and -self":    {"-self", "-url", "http://127.0.0.1:1"},
-		"zero concurrency":       {"-self", "-c", "0"},
-		"zero duration":          {"-self", "-d", "0s"},
-		"negative warm-up":       {"-self", "-warmup", "-1s"},
-		"too many rules":         {"-self", "-rules", "1001"},
-		"bad log mode":           {"-self", "-self-log", "stdout"},
-		"https url":              {"-url", "https://127.0.0.1:1"},
-		"extra argument":         {"-self", "now"},
-		"unknown flag":           {"-self", "-n", "5"},
-		"missing body file":      {"-self", "-body", filepath.Join(dir, "nope.json")},
-		"body not JSON":          {"-self", "-body", notJSON},
-		"body without tool_name": {"-self", "-body", noTool},
-		"unknown -via":           {"-self", "-via", "udp"},
-		"-via without -self":     {"-url", "http://127.0.0.1:1", "-via", "unix"},
-		"negative -slow":         {"-self", "-slow", "-1"},
-		"huge -slow":             {"-self", "-slow", "1000000"},
-		"zero -slow-interval":    {"-self", "-slow", "10", "-slow-interval", "0s"},
+		"OPA body without tool_name": {"-self", "-body", opaNoTool},
+		"neither -url nor -self":     {},
+		"both -url and -self":        {"-self", "-url", "http://127.0.0.1:1"},
+		"zero concurrency":           {"-self", "-c", "0"},
+		"zero duration":              {"-self", "-d", "0s"},
+		"negative warm-up":           {"-self", "-warmup", "-1s"},
+		"too many rules":             {"-self", "-rules", "1001"},
+		"bad log mode":               {"-self", "-self-log", "stdout"},
+		"https url":                  {"-url", "https://127.0.0.1:1"},
+		"extra argument":             {"-self", "now"},
+		"unknown flag":               {"-self", "-n", "5"},
+		"missing body file":          {"-self", "-body", filepath.Join(dir, "nope.json")},
+		"body not JSON":              {"-self", "-body", notJSON},
+		"body without tool_name":     {"-self", "-body", noTool},
+		"unknown -via":               {"-self", "-via", "udp"},
+		"-via without -self":         {"-url", "http://127.0.0.1:1", "-via", "unix"},
+		"negative -slow":             {"-self", "-slow", "-1"},
+		"huge -slow":                 {"-self", "-slow", "1000000"},
+		"zero -slow-interval":        {"-self", "-slow", "10", "-slow-interval", "0s"},
 	}
 	for name, args := range cases {
 		var out, errOut bytes.Buffer

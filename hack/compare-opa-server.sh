@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Side by side, in one run, over HTTP: `opa run --server` deciding the
+# 1000-rule reference scenario written by hand in Rego (POST
+# /v1/data/toolgate/deny: the set of denying rules, the cheapest question
+# OPA can be asked) and as `toolgate export rego` writes the same bundle
+# (POST /v1/data/toolgate/decision: the whole decision), and the toolgate sidecar
+# deciding the same bundle (POST /v1/evaluate), each a real process on a
+# loopback port, each driven by the same load generator (test/loadgen, 8
+# keep-alive connections, the request that hits rule 500), alternating
+# ROUNDS times. Decision logging is off on both. OPA is built into bin/ as
+# `make compare-opa` builds it: a measuring tool, never a dependency.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+version=v1.22.3
+opa="${root}/bin/opa-${version}"
+rounds=${ROUNDS:-2}
+duration=${DURATION:-10s}
+if [[ ! -x "${opa}" ]]; then
+  echo "building opa ${version} (a few minutes)..." >&2
+  tmp=$(mktemp -d)
+  (cd "${tmp}" && GOBIN="${tmp}/bin" go install "github.com/open-policy-agent/opa@${version}")
+  mv "${tmp}/bin/opa" "${opa}"
+  rm -rf "${tmp}"
+fi
+work=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "${work}"; }
+trap cleanup EXIT
+
+cd "${root}"
+go build -o "${work}/toolgate" ./cmd/toolgate
+go build -o "${work}/loadgen" ./test/loadgen
+"${work}/loadgen" -write-bundle "${work}/bundle.json" -rules 1000 >/dev/null
+"${work}/toolgate" export rego --bundle-file "${work}/bundle.json" -o "${work}/exported"
+request='{"tool_name":"tool_500","agent_id":"agent-1","session_id":"s-1","input":{"command":"run danger_500 now"},"kwargs":{"amount":5000}}'
+echo "${request}" > "${work}/request.json"
+echo "{\"input\":${request}}" > "${work}/opa-request.json"
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+wait_http() { for _ in $(seq 1 100); do curl -fsS -o /dev/null "$1" 2>/dev/null && return 0; sleep 0.1; done; echo "not up: $1" >&2; return 1; }
+
+{
+  echo "package toolgate"
+  for i in $(seq 0 999); do
+    echo "deny contains \"r${i}\" if { input.tool_name == \"tool_${i}\"; contains(input.input.command, \"danger_${i}\"); input.kwargs.amount > ${i} }"
+  done
+} > "${work}/policy.rego"
+hand_port=$(free_port)
+"${opa}" run --server --addr "127.0.0.1:${hand_port}" --log-level error "${work}/policy.rego" >"${work}/opa-hand.log" 2>&1 &
+pids+=($!)
+wait_http "http://127.0.0.1:${hand_port}/health"
+
+opa_port=$(free_port)
+"${opa}" run --server --addr "127.0.0.1:${opa_port}" --log-level error -b "${work}/exported" >"${work}/opa.log" 2>&1 &
+pids+=($!)
+wait_http "http://127.0.0.1:${opa_port}/health"
+
+tg_port=$(free_port)
+"${work}/toolgate" sidecar --bundle-file "${work}/bundle.json" --listen "127.0.0.1:${tg_port}" --decision-log none >"${work}/sidecar.log" 2>&1 &
+pids+=($!)
+wait_http "http://127.0.0.1:${tg_port}/readyz"
+
+# All must decide the request alike before anything is measured.
+curl -fsS -X POST "http://127.0.0.1:${hand_port}/v1/data/toolgate/deny" -d @"${work}/opa-request.json" | grep -q '"r500"'
+curl -fsS -X POST "http://127.0.0.1:${opa_port}/v1/data/toolgate/decision" -d @"${work}/opa-request.json" | grep -q '"decision":"deny"'
+curl -fsS -X POST "http://127.0.0.1:${tg_port}/v1/evaluate" -d @"${work}/request.json" | grep -q '"decision":"deny"'
+
+for r in $(seq 1 "${rounds}"); do
+  echo "== round ${r}: opa run --server ${version}, hand-written Rego (its answer, a set of rule ids, is not a decision: counted as such)"
+  "${work}/loadgen" -url "http://127.0.0.1:${hand_port}/v1/data/toolgate/deny" -body "${work}/opa-request.json" -d "${duration}" || true
+  echo "== round ${r}: opa run --server ${version}, exported Rego"
+  "${work}/loadgen" -url "http://127.0.0.1:${opa_port}/v1/data/toolgate/decision" -body "${work}/opa-request.json" -d "${duration}"
+  echo "== round ${r}: toolgate sidecar"
+  "${work}/loadgen" -url "http://127.0.0.1:${tg_port}/v1/evaluate" -body "${work}/request.json" -d "${duration}"
+done
