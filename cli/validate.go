@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/toolgate/toolgate/bundle"
-	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/engine/lint"
 	"github.com/toolgate/toolgate/internal/exitcode"
 	"github.com/toolgate/toolgate/manifest"
 )
@@ -135,16 +135,16 @@ func objectCount(set *manifest.Set) string {
 }
 
 // checkPolicy is what the webhook checks once the schema passed:
-// engine.Review, the engine's compile step, nothing re-written, and, for a
+// lint.Review: the engine's compile step, nothing re-written, and, for a
 // Policy it accepts, the engine's lint, which the webhook returns as
 // warnings. FrozenAgents have no webhook (the kill switch must work while
 // webhooks are down), so the schema is all there is to them.
 func checkPolicy(p *manifest.Policy) (problems, warnings manifest.Errors) {
-	bad, lint := engine.Review(bundle.Policy(&p.Object))
+	bad, found := lint.Review(bundle.Policy(&p.Object))
 	for _, d := range bad {
 		problems = append(problems, &manifest.Error{Source: p.Source, Kind: "Policy", Name: p.Object.Name, Field: d.Field, Message: d.Message})
 	}
-	for _, d := range lint {
+	for _, d := range found {
 		warnings = append(warnings, &manifest.Error{Source: p.Source, Kind: "Policy", Name: p.Object.Name, Field: d.Field, Message: d.Message})
 	}
 	return problems, warnings
@@ -154,14 +154,14 @@ func checkPolicy(p *manifest.Policy) (problems, warnings manifest.Errors) {
 // namespaceSelector must also parse (the API server does not check a
 // selector's operators; the webhook does).
 func checkClusterPolicy(p *manifest.ClusterPolicy) (problems, warnings manifest.Errors) {
-	bad, lint := engine.Review(bundle.ClusterPolicy(&p.Object))
+	bad, found := lint.Review(bundle.ClusterPolicy(&p.Object))
 	for _, d := range bad {
 		problems = append(problems, &manifest.Error{Source: p.Source, Kind: "ClusterPolicy", Name: p.Object.Name, Field: d.Field, Message: d.Message})
 	}
 	if err := bundle.SelectorError(p.Object.Spec.NamespaceSelector); err != nil {
 		problems = append(problems, &manifest.Error{Source: p.Source, Kind: "ClusterPolicy", Name: p.Object.Name, Field: "spec.namespaceSelector", Message: err.Error()})
 	}
-	for _, d := range lint {
+	for _, d := range found {
 		warnings = append(warnings, &manifest.Error{Source: p.Source, Kind: "ClusterPolicy", Name: p.Object.Name, Field: d.Field, Message: d.Message})
 	}
 	return problems, warnings

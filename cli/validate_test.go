@@ -153,7 +153,7 @@ func TestValidateEmptyDirectory(t *testing.T) {
 }
 
 // TestValidatePrintsWebhookWarnings: a Policy the webhook accepts with
-// warnings (engine.Lint) is valid, and the warnings go to stderr, located,
+// warnings (engine/lint) is valid, and the warnings go to stderr, located,
 // as kubectl prints the webhook's.
 func TestValidatePrintsWebhookWarnings(t *testing.T) {
 	dir := testenv.WriteTree(t, map[string]string{"p.yaml": `apiVersion: toolgate.dev/v1alpha1

@@ -59,7 +59,7 @@ func (p clusterProgress) failure(cond metav1.Condition) (metav1.Condition, bool)
 
 // clusterPolicyStatus is the status cp should have, and whether it waits on
 // namespaces still publishing it. problems are its compile diagnostics
-// (engine.Review, as the webhook asks); selErr is why its selector does not
+// (engine.CheckPolicy, the compile step the webhook runs); selErr is why its selector does not
 // parse (it then applies to every namespace: bundle.Selects).
 func clusterPolicyStatus(cp *v1alpha1.ClusterPolicy, problems []engine.Diagnostic, selErr error, p clusterProgress, now time.Time) (v1alpha1.ClusterPolicyStatus, bool) {
 	st := *cp.Status.DeepCopy()

@@ -52,7 +52,7 @@ func (r *clusterStatusReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	problems, _ := engine.Review(bundle.ClusterPolicy(&cp))
+	problems := engine.CheckPolicy(bundle.ClusterPolicy(&cp))
 	st, pending := clusterPolicyStatus(&cp, problems, bundle.SelectorError(cp.Spec.NamespaceSelector),
 		progressOf(&cp, namespaces, r.outcomes, false), now)
 	if !equality.Semantic.DeepEqual(cp.Status, st) {

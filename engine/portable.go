@@ -2,6 +2,7 @@ package engine
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -88,4 +89,26 @@ func SpanOf(w Window) (span WindowSpan, ok bool) {
 	}
 	span.From, span.To, span.Zone = int(cw.from), int(cw.to), cw.loc.String()
 	return span, true
+}
+
+// RuleTools are the tools rule r is pinned to (its targets.tools, or its
+// tool_name eq or in condition), as the tool index files it; nil when it
+// reads every tool. For the linter (package engine/lint).
+func RuleTools(r *Rule) []string { return toolKeys(r) }
+
+// ScalarString is a condition value that is a JSON string, as the
+// compiler reads it.
+func ScalarString(raw json.RawMessage) (string, bool) {
+	s, err := parseScalar(raw)
+	return s.str, err == nil && s.kind == kindString
+}
+
+// ScalarKey is a condition value's canonical form (equal values, such as
+// 1 and 1.0, have equal keys), or raw itself when it is not a scalar.
+func ScalarKey(raw json.RawMessage) string {
+	s, err := parseScalar(raw)
+	if err != nil {
+		return string(raw)
+	}
+	return fmt.Sprintf("%d:%s", s.kind, s.str)
 }

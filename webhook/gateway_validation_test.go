@@ -162,7 +162,7 @@ func TestGatewayPolicyUpdates(t *testing.T) {
 	}
 }
 
-// TestGatewayLintWarnings: what engine.Lint finds in a valid gateway policy
+// TestGatewayLintWarnings: what lint.Lint finds in a valid gateway policy
 // comes back as admission warnings (kubectl prints them), each with the
 // field it is about, and the policy is stored.
 func TestGatewayLintWarnings(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/engine/lint"
 )
 
 // +kubebuilder:webhook:path=/validate-toolgate-dev-v1alpha1-policy,mutating=false,failurePolicy=fail,sideEffects=None,groups=toolgate.dev,resources=policies,verbs=create;update,versions=v1alpha1,name=vpolicy.toolgate.dev,admissionReviewVersions=v1,timeoutSeconds=10
@@ -46,7 +47,7 @@ func (PolicyValidator) ValidateDelete(context.Context, *v1alpha1.Policy) (admiss
 	return nil, nil
 }
 
-// Validate reviews p with the engine (engine.Review, as `toolgate validate`
+// Validate reviews p with the engine (lint.Review, as `toolgate validate`
 // does): its compile diagnostics become a field.ErrorList (an Invalid error
 // naming rule and condition), its lint findings warnings.
 func Validate(p *v1alpha1.Policy) (admission.Warnings, error) {
@@ -56,7 +57,7 @@ func Validate(p *v1alpha1.Policy) (admission.Warnings, error) {
 // review is Validate for a Policy or ClusterPolicy (kind), p converted to the
 // engine's; errs are what the caller found wrong besides its rules.
 func review(kind, name string, p engine.Policy, errs field.ErrorList) (admission.Warnings, error) {
-	problems, lint := engine.Review(p)
+	problems, found := lint.Review(p)
 	for _, d := range problems {
 		errs = append(errs, field.Invalid(fieldPath(d.Location), field.OmitValueType{}, detail(d)))
 	}
@@ -64,7 +65,7 @@ func review(kind, name string, p engine.Policy, errs field.ErrorList) (admission
 		return nil, apierrors.NewInvalid(v1alpha1.GroupVersion.WithKind(kind).GroupKind(), name, errs)
 	}
 	var warnings admission.Warnings
-	for _, w := range lint {
+	for _, w := range found {
 		warnings = append(warnings, fmt.Sprintf("%s: %s", w.Field, w.Message))
 	}
 	return warnings, nil

@@ -1,13 +1,17 @@
-package engine
+package lint
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/toolgate/toolgate/engine"
+)
 
 // argumentSpellings are the request fields a tool's arguments come in, as
 // the caller's framework sends them: input (MCP, the Claude Agent SDK: one
 // object), args and kwargs (LangChain, plain functions: positional and
 // keyword; the Python client's guard binds every named parameter into
 // kwargs, leaving only *args in args).
-var argumentSpellings = [...]string{FieldInput, FieldArgs, FieldKwargs}
+var argumentSpellings = [...]string{engine.FieldInput, engine.FieldArgs, engine.FieldKwargs}
 
 // lintArgumentSpellings warns about a tool whose arguments the policy reads
 // only as args or only as kwargs: a rule on kwargs.amount does not read a
@@ -19,7 +23,7 @@ var argumentSpellings = [...]string{FieldInput, FieldArgs, FieldKwargs}
 // another spelling for the tool, or by a deny rule that requires the one
 // read (its only condition besides the tool's is that field's is_empty or
 // not_exists): a call passing the argument otherwise is then denied.
-func lintArgumentSpellings(d *diagnoser, rules []Rule) {
+func lintArgumentSpellings(d *diagnoser, rules []engine.Rule) {
 	type reading struct {
 		ri, ci int
 		field  string
@@ -33,10 +37,10 @@ func lintArgumentSpellings(d *diagnoser, rules []Rule) {
 	every := &tool{reads: map[string]reading{}, required: map[string]bool{}}
 	for ri := range rules {
 		r := &rules[ri]
-		names := toolKeys(r)
+		names := engine.RuleTools(r)
 		reads := map[string]reading{}
 		for ci, c := range r.Conditions {
-			eachTest(c, func(t Condition) {
+			eachTest(c, func(t engine.Condition) {
 				if s := argumentSpelling(t.Field); s != "" {
 					if _, ok := reads[s]; !ok {
 						reads[s] = reading{ri, ci, t.Field}
@@ -79,7 +83,7 @@ func lintArgumentSpellings(d *diagnoser, rules []Rule) {
 				read = append(read, s)
 			}
 		}
-		if len(read) != 1 || read[0] == FieldInput || t.required[read[0]] || every.required[read[0]] {
+		if len(read) != 1 || read[0] == engine.FieldInput || t.required[read[0]] || every.required[read[0]] {
 			continue
 		}
 		s := read[0]
@@ -114,14 +118,14 @@ func argumentSpelling(field string) string {
 // requiredSpelling is the argument spelling a deny rule requires: its one
 // condition besides the tool's is is_empty or not_exists on a field under
 // it, so a call that leaves that field out is denied. "" otherwise.
-func requiredSpelling(r *Rule) string {
-	if Effect(r.Effect) != EffectDeny || r.Subjects != nil || r.Select != nil || r.When != nil ||
+func requiredSpelling(r *engine.Rule) string {
+	if engine.Effect(r.Effect) != engine.EffectDeny || r.Subjects != nil || r.Select != nil || r.When != nil ||
 		(r.Targets != nil && (r.Targets.Servers != nil || r.Targets.Resources != nil)) {
 		return ""
 	}
 	spelling := ""
 	for _, c := range r.Conditions {
-		if c.Field == FieldToolName && (c.Operator == "eq" || c.Operator == "in") {
+		if c.Field == engine.FieldToolName && (c.Operator == "eq" || c.Operator == "in") {
 			continue
 		}
 		s := argumentSpelling(c.Field)
@@ -135,7 +139,7 @@ func requiredSpelling(r *Rule) string {
 
 // eachTest calls f on every test in c: c itself, or the members of its
 // groups.
-func eachTest(c Condition, f func(Condition)) {
+func eachTest(c engine.Condition, f func(engine.Condition)) {
 	if c.Any == nil && c.All == nil {
 		f(c)
 		return
