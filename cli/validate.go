@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/toolgate/toolgate/bundle"
+	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/engine/lint"
 	"github.com/toolgate/toolgate/internal/exitcode"
 	"github.com/toolgate/toolgate/manifest"
@@ -140,29 +141,31 @@ func objectCount(set *manifest.Set) string {
 // warnings. FrozenAgents have no webhook (the kill switch must work while
 // webhooks are down), so the schema is all there is to them.
 func checkPolicy(p *manifest.Policy) (problems, warnings manifest.Errors) {
-	bad, found := lint.Review(bundle.Policy(&p.Object))
-	for _, d := range bad {
-		problems = append(problems, &manifest.Error{Source: p.Source, Kind: "Policy", Name: p.Object.Name, Field: d.Field, Message: d.Message})
-	}
-	for _, d := range found {
-		warnings = append(warnings, &manifest.Error{Source: p.Source, Kind: "Policy", Name: p.Object.Name, Field: d.Field, Message: d.Message})
-	}
-	return problems, warnings
+	return review(p.Source, "Policy", p.Object.Name, bundle.Policy(&p.Object), nil)
 }
 
 // checkClusterPolicy is checkPolicy for a ClusterPolicy, whose
 // namespaceSelector must also parse (the API server does not check a
 // selector's operators; the webhook does).
 func checkClusterPolicy(p *manifest.ClusterPolicy) (problems, warnings manifest.Errors) {
-	bad, found := lint.Review(bundle.ClusterPolicy(&p.Object))
-	for _, d := range bad {
-		problems = append(problems, &manifest.Error{Source: p.Source, Kind: "ClusterPolicy", Name: p.Object.Name, Field: d.Field, Message: d.Message})
+	return review(p.Source, "ClusterPolicy", p.Object.Name, bundle.ClusterPolicy(&p.Object), bundle.SelectorError(p.Object.Spec.NamespaceSelector))
+}
+
+// review is lint.Review of pol, its findings located at src; selector is
+// why a ClusterPolicy's namespaceSelector does not parse, or nil.
+func review(src manifest.Source, kind, name string, pol engine.Policy, selector error) (problems, warnings manifest.Errors) {
+	at := func(field, msg string) *manifest.Error {
+		return &manifest.Error{Source: src, Kind: kind, Name: name, Field: field, Message: msg}
 	}
-	if err := bundle.SelectorError(p.Object.Spec.NamespaceSelector); err != nil {
-		problems = append(problems, &manifest.Error{Source: p.Source, Kind: "ClusterPolicy", Name: p.Object.Name, Field: "spec.namespaceSelector", Message: err.Error()})
+	bad, found := lint.Review(pol)
+	for _, d := range bad {
+		problems = append(problems, at(d.Field, d.Message))
+	}
+	if selector != nil {
+		problems = append(problems, at("spec.namespaceSelector", selector.Error()))
 	}
 	for _, d := range found {
-		warnings = append(warnings, &manifest.Error{Source: p.Source, Kind: "ClusterPolicy", Name: p.Object.Name, Field: d.Field, Message: d.Message})
+		warnings = append(warnings, at(d.Field, d.Message))
 	}
 	return problems, warnings
 }
