@@ -27,7 +27,7 @@ func addKnownTypes(s *runtime.Scheme) error {
 	s.AddKnownTypes(GroupVersion, &Policy{}, &PolicyList{}, &FrozenAgent{}, &FrozenAgentList{},
 		&Agent{}, &AgentList{}, &MCPUpstream{}, &MCPUpstreamList{},
 		&ClusterPolicy{}, &ClusterPolicyList{}, &ClusterFrozenAgent{}, &ClusterFrozenAgentList{},
-		&PolicyException{}, &PolicyExceptionList{})
+		&PolicyException{}, &PolicyExceptionList{}, &ApprovalRequest{}, &ApprovalRequestList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

@@ -14,9 +14,10 @@ const (
 )
 
 // RuleEffect is what a rule decides. warn and audit allow the call: warn
-// adds the rule's reason to the result's warnings, audit only marks it. A
+// adds the rule's reason to the result's warnings, audit only marks it;
+// ask holds the call until a person approves it (an ApprovalRequest). A
 // separate type from Effect because a default can only allow or deny.
-// +kubebuilder:validation:Enum=allow;deny;warn;audit
+// +kubebuilder:validation:Enum=allow;deny;warn;audit;ask
 type RuleEffect string
 
 const (
@@ -24,6 +25,7 @@ const (
 	RuleDeny  RuleEffect = "deny"
 	RuleWarn  RuleEffect = "warn"
 	RuleAudit RuleEffect = "audit"
+	RuleAsk   RuleEffect = "ask"
 )
 
 // Evaluation is how a policy's rules decide.

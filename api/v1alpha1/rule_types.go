@@ -28,9 +28,15 @@ type Rule struct {
 	Priority int32 `json:"priority,omitempty"`
 
 	// effect is allow, deny, warn (allow, with the reason in the result's
-	// warnings) or audit (allow, marked for audit).
+	// warnings), audit (allow, marked for audit) or ask (held until a
+	// person approves this exact call: an ApprovalRequest; the description
+	// is the reason the approver is shown).
 	// +required
 	Effect RuleEffect `json:"effect"`
+
+	// approval sets how an ask rule's calls wait; only on effect: ask.
+	// +optional
+	Approval *RuleApproval `json:"approval,omitempty"`
 
 	// subjects scopes the rule to agents or roles; none: everyone.
 	// +optional
@@ -56,6 +62,16 @@ type Rule struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=64
 	Conditions []Condition `json:"conditions,omitempty"`
+}
+
+// RuleApproval is how long an ask rule's call waits for a decision.
+type RuleApproval struct {
+	// timeout is how long an ApprovalRequest stays open (a Go duration,
+	// at most 1h); 5m when absent. A call still undecided then is denied
+	// APPROVAL_TIMEOUT.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	Timeout string `json:"timeout,omitempty"`
 }
 
 // Conditions nest at most any -> all -> leaf (seed 002's "or", one level).
