@@ -26,6 +26,15 @@ const (
 	EffectDeny  Effect = "deny"
 	EffectWarn  Effect = "warn"
 	EffectAudit Effect = "audit"
+	// EffectAsk holds the call for a person's approval: it ranks below
+	// deny and above warn.
+	EffectAsk Effect = "ask"
+)
+
+// Bounds of an ask rule's approval.timeout.
+const (
+	DefaultApprovalTimeout = 5 * time.Minute
+	MaxApprovalTimeout     = time.Hour
 )
 
 // CodeImplicitDeny is the code of a tiered policy's deny for a resource

@@ -5,12 +5,15 @@ import (
 	"strconv"
 )
 
-// Decision is allow or deny; nothing else is ever returned.
+// Decision is allow, deny or ask. Ask (an ask rule decided) is not an
+// allow: the call waits for a person's approval (package approval), and
+// whoever cannot wait treats it as a deny.
 type Decision string
 
 const (
 	Allow Decision = "allow"
 	Deny  Decision = "deny"
+	Ask   Decision = "ask"
 )
 
 // Code explains a deny that did not come from a rule.
@@ -25,6 +28,8 @@ const (
 	// ServiceAccount has no Agent in a namespace whose agents are
 	// registered (Identity).
 	CodeAgentUnregistered Code = "AGENT_UNREGISTERED"
+	// CodeApprovalRequired is the code of every ask decision.
+	CodeApprovalRequired Code = "APPROVAL_REQUIRED"
 )
 
 // Result is the outcome of one evaluation. Empty matched ids are written as
