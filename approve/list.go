@@ -32,7 +32,7 @@ func NewApprovalsCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "approvals",
 		Short: "Show the ApprovalRequests that wait for a person (toolgate approve and deny decide them)",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(newListCommand())
@@ -49,7 +49,7 @@ each asks and where it stands: DECISION is Pending, Approved, Approved (used), D
 -w prints them, then a line for every change, until interrupted.`,
 		Example: `  toolgate approvals list -n agents
   toolgate approvals list -A -w`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.allNamespaces && cmd.Flags().Changed("namespace") {
 				return usage("-A lists every namespace: give no -n %s beside it", o.conn.Namespace)
@@ -62,6 +62,14 @@ each asks and where it stands: DECISION is Pending, Approved, Approved (used), D
 	f.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "list every namespace's ApprovalRequests")
 	f.BoolVarP(&o.watch, "watch", "w", false, "after the list, print each change until interrupted")
 	return cmd
+}
+
+// noArgs refuses arguments as a usage error (cobra.NoArgs's would exit 1).
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usage("unknown command %q for %q (see %s --help)", args[0], cmd.CommandPath(), cmd.CommandPath())
+	}
+	return nil
 }
 
 func runList(ctx context.Context, out io.Writer, o *listOptions) error {
