@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -160,13 +162,39 @@ func (in approvalsInstall) get(t *testing.T, name string) *v1alpha1.ApprovalRequ
 // the binary would (cli.Execute: the exit code is the process's).
 func (in approvalsInstall) toolgate(t *testing.T, s subject, args ...string) (int, string) {
 	t.Helper()
+	var out bytes.Buffer
+	code := in.run(context.Background(), t, s, &out, args...)
+	return code, out.String()
+}
+
+// run is toolgate writing to out, until ctx ends.
+func (in approvalsInstall) run(ctx context.Context, t *testing.T, s subject, out io.Writer, args ...string) int {
+	t.Helper()
 	kubeconfig := testenv.WriteKubeconfig(t, testenv.KubeconfigAs(t, cfg, s.user(), s.groups()...))
 	root := cli.NewRootCommand(approve.NewApproveCommand(), approve.NewDenyCommand(), approve.NewApprovalsCommand())
-	var out bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&out)
+	root.SetOut(out)
+	root.SetErr(out)
 	root.SetArgs(append(args, "-n", in.ns, "--kubeconfig", kubeconfig))
-	return cli.Execute(root), out.String()
+	root.SetContext(ctx)
+	return cli.Execute(root)
+}
+
+// lockedBuffer is written by a command running in another goroutine.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func decide(ar *v1alpha1.ApprovalRequest, d v1alpha1.ApprovalDecision, by string, at time.Time) {
@@ -235,6 +263,51 @@ func TestApprovalsAdminApprovesWithTheCLI(t *testing.T) {
 	}
 	if code, out := in.toolgate(t, admin, "deny", "pay-5000", "-m", "changed my mind"); code != 1 || !strings.Contains(out, "already Approved by ada") {
 		t.Errorf("second decision through the CLI: exit %d\n%s", code, out)
+	}
+}
+
+// TestApprovalsListWatches: approvals list -w prints what waits, then a
+// line for each change (a new request, a decision, a deletion) as it
+// happens, until interrupted.
+func TestApprovalsListWatches(t *testing.T) {
+	in := installApprovals(t, "approvals-watch")
+	const admin = plainUser("wes")
+	bindAdmin(t, in.ns, admin)
+	in.ask(t, "pay-before", time.Hour)
+	watchCtx, stop := context.WithCancel(context.Background())
+	var out lockedBuffer
+	done := make(chan int)
+	go func() { done <- in.run(watchCtx, t, admin, &out, "approvals", "list", "-w") }()
+	see := func(what string, match func(line string) bool) {
+		t.Helper()
+		testenv.EventuallyWithin(t, 30*time.Second, 100*time.Millisecond, what, func() (bool, string) {
+			for _, line := range strings.Split(out.String(), "\n") {
+				if match(line) {
+					return true, ""
+				}
+			}
+			return false, out.String()
+		})
+	}
+	see("the request there before", func(l string) bool { return strings.HasPrefix(l, "pay-before ") && strings.Contains(l, "Pending") })
+	in.ask(t, "pay-during", time.Hour)
+	see("a new request", func(l string) bool { return strings.HasPrefix(l, "pay-during ") && strings.Contains(l, "Pending") })
+	if code, msg := in.toolgate(t, admin, "approve", "pay-during"); code != 0 {
+		t.Fatalf("approve: exit %d\n%s", code, msg)
+	}
+	see("its approval", func(l string) bool { return strings.HasPrefix(l, "pay-during ") && strings.Contains(l, "Approved") })
+	if err := in.admin.Delete(ctx(t), in.get(t, "pay-before")); err != nil {
+		t.Fatal(err)
+	}
+	see("a deletion", func(l string) bool { return strings.HasPrefix(l, "pay-before ") && strings.HasSuffix(l, "(deleted)") })
+	stop()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Errorf("approvals list -w interrupted: exit %d\n%s", code, out.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("approvals list -w did not end with its context")
 	}
 }
 
