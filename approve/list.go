@@ -207,9 +207,9 @@ func (t *table) print(out io.Writer, cells [7]string) {
 		switch {
 		case i == 0 && !t.allNamespaces:
 		case i >= 5:
-			b.WriteString(fmt.Sprintf("%-8s", v))
+			fmt.Fprintf(&b, "%-8s", v)
 		default:
-			b.WriteString(fmt.Sprintf("%-*s", t.width(i), v))
+			fmt.Fprintf(&b, "%-*s", t.width(i), v)
 		}
 	}
 	fmt.Fprintln(out, strings.TrimRight(b.String(), " "))
