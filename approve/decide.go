@@ -8,6 +8,7 @@ package approve
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
@@ -121,23 +123,28 @@ func runDecide(ctx context.Context, out io.Writer, o *decideOptions, name string
 	}
 	key := client.ObjectKey{Namespace: ns, Name: name}
 	var ar v1alpha1.ApprovalRequest
-	if err := c.Get(ctx, key, &ar); err != nil {
-		return readError(key, err)
-	}
-	if err := decidable(&ar, o.now()); err != nil {
-		return err
-	}
-	now := metav1.NewTime(o.now().UTC().Truncate(time.Second))
-	ar.Status.Decision = decision
-	ar.Status.DecidedBy = me
-	ar.Status.DecidedAt = &now
-	ar.Status.Message = o.message
-	// An update, not a patch: it carries the resourceVersion read above,
-	// so a decision someone made meanwhile fails it as a conflict instead
-	// of being overwritten (the CRD and the admission policy would refuse
-	// that too, with a less helpful message).
-	if err := c.Status().Update(ctx, &ar); err != nil {
-		return writeError(ctx, c, key, me, err)
+	// The operator writes conditions, so the request may change between
+	// reading and writing it: then read it again and, while it is still
+	// undecided, decide again. An update, not a patch: it carries the
+	// resourceVersion read, so a decision someone made meanwhile fails it
+	// as a conflict, and the next read says whose, instead of it being
+	// overwritten.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := c.Get(ctx, key, &ar); err != nil {
+			return readError(key, err)
+		}
+		if err := decidable(&ar, o.now()); err != nil {
+			return err
+		}
+		now := metav1.NewTime(o.now().UTC().Truncate(time.Second))
+		ar.Status.Decision = decision
+		ar.Status.DecidedBy = me
+		ar.Status.DecidedAt = &now
+		ar.Status.Message = o.message
+		return c.Status().Update(ctx, &ar)
+	})
+	if err != nil {
+		return writeError(key, me, err)
 	}
 	fmt.Fprintf(out, "approvalrequest %s/%s %s by %s: %s\n", ns, name, strings.ToLower(string(decision)), me, describeCall(&ar, decision))
 	return nil
@@ -190,17 +197,17 @@ func readError(key client.ObjectKey, err error) error {
 	return notDone("reading ApprovalRequest %s: %v", key, err)
 }
 
-// writeError explains a refused status write: a conflict is most often a
-// decision someone else made meanwhile (re-read to say whose); a
-// refusal by RBAC or the admission policy is the API server's message.
-func writeError(ctx context.Context, c client.Client, key client.ObjectKey, me string, err error) error {
+// writeError explains why the decision was not written: what decidable
+// or the read said already (exitcode errors), the API server's own
+// message when RBAC or the admission policy refused it, or conflicts
+// that did not stop.
+func writeError(key client.ObjectKey, me string, err error) error {
+	var done *exitcode.Error
 	switch {
+	case errors.As(err, &done):
+		return err
 	case apierrors.IsConflict(err):
-		var now v1alpha1.ApprovalRequest
-		if gerr := c.Get(ctx, key, &now); gerr == nil && now.Status.Decision != "" {
-			return decidable(&now, time.Now())
-		}
-		return notDone("ApprovalRequest %s changed while deciding it; run the command again", key)
+		return notDone("ApprovalRequest %s kept changing while deciding it; run the command again", key)
 	case apierrors.IsForbidden(err), apierrors.IsInvalid(err):
 		return notDone("the API server refused %s's decision on ApprovalRequest %s: %s", me, key, apiMessage(err))
 	}
