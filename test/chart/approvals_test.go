@@ -63,7 +63,13 @@ type approvalsInstall struct {
 // a forged decidedBy.
 func installApprovals(t *testing.T, ns string, args ...string) approvalsInstall {
 	t.Helper()
-	objs := render(t, args...)
+	return installApprovalsFrom(t, ns, render(t, args...))
+}
+
+// installApprovalsFrom is installApprovals with the objects of another
+// install (config/default).
+func installApprovalsFrom(t *testing.T, ns string, objs []*unstructured.Unstructured) approvalsInstall {
+	t.Helper()
 	m := installRBAC(t, objs)
 	applyApprovalsPolicy(t, objs)
 	createNamespace(t, ns)
@@ -581,9 +587,29 @@ func TestApproverServiceAccountsValue(t *testing.T) {
 	}
 }
 
+// TestKustomizeGuardsApprovals: config/default, installed the same way,
+// lets a namespace admin approve and refuses the agent's ServiceAccount and
+// an editor.
+func TestKustomizeGuardsApprovals(t *testing.T) {
+	in := installApprovalsFrom(t, "approvals-kustomize", kustomize(t, "config/default"))
+	const admin, editor = plainUser("kay"), plainUser("ken")
+	bindAdmin(t, in.ns, admin)
+	testenv.BindAggregated(t, k8s, in.ns, string(editor), "edit")
+	in.ask(t, "pay-kustomize", time.Hour)
+	if code, out := in.toolgate(t, in.sidecar, "approve", "pay-kustomize"); code != 1 || !strings.Contains(out, refusedAsker) {
+		t.Errorf("the agent's ServiceAccount approving: exit %d\n%s", code, out)
+	}
+	if code, out := in.toolgate(t, editor, "approve", "pay-kustomize"); code != 1 || !strings.Contains(out, "forbidden") {
+		t.Errorf("an editor approving: exit %d\n%s", code, out)
+	}
+	if code, out := in.toolgate(t, admin, "approve", "pay-kustomize"); code != 0 || !strings.Contains(out, "approved by kay") {
+		t.Errorf("the admin approving: exit %d\n%s", code, out)
+	}
+}
+
 // TestApprovalsPolicyShipsAlike: config/default carries the chart's policy
-// (defaults), the value toggles it, and a bad approverServiceAccounts entry
-// fails the install.
+// (defaults) and approver role, the value toggles the policy, and a bad
+// approverServiceAccounts entry fails the install.
 func TestApprovalsPolicyShipsAlike(t *testing.T) {
 	t.Parallel()
 	chart, kust := render(t), kustomize(t, "config/default")
@@ -592,6 +618,11 @@ func TestApprovalsPolicyShipsAlike(t *testing.T) {
 		if !reflect.DeepEqual(h.Object["spec"], k.Object["spec"]) {
 			t.Errorf("%s spec differs:\nchart     %v\nkustomize %v", kind, h.Object["spec"], k.Object["spec"])
 		}
+	}
+	h := typed[rbacv1.ClusterRole](t, find(t, chart, "ClusterRole", "toolgate-approver"))
+	k := typed[rbacv1.ClusterRole](t, find(t, kust, "ClusterRole", "toolgate-approver"))
+	if !reflect.DeepEqual(h.Rules, k.Rules) {
+		t.Errorf("toolgate-approver rules: chart %+v, kustomize %+v", h.Rules, k.Rules)
 	}
 	off := render(t, "--set", "approvals.admissionPolicy.enabled=false")
 	for _, kind := range []string{"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
