@@ -130,6 +130,11 @@ func (d *Decider) Admit() bool {
 // Done ends a decision Admit let in.
 func (d *Decider) Done() { d.evaluating.Add(-1) }
 
+// Reenter takes back the slot a decision gave up with Done while it
+// waited (for an approval), so that its deferred Done stays balanced; it
+// may briefly take the count past the cap, never refusing.
+func (d *Decider) Reenter() { d.evaluating.Add(1) }
+
 // OverloadReason is why a request Admit refused is denied.
 func (d *Decider) OverloadReason() string {
 	return fmt.Sprintf("the sidecar is deciding %d requests already (--max-evaluations); denied to fail closed, retry shortly", d.cfg.MaxEvaluations)
