@@ -91,6 +91,7 @@ func startApprovalRig(t *testing.T) *approvalRig {
 		time.Sleep(200 * time.Millisecond) // polling a condition: the manager's webhook serving
 	}
 	answersEventually(t, r.addr, map[string]any{"tool_name": "pay", "input": map[string]any{"amount": 10}}, "the bundle served", is("allow", "", ""))
+	r.installApprovalGuards()
 	return r
 }
 
@@ -194,26 +195,6 @@ func (r *approvalRig) pending(seen map[string]bool) v1alpha1.ApprovalRequest {
 	}
 }
 
-// decide writes a decision as the admin, the status write a person makes.
-func (r *approvalRig) decide(name string, d v1alpha1.ApprovalDecision, msg string) {
-	r.t.Helper()
-	var ar v1alpha1.ApprovalRequest
-	ctx := context.Background()
-	if err := r.cluster.Client.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: name}, &ar); err != nil {
-		r.t.Fatal(err)
-	}
-	now := metav1.Now()
-	ar.Status.Decision, ar.Status.DecidedBy, ar.Status.DecidedAt, ar.Status.Message = d, adminName(r.t, r), &now, msg
-	if err := r.cluster.Client.Status().Update(ctx, &ar); err != nil {
-		r.t.Fatalf("deciding %s: %v", name, err)
-	}
-}
-
-func adminName(t *testing.T, r *approvalRig) string {
-	t.Helper()
-	return r.cluster.Config.Username
-}
-
 func outcome(t *testing.T, ch <-chan callOutcome, within time.Duration) *mcp.CallToolResult {
 	t.Helper()
 	select {
@@ -277,7 +258,22 @@ func TestApprovalsEndToEnd(t *testing.T) {
 	if got := r.calls("pay"); got != before {
 		t.Fatalf("the upstream saw %d pay calls while the call was held, want %d", got, before)
 	}
-	r.decide(ar.Name, v1alpha1.ApprovalApproved, "ok for the quarterly invoice")
+	// Neither the agent's own ServiceAccount nor a namespace editor may
+	// approve; the namespace's admin may, with toolgate approve.
+	r.waitForGuards(ar.Name)
+	agent := r.kubeconfigAs("system:serviceaccount:"+r.ns+":pay-agent", "system:serviceaccounts", "system:serviceaccounts:"+r.ns, "system:authenticated")
+	if code, out := r.toolgateAs(agent, "approve", ar.Name, "-m", "I approve myself"); code != 1 || !strings.Contains(out, "ServiceAccount") {
+		t.Fatalf("the agent's ServiceAccount approving its own call: exit %d, %s; want refused naming the ServiceAccount", code, out)
+	}
+	bob := r.kubeconfigAs("bob", "system:authenticated")
+	if code, out := r.toolgateAs(bob, "approve", ar.Name); code != 1 || !strings.Contains(out, "forbidden") {
+		t.Fatalf("an edit user approving: exit %d, %s; want forbidden", code, out)
+	}
+	stillHeld(t, held)
+	alice := r.kubeconfigAs("alice", "system:authenticated")
+	if code, out := r.toolgateAs(alice, "approve", ar.Name, "-m", "ok for the quarterly invoice"); code != 0 {
+		t.Fatalf("the namespace admin approving: exit %d, %s", code, out)
+	}
 	if res := outcome(t, held, 10*time.Second); res.IsError {
 		t.Fatalf("the approved call was refused: %s", text(res))
 	}
@@ -302,7 +298,12 @@ func TestApprovalsEndToEnd(t *testing.T) {
 	if third.Spec.ArgumentsDigest == ar.Spec.ArgumentsDigest || !strings.Contains(third.Spec.Preview, "5001") {
 		t.Fatalf("a changed amount did not ask with its own request: %+v", third.Spec)
 	}
-	r.decide(second.Name, v1alpha1.ApprovalDenied, "not this month")
+	if code, out := r.toolgateAs(alice, "approve", ar.Name); code != 1 {
+		t.Fatalf("approving a used approval again: exit %d, %s; want refused", code, out)
+	}
+	if code, out := r.toolgateAs(alice, "deny", second.Name, "-m", "not this month"); code != 0 {
+		t.Fatalf("the namespace admin denying: exit %d, %s", code, out)
+	}
 	res := outcome(t, again, 10*time.Second)
 	if !res.IsError || !strings.Contains(text(res), "APPROVAL_DENIED") || !strings.Contains(text(res), "not this month") {
 		t.Fatalf("a denied call answered %q (isError %v), want APPROVAL_DENIED with the approver's message", text(res), res.IsError)
