@@ -57,17 +57,21 @@ func (r *approvalRig) installApprovalGuards() {
 			}
 		}
 	}
-	for _, o := range []*rbacv1.RoleBinding{
-		{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: "alice-admin"},
-			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "admin"},
-			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "alice"}}},
-		{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: "bob-edit"},
-			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
-			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "bob"}}},
-	} {
-		if err := r.cluster.Client.Create(ctx, o); err != nil {
+	// envtest runs no controller-manager, so no aggregation controller:
+	// each user is bound to the built-in role and to what toolgate's
+	// aggregated roles would have joined into it.
+	bind := func(user, role string) {
+		if err := r.cluster.Client.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: user + "-" + role},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	for _, role := range []string{"admin", "toolgate-e2e-admin", "toolgate-e2e-view"} {
+		bind("alice", role)
+	}
+	for _, role := range []string{"edit", "toolgate-e2e-view"} {
+		bind("bob", role)
 	}
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: "toolgate-bundle-reader"}, Rules: webhook.SidecarRoleRules("toolgate-bundle")}
 	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: "toolgate-bundle-reader"},
