@@ -66,13 +66,12 @@ var approverRules = []rbacv1.PolicyRule{
 // cluster is one test's namespace: the sidecar's ServiceAccount with the
 // sidecar's RBAC there, and a person allowed to decide.
 type cluster struct {
-	t         *testing.T
-	ns        string
-	sidecar   *rest.Config
-	person    client.Client
-	saUser    string
-	saGroups  []string
-	storeOpts approval.StoreOptions
+	t        *testing.T
+	ns       string
+	sidecar  *rest.Config
+	person   client.Client
+	saUser   string
+	saGroups []string
 }
 
 func newCluster(t *testing.T) *cluster {
