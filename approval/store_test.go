@@ -589,3 +589,91 @@ func TestNewStoreRejectsBadOptions(t *testing.T) {
 		}
 	}
 }
+
+// Consume writes with the version it last saw: a stale view meets a
+// conflict, and the re-read decides. A condition written since (the
+// operator's) is ridden out; another replica's use is ErrConsumed.
+func TestConsumeFromAStaleView(t *testing.T) {
+	c := newCluster(t)
+	s := c.store(approval.StoreOptions{})
+	ctx := context.Background()
+	for _, otherReplicaUsedIt := range []bool{false, true} {
+		call := payCall(5000)
+		if otherReplicaUsedIt {
+			call = payCall(6000)
+		}
+		tk, err := s.Ask(ctx, call)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.decide(tk.Name, v1alpha1.ApprovalApproved, "", time.Now())
+		stale := c.get(tk.Name)
+		if otherReplicaUsedIt {
+			other := c.store(approval.StoreOptions{})
+			waitState(t, other, tk.Name, call, approval.Approved)
+			if err := other.Consume(ctx, tk.Name); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			// The operator sets a condition: a newer version, not a use.
+			ar := c.get(tk.Name)
+			ar.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Approved",
+				Message: "approved", LastTransitionTime: metav1.Now()}}
+			if err := admin.Status().Update(ctx, &ar); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// A replica that has seen only the stale version, with no watch.
+		behind, err := approval.NewStore(c.sidecar, c.ns, approval.StoreOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		behind.RememberForTest(&stale)
+		err = behind.Consume(ctx, tk.Name)
+		switch {
+		case otherReplicaUsedIt && !errors.Is(err, approval.ErrConsumed):
+			t.Errorf("stale view of a used approval: %v, want ErrConsumed", err)
+		case !otherReplicaUsedIt && err != nil:
+			t.Errorf("stale view, only a condition written since: %v, want the use recorded", err)
+		}
+		if ar := c.get(tk.Name); ar.Status.ConsumedAt == nil || (!otherReplicaUsedIt && len(ar.Status.Conditions) != 1) {
+			t.Errorf("stored status %+v: want consumedAt set and the condition kept", ar.Status)
+		}
+	}
+}
+
+// Ask made before the first list waits for it, rather than creating a
+// request an identical pending one may already cover.
+func TestAskWaitsForTheFirstList(t *testing.T) {
+	c := newCluster(t)
+	first := c.store(approval.StoreOptions{})
+	tk, err := first.Ask(context.Background(), payCall(5000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := approval.NewStore(c.sidecar, c.ns, approval.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		tk  approval.Ticket
+		err error
+	}
+	asked := make(chan result, 1)
+	go func() {
+		tk, err := s.Ask(context.Background(), payCall(5000))
+		asked <- result{tk, err}
+	}()
+	time.Sleep(100 * time.Millisecond) // Ask is waiting: the store is not running
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go s.Run(ctx)
+	select {
+	case r := <-asked:
+		if r.err != nil || r.tk.Name != tk.Name {
+			t.Errorf("Ask before the first list: %+v, %v; want the pending %s", r.tk, r.err, tk.Name)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Ask did not return once the store ran")
+	}
+}
