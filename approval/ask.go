@@ -117,7 +117,7 @@ func (s *Store) waitSynced(ctx context.Context) error {
 func (s *Store) pending(call *Call, key string, now time.Time) (Ticket, bool) {
 	var best *v1alpha1.ApprovalRequest
 	for _, ar := range s.byLabel(indexKey, v1alpha1.LabelApprovalKey, key) {
-		if !callOf(ar).Same(call) || stateOf(ar, now) != Pending {
+		if !callOf(ar).Same(call) || !shows(ar, call) || stateOf(ar, now) != Pending {
 			continue
 		}
 		if best == nil || ar.Spec.ExpiresAt.After(best.Spec.ExpiresAt.Time) {
@@ -159,12 +159,12 @@ func newRequest(call *Call, namespace, key, agent string, expires time.Time) *v1
 			Server:          call.Server,
 			Action:          call.Action,
 			ArgumentsDigest: call.Digest,
-			Preview:         cutUTF8(call.Preview, v1alpha1.MaxApprovalPreviewLength),
+			Preview:         previewOf(call),
 			Policy:          call.Policy,
 			Rule:            call.Rule,
 			PolicyVersion:   call.PolicyVersion,
 			BundleRevision:  call.Revision,
-			Reason:          call.Reason,
+			Reason:          stored(call.Reason),
 			// The API keeps whole seconds: cut here, so the request never
 			// outlives the rule's timeout and the ticket says what is stored.
 			ExpiresAt: metav1.NewTime(expires.Truncate(time.Second)),
@@ -198,6 +198,23 @@ func namePrefix(tool string) string {
 		p = "call"
 	}
 	return p + "-"
+}
+
+// previewOf is call's preview as the request stores it: cut to the CRD's
+// limit.
+func previewOf(call *Call) string {
+	return stored(cutUTF8(call.Preview, v1alpha1.MaxApprovalPreviewLength))
+}
+
+// stored is s as the API server stores it: JSON carries only valid UTF-8,
+// so each invalid byte becomes U+FFFD (as encoding/json writes it, and as a
+// conversion to runes reads it). Comparing a request with a call compares
+// what was stored.
+func stored(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return string([]rune(s))
 }
 
 // cutUTF8 cuts s to at most n bytes without splitting a character: at most

@@ -20,7 +20,7 @@ func (s *Store) Status(name string, call *Call) Status {
 // statusOf is the state of ar for call at now.
 func statusOf(ar *v1alpha1.ApprovalRequest, call *Call, now time.Time) Status {
 	st := Status{Ticket: ticketOf(ar)}
-	if !callOf(ar).Same(call) {
+	if !callOf(ar).Same(call) || !shows(ar, call) {
 		st.State = Mismatch
 		return st
 	}
@@ -60,6 +60,20 @@ func stateOf(ar *v1alpha1.ApprovalRequest, now time.Time) State {
 	default:
 		return Pending
 	}
+}
+
+// shows tells whether ar shows the approver what this sidecar would have
+// written for call: who asked, the preview, the rule and its reason. Code
+// in the agent's Pod may hold the Pod's token, and with it the sidecar's
+// create on ApprovalRequests: it could write a request that binds the
+// exact call (the digest is no secret) but shows a harmless preview or
+// reason, and have it approved. Such a request is for another call. The
+// policy version and bundle revision are not compared: any policy change
+// would void pending approvals.
+func shows(ar *v1alpha1.ApprovalRequest, call *Call) bool {
+	return ar.Spec.ServiceAccount == call.ServiceAccount &&
+		ar.Spec.Preview == previewOf(call) &&
+		ar.Spec.Policy == call.Policy && ar.Spec.Rule == call.Rule && ar.Spec.Reason == stored(call.Reason)
 }
 
 // callOf is the call an ApprovalRequest binds, as far as Same compares.
