@@ -760,3 +760,32 @@ func TestAPreviewThatIsNotUTF8StillMatches(t *testing.T) {
 		t.Errorf("identical call: %+v, %v; want %s reused", again, err, tk.Name)
 	}
 }
+
+// An approved request not yet used is found by an identical call that
+// does not name it (the client went away and sent the call again), in
+// preference to asking anew; once used, the identical call asks again.
+func TestAskFindsAnApprovedRequestNotYetUsed(t *testing.T) {
+	c := newCluster(t)
+	s := c.store(approval.StoreOptions{})
+	ctx := context.Background()
+	call := payCall(7000)
+	tk, err := s.Ask(ctx, call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.decide(tk.Name, v1alpha1.ApprovalApproved, "ok", time.Now())
+	waitState(t, s, tk.Name, call, approval.Approved)
+	again, err := s.Ask(ctx, call)
+	if err != nil || again.Name != tk.Name {
+		t.Fatalf("identical call after approval: %+v, %v; want the approved %s", again, err, tk.Name)
+	}
+	if n := len(c.requests()); n != 1 {
+		t.Fatalf("%d requests, want the one", n)
+	}
+	if err := s.Consume(ctx, tk.Name); err != nil {
+		t.Fatal(err)
+	}
+	if third, err := s.Ask(ctx, call); err != nil || third.Name == tk.Name {
+		t.Fatalf("identical call after use: %+v, %v; want a new request", third, err)
+	}
+}
