@@ -24,18 +24,18 @@ func statusOf(ar *v1alpha1.ApprovalRequest, call *Call, now time.Time) Status {
 		st.State = Mismatch
 		return st
 	}
-	st.State = stateOf(ar, now)
+	st.State = StateOf(ar, now)
 	if st.State == Denied || st.State == Approved {
 		st.DecidedBy, st.Message = ar.Status.DecidedBy, ar.Status.Message
 	}
 	return st
 }
 
-// stateOf is where ar stands at now, whatever call it is for. Used is
+// StateOf is where ar stands at now, whatever call it is for. Used is
 // final; a denial stands; an approval counts only if it was made before the
 // request expired (decidedAt is the approver's word; without it, the
 // approval counts until expiresAt); an undecided request expires.
-func stateOf(ar *v1alpha1.ApprovalRequest, now time.Time) State {
+func StateOf(ar *v1alpha1.ApprovalRequest, now time.Time) State {
 	expires := ar.Spec.ExpiresAt.Time
 	switch {
 	case ar.Status.ConsumedAt != nil:
