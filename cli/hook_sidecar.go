@@ -14,7 +14,8 @@ import (
 // socket if it exists, else the loopback port) and fails closed: when the
 // sidecar gives no decision, the result is a deny with code
 // SIDECAR_UNAVAILABLE saying why. The hook never lets a call through that
-// toolgate did not allow.
+// toolgate did not allow. A req.client.Wait is added to timeout by the
+// client: the sidecar may hold the answer that long for a person.
 func askSidecar(ctx context.Context, url string, timeout time.Duration, req hookRequest) engine.Result {
 	c, err := client.New(client.Options{URL: url, Timeout: timeout})
 	if err != nil {
