@@ -25,10 +25,10 @@ const maxHookEvent = 16 << 20
 // the requests' agent_id: Claude Code does not name agents.
 type HookOptions struct {
 	deciderFlags
-	// Wait, when positive, sends an ask rule's call to the sidecar with
-	// this wait: the hook answers allow or deny once a person decides the
-	// ApprovalRequest on Kubernetes (or the wait ends), instead of handing
-	// the ask to the person at Claude Code's terminal.
+	// Wait, when positive, sends an asked call again with its
+	// ApprovalRequest and this wait: the hook answers allow or deny once a
+	// person decides it on Kubernetes (or the wait ends), instead of
+	// handing the ask to the person at Claude Code's terminal.
 	Wait time.Duration
 }
 
@@ -174,8 +174,7 @@ func runClaudeCodeHook(ctx context.Context, o *HookOptions, s streams) error {
 			return &exitcode.Error{Code: exitcode.Usage, Err: fmt.Errorf("toolgate hook claude-code --bundle-dir %s: %w", o.BundleDir, err)}
 		}
 	} else {
-		req.client.Wait = o.Wait
-		res = askSidecar(ctx, o.URL, o.Timeout, req)
+		res = askSidecar(ctx, o.URL, o.Timeout, o.Wait, req)
 	}
 	out, err := json.Marshal(hookOutput{HookSpecificOutput: hookDecision{
 		HookEventName:            "PreToolUse",

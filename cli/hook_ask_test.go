@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -40,15 +41,22 @@ func TestHookAskBundleDir(t *testing.T) {
 	}
 }
 
-// standIn records each request body, then answers it with answer (after
-// delay): it stands in for a sidecar that reads an API server, which this
-// package's tests have not (the envtest end-to-end test has).
+// answer is what a stand-in sidecar answers one request: body, after delay.
+type answer struct {
+	body  string
+	delay time.Duration
+}
+
+// standIn records each request body, then answers the i-th with
+// answers[i] (the last one repeats): it stands in for a sidecar that
+// reads an API server, which this package's tests have not (the envtest
+// end-to-end test has). forward, when set, serves every request instead.
 type standIn struct {
 	mu     sync.Mutex
 	bodies []map[string]any
 }
 
-func startStandIn(t *testing.T, delay time.Duration, answer func(w http.ResponseWriter, r *http.Request)) (*standIn, string) {
+func startStandIn(t *testing.T, forward http.Handler, answers ...answer) (*standIn, string) {
 	t.Helper()
 	s := &standIn{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -59,68 +67,76 @@ func startStandIn(t *testing.T, delay time.Duration, answer func(w http.Response
 		}
 		s.mu.Lock()
 		s.bodies = append(s.bodies, m)
+		n := len(s.bodies)
 		s.mu.Unlock()
-		time.Sleep(delay)
-		r.Body = io.NopCloser(strings.NewReader(string(body)))
-		answer(w, r)
+		if forward != nil {
+			r.Body = io.NopCloser(strings.NewReader(string(body)))
+			forward.ServeHTTP(w, r)
+			return
+		}
+		a := answers[min(n, len(answers))-1]
+		time.Sleep(a.delay)
+		_, _ = w.Write([]byte(a.body))
 	}))
 	t.Cleanup(srv.Close)
 	return s, srv.URL
 }
 
-func (s *standIn) sent(t *testing.T) map[string]any {
-	t.Helper()
+// sent is what each request since the last call carried about waiting:
+// its wait and approval.
+func (s *standIn) sent() [][2]any {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.bodies) != 1 {
-		t.Fatalf("%d requests reached the sidecar, want 1", len(s.bodies))
+	var out [][2]any
+	for _, b := range s.bodies {
+		out = append(out, [2]any{b["wait"], b["approval"]})
 	}
-	b := s.bodies[0]
 	s.bodies = nil
-	return b
-}
-
-func answerWith(body string) func(http.ResponseWriter, *http.Request) {
-	return func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(body)) }
+	return out
 }
 
 // A sidecar's ask, without --wait, is Claude Code's ask: the person at
 // the terminal decides, told the rule, its reason and the ApprovalRequest.
-// With --wait the hook sends the wait and waits past --timeout for the
-// answer: the person's decision on Kubernetes.
+// With --wait the hook sends the call again naming its ApprovalRequest,
+// with the wait, and waits past --timeout for that answer: the person's
+// decision on Kubernetes.
 func TestHookAskThroughASidecar(t *testing.T) {
-	ask := `{"decision":"ask","effect":"ask","matchedPolicyId":"pay-cap","matchedPolicyVersion":1,"matchedRuleId":"pay-over-cap","code":"APPROVAL_REQUIRED","reason":"payments over 1000 need a human approval","latencyMs":0.01,"approval":{"name":"pay-x7k2","namespace":"agents","expiresAt":"2026-12-01T10:05:00Z"}}`
-	s, u := startStandIn(t, 0, answerWith(ask))
+	ask := answer{body: `{"decision":"ask","effect":"ask","matchedPolicyId":"pay-cap","matchedPolicyVersion":1,"matchedRuleId":"pay-over-cap","code":"APPROVAL_REQUIRED","reason":"payments over 1000 need a human approval","latencyMs":0.01,"approval":{"name":"pay-x7k2","namespace":"agents","expiresAt":"2026-12-01T10:05:00Z"}}`}
+	// Approved 500ms after the call is sent again: past --timeout, within --wait.
+	approved := answer{`{"decision":"allow","effect":"ask","matchedPolicyId":"pay-cap","matchedPolicyVersion":1,"matchedRuleId":"pay-over-cap","reason":"approved by alice","latencyMs":0.01,"approval":{"name":"pay-x7k2","namespace":"agents","expiresAt":"2026-12-01T10:05:00Z"}}`, 500 * time.Millisecond}
+	denied := answer{body: `{"decision":"deny","effect":"ask","matchedPolicyId":"pay-cap","matchedPolicyVersion":1,"matchedRuleId":"pay-over-cap","code":"APPROVAL_DENIED","reason":"denied by alice: not this month","latencyMs":0.01}`}
+	none, again := [2]any{nil, nil}, [2]any{"5s", "pay-x7k2"}
+
+	s, u := startStandIn(t, nil, ask, approved)
 	d := hookDecisionOf(t, run(t, payEvent, "hook", "claude-code", "--url", u))
 	if want := askReason + " (ApprovalRequest agents/pay-x7k2)"; d.PermissionDecision != "ask" || d.PermissionDecisionReason != want {
 		t.Errorf("ask: %+v, want ask %q", d, want)
 	}
-	if sent := s.sent(t); sent["wait"] != nil || sent["tool_name"] != "pay" {
-		t.Errorf("without --wait the hook sent %v", sent)
+	if sent := s.sent(); !reflect.DeepEqual(sent, [][2]any{none}) {
+		t.Errorf("without --wait the hook sent %v, want one request without wait or approval", sent)
 	}
 
-	approved := `{"decision":"allow","effect":"ask","matchedPolicyId":"pay-cap","matchedPolicyVersion":1,"matchedRuleId":"pay-over-cap","reason":"approved by alice","latencyMs":0.01,"approval":{"name":"pay-x7k2","namespace":"agents","expiresAt":"2026-12-01T10:05:00Z"}}`
-	s, u = startStandIn(t, 500*time.Millisecond, answerWith(approved))
 	d = hookDecisionOf(t, run(t, payEvent, "hook", "claude-code", "--url", u, "--wait", "5s", "--timeout", "200ms"))
 	if d.PermissionDecision != "allow" || !strings.Contains(d.PermissionDecisionReason, "approved by alice") {
-		t.Errorf("approved after 500ms with --wait 5s --timeout 200ms: %+v, want allow", d)
+		t.Errorf("approved with --wait 5s --timeout 200ms: %+v, want allow", d)
 	}
-	if sent := s.sent(t); sent["wait"] != "5s" {
-		t.Errorf("with --wait 5s the hook sent %v", sent)
+	if sent := s.sent(); !reflect.DeepEqual(sent, [][2]any{none, again}) {
+		t.Errorf("with --wait 5s the hook sent %v, want the call, then the call with its approval and the wait", sent)
 	}
 
-	denied := `{"decision":"deny","effect":"ask","matchedPolicyId":"pay-cap","matchedPolicyVersion":1,"matchedRuleId":"pay-over-cap","code":"APPROVAL_DENIED","reason":"denied by alice: not this month","latencyMs":0.01}`
-	_, u = startStandIn(t, 0, answerWith(denied))
+	s, u = startStandIn(t, nil, ask, denied)
 	d = hookDecisionOf(t, run(t, payEvent, "hook", "claude-code", "--url", u, "--wait", "5s"))
 	if d.PermissionDecision != "deny" || !strings.Contains(d.PermissionDecisionReason, "denied by alice: not this month") {
 		t.Errorf("denied: %+v", d)
 	}
+	if sent := s.sent(); !reflect.DeepEqual(sent, [][2]any{none, again}) {
+		t.Errorf("denied: sent %v", sent)
+	}
 }
 
 // The real sidecar, reading its bundle from a file, has no API server to
-// ask with: the hook's call is denied APPROVAL_UNAVAILABLE, waiting or
-// not, and the sidecar read the wait the hook sent (a wait it could not
-// read would be a 400, denied SIDECAR_UNAVAILABLE).
+// ask with: the hook's call is denied APPROVAL_UNAVAILABLE at once,
+// waiting or not.
 func TestHookAskRealSidecarWithoutApprovals(t *testing.T) {
 	dir := t.TempDir()
 	b := run(t, "", "bundle", "-f", askPolicy)
@@ -155,18 +171,15 @@ func TestHookAskRealSidecarWithoutApprovals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, u := startStandIn(t, 0, httputil.NewSingleHostReverseProxy(target).ServeHTTP)
+	s, u := startStandIn(t, httputil.NewSingleHostReverseProxy(target))
 	for _, args := range [][]string{nil, {"--wait", "90s"}} {
 		d := hookDecisionOf(t, run(t, payEvent, append([]string{"hook", "claude-code", "--url", u}, args...)...))
 		if d.PermissionDecision != "deny" || !strings.Contains(d.PermissionDecisionReason, "toolgate denied pay: rule pay-over-cap (policy pay-cap): this call needs a person's approval, and this sidecar cannot ask for one") {
 			t.Errorf("%v: %+v, want deny by pay-over-cap: the sidecar cannot ask", args, d)
 		}
-		want := any(nil)
-		if args != nil {
-			want = "1m30s"
-		}
-		if sent := s.sent(t); sent["wait"] != want {
-			t.Errorf("%v: sent %v, want wait %v", args, sent, want)
+		// Denied at once: nothing to wait for, so one request.
+		if sent := s.sent(); !reflect.DeepEqual(sent, [][2]any{{nil, nil}}) {
+			t.Errorf("%v: sent %v, want one request without wait or approval", args, sent)
 		}
 	}
 }

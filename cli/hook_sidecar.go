@@ -14,9 +14,13 @@ import (
 // socket if it exists, else the loopback port) and fails closed: when the
 // sidecar gives no decision, the result is a deny with code
 // SIDECAR_UNAVAILABLE saying why. The hook never lets a call through that
-// toolgate did not allow. A req.client.Wait is added to timeout by the
-// client: the sidecar may hold the answer that long for a person.
-func askSidecar(ctx context.Context, url string, timeout time.Duration, req hookRequest) engine.Result {
+// toolgate did not allow.
+//
+// With wait, an asked call is sent again naming its ApprovalRequest, and
+// the sidecar holds that answer until a person decides it (or wait ends):
+// only that request's timeout is stretched by the wait, so a hung sidecar
+// still denies at timeout for every call.
+func askSidecar(ctx context.Context, url string, timeout, wait time.Duration, req hookRequest) engine.Result {
 	c, err := client.New(client.Options{URL: url, Timeout: timeout})
 	if err != nil {
 		return failClosed("%v", err)
@@ -25,6 +29,11 @@ func askSidecar(ctx context.Context, url string, timeout time.Duration, req hook
 	// An error comes with a deny already (the caller's context ended):
 	// the result says so either way.
 	res, _ := c.Evaluate(ctx, req.client)
+	if wait > 0 && res.Asked() && res.Approval != nil {
+		again := req.client
+		again.Wait, again.Approval = wait, res.Approval.Name
+		res, _ = c.Evaluate(ctx, again)
+	}
 	return res.Result
 }
 
