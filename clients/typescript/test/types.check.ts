@@ -75,7 +75,7 @@ export function claude(): Options {
   const options: Options = {
     canUseTool: toolgateCanUseTool(toolgate, { agentId: "a", waitMs: GUARD_WAIT_MS }),
     // The hook may wait up to waitMs for an approval: the matcher's timeout
-    // (seconds) covers it, and a hook that fails blocks the call.
+    // (seconds) is above it, and a hook that fails blocks the call.
     hooks: { PreToolUse: [{ matcher: "*", timeout: 330, onFailure: "block", hooks: [toolgatePreToolUseHook(toolgate, { waitMs: 300_000 })] }] },
   };
   void query;
