@@ -270,6 +270,12 @@ func explain(r *engine.Result, tool string) string {
 		if r.MatchedPolicyID != "" {
 			fmt.Fprintf(&b, " (policy %s)", r.MatchedPolicyID)
 		}
+		// An asking rule's call that was then denied (APPROVAL_DENIED,
+		// APPROVAL_TIMEOUT, ...) says how, besides which rule asked; a
+		// rule's own deny is coded by its id, named already.
+		if r.Code != "" && string(r.Code) != r.MatchedRuleID && r.Decision == engine.Deny {
+			fmt.Fprintf(&b, ": %s", r.Code)
+		}
 	case r.Code != "":
 		fmt.Fprintf(&b, ": %s", r.Code)
 	case r.MatchedPolicyID != "":

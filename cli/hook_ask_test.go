@@ -126,7 +126,7 @@ func TestHookAskThroughASidecar(t *testing.T) {
 
 	s, u = startStandIn(t, nil, ask, denied)
 	d = hookDecisionOf(t, run(t, payEvent, "hook", "claude-code", "--url", u, "--wait", "5s"))
-	if d.PermissionDecision != "deny" || !strings.Contains(d.PermissionDecisionReason, "denied by alice: not this month") {
+	if d.PermissionDecision != "deny" || !strings.HasSuffix(d.PermissionDecisionReason, "rule pay-over-cap (policy pay-cap): APPROVAL_DENIED: denied by alice: not this month") {
 		t.Errorf("denied: %+v", d)
 	}
 	if sent := s.sent(); !reflect.DeepEqual(sent, [][2]any{none, again}) {
@@ -174,7 +174,7 @@ func TestHookAskRealSidecarWithoutApprovals(t *testing.T) {
 	s, u := startStandIn(t, httputil.NewSingleHostReverseProxy(target))
 	for _, args := range [][]string{nil, {"--wait", "90s"}} {
 		d := hookDecisionOf(t, run(t, payEvent, append([]string{"hook", "claude-code", "--url", u}, args...)...))
-		if d.PermissionDecision != "deny" || !strings.Contains(d.PermissionDecisionReason, "toolgate denied pay: rule pay-over-cap (policy pay-cap): this call needs a person's approval, and this sidecar cannot ask for one") {
+		if d.PermissionDecision != "deny" || !strings.Contains(d.PermissionDecisionReason, "toolgate denied pay: rule pay-over-cap (policy pay-cap): APPROVAL_UNAVAILABLE: this call needs a person's approval, and this sidecar cannot ask for one") {
 			t.Errorf("%v: %+v, want deny by pay-over-cap: the sidecar cannot ask", args, d)
 		}
 		// Denied at once: nothing to wait for, so one request.
