@@ -81,8 +81,8 @@ func (c *clientRun) running() bool {
 	}
 }
 
-// TestClientsWaitForApproval (issue 27): the Python and TypeScript clients,
-// as real processes, ask the real sidecar about a payment an ask rule
+// TestClientsWaitForApproval (issue 27): the Python and TypeScript clients
+// and the Claude Code hook (--wait), as real processes, ask the real sidecar about a payment an ask rule
 // holds, with a wait; each waits until the namespace admin approves its
 // ApprovalRequest with toolgate approve, and then proceeds: allowed.
 func TestClientsWaitForApproval(t *testing.T) {
@@ -105,8 +105,30 @@ const c = new Client({ url: process.argv[1] });
 const r = await c.evaluate("pay", { metadata: { input: { amount: 7002 } }, waitMs: 90000 });
 console.log(JSON.stringify({ decision: r.decision, allowed: r.decision === "allow", reason: r.reason, approval: r.approval ? r.approval.name : null }));
 `, url)
-	clients := []*clientRun{startClient(t, "python", python), startClient(t, "typescript", ts)}
+	// The Claude Code hook without --wait hands an ask to the person at the
+	// terminal (Claude Code's own ask); with --wait it waits for the
+	// Kubernetes approval.
+	hookEvent := func(amount int) string {
+		return fmt.Sprintf(`{"hook_event_name":"PreToolUse","session_id":"s-1","tool_name":"pay","tool_input":{"amount":%d},"tool_use_id":"toolu_1"}`, amount)
+	}
+	plain := exec.Command(r.bin, "hook", "claude-code", "--url", url)
+	plain.Stdin = strings.NewReader(hookEvent(7000))
+	out, err := plain.Output()
+	var asked struct {
+		HookSpecificOutput struct {
+			PermissionDecision       string `json:"permissionDecision"`
+			PermissionDecisionReason string `json:"permissionDecisionReason"`
+		} `json:"hookSpecificOutput"`
+	}
+	if err != nil || json.Unmarshal(out, &asked) != nil || asked.HookSpecificOutput.PermissionDecision != "ask" ||
+		!strings.Contains(asked.HookSpecificOutput.PermissionDecisionReason, "payments over 1000 need a person") {
+		t.Fatalf("the hook without --wait: %v %s, want Claude Code's ask with the rule's reason", err, out)
+	}
 	seen := map[string]bool{}
+	r.pending(seen) // the hook's ask made a request, which no one decides
+	hook := exec.Command(r.bin, "hook", "claude-code", "--url", url, "--wait", "90s")
+	hook.Stdin = strings.NewReader(hookEvent(7003))
+	clients := []*clientRun{startClient(t, "python", python), startClient(t, "typescript", ts), startClient(t, "hook", hook)}
 	names := map[string]bool{}
 	for range clients {
 		ar := r.pending(seen)
@@ -126,6 +148,14 @@ console.log(JSON.stringify({ decision: r.decision, allowed: r.decision === "allo
 		}
 	}
 	for _, c := range clients {
+		if c.name == "hook" {
+			got := c.answer(t, 30*time.Second)
+			out := fmt.Sprint(got["hookSpecificOutput"])
+			if !strings.Contains(out, "permissionDecision:allow") || !strings.Contains(out, "approved by alice") {
+				t.Errorf("the hook with --wait got %v, want allow approved by alice", got)
+			}
+			continue
+		}
 		got := c.answer(t, 30*time.Second)
 		if got["decision"] != "allow" || got["allowed"] != true || !strings.Contains(fmt.Sprint(got["reason"]), "approved by alice") || !names[fmt.Sprint(got["approval"])] {
 			t.Errorf("the %s client got %v, want allow approved by alice with its request", c.name, got)
