@@ -449,7 +449,7 @@ func TestExpired(t *testing.T) {
 		t.Error("a late approval was consumed")
 	}
 	// One made in time stays usable once, even if the call that waited for
-	// it comes after expiresAt.
+	// it comes just after expiresAt (within UseGrace), never later.
 	inTime := payCall(6000)
 	inTime.Timeout = time.Minute
 	tk, err = s.Ask(ctx, inTime)
@@ -458,10 +458,15 @@ func TestExpired(t *testing.T) {
 	}
 	c.decide(tk.Name, v1alpha1.ApprovalApproved, "", clk.Now())
 	waitState(t, s, tk.Name, inTime, approval.Approved)
-	clk.Add(2 * time.Minute)
+	clk.Add(time.Minute + approval.UseGrace/2)
 	if st := s.Status(tk.Name, inTime); st.State != approval.Approved {
-		t.Errorf("approved in time, asked after expiresAt: %s, want Approved", st.State)
+		t.Errorf("approved in time, asked just after expiresAt: %s, want Approved", st.State)
 	}
+	clk.Add(approval.UseGrace)
+	if st := s.Status(tk.Name, inTime); st.State != approval.Expired {
+		t.Errorf("approved in time, asked past the grace: %s, want Expired", st.State)
+	}
+	clk.Add(-approval.UseGrace)
 	if err := s.Consume(ctx, tk.Name); err != nil {
 		t.Errorf("consuming an approval made in time: %v", err)
 	}
