@@ -19,7 +19,8 @@ import (
 const syncWait = 10 * time.Second
 
 // Ask returns the pending ApprovalRequest for call, creating it unless an
-// identical call already has one pending (Call.Key). ErrQueueFull past the
+// identical call already has one pending, or approved and not yet used
+// (Call.Key). ErrQueueFull past the
 // per-agent cap of pending requests; any other error means the request
 // could not be written (the caller denies APPROVAL_UNAVAILABLE).
 func (s *Store) Ask(ctx context.Context, call *Call) (Ticket, error) {
@@ -118,13 +119,19 @@ func (s *Store) waitSynced(ctx context.Context) error {
 // the one that expires last when there are several (made by replicas at
 // once).
 func (s *Store) pending(call *Call, key string, now time.Time) (Ticket, bool) {
+	// An approved request not yet used is this call's too: an approval
+	// binds the call, not the connection that asked (the client may have
+	// gone away and sent it again). It is preferred to a pending one.
 	var best *v1alpha1.ApprovalRequest
+	bestApproved := false
 	for _, ar := range s.byLabel(indexKey, v1alpha1.LabelApprovalKey, key) {
-		if !callOf(ar).Same(call) || !shows(ar, call) || stateOf(ar, now) != Pending {
+		st := stateOf(ar, now)
+		if !callOf(ar).Same(call) || !shows(ar, call) || (st != Pending && st != Approved) {
 			continue
 		}
-		if best == nil || ar.Spec.ExpiresAt.After(best.Spec.ExpiresAt.Time) {
-			best = ar
+		approved := st == Approved
+		if best == nil || (approved && !bestApproved) || (approved == bestApproved && ar.Spec.ExpiresAt.After(best.Spec.ExpiresAt.Time)) {
+			best, bestApproved = ar, approved
 		}
 	}
 	if best == nil {

@@ -31,10 +31,17 @@ func statusOf(ar *v1alpha1.ApprovalRequest, call *Call, now time.Time) Status {
 	return st
 }
 
+// UseGrace is how long past its expiry an approval made in time may still
+// be used: the call that waited for it is settled within milliseconds of
+// the decision, and one decided in the last of them must not be refused.
+// Past it, an approval lets nothing through.
+const UseGrace = 30 * time.Second
+
 // stateOf is where ar stands at now, whatever call it is for. Used is
 // final; a denial stands; an approval counts only if it was made before the
-// request expired (decidedAt is the approver's word; without it, the
-// approval counts until expiresAt); an undecided request expires.
+// request expired (decidedAt is the approver's word), and only until then,
+// with UseGrace to spare for a call that waited and was approved in its
+// last moment; an undecided request expires.
 func stateOf(ar *v1alpha1.ApprovalRequest, now time.Time) State {
 	expires := ar.Spec.ExpiresAt.Time
 	switch {
@@ -47,7 +54,7 @@ func stateOf(ar *v1alpha1.ApprovalRequest, now time.Time) State {
 		if ar.Status.DecidedAt != nil {
 			decided = ar.Status.DecidedAt.Time
 		}
-		if decided.After(expires) {
+		if decided.After(expires) || now.After(expires.Add(UseGrace)) {
 			return Expired
 		}
 		return Approved

@@ -458,7 +458,7 @@ func TestExpired(t *testing.T) {
 		t.Error("a late approval was consumed")
 	}
 	// One made in time stays usable once, even if the call that waited for
-	// it comes after expiresAt.
+	// it comes just after expiresAt (within UseGrace), never later.
 	inTime := payCall(6000)
 	inTime.Timeout = time.Minute
 	tk, err = s.Ask(ctx, inTime)
@@ -467,10 +467,15 @@ func TestExpired(t *testing.T) {
 	}
 	c.decide(tk.Name, v1alpha1.ApprovalApproved, "", clk.Now())
 	waitState(t, s, tk.Name, inTime, approval.Approved)
-	clk.Add(2 * time.Minute)
+	clk.Add(time.Minute + approval.UseGrace/2)
 	if st := s.Status(tk.Name, inTime); st.State != approval.Approved {
-		t.Errorf("approved in time, asked after expiresAt: %s, want Approved", st.State)
+		t.Errorf("approved in time, asked just after expiresAt: %s, want Approved", st.State)
 	}
+	clk.Add(approval.UseGrace)
+	if st := s.Status(tk.Name, inTime); st.State != approval.Expired {
+		t.Errorf("approved in time, asked past the grace: %s, want Expired", st.State)
+	}
+	clk.Add(-approval.UseGrace)
 	if err := s.Consume(ctx, tk.Name); err != nil {
 		t.Errorf("consuming an approval made in time: %v", err)
 	}
@@ -783,5 +788,34 @@ func TestAPreviewThatIsNotUTF8StillMatches(t *testing.T) {
 	}
 	if again, err := s.Ask(context.Background(), call); err != nil || again.Name != tk.Name {
 		t.Errorf("identical call: %+v, %v; want %s reused", again, err, tk.Name)
+	}
+}
+
+// An approved request not yet used is found by an identical call that
+// does not name it (the client went away and sent the call again), in
+// preference to asking anew; once used, the identical call asks again.
+func TestAskFindsAnApprovedRequestNotYetUsed(t *testing.T) {
+	c := newCluster(t)
+	s := c.store(approval.StoreOptions{})
+	ctx := context.Background()
+	call := payCall(7000)
+	tk, err := s.Ask(ctx, call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.decide(tk.Name, v1alpha1.ApprovalApproved, "ok", time.Now())
+	waitState(t, s, tk.Name, call, approval.Approved)
+	again, err := s.Ask(ctx, call)
+	if err != nil || again.Name != tk.Name {
+		t.Fatalf("identical call after approval: %+v, %v; want the approved %s", again, err, tk.Name)
+	}
+	if n := len(c.requests()); n != 1 {
+		t.Fatalf("%d requests, want the one", n)
+	}
+	if err := s.Consume(ctx, tk.Name); err != nil {
+		t.Fatal(err)
+	}
+	if third, err := s.Ask(ctx, call); err != nil || third.Name == tk.Name {
+		t.Fatalf("identical call after use: %+v, %v; want a new request", third, err)
 	}
 }
