@@ -19,7 +19,8 @@ import (
 const syncWait = 10 * time.Second
 
 // Ask returns the pending ApprovalRequest for call, creating it unless an
-// identical call already has one pending (Call.Key). ErrQueueFull past the
+// identical call already has one pending, or approved and not yet used
+// (Call.Key). ErrQueueFull past the
 // per-agent cap of pending requests; any other error means the request
 // could not be written (the caller denies APPROVAL_UNAVAILABLE).
 func (s *Store) Ask(ctx context.Context, call *Call) (Ticket, error) {
@@ -115,13 +116,19 @@ func (s *Store) waitSynced(ctx context.Context) error {
 // the one that expires last when there are several (made by replicas at
 // once).
 func (s *Store) pending(call *Call, key string, now time.Time) (Ticket, bool) {
+	// An approved request not yet used is this call's too: an approval
+	// binds the call, not the connection that asked (the client may have
+	// gone away and sent it again). It is preferred to a pending one.
 	var best *v1alpha1.ApprovalRequest
+	bestApproved := false
 	for _, ar := range s.byLabel(indexKey, v1alpha1.LabelApprovalKey, key) {
-		if !callOf(ar).Same(call) || stateOf(ar, now) != Pending {
+		st := stateOf(ar, now)
+		if !callOf(ar).Same(call) || !shows(ar, call) || (st != Pending && st != Approved) {
 			continue
 		}
-		if best == nil || ar.Spec.ExpiresAt.After(best.Spec.ExpiresAt.Time) {
-			best = ar
+		approved := st == Approved
+		if best == nil || (approved && !bestApproved) || (approved == bestApproved && ar.Spec.ExpiresAt.After(best.Spec.ExpiresAt.Time)) {
+			best, bestApproved = ar, approved
 		}
 	}
 	if best == nil {
@@ -159,12 +166,12 @@ func newRequest(call *Call, namespace, key, agent string, expires time.Time) *v1
 			Server:          call.Server,
 			Action:          call.Action,
 			ArgumentsDigest: call.Digest,
-			Preview:         cutUTF8(call.Preview, v1alpha1.MaxApprovalPreviewLength),
+			Preview:         previewOf(call),
 			Policy:          call.Policy,
 			Rule:            call.Rule,
 			PolicyVersion:   call.PolicyVersion,
 			BundleRevision:  call.Revision,
-			Reason:          call.Reason,
+			Reason:          stored(call.Reason),
 			// The API keeps whole seconds: cut here, so the request never
 			// outlives the rule's timeout and the ticket says what is stored.
 			ExpiresAt: metav1.NewTime(expires.Truncate(time.Second)),
@@ -198,6 +205,23 @@ func namePrefix(tool string) string {
 		p = "call"
 	}
 	return p + "-"
+}
+
+// previewOf is call's preview as the request stores it: cut to the CRD's
+// limit.
+func previewOf(call *Call) string {
+	return stored(cutUTF8(call.Preview, v1alpha1.MaxApprovalPreviewLength))
+}
+
+// stored is s as the API server stores it: JSON carries only valid UTF-8,
+// so each invalid byte becomes U+FFFD (as encoding/json writes it, and as a
+// conversion to runes reads it). Comparing a request with a call compares
+// what was stored.
+func stored(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return string([]rune(s))
 }
 
 // cutUTF8 cuts s to at most n bytes without splitting a character: at most

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"math"
 	"testing"
 
 	"github.com/toolgate/toolgate/engine"
@@ -95,7 +96,7 @@ func TestCanonicalNumbers(t *testing.T) {
 		{float64(1), "1"}, {int(1), "1"}, {int64(1), "1"},
 		{1.5, "1.5"}, {-2.25, "-2.25"}, {0.1, "0.1"},
 		{1e20, "100000000000000000000"}, {1e21, "1e+21"}, {1e-7, "1e-7"}, {0.000001, "0.000001"},
-		{-0.0, "0"}, {1.5e300, "1.5e+300"},
+		{math.Copysign(0, -1), "0"}, {1.5e300, "1.5e+300"},
 		{float64(9007199254740993), "9007199254740992"}, // as float64 decodes it
 	} {
 		if got := string(Canonical(nil, tc.v)); got != tc.want {

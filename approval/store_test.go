@@ -66,13 +66,12 @@ var approverRules = []rbacv1.PolicyRule{
 // cluster is one test's namespace: the sidecar's ServiceAccount with the
 // sidecar's RBAC there, and a person allowed to decide.
 type cluster struct {
-	t         *testing.T
-	ns        string
-	sidecar   *rest.Config
-	person    client.Client
-	saUser    string
-	saGroups  []string
-	storeOpts approval.StoreOptions
+	t        *testing.T
+	ns       string
+	sidecar  *rest.Config
+	person   client.Client
+	saUser   string
+	saGroups []string
 }
 
 func newCluster(t *testing.T) *cluster {
@@ -222,7 +221,9 @@ func TestAskCreatesTheRequestAndReusesItWhilePending(t *testing.T) {
 	}
 
 	// The identical call, again and from 10 goroutines at once: one object.
-	again, err := s.Ask(ctx, payCall(5000))
+	same := payCall(5000)
+	same.Preview = call.Preview
+	again, err := s.Ask(ctx, same)
 	if err != nil || again.Name != tk.Name {
 		t.Fatalf("identical call: %+v, %v; want %s", again, err, tk.Name)
 	}
@@ -448,7 +449,7 @@ func TestExpired(t *testing.T) {
 		t.Error("a late approval was consumed")
 	}
 	// One made in time stays usable once, even if the call that waited for
-	// it comes after expiresAt.
+	// it comes just after expiresAt (within UseGrace), never later.
 	inTime := payCall(6000)
 	inTime.Timeout = time.Minute
 	tk, err = s.Ask(ctx, inTime)
@@ -457,10 +458,15 @@ func TestExpired(t *testing.T) {
 	}
 	c.decide(tk.Name, v1alpha1.ApprovalApproved, "", clk.Now())
 	waitState(t, s, tk.Name, inTime, approval.Approved)
-	clk.Add(2 * time.Minute)
+	clk.Add(time.Minute + approval.UseGrace/2)
 	if st := s.Status(tk.Name, inTime); st.State != approval.Approved {
-		t.Errorf("approved in time, asked after expiresAt: %s, want Approved", st.State)
+		t.Errorf("approved in time, asked just after expiresAt: %s, want Approved", st.State)
 	}
+	clk.Add(approval.UseGrace)
+	if st := s.Status(tk.Name, inTime); st.State != approval.Expired {
+		t.Errorf("approved in time, asked past the grace: %s, want Expired", st.State)
+	}
+	clk.Add(-approval.UseGrace)
 	if err := s.Consume(ctx, tk.Name); err != nil {
 		t.Errorf("consuming an approval made in time: %v", err)
 	}
@@ -480,6 +486,12 @@ func TestStatusMismatchAndNotFound(t *testing.T) {
 		"server": func(c *approval.Call) { c.Server = "other" },
 		"action": func(c *approval.Call) { c.Action = "post" },
 		"digest": func(c *approval.Call) { c.Digest = payCall(1).Digest },
+		// What the approver was shown (TestAttackAgentWrittenRequest…).
+		"preview":         func(c *approval.Call) { c.Preview = "x" },
+		"reason":          func(c *approval.Call) { c.Reason = "y" },
+		"rule":            func(c *approval.Call) { c.Rule = "z" },
+		"policy":          func(c *approval.Call) { c.Policy = "p" },
+		"service account": func(c *approval.Call) { c.ServiceAccount = "sa" },
 	} {
 		other := payCall(5000)
 		mutate(other)
@@ -487,11 +499,12 @@ func TestStatusMismatchAndNotFound(t *testing.T) {
 			t.Errorf("another %s: %s, want Mismatch", name, st.State)
 		}
 	}
-	// What is not bound (preview, reason, rule) does not matter.
+	// A policy edited since (new version, new bundle) or another timeout
+	// leaves the request for the same call.
 	same := payCall(5000)
-	same.Preview, same.Reason, same.Rule = "x", "y", "z"
+	same.PolicyVersion, same.Revision, same.Timeout = 4, "rev-2", time.Minute
 	if st := s.Status(tk.Name, same); st.State != approval.Pending {
-		t.Errorf("same call, other preview: %s, want Pending", st.State)
+		t.Errorf("same call, policy edited since: %s, want Pending", st.State)
 	}
 	if st := s.Status("no-such-request", call); st.State != approval.NotFound {
 		t.Errorf("unknown name: %s, want NotFound", st.State)
@@ -588,5 +601,196 @@ func TestNewStoreRejectsBadOptions(t *testing.T) {
 		if _, err := approval.NewStore(tc.cfg, tc.ns, tc.o); err == nil {
 			t.Errorf("%s: no error", name)
 		}
+	}
+}
+
+// Consume writes with the version it last saw: a stale view meets a
+// conflict, and the re-read decides. A condition written since (the
+// operator's) is ridden out; another replica's use is ErrConsumed.
+func TestConsumeFromAStaleView(t *testing.T) {
+	c := newCluster(t)
+	s := c.store(approval.StoreOptions{})
+	ctx := context.Background()
+	for _, otherReplicaUsedIt := range []bool{false, true} {
+		call := payCall(5000)
+		if otherReplicaUsedIt {
+			call = payCall(6000)
+		}
+		tk, err := s.Ask(ctx, call)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.decide(tk.Name, v1alpha1.ApprovalApproved, "", time.Now())
+		stale := c.get(tk.Name)
+		if otherReplicaUsedIt {
+			other := c.store(approval.StoreOptions{})
+			waitState(t, other, tk.Name, call, approval.Approved)
+			if err := other.Consume(ctx, tk.Name); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			// The operator sets a condition: a newer version, not a use.
+			ar := c.get(tk.Name)
+			ar.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Approved",
+				Message: "approved", LastTransitionTime: metav1.Now()}}
+			if err := admin.Status().Update(ctx, &ar); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// A replica that has seen only the stale version, with no watch.
+		behind, err := approval.NewStore(c.sidecar, c.ns, approval.StoreOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		behind.RememberForTest(&stale)
+		err = behind.Consume(ctx, tk.Name)
+		switch {
+		case otherReplicaUsedIt && !errors.Is(err, approval.ErrConsumed):
+			t.Errorf("stale view of a used approval: %v, want ErrConsumed", err)
+		case !otherReplicaUsedIt && err != nil:
+			t.Errorf("stale view, only a condition written since: %v, want the use recorded", err)
+		}
+		if ar := c.get(tk.Name); ar.Status.ConsumedAt == nil || (!otherReplicaUsedIt && len(ar.Status.Conditions) != 1) {
+			t.Errorf("stored status %+v: want consumedAt set and the condition kept", ar.Status)
+		}
+	}
+}
+
+// Ask made before the first list waits for it, rather than creating a
+// request an identical pending one may already cover.
+func TestAskWaitsForTheFirstList(t *testing.T) {
+	c := newCluster(t)
+	first := c.store(approval.StoreOptions{})
+	tk, err := first.Ask(context.Background(), payCall(5000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := approval.NewStore(c.sidecar, c.ns, approval.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		tk  approval.Ticket
+		err error
+	}
+	asked := make(chan result, 1)
+	go func() {
+		tk, err := s.Ask(context.Background(), payCall(5000))
+		asked <- result{tk, err}
+	}()
+	time.Sleep(100 * time.Millisecond) // Ask is waiting: the store is not running
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go s.Run(ctx)
+	select {
+	case r := <-asked:
+		if r.err != nil || r.tk.Name != tk.Name {
+			t.Errorf("Ask before the first list: %+v, %v; want the pending %s", r.tk, r.err, tk.Name)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Ask did not return once the store ran")
+	}
+}
+
+// Code in the agent's Pod may hold the Pod's token, and so the sidecar's
+// create on ApprovalRequests. It writes a request that binds its exact call
+// (the digest is no secret) but shows the approver a harmless preview and
+// reason; a person approves what they read. The sidecar honours neither
+// that request nor its approval, and asks with its own.
+func TestAttackAgentWrittenRequestWithAMisleadingPreviewIsNotHonoured(t *testing.T) {
+	c := newCluster(t)
+	s := c.store(approval.StoreOptions{})
+	ctx := context.Background()
+	call := payCall(5000)
+	agent := testenv.Impersonate(t, adminCfg, c.saUser, c.saGroups...)
+	for field, forge := range map[string]func(*v1alpha1.ApprovalRequestSpec){
+		"preview":        func(s *v1alpha1.ApprovalRequestSpec) { s.Preview = `{"kwargs":{"amount":5}}` },
+		"reason":         func(s *v1alpha1.ApprovalRequestSpec) { s.Reason = "routine test payment, safe to approve" },
+		"rule":           func(s *v1alpha1.ApprovalRequestSpec) { s.Rule = "low-risk" },
+		"policy":         func(s *v1alpha1.ApprovalRequestSpec) { s.Policy = "sandbox" },
+		"serviceAccount": func(s *v1alpha1.ApprovalRequestSpec) { s.ServiceAccount = "someone-else" },
+	} {
+		forged := &v1alpha1.ApprovalRequest{
+			ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, GenerateName: "pay-",
+				Labels: map[string]string{v1alpha1.LabelApprovalKey: call.Key(), v1alpha1.LabelApprovalAgent: approval.AgentKey(call.AgentID)}},
+			Spec: v1alpha1.ApprovalRequestSpec{AgentID: call.AgentID, ServiceAccount: call.ServiceAccount, Tool: call.Tool,
+				Server: call.Server, Action: call.Action, ArgumentsDigest: call.Digest, Preview: call.Preview,
+				Policy: call.Policy, Rule: call.Rule, Reason: call.Reason,
+				ExpiresAt: metav1.NewTime(time.Now().Add(time.Minute))},
+		}
+		forge(&forged.Spec)
+		if err := agent.Create(ctx, forged); err != nil {
+			t.Fatalf("the agent's create (the sidecar's RBAC allows it): %v", err)
+		}
+		c.decide(forged.Name, v1alpha1.ApprovalApproved, "looked harmless", time.Now())
+		// What the forged request shows, as a call: approved in the cache.
+		shown := *call
+		shown.ServiceAccount, shown.Preview, shown.Policy, shown.Rule, shown.Reason = forged.Spec.ServiceAccount,
+			forged.Spec.Preview, forged.Spec.Policy, forged.Spec.Rule, forged.Spec.Reason
+		waitState(t, s, forged.Name, &shown, approval.Approved)
+		if st := s.Status(forged.Name, call); st.State != approval.Mismatch {
+			t.Errorf("forged %s, approved: %s for the real call, want Mismatch", field, st.State)
+		}
+	}
+	// Nor is a forged pending request reused: the sidecar asks with its own.
+	tk, err := s.Ask(ctx, call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ar := c.get(tk.Name); ar.Spec.Preview != call.Preview || ar.Spec.Reason != call.Reason || ar.Status.Decision != "" {
+		t.Errorf("Ask returned %s: %+v, want the sidecar's own pending request", tk.Name, ar)
+	}
+}
+
+// A preview with bytes that are not UTF-8 is stored with U+FFFD; the
+// request still matches its call.
+func TestAPreviewThatIsNotUTF8StillMatches(t *testing.T) {
+	c := newCluster(t)
+	s := c.store(approval.StoreOptions{})
+	call := payCall(5000)
+	call.Preview = "amount \xff\xfe 5000 \xed\xa0\x80"
+	call.Reason = "bad \xc3 reason"
+	tk, err := s.Ask(context.Background(), call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the request from the watch", func() (bool, string) {
+		return c.get(tk.Name).ResourceVersion != "" && s.Status(tk.Name, call).State == approval.Pending,
+			s.Status(tk.Name, call).State.String()
+	})
+	if ar := c.get(tk.Name); !utf8.ValidString(ar.Spec.Preview) || !strings.Contains(ar.Spec.Preview, "\uFFFD") {
+		t.Errorf("stored preview %q", ar.Spec.Preview)
+	}
+	if again, err := s.Ask(context.Background(), call); err != nil || again.Name != tk.Name {
+		t.Errorf("identical call: %+v, %v; want %s reused", again, err, tk.Name)
+	}
+}
+
+// An approved request not yet used is found by an identical call that
+// does not name it (the client went away and sent the call again), in
+// preference to asking anew; once used, the identical call asks again.
+func TestAskFindsAnApprovedRequestNotYetUsed(t *testing.T) {
+	c := newCluster(t)
+	s := c.store(approval.StoreOptions{})
+	ctx := context.Background()
+	call := payCall(7000)
+	tk, err := s.Ask(ctx, call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.decide(tk.Name, v1alpha1.ApprovalApproved, "ok", time.Now())
+	waitState(t, s, tk.Name, call, approval.Approved)
+	again, err := s.Ask(ctx, call)
+	if err != nil || again.Name != tk.Name {
+		t.Fatalf("identical call after approval: %+v, %v; want the approved %s", again, err, tk.Name)
+	}
+	if n := len(c.requests()); n != 1 {
+		t.Fatalf("%d requests, want the one", n)
+	}
+	if err := s.Consume(ctx, tk.Name); err != nil {
+		t.Fatal(err)
+	}
+	if third, err := s.Ask(ctx, call); err != nil || third.Name == tk.Name {
+		t.Fatalf("identical call after use: %+v, %v; want a new request", third, err)
 	}
 }

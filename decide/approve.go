@@ -84,6 +84,12 @@ func (d *Decider) Resolve(ctx context.Context, req engine.Request, res engine.Re
 			d.logger.Error("asking for approval failed; denied "+string(approval.CodeUnavailable), "tool", call.Tool, "error", err)
 			return refuse(res, approval.CodeUnavailable, "this call needs a person's approval, and the ApprovalRequest could not be written: "+err.Error()), st, 0
 		}
+		// An identical call's approval, not yet used, lets this one
+		// through (the client may have gone away and sent it again).
+		if s := a.Status(t.Name, &call); s.State == approval.Approved {
+			out, st := d.settle(ctx, req, res, st, &call, s)
+			return out, st, 0
+		}
 	}
 	res.Approval = ticketRef(t)
 	if o.Wait <= 0 {

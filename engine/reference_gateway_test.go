@@ -32,7 +32,7 @@ type refResult struct {
 	ExceptionApplied string
 	// Timeout is an ask's wait: the rule's approval.timeout, 5m unset.
 	Timeout time.Duration
-	Shadow           []ShadowVerdict
+	Shadow  []ShadowVerdict
 	// Verdicts are the verdicts of the tiered policies the scan reached,
 	// one list per policy, per evaluation, as the explain trace reports
 	// them.

@@ -91,6 +91,7 @@ func startApprovalRig(t *testing.T) *approvalRig {
 		time.Sleep(200 * time.Millisecond) // polling a condition: the manager's webhook serving
 	}
 	answersEventually(t, r.addr, map[string]any{"tool_name": "pay", "input": map[string]any{"amount": 10}}, "the bundle served", is("allow", "", ""))
+	r.installApprovalGuards()
 	return r
 }
 
@@ -194,26 +195,6 @@ func (r *approvalRig) pending(seen map[string]bool) v1alpha1.ApprovalRequest {
 	}
 }
 
-// decide writes a decision as the admin, the status write a person makes.
-func (r *approvalRig) decide(name string, d v1alpha1.ApprovalDecision, msg string) {
-	r.t.Helper()
-	var ar v1alpha1.ApprovalRequest
-	ctx := context.Background()
-	if err := r.cluster.Client.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: name}, &ar); err != nil {
-		r.t.Fatal(err)
-	}
-	now := metav1.Now()
-	ar.Status.Decision, ar.Status.DecidedBy, ar.Status.DecidedAt, ar.Status.Message = d, adminName(r.t, r), &now, msg
-	if err := r.cluster.Client.Status().Update(ctx, &ar); err != nil {
-		r.t.Fatalf("deciding %s: %v", name, err)
-	}
-}
-
-func adminName(t *testing.T, r *approvalRig) string {
-	t.Helper()
-	return r.cluster.Config.Username
-}
-
 func outcome(t *testing.T, ch <-chan callOutcome, within time.Duration) *mcp.CallToolResult {
 	t.Helper()
 	select {
@@ -277,7 +258,22 @@ func TestApprovalsEndToEnd(t *testing.T) {
 	if got := r.calls("pay"); got != before {
 		t.Fatalf("the upstream saw %d pay calls while the call was held, want %d", got, before)
 	}
-	r.decide(ar.Name, v1alpha1.ApprovalApproved, "ok for the quarterly invoice")
+	// Neither the agent's own ServiceAccount nor a namespace editor may
+	// approve; the namespace's admin may, with toolgate approve.
+	r.waitForGuards(ar.Name)
+	agent := r.kubeconfigAs("system:serviceaccount:"+r.ns+":pay-agent", "system:serviceaccounts", "system:serviceaccounts:"+r.ns, "system:authenticated")
+	if code, out := r.toolgateAs(agent, "approve", ar.Name, "-m", "I approve myself"); code != 1 || !strings.Contains(out, "ServiceAccount") {
+		t.Fatalf("the agent's ServiceAccount approving its own call: exit %d, %s; want refused naming the ServiceAccount", code, out)
+	}
+	bob := r.kubeconfigAs("bob", "system:authenticated")
+	if code, out := r.toolgateAs(bob, "approve", ar.Name); code != 1 || !strings.Contains(out, "forbidden") {
+		t.Fatalf("an edit user approving: exit %d, %s; want forbidden", code, out)
+	}
+	stillHeld(t, held)
+	alice := r.kubeconfigAs("alice", "system:authenticated")
+	if code, out := r.toolgateAs(alice, "approve", ar.Name, "-m", "ok for the quarterly invoice"); code != 0 {
+		t.Fatalf("the namespace admin approving: exit %d, %s", code, out)
+	}
 	if res := outcome(t, held, 10*time.Second); res.IsError {
 		t.Fatalf("the approved call was refused: %s", text(res))
 	}
@@ -302,7 +298,12 @@ func TestApprovalsEndToEnd(t *testing.T) {
 	if third.Spec.ArgumentsDigest == ar.Spec.ArgumentsDigest || !strings.Contains(third.Spec.Preview, "5001") {
 		t.Fatalf("a changed amount did not ask with its own request: %+v", third.Spec)
 	}
-	r.decide(second.Name, v1alpha1.ApprovalDenied, "not this month")
+	if code, out := r.toolgateAs(alice, "approve", ar.Name); code != 1 {
+		t.Fatalf("approving a used approval again: exit %d, %s; want refused", code, out)
+	}
+	if code, out := r.toolgateAs(alice, "deny", second.Name, "-m", "not this month"); code != 0 {
+		t.Fatalf("the namespace admin denying: exit %d, %s", code, out)
+	}
 	res := outcome(t, again, 10*time.Second)
 	if !res.IsError || !strings.Contains(text(res), "APPROVAL_DENIED") || !strings.Contains(text(res), "not this month") {
 		t.Fatalf("a denied call answered %q (isError %v), want APPROVAL_DENIED with the approver's message", text(res), res.IsError)
@@ -338,5 +339,114 @@ func TestApprovalsEndToEnd(t *testing.T) {
 	}
 	if r.calls("delete_file") != 0 {
 		t.Fatal("a call that timed out reached the upstream")
+	}
+}
+
+// askAnswer is /v1/evaluate's answer with the approval it names.
+type askAnswer struct {
+	decision
+	Approval *struct {
+		Name      string    `json:"name"`
+		Namespace string    `json:"namespace"`
+		ExpiresAt time.Time `json:"expiresAt"`
+	} `json:"approval"`
+	status int
+	body   string
+}
+
+func (r *approvalRig) ask(req map[string]any) askAnswer {
+	r.t.Helper()
+	body, _ := json.Marshal(req)
+	hc := &http.Client{Timeout: 2 * time.Minute}
+	resp, err := hc.Post("http://"+r.addr+"/v1/evaluate", "application/json", strings.NewReader(string(body)))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var b strings.Builder
+	if _, err := bufio.NewReader(resp.Body).WriteTo(&b); err != nil {
+		r.t.Fatal(err)
+	}
+	a := askAnswer{status: resp.StatusCode, body: b.String()}
+	if resp.StatusCode == http.StatusOK {
+		if err := json.Unmarshal([]byte(a.body), &a); err != nil {
+			r.t.Fatalf("%s: %v", a.body, err)
+		}
+	}
+	return a
+}
+
+func payReq(amount int, extra ...string) map[string]any {
+	req := map[string]any{"tool_name": "pay", "input": map[string]any{"amount": amount}}
+	for i := 0; i+1 < len(extra); i += 2 {
+		req[extra[i]] = extra[i+1]
+	}
+	return req
+}
+
+// TestApprovalsOverEvaluate (issue 27): /v1/evaluate answers an asked call
+// at once with the ApprovalRequest it waits on (reused by an identical
+// call), decides a later identical call against it (ask while pending,
+// allow once approved, deny once used or for another call), holds the
+// answer with "wait" until an admin approves, and refuses malformed fields.
+func TestApprovalsOverEvaluate(t *testing.T) {
+	r := startApprovalRig(t)
+	first := r.ask(payReq(5000))
+	if first.Decision != "ask" || first.Code != "APPROVAL_REQUIRED" || first.Effect != "ask" || first.MatchedRuleID != "pay-cap" || first.Approval == nil ||
+		first.Approval.Namespace != r.ns || time.Until(first.Approval.ExpiresAt) > 2*time.Minute+5*time.Second || time.Until(first.Approval.ExpiresAt) < time.Minute {
+		t.Fatalf("first answer %s", first.body)
+	}
+	name := first.Approval.Name
+	if again := r.ask(payReq(5000)); again.Decision != "ask" || again.Approval == nil || again.Approval.Name != name {
+		t.Fatalf("an identical call did not reuse %s: %s", name, again.body)
+	}
+	if named := r.ask(payReq(5000, "approval", name)); named.Decision != "ask" || named.Approval == nil || named.Approval.Name != name {
+		t.Fatalf("naming the pending approval: %s, want ask with it", named.body)
+	}
+	if other := r.ask(payReq(4999, "approval", name)); other.Decision != "deny" || other.Code != "APPROVAL_INVALID" {
+		t.Fatalf("another call naming the approval: %s, want deny APPROVAL_INVALID", other.body)
+	}
+	var list v1alpha1.ApprovalRequestList
+	if err := r.cluster.Client.List(context.Background(), &list, client.InNamespace(r.ns)); err != nil || len(list.Items) != 1 {
+		t.Fatalf("%d ApprovalRequests (%v), want the one: identical calls share it", len(list.Items), err)
+	}
+
+	// A wait holds the answer until the admin approves; the call is then
+	// allowed once.
+	r.waitForGuards(name)
+	held := make(chan askAnswer, 1)
+	go func() { held <- r.ask(payReq(5000, "wait", "60s")) }()
+	time.Sleep(300 * time.Millisecond) // the request reaches the sidecar and waits
+	select {
+	case a := <-held:
+		t.Fatalf("answered while pending: %s", a.body)
+	default:
+	}
+	alice := r.kubeconfigAs("alice", "system:authenticated")
+	if code, out := r.toolgateAs(alice, "approve", name, "-m", "fine"); code != 0 {
+		t.Fatalf("approve: exit %d: %s", code, out)
+	}
+	var a askAnswer
+	select {
+	case a = <-held:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the waiting call had no answer 20s after its approval")
+	}
+	if a.Decision != "allow" || a.Effect != "ask" || !strings.Contains(a.Reason, "approved by alice: fine") || a.Approval == nil || a.Approval.Name != name {
+		t.Fatalf("after approval: %s, want allow approved by alice", a.body)
+	}
+	if used := r.ask(payReq(5000, "approval", name)); used.Decision != "deny" || used.Code != "APPROVAL_INVALID" || !strings.Contains(used.Reason, "used already") {
+		t.Fatalf("the used approval again: %s, want deny APPROVAL_INVALID", used.body)
+	}
+	// A wait that ends before anyone decides denies, naming the request.
+	short := r.ask(payReq(6000, "wait", "1s"))
+	if short.Decision != "deny" || short.Code != "APPROVAL_TIMEOUT" || short.Approval == nil {
+		t.Fatalf("a short wait: %s, want deny APPROVAL_TIMEOUT naming the request", short.body)
+	}
+	for _, bad := range []map[string]any{payReq(5000, "wait", "soon"), payReq(5000, "wait", "-1s"),
+		{"tool_name": "pay", "wait": 30}, {"tool_name": "pay", "approval": 7}, {"tool_name": "pay", "approval": ""}} {
+		if b := r.ask(bad); b.status != http.StatusBadRequest || !strings.Contains(b.body, "error") {
+			t.Errorf("%v: HTTP %d %s, want 400 with an error", bad, b.status, b.body)
+		}
 	}
 }
