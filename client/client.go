@@ -171,6 +171,35 @@ func (c *Client) EvaluateJSON(ctx context.Context, body []byte) (Result, error) 
 	return c.evaluate(ctx, body, tp, 0)
 }
 
+// EvaluateJSONApproval is EvaluateJSON for a call an earlier answer
+// asked about: decided against the ApprovalRequest named approval, the
+// sidecar holding the answer up to wait for a person's decision. It is
+// bounded by Options.Timeout plus wait. body must be a JSON object.
+func (c *Client) EvaluateJSONApproval(ctx context.Context, body []byte, approval string, wait time.Duration) (Result, error) {
+	if wait < 0 {
+		return Result{}, fmt.Errorf("toolgate: wait %v is negative", wait)
+	}
+	n := len(body)
+	for n > 0 && body[n-1] != '}' {
+		n--
+	}
+	if n == 0 || approval == "" {
+		return Result{}, errors.New("toolgate: EvaluateJSONApproval needs a JSON object and an approval name")
+	}
+	out := make([]byte, 0, n+64+len(approval))
+	out = append(out, body[:n-1]...)
+	if len(bytes.TrimSpace(body[:n-1])) > 1 {
+		out = append(out, ',')
+	}
+	out = append(out, `"approval":`...)
+	out = engine.AppendJSONString(out, approval)
+	out = append(out, `,"wait":`...)
+	out = engine.AppendJSONString(out, wait.String())
+	out = append(out, '}')
+	tp, _ := ctx.Value(traceparentKey{}).(string)
+	return c.evaluate(ctx, out, tp, wait)
+}
+
 type traceparentKey struct{}
 
 // WithTraceparent returns ctx with a W3C traceparent that EvaluateJSON
