@@ -35,7 +35,8 @@ func (d *demo) askAndApprove(c client.Client, ns string, pay map[string]any) err
 	}
 	done := make(chan error, 1)
 	go func() { done <- held.Wait() }()
-	stop := func() { _ = held.Process.Kill(); <-done }
+	// stop ends curl when the step fails; its error then is only "killed".
+	stop := func() error { _ = held.Process.Kill(); return <-done }
 
 	var name string
 	if err := waitUntil(30*time.Second, func() bool {
@@ -47,10 +48,10 @@ func (d *demo) askAndApprove(c client.Client, ns string, pay map[string]any) err
 		return true
 	}); err != nil {
 		select {
-		case <-done:
-			return fmt.Errorf("the sidecar created no ApprovalRequest, and answered:\n%s", answer.String())
+		case err := <-done:
+			return fmt.Errorf("the sidecar created no ApprovalRequest, and answered (curl: %v):\n%s", err, answer.String())
 		default:
-			stop()
+			_ = stop()
 			return fmt.Errorf("the sidecar never created the payment's ApprovalRequest: %w", err)
 		}
 	}
@@ -61,19 +62,19 @@ func (d *demo) askAndApprove(c client.Client, ns string, pay map[string]any) err
 	}
 	fmt.Fprintln(d.out, "    (no answer yet: curl waits, and the sidecar has asked for a person's approval)")
 	if _, err := d.run("", "get", "approvalrequests", "-n", ns); err != nil {
-		stop()
+		_ = stop()
 		return err
 	}
 	fmt.Fprintln(d.out, "    the approver's user name, which decidedBy must be (the admission policy checks it):")
 	user, err := d.run("", "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")
 	if err != nil {
-		stop()
+		_ = stop()
 		return err
 	}
 	patch := fmt.Sprintf(`{"status":{"decision":"Approved","decidedBy":%q,"message":"invoice 2026-118, checked"}}`, strings.TrimSpace(user))
 	start := time.Now()
 	if _, err := d.run("", "patch", "approvalrequest", name, "-n", ns, "--subresource=status", "--type=merge", "-p", patch); err != nil {
-		stop()
+		_ = stop()
 		return err
 	}
 	select {
@@ -82,7 +83,7 @@ func (d *demo) askAndApprove(c client.Client, ns string, pay map[string]any) err
 			return fmt.Errorf("%s: %w", line, err)
 		}
 	case <-time.After(30 * time.Second):
-		stop()
+		_ = stop()
 		return fmt.Errorf("%s had no answer 30s after the approval", line)
 	}
 	fmt.Fprintf(d.out, "    curl's answer, %d ms after kubectl patch started:\n", time.Since(start).Milliseconds())
