@@ -146,6 +146,11 @@ func restClient(config *rest.Config) (*rest.RESTClient, error) {
 	}
 	cfg := rest.CopyConfig(config)
 	cfg.ContentType, cfg.AcceptContentTypes = "application/json", "application/json"
+	// client-go's default of 5 writes/s (burst 10) queued every create and
+	// use past a few asked calls a second, about 200 ms each (make
+	// measure-approvals back to back); a sidecar's writes are one request
+	// and one use per asked call, bounded by --approvals-max-pending.
+	cfg.QPS, cfg.Burst = 50, 100
 	cfg.GroupVersion = &v1alpha1.GroupVersion
 	cfg.APIPath = "/apis"
 	cfg.NegotiatedSerializer = serializer.NewCodecFactory(sch).WithoutConversion()

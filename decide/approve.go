@@ -65,6 +65,9 @@ func (d *Decider) Resolve(ctx context.Context, req engine.Request, res engine.Re
 	if a == nil {
 		return refuse(res, approval.CodeUnavailable, "this call needs a person's approval, and this sidecar cannot ask for one: it reads no Kubernetes API (a bundle from a file or an offline evaluation); denied"), st, 0
 	}
+	if st.ServiceAccount == "" {
+		return refuse(res, approval.CodeUnavailable, "this call needs a person's approval, and this sidecar does not know its ServiceAccount (--service-account, or credentials of one): an ApprovalRequest names who asked, so that the agent can never approve itself; denied"), st, 0
+	}
 	call := d.callOf(req, &res, st)
 	var t approval.Ticket
 	if o.Approval != "" {

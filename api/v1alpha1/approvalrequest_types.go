@@ -107,6 +107,7 @@ type ApprovalRequestStatus struct {
 	// decidedBy is the user who decided: the admission policy requires it
 	// to be the name of the user writing the decision.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	DecidedBy string `json:"decidedBy,omitempty"`
 
