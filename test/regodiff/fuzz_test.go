@@ -131,7 +131,16 @@ func (g *gen) condition() engine.Condition {
 }
 
 func (g *gen) rule(i int, tiered bool) engine.Rule {
-	r := engine.Rule{ID: fmt.Sprintf("r%d", i), Effect: pick(g, []string{"allow", "deny", "deny", "warn", "audit"})}
+	// ask as often as warn and audit, as in the engine's own generator.
+	r := engine.Rule{ID: fmt.Sprintf("r%d", i), Effect: pick(g, []string{"allow", "deny", "deny", "warn", "audit", "ask"})}
+	switch {
+	case r.Effect == "ask" && g.p(35):
+		// Timeouts in whole and fractional seconds, the maximum, and ones
+		// that do not compile (past the maximum, not a duration, not positive).
+		r.Approval = &engine.RuleApproval{Timeout: pick(g, []string{"", "30s", "1h", "1500ms", "2m30s", "1ns", "90m", "soon", "-1s", "0s"})}
+	case g.p(1): // approval on a rule that does not ask: a compile error
+		r.Approval = &engine.RuleApproval{}
+	}
 	if g.p(2) {
 		r.ID = pick(g, []string{"", "Bad_ID", "r0"})
 	}
@@ -430,8 +439,9 @@ func (g *gen) request() []byte {
 // TestFuzz compares OPA and the engine on random bundles and requests:
 // every operator, missing fields, numbers in every JSON form, unicode,
 // frozen agents with expiry, compile errors, several policies with
-// priorities and defaults, tiered policies with every gateway filter, two
-// levels (ClusterPolicies), PolicyExceptions and shadow (Audit) policies.
+// priorities and defaults, tiered policies with every gateway filter, ask
+// rules with their approval timeouts, two levels (ClusterPolicies),
+// PolicyExceptions and shadow (Audit) policies.
 func TestFuzz(t *testing.T) {
 	g := &gen{r: rand.New(rand.NewPCG(*fuzzSeed, 2))}
 	base := time.Date(2026, 11, 16, 7, 0, 0, 0, time.UTC)
@@ -477,18 +487,52 @@ func TestFuzz(t *testing.T) {
 						exercised[k]++
 					}
 				}
+				countAsks(&b, p.answer, exercised)
 			}
 		}
 	}
-	t.Logf("fuzz: %d requests compared over %d bundles, %d mismatches, %d refused; answers with matchedPolicyKind %d, exceptionApplied %d, shadow %d",
-		compared, *fuzzBundles, failures, refused, exercised["matchedPolicyKind"], exercised["exceptionApplied"], exercised["shadow"])
-	for _, k := range []string{"matchedPolicyKind", "exceptionApplied", "shadow"} {
+	t.Logf("fuzz: %d requests compared over %d bundles, %d mismatches, %d refused; answers with matchedPolicyKind %d, exceptionApplied %d, shadow %d; "+
+		"ask decisions %d (by a tiered policy %d, by a ClusterPolicy %d, with another timeout than 5m %d, with warnings %d), shadow asks %d",
+		compared, *fuzzBundles, failures, refused, exercised["matchedPolicyKind"], exercised["exceptionApplied"], exercised["shadow"],
+		exercised["ask"], exercised["ask/tiered"], exercised["ask/ClusterPolicy"], exercised["ask/timeout"], exercised["ask/warnings"], exercised["shadow/ask"])
+	for _, k := range []string{"matchedPolicyKind", "exceptionApplied", "shadow", "ask", "ask/tiered", "ask/ClusterPolicy", "ask/timeout", "ask/warnings", "shadow/ask"} {
 		if exercised[k] < compared/1000 {
 			t.Errorf("only %d of %d answers have %s: the generator no longer exercises it", exercised[k], compared, k)
 		}
 	}
 	if compared < 20000 && *fuzzBundles**fuzzRequests >= 24000 {
 		t.Errorf("only %d requests compared, want at least 20,000", compared)
+	}
+}
+
+// countAsks counts, in the engine's answer for bundle b, what the ask
+// rules exercise: ask decisions, by a tiered policy, by a ClusterPolicy,
+// with a timeout other than the default, with warnings, and asks among
+// shadow verdicts.
+func countAsks(b *engine.Bundle, answer map[string]any, exercised map[string]int) {
+	if answer["decision"] == "ask" {
+		exercised["ask"]++
+		kind, _ := answer["matchedPolicyKind"].(string)
+		for _, p := range b.Policies {
+			if p.ID == answer["matchedPolicyId"] && p.Cluster() == (kind == engine.KindClusterPolicy) && !p.Audit() && p.Tiered() {
+				exercised["ask/tiered"]++
+			}
+		}
+		if kind == engine.KindClusterPolicy {
+			exercised["ask/ClusterPolicy"]++
+		}
+		if answer["approvalTimeoutSeconds"] != engine.DefaultApprovalTimeout.Seconds() {
+			exercised["ask/timeout"]++
+		}
+		if _, in := answer["warnings"]; in {
+			exercised["ask/warnings"]++
+		}
+	}
+	shadow, _ := answer["shadow"].([]any)
+	for _, v := range shadow {
+		if v.(map[string]any)["decision"] == "ask" {
+			exercised["shadow/ask"]++
+		}
 	}
 }
 
