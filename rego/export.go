@@ -1,6 +1,7 @@
 // Package rego exports a namespace's bundle as an OPA bundle: Rego (v1
 // syntax) whose data.toolgate.decision is, for every request, the result
-// toolgate's engine gives (less latencyMs and trace). Like the engine it is
+// toolgate's engine gives (less latencyMs and trace; an ask adds its rule's
+// approval timeout as approvalTimeoutSeconds). Like the engine it is
 // pure: it reads an engine.Bundle and writes bytes, and OPA is no
 // dependency of it (the differential test in test/regodiff runs OPA).
 //

@@ -124,6 +124,7 @@ _scan := r if {
 } else := r if {
 	# Otherwise an ask decides (no later allow, warn or audit replaces it):
 	# the first policy whose verdict asks.
+	data.toolgate.asks
 	r := _last_result(min(_asking), _warnings_before([data.toolgate.policyCount, -1]))
 } else := r if {
 	# Otherwise the last policy with a verdict: an ordered policy's last
@@ -140,14 +141,12 @@ _verdicts := {h[0] | some h in hit} | {pi | some pi in data.toolgate.tieredPolic
 
 # The enforcing policies whose verdict asks: an ordered policy with a
 # matching ask rule (one with a matching deny stops the scan first), a
-# tiered policy whose verdict is an ask. Only looked for when a rule asks.
-_asking := s if {
-	data.toolgate.asks
-	s := {h[0] | some h in hit; _rule(h[0], h[1]).effect == "ask"} | {pi |
-		some pi in data.toolgate.tieredPolicies
-		_tiered_verdict[pi].effect == "ask"
-	}
-} else := set()
+# tiered policy whose verdict is an ask. Read only behind data.toolgate.asks
+# (some rule asks), so a bundle without ask pays nothing for it.
+_asking := {h[0] | some h in hit; _rule(h[0], h[1]).effect == "ask"} | {pi |
+	some pi in data.toolgate.tieredPolicies
+	_tiered_verdict[pi].effect == "ask"
+}
 
 _default_deny(pi, warnings) := _result("deny", "deny", null, null, null, null, null, data.toolgate.policies[pi].defaultReason, warnings)
 
@@ -189,10 +188,12 @@ _has_namespace_level if data.toolgate.policyCount > _cluster_count
 # Each level's verdict: its first policy whose verdict asks, else its last
 # policy with one.
 _cluster_verdict := pi if {
+	data.toolgate.asks
 	pi := min({pi | some pi in _asking; pi < _cluster_count})
 } else := max({pi | some pi in _verdicts; pi < _cluster_count})
 
 _namespace_verdict := pi if {
+	data.toolgate.asks
 	pi := min({pi | some pi in _asking; pi >= _cluster_count})
 } else := max({pi | some pi in _verdicts; pi >= _cluster_count})
 
@@ -209,16 +210,27 @@ _kinded(r, kind) := object.union(r, {"matchedPolicyKind": kind})
 # policy's first matching ask, else its last match.
 _last_result(pi, warnings) := _tiered_result(pi, warnings) if {
 	data.toolgate.policies[pi].tiered
-} else := _rule_result(pi, ri, warnings) if {
+} else := _ask_result(pi, ri, warnings) if {
+	data.toolgate.asks
 	pi in _asking
 	ri := min({h[1] | some h in hit; h[0] == pi; _rule(pi, h[1]).effect == "ask"})
 } else := _rule_result(pi, max({h[1] | some h in hit; h[0] == pi}), warnings)
 
+# The result of a rule that does not ask (a stop's deny, an ordered
+# policy's last match, which is never an ask: _last_result).
 _rule_result(pi, ri, warnings) := r if {
 	rule := data.toolgate.policies[pi].rules[ri]
-	r := _approval(_result(
+	r := _result(
 		_decision_of(rule.effect), rule.effect, data.toolgate.policies[pi].id, data.toolgate.policies[pi].version,
-		rule.id, null, _effect_code(rule.effect), rule.reason, warnings,
+		rule.id, null, null, rule.reason, warnings,
+	)
+}
+
+_ask_result(pi, ri, warnings) := r if {
+	rule := data.toolgate.policies[pi].rules[ri]
+	r := _approval(_result(
+		"ask", "ask", data.toolgate.policies[pi].id, data.toolgate.policies[pi].version,
+		rule.id, null, "APPROVAL_REQUIRED", rule.reason, warnings,
 	), rule)
 }
 
@@ -263,7 +275,10 @@ _decision_of("deny") := "deny"
 
 _decision_of("ask") := "ask"
 
-_decision_of(e) := "allow" if not e in {"deny", "ask"}
+_decision_of(e) := "allow" if {
+	e != "deny"
+	e != "ask"
+}
 
 # The code of a rule's verdict: APPROVAL_REQUIRED for every ask; a deny
 # states its rule's id (_stated_code).
