@@ -15,9 +15,9 @@
 # ---------------------------------------------------------------------------
 
 # decision, what `toolgate eval` prints for input less latencyMs and trace
-# (an ask adds approvalTimeoutSeconds), is written above it by the exporter: a frozen agent, else NO_POLICIES,
-# else _scan (one level: no ClusterPolicy, exception or shadow policy) or
-# _shadowed(_decided). Choosing there costs a bundle of one level nothing.
+# (an ask adds approvalTimeoutSeconds), is written above it by the
+# exporter: a frozen agent, else NO_POLICIES, else _scan (one level: no
+# ClusterPolicy, exception or shadow policy) or _shadowed(_decided). Choosing there costs a bundle of one level nothing.
 
 # The decision with the exceptions in force, naming the one that changed it
 # (exceptionApplied): only when one exempts this call from a rule, as only
@@ -306,8 +306,8 @@ _reason(pi, v) := sprintf("no rule bound to resource %s/%s matched in policy %q"
 
 # A tiered policy: one evaluation at tool level and one per resource the
 # call touches, each decided by its top-ranked matching rule (priority,
-# then deny > ask > warn > audit > allow, then spec order), or for a resource with
-# rules bound to it of which none matched, an implicit deny. The strongest
+# then deny > ask > warn > audit > allow, then spec order), or for a
+# resource with rules bound to it of which none matched, an implicit deny. The strongest
 # effect wins, ties to the earliest evaluation.
 _tiered_verdict[pi] := v if {
 	some pi in data.toolgate.tieredPolicies
