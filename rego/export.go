@@ -1,6 +1,7 @@
 // Package rego exports a namespace's bundle as an OPA bundle: Rego (v1
 // syntax) whose data.toolgate.decision is, for every request, the result
-// toolgate's engine gives (less latencyMs and trace). Like the engine it is
+// toolgate's engine gives (less latencyMs and trace; an ask adds its rule's
+// approval timeout as approvalTimeoutSeconds). Like the engine it is
 // pure: it reads an engine.Bundle and writes bytes, and OPA is no
 // dependency of it (the differential test in test/regodiff runs OPA).
 //
@@ -52,7 +53,8 @@ var runtime string
 // (OPA pays for every branch it evaluates, and for every rule it goes
 // through), else _shadowed(_decided) (runtime.rego).
 const decisionRule = `# ---------------------------------------------------------------------------
-# decision is what ` + "`toolgate eval`" + ` prints for input, less latencyMs and trace.
+# decision is what ` + "`toolgate eval`" + ` prints for input, less latencyMs and trace;
+# an ask decision adds the asking rule's approval timeout (approvalTimeoutSeconds).
 decision := d if {
 	d := _frozen
 } else := _shadowed(_result("deny", "deny", null, null, null, null, "NO_POLICIES", "the bundle has no policies", [])) if {
@@ -146,6 +148,10 @@ type ruleData struct {
 	ID     string `json:"id"`
 	Effect string `json:"effect"`
 	Reason string `json:"reason"`
+	// ApprovalTimeoutSeconds is an ask rule's approval.timeout: what an ask
+	// decision states as approvalTimeoutSeconds. Left out of other rules,
+	// so exports without ask are unchanged.
+	ApprovalTimeoutSeconds *float64 `json:"approvalTimeoutSeconds,omitempty"`
 }
 
 type frozenData struct {
@@ -179,10 +185,14 @@ type data struct {
 	// What the scan needs to know without reading every policy: the
 	// policies that do not compile, the tiered ones, and whether any rule
 	// warns.
-	CompileErrors  []int                   `json:"compileErrors"`
-	TieredPolicies []int                   `json:"tieredPolicies"`
-	Warns          bool                    `json:"warns"`
-	FrozenAgents   map[string][]frozenData `json:"frozenAgents"`
+	CompileErrors  []int `json:"compileErrors"`
+	TieredPolicies []int `json:"tieredPolicies"`
+	Warns          bool  `json:"warns"`
+	// Asks is whether any rule (enforcing or Audit) asks: the scan looks
+	// for an ask verdict only then, so exports without ask are unchanged
+	// and cost OPA nothing more.
+	Asks         bool                    `json:"asks,omitempty"`
+	FrozenAgents map[string][]frozenData `json:"frozenAgents"`
 	// FrozenAll are the freezes of every agent (allAgents); left out
 	// when there are none, so exports without one are unchanged.
 	FrozenAll []frozenData      `json:"frozenAll,omitempty"`
@@ -225,6 +235,9 @@ func Export(b engine.Bundle) (*Bundle, error) {
 			return nil, err
 		}
 		d.Policies = append(d.Policies, pd)
+		for _, r := range pd.Rules {
+			d.Asks = d.Asks || r.Effect == string(engine.EffectAsk)
+		}
 		switch {
 		case shadow:
 			d.Shadows = append(d.Shadows, pi)
@@ -438,7 +451,7 @@ func (g *gen) policy(pi int, raw *engine.Policy, shadow bool) (policyData, error
 		fmt.Fprintf(&g.out, "# policy %s (priority %d) does not compile: the scan denies where it reaches it.\n\n", quote(p.ID), p.Priority)
 		return pd, nil
 	}
-	kind := "ordered: the first matching deny decides, else the last match"
+	kind := "ordered: the first matching deny decides, else the first matching ask, else the last match"
 	if pd.Tiered {
 		kind = "tiered: the top-ranked match of each evaluation decides"
 	}
@@ -453,7 +466,8 @@ func (g *gen) policy(pi int, raw *engine.Policy, shadow bool) (policyData, error
 	rank := engine.RuleRanks(p.Rules)
 	for ri := range p.Rules {
 		r := &p.Rules[ri]
-		pd.Rules = append(pd.Rules, ruleData{ID: r.ID, Effect: r.Effect, Reason: engine.RuleReason(p.ID, r)})
+		pd.Rules = append(pd.Rules, ruleData{ID: r.ID, Effect: r.Effect, Reason: engine.RuleReason(p.ID, r),
+			ApprovalTimeoutSeconds: approvalTimeoutSeconds(r)})
 		var err error
 		switch {
 		case !pd.Tiered && shadow:
@@ -472,6 +486,22 @@ func (g *gen) policy(pi int, raw *engine.Policy, shadow bool) (policyData, error
 		}
 	}
 	return pd, nil
+}
+
+// approvalTimeoutSeconds is an ask rule's approval.timeout in seconds,
+// engine.DefaultApprovalTimeout when unset, as the engine's compiler reads
+// it (the policy compiled, so the timeout parses); nil for other rules.
+// test/regodiff compares it with the engine's Result.ApprovalTimeout.
+func approvalTimeoutSeconds(r *engine.Rule) *float64 {
+	if engine.Effect(r.Effect) != engine.EffectAsk {
+		return nil
+	}
+	t := engine.DefaultApprovalTimeout
+	if r.Approval != nil && r.Approval.Timeout != "" {
+		t, _ = time.ParseDuration(r.Approval.Timeout)
+	}
+	s := t.Seconds()
+	return &s
 }
 
 func (g *gen) comment(p *engine.Policy, r *engine.Rule, ri, rank int, tiered bool) {
@@ -568,7 +598,9 @@ func (g *gen) resourceRule(p *engine.Policy, r *engine.Rule, pi, ri, rank int) e
 // possible=false when a filter can never hold there.
 func (g *gen) body(p *engine.Policy, r *engine.Rule, m mode) ([]string, bool, error) {
 	var out []string
-	deny := engine.Effect(r.Effect) == engine.EffectDeny
+	// A deny or an ask also holds when an identity it is scoped by is
+	// missing: missing identity never lifts a deny or skips an approval.
+	restrictive := engine.Effect(r.Effect) == engine.EffectDeny || engine.Effect(r.Effect) == engine.EffectAsk
 	if s := r.Subjects; s != nil {
 		folded := make([]string, len(s.Agents))
 		for i, a := range s.Agents {
@@ -577,7 +609,7 @@ func (g *gen) body(p *engine.Policy, r *engine.Rule, m mode) ([]string, bool, er
 		if len(folded) > 0 {
 			g.folds = true
 		}
-		out = append(out, fmt.Sprintf("_subjects(%s, %s, %t)", stringSet(folded), stringSet(s.Roles), deny))
+		out = append(out, fmt.Sprintf("_subjects(%s, %s, %t)", stringSet(folded), stringSet(s.Roles), restrictive))
 	}
 	if t := r.Targets; t != nil {
 		if t.Servers != nil {

@@ -48,7 +48,13 @@ var (
 	operators   = append(append([]string{}, engine.Operators...), "bogus")
 )
 
-type gen struct{ r *rand.Rand }
+// gen writes random bundles and requests; asky ones (TestFuzzAsk) are
+// mostly ask rules with fewer conditions, so that asks meet each other and
+// the other effects often.
+type gen struct {
+	r    *rand.Rand
+	asky bool
+}
 
 func (g *gen) n(k int) int         { return g.r.IntN(k) }
 func (g *gen) p(pct int) bool      { return g.r.IntN(100) < pct }
@@ -131,7 +137,24 @@ func (g *gen) condition() engine.Condition {
 }
 
 func (g *gen) rule(i int, tiered bool) engine.Rule {
-	r := engine.Rule{ID: fmt.Sprintf("r%d", i), Effect: pick(g, []string{"allow", "deny", "deny", "warn", "audit"})}
+	// ask as often as warn and audit, as in the engine's own generator.
+	effects, conditions := []string{"allow", "deny", "deny", "warn", "audit", "ask"}, 4
+	if g.asky {
+		effects, conditions = []string{"ask", "ask", "allow", "deny", "warn", "audit"}, 2
+	}
+	r := engine.Rule{ID: fmt.Sprintf("r%d", i), Effect: pick(g, effects)}
+	switch {
+	case r.Effect == "ask" && g.p(60):
+		// Timeouts in whole and fractional seconds and the maximum; a few
+		// that do not compile (past the maximum, not a duration, not
+		// positive), few enough not to make most asking policies fail.
+		r.Approval = &engine.RuleApproval{Timeout: pick(g, []string{"", "30s", "1h", "1500ms", "2m30s", "1ns", "10m", "45s"})}
+		if g.p(5) {
+			r.Approval.Timeout = pick(g, []string{"90m", "soon", "-1s", "0s"})
+		}
+	case g.p(1): // approval on a rule that does not ask: a compile error
+		r.Approval = &engine.RuleApproval{}
+	}
 	if g.p(2) {
 		r.ID = pick(g, []string{"", "Bad_ID", "r0"})
 	}
@@ -153,7 +176,7 @@ func (g *gen) rule(i int, tiered bool) engine.Rule {
 	if g.p(gate) {
 		g.gateway(&r, tiered)
 	}
-	for range g.n(4) {
+	for range g.n(conditions) {
 		r.Conditions = append(r.Conditions, g.condition())
 	}
 	return r
@@ -228,7 +251,11 @@ func (g *gen) gateway(r *engine.Rule, tiered bool) {
 func (g *gen) bundle(now time.Time) engine.Bundle {
 	var b engine.Bundle
 	names := []string{"alpha", "beta", "gamma", "delta"}
-	for i := range g.n(5) { // 0 to 4 policies: none is NO_POLICIES
+	policies := g.n(5)
+	if g.asky { // fewer NO_POLICIES and policies without rules (compile errors)
+		policies = 1 + g.n(4)
+	}
+	for i := range policies { // 0 to 4 policies: none is NO_POLICIES
 		p := engine.Policy{ID: names[i], Priority: int32(pick(g, []int{0, 10, 10, 20})), Version: int64(g.n(3)),
 			DefaultEffect: pick(g, []string{"", "allow", "deny"})}
 		if g.p(1) {
@@ -240,7 +267,11 @@ func (g *gen) bundle(now time.Time) engine.Bundle {
 		} else if g.p(20) {
 			p.Evaluation = engine.EvaluationOrdered
 		}
-		for j := range g.n(7) { // 0 rules does not compile
+		rules := g.n(7) // 0 rules does not compile
+		if g.asky {
+			rules = 1 + g.n(6)
+		}
+		for j := range rules {
 			p.Rules = append(p.Rules, g.rule(j, tiered))
 		}
 		b.Policies = append(b.Policies, p)
@@ -430,16 +461,53 @@ func (g *gen) request() []byte {
 // TestFuzz compares OPA and the engine on random bundles and requests:
 // every operator, missing fields, numbers in every JSON form, unicode,
 // frozen agents with expiry, compile errors, several policies with
-// priorities and defaults, tiered policies with every gateway filter, two
-// levels (ClusterPolicies), PolicyExceptions and shadow (Audit) policies.
+// priorities and defaults, tiered policies with every gateway filter, ask
+// rules with their approval timeouts, two levels (ClusterPolicies),
+// PolicyExceptions and shadow (Audit) policies.
 func TestFuzz(t *testing.T) {
-	g := &gen{r: rand.New(rand.NewPCG(*fuzzSeed, 2))}
+	compared, exercised := fuzz(t, &gen{r: rand.New(rand.NewPCG(*fuzzSeed, 2))}, *fuzzBundles)
+	for _, k := range []string{"matchedPolicyKind", "exceptionApplied", "shadow", "ask"} {
+		if exercised[k] < compared/1000 {
+			t.Errorf("only %d of %d answers have %s: the generator no longer exercises it", exercised[k], compared, k)
+		}
+	}
+	// The kinds of ask come in lumps (a bundle whose ask rule matches
+	// often), so they are only required to occur here; TestFuzzAsk
+	// requires them in numbers.
+	for _, k := range []string{"ask/tiered", "ask/ClusterPolicy", "ask/timeout", "shadow/ask"} {
+		if exercised[k] == 0 {
+			t.Errorf("none of %d answers has %s: the generator no longer exercises it", compared, k)
+		}
+	}
+	if compared < 20000 && *fuzzBundles**fuzzRequests >= 24000 {
+		t.Errorf("only %d requests compared, want at least 20,000", compared)
+	}
+}
+
+// TestFuzzAsk is TestFuzz on bundles of mostly ask rules with fewer
+// conditions: two asks in one policy, an ask and a later deny or allow, a
+// scoped ask and a missing agent_id, asks on both levels and in Audit
+// policies meet often, where TestFuzz (ask as often as warn) meets them
+// by the dozen.
+func TestFuzzAsk(t *testing.T) {
+	compared, exercised := fuzz(t, &gen{r: rand.New(rand.NewPCG(*fuzzSeed, 3)), asky: true}, *fuzzBundles/4)
+	for _, k := range []string{"ask", "ask/tiered", "ask/ClusterPolicy", "ask/timeout", "ask/warnings", "shadow/ask"} {
+		if exercised[k] < compared/100 {
+			t.Errorf("only %d of %d answers have %s: the generator no longer exercises it", exercised[k], compared, k)
+		}
+	}
+}
+
+// fuzz decides the random requests of `bundles` random bundles with OPA and the
+// engine, reports every difference, and returns how many requests it
+// compared and what their answers exercised.
+func fuzz(t *testing.T, g *gen, bundles int) (int, map[string]int) {
 	base := time.Date(2026, 11, 16, 7, 0, 0, 0, time.UTC)
 	compared, refused, failures := 0, 0, 0
-	// Answers that show a level, an exception or a shadow verdict: the
-	// generator must keep exercising them.
+	// Answers that show a level, an exception, a shadow verdict or an ask:
+	// the generator must keep exercising them.
 	exercised := map[string]int{}
-	for range *fuzzBundles {
+	for range bundles {
 		now := base.Add(time.Duration(g.n(7*24*4)) * 15 * time.Minute)
 		b := g.bundle(now)
 		p, err := prepare(t, b)
@@ -477,18 +545,45 @@ func TestFuzz(t *testing.T) {
 						exercised[k]++
 					}
 				}
+				countAsks(&b, p.answer, exercised)
 			}
 		}
 	}
-	t.Logf("fuzz: %d requests compared over %d bundles, %d mismatches, %d refused; answers with matchedPolicyKind %d, exceptionApplied %d, shadow %d",
-		compared, *fuzzBundles, failures, refused, exercised["matchedPolicyKind"], exercised["exceptionApplied"], exercised["shadow"])
-	for _, k := range []string{"matchedPolicyKind", "exceptionApplied", "shadow"} {
-		if exercised[k] < compared/1000 {
-			t.Errorf("only %d of %d answers have %s: the generator no longer exercises it", exercised[k], compared, k)
+	t.Logf("fuzz: %d requests compared over %d bundles, %d mismatches, %d refused; answers with matchedPolicyKind %d, exceptionApplied %d, shadow %d; "+
+		"ask decisions %d (by a tiered policy %d, by a ClusterPolicy %d, with another timeout than 5m %d, with warnings %d), shadow asks %d",
+		compared, bundles, failures, refused, exercised["matchedPolicyKind"], exercised["exceptionApplied"], exercised["shadow"],
+		exercised["ask"], exercised["ask/tiered"], exercised["ask/ClusterPolicy"], exercised["ask/timeout"], exercised["ask/warnings"], exercised["shadow/ask"])
+	return compared, exercised
+}
+
+// countAsks counts, in the engine's answer for bundle b, what the ask
+// rules exercise: ask decisions, by a tiered policy, by a ClusterPolicy,
+// with a timeout other than the default, with warnings, and asks among
+// shadow verdicts.
+func countAsks(b *engine.Bundle, answer map[string]any, exercised map[string]int) {
+	if answer["decision"] == "ask" {
+		exercised["ask"]++
+		kind, _ := answer["matchedPolicyKind"].(string)
+		for _, p := range b.Policies {
+			if p.ID == answer["matchedPolicyId"] && p.Cluster() == (kind == engine.KindClusterPolicy) && !p.Audit() && p.Tiered() {
+				exercised["ask/tiered"]++
+			}
+		}
+		if kind == engine.KindClusterPolicy {
+			exercised["ask/ClusterPolicy"]++
+		}
+		if answer["approvalTimeoutSeconds"] != engine.DefaultApprovalTimeout.Seconds() {
+			exercised["ask/timeout"]++
+		}
+		if _, in := answer["warnings"]; in {
+			exercised["ask/warnings"]++
 		}
 	}
-	if compared < 20000 && *fuzzBundles**fuzzRequests >= 24000 {
-		t.Errorf("only %d requests compared, want at least 20,000", compared)
+	shadow, _ := answer["shadow"].([]any)
+	for _, v := range shadow {
+		if v.(map[string]any)["decision"] == "ask" {
+			exercised["shadow/ask"]++
+		}
 	}
 }
 

@@ -122,6 +122,12 @@ func (p *pair) compare(t testing.TB, doc []byte, now time.Time, u engine.Usage) 
 		return false, err
 	}
 	delete(wantV, "latencyMs")
+	// The engine's JSON leaves an ask's timeout to the sidecar (it sets
+	// the ApprovalRequest's expiry from it); OPA, which has no
+	// ApprovalRequests, states it.
+	if res.ApprovalTimeout != 0 {
+		wantV["approvalTimeoutSeconds"] = res.ApprovalTimeout.Seconds()
+	}
 	p.answer = wantV
 
 	input, err := ast.ValueFromReader(bytes.NewReader(doc))
@@ -149,7 +155,7 @@ func (p *pair) compare(t testing.TB, doc []byte, now time.Time, u engine.Usage) 
 		return true, err
 	}
 	if !reflect.DeepEqual(gotV, wantV) {
-		return true, fmt.Errorf("mismatch for request %s at %s\nengine: %s\nOPA:    %s", doc, now.Format(time.RFC3339Nano), want, got)
+		return true, fmt.Errorf("mismatch for request %s at %s\nengine: %s (approval timeout %v)\nOPA:    %s", doc, now.Format(time.RFC3339Nano), want, res.ApprovalTimeout, got)
 	}
 	return true, nil
 }

@@ -24,6 +24,9 @@ type levelCase struct {
 	now     time.Time // zero: levelsNow
 	want    []string  // fragments of the engine's answer
 	not     string    // ... and one it must not hold
+	// timeout is an ask's wait, the engine's ApprovalTimeout, when the
+	// case is about it (compare holds OPA's approvalTimeoutSeconds to it).
+	timeout time.Duration
 }
 
 func decideLevelCases(t *testing.T, cases []levelCase) {
@@ -54,6 +57,9 @@ func decideLevelCases(t *testing.T, cases []levelCase) {
 			}
 			if c.not != "" && strings.Contains(string(answer), c.not) {
 				t.Fatalf("the engine's answer %s: want no %s in it", answer, c.not)
+			}
+			if c.timeout != 0 && res.ApprovalTimeout != c.timeout {
+				t.Fatalf("the engine's approval timeout is %v, want %v", res.ApprovalTimeout, c.timeout)
 			}
 			if _, err := p.compare(t, []byte(c.request), now, nil); err != nil {
 				t.Fatal(err)

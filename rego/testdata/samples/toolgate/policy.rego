@@ -2,7 +2,7 @@
 # Bundle revision sha256:458c1587a57240a1b1ba26f5d4fb745f18ff0145fd8beea8b49e6efeb06078e4. Query data.toolgate.decision with the tool call as input.
 package toolgate
 
-# ---- policy "default-deny-readonly" (priority 100, ordered: the first matching deny decides, else the last match; default deny)
+# ---- policy "default-deny-readonly" (priority 100, ordered: the first matching deny decides, else the first matching ask, else the last match; default deny)
 
 # policy "default-deny-readonly" rule 0 "read-only-tools": allow
 hit contains [0, 0] if {
@@ -15,7 +15,7 @@ hit contains [0, 1] if {
 	regex.match(`^\s*(ls|pwd|cat|head|tail|wc|git (status|log|diff|show))(\s+[-\w./=:@]+)*\s*$`, _str(input.input.command))
 }
 
-# ---- policy "bash-no-rm-rf" (priority 0, ordered: the first matching deny decides, else the last match; default allow)
+# ---- policy "bash-no-rm-rf" (priority 0, ordered: the first matching deny decides, else the first matching ask, else the last match; default allow)
 
 # policy "bash-no-rm-rf" rule 0 "no-rm-rf": deny
 deny_hit contains [1, 0] if {
@@ -51,7 +51,7 @@ thit contains [2, 2, 3] if {
 	input.side_effect in {"write"}
 }
 
-# ---- policy "mcp-github-writes" (priority 0, ordered: the first matching deny decides, else the last match; default allow)
+# ---- policy "mcp-github-writes" (priority 0, ordered: the first matching deny decides, else the first matching ask, else the last match; default allow)
 
 # policy "mcp-github-writes" rule 0 "no-github-writes": deny
 deny_hit contains [3, 0] if {
@@ -63,7 +63,7 @@ hit contains [3, 1] if {
 	regex.match(`^mcp__github__(get|list|search)_`, _str(input.tool_name))
 }
 
-# ---- policy "pay-cap" (priority 0, ordered: the first matching deny decides, else the last match; default allow)
+# ---- policy "pay-cap" (priority 0, ordered: the first matching deny decides, else the first matching ask, else the last match; default allow)
 
 # policy "pay-cap" rule 0 "pay-over-cap": ask
 hit contains [4, 0] if {
@@ -96,7 +96,8 @@ rbound := set()
 shadow_hit := set()
 
 # ---------------------------------------------------------------------------
-# decision is what `toolgate eval` prints for input, less latencyMs and trace.
+# decision is what `toolgate eval` prints for input, less latencyMs and trace;
+# an ask decision adds the asking rule's approval timeout (approvalTimeoutSeconds).
 decision := d if {
 	d := _frozen
 } else := _shadowed(_result("deny", "deny", null, null, null, null, "NO_POLICIES", "the bundle has no policies", [])) if {
@@ -110,7 +111,7 @@ decision := d if {
 # data.toolgate.policies, which is only ever read a leaf at a time (OPA
 # converts what it reads from its store on every read). The rules above add to:
 #   deny_hit [policy, rule]               a deny rule of an ordered policy matched
-#   hit    [policy, rule]                 another rule of an ordered policy matched
+#   hit    [policy, rule]                 another rule of an ordered policy matched (an ask too)
 #   thit   [policy, rank, rule]           a tiered policy's rule matched at tool level
 #   rhit   [policy, resource, rank, rule] ... or for one resource of the call
 #   rbound [policy, resource]             a tiered policy has rules bound to that resource
@@ -119,10 +120,10 @@ decision := d if {
 # clusterCount ClusterPolicies first), then the Audit ones (shadows).
 # ---------------------------------------------------------------------------
 
-# decision, what `toolgate eval` prints for input less latencyMs and trace,
-# is written above it by the exporter: a frozen agent, else NO_POLICIES,
-# else _scan (one level: no ClusterPolicy, exception or shadow policy) or
-# _shadowed(_decided). Choosing there costs a bundle of one level nothing.
+# decision, what `toolgate eval` prints for input less latencyMs and trace
+# (an ask adds approvalTimeoutSeconds), is written above it by the
+# exporter: a frozen agent, else NO_POLICIES, else _scan (one level: no
+# ClusterPolicy, exception or shadow policy) or _shadowed(_decided). Choosing there costs a bundle of one level nothing.
 
 # The decision with the exceptions in force, naming the one that changed it
 # (exceptionApplied): only when one exempts this call from a rule, as only
@@ -227,6 +228,11 @@ _scan := r if {
 	s := min(_stops)
 	r := _tiered_result(s[0], _warnings_before([s[0] + 1, -1]))
 } else := r if {
+	# Otherwise an ask decides (no later allow, warn or audit replaces it):
+	# the first policy whose verdict asks.
+	data.toolgate.asks
+	r := _last_result(min(_asking), _warnings_before([data.toolgate.policyCount, -1]))
+} else := r if {
 	# Otherwise the last policy with a verdict: an ordered policy's last
 	# match, or a tiered policy's verdict.
 	pi := max({h[0] | some h in hit} | {pi | some pi in data.toolgate.tieredPolicies; _tiered_verdict[pi].set})
@@ -239,12 +245,21 @@ _scan := r if {
 # The enforcing policies with a verdict (as _scan reads them).
 _verdicts := {h[0] | some h in hit} | {pi | some pi in data.toolgate.tieredPolicies; _tiered_verdict[pi].set}
 
+# The enforcing policies whose verdict asks: an ordered policy with a
+# matching ask rule (one with a matching deny stops the scan first), a
+# tiered policy whose verdict is an ask. Read only behind data.toolgate.asks
+# (some rule asks), so a bundle without ask pays nothing for it.
+_asking := {h[0] | some h in hit; _rule(h[0], h[1]).effect == "ask"} | {pi |
+	some pi in data.toolgate.tieredPolicies
+	_tiered_verdict[pi].effect == "ask"
+}
+
 _default_deny(pi, warnings) := _result("deny", "deny", null, null, null, null, null, data.toolgate.policies[pi].defaultReason, warnings)
 
 # Two levels, the cluster's scanned first: a stop (first deny) or default
 # deny on the cluster level ends the decision; then one on the namespace's;
-# otherwise the stronger verdict (deny > warn > audit > allow), a tie to
-# the namespace's, else allow. matchedPolicyKind names the deciding level.
+# otherwise the stronger verdict (deny > ask > warn > audit > allow), a tie
+# to the namespace's, else allow. matchedPolicyKind names the deciding level.
 _cluster_count := data.toolgate.clusterCount
 
 _two_levels := r if {
@@ -276,10 +291,17 @@ _two_levels := r if {
 
 _has_namespace_level if data.toolgate.policyCount > _cluster_count
 
-# Each level's verdict: its last policy with one.
-_cluster_verdict := max({pi | some pi in _verdicts; pi < _cluster_count})
+# Each level's verdict: its first policy whose verdict asks, else its last
+# policy with one.
+_cluster_verdict := pi if {
+	data.toolgate.asks
+	pi := min({pi | some pi in _asking; pi < _cluster_count})
+} else := max({pi | some pi in _verdicts; pi < _cluster_count})
 
-_namespace_verdict := max({pi | some pi in _verdicts; pi >= _cluster_count})
+_namespace_verdict := pi if {
+	data.toolgate.asks
+	pi := min({pi | some pi in _asking; pi >= _cluster_count})
+} else := max({pi | some pi in _verdicts; pi >= _cluster_count})
 
 _namespace_outranks(c) if {
 	n := _last_result(_namespace_verdict, _all_warnings)
@@ -290,10 +312,18 @@ _all_warnings := _warnings_before([data.toolgate.policyCount, -1])
 
 _kinded(r, kind) := object.union(r, {"matchedPolicyKind": kind})
 
+# A policy's verdict as the result: a tiered policy's, else an ordered
+# policy's first matching ask, else its last match.
 _last_result(pi, warnings) := _tiered_result(pi, warnings) if {
 	data.toolgate.policies[pi].tiered
+} else := _ask_result(pi, ri, warnings) if {
+	data.toolgate.asks
+	pi in _asking
+	ri := min({h[1] | some h in hit; h[0] == pi; _rule(pi, h[1]).effect == "ask"})
 } else := _rule_result(pi, max({h[1] | some h in hit; h[0] == pi}), warnings)
 
+# The result of a rule that does not ask (a stop's deny, an ordered
+# policy's last match, which is never an ask: _last_result).
 _rule_result(pi, ri, warnings) := r if {
 	rule := data.toolgate.policies[pi].rules[ri]
 	r := _result(
@@ -302,13 +332,32 @@ _rule_result(pi, ri, warnings) := r if {
 	)
 }
 
+_ask_result(pi, ri, warnings) := r if {
+	rule := data.toolgate.policies[pi].rules[ri]
+	r := _approval(_result(
+		"ask", "ask", data.toolgate.policies[pi].id, data.toolgate.policies[pi].version,
+		rule.id, null, "APPROVAL_REQUIRED", rule.reason, warnings,
+	), rule)
+}
+
 _tiered_result(pi, warnings) := r if {
 	v := _tiered_verdict[pi]
-	r := _result(
+	r0 := _result(
 		_decision_of(v.effect), v.effect, data.toolgate.policies[pi].id, data.toolgate.policies[pi].version,
 		_rule_id(pi, v), _resource_ref(v), _code(v), _reason(pi, v), warnings,
 	)
+	r := _tiered_approval(r0, pi, v)
 }
+
+# An ask states how long its call may wait for a person: the asking rule's
+# approval.timeout in seconds (the engine's Result.ApprovalTimeout).
+_approval(r, rule) := object.union(r, {"approvalTimeoutSeconds": rule.approvalTimeoutSeconds}) if {
+	rule.effect == "ask"
+} else := r
+
+_tiered_approval(r, pi, v) := _approval(r, _rule(pi, v.rule)) if {
+	v.rule != null
+} else := r
 
 # The warnings reached before [policy, rule]: every matching warn rule of an
 # ordered policy, every warn verdict of a tiered one, in scan order.
@@ -330,7 +379,18 @@ _warnings_of(pi, s) := _tiered_verdict[pi].warnings if {
 
 _decision_of("deny") := "deny"
 
-_decision_of(e) := "allow" if e != "deny"
+_decision_of("ask") := "ask"
+
+_decision_of(e) := "allow" if {
+	e != "deny"
+	e != "ask"
+}
+
+# The code of a rule's verdict: APPROVAL_REQUIRED for every ask; a deny
+# states its rule's id (_stated_code).
+_effect_code("ask") := "APPROVAL_REQUIRED"
+
+_effect_code(e) := null if e != "ask"
 
 _rule_id(pi, v) := data.toolgate.policies[pi].rules[v.rule].id if v.rule != null
 
@@ -342,7 +402,7 @@ _resource_ref(v) := null if v.res == null
 
 _code(v) := "IMPLICIT_DENY" if v.implicit
 
-_code(v) := null if not v.implicit
+_code(v) := _effect_code(v.effect) if not v.implicit
 
 _reason(pi, v) := data.toolgate.policies[pi].rules[v.rule].reason if v.rule != null
 
@@ -352,8 +412,8 @@ _reason(pi, v) := sprintf("no rule bound to resource %s/%s matched in policy %q"
 
 # A tiered policy: one evaluation at tool level and one per resource the
 # call touches, each decided by its top-ranked matching rule (priority,
-# then deny > warn > audit > allow, then spec order), or for a resource with
-# rules bound to it of which none matched, an implicit deny. The strongest
+# then deny > ask > warn > audit > allow, then spec order), or for a
+# resource with rules bound to it of which none matched, an implicit deny. The strongest
 # effect wins, ties to the earliest evaluation.
 _tiered_verdict[pi] := v if {
 	some pi in data.toolgate.tieredPolicies
@@ -369,7 +429,7 @@ _tiered(evals) := v if {
 	v := object.union(best, {"stop": best.effect == "deny", "warnings": [e.reason | some e in set; e.effect == "warn"]})
 } else := {"set": false, "stop": false, "warnings": []}
 
-_effect_rank := {"deny": 3, "warn": 2, "audit": 1, "allow": 0}
+_effect_rank := {"deny": 4, "ask": 3, "warn": 2, "audit": 1, "allow": 0}
 
 _tool_eval(pi) := v if {
 	ranked := {[h[1], h[2]] | some h in thit; h[0] == pi}
@@ -468,6 +528,11 @@ _alone(pi) := {"decision": "deny", "rule": null} if {
 	ri := min({h[1] | some h in shadow_hit; h[0] == pi; _rule(pi, h[1]).effect == "deny"})
 	v := {"decision": "deny", "rule": _rule(pi, ri).id}
 } else := v if {
+	# An ordered policy's first matching ask, as in the scan.
+	data.toolgate.asks
+	ri := min({h[1] | some h in shadow_hit; h[0] == pi; _rule(pi, h[1]).effect == "ask"})
+	v := {"decision": "ask", "rule": _rule(pi, ri).id}
+} else := v if {
 	ri := max({h[1] | some h in shadow_hit; h[0] == pi})
 	v := {"decision": "allow", "rule": _rule(pi, ri).id}
 } else := v if {
@@ -520,8 +585,8 @@ _context := input.context if {
 	is_object(input.context)
 } else := {}
 
-# subjects: the agent or one of the roles is listed; a deny also holds when
-# an identity it is scoped by is missing.
+# subjects: the agent or one of the roles is listed; a deny or an ask
+# (restrictive) also holds when an identity it is scoped by is missing.
 _subjects(agents, _, _) if _agent_fold in agents
 
 _subjects(agents, _, true) if {
