@@ -109,11 +109,14 @@ func (d *Decider) wait(ctx context.Context, req engine.Request, res engine.Resul
 	start := time.Now()
 	limit := time.NewTimer(min(o.Wait, time.Until(t.ExpiresAt)))
 	defer limit.Stop()
+	// Progress is first told after a second (the call is held, not
+	// merely slow), then every ProgressEvery.
 	var tick <-chan time.Time
+	var progress *time.Timer
 	if o.Progress != nil && o.ProgressEvery > 0 {
-		ticker := time.NewTicker(o.ProgressEvery)
-		defer ticker.Stop()
-		tick = ticker.C
+		progress = time.NewTimer(min(time.Second, o.ProgressEvery))
+		defer progress.Stop()
+		tick = progress.C
 	}
 	for {
 		changed, stateChanged := a.Changed(), d.stateChanged()
@@ -129,6 +132,7 @@ func (d *Decider) wait(ctx context.Context, req engine.Request, res engine.Resul
 			}
 		case <-tick:
 			o.Progress(time.Since(start))
+			progress.Reset(o.ProgressEvery)
 		case <-limit.C:
 			out := refuse(res, approval.CodeTimeout, fmt.Sprintf("no one approved this call within %v; ApprovalRequest %s/%s stays open until %s", time.Since(start).Round(time.Second), t.Namespace, t.Name, t.ExpiresAt.UTC().Format(time.RFC3339)))
 			out.Approval = ticketRef(t)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/toolgate/toolgate/decide"
 	"github.com/toolgate/toolgate/decisionlog"
@@ -83,8 +84,25 @@ func (p *Proxy) hold(r *http.Request, m *jsonrpc.Message, req engine.Request, ev
 	}
 	p.d.Done()
 	defer p.d.Reenter()
-	res, st, ev.Waited = p.d.Resolve(ctx, req, res, st, decide.AskOptions{Wait: res.ApprovalTimeout})
+	o := decide.AskOptions{Wait: res.ApprovalTimeout}
+	// A client that asked for progress hears, on its session's GET stream
+	// (2025-11-25), that the call waits for a person: the POST itself says
+	// nothing until the call is decided.
+	if session, token := r.Header.Get("Mcp-Session-Id"), progressToken(m); session != "" && token != nil {
+		o.ProgressEvery = progressEvery
+		o.Progress = func(waited time.Duration) {
+			p.streams.notifySession(session, progressEvent(token, waited))
+		}
+	}
+	res, st, ev.Waited = p.d.Resolve(ctx, req, res, st, o)
 	return res, st
+}
+
+// progressEvent is a notifications/progress as an SSE event.
+func progressEvent(token json.RawMessage, waited time.Duration) []byte {
+	out := []byte("event: message\ndata: ")
+	out = appendProgress(out, token, waited)
+	return append(out, "\n\n"...)
 }
 
 // approvalText is what an answer settled by an approval says to the model.

@@ -396,6 +396,36 @@ func (r *sseRewriter) Close() error {
 type listStreams struct {
 	mu      sync.Mutex
 	streams map[chan []byte][]byte // channel -> the notification it gets
+	// bySession are the 2025-11-25 sessions' GET streams, by
+	// Mcp-Session-Id: where a held call's progress goes (hold.go).
+	bySession map[string]chan []byte
+}
+
+// addSession makes ch the stream of session's own notifications.
+func (ls *listStreams) addSession(session string, ch chan []byte) {
+	if session == "" {
+		return
+	}
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.bySession == nil {
+		ls.bySession = map[string]chan []byte{}
+	}
+	ls.bySession[session] = ch
+}
+
+// notifySession queues ev on session's GET stream, if it has one and
+// nothing is queued there already (a progress notification may be
+// dropped: the next one says more).
+func (ls *listStreams) notifySession(session string, ev []byte) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ch, ok := ls.bySession[session]; ok {
+		select {
+		case ch <- ev:
+		default:
+		}
+	}
 }
 
 func (ls *listStreams) add(note []byte) chan []byte {
@@ -413,6 +443,11 @@ func (ls *listStreams) remove(ch chan []byte) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	delete(ls.streams, ch)
+	for s, c := range ls.bySession {
+		if c == ch {
+			delete(ls.bySession, s)
+		}
+	}
 }
 
 // notifyListChanged queues one notification per stream; one already
@@ -446,6 +481,9 @@ func listChangedEvent(listenID json.RawMessage) []byte {
 func (p *Proxy) watchListStream(resp *http.Response, rt *mcpRoute, listenID json.RawMessage) {
 	note := listChangedEvent(listenID)
 	ch := p.streams.add(note)
+	if listenID == nil {
+		p.streams.addSession(resp.Request.Header.Get("Mcp-Session-Id"), ch)
+	}
 	rw := newSSERewriter(resp.Body, func(msg []byte) []byte { return p.filterAnswers(p.static.Load(), rt, nil, msg) }, ch)
 	resp.Body = &closeHook{ReadCloser: rw, onClose: func() { p.streams.remove(ch) }}
 }

@@ -96,6 +96,16 @@ func (g *stdioGuard) cancelHeld(m *jsonrpc.Message) {
 	}
 }
 
+// appendProgress appends a notifications/progress for token: the seconds
+// a held call has waited so far.
+func appendProgress(dst []byte, token json.RawMessage, waited time.Duration) []byte {
+	dst = append(dst, `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":`...)
+	dst = append(dst, token...)
+	dst = append(dst, `,"progress":`...)
+	dst = strconv.AppendInt(dst, int64(waited.Seconds()), 10)
+	return append(dst, `,"message":"waiting for a person to approve this call"}}`...)
+}
+
 // progressToken is the progressToken of a call's _meta, nil without one.
 func progressToken(m *jsonrpc.Message) json.RawMessage {
 	if m.Call == nil || len(m.Call.RawMeta) == 0 {
@@ -113,7 +123,7 @@ func progressToken(m *jsonrpc.Message) json.RawMessage {
 // progress tells the agent, every progressEvery, that its call still
 // waits for a person: notifications/progress with the seconds waited.
 func (g *stdioGuard) progress(ctx context.Context, token json.RawMessage) {
-	t := time.NewTicker(progressEvery)
+	t := time.NewTimer(time.Second) // held, not merely slow; then every progressEvery
 	defer t.Stop()
 	start := time.Now()
 	for {
@@ -121,14 +131,8 @@ func (g *stdioGuard) progress(ctx context.Context, token json.RawMessage) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			waited := int(time.Since(start).Seconds())
-			n := make([]byte, 0, 160)
-			n = append(n, `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":`...)
-			n = append(n, token...)
-			n = append(n, `,"progress":`...)
-			n = strconv.AppendInt(n, int64(waited), 10)
-			n = append(n, `,"message":"waiting for a person to approve this call"}}`...)
-			_ = g.out.line(n)
+			_ = g.out.line(appendProgress(nil, token, time.Since(start)))
+			t.Reset(progressEvery)
 		}
 	}
 }

@@ -35,6 +35,7 @@ type approvalRig struct {
 	addr     string // /v1/evaluate
 	proxy    string // the MCP proxy's endpoint for server "pay"
 	upstream string // the MCP server's base URL (GET /stats)
+	revision string // the bundle the operator published for the Policy
 }
 
 func startApprovalRig(t *testing.T) *approvalRig {
@@ -90,7 +91,7 @@ func startApprovalRig(t *testing.T) *approvalRig {
 		}
 		time.Sleep(200 * time.Millisecond) // polling a condition: the manager's webhook serving
 	}
-	answersEventually(t, r.addr, map[string]any{"tool_name": "pay", "input": map[string]any{"amount": 10}}, "the bundle served", is("allow", "", ""))
+	r.revision = answersEventually(t, r.addr, map[string]any{"tool_name": "pay", "input": map[string]any{"amount": 10}}, "the bundle served", is("allow", "", "")).BundleRevision
 	r.installApprovalGuards()
 	return r
 }
@@ -143,9 +144,9 @@ func (r *approvalRig) calls(tool string) int {
 	return st.Calls[tool]
 }
 
-func (r *approvalRig) connect() *mcp.ClientSession {
+func (r *approvalRig) connect(opts *mcp.ClientOptions) *mcp.ClientSession {
 	r.t.Helper()
-	c := mcp.NewClient(&mcp.Implementation{Name: "approvals-e2e", Version: "1.0.0"}, nil)
+	c := mcp.NewClient(&mcp.Implementation{Name: "approvals-e2e", Version: "1.0.0"}, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: r.proxy, MaxRetries: -1}, nil)
@@ -237,7 +238,13 @@ func text(res *mcp.CallToolResult) string {
 // freeze while waiting denies at once.
 func TestApprovalsEndToEnd(t *testing.T) {
 	r := startApprovalRig(t)
-	cs := r.connect()
+	progress := make(chan string, 16)
+	cs := r.connect(&mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+		select {
+		case progress <- req.Params.Message:
+		default:
+		}
+	}})
 	seen := map[string]bool{}
 
 	if res := outcome(t, callAsync(cs, "pay", map[string]any{"amount": 10}), 30*time.Second); res.IsError {
@@ -245,7 +252,15 @@ func TestApprovalsEndToEnd(t *testing.T) {
 	}
 	before := r.calls("pay")
 
-	held := callAsync(cs, "pay", map[string]any{"amount": 5000})
+	held := make(chan callOutcome, 1)
+	go func() {
+		params := &mcp.CallToolParams{Name: "pay", Arguments: map[string]any{"amount": 5000}}
+		params.SetProgressToken("pay-5000")
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		res, err := cs.CallTool(ctx, params)
+		held <- callOutcome{res, err}
+	}()
 	ar := r.pending(seen)
 	if ar.Spec.Tool != "pay" || ar.Spec.Rule != "pay-cap" || ar.Spec.Policy != "payments" || ar.Spec.AgentID != "pay-bot" ||
 		ar.Spec.ServiceAccount != "pay-agent" || !strings.Contains(ar.Spec.Preview, "5000") || ar.Spec.Reason != "payments over 1000 need a person" {
@@ -255,6 +270,15 @@ func TestApprovalsEndToEnd(t *testing.T) {
 		t.Fatalf("expires in %v, want about the rule's 2m", left)
 	}
 	stillHeld(t, held)
+	// The client asked for progress: its session's stream says it waits.
+	select {
+	case msg := <-progress:
+		if !strings.Contains(msg, "approve") {
+			t.Errorf("progress message %q", msg)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no progress notification while the call was held")
+	}
 	if got := r.calls("pay"); got != before {
 		t.Fatalf("the upstream saw %d pay calls while the call was held, want %d", got, before)
 	}
@@ -323,10 +347,19 @@ func TestApprovalsEndToEnd(t *testing.T) {
 	if got := r.calls("pay"); got != before+1 {
 		t.Fatalf("the upstream saw %d pay calls, want %d: no denied or held call reaches it", got, before+1)
 	}
+	// The operator's bundle with the freeze lands after the watch's: wait
+	// for it, so that it cannot land after the freeze is lifted (and
+	// freeze again until the operator publishes once more).
+	small := map[string]any{"tool_name": "pay", "input": map[string]any{"amount": 10}}
+	answersEventually(t, r.addr, small, "the operator's bundle with the freeze", func(d decision) bool {
+		return d.Code == "AGENT_FROZEN" && d.BundleRevision != r.revision
+	})
 	if err := r.cluster.Client.Delete(context.Background(), &v1alpha1.FrozenAgent{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: "stop-pay-bot"}}); err != nil {
 		t.Fatal(err)
 	}
-	answersEventually(t, r.addr, map[string]any{"tool_name": "pay", "input": map[string]any{"amount": 10}}, "the freeze lifted", is("allow", "", ""))
+	answersEventually(t, r.addr, small, "the operator's bundle without the freeze", func(d decision) bool {
+		return d.Decision == "allow" && d.BundleRevision == r.revision
+	})
 
 	// The rule's timeout (3s) denies a call no one decides.
 	start = time.Now()
