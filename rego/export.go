@@ -496,11 +496,7 @@ func approvalTimeoutSeconds(r *engine.Rule) *float64 {
 	if engine.Effect(r.Effect) != engine.EffectAsk {
 		return nil
 	}
-	t := engine.DefaultApprovalTimeout
-	if r.Approval != nil && r.Approval.Timeout != "" {
-		t, _ = time.ParseDuration(r.Approval.Timeout)
-	}
-	s := t.Seconds()
+	s := engine.ApprovalTimeout(r).Seconds()
 	return &s
 }
 
