@@ -171,6 +171,10 @@ const (
 	ReasonDenied          = "Denied"
 	ReasonApprovalExpired = "Expired"
 	ReasonConsumed        = "Consumed"
+	// ReasonApprovalRequested is the Event the operator emits for a new
+	// ApprovalRequest, naming the call and the command that approves it;
+	// its later Events carry the Ready reasons above.
+	ReasonApprovalRequested = "ApprovalRequested"
 )
 
 // Labels the sidecar sets on an ApprovalRequest, so that a pending one is
