@@ -39,7 +39,9 @@ var (
 	// request's Ready condition. The condition is the record: a transition
 	// is counted by the reconcile whose status write (optimistically
 	// locked) recorded it, so a restart, a stale cache or a second replica
-	// never counts it twice. A request that went through several states
+	// never counts it twice. It is at most once rather than exactly: a
+	// write that lands while the operator stops, its answer lost, is not
+	// counted by anyone. A request that went through several states
 	// while no operator ran counts each of them when next seen (a request
 	// first seen decided counts requested and its decision).
 	approvalsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
