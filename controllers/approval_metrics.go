@@ -5,8 +5,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/toolgate/toolgate/api/v1alpha1"
 )
 
 // Outcomes of toolgate_approvals_total: one per transition of a request.
@@ -24,15 +22,6 @@ const (
 	notifyFailed  = "failed"
 	notifyDropped = "dropped"
 )
-
-// approvalOutcome maps a Ready reason to the outcome counted on entering it.
-var approvalOutcome = map[string]string{
-	v1alpha1.ReasonApprovalPending: outcomeRequested,
-	v1alpha1.ReasonApproved:        outcomeApproved,
-	v1alpha1.ReasonDenied:          outcomeDenied,
-	v1alpha1.ReasonApprovalExpired: outcomeExpired,
-	v1alpha1.ReasonConsumed:        outcomeConsumed,
-}
 
 var (
 	// approvalsTotal counts transitions the operator recorded in a
