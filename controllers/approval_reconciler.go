@@ -17,7 +17,7 @@ import (
 )
 
 // +kubebuilder:rbac:groups=toolgate.dev,resources=approvalrequests,verbs=get;list;watch;delete
-// +kubebuilder:rbac:groups=toolgate.dev,resources=approvalrequests/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=toolgate.dev,resources=approvalrequests/status,verbs=patch
 
 // ApprovalControllerName names the ApprovalRequest controller in logs,
 // metrics and events.

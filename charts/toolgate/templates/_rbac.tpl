@@ -12,14 +12,14 @@ the installed chart grants every rule of role.yaml.
 - apiGroups: [toolgate.dev]
   resources: [policies/status, frozenagents/status, agents/status, mcpupstreams/status, policyexceptions/status]
   verbs: [get, update, patch]
-# ApprovalRequests: the operator writes their conditions and deletes them
+# ApprovalRequests: the operator patches their conditions and deletes them
 # after approvals.retention; it never writes a decision.
 - apiGroups: [toolgate.dev]
   resources: [approvalrequests]
   verbs: [get, list, watch, delete]
 - apiGroups: [toolgate.dev]
   resources: [approvalrequests/status]
-  verbs: [get, update, patch]
+  verbs: [patch]
 - apiGroups: [""]
   resources: [configmaps]
   verbs: [get, list, watch, create, update, patch, delete]
