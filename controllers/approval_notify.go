@@ -18,16 +18,18 @@ import (
 
 // Notice is the JSON body POSTed to the notify URL for each new
 // ApprovalRequest: enough for a chat message or a ticket that a person
-// can act on without opening the cluster.
+// can act on without opening the cluster. Every field is always present
+// (empty when the call has no server or action), so a receiver's template
+// needs no conditionals.
 type Notice struct {
 	Name      string    `json:"name"`
 	Namespace string    `json:"namespace"`
 	Agent     string    `json:"agent"`
 	Tool      string    `json:"tool"`
-	Server    string    `json:"server,omitempty"`
-	Action    string    `json:"action,omitempty"`
-	Preview   string    `json:"preview,omitempty"`
-	Reason    string    `json:"reason,omitempty"`
+	Server    string    `json:"server"`
+	Action    string    `json:"action"`
+	Preview   string    `json:"preview"`
+	Reason    string    `json:"reason"`
 	ExpiresAt time.Time `json:"expiresAt"`
 	// ApproveCommand is `toolgate approve NAME -n NS`.
 	ApproveCommand string `json:"approveCommand"`

@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -29,7 +31,9 @@ type receiver struct {
 type received struct {
 	method, path, auth, contentType string
 	notice                          controllers.Notice
-	err                             error
+	// keys are the body's JSON keys, sorted: the wire contract.
+	keys []string
+	err  error
 }
 
 func newReceiver(t *testing.T, answer ...int) *receiver {
@@ -41,6 +45,11 @@ func newReceiver(t *testing.T, answer ...int) *receiver {
 		if err == nil {
 			err = json.Unmarshal(body, &got.notice)
 		}
+		var raw map[string]any
+		if err == nil {
+			err = json.Unmarshal(body, &raw)
+		}
+		got.keys = slices.Sorted(maps.Keys(raw))
 		got.err = err
 		r.mu.Lock()
 		r.requests = append(r.requests, got)
@@ -94,7 +103,11 @@ func TestApprovalNoticeRetriedUntilDelivered(t *testing.T) {
 		ApproveCommand: "toolgate approve pay-1 -n " + ns,
 		KubectlCommand: "kubectl patch approvalrequest pay-1 -n " + ns +
 			` --subresource=status --type=merge -p '{"status":{"decision":"Approved","decidedBy":"<you>"}}'`}
+	keys := []string{"action", "agent", "approveCommand", "expiresAt", "kubectlCommand", "name", "namespace", "preview", "reason", "server", "tool"}
 	for i, r := range got {
+		if !slices.Equal(r.keys, keys) {
+			t.Errorf("request %d: keys %v, want %v", i+1, r.keys, keys)
+		}
 		if r.err != nil || r.method != http.MethodPost || r.path != "/hooks/toolgate" || r.auth != "Bearer t0ken" || r.contentType != "application/json" {
 			t.Errorf("request %d: %s %s auth %q type %q, body error %v", i+1, r.method, r.path, r.auth, r.contentType, r.err)
 		}
