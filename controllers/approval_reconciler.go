@@ -77,36 +77,56 @@ func (r *approvalReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		}
 		return ctrl.Result{}, err
 	}
-	if ar.DeletionTimestamp != nil {
+	if ar.DeletionTimestamp != nil { // going: it waits for nobody
 		r.pending.set(req.NamespacedName, false)
 		return ctrl.Result{}, nil
 	}
 	now := r.now()
 	v := approvalState(&ar, now)
-	if conds := v.conditions(&ar); conds != nil {
-		prev := previousReason(&ar)
-		before := ar.DeepCopy()
-		ar.Status.Conditions = conds
-		// Optimistically locked: the condition is the record of which
-		// transitions were counted and announced, so a write from a stale
-		// cache must fail rather than announce one twice.
-		err := r.client.Status().Patch(ctx, &ar, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
-		switch {
-		case apierrors.IsNotFound(err):
-			r.pending.set(req.NamespacedName, false)
-			return ctrl.Result{}, nil
-		case apierrors.IsConflict(err):
-			// The newer version's watch event brings another reconcile;
-			// the requeue only guards against its loss.
-			return ctrl.Result{RequeueAfter: time.Second}, nil
-		case err != nil:
-			return ctrl.Result{}, err
-		}
-		if prev != v.reason {
-			r.announce(&ar, prev, v)
-		}
+	written, err := r.record(ctx, &ar, v)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if !written {
+		return ctrl.Result{RequeueAfter: time.Second}, nil
 	}
 	r.pending.set(req.NamespacedName, v.reason == v1alpha1.ReasonApprovalPending)
+	return r.cleanUp(ctx, &ar, v, now)
+}
+
+// record writes v's Ready condition when ar does not carry it yet, and
+// announces the transition once written. It reports whether ar now
+// carries it; false without an error is a conflict: the cache is behind.
+func (r *approvalReconciler) record(ctx context.Context, ar *v1alpha1.ApprovalRequest, v approvalView) (bool, error) {
+	conds := v.conditions(ar)
+	if conds == nil {
+		return true, nil
+	}
+	prev := previousReason(ar)
+	before := ar.DeepCopy()
+	ar.Status.Conditions = conds
+	// Optimistically locked: the condition is the record of which
+	// transitions were counted and announced, so a write from a stale
+	// cache must fail rather than announce one twice. The newer version's
+	// watch event brings another reconcile; the requeue only guards
+	// against its loss.
+	err := r.client.Status().Patch(ctx, ar, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if prev != v.reason {
+		r.announce(ar, prev, v)
+	}
+	return true, nil
+}
+
+// cleanUp deletes a finished request once its retention has passed, or
+// says when to look again: at expiry while it may still be decided or
+// used, at the end of its retention after.
+func (r *approvalReconciler) cleanUp(ctx context.Context, ar *v1alpha1.ApprovalRequest, v approvalView, now time.Time) (ctrl.Result, error) {
 	if v.finishedAt.IsZero() {
 		return ctrl.Result{RequeueAfter: v.expiresAt.Sub(now) + expiryMargin}, nil
 	}
@@ -116,11 +136,10 @@ func (r *approvalReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	}
 	// Only this object: one recreated under the name since is not ours to
 	// judge by this one's state.
-	err := r.client.Delete(ctx, &ar, client.Preconditions{UID: &ar.UID})
-	if err != nil && !apierrors.IsNotFound(err) {
+	if err := r.client.Delete(ctx, ar, client.Preconditions{UID: &ar.UID}); err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, err
 	}
-	r.pending.set(req.NamespacedName, false)
+	r.pending.set(client.ObjectKeyFromObject(ar), false)
 	return ctrl.Result{}, nil
 }
 
