@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -19,6 +20,8 @@ type approvalView struct {
 	// Consumed (v1alpha1.Reason*).
 	reason string
 	ready  metav1.Condition
+	// stalled is kstatus' Stalled=True, on an Expired request only.
+	stalled *metav1.Condition
 	// finishedAt is when the request stopped mattering (expired, denied,
 	// consumed): retention counts from it. Zero while it may still be
 	// decided or used.
@@ -45,8 +48,8 @@ func approvalState(ar *v1alpha1.ApprovalRequest, now time.Time) approvalView {
 	case st.Decision == v1alpha1.ApprovalDenied:
 		v.reason, status = v1alpha1.ReasonDenied, metav1.ConditionTrue
 		msg = "denied by " + orUnknown(st.DecidedBy)
-		// decidedAt is the decider's word; the condition's transition time
-		// is the operator's clock (finishedAtFor).
+		// decidedAt is the decider's word; retention counts from the
+		// condition's transition time instead, the operator's clock (below).
 	case st.Decision == v1alpha1.ApprovalApproved && !expired:
 		v.reason, status, v.expiresAt = v1alpha1.ReasonApproved, metav1.ConditionTrue, expires
 		msg = fmt.Sprintf("approved by %s; one matching call may run until %s", orUnknown(st.DecidedBy), expires.UTC().Format(time.RFC3339))
@@ -62,33 +65,54 @@ func approvalState(ar *v1alpha1.ApprovalRequest, now time.Time) approvalView {
 	}
 	v.ready = metav1.Condition{Type: v1alpha1.ConditionReady, Status: status, Reason: v.reason, Message: msg,
 		ObservedGeneration: ar.Generation, LastTransitionTime: metav1.NewTime(now)}
-	// The transition time moves only when the state does: it says since
-	// when the request has been Denied, Pending... (kstatus, kubectl wait).
-	if prev := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionReady); prev != nil &&
-		prev.Status == status && prev.Reason == v.reason {
-		v.ready.LastTransitionTime = prev.LastTransitionTime
-	}
+	keepTransitionTime(&v.ready, st.Conditions)
 	if v.reason == v1alpha1.ReasonDenied {
 		v.finishedAt = v.ready.LastTransitionTime.Time
+	}
+	if v.reason == v1alpha1.ReasonApprovalExpired {
+		// Ready=False alone reads as InProgress to kstatus (Flux, Argo CD,
+		// kstatus waits): an expired request waits for nothing any more.
+		v.stalled = &metav1.Condition{Type: v1alpha1.ConditionStalled, Status: metav1.ConditionTrue, Reason: v.reason, Message: msg,
+			ObservedGeneration: ar.Generation, LastTransitionTime: metav1.NewTime(now)}
+		keepTransitionTime(v.stalled, st.Conditions)
 	}
 	return v
 }
 
-// conditions returns ar's conditions with Ready set to v's, or nil when
-// they already say it.
+// keepTransitionTime keeps the transition time of c's type from conds when
+// its status and reason are unchanged: it says since when the request has
+// been Denied, Pending... (kstatus, kubectl wait).
+func keepTransitionTime(c *metav1.Condition, conds []metav1.Condition) {
+	if prev := apimeta.FindStatusCondition(conds, c.Type); prev != nil && prev.Status == c.Status && prev.Reason == c.Reason {
+		c.LastTransitionTime = prev.LastTransitionTime
+	}
+}
+
+// conditions returns ar's conditions with Ready, and Stalled, as v says,
+// or nil when they already do.
 func (v approvalView) conditions(ar *v1alpha1.ApprovalRequest) []metav1.Condition {
-	prev := apimeta.FindStatusCondition(ar.Status.Conditions, v1alpha1.ConditionReady)
-	if prev != nil && prev.Status == v.ready.Status && prev.Reason == v.ready.Reason && prev.Message == v.ready.Message &&
-		prev.ObservedGeneration == v.ready.ObservedGeneration && prev.LastTransitionTime.Equal(&v.ready.LastTransitionTime) {
-		return nil
+	want := []metav1.Condition{v.ready}
+	if v.stalled != nil {
+		want = append(want, *v.stalled)
 	}
 	conds := make([]metav1.Condition, 0, len(ar.Status.Conditions)+1)
 	for _, c := range ar.Status.Conditions {
-		if c.Type != v1alpha1.ConditionReady {
+		if c.Type != v1alpha1.ConditionReady && c.Type != v1alpha1.ConditionStalled {
 			conds = append(conds, c)
 		}
 	}
-	return append(conds, v.ready)
+	conds = append(conds, want...)
+	if len(conds) == len(ar.Status.Conditions) {
+		same := true
+		for _, c := range want {
+			prev := apimeta.FindStatusCondition(ar.Status.Conditions, c.Type)
+			same = same && prev != nil && equality.Semantic.DeepEqual(*prev, c)
+		}
+		if same {
+			return nil
+		}
+	}
+	return conds
 }
 
 // previousReason is the Ready reason the operator last wrote on ar, ""

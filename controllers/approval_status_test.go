@@ -7,6 +7,9 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
 )
@@ -36,18 +39,19 @@ func TestApprovalState(t *testing.T) {
 		message    string
 		expiresAt  time.Time
 		finishedAt time.Time
+		kstatus    status.Status
 	}{
-		{"undecided", approvalAt(later, nil), "Pending", metav1.ConditionFalse, "waiting", later, time.Time{}},
-		{"undecided at the very expiry", approvalAt(now, nil), "Expired", metav1.ConditionFalse, "APPROVAL_TIMEOUT", time.Time{}, now},
-		{"undecided past expiry", approvalAt(earlier, nil), "Expired", metav1.ConditionFalse, "nobody decided", time.Time{}, earlier},
-		{"approved", approvalAt(later, approve), "Approved", metav1.ConditionTrue, "approved by alice", later, time.Time{}},
-		{"approved, unused past expiry", approvalAt(earlier, approve), "Expired", metav1.ConditionFalse, "not used", time.Time{}, earlier},
+		{"undecided", approvalAt(later, nil), "Pending", metav1.ConditionFalse, "waiting", later, time.Time{}, status.InProgressStatus},
+		{"undecided at the very expiry", approvalAt(now, nil), "Expired", metav1.ConditionFalse, "APPROVAL_TIMEOUT", time.Time{}, now, status.FailedStatus},
+		{"undecided past expiry", approvalAt(earlier, nil), "Expired", metav1.ConditionFalse, "nobody decided", time.Time{}, earlier, status.FailedStatus},
+		{"approved", approvalAt(later, approve), "Approved", metav1.ConditionTrue, "approved by alice", later, time.Time{}, status.CurrentStatus},
+		{"approved, unused past expiry", approvalAt(earlier, approve), "Expired", metav1.ConditionFalse, "not used", time.Time{}, earlier, status.FailedStatus},
 		{"denied", approvalAt(later, func(s *v1alpha1.ApprovalRequestStatus) { s.Decision, s.DecidedBy = v1alpha1.ApprovalDenied, "bob" }),
-			"Denied", metav1.ConditionTrue, "denied by bob", time.Time{}, now},
+			"Denied", metav1.ConditionTrue, "denied by bob", time.Time{}, now, status.CurrentStatus},
 		{"consumed", approvalAt(later, func(s *v1alpha1.ApprovalRequestStatus) { approve(s); s.ConsumedAt = &consumed }),
-			"Consumed", metav1.ConditionTrue, "the call ran", time.Time{}, consumed.Time},
+			"Consumed", metav1.ConditionTrue, "the call ran", time.Time{}, consumed.Time, status.CurrentStatus},
 		{"consumed, then expired", approvalAt(earlier, func(s *v1alpha1.ApprovalRequestStatus) { approve(s); s.ConsumedAt = &consumed }),
-			"Consumed", metav1.ConditionTrue, "the call ran", time.Time{}, consumed.Time},
+			"Consumed", metav1.ConditionTrue, "the call ran", time.Time{}, consumed.Time, status.CurrentStatus},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			v := approvalState(tt.ar, now)
@@ -58,6 +62,18 @@ func TestApprovalState(t *testing.T) {
 			}
 			if !v.expiresAt.Equal(tt.expiresAt) || !v.finishedAt.Equal(tt.finishedAt) {
 				t.Errorf("expiresAt %s finishedAt %s, want %s and %s", v.expiresAt, v.finishedAt, tt.expiresAt, tt.finishedAt)
+			}
+			// As kstatus (Flux, Argo CD, kstatus waits) reads the object.
+			ar := tt.ar.DeepCopy()
+			ar.APIVersion, ar.Kind = v1alpha1.GroupVersion.String(), "ApprovalRequest"
+			ar.Status.Conditions = v.conditions(ar)
+			u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ar)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := status.Compute(&unstructured.Unstructured{Object: u})
+			if err != nil || res.Status != tt.kstatus {
+				t.Errorf("kstatus %v (%v), want %s", res, err, tt.kstatus)
 			}
 		})
 	}

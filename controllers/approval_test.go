@@ -9,6 +9,7 @@ import (
 
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -127,6 +128,10 @@ func TestApprovalRequestLifecycle(t *testing.T) {
 	wantReady(t, c, metav1.ConditionFalse)
 	if c.Status.Decision != "" {
 		t.Errorf("an expired request got a decision: %+v", c.Status)
+	}
+	if st := apimeta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionStalled); st == nil ||
+		st.Status != metav1.ConditionTrue || st.Reason != v1alpha1.ReasonApprovalExpired {
+		t.Errorf("an expired request is not Stalled (kstatus Failed): %+v", c.Status.Conditions)
 	}
 	waitForEvent(t, ns, "pay-c", "Normal", v1alpha1.ReasonApprovalExpired)
 	testenv.Eventually(t, "no pending request left in the gauge", func() (bool, string) {

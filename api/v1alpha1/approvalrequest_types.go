@@ -124,8 +124,10 @@ type ApprovalRequestStatus struct {
 	// +optional
 	ConsumedAt *metav1.Time `json:"consumedAt,omitempty"`
 
-	// conditions: Ready (kstatus) is False while pending (reason Pending),
-	// True once decided (Approved, Denied) and False once Expired.
+	// conditions, written by the operator: Ready is False while pending
+	// (reason Pending), True once decided (Approved, Denied) or used
+	// (Consumed), and False once Expired, with Stalled True (kstatus:
+	// InProgress, Current, Failed).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
