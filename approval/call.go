@@ -34,6 +34,9 @@ const (
 	CodeUnavailable engine.Code = "APPROVAL_UNAVAILABLE"
 )
 
+// MaxPreview bounds Call.Preview (the CRD's limit).
+const MaxPreview = 4096
+
 // Call is the one call an approval is for, and what the approver is shown.
 type Call struct {
 	// What binds an approval to the call: an approval allows only a call

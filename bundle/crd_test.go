@@ -42,7 +42,7 @@ func TestCRDGatewaySchemaMatchesEngine(t *testing.T) {
 	spec := v.Schema.OpenAPIV3Schema.Properties["spec"]
 	rule := spec.Properties["rules"].Items.Schema
 	if got, want := enumOf(rule.Properties["effect"]), []string{string(engine.EffectAllow), string(engine.EffectDeny),
-		string(engine.EffectWarn), string(engine.EffectAudit)}; !slices.Equal(got, want) {
+		string(engine.EffectWarn), string(engine.EffectAudit), string(engine.EffectAsk)}; !slices.Equal(got, want) {
 		t.Errorf("rule effect enum %v, want %v", got, want)
 	}
 	if got, want := enumOf(spec.Properties["evaluation"]), []string{engine.EvaluationOrdered, engine.EvaluationTiered}; !slices.Equal(got, want) {

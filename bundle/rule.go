@@ -18,6 +18,9 @@ import (
 func rule(r *v1alpha1.Rule) engine.Rule {
 	out := engine.Rule{ID: r.ID, Description: r.Description, Priority: r.Priority, Effect: string(r.Effect),
 		Subjects: subjects(r.Subjects), Targets: targets(r.Targets), Select: selector(r.Select), When: when(r.When)}
+	if r.Approval != nil {
+		out.Approval = &engine.RuleApproval{Timeout: r.Approval.Timeout}
+	}
 	for i := range r.Conditions {
 		c := &r.Conditions[i]
 		ec := leaf(c.Field, c.Operator, c.Value, c.Values)

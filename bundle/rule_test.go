@@ -175,3 +175,30 @@ func TestBundleSchemaVersion(t *testing.T) {
 		}
 	}
 }
+
+// An ask rule's approval reaches the bundle as written, and the bundle
+// says version 5.
+func TestPolicyConvertsAnAskRule(t *testing.T) {
+	t.Parallel()
+	p := Policy(decodePolicy(t, `
+apiVersion: toolgate.dev/v1alpha1
+kind: Policy
+metadata: {name: payments, generation: 1}
+spec:
+  rules:
+  - id: pay-cap
+    effect: ask
+    approval: {timeout: 10m}
+`))
+	got, err := json.Marshal(p.Rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `[{"id":"pay-cap","effect":"ask","approval":{"timeout":"10m"}}]`; string(got) != want {
+		t.Errorf("rules\n got %s\nwant %s", got, want)
+	}
+	b := engine.Bundle{Policies: []engine.Policy{p}}
+	if v := b.NeededSchemaVersion(); v != engine.SchemaVersionAsk {
+		t.Errorf("schema version %d, want %d", v, engine.SchemaVersionAsk)
+	}
+}

@@ -47,6 +47,10 @@ func newConfigMapSource(ref, kubeconfig string) (*configMapSource, error) {
 	return &configMapSource{namespace: ns, name: name, config: cfg}, nil
 }
 
+// API is the API access and namespace of the ConfigMap: where the
+// sidecar's ApprovalRequests live.
+func (c *configMapSource) API() (*rest.Config, string) { return c.config, c.namespace }
+
 // Run watches the ConfigMap, the FrozenAgents of its namespace and the
 // ClusterFrozenAgents, until ctx ends.
 func (c *configMapSource) Run(ctx context.Context, l *Loader) error {

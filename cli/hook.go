@@ -25,6 +25,25 @@ const maxHookEvent = 16 << 20
 // the requests' agent_id: Claude Code does not name agents.
 type HookOptions struct {
 	deciderFlags
+	// Wait, when positive, sends an asked call again with its
+	// ApprovalRequest and this wait: the hook answers allow or deny once a
+	// person decides it on Kubernetes (or the wait ends), instead of
+	// handing the ask to the person at Claude Code's terminal.
+	Wait time.Duration
+}
+
+// check refuses a wait the hook cannot keep.
+func (o *HookOptions) check(command string) error {
+	if err := o.deciderFlags.check(command); err != nil {
+		return err
+	}
+	switch {
+	case o.Wait < 0:
+		return exitcode.Usagef("%s: --wait must not be negative, not %v", command, o.Wait)
+	case o.Wait > 0 && o.BundleDir != "":
+		return exitcode.Usagef("%s: --wait waits for an ApprovalRequest a sidecar makes on Kubernetes; --bundle-dir decides locally, where an ask goes to the person at the terminal: give one", command)
+	}
+	return nil
 }
 
 // deciderFlags say who decides the calls of a command standing in front of
@@ -93,8 +112,12 @@ func newClaudeCodeHookCommand() *cobra.Command {
 			"sidecar (--url, else TOOLGATE_URL, else " + client.DefaultSocket + " if it exists, else " + client.DefaultURL + ")\n" +
 			"or locally from manifests (--bundle-dir), and prints the hook's decision JSON on stdout, exit 0.\n" +
 			"It fails closed: an unreachable, slow or failing sidecar is a deny with the reason. An event it\n" +
-			"cannot read exits 2 with the reason on stderr, which Claude Code treats as a block.",
+			"cannot read exits 2 with the reason on stderr, which Claude Code treats as a block.\n" +
+			"A call an ask rule decides becomes Claude Code's own \"ask\" (the person at the terminal decides),\n" +
+			"unless --wait is given: then the sidecar holds it until a person approves or denies its\n" +
+			"ApprovalRequest on Kubernetes, or the wait ends, and the hook answers allow or deny.",
 		Example: "  toolgate hook claude-code --agent-id dev-laptop\n" +
+			"  toolgate hook claude-code --wait 5m\n" +
 			"  toolgate hook claude-code --bundle-dir policies/",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -105,6 +128,7 @@ func newClaudeCodeHookCommand() *cobra.Command {
 		},
 	}
 	o.register(cmd, "agent_id of the requests (Claude Code's events name none)")
+	cmd.Flags().DurationVar(&o.Wait, "wait", 0, "wait this long for a person to approve an asked call's ApprovalRequest (the sidecar caps it at the rule's approval timeout); without it an ask goes to the person at the terminal")
 	return cmd
 }
 
@@ -150,15 +174,11 @@ func runClaudeCodeHook(ctx context.Context, o *HookOptions, s streams) error {
 			return &exitcode.Error{Code: exitcode.Usage, Err: fmt.Errorf("toolgate hook claude-code --bundle-dir %s: %w", o.BundleDir, err)}
 		}
 	} else {
-		res = askSidecar(ctx, o.URL, o.Timeout, req)
-	}
-	decision := "deny"
-	if res.Decision == engine.Allow {
-		decision = "allow"
+		res = askSidecar(ctx, o.URL, o.Timeout, o.Wait, req)
 	}
 	out, err := json.Marshal(hookOutput{HookSpecificOutput: hookDecision{
 		HookEventName:            "PreToolUse",
-		PermissionDecision:       decision,
+		PermissionDecision:       permissionOf(res.Decision),
 		PermissionDecisionReason: explain(&res, req.toolName),
 	}})
 	if err != nil {
@@ -218,12 +238,29 @@ func readClaudeCodeEvent(in io.Reader, agentID string) (hookRequest, error) {
 	return hookRequest{toolName: ev.ToolName, client: cr, body: body}, nil
 }
 
+// permissionOf is Claude Code's permissionDecision for a decision: an ask
+// is Claude Code's own ask, which the person at the terminal answers;
+// anything but allow and ask is a deny.
+func permissionOf(d engine.Decision) string {
+	switch d {
+	case engine.Allow:
+		return "allow"
+	case engine.Ask:
+		return "ask"
+	}
+	return "deny"
+}
+
 // explain is permissionDecisionReason: the rule id and its reason, so the
-// model knows what to change, or the code when no rule decided.
+// model (or, on an ask, the person) knows what to change, or the code when
+// no rule decided.
 func explain(r *engine.Result, tool string) string {
 	verb := "denied"
-	if r.Decision == engine.Allow {
+	switch r.Decision {
+	case engine.Allow:
 		verb = "allowed"
+	case engine.Ask:
+		verb = "asks a person about"
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "toolgate %s %s", verb, tool)
@@ -233,6 +270,12 @@ func explain(r *engine.Result, tool string) string {
 		if r.MatchedPolicyID != "" {
 			fmt.Fprintf(&b, " (policy %s)", r.MatchedPolicyID)
 		}
+		// An asking rule's call that was then denied (APPROVAL_DENIED,
+		// APPROVAL_TIMEOUT, ...) says how, besides which rule asked; a
+		// rule's own deny is coded by its id, named already.
+		if r.Code != "" && string(r.Code) != r.MatchedRuleID && r.Decision == engine.Deny {
+			fmt.Fprintf(&b, ": %s", r.Code)
+		}
 	case r.Code != "":
 		fmt.Fprintf(&b, ": %s", r.Code)
 	case r.MatchedPolicyID != "":
@@ -240,6 +283,9 @@ func explain(r *engine.Result, tool string) string {
 	}
 	if r.Reason != "" {
 		fmt.Fprintf(&b, ": %s", r.Reason)
+	}
+	if a := r.Approval; a != nil {
+		fmt.Fprintf(&b, " (ApprovalRequest %s/%s)", a.Namespace, a.Name)
 	}
 	for _, w := range r.Warnings {
 		fmt.Fprintf(&b, "; warning: %s", w)

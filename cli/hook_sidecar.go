@@ -15,7 +15,12 @@ import (
 // sidecar gives no decision, the result is a deny with code
 // SIDECAR_UNAVAILABLE saying why. The hook never lets a call through that
 // toolgate did not allow.
-func askSidecar(ctx context.Context, url string, timeout time.Duration, req hookRequest) engine.Result {
+//
+// With wait, an asked call is sent again naming its ApprovalRequest, and
+// the sidecar holds that answer until a person decides it (or wait ends):
+// only that request's timeout is stretched by the wait, so a hung sidecar
+// still denies at timeout for every call.
+func askSidecar(ctx context.Context, url string, timeout, wait time.Duration, req hookRequest) engine.Result {
 	c, err := client.New(client.Options{URL: url, Timeout: timeout})
 	if err != nil {
 		return failClosed("%v", err)
@@ -24,6 +29,11 @@ func askSidecar(ctx context.Context, url string, timeout time.Duration, req hook
 	// An error comes with a deny already (the caller's context ended):
 	// the result says so either way.
 	res, _ := c.Evaluate(ctx, req.client)
+	if wait > 0 && res.Asked() && res.Approval != nil {
+		again := req.client
+		again.Wait, again.Approval = wait, res.Approval.Name
+		res, _ = c.Evaluate(ctx, again)
+	}
 	return res.Result
 }
 

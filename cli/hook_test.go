@@ -60,7 +60,7 @@ func hookDecisionOf(t *testing.T, o outcome) hookDecision {
 	}
 	d := hookDecision{HookEventName: inner["hookEventName"], PermissionDecision: inner["permissionDecision"],
 		PermissionDecisionReason: inner["permissionDecisionReason"]}
-	if d.PermissionDecision != "allow" && d.PermissionDecision != "deny" {
+	if d.PermissionDecision != "allow" && d.PermissionDecision != "deny" && d.PermissionDecision != "ask" {
 		t.Fatalf("permissionDecision %q", d.PermissionDecision)
 	}
 	return d
@@ -178,6 +178,8 @@ func TestHookRefusesFlagsThatCannotDecide(t *testing.T) {
 		{[]string{"--url", "ftp://x"}, `toolgate hook claude-code: --url "ftp://x": want unix:///path/to.sock or http://host:port`},
 		{[]string{"--url", "unix://relative.sock"}, `--url "unix://relative.sock": a socket path must be absolute`},
 		{[]string{"--url", "http://u:p@127.0.0.1:1"}, `--url "http://u:p@127.0.0.1:1": a sidecar URL has no user, query or fragment`},
+		{[]string{"--wait", "-1s"}, "toolgate hook claude-code: --wait must not be negative, not -1s"},
+		{[]string{"--wait", "1m", "--bundle-dir", samplesDir}, "--wait waits for an ApprovalRequest a sidecar makes on Kubernetes; --bundle-dir decides locally"},
 	} {
 		o := run(t, `{"hook_event_name":"PreToolUse","tool_name":"Read","tool_input":{}}`, append([]string{"hook", "claude-code"}, c.args...)...)
 		if o.code != exitcode.Usage || o.stdout != "" || !strings.Contains(o.stderr, c.want) || strings.Contains(o.stderr, "Options.") {

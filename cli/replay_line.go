@@ -27,7 +27,7 @@ type replayCall struct {
 
 // loggedStrings are the decision-log fields replay reads, each a string
 // or null (decisionlog.Log writes them).
-var loggedStrings = []string{"time", "decision_id", "tool_name", "agent_id", "service_account", "session_id", "tool_use_id", "framework", "decision", "code", "matched_rule_id"}
+var loggedStrings = []string{"time", "decision_id", "tool_name", "agent_id", "service_account", "session_id", "tool_use_id", "framework", "decision", "code", "matched_rule_id", "approval"}
 
 // loggedFields is about how many fields a decision-log line has.
 const loggedFields = 16
@@ -59,8 +59,14 @@ func parseLoggedDecision(line []byte) (replayCall, error) {
 		return replayCall{}, errors.New("tool_name is missing: is this a toolgate decision log?")
 	}
 	c.id, c.decision, c.serviceAccount = str("decision_id"), engine.Decision(decision), str("service_account")
-	if c.decision != engine.Allow && c.decision != engine.Deny {
-		return replayCall{}, fmt.Errorf("decision %q is neither allow nor deny", decision)
+	// A call an ask rule held is logged once, with what its approval made
+	// of it (allow, or deny APPROVAL_*), and names its ApprovalRequest: the
+	// policy's decision was ask, which is what a candidate is compared to.
+	if _, asked := l["approval"]; asked || strings.HasPrefix(str("code"), "APPROVAL_") {
+		c.decision = engine.Ask
+	}
+	if c.decision != engine.Allow && c.decision != engine.Deny && c.decision != engine.Ask {
+		return replayCall{}, fmt.Errorf("decision %q is neither allow, deny nor ask", decision)
 	}
 	if c.code = str("code"); c.code == "" {
 		c.code = str("matched_rule_id")

@@ -179,7 +179,7 @@ func TestReplayRefusesUnreadableInput(t *testing.T) {
 		{"an array", `[1]`, ":2: not a JSON object: the request must be a JSON object, not an array"},
 		{"no time", `{"tool_name":"Read","decision":"allow"}`, `:2: time "" is not an RFC 3339 time: is this a toolgate decision log?`},
 		{"no tool_name", `{"time":"2030-01-01T10:00:00Z","decision":"allow"}`, ":2: tool_name is missing"},
-		{"odd decision", `{"time":"2030-01-01T10:00:00Z","tool_name":"Read","decision":"maybe"}`, `:2: decision "maybe" is neither allow nor deny`},
+		{"odd decision", `{"time":"2030-01-01T10:00:00Z","tool_name":"Read","decision":"maybe"}`, `:2: decision "maybe" is neither allow, deny nor ask`},
 		{"request not an object", `{"time":"2030-01-01T10:00:00Z","tool_name":"Read","decision":"allow","request":[1]}`, ":2: request: not a JSON object"},
 		{"request misspelt", `{"time":"2030-01-01T10:00:00Z","tool_name":"Read","decision":"allow","request":{"agentId":"x"}}`, `:2: request: bad request: unknown field "agentId"`},
 		{"time a number", `{"time":1,"tool_name":"Read","decision":"allow"}`, ":2: time must be a string, not a number: is this a toolgate decision log?"},

@@ -22,7 +22,8 @@ func NewRootCommand(extra ...*cobra.Command) *cobra.Command {
 		Short: "Governance for AI agents' tool calls",
 		Long: "toolgate decides whether an AI agent's tool call may run, from Policy and FrozenAgent\n" +
 			"resources. eval, validate and bundle work on manifests offline, exactly as the cluster will;\n" +
-			"freeze and unfreeze pull the kill switch on a live cluster.",
+			"freeze and unfreeze pull the kill switch on a live cluster; approve, deny and approvals\n" +
+			"decide the calls ask rules hold for a person.",
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		Args:          cobra.ArbitraryArgs,

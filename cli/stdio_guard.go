@@ -84,6 +84,7 @@ func runMCPStdio(cmd *cobra.Command, o *MCPStdioOptions, args []string, s stream
 	}
 	defer tracing.Flush(ctx, shutdown)
 	var decide mcp.Decider
+	var wait mcp.Waiter // only a sidecar can hold a call for a person
 	if o.BundleDir != "" {
 		guard, err := local.New(local.Options{BundlePath: o.BundleDir, ServiceAccount: o.ServiceAccount})
 		if err != nil {
@@ -124,8 +125,21 @@ func runMCPStdio(cmd *cobra.Command, o *MCPStdioOptions, args []string, s stream
 			res, _ := c.EvaluateJSON(ctx, request)
 			return res.Result, decisionJSON(res)
 		}
+		// An asked call is held for a person: decided again against its
+		// ApprovalRequest, the sidecar holding the answer until it is
+		// decided or expires; the guard reads on meanwhile.
+		wait = func(ctx context.Context, request []byte, approval string, wait time.Duration) (engine.Result, []byte) {
+			if tracing.On() {
+				ctx = client.WithTraceparent(ctx, tracing.Traceparent(ctx))
+			}
+			res, err := c.EvaluateJSONApproval(ctx, request, approval, max(wait, 0))
+			if err != nil && res.Decision == "" {
+				res.Decision, res.Effect, res.Reason = engine.Deny, engine.EffectDeny, err.Error()
+			}
+			return res.Result, decisionJSON(res)
+		}
 	}
-	code, err := mcp.RunStdio(ctx, mcp.StdioOptions{Server: o.Server, AgentID: o.AgentID, Command: args, Decide: decide},
+	code, err := mcp.RunStdio(ctx, mcp.StdioOptions{Server: o.Server, AgentID: o.AgentID, Command: args, Decide: decide, Wait: wait},
 		s.in, s.out, s.err)
 	if err != nil || code != 0 {
 		return &exitcode.Error{Code: code, Err: err} // the server's status, or 2 when it could not start

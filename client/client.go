@@ -137,29 +137,67 @@ func (c *Client) Close() { c.http.CloseIdleConnections() }
 // with Code CodeSidecarUnavailable and Reason saying why, and the error is
 // nil: that is a decision, fail closed (an allow with FailOpen). The error
 // is non-nil only for what the caller must fix or chose: an empty
-// ToolName, a field that does not encode as JSON, or ctx ending before an
-// answer (ctx.Err(); never counted as fail-open). With an error the result
-// is still a deny.
+// ToolName, a negative Wait, a field that does not encode as JSON, or ctx
+// ending before an answer (ctx.Err(); never counted as fail-open). With an
+// error the result is still a deny.
+//
+// An ask rule's call is answered ask (Result.Asked, not Allowed, with
+// Result.Approval) unless req.Wait holds it for a person's decision; the
+// call is bounded by Options.Timeout plus req.Wait.
 func (c *Client) Evaluate(ctx context.Context, req Request) (Result, error) {
 	if req.ToolName == "" {
 		return unavailable(engine.Deny, errNoToolName.Error()), errNoToolName
+	}
+	if err := req.checkAsk(); err != nil {
+		return unavailable(engine.Deny, err.Error()), err
 	}
 	body, err := req.MarshalJSON()
 	if err != nil {
 		err = fmt.Errorf("toolgate: encoding the request: %w", err)
 		return unavailable(engine.Deny, err.Error()), err
 	}
-	return c.evaluate(ctx, body, req.Traceparent)
+	return c.evaluate(ctx, body, req.Traceparent, req.Wait)
 }
 
 // EvaluateJSON asks the sidecar to decide a request already encoded as the
 // JSON object it reads (what Request.MarshalJSON writes; the MCP stdio
 // guard holds its calls that way), with Evaluate's results: a request the
 // sidecar refuses (400) is a deny, fail closed, like any answer that is not
-// a decision.
+// a decision. It is bounded by Options.Timeout alone: body is not read
+// here, so a "wait" in it is not added to the timeout (use Evaluate with
+// Request.Wait to wait for a person).
 func (c *Client) EvaluateJSON(ctx context.Context, body []byte) (Result, error) {
 	tp, _ := ctx.Value(traceparentKey{}).(string)
-	return c.evaluate(ctx, body, tp)
+	return c.evaluate(ctx, body, tp, 0)
+}
+
+// EvaluateJSONApproval is EvaluateJSON for a call an earlier answer
+// asked about: decided against the ApprovalRequest named approval, the
+// sidecar holding the answer up to wait for a person's decision. It is
+// bounded by Options.Timeout plus wait. body must be a JSON object.
+func (c *Client) EvaluateJSONApproval(ctx context.Context, body []byte, approval string, wait time.Duration) (Result, error) {
+	if wait < 0 {
+		return Result{}, fmt.Errorf("toolgate: wait %v is negative", wait)
+	}
+	n := len(body)
+	for n > 0 && body[n-1] != '}' {
+		n--
+	}
+	if n == 0 || approval == "" {
+		return Result{}, errors.New("toolgate: EvaluateJSONApproval needs a JSON object and an approval name")
+	}
+	out := make([]byte, 0, n+64+len(approval))
+	out = append(out, body[:n-1]...)
+	if len(bytes.TrimSpace(body[:n-1])) > 1 {
+		out = append(out, ',')
+	}
+	out = append(out, `"approval":`...)
+	out = engine.AppendJSONString(out, approval)
+	out = append(out, `,"wait":`...)
+	out = engine.AppendJSONString(out, wait.String())
+	out = append(out, '}')
+	tp, _ := ctx.Value(traceparentKey{}).(string)
+	return c.evaluate(ctx, out, tp, wait)
 }
 
 type traceparentKey struct{}
@@ -171,10 +209,14 @@ func WithTraceparent(ctx context.Context, traceparent string) context.Context {
 	return context.WithValue(ctx, traceparentKey{}, traceparent)
 }
 
-func (c *Client) evaluate(ctx context.Context, body []byte, traceparent string) (Result, error) {
-	callCtx, cancel := context.WithTimeout(ctx, c.timeout)
+// evaluate posts body; wait is how long the sidecar may hold the answer
+// for a person, on top of the client's own timeout (the sidecar moves its
+// write deadline past the wait the same way).
+func (c *Client) evaluate(ctx context.Context, body []byte, traceparent string, wait time.Duration) (Result, error) {
+	timeout := c.timeout + wait
+	callCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	res, why := c.post(callCtx, body, traceparent)
+	res, why := c.post(callCtx, body, traceparent, timeout)
 	if why == "" {
 		return res, nil
 	}
@@ -190,7 +232,7 @@ func (c *Client) evaluate(ctx context.Context, body []byte, traceparent string) 
 
 // post sends one request; why is empty when the answer is a decision, else
 // says why there is none.
-func (c *Client) post(ctx context.Context, body []byte, traceparent string) (Result, string) {
+func (c *Client) post(ctx context.Context, body []byte, traceparent string, timeout time.Duration) (Result, string) {
 	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, c.evalURL, bytes.NewReader(body))
 	if err != nil {
 		return Result{}, err.Error()
@@ -202,7 +244,7 @@ func (c *Client) post(ctx context.Context, body []byte, traceparent string) (Res
 	resp, err := c.http.Do(hr)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
-			return Result{}, fmt.Sprintf("no answer within %v", c.timeout)
+			return Result{}, fmt.Sprintf("no answer within %v", timeout)
 		}
 		return Result{}, err.Error()
 	}

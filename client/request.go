@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/toolgate/toolgate/engine"
 )
@@ -31,15 +32,54 @@ type Request struct {
 	// environment, ...). A typed field above, when set, wins over the same
 	// key here.
 	Extra map[string]any
+
+	// Wait, when positive, asks the sidecar to hold the answer of a call
+	// an ask rule decides until a person approves or denies it, or Wait
+	// ends (the sidecar caps it at the rule's approval.timeout): the
+	// result is then an allow, or a deny coded APPROVAL_DENIED,
+	// APPROVAL_TIMEOUT, ... Zero answers an ask at once. Evaluate's
+	// timeout is Options.Timeout plus Wait. It is not a field of the call:
+	// no rule reads it.
+	Wait time.Duration
+	// Approval names the ApprovalRequest an earlier ask answer gave
+	// (Result.Approval.Name): this identical call is decided against it,
+	// allowed once if it was approved. Not a field of the call either.
+	Approval string
 }
+
+// Request fields of /v1/evaluate that are about waiting for a person, not
+// about the call (the sidecar reads and removes them before deciding).
+const (
+	fieldWait     = "wait"
+	fieldApproval = "approval"
+)
 
 // errNoToolName is the one request a caller can get wrong: every decision
 // is about a named tool.
 var errNoToolName = errors.New("toolgate: Request.ToolName is empty")
 
 // MarshalJSON writes the request as the JSON object the sidecar reads
-// (what Evaluate sends).
-func (r Request) MarshalJSON() ([]byte, error) { return json.Marshal(r.fields()) }
+// (what Evaluate sends), Wait as a Go duration string ("1m30s").
+func (r Request) MarshalJSON() ([]byte, error) {
+	if err := r.checkAsk(); err != nil {
+		return nil, err
+	}
+	m := r.fields()
+	if r.Wait > 0 {
+		m[fieldWait] = r.Wait.String()
+	}
+	setString(m, fieldApproval, r.Approval)
+	return json.Marshal(m)
+}
+
+// checkAsk refuses a wait the sidecar would refuse (with a 400, which the
+// client could only report as no decision).
+func (r *Request) checkAsk() error {
+	if r.Wait < 0 {
+		return fmt.Errorf("toolgate: Request.Wait %v is negative: give how long to wait for a person's approval, or 0 not to wait", r.Wait)
+	}
+	return nil
+}
 
 // fields is the request as the JSON object the sidecar reads.
 func (r *Request) fields() map[string]any {

@@ -22,8 +22,15 @@ type Result struct {
 	DecisionID     string `json:"decisionId,omitempty"`
 }
 
-// Allowed tells whether the tool may run.
+// Allowed tells whether the tool may run: only on an allow. An ask, or a
+// decision this client does not know, is not an allow.
 func (r *Result) Allowed() bool { return r.Decision == engine.Allow }
+
+// Asked tells whether the call waits for a person's approval: Approval
+// names the ApprovalRequest, and the same call sent again with
+// Request.Approval set to its name is decided against it (or send it with
+// Request.Wait to wait for the answer).
+func (r *Result) Asked() bool { return r.Decision == engine.Ask }
 
 // UnmarshalJSON reads the sidecar's answer. It is needed because the
 // embedded engine.Result's UnmarshalJSON would otherwise be promoted and
@@ -62,12 +69,14 @@ func (r Result) MarshalJSON() ([]byte, error) {
 }
 
 // checkDecision rejects an answer that parsed but is not a decision, so a
-// proxy's {} or a wrong service's JSON is never read as one.
+// proxy's {} or a wrong service's JSON is never read as one. An ask is
+// kept as it is: not allowed, and naming its approval.
 func checkDecision(r *Result) error {
-	if r.Decision != engine.Allow && r.Decision != engine.Deny {
-		return fmt.Errorf("the answer's decision is %q, not allow or deny", r.Decision)
+	switch r.Decision {
+	case engine.Allow, engine.Deny, engine.Ask:
+		return nil
 	}
-	return nil
+	return fmt.Errorf("the answer's decision is %q, not allow, deny or ask", r.Decision)
 }
 
 // unavailable is the client's own result when the sidecar gave none.

@@ -16,8 +16,8 @@ import (
 	"github.com/toolgate/toolgate/api/v1alpha1"
 )
 
-// +kubebuilder:rbac:groups=toolgate.dev,resources=approvalrequests,verbs=get;list;watch;delete
-// +kubebuilder:rbac:groups=toolgate.dev,resources=approvalrequests/status,verbs=patch
+// Its RBAC (get, list, watch and delete ApprovalRequests, patch their
+// status) is among setup.go's markers, with what the injector grants.
 
 // ApprovalControllerName names the ApprovalRequest controller in logs,
 // metrics and events.

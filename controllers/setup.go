@@ -31,6 +31,12 @@ import (
 // +kubebuilder:rbac:groups=toolgate.dev,resources=clusterpolicies;clusterfrozenagents,verbs=get;list;watch
 // +kubebuilder:rbac:groups=toolgate.dev,resources=clusterpolicies/status;clusterfrozenagents/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// The injector grants sidecars create, get, list and watch on ApprovalRequests
+// and update on their status (webhook.SidecarRoleRules), which it may only
+// grant holding them; the operator also deletes them when spent and writes
+// their conditions.
+// +kubebuilder:rbac:groups=toolgate.dev,resources=approvalrequests,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=toolgate.dev,resources=approvalrequests/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch

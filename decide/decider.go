@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -83,6 +84,11 @@ type Decider struct {
 	evaluating atomic.Int64
 	// Bodies is the budget of request bodies being read and decided.
 	Bodies *BodyBudget
+	// approvals is where asked calls wait (SetApprovals); changed is
+	// closed at each swap of the state (approve.go).
+	approvals Approvals
+	changedMu sync.Mutex
+	changed   chan struct{}
 }
 
 // New makes a Decider serving no bundle (every decision deny NO_POLICIES
@@ -123,6 +129,11 @@ func (d *Decider) Admit() bool {
 
 // Done ends a decision Admit let in.
 func (d *Decider) Done() { d.evaluating.Add(-1) }
+
+// Reenter takes back the slot a decision gave up with Done while it
+// waited (for an approval), so that its deferred Done stays balanced; it
+// may briefly take the count past the cap, never refusing.
+func (d *Decider) Reenter() { d.evaluating.Add(1) }
 
 // OverloadReason is why a request Admit refused is denied.
 func (d *Decider) OverloadReason() string {
@@ -192,7 +203,7 @@ func (d *Decider) Commit(ctx context.Context, ev *decisionlog.Event, req engine.
 // under ctx's span (trace.go): every decision the sidecar answers passes
 // here once.
 func (d *Decider) Settle(ctx context.Context, ev *decisionlog.Event, req engine.Request, res *engine.Result, revision string) bool {
-	took := time.Since(ev.At)
+	took := time.Since(ev.At) - ev.Waited
 	effect := res.StatedEffect()
 	d.metrics.observeDecision(res.Decision, res.Code, effect, took)
 	d.metrics.observeShadow(res.Shadow)
@@ -211,6 +222,9 @@ func (d *Decider) Settle(ctx context.Context, ev *decisionlog.Event, req engine.
 	ev.Effect, ev.Warnings = effect, res.Warnings
 	ev.PolicyID, ev.PolicyVersion, ev.RuleID = res.MatchedPolicyID, res.MatchedPolicyVersion, res.MatchedRuleID
 	ev.PolicyKind, ev.ExceptionApplied, ev.Shadow = res.MatchedPolicyKind, res.ExceptionApplied, res.Shadow
+	if res.Approval != nil {
+		ev.Approval = res.Approval.Namespace + "/" + res.Approval.Name
+	}
 	ev.ServiceAccount = d.state.Load().ServiceAccount
 	ev.Revision = revision
 	ev.Latency = took

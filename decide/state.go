@@ -54,6 +54,7 @@ func (d *Decider) State() *State { return d.state.Load() }
 func (d *Decider) Serve(c *engine.Compiled, revision, origin string, at time.Time) *State {
 	st := newState(c, revision, origin, at, d.idPrefix, &d.cfg, d.serviceAccount)
 	d.state.Store(st)
+	d.broadcastState()
 	return st
 }
 
@@ -64,6 +65,7 @@ func (d *Decider) SetServiceAccount(sa string) {
 	d.serviceAccount = sa
 	cur := d.state.Load()
 	d.state.Store(newState(cur.Compiled, cur.Revision, cur.Origin, cur.LoadedAt, d.idPrefix, &d.cfg, sa))
+	d.broadcastState()
 }
 
 // Unregistered tells whether the bundle served registers the namespace's

@@ -54,6 +54,11 @@ type Event struct {
 	PolicyKind       string
 	ExceptionApplied string
 	Shadow           []engine.ShadowVerdict
+	// Approval names the ApprovalRequest of an asked call (ask, or the
+	// allow or deny it settled into); Waited is how long the answer was
+	// held for a person, left out of Latency.
+	Approval string
+	Waited   time.Duration
 	// ServiceAccount is the one the sidecar runs as: with the agent id,
 	// the identity toolgate replay decides for again.
 	ServiceAccount string
@@ -168,11 +173,19 @@ type Config struct {
 // to copy, and the static labels, encoded once.
 type lineFormat struct {
 	fields *fieldSelector
+	// redact are the --redact paths, kept apart from fields for previews
+	// (Preview), which hide them whatever --log-fields selects.
+	redact []redactPath
 	labels []byte // `,"labels":{...}`, or nothing
 }
 
 func newLineFormat(c Config) *lineFormat {
 	f := &lineFormat{fields: newFieldSelector(c.Fields, c.Redact)}
+	for _, p := range c.Redact {
+		if r, err := parseRedactPath(p); err == nil {
+			f.redact = append(f.redact, r)
+		}
+	}
 	labels, _ := ParseLabels(c.Labels) // the caller has checked them
 	if len(labels) > 0 {
 		f.labels = append(f.labels, `,"labels":{`...)
@@ -333,6 +346,12 @@ func appendEvent(dst []byte, ev *Event, f *lineFormat) []byte {
 	}
 	if ev.Shadow != nil {
 		dst = appendShadow(dst, ev.Shadow)
+	}
+	if ev.Approval != "" {
+		dst = append(dst, `,"approval":`...)
+		dst = engine.AppendJSONString(dst, ev.Approval)
+		dst = append(dst, `,"approval_wait_ms":`...)
+		dst = strconv.AppendInt(dst, ev.Waited.Milliseconds(), 10)
 	}
 	dst = append(dst, `,"bundle_revision":`...)
 	dst = engine.AppendNullableJSONString(dst, ev.Revision)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/toolgate/toolgate/approve"
 	"github.com/toolgate/toolgate/cli"
 	"github.com/toolgate/toolgate/freeze"
 	"github.com/toolgate/toolgate/manager"
@@ -24,7 +25,8 @@ import (
 // builds it.
 func toolgate() *cobra.Command {
 	return cli.NewRootCommand(manager.NewCommand(), sidecar.NewCommand(),
-		freeze.NewFreezeCommand(), freeze.NewUnfreezeCommand())
+		freeze.NewFreezeCommand(), freeze.NewUnfreezeCommand(),
+		approve.NewApproveCommand(), approve.NewDenyCommand(), approve.NewApprovalsCommand())
 }
 
 // pages reads the documentation, from the repository root (this test runs

@@ -17,7 +17,13 @@ import (
 // it uses nothing of the gateway model (so sidecars not yet upgraded keep
 // serving it during a rolling upgrade), 2 when it does. A sidecar rejects
 // a version it does not know rather than guessing at its meaning.
-const SchemaVersion = SchemaVersionLevels
+const SchemaVersion = SchemaVersionAsk
+
+// SchemaVersionAsk is the version of bundles with an ask rule: a sidecar
+// too old to hold a call for approval refuses the bundle (and keeps
+// serving its last one) rather than failing every call on an effect it
+// does not know.
+const SchemaVersionAsk = 5
 
 // SchemaVersionIdentity is the version of bundles that use registered
 // agents or a freeze of every agent, and nothing of SchemaVersionLevels.
@@ -38,6 +44,9 @@ const SchemaVersionOrdered = 1
 // refuses a version 3 bundle (and keeps serving its last one) rather than
 // ignoring who its agent is or that it is frozen.
 func (b *Bundle) NeededSchemaVersion() int {
+	if b.usesAsk() {
+		return SchemaVersionAsk
+	}
 	if b.usesLevels() {
 		return SchemaVersionLevels
 	}
@@ -50,6 +59,18 @@ func (b *Bundle) NeededSchemaVersion() int {
 		}
 	}
 	return SchemaVersionOrdered
+}
+
+// usesAsk tells whether b needs SchemaVersionAsk.
+func (b *Bundle) usesAsk() bool {
+	for i := range b.Policies {
+		for j := range b.Policies[i].Rules {
+			if r := &b.Policies[i].Rules[j]; Effect(r.Effect) == EffectAsk || r.Approval != nil {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // usesGateway tells whether p needs version 2 to be read as written.
@@ -152,6 +173,15 @@ type Rule struct {
 	Select     *Select     `json:"select,omitempty"`
 	When       *When       `json:"when,omitempty"`
 	Conditions []Condition `json:"conditions,omitempty"`
+	// Approval is an ask rule's: how long its calls wait for a person.
+	Approval *RuleApproval `json:"approval,omitempty"`
+}
+
+// RuleApproval is how long an ask rule's call waits for a decision.
+type RuleApproval struct {
+	// Timeout is a Go duration, at most MaxApprovalTimeout;
+	// DefaultApprovalTimeout when empty.
+	Timeout string `json:"timeout,omitempty"`
 }
 
 // Condition tests one request field (Field, Operator, Value or Values), or

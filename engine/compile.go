@@ -136,11 +136,15 @@ type crule struct {
 	exceptions []int32 // indexes in Compiled.exceptions of those exempting from it
 	deny       bool
 	effect     Effect
-	priority   int32
-	reason     string // returned when this rule decides
-	usesRegex  bool
-	conditions []ccond
-	source     *Rule // for explain traces
+	// restrictive is a deny or an ask: missing identity never lifts it.
+	restrictive bool
+	// approvalTimeout is an ask rule's wait (DefaultApprovalTimeout unset).
+	approvalTimeout time.Duration
+	priority        int32
+	reason          string // returned when this rule decides
+	usesRegex       bool
+	conditions      []ccond
+	source          *Rule // for explain traces
 	// filtered: the rule has subjects, targets, select or when, so it
 	// needs more than its conditions checked.
 	filtered bool
@@ -432,12 +436,15 @@ func ruleReason(policyID string, r *Rule) string {
 		return fmt.Sprintf("warned by rule %q of policy %q", r.ID, policyID)
 	case EffectAudit:
 		return fmt.Sprintf("audited by rule %q of policy %q", r.ID, policyID)
+	case EffectAsk:
+		return fmt.Sprintf("approval required by rule %q of policy %q", r.ID, policyID)
 	}
 	return ""
 }
 
 func (k *compiler) rule(d *diagnoser, ri int, r *Rule, tiered bool) crule {
 	cr := crule{id: r.ID, deny: r.Effect == "deny", effect: Effect(r.Effect), priority: r.Priority, source: r}
+	cr.restrictive = cr.deny || cr.effect == EffectAsk
 	switch {
 	case r.ID == "":
 		d.rulef(ri, r.ID, "id", "rule has no id")
@@ -450,10 +457,11 @@ func (k *compiler) rule(d *diagnoser, ri int, r *Rule, tiered bool) crule {
 		d.rulef(ri, r.ID, "description", "description is %d characters long, more than %d", n, MaxDescriptionLength)
 	}
 	switch Effect(r.Effect) {
-	case EffectAllow, EffectDeny, EffectWarn, EffectAudit:
+	case EffectAllow, EffectDeny, EffectWarn, EffectAudit, EffectAsk:
 	default:
-		d.rulef(ri, r.ID, "effect", "must be allow, deny, warn or audit, not %q", r.Effect)
+		d.rulef(ri, r.ID, "effect", "must be allow, deny, warn, audit or ask, not %q", r.Effect)
 	}
+	cr.approvalTimeout = approvalTimeout(d, ri, r)
 	if n := len(r.Conditions); n > MaxConditionsPerRule {
 		d.rulef(ri, r.ID, "conditions", "%d conditions, more than the limit of %d", n, MaxConditionsPerRule)
 	}

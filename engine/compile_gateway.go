@@ -35,10 +35,13 @@ var filterNames = [...]string{"", "subjects", "targets", "select", "when", "cond
 
 func (f filter) String() string { return filterNames[f] }
 
-// effectRank orders effects for a tiered policy: deny > warn > audit > allow.
+// effectRank orders effects for a tiered policy (and between levels):
+// deny > ask > warn > audit > allow.
 func effectRank(e Effect) int {
 	switch e {
 	case EffectDeny:
+		return 4
+	case EffectAsk:
 		return 3
 	case EffectWarn:
 		return 2

@@ -216,6 +216,8 @@ func (c *Compiled) scan(req Request, opts *EvalOptions, clk *clock, tr *tracer, 
 		case v.effect() == EffectDeny:
 			v.fill(out, s)
 			return e.exempted
+		case kept.asks():
+			continue // an earlier policy's ask decides unless a deny does
 		}
 		kept = v
 	}
@@ -329,9 +331,12 @@ func (e *run) ordered(p *cpolicy) (verdict, bool) {
 		if r.effect == EffectWarn {
 			e.warn(r.reason)
 		}
-		kept = verdict{policy: p, rule: r, res: -1}
 		if r.deny {
-			return kept, true
+			return verdict{policy: p, rule: r, res: -1}, true
+		}
+		// An ask decides unless a deny does: no later allow replaces it.
+		if !kept.asks() {
+			kept = verdict{policy: p, rule: r, res: -1}
 		}
 	}
 	return kept, true

@@ -31,7 +31,7 @@ func (c *Compiled) failed(s *scratch, r *crule, m mode) filter {
 
 func (s *scratch) gatewayFailed(r *crule, m mode) filter {
 	v := s.loadView()
-	if r.subjects != nil && !v.subjectsHold(r.subjects, r.deny) {
+	if r.subjects != nil && !v.subjectsHold(r.subjects, r.restrictive) {
 		return filterSubjects
 	}
 	if r.targets != nil && !s.targetsHold(r.targets, m) {
@@ -53,9 +53,9 @@ func (s *scratch) loadView() *view {
 	return &s.view
 }
 
-// subjectsHold: the agent or one of the roles is listed. A deny also holds
-// when an identity it is scoped by is missing, so missing identity never
-// lifts a deny.
+// subjectsHold: the agent or one of the roles is listed. A deny (or an
+// ask) also holds when an identity it is scoped by is missing, so missing
+// identity never lifts a deny or skips an approval.
 func (v *view) subjectsHold(cs *csubjects, deny bool) bool {
 	if !cs.agents.empty() {
 		if !v.agentOK {
@@ -241,6 +241,9 @@ type verdict struct {
 	implicit bool
 }
 
+// asks tells whether the verdict is an ask rule's.
+func (v *verdict) asks() bool { return v.rule != nil && v.rule.effect == EffectAsk }
+
 // set tells whether there is a verdict at all.
 func (v *verdict) set() bool { return v.rule != nil || v.implicit }
 
@@ -269,8 +272,11 @@ func (v *verdict) fill(out *Result, s *scratch) {
 	out.MatchedPolicyID, out.MatchedPolicyVersion = v.policy.id, v.policy.version
 	out.MatchedPolicyKind = v.policy.kind
 	out.Reason, out.Warnings = v.reason(s), s.warningList()
-	if out.Effect == EffectDeny {
+	switch out.Effect {
+	case EffectDeny:
 		out.Decision = Deny
+	case EffectAsk:
+		out.Decision, out.Code, out.ApprovalTimeout = Ask, CodeApprovalRequired, v.rule.approvalTimeout
 	}
 	if v.rule != nil {
 		out.MatchedRuleID = v.rule.id

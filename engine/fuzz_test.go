@@ -83,6 +83,9 @@ func compareGateway(res Result, want refResult) string {
 	if res.Effect != want.Effect {
 		return describe("effect")
 	}
+	if res.ApprovalTimeout != want.Timeout {
+		return describe(fmt.Sprintf("approval timeout: engine %v, reference %v", res.ApprovalTimeout, want.Timeout))
+	}
 	if res.ExceptionApplied != want.ExceptionApplied {
 		return describe(fmt.Sprintf("exceptionApplied: engine %q, reference %q", res.ExceptionApplied, want.ExceptionApplied))
 	}
@@ -90,7 +93,7 @@ func compareGateway(res Result, want refResult) string {
 		return describe(fmt.Sprintf("shadow: engine %+v, reference %+v", res.Shadow, want.Shadow))
 	}
 	switch want.Code {
-	case "", CodeImplicitDeny:
+	case "", CodeImplicitDeny, "APPROVAL_REQUIRED":
 	case CodePolicyCompileError:
 		if !strings.Contains(res.Reason, want.PolicyID) {
 			return describe("compile error reason")
@@ -346,8 +349,8 @@ func TestGatewayDifferential(t *testing.T) {
 	// Agreement means little unless the generator reaches every kind of
 	// result the model has.
 	for _, k := range []string{"allow/allow/", "allow/warn/", "allow/audit/", "deny/deny/", "deny/deny/IMPLICIT_DENY",
-		"deny/deny/POLICY_COMPILE_ERROR", "rule/allow", "rule/deny", "rule/warn", "rule/audit",
-		"resource/deny", "resource/allow", "resource/warn", "resource/audit",
+		"deny/deny/POLICY_COMPILE_ERROR", "ask/ask/APPROVAL_REQUIRED", "rule/allow", "rule/deny", "rule/warn", "rule/audit", "rule/ask",
+		"resource/deny", "resource/allow", "resource/warn", "resource/audit", "resource/ask", "warnings/ask",
 		"warnings/allow", "warnings/deny", "warnings>1"} {
 		if outcomes[k] < cases/300 {
 			t.Errorf("outcome %s happened %d times in %d requests: %v", k, outcomes[k], 3*cases, outcomes)

@@ -509,7 +509,12 @@ func (g *genSource) gwGroup() Condition {
 }
 
 func (g *genSource) gwRule(i int, tiered bool) Rule {
-	r := Rule{ID: fmt.Sprintf("r%d", i), Effect: pickFrom(g, "allow", "deny", "warn", "audit", "allow", "deny")}
+	r := Rule{ID: fmt.Sprintf("r%d", i), Effect: pickFrom(g, "allow", "deny", "warn", "audit", "allow", "deny", "ask")}
+	if r.Effect == "ask" && g.intn(3) == 0 {
+		r.Approval = &RuleApproval{Timeout: pickFrom(g, "", "30s", "1h", "90m", "soon", "-1s")}
+	} else if g.rare(400) {
+		r.Approval = &RuleApproval{}
+	}
 	if tiered || g.rare(240) {
 		r.Priority = pickFrom[int32](g, 0, 0, 1, 1, 5, -1)
 	}

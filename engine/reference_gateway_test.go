@@ -30,7 +30,9 @@ type refResult struct {
 	// ClusterPolicies.
 	Kind             string
 	ExceptionApplied string
-	Shadow           []ShadowVerdict
+	// Timeout is an ask's wait: the rule's approval.timeout, 5m unset.
+	Timeout time.Duration
+	Shadow  []ShadowVerdict
 	// Verdicts are the verdicts of the tiered policies the scan reached,
 	// one list per policy, per evaluation, as the explain trace reports
 	// them.
@@ -264,7 +266,8 @@ func refSubjects(r Rule, call *refRequest) bool {
 			return true
 		}
 	}
-	if r.Effect == "deny" {
+	// Issue 27: missing identity never skips an ask either.
+	if r.Effect == "deny" || r.Effect == "ask" {
 		return (len(s.Agents) > 0 && !call.agentOK) || (len(s.Roles) > 0 && !call.rolesResolved)
 	}
 	return false
@@ -455,16 +458,25 @@ func refGroupHolds(c Condition, req map[string]any) bool {
 	return refHolds(c, req)
 }
 
-var refRank = map[Effect]int{EffectAllow: 1, EffectAudit: 2, EffectWarn: 3, EffectDeny: 4}
+// Issue 27: ask ranks below deny and above warn.
+var refRank = map[Effect]int{EffectAllow: 1, EffectAudit: 2, EffectWarn: 3, "ask": 4, EffectDeny: 5}
 
 func refRuleResult(p Policy, version int64, r Rule, res ResourceRef) refResult {
 	out := refResult{refOutcome: refOutcome{Decision: Allow, PolicyID: p.ID, Version: version, RuleID: r.ID},
 		Effect: Effect(r.Effect), Resource: res, Reason: r.Description}
-	if r.Effect == "deny" {
+	switch r.Effect {
+	case "deny":
 		out.Decision = Deny
+	case "ask":
+		out.Decision, out.Code, out.Timeout = "ask", "APPROVAL_REQUIRED", 5*time.Minute
+		if r.Approval != nil && r.Approval.Timeout != "" {
+			out.Timeout, _ = time.ParseDuration(r.Approval.Timeout)
+		}
 	}
 	if out.Reason == "" {
 		switch r.Effect {
+		case "ask":
+			out.Reason = fmt.Sprintf("approval required by rule %q of policy %q", r.ID, p.ID)
 		case "deny":
 			out.Reason = fmt.Sprintf("denied by rule %q of policy %q", r.ID, p.ID)
 		case "warn":
@@ -740,7 +752,9 @@ func refScanLevel(policies []Policy, call *refRequest, now time.Time, u *refUsag
 				l.final = stamp(*v)
 				return l
 			}
-			l.verdict = stamp(*v)
+			if l.verdict == nil || l.verdict.Effect != "ask" {
+				l.verdict = stamp(*v)
+			}
 			continue
 		}
 		for _, r := range p.Rules {
@@ -755,7 +769,11 @@ func refScanLevel(policies []Policy, call *refRequest, now time.Time, u *refUsag
 				l.final = stamp(out)
 				return l
 			}
-			l.verdict = stamp(out)
+			// Issue 27: in ordered evaluation a matching ask decides
+			// unless a deny does; the first ask reached is the one.
+			if l.verdict == nil || l.verdict.Effect != "ask" {
+				l.verdict = stamp(out)
+			}
 		}
 	}
 	first := policies[0]

@@ -372,9 +372,20 @@ func refPolicyProblems(p Policy) []string {
 		}
 		ids[r.ID] = true
 		switch r.Effect {
-		case "allow", "deny", "warn", "audit":
+		case "allow", "deny", "warn", "audit", "ask":
 		default:
 			out = append(out, "effect")
+		}
+		// Issue 27: approval on ask rules only; its timeout a positive Go
+		// duration of at most an hour.
+		if r.Approval != nil {
+			if r.Effect != "ask" {
+				out = append(out, "approval on a rule that does not ask")
+			} else if t := r.Approval.Timeout; t != "" {
+				if d, err := time.ParseDuration(t); err != nil || d <= 0 || d > time.Hour {
+					out = append(out, "approval timeout")
+				}
+			}
 		}
 		if r.Priority != 0 && p.Evaluation != "tiered" {
 			out = append(out, "priority in an ordered policy")

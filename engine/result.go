@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/json"
 	"strconv"
+	"time"
 )
 
 // Decision is allow, deny or ask. Ask (an ask rule decided) is not an
@@ -66,9 +67,23 @@ type Result struct {
 	// reached: per evaluation (the call, each resource) the tier that
 	// decided, or why none did.
 	Verdicts []TraceVerdict `json:"verdicts,omitempty"`
+	// ApprovalTimeout is how long an ask decision's call waits for a
+	// person (the asking rule's approval.timeout); the sidecar sets the
+	// ApprovalRequest's expiry from it.
+	ApprovalTimeout time.Duration `json:"-"`
+	// Approval names the ApprovalRequest an ask decision waits on; the
+	// sidecar sets it, the engine never does.
+	Approval *ApprovalRef `json:"approval,omitempty"`
 	// TraceTruncated is set when EvalOptions.MaxTrace cut the trace short:
 	// rules after its last entry were evaluated but not traced.
 	TraceTruncated bool `json:"traceTruncated,omitempty"`
+}
+
+// ApprovalRef names the ApprovalRequest an ask decision waits on.
+type ApprovalRef struct {
+	Name      string    `json:"name"`
+	Namespace string    `json:"namespace"`
+	ExpiresAt time.Time `json:"expiresAt"`
 }
 
 // TraceRule explains one rule the evaluation reached.
@@ -184,6 +199,15 @@ func (r Result) AppendJSON(dst []byte) ([]byte, error) {
 			dst = AppendJSONString(dst, w)
 		}
 		dst = append(dst, ']')
+	}
+	if a := r.Approval; a != nil {
+		dst = append(dst, `,"approval":{"name":`...)
+		dst = AppendJSONString(dst, a.Name)
+		dst = append(dst, `,"namespace":`...)
+		dst = AppendJSONString(dst, a.Namespace)
+		dst = append(dst, `,"expiresAt":`...)
+		dst = AppendJSONString(dst, a.ExpiresAt.UTC().Format(time.RFC3339))
+		dst = append(dst, '}')
 	}
 	if r.ExceptionApplied != "" {
 		dst = append(dst, `,"exceptionApplied":`...)

@@ -134,6 +134,9 @@ func (p *Proxy) decideSubject(r *http.Request, rt *mcpRoute, m *jsonrpc.Message,
 		}
 	}
 	res, st := d.Decide(req, false, &ev)
+	if res.Decision == engine.Ask {
+		res, st = p.hold(r, m, req, &ev, res, st)
+	}
 	ev.ID = d.NextID()
 	if res.Decision != engine.Allow {
 		answer = denyAnswer(m.ID, m.Method, &res, d.AppendAnswer(nil, &res, st, ev.ID), modernMCP(r))
@@ -263,6 +266,9 @@ func denyCallResult(id json.RawMessage, res *engine.Result, decision []byte, mod
 // denyText is what a deny says to the model: the rule (or the code) and
 // the reason.
 func denyText(res *engine.Result) string {
+	if text, ok := approvalText(res); ok {
+		return text
+	}
 	why := res.MatchedRuleID
 	if why == "" {
 		why = string(res.Code)

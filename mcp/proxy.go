@@ -57,6 +57,8 @@ type Proxy struct {
 	expiryMu sync.Mutex
 	expiry   *time.Timer
 	expiryAt time.Time
+	// held are the calls waiting for approval (hold.go).
+	held heldCalls
 }
 
 type mcpRoute struct {
@@ -342,6 +344,8 @@ func (p *Proxy) post(w http.ResponseWriter, r *http.Request, rt *mcpRoute) {
 				}
 				denied[i], anyDenied = answer, true
 			}
+		case m.Method == MethodCancelled:
+			p.cancelHeld(r, m)
 		case m.Method == jsonrpc.MethodToolsList:
 			if len(m.ID) > 0 {
 				info.listIDs = append(info.listIDs, m.ID)

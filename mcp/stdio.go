@@ -46,6 +46,9 @@ type StdioOptions struct {
 	Command []string
 	// Decide decides the calls.
 	Decide Decider
+	// Wait holds a call an ask rule decided until a person decides it
+	// (holdAsked); nil: an ask is answered as a deny, not allowed.
+	Wait Waiter
 }
 
 // Decider decides one request, given as the JSON object /v1/evaluate
@@ -171,9 +174,13 @@ type stdioGuard struct {
 	// guard's own tools/list goes.
 	schemas  *stdioSchemas
 	toServer io.Writer
+	// held are the calls waiting for approval, by request id.
+	heldMu sync.Mutex
+	held   map[string]context.CancelFunc
 }
 
 func (g *stdioGuard) guard(ctx context.Context, in io.Reader, toServer io.Writer) {
+	toServer = &lockedWriter{w: toServer}
 	g.toServer = toServer
 	br := bufio.NewReaderSize(in, 64<<10)
 	for {
@@ -249,13 +256,15 @@ func (g *stdioGuard) check(ctx context.Context, line []byte) []byte {
 		g.modern = p.ProtocolVersion >= "2026-07-28"
 	case m.Method == jsonrpc.MethodToolsList:
 		g.schemas.agentLists(m.ID)
+	case m.Method == MethodCancelled:
+		g.cancelHeld(m)
 	case decided(m.Method):
 		var span trace.Span
 		if tracing.On() {
 			ctx, span = startStdioCall(ctx, g.opts.Server, m)
 			defer span.End()
 		}
-		answer, allowed := g.decideCall(ctx, m)
+		answer, allowed := g.decideCall(ctx, m, line)
 		if span != nil {
 			span.SetAttributes(attribute.String(AttrOutcome, outcomeOf(allowed)))
 		}
@@ -289,7 +298,7 @@ func (g *stdioGuard) check(ctx context.Context, line []byte) []byte {
 // decided (methods.go). Not allowed, answer is what the agent gets instead
 // (nil for a notification, which gets none): a deny as the HTTP proxy's,
 // whose text the model reads and which holds the decision.
-func (g *stdioGuard) decideCall(ctx context.Context, m *jsonrpc.Message) (answer json.RawMessage, allowed bool) {
+func (g *stdioGuard) decideCall(ctx context.Context, m *jsonrpc.Message, line []byte) (answer json.RawMessage, allowed bool) {
 	sub, refusal := subjectOf(m)
 	if refusal != "" {
 		return refuseCall(m.ID, refusal), false
@@ -306,12 +315,19 @@ func (g *stdioGuard) decideCall(ctx context.Context, m *jsonrpc.Message) (answer
 			return refuseCall(m.ID, msg+"; not forwarded"), false
 		}
 	}
-	return g.decideSubject(ctx, m, sub)
+	return g.decideSubjectHolding(ctx, m, sub, line)
 }
 
 // decideSubject asks the sidecar about what m asks, sub, as decideCall
 // says.
 func (g *stdioGuard) decideSubject(ctx context.Context, m *jsonrpc.Message, sub subject) (answer json.RawMessage, allowed bool) {
+	return g.decideSubjectHolding(ctx, m, sub, nil)
+}
+
+// decideSubjectHolding is decideSubject, holding an asked tools/call
+// (line, its message) for a person's decision when the guard can wait:
+// then nothing is answered or forwarded now (holdAsked does it later).
+func (g *stdioGuard) decideSubjectHolding(ctx context.Context, m *jsonrpc.Message, sub subject, line []byte) (answer json.RawMessage, allowed bool) {
 	session, agent := g.session, sub.meta.AgentID
 	if sub.meta.SessionID != nil {
 		session = *sub.meta.SessionID
@@ -319,9 +335,13 @@ func (g *stdioGuard) decideSubject(ctx context.Context, m *jsonrpc.Message, sub 
 	if agent == nil && g.opts.AgentID != "" {
 		agent = &g.opts.AgentID
 	}
-	res, decision := g.opts.Decide(ctx, mcpRequestDoc(sub.tool, g.opts.Server, sub.action, sub.input, session, agent))
+	doc := mcpRequestDoc(sub.tool, g.opts.Server, sub.action, sub.input, session, agent)
+	res, decision := g.opts.Decide(ctx, doc)
 	if res.Decision == engine.Allow {
 		return nil, true
+	}
+	if line != nil && g.holdAsked(ctx, m, line, doc, &res) {
+		return nil, false
 	}
 	if len(decision) == 0 {
 		decision, _ = res.AppendJSON(nil) // the engine's fields at least

@@ -85,8 +85,17 @@ func (s *Server) evaluate(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	ask, err := askFields(req)
+	if err != nil {
+		wrote = true
+		s.badRequest(w, "%v", err)
+		return
+	}
 	ev.ToolName = decide.StringField(req, engine.FieldToolName)
 	res, st := s.d.Decide(req, explain, &ev)
+	if res.Decision == engine.Ask {
+		res, st = s.resolveAsk(ctx, w, req, &ev, res, st, ask)
+	}
 	s.answer(ctx, w, b, req, &ev, &res, st, &wrote)
 }
 

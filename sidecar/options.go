@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/approval"
 	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/bundlesource"
 	"github.com/toolgate/toolgate/decide"
@@ -75,6 +76,9 @@ type Options struct {
 	// calls that rateLimit and tokenBudget read (usage.Ledger).
 	UsageMaxKeys         int
 	UsageMaxEventsPerKey int
+	// ApprovalsMaxPending caps an agent's pending ApprovalRequests: past
+	// it an asked call is denied APPROVAL_QUEUE_FULL.
+	ApprovalsMaxPending int
 	// UsageState, when set, is the file the counters are kept in across
 	// restarts (usage.Ledger.OpenState): the injector puts it in the
 	// sidecar's own volume, which the agent does not mount.
@@ -202,6 +206,7 @@ func DefaultOptions() Options {
 		MaxTrace:              2000,
 		UsageMaxKeys:          usage.DefaultMaxKeys,
 		UsageMaxEventsPerKey:  usage.DefaultMaxEventsPerKey,
+		ApprovalsMaxPending:   approval.DefaultMaxPendingPerAgent,
 		MCP:                   mcp.Options{Listen: mcp.DefaultListen},
 		// A held MCP stream costs the sidecar about 64 KiB (1,000 held
 		// added 60 to 68 MiB of RSS in
@@ -293,6 +298,9 @@ func (o *Options) validateServing() error {
 	}
 	if err := usage.CheckCaps(o.UsageMaxKeys, o.UsageMaxEventsPerKey); err != nil {
 		errs = append(errs, err)
+	}
+	if o.ApprovalsMaxPending < 1 || o.ApprovalsMaxPending > 1000 {
+		add("--approvals-max-pending %d: must be from 1 to 1000", o.ApprovalsMaxPending)
 	}
 	if o.ServiceAccount != "" {
 		if msgs := validation.IsDNS1123Subdomain(o.ServiceAccount); len(msgs) > 0 {

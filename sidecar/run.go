@@ -90,6 +90,13 @@ func Run(ctx context.Context, opts Options, onListen func(net.Addr)) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if err := s.startApprovals(ctx, src); err != nil {
+		for _, sv := range serving {
+			_ = sv.ln.Close()
+		}
+		_ = s.Close(context.Background())
+		return err
+	}
 	srcDone := make(chan error, 1)
 	go func() { srcDone <- src.Run(ctx, s.loader) }()
 	srvDone := make(chan error, len(serving)+len(squatted))

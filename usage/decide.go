@@ -73,3 +73,15 @@ func (r *reading) Tokens(key engine.UsageKey, window time.Duration, now time.Tim
 	r.partial = r.partial || !whole
 	return n
 }
+
+// Count counts req as an allowed call at now, as Decide does for a call it
+// allows: for a call allowed later than it was decided (an approval of an
+// ask). Without limits in c nothing is counted.
+func (l *Ledger) Count(c *engine.Compiled, req engine.Request, now time.Time) error {
+	if !c.UsesUsage() {
+		return nil
+	}
+	l.decideMu.Lock()
+	defer l.decideMu.Unlock()
+	return l.record(keysOf(req), nanos(now), c.UsageWindow())
+}

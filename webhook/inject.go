@@ -35,6 +35,9 @@ const (
 	socketVolumeName = "toolgate-socket"
 	tokenVolumeName  = "toolgate-sidecar-token"
 	tokenMountPath   = "/var/run/secrets/kubernetes.io/serviceaccount"
+	// bundleReaderName names the sidecar's Role and RoleBinding; it kept
+	// its first name when approvals joined the bundle read, so that
+	// upgrades update the Role rather than leave a stale one behind.
 	bundleReaderName = "toolgate-bundle-reader"
 )
 
@@ -160,8 +163,8 @@ func (p *PodInjector) Default(ctx context.Context, pod *corev1.Pod) error {
 		return err
 	}
 	if reqErr == nil && (req.DryRun == nil || !*req.DryRun) {
-		if err := p.grantBundleRead(ctx, namespace, serviceAccount(pod)); err != nil {
-			return fmt.Errorf("granting %s read access to the bundle: %w", serviceAccount(pod), err)
+		if err := p.grantSidecarRole(ctx, namespace, serviceAccount(pod)); err != nil {
+			return fmt.Errorf("granting %s the sidecar's access (bundle, freezes, approvals): %w", serviceAccount(pod), err)
 		}
 	}
 	injectSidecar(pod, p.Options, id)
@@ -431,17 +434,32 @@ func serviceAccount(pod *corev1.Pod) string {
 	return "default"
 }
 
-// grantBundleRead lets the service account get, list and watch the bundle
-// ConfigMap and the FrozenAgents of its namespace, and nothing else.
-func (p *PodInjector) grantBundleRead(ctx context.Context, namespace, sa string) error {
+// SidecarRoleRules is what an injected sidecar's ServiceAccount may do in
+// its namespace, and nothing else: read the bundle ConfigMap (named
+// bundleConfigMap) and the FrozenAgents, and ask for approvals. The manager
+// must itself hold every rule (RBAC escalation prevention), which
+// controllers/setup.go's markers and the chart's rules give it.
+func SidecarRoleRules(bundleConfigMap string) []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"},
+		ResourceNames: []string{bundleConfigMap}, Verbs: []string{"get", "list", "watch"}},
+		// The sidecar applies FrozenAgents straight from the API, so
+		// the kill switch does not wait for the operator.
+		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"frozenagents"}, Verbs: []string{"get", "list", "watch"}},
+		// A call an ask rule holds becomes an ApprovalRequest the sidecar
+		// creates and watches; the status write is for consumedAt only
+		// (the approvals admission policy refuses it any other field, and
+		// any decision): no delete, no patch of spec.
+		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"approvalrequests"}, Verbs: []string{"create", "get", "list", "watch"}},
+		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"approvalrequests/status"}, Verbs: []string{"update"}}}
+}
+
+// grantSidecarRole binds the service account to the namespace's sidecar
+// Role (SidecarRoleRules), creating or updating the Role.
+func (p *PodInjector) grantSidecarRole(ctx context.Context, namespace, sa string) error {
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: bundleReaderName}}
 	if _, err := controllerutil.CreateOrUpdate(ctx, p.Client, role, func() error {
 		role.Labels = map[string]string{v1alpha1.ManagedByLabel: v1alpha1.ManagedByValue}
-		role.Rules = []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"},
-			ResourceNames: []string{p.Options.BundleConfigMap}, Verbs: []string{"get", "list", "watch"}},
-			// The sidecar applies FrozenAgents straight from the API, so
-			// the kill switch does not wait for the operator.
-			{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"frozenagents"}, Verbs: []string{"get", "list", "watch"}}}
+		role.Rules = SidecarRoleRules(p.Options.BundleConfigMap)
 		return nil
 	}); err != nil {
 		return err

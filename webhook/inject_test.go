@@ -143,14 +143,16 @@ func TestInjectsAnnotatedPods(t *testing.T) {
 	}
 
 	// The service account may read that one ConfigMap and the namespace's
-	// FrozenAgents, nothing else.
+	// FrozenAgents, and ask for approvals, nothing else.
 	var role rbacv1.Role
 	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: bundleReaderName}, &role); err != nil {
 		t.Fatal(err)
 	}
 	want := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"},
 		ResourceNames: []string{"toolgate-bundle"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{"toolgate.dev"}, Resources: []string{"frozenagents"}, Verbs: []string{"get", "list", "watch"}}}
+		{APIGroups: []string{"toolgate.dev"}, Resources: []string{"frozenagents"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"toolgate.dev"}, Resources: []string{"approvalrequests"}, Verbs: []string{"create", "get", "list", "watch"}},
+		{APIGroups: []string{"toolgate.dev"}, Resources: []string{"approvalrequests/status"}, Verbs: []string{"update"}}}
 	if !equality.Semantic.DeepEqual(role.Rules, want) {
 		t.Errorf("role rules %+v", role.Rules)
 	}

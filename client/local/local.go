@@ -82,7 +82,8 @@ func (l *Evaluator) Revision() string { return l.d.State().Revision }
 
 // Evaluate decides req. The error is non-nil only for a request that
 // cannot be decided (an empty ToolName, a field that does not encode as
-// JSON), with a deny.
+// JSON), with a deny. An ask rule's call is denied APPROVAL_UNAVAILABLE
+// (see EvaluateRequest); req.Wait and req.Approval change nothing here.
 func (l *Evaluator) Evaluate(_ context.Context, req client.Request) (client.Result, error) {
 	er, err := req.EngineRequest()
 	if err != nil {
@@ -96,8 +97,18 @@ func (l *Evaluator) Evaluate(_ context.Context, req client.Request) (client.Resu
 // EvaluateRequest decides a request already in the engine's form (decoded
 // JSON, as engine.DecodeRequest returns): the path that allocates nothing
 // beyond the engine's own.
+//
+// An Evaluator has no ApprovalRequests to ask a person with, so an ask
+// rule's call is settled as a sidecar reading a bundle file settles it
+// (decide.Resolve without a store): deny APPROVAL_UNAVAILABLE, with the
+// asking rule. A program switching between a Client and an Evaluator then
+// gets the same final answer for the same bundle, and never an ask that
+// names no approval.
 func (l *Evaluator) EvaluateRequest(req engine.Request) client.Result {
 	res, st := l.d.Decide(req, false, nil)
+	if res.Decision == engine.Ask {
+		res, st, _ = l.d.Resolve(context.Background(), req, res, st, decide.AskOptions{})
+	}
 	// As the sidecar's answer states it: a rule's deny is coded by the
 	// rule's id.
 	res.Code = res.StatedCode()

@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/toolgate/toolgate/approval"
 	"github.com/toolgate/toolgate/client"
 	"github.com/toolgate/toolgate/client/internal/clienttest"
 	"github.com/toolgate/toolgate/engine"
@@ -156,5 +158,22 @@ func writeFile(t testing.TB, path string, data []byte) {
 	t.Helper()
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// An Evaluator has no ApprovalRequests: an ask rule's call is denied
+// APPROVAL_UNAVAILABLE, exactly as a sidecar reading the same bundle from
+// a file answers it, waiting or not.
+func TestLocalAskIsDeniedAsTheSidecarDeniesIt(t *testing.T) {
+	file := clienttest.BundleOf(t, clienttest.AskPolicy)
+	sc := clienttest.StartSidecar(t, file, nil)
+	c := clienttest.NewClient(t, client.Options{URL: sc.Unix})
+	l := newLocal(t, file)
+	for _, wait := range []time.Duration{0, time.Minute} {
+		req := client.Request{ToolName: "pay", Kwargs: map[string]any{"amount": 5000}, Wait: wait}
+		got, want := clienttest.Evaluate(t, l, req), clienttest.Evaluate(t, c, req)
+		if got.Allowed() || got.Asked() || got.Code != approval.CodeUnavailable || got.MatchedRuleID != "pay-over-cap" || !sameDecision(got, want) {
+			t.Errorf("wait %v: in process %+v, sidecar %+v; want both deny APPROVAL_UNAVAILABLE by pay-over-cap", wait, got, want)
+		}
 	}
 }

@@ -1,11 +1,13 @@
 // Command toolgate is the single toolgate binary: the offline CLI (eval,
 // validate, bundle, version), the kill switch (freeze, unfreeze), the
-// operator (manager) and the sidecar.
+// approvers' commands (approve, deny, approvals), the operator (manager)
+// and the sidecar.
 package main
 
 import (
 	"os"
 
+	"github.com/toolgate/toolgate/approve"
 	"github.com/toolgate/toolgate/cli"
 	"github.com/toolgate/toolgate/freeze"
 	"github.com/toolgate/toolgate/manager"
@@ -14,5 +16,6 @@ import (
 
 func main() {
 	os.Exit(cli.Execute(cli.NewRootCommand(manager.NewCommand(), sidecar.NewCommand(),
-		freeze.NewFreezeCommand(), freeze.NewUnfreezeCommand())))
+		freeze.NewFreezeCommand(), freeze.NewUnfreezeCommand(),
+		approve.NewApproveCommand(), approve.NewDenyCommand(), approve.NewApprovalsCommand())))
 }

@@ -37,3 +37,21 @@ func Kubeconfig(t testing.TB, cfg *rest.Config) []byte {
 	}
 	return data
 }
+
+// KubeconfigAs is Kubeconfig impersonating user in groups (the
+// kubeconfig's as and as-groups): a process that reads it acts as that
+// user, with that user's RBAC and admission, as kubectl --as would.
+func KubeconfigAs(t testing.TB, cfg *rest.Config, user string, groups ...string) []byte {
+	t.Helper()
+	kc, err := clientcmd.Load(Kubeconfig(t, cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc.AuthInfos["envtest"].Impersonate = user
+	kc.AuthInfos["envtest"].ImpersonateGroups = groups
+	data, err := clientcmd.Write(*kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}

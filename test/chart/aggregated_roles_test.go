@@ -88,6 +88,28 @@ func TestAggregatedRolesGrantWhatTheySay(t *testing.T) {
 			}
 		}
 	}
+	// Everyone who sees the namespace reads its ApprovalRequests; only its
+	// admins decide them (the status write), never by writing the object.
+	for _, verb := range []string{"get", "list", "watch"} {
+		for _, user := range []plainUser{"viewer", "ns-admin"} {
+			if !canEventually(t, user, verb, "toolgate.dev", "approvalrequests", ns, "") {
+				t.Errorf("%s may not %s approvalrequests", user, verb)
+			}
+		}
+	}
+	for _, verb := range []string{"update", "patch"} {
+		if !canEventually(t, plainUser("ns-admin"), verb, "toolgate.dev", "approvalrequests/status", ns, "") {
+			t.Errorf("ns-admin may not %s approvalrequests/status", verb)
+		}
+		if can(t, plainUser("viewer"), verb, "toolgate.dev", "approvalrequests/status", ns, "") {
+			t.Errorf("viewer may %s approvalrequests/status", verb)
+		}
+	}
+	for _, verb := range []string{"create", "update", "delete"} {
+		if can(t, plainUser("ns-admin"), verb, "toolgate.dev", "approvalrequests", ns, "") {
+			t.Errorf("ns-admin may %s approvalrequests: only sidecars ask, and a request is never rewritten", verb)
+		}
+	}
 	// config/default carries the same two roles.
 	k := kustomize(t, "config/default")
 	for _, r := range []*rbacv1.ClusterRole{view, admin} {
@@ -101,8 +123,8 @@ func TestAggregatedRolesGrantWhatTheySay(t *testing.T) {
 			}
 		}
 	}
-	if n := len(all(render(t, "--set", "rbac.aggregateToDefaultRoles=false"), "ClusterRole")); n != 2 {
-		t.Errorf("aggregation off: %d ClusterRoles, want only the manager's and the sidecars' cluster-freeze reader", n)
+	if n := len(all(render(t, "--set", "rbac.aggregateToDefaultRoles=false"), "ClusterRole")); n != 3 {
+		t.Errorf("aggregation off: %d ClusterRoles, want only the manager's, the sidecars' cluster-freeze reader and toolgate-approver", n)
 	}
 }
 

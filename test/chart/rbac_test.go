@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/webhook"
 )
 
 // installedManager is who the installed manager runs as, and the objects its flags
@@ -196,9 +197,10 @@ func beyondNeeds(m installedManager, appNamespace string) []access {
 }
 
 // requireCanGrantBundleRead impersonates the manager and does what sidecar
-// injection does: a Role reading the one bundle ConfigMap, bound to the
-// pod's service account. The API server's escalation check passes only if
-// the manager itself holds that access; a Role granting Secrets must fail.
+// injection does: the sidecar's Role (webhook.SidecarRoleRules: the one
+// bundle ConfigMap, FrozenAgents, approvals), bound to the pod's service
+// account. The API server's escalation check passes only if the manager
+// itself holds that access; a Role granting Secrets must fail.
 func requireCanGrantBundleRead(t *testing.T, m installedManager, appNamespace, bundle string) {
 	t.Helper()
 	imp := rest.CopyConfig(cfg)
@@ -211,8 +213,7 @@ func requireCanGrantBundleRead(t *testing.T, m installedManager, appNamespace, b
 	defer cancel()
 	role := &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Namespace: appNamespace, Name: "toolgate-bundle-reader"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"},
-			ResourceNames: []string{bundle}, Verbs: []string{"get", "list", "watch"}}},
+		Rules:      webhook.SidecarRoleRules(bundle),
 	}
 	if err := c.Create(ctx, role); err != nil {
 		t.Fatalf("as the manager, creating the bundle reader Role in %s: %v", appNamespace, err)

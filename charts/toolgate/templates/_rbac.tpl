@@ -12,14 +12,16 @@ the installed chart grants every rule of role.yaml.
 - apiGroups: [toolgate.dev]
   resources: [policies/status, frozenagents/status, agents/status, mcpupstreams/status, policyexceptions/status]
   verbs: [get, update, patch]
-# ApprovalRequests: the operator patches their conditions and deletes them
-# after approvals.retention; it never writes a decision.
+# ApprovalRequests: the operator patches their conditions (never a
+# decision) and deletes them after approvals.retention; the injector grants
+# sidecars create, get, list and watch on them and update on their status,
+# which it may only grant holding them.
 - apiGroups: [toolgate.dev]
   resources: [approvalrequests]
-  verbs: [get, list, watch, delete]
+  verbs: [get, list, watch, create, delete]
 - apiGroups: [toolgate.dev]
   resources: [approvalrequests/status]
-  verbs: [patch]
+  verbs: [get, update, patch]
 - apiGroups: [""]
   resources: [configmaps]
   verbs: [get, list, watch, create, update, patch, delete]
@@ -28,9 +30,10 @@ the installed chart grants every rule of role.yaml.
   verbs: [create, patch]
 {{- if .Values.sidecarInjection.enabled }}
 # Injection grants each injected pod's service account read access to its
-# namespace's bundle ConfigMap and FrozenAgents; holding that access
-# (configmaps and frozenagents above) is what lets the manager grant it
-# without bind or escalate.
+# namespace's bundle ConfigMap and FrozenAgents, and its approvals (see
+# webhook.SidecarRoleRules); holding that access (configmaps, frozenagents
+# and approvalrequests above) is what lets the manager grant it without
+# bind or escalate.
 - apiGroups: [rbac.authorization.k8s.io]
   resources: [roles, rolebindings]
   verbs: [get, create, update]

@@ -29,11 +29,23 @@ var Samples = func() string {
 	return filepath.Join(filepath.Dir(file), "..", "..", "..", "config", "samples")
 }()
 
+// AskPolicy is the ask rule the clients' tests share (Python's and
+// TypeScript's read the same file): pay over 1000 asks for a person.
+var AskPolicy = filepath.Join(Samples, "..", "..", "clients", "testdata", "pay-ask.yaml")
+
 // SampleBundle writes the samples' bundle document, as `toolgate bundle`
 // prints it, and returns its path.
 func SampleBundle(t testing.TB) string {
 	t.Helper()
-	_, b, err := manifest.LoadBundle([]string{Samples}, nil, "", time.Now())
+	return BundleOf(t, Samples)
+}
+
+// BundleOf writes the bundle document of the manifests at path (a file or
+// a directory), as `toolgate bundle -f path` prints it, and returns its
+// path.
+func BundleOf(t testing.TB, path string) string {
+	t.Helper()
+	_, b, err := manifest.LoadBundle([]string{path}, nil, "", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,11 +53,11 @@ func SampleBundle(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "bundle.json")
-	if err := os.WriteFile(path, doc, 0o644); err != nil {
+	out := filepath.Join(t.TempDir(), "bundle.json")
+	if err := os.WriteFile(out, doc, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return path
+	return out
 }
 
 // Sidecar is a real sidecar (sidecar.Run) serving on a loopback port and a

@@ -68,6 +68,16 @@ def policy_bundle(manifests: str) -> str:
     return path
 
 
+#: The ask rule the clients' tests share (clients/testdata/pay-ask.yaml):
+#: pay over 1000 asks for a person.
+ASK_POLICY = REPO / "clients" / "testdata" / "pay-ask.yaml"
+
+
+def ask_bundle() -> str:
+    """The bundle of ASK_POLICY."""
+    return policy_bundle(ASK_POLICY.read_text())
+
+
 def sample_request(name: str) -> dict:
     with open(SAMPLES / "requests" / name) as f:
         return json.load(f)
@@ -278,7 +288,8 @@ class _Listener:
 
 class CountingProxy(_Listener):
     """Forwards every connection to upstream (a sidecar client URL) and
-    counts the connections clients open: how keep-alive is checked."""
+    counts the connections clients open: how keep-alive is checked. sent
+    holds every byte the clients sent, as the sidecar read them."""
 
     def __init__(self, upstream: str, unix: bool = False) -> None:
         if upstream.startswith("unix://"):
@@ -286,6 +297,7 @@ class CountingProxy(_Listener):
         else:
             host, port = upstream[len("http://"):].rsplit(":", 1)
             self.up = (socket.AF_INET, (host, int(port)))
+        self.sent = bytearray()
         super().__init__(unix)
 
     def serve(self, conn: socket.socket) -> None:
@@ -306,6 +318,9 @@ class CountingProxy(_Listener):
                     data = src.recv(65536)
                     if not data:
                         break
+                    if src is conn:
+                        with self.lock:
+                            self.sent += data
                     dst.sendall(data)
             except OSError:
                 pass
@@ -325,12 +340,15 @@ class BrokenPeer(_Listener):
     answer is None; close_after closes the connection after answering.
     later, when given, answers every request after the first instead
     (b"": close the connection without an answer); trickle sends the
-    answer a byte every that many seconds."""
+    answer a byte every that many seconds; delay holds each answer that
+    many seconds first, silent (a sidecar holding a call for a person)."""
 
     def __init__(self, answer: Optional[bytes], *, close_after: bool = False, unix: bool = False,
-                 later: Optional[bytes] = None, trickle: float = 0, tls: Optional[ssl.SSLContext] = None) -> None:
+                 later: Optional[bytes] = None, trickle: float = 0, tls: Optional[ssl.SSLContext] = None,
+                 delay: float = 0) -> None:
         self.answer = answer
         self.trickle = trickle
+        self.delay = delay
         self.later = later
         self.close_after = close_after
         self.requests: List[bytes] = []
@@ -368,6 +386,8 @@ class BrokenPeer(_Listener):
                     while conn.recv(65536):
                         pass
                     return
+                if self.delay:
+                    time.sleep(self.delay)
                 if self.trickle:
                     # A byte at a time: never silent for long, never done.
                     for i in range(len(answer)):

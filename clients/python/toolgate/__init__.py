@@ -4,8 +4,9 @@
 
     client = toolgate.Client()              # TOOLGATE_URL, else the socket, else 127.0.0.1:8181
     res = client.evaluate("Bash", metadata=toolgate.EvaluationMetadata(input={"command": "rm -rf /"}))
-    if res.decision == "deny":
+    if not res.allowed:                     # a deny, or an ask no one approved yet
         raise PermissionError(res.reason)   # res.code, res.matched_rule_id: the rule's id
+    client.evaluate("pay", ..., wait=300)   # an ask rule's call: wait up to 5 min for a person
 
     @toolgate.guard(client, framework="python")
     def pay(amount, currency="EUR"): ...    # pay(5000) is sent as kwargs {"amount": 5000, "currency": "EUR"}
@@ -20,9 +21,10 @@ from ._async import AsyncClient
 from ._client import DEFAULT_TIMEOUT, Client
 from ._discover import DEFAULT_SOCKET, DEFAULT_URL, ENV_URL
 from ._guard import ToolDenied, guard
-from ._result import SIDECAR_UNAVAILABLE, EvaluationMetadata, EvaluationResult
+from ._result import SIDECAR_UNAVAILABLE, Approval, EvaluationMetadata, EvaluationResult
 
 __all__ = [
+    "Approval",
     "AsyncClient",
     "Client",
     "EvaluationMetadata",

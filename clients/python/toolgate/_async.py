@@ -11,7 +11,7 @@ from typing import Any, List, Mapping, Optional, Tuple
 
 from ._base import ClientBase
 from ._result import EvaluationMetadata, EvaluationResult
-from ._wire import DEFAULT_TIMEOUT, DROPPED, RECV, NoAnswer, Trace, answer_json, describe, read_answer
+from ._wire import DEFAULT_TIMEOUT, DROPPED, RECV, NoAnswer, Trace, answer_json, check_wait, describe, read_answer
 
 # Idle connections kept for reuse; more calls at once open more, and those
 # past this many are closed when done.
@@ -78,12 +78,15 @@ class AsyncClient(ClientBase):
         framework: Optional[str] = None,
         trace: Trace = None,
         extra: Optional[Mapping[str, Any]] = None,
+        wait: Optional[float] = None,
+        approval: Optional[str] = None,
     ) -> EvaluationResult:
         """Asks the sidecar whether ``tool_name`` may run: Client.evaluate,
-        awaited."""
-        msg = self._message(tool_name, session_id, agent_id, metadata, framework, trace, extra)
+        awaited (``wait`` and ``approval`` included)."""
+        w = check_wait(wait, "evaluate()")
+        msg = self._message(tool_name, session_id, agent_id, metadata, framework, trace, extra, w, approval)
         try:
-            answer = await self._post(msg)
+            answer = await self._post(msg, self._timeout + w)
         except NoAnswer as e:
             return self._settle(tool_name, None, e)
         return self._settle(tool_name, answer, None)
@@ -121,10 +124,11 @@ class AsyncClient(ClientBase):
             return await asyncio.open_connection(ep.host, ep.port or 443, ssl=ssl.create_default_context())
         return await asyncio.open_connection(ep.host, ep.port or 80)
 
-    async def _post(self, msg: bytes) -> Any:
-        """Sends one request and returns the decoded 200 answer; raises
+    async def _post(self, msg: bytes, budget: float) -> Any:
+        """Sends one request and returns the decoded 200 answer within
+        budget seconds (the timeout, plus any wait for a person); raises
         NoAnswer saying why there is none."""
-        deadline = time.monotonic() + self._timeout
+        deadline = time.monotonic() + budget
         conn = self._take_idle()
         reused = conn is not None
         while True:
@@ -137,7 +141,7 @@ class AsyncClient(ClientBase):
             except asyncio.TimeoutError:
                 # Never retried: the budget is spent (wait_for closed the
                 # connection the exchange had, see _exchange).
-                raise NoAnswer("no answer within %gs" % self._timeout) from None
+                raise NoAnswer("no answer within %gs" % budget) from None
             except DROPPED as e:
                 if not reused or deadline - time.monotonic() <= 0:
                     raise NoAnswer(describe(e)) from None

@@ -89,13 +89,15 @@ class ClientBase:
         framework: Optional[str],
         trace: Trace,
         extra: Optional[Mapping[str, Any]],
+        wait: float = 0.0,
+        approval: Optional[str] = None,
     ) -> bytes:
         """The whole request for one evaluate(); raises for a caller's
         mistake before anything is sent. session_id None is the client's;
-        "" sends none."""
+        "" sends none. wait is checked seconds (check_wait)."""
         if session_id is None:
             session_id = self._session_id
-        body = encode_request(tool_name, session_id, agent_id, metadata, framework, extra)
+        body = encode_request(tool_name, session_id, agent_id, metadata, framework, extra, wait, approval)
         return request_message(self._head, body, traceparent(trace))
 
     def _settle(self, tool_name: str, answer: Any, no_answer: Optional[NoAnswer]) -> EvaluationResult:

@@ -13,7 +13,7 @@ from typing import Any, Mapping, Optional, Tuple
 
 from ._base import ClientBase
 from ._result import EvaluationMetadata, EvaluationResult
-from ._wire import DEFAULT_TIMEOUT, DROPPED, RECV, NoAnswer, Trace, answer_json, describe, read_answer
+from ._wire import DEFAULT_TIMEOUT, DROPPED, RECV, NoAnswer, Trace, answer_json, check_wait, describe, read_answer
 
 # Bumped in a forked child, so it never shares its parent's sockets.
 _generation = 0
@@ -127,6 +127,8 @@ class Client(ClientBase):
         framework: Optional[str] = None,
         trace: Trace = None,
         extra: Optional[Mapping[str, Any]] = None,
+        wait: Optional[float] = None,
+        approval: Optional[str] = None,
     ) -> EvaluationResult:
         """Asks the sidecar whether ``tool_name`` may run.
 
@@ -141,14 +143,26 @@ class Client(ClientBase):
         malformed one is logged and not sent (a trace never changes a
         decision).
 
+        A call an ask rule decides is answered ``decision == "ask"`` (not
+        allowed; ``approval`` names its ApprovalRequest) at once, unless
+        ``wait`` (seconds) asks the sidecar to hold the answer until a
+        person approves or denies it, or the wait ends (the sidecar caps it
+        at the rule's approval timeout): then the answer is an allow, or a
+        deny with code ``APPROVAL_DENIED``, ``APPROVAL_TIMEOUT``, ... The
+        call is bounded by ``timeout`` plus ``wait``. ``approval`` names the
+        ApprovalRequest an earlier ask gave: this same call is decided
+        against it (allowed once if approved, asked again while pending).
+
         Never raises because of the sidecar (see the class). It raises
         ValueError or TypeError only for a caller's mistake, before
         anything is sent: an empty or non-str ``tool_name``, a parameter of
-        the wrong type, or arguments that do not encode as JSON.
+        the wrong type, a negative ``wait``, or arguments that do not
+        encode as JSON.
         """
-        msg = self._message(tool_name, session_id, agent_id, metadata, framework, trace, extra)
+        w = check_wait(wait, "evaluate()")
+        msg = self._message(tool_name, session_id, agent_id, metadata, framework, trace, extra, w, approval)
         try:
-            answer = self._post(msg)
+            answer = self._post(msg, self._timeout + w)
         except NoAnswer as e:
             return self._settle(tool_name, None, e)
         return self._settle(tool_name, answer, None)
@@ -173,11 +187,12 @@ class Client(ClientBase):
             self._conns.add(conn)
         return conn
 
-    def _post(self, msg: bytes) -> Any:
-        """Sends one request and returns the decoded 200 answer; raises
+    def _post(self, msg: bytes, budget: float) -> Any:
+        """Sends one request and returns the decoded 200 answer within
+        budget seconds (the timeout, plus any wait for a person); raises
         NoAnswer saying why there is none."""
         conn = self._conn()
-        deadline = time.monotonic() + self._timeout
+        deadline = time.monotonic() + budget
         reused = conn.sock is not None
         connect_timeout = self._timeout
         while True:
@@ -193,7 +208,7 @@ class Client(ClientBase):
             except socket.timeout:
                 # Never retried: the budget is spent.
                 conn.close()
-                raise NoAnswer("no answer within %gs" % self._timeout) from None
+                raise NoAnswer("no answer within %gs" % budget) from None
             except DROPPED as e:
                 conn.close()
                 connect_timeout = deadline - time.monotonic()
@@ -244,9 +259,19 @@ def _exchange(conn: http.client.HTTPConnection, msg: bytes, deadline: float, tim
     sock = conn.sock
     sock.sendall(msg)
     # The first read waits up to the whole timeout (the call started
-    # microseconds ago); any further one only for what is left of it.
-    reading = read_answer(sock.recv(RECV))
+    # microseconds ago), or up to the deadline when the call waits for a
+    # person past it; any further one only for what is left of it.
     recv = _Reader(sock, deadline, timeout)
+    left = deadline - time.monotonic()
+    if left > timeout:
+        sock.settimeout(left)
+        recv.shortened = True
+    try:
+        first = sock.recv(RECV)
+    except BaseException:
+        recv.restore()
+        raise
+    reading = read_answer(first)
     try:
         n = next(reading)
         while True:

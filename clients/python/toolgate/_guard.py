@@ -10,15 +10,21 @@ from typing import Any, Callable, Dict, List, Optional, TypeVar, Union
 from ._async import AsyncClient
 from ._client import Client
 from ._result import EvaluationMetadata, EvaluationResult
-from ._wire import encodes
+from ._wire import check_wait, encodes
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+#: How long a guarded call waits, by default, for a person to approve a
+#: call an ask rule decided: the longest approval timeout a rule may set
+#: (one hour), so the sidecar's cap, the rule's own timeout, decides.
+GUARD_WAIT = 3600.0
+
 
 class ToolDenied(PermissionError):
-    """A guarded tool was denied; ``result`` is the decision and
-    ``tool_name`` the tool. The message names the code and the reason, so a
-    model reading it can change course."""
+    """A guarded tool was not allowed (denied, or asked and not approved);
+    ``result`` is the decision and ``tool_name`` the tool. The message
+    names the code and the reason, so a model reading it can change
+    course."""
 
     def __init__(self, tool_name: str, result: EvaluationResult) -> None:
         self.tool_name = tool_name
@@ -34,6 +40,7 @@ def guard(
     framework: Optional[str] = None,
     agent_id: Optional[str] = None,
     tool_name: Optional[str] = None,
+    wait: Optional[float] = GUARD_WAIT,
 ) -> Callable[[F], F]:
     """Decorates a tool function so every call is decided first.
 
@@ -49,7 +56,15 @@ def guard(
     one) raise its TypeError before anything is sent.
 
     On an allow the function runs; on a deny it does not and ``ToolDenied``
-    (a ``PermissionError``) is raised carrying the result. ``session_id``
+    (a ``PermissionError``) is raised carrying the result. A call an ask
+    rule waits for a person's approval, up to ``wait`` seconds (default an
+    hour: the sidecar caps it at the rule's approval timeout), then runs
+    if approved; not approved (denied, timed out, or still asked after the
+    wait) it raises ``ToolDenied`` with the reason. Only an asked call
+    waits: each call is first decided within the client's timeout, and
+    only an ask is sent again with its approval and the wait, so a hung
+    sidecar still fails closed at the timeout. ``wait=0`` (or None) does
+    not wait: an ask raises at once. ``session_id``
     defaults to the client's. Coroutine functions are guarded too: with an
     AsyncClient the decision is awaited; with a Client the blocking
     evaluate() runs in a worker thread (``asyncio.to_thread``), so the event
@@ -66,6 +81,12 @@ def guard(
         raise TypeError(
             "toolgate.guard: client must be a toolgate.Client or AsyncClient, not %s" % type(client).__name__
         )
+    wait = check_wait(wait, "toolgate.guard(...)")
+
+    def asked(res: EvaluationResult) -> bool:
+        # An ask names its ApprovalRequest: the same call, sent again with
+        # it and the wait, is held until a person decides it.
+        return bool(wait) and res.asked and res.approval is not None
 
     def decorate(fn: F) -> F:
         name = tool_name or getattr(fn, "__name__", None)
@@ -84,8 +105,11 @@ def guard(
                         metadata=binder.metadata(args, kwargs))
 
         def check(args: Any, kwargs: Any) -> None:
-            res = client.evaluate(name, **request(args, kwargs))
-            if res.decision != "allow":
+            req = request(args, kwargs)
+            res = client.evaluate(name, **req)
+            if asked(res):
+                res = client.evaluate(name, **req, wait=wait, approval=res.approval.name)
+            if not res.allowed:
                 raise ToolDenied(name, res)
 
         if is_async:
@@ -93,8 +117,11 @@ def guard(
 
                 @functools.wraps(fn)
                 async def guarded_async(*args: Any, **kwargs: Any) -> Any:
-                    res = await client.evaluate(name, **request(args, kwargs))
-                    if res.decision != "allow":
+                    req = request(args, kwargs)
+                    res = await client.evaluate(name, **req)
+                    if asked(res):
+                        res = await client.evaluate(name, **req, wait=wait, approval=res.approval.name)
+                    if not res.allowed:
                         raise ToolDenied(name, res)
                     return await fn(*args, **kwargs)
 

@@ -41,6 +41,17 @@ def _deprecated_alias(camel: str, snake: str) -> property:
     return property(get)
 
 
+@dataclass(frozen=True)
+class Approval:
+    """The ApprovalRequest an asked call waits on: its ``name`` and
+    ``namespace`` on Kubernetes, and ``expires_at`` (RFC 3339, UTC), after
+    which it can no longer be approved."""
+
+    name: str
+    namespace: str
+    expires_at: str
+
+
 @dataclass
 class EvaluationResult:
     """A decision. The attributes are the snake_case forms of the sidecar's
@@ -53,9 +64,12 @@ class EvaluationResult:
     ``NO_POLICIES``, ``OVERLOADED``, ``USAGE_UNAVAILABLE``, ...: every one
     in docs/policies.md, "The result"), the client's ``SIDECAR_UNAVAILABLE``,
     or None.
-    ``decision`` is what to do ("allow" or "deny"); ``effect`` is what the
-    deciding rule said ("allow", "deny", "warn" or "audit": warn and audit
-    allow)."""
+    ``decision`` is what to do: "allow", "deny", or "ask" (an ask rule
+    decided and no one has approved yet: not allowed; ``approval`` names
+    the ApprovalRequest, and ``evaluate(..., approval=name)`` decides the
+    same call against it); ``effect`` is what the deciding rule said
+    ("allow", "deny", "ask", "warn" or "audit": warn and audit allow).
+    Run the tool only when ``allowed``."""
 
     decision: str
     reason: Optional[str] = None
@@ -76,11 +90,19 @@ class EvaluationResult:
     #: What each Audit (shadow mode) policy would have decided, as dicts
     #: {"kind"?, "policy", "decision", "rule"?}; it never changes the decision.
     shadow: Optional[List[Dict[str, Any]]] = None
+    #: The ApprovalRequest of an asked call: on an ask, and on the allow
+    #: or deny its approval settled into; None otherwise.
+    approval: Optional[Approval] = None
 
     @property
     def allowed(self) -> bool:
-        """Whether the tool may run."""
+        """Whether the tool may run: only on an allow (never on an ask)."""
         return self.decision == "allow"
+
+    @property
+    def asked(self) -> bool:
+        """Whether the call waits for a person's approval (``approval``)."""
+        return self.decision == "ask"
 
     matchedPolicyId = _deprecated_alias("matchedPolicyId", "matched_policy_id")
     matchedPolicyVersion = _deprecated_alias("matchedPolicyVersion", "matched_policy_version")
@@ -92,11 +114,12 @@ class EvaluationResult:
 
 def from_answer(d: Any) -> Optional[EvaluationResult]:
     """The sidecar's answer as a result, or None when it is not a decision
-    (a proxy's {}, another service's JSON, {"decision": "maybe"})."""
+    (a proxy's {}, another service's JSON, {"decision": "maybe"}): a
+    decision this client does not know is never read as one."""
     if type(d) is not dict:
         return None
     decision = d.get("decision")
-    if decision != "allow" and decision != "deny":
+    if decision not in ("allow", "deny", "ask"):
         return None
     g = d.get
     reason, code, rule = g("reason"), g("code"), g("matchedRuleId")
@@ -114,13 +137,28 @@ def from_answer(d: Any) -> Optional[EvaluationResult]:
         and (shadow is None or (type(shadow) is list and all(type(v) is dict for v in shadow)))
     ):
         return None
+    approval = _approval(g("approval"))
+    if approval is False:
+        return None
     if decision == "deny" and not code and rule:
         # A rule's deny is coded by the rule's id.
         code = rule
     return EvaluationResult(
         decision, reason, code or None, policy, version, rule, float(latency),
-        effect, warnings, revision, decision_id, kind, exception, shadow,
+        effect, warnings, revision, decision_id, kind, exception, shadow, approval,
     )
+
+
+def _approval(v: Any) -> Any:
+    """The answer's approval, None when absent, False when malformed."""
+    if v is None:
+        return None
+    if type(v) is not dict:
+        return False
+    name, namespace, expires = v.get("name"), v.get("namespace"), v.get("expiresAt")
+    if not (type(name) is str and name and type(namespace) is str and type(expires) is str):
+        return False
+    return Approval(name, namespace, expires)
 
 
 def _opt_str(v: Any) -> bool:

@@ -82,6 +82,28 @@ def request_message(head: bytes, body: bytes, traceparent: Optional[str]) -> byt
     return msg + b"\r\n" + body
 
 
+def check_wait(wait: Any, who: str) -> float:
+    """wait as seconds (0: do not wait); raises for what is not a finite
+    number of seconds at or above 0."""
+    if wait is None:
+        return 0.0
+    if isinstance(wait, bool) or not isinstance(wait, (int, float)):
+        raise TypeError("toolgate: %s wait must be a number of seconds, not %r" % (who, wait))
+    if not 0 <= wait < float("inf"):
+        raise ValueError(
+            "toolgate: %s wait=%r: want how many seconds to wait for a person's approval (finite, at least 0; "
+            "0 does not wait)" % (who, wait)
+        )
+    return float(wait)
+
+
+def wait_duration(seconds: float) -> Optional[str]:
+    """The wait as the Go duration the sidecar reads ("3600s", "1.5s"),
+    to the millisecond; None when it rounds to no wait."""
+    text = ("%.3f" % seconds).rstrip("0").rstrip(".")
+    return None if text == "0" else text + "s"
+
+
 def encode_request(
     tool_name: Any,
     session_id: Any,
@@ -89,6 +111,8 @@ def encode_request(
     metadata: Any,
     framework: Any,
     extra: Any,
+    wait: float = 0.0,
+    approval: Any = None,
 ) -> bytes:
     """The request body; raises TypeError or ValueError for a caller's
     mistake, before anything is sent."""
@@ -118,6 +142,15 @@ def encode_request(
         if metadata.kwargs is not None:
             req["kwargs"] = metadata.kwargs
         _set_str(req, "tool_use_id", metadata.tool_use_id)
+    # Not fields of the call: the sidecar takes them out before deciding.
+    if wait:
+        d = wait_duration(wait)
+        if d is not None:
+            req["wait"] = d
+    if approval is not None:
+        if type(approval) is not str or not approval:
+            raise TypeError("toolgate: evaluate() approval must name an ApprovalRequest (a non-empty str), not %r" % (approval,))
+        req["approval"] = approval
     try:
         return _encode(req).encode()
     except (TypeError, ValueError, RecursionError) as e:

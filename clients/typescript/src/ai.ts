@@ -7,7 +7,7 @@
  *   const tools = guardTools({ weather, pay }, toolgate, { sessionId: "s-1" });
  */
 import type { Tool, ToolExecutionOptions } from "ai";
-import { type Client, type EvaluationResult, type GuardOptions, ToolDeniedError, guardRequest } from "./index.js";
+import { type Client, type EvaluationResult, type GuardOptions, ToolDeniedError, guardEvaluate, guardRequest } from "./index.js";
 
 export { ToolDeniedError } from "./index.js";
 
@@ -21,7 +21,7 @@ export function guardTool<T extends Tool<any, any>>(name: string, t: T, toolgate
   const execute = t.execute as ((input: unknown, opts: ToolExecutionOptions) => unknown) | undefined;
   if (typeof execute !== "function") return t;
   const check = async (input: unknown, opts: ToolExecutionOptions): Promise<void> => {
-    const res = await toolgate.evaluate(name, guardRequest(options, "ai-sdk", { input, toolUseId: opts?.toolCallId }));
+    const res = await guardEvaluate(toolgate, name, guardRequest(options, "ai-sdk", { input, toolUseId: opts?.toolCallId }), options);
     if (res.decision !== "allow") {
       options.onDeny?.(name, res);
       throw new ToolDeniedError(name, res);

@@ -8,7 +8,7 @@
  *   query({ prompt, options: { hooks: { PreToolUse: [{ hooks: [toolgatePreToolUseHook(toolgate)] }] } } })
  */
 import type { CanUseTool, HookCallback, HookJSONOutput, PermissionResult, PreToolUseHookInput } from "@anthropic-ai/claude-agent-sdk";
-import { type Client, type EvaluationResult, type GuardOptions, denialMessage, guardRequest } from "./index.js";
+import { type Client, type EvaluationResult, type GuardOptions, denialMessage, guardEvaluate, guardRequest } from "./index.js";
 
 export interface ClaudeAgentGuardOptions extends Omit<GuardOptions, "sessionId"> {
   /** The session, when the SDK does not give one (canUseTool); the hook uses the event's session_id. */
@@ -18,13 +18,17 @@ export interface ClaudeAgentGuardOptions extends Omit<GuardOptions, "sessionId">
 
 /**
  * A canUseTool callback: allow (with the input unchanged) when toolgate
- * allows, else deny with the reason as the message the model reads.
+ * allows, else deny with the reason as the message the model reads; an
+ * asked call waits for its approval first (GuardOptions.waitMs), and one
+ * still asked is denied.
  */
 export function toolgateCanUseTool(toolgate: Client, options: ClaudeAgentGuardOptions = {}): CanUseTool {
   return async (toolName, input, opts): Promise<PermissionResult> => {
-    const res = await toolgate.evaluate(
+    const res = await guardEvaluate(
+      toolgate,
       toolName,
       guardRequest(options, "claude-agent-sdk", { input, toolUseId: opts?.toolUseID }),
+      options,
     );
     if (res.decision === "allow") return { behavior: "allow", updatedInput: input };
     options.onDeny?.(toolName, res);
@@ -34,8 +38,12 @@ export function toolgateCanUseTool(toolgate: Client, options: ClaudeAgentGuardOp
 
 /**
  * A PreToolUse hook: permissionDecision allow or deny with the reason
- * (Claude shows a deny's reason to the model). Other events pass through
- * with no decision.
+ * (Claude shows a deny's reason to the model), or ask for a call still
+ * asked (options.waitMs 0, or a sidecar that answers ask past the wait):
+ * then the SDK's own permission flow (canUseTool, the user) decides, as
+ * Claude Code's person at the terminal does. An asked call waits for its
+ * ApprovalRequest first (GuardOptions.waitMs): give the hook's matcher a
+ * timeout above it. Other events pass through with no decision.
  */
 export function toolgatePreToolUseHook(toolgate: Client, options: ClaudeAgentGuardOptions = {}): HookCallback {
   return async (input, toolUseID): Promise<HookJSONOutput> => {
@@ -43,7 +51,7 @@ export function toolgatePreToolUseHook(toolgate: Client, options: ClaudeAgentGua
     const ev = input as PreToolUseHookInput;
     const req = guardRequest(options, "claude-agent-sdk", { input: ev.tool_input, toolUseId: ev.tool_use_id ?? toolUseID }, ev.session_id);
     if (!req.agentId && ev.agent_id) req.agentId = ev.agent_id;
-    const res = await toolgate.evaluate(ev.tool_name, req);
+    const res = await guardEvaluate(toolgate, ev.tool_name, req, options);
     if (res.decision !== "allow") options.onDeny?.(ev.tool_name, res);
     return {
       hookSpecificOutput: {

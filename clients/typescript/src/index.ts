@@ -20,11 +20,30 @@ export const DEFAULT_TIMEOUT_MS = 500;
 export const DEFAULT_MAX_SOCKETS = 16;
 /** The code of a result the client made itself: the sidecar gave no decision. */
 export const SIDECAR_UNAVAILABLE = "SIDECAR_UNAVAILABLE";
+/**
+ * How long a guard waits, by default, for a person to approve a call an ask
+ * rule decided: the longest approval timeout a rule may set (one hour), so
+ * the rule's own timeout, the sidecar's cap, decides.
+ */
+export const GUARD_WAIT_MS = 3_600_000;
 
 const MAX_ANSWER = 1 << 20;
 
-export type Decision = "allow" | "deny";
-export type Effect = "allow" | "deny" | "warn" | "audit";
+/**
+ * What to do: run the tool only on "allow". "ask": an ask rule decided and
+ * no one has approved the call yet (EvaluationResult.approval names the
+ * ApprovalRequest); it is not an allow.
+ */
+export type Decision = "allow" | "deny" | "ask";
+export type Effect = "allow" | "deny" | "ask" | "warn" | "audit";
+
+/** The ApprovalRequest an asked call waits on. */
+export interface Approval {
+  name: string;
+  namespace: string;
+  /** RFC 3339, UTC: past it the request can no longer be approved. */
+  expiresAt: string;
+}
 
 /** The call's arguments, in the shape its framework has them. */
 export interface EvaluationMetadata {
@@ -55,6 +74,21 @@ export interface EvaluateOptions {
    * ...). The typed fields above win over the same key here.
    */
   extra?: Record<string, unknown>;
+  /**
+   * How long the sidecar may hold the answer of a call an ask rule decides,
+   * waiting for a person to approve or deny it (capped at the rule's
+   * approval timeout): the answer is then an allow, or a deny with code
+   * APPROVAL_DENIED, APPROVAL_TIMEOUT, ... 0 or unset: an ask is answered
+   * at once. The call's timeout is timeoutMs plus waitMs. Not a field of
+   * the call: no rule reads it.
+   */
+  waitMs?: number;
+  /**
+   * The ApprovalRequest an earlier ask named (result.approval.name): this
+   * same call is decided against it, allowed once if approved, asked
+   * again while pending.
+   */
+  approval?: string;
 }
 
 export interface ResourceRef {
@@ -93,6 +127,8 @@ export interface EvaluationResult {
   exceptionApplied: string | null;
   /** What each Audit (shadow mode) policy would have decided; never the decision. */
   shadow: ShadowVerdict[];
+  /** The ApprovalRequest of an asked call: on an ask, and on the allow or deny it settled into. */
+  approval: Approval | null;
 }
 
 /** One Audit policy's verdict, recorded beside the decision. */
@@ -204,13 +240,17 @@ function unixEndpoint(from: string, raw: string, path: string): Endpoint {
   return { protocol: "http:", host: "sidecar", port: undefined, path: "/v1/evaluate", socketPath: path, where: "unix://" + path };
 }
 
-/** What a guard reports when the tool may not run. */
+/** What a guard reports when the tool may not run (denied, or asked and not approved). */
 export function denialMessage(toolName: string, r: EvaluationResult): string {
   let why = r.reason ?? "";
   if (r.matchedRuleId) {
     why = `rule ${r.matchedRuleId}` + (r.matchedPolicyId ? ` (policy ${r.matchedPolicyId})` : "") + (why ? `: ${why}` : "");
   } else if (r.code) {
     why = why ? `${r.code}: ${why}` : r.code;
+  }
+  if (r.decision === "ask") {
+    const ar = r.approval ? ` (ApprovalRequest ${r.approval.namespace}/${r.approval.name})` : "";
+    return `toolgate asks a person about ${toolName}` + (why ? `: ${why}` : "") + ar;
   }
   return `toolgate denied ${toolName}` + (why ? `: ${why}` : "");
 }
@@ -280,8 +320,14 @@ export class Client {
    * Asks the sidecar whether toolName may run. Resolves to a decision; never
    * rejects because of the sidecar (unreachable, slow, non-200, not a
    * decision: a deny with code SIDECAR_UNAVAILABLE, or an allow with failOpen).
-   * Rejects with TypeError only for a caller's mistake: an empty toolName or
-   * a request that does not encode as JSON.
+   * Rejects with TypeError only for a caller's mistake: an empty toolName, a
+   * negative or non-number waitMs, an empty approval, or a request that does
+   * not encode as JSON.
+   *
+   * A call an ask rule decides resolves to decision "ask" (not an allow;
+   * result.approval names the ApprovalRequest) at once, unless
+   * options.waitMs holds it for a person's decision; the call is bounded by
+   * timeoutMs plus waitMs.
    */
   evaluate(toolName: string, options: EvaluateOptions = {}): Promise<EvaluationResult> {
     if (typeof toolName !== "string" || toolName === "") {
@@ -289,13 +335,15 @@ export class Client {
     }
     let body: string;
     let traceparent: string | undefined;
+    let waitMs: number;
     try {
-      body = encodeRequest(toolName, options ?? {});
+      waitMs = checkWait(options?.waitMs, "EvaluateOptions.waitMs");
+      body = encodeRequest(toolName, options ?? {}, waitMs);
       traceparent = traceparentOf(options?.traceparent);
     } catch (err) {
       return Promise.reject(err instanceof TypeError ? err : new TypeError(`toolgate: encoding the request: ${(err as Error).message}`));
     }
-    return this.post(body, traceparent).catch((why: unknown) => this.noDecision(String(why instanceof Error ? why.message : why)));
+    return this.post(body, traceparent, this.timeoutMs + waitMs).catch((why: unknown) => this.noDecision(String(why instanceof Error ? why.message : why)));
   }
 
   private noDecision(why: string): EvaluationResult {
@@ -312,8 +360,8 @@ export class Client {
     return unavailable("deny", `toolgate sidecar at ${this.url} gave no decision, denied (fail closed): ${why}`);
   }
 
-  /** One request; rejects with why there is no decision. */
-  private post(body: string, traceparent: string | undefined): Promise<EvaluationResult> {
+  /** One request, answered within budgetMs (the timeout, plus any wait for a person); rejects with why there is no decision. */
+  private post(body: string, traceparent: string | undefined, budgetMs: number): Promise<EvaluationResult> {
     return new Promise<EvaluationResult>((resolve, reject) => {
       let settled = false;
       let abandon: (() => void) | undefined;
@@ -321,8 +369,8 @@ export class Client {
         if (settled) return;
         settled = true;
         abandon?.();
-        reject(new Error(`no answer within ${this.timeoutMs}ms`));
-      }, this.timeoutMs);
+        reject(new Error(`no answer within ${budgetMs}ms`));
+      }, budgetMs);
       abandon = this.pool.post(body, traceparent, (err, answer) => {
         if (settled) return;
         settled = true;
@@ -370,8 +418,17 @@ function traceparentOf(t: EvaluateOptions["traceparent"]): string | undefined {
   throw new TypeError("toolgate: EvaluateOptions.traceparent must be a string or an object with a traceparent string");
 }
 
-/** The request body the sidecar reads. */
-function encodeRequest(toolName: string, o: EvaluateOptions): string {
+/** waitMs as a number of milliseconds (0: do not wait), or throws TypeError. */
+function checkWait(waitMs: unknown, what: string): number {
+  if (waitMs === undefined || waitMs === null) return 0;
+  if (typeof waitMs !== "number" || !(waitMs >= 0) || !Number.isFinite(waitMs)) {
+    throw new TypeError(`toolgate: ${what} ${String(waitMs)}: want how many milliseconds to wait for a person's approval (finite, at least 0; 0 does not wait)`);
+  }
+  return waitMs;
+}
+
+/** The request body the sidecar reads; waitMs is checked (checkWait). */
+function encodeRequest(toolName: string, o: EvaluateOptions, waitMs: number): string {
   const m: Record<string, unknown> = {};
   if (o.extra) {
     if (typeof o.extra !== "object") throw new TypeError("toolgate: EvaluateOptions.extra must be an object");
@@ -388,6 +445,16 @@ function encodeRequest(toolName: string, o: EvaluateOptions): string {
     if (md.args !== undefined && md.args !== null) m["args"] = md.args;
     if (md.kwargs !== undefined && md.kwargs !== null) m["kwargs"] = md.kwargs;
   }
+  // Not fields of the call: the sidecar takes them out before deciding.
+  // The wait is a Go duration, to the millisecond.
+  const ms = Math.round(waitMs);
+  if (ms > 0) m["wait"] = `${ms}ms`;
+  if (o.approval !== undefined && o.approval !== null) {
+    if (typeof o.approval !== "string" || o.approval === "") {
+      throw new TypeError(`toolgate: EvaluateOptions.approval must name an ApprovalRequest (a non-empty string), not ${JSON.stringify(o.approval)}`);
+    }
+    m["approval"] = o.approval;
+  }
   return JSON.stringify(m);
 }
 
@@ -395,7 +462,7 @@ function setString(m: Record<string, unknown>, k: string, v: string | undefined)
   if (v !== undefined && v !== null && v !== "") m[k] = v;
 }
 
-const EFFECTS = new Set(["allow", "deny", "warn", "audit"]);
+const EFFECTS = new Set(["allow", "deny", "ask", "warn", "audit"]);
 
 /** Reads the sidecar's answer, or throws when it is not a decision. */
 function readDecision(x: unknown): EvaluationResult {
@@ -404,9 +471,11 @@ function readDecision(x: unknown): EvaluationResult {
   }
   const a = x as Record<string, unknown>;
   const decision = a["decision"];
-  if (decision !== "allow" && decision !== "deny") {
-    throw new Error(`the answer's decision is ${JSON.stringify(decision) ?? "missing"}, not allow or deny`);
+  // A decision this client does not know is never read as one.
+  if (decision !== "allow" && decision !== "deny" && decision !== "ask") {
+    throw new Error(`the answer's decision is ${JSON.stringify(decision) ?? "missing"}, not allow, deny or ask`);
   }
+  const approval = readApproval(a["approval"]);
   const str = (k: string): string | null => (typeof a[k] === "string" && a[k] !== "" ? (a[k] as string) : null);
   const effect = typeof a["effect"] === "string" && EFFECTS.has(a["effect"]) ? (a["effect"] as Effect) : decision;
   const matchedRuleId = str("matchedRuleId");
@@ -434,7 +503,19 @@ function readDecision(x: unknown): EvaluationResult {
     shadow: Array.isArray(a["shadow"])
       ? (a["shadow"] as unknown[]).filter((v): v is ShadowVerdict => v !== null && typeof v === "object" && typeof (v as ShadowVerdict).policy === "string")
       : [],
+    approval,
   };
+}
+
+/** The answer's approval: null when absent; throws when malformed. */
+function readApproval(x: unknown): Approval | null {
+  if (x === undefined || x === null) return null;
+  const a = x as Record<string, unknown>;
+  if (typeof x !== "object" || Array.isArray(x) || typeof a["name"] !== "string" || a["name"] === "" ||
+      typeof a["namespace"] !== "string" || typeof a["expiresAt"] !== "string") {
+    throw new Error("the answer is not a decision: its approval is not {name, namespace, expiresAt}");
+  }
+  return { name: a["name"], namespace: a["namespace"], expiresAt: a["expiresAt"] };
 }
 
 function unavailable(decision: Decision, reason: string): EvaluationResult {
@@ -454,6 +535,7 @@ function unavailable(decision: Decision, reason: string): EvaluationResult {
     matchedPolicyKind: null,
     exceptionApplied: null,
     shadow: [],
+    approval: null,
   };
 }
 
@@ -468,6 +550,26 @@ export interface GuardOptions {
   extra?: Record<string, unknown>;
   /** The current W3C traceparent, read per call. */
   traceparent?: () => string | undefined;
+  /**
+   * How long a call an ask rule decides waits for a person's approval
+   * before it is refused; default GUARD_WAIT_MS (an hour: the sidecar caps
+   * it at the rule's approval timeout); 0 does not wait.
+   */
+  waitMs?: number;
+}
+
+/**
+ * @internal Decides a guarded call: within the client's timeout first, and
+ * only when the answer is an ask, the same call again with its approval and
+ * opts.waitMs, held by the sidecar until a person decides. Calls that are
+ * not asked keep the short timeout, so a hung sidecar still fails closed
+ * fast. Rejects with TypeError for a bad waitMs, before anything is sent.
+ */
+export async function guardEvaluate(toolgate: Client, toolName: string, req: EvaluateOptions, opts: GuardOptions): Promise<EvaluationResult> {
+  const waitMs = checkWait(opts.waitMs ?? GUARD_WAIT_MS, "GuardOptions.waitMs");
+  const res = await toolgate.evaluate(toolName, req);
+  if (res.decision !== "ask" || res.approval === null || waitMs === 0) return res;
+  return toolgate.evaluate(toolName, { ...req, waitMs, approval: res.approval.name });
 }
 
 /** @internal the EvaluateOptions a guard sends. */

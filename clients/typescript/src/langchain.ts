@@ -10,7 +10,7 @@
  */
 import type { StructuredToolInterface } from "@langchain/core/tools";
 import { ToolMessage } from "@langchain/core/messages";
-import { type Client, type EvaluationResult, type GuardOptions, denialMessage, guardRequest } from "./index.js";
+import { type Client, type EvaluationResult, type GuardOptions, denialMessage, guardEvaluate, guardRequest } from "./index.js";
 
 export interface LangChainGuardOptions extends GuardOptions {
   onDeny?: (toolName: string, result: EvaluationResult) => void;
@@ -37,7 +37,7 @@ export function guardTool<T extends StructuredToolInterface>(tool: T, toolgate: 
       arg !== null && typeof arg === "object" && !Array.isArray(arg)
         ? { kwargs: arg as Record<string, unknown>, toolUseId: toolCallId }
         : { args: arg === undefined ? [] : [arg], toolUseId: toolCallId };
-    const res = await toolgate.evaluate(name, guardRequest(options, "langchain", metadata));
+    const res = await guardEvaluate(toolgate, name, guardRequest(options, "langchain", metadata), options);
     if (res.decision !== "allow") {
       options.onDeny?.(name, res);
       const text = denialMessage(name, res);

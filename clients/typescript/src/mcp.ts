@@ -8,7 +8,7 @@
  */
 import type { Client as McpClient } from "@modelcontextprotocol/sdk/client/index.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import { type Client, type EvaluationResult, type GuardOptions, denialMessage, guardRequest } from "./index.js";
+import { type Client, type EvaluationResult, type GuardOptions, denialMessage, guardEvaluate, guardRequest } from "./index.js";
 
 export interface McpGuardOptions extends GuardOptions {
   /**
@@ -46,7 +46,7 @@ export function guardedCallTool(mcp: McpClient, toolgate: Client, options: McpGu
   const guarded = async (...call: Parameters<CallTool>): Promise<Awaited<ReturnType<CallTool>>> => {
     const [params] = call;
     const name = options.server ? `mcp__${options.server}__${params.name}` : params.name;
-    const res = await toolgate.evaluate(name, guardRequest(options, "mcp", { input: params.arguments ?? {} }));
+    const res = await guardEvaluate(toolgate, name, guardRequest(options, "mcp", { input: params.arguments ?? {} }), options);
     if (res.decision !== "allow") {
       options.onDeny?.(name, res);
       return deniedResult(name, res) as Awaited<ReturnType<CallTool>>;

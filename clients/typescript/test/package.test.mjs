@@ -182,7 +182,7 @@ const typeUse = (importLine) => `${importLine}
 export async function use(): Promise<string> {
   const c = new Client({ url: "unix:///var/run/toolgate/toolgate.sock", timeoutMs: 500 });
   const r: EvaluationResult = await c.evaluate("Bash", { metadata: { input: { command: "ls" } } });
-  // @ts-expect-error: decision is "allow" | "deny"
+  // @ts-expect-error: decision is "allow" | "deny" | "ask"
   const wrong: "maybe" = r.decision;
   void wrong;
   const code: string | null = r.code;

@@ -7,7 +7,7 @@ import { tool as lcTool, type StructuredToolInterface } from "@langchain/core/to
 import { tool as aiTool, generateText, type ToolSet } from "ai";
 import { query, type Options } from "@anthropic-ai/claude-agent-sdk";
 import { z } from "zod";
-import { Client, type EvaluationResult, SIDECAR_UNAVAILABLE } from "@toolgate/client";
+import { type Approval, Client, type EvaluationResult, GUARD_WAIT_MS, SIDECAR_UNAVAILABLE } from "@toolgate/client";
 import { guardMcpClient, guardedCallTool } from "@toolgate/client/mcp";
 import { guardTool as guardLangChainTool, guardTools as guardLangChainTools } from "@toolgate/client/langchain";
 import { guardTools as guardAiTools, ToolDeniedError } from "@toolgate/client/ai";
@@ -25,6 +25,9 @@ export async function core(): Promise<string> {
     extra: { roles: ["etl"] },
   });
   const n: number = toolgate.failOpenCount;
+  // An ask names its ApprovalRequest; the same call sent again with it waits.
+  const asked: Approval | null = r.decision === "ask" ? r.approval : null;
+  if (asked) await toolgate.evaluate("Bash", { waitMs: 30_000, approval: asked.name });
   return `${r.decision} ${r.code === SIDECAR_UNAVAILABLE} ${n}`;
 }
 
@@ -70,8 +73,10 @@ export async function ai(): Promise<unknown> {
 
 export function claude(): Options {
   const options: Options = {
-    canUseTool: toolgateCanUseTool(toolgate, { agentId: "a" }),
-    hooks: { PreToolUse: [{ matcher: "*", hooks: [toolgatePreToolUseHook(toolgate)] }] },
+    canUseTool: toolgateCanUseTool(toolgate, { agentId: "a", waitMs: GUARD_WAIT_MS }),
+    // The hook may wait up to waitMs for an approval: the matcher's timeout
+    // (seconds) is above it, and a hook that fails blocks the call.
+    hooks: { PreToolUse: [{ matcher: "*", timeout: 330, onFailure: "block", hooks: [toolgatePreToolUseHook(toolgate, { waitMs: 300_000 })] }] },
   };
   void query;
   return options;

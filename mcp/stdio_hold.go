@@ -1,0 +1,134 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/mcp/jsonrpc"
+)
+
+// Waiter decides a call again against the ApprovalRequest approval names,
+// holding the answer up to wait for a person's decision (the sidecar's
+// /v1/evaluate with "approval" and "wait"): allow once approved, a deny
+// otherwise. It never fails: a decision it could not get is a deny.
+type Waiter func(ctx context.Context, request []byte, approval string, wait time.Duration) (res engine.Result, decision []byte)
+
+// progressEvery is how often a held call's client is told it still waits,
+// when it asked for progress (a progressToken in the call's _meta).
+const progressEvery = 5 * time.Second
+
+// lockedWriter serialises whole writes to the server: the guard's loop
+// and the held calls, released later, write to it.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}
+
+// holdAsked holds a tools/call an ask rule decided without stopping the
+// guard: the agent's other messages (its notifications/cancelled, other
+// calls) are read and relayed meanwhile. Once a person approves, the
+// call's own line goes to the server; denied, expired or cancelled, the
+// agent gets the deny. It reports whether it took the call.
+func (g *stdioGuard) holdAsked(ctx context.Context, m *jsonrpc.Message, line, doc []byte, res *engine.Result) bool {
+	if g.opts.Wait == nil || res.Decision != engine.Ask || res.Approval == nil || len(m.ID) == 0 || m.Method != jsonrpc.MethodToolsCall {
+		return false
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	key := string(m.ID)
+	g.heldMu.Lock()
+	if g.held == nil {
+		g.held = map[string]context.CancelFunc{}
+	}
+	g.held[key] = cancel
+	g.heldMu.Unlock()
+	line = append([]byte(nil), line...)
+	id := append(json.RawMessage(nil), m.ID...)
+	method := m.Method
+	token := progressToken(m)
+	approval, expires := res.Approval.Name, res.Approval.ExpiresAt
+	go func() {
+		defer func() {
+			cancel()
+			g.heldMu.Lock()
+			delete(g.held, key)
+			g.heldMu.Unlock()
+		}()
+		if token != nil {
+			go g.progress(ctx, token)
+		}
+		final, decision := g.opts.Wait(ctx, doc, approval, time.Until(expires))
+		if final.Decision == engine.Allow {
+			_, _ = g.toServer.Write(line)
+			return
+		}
+		if len(decision) == 0 {
+			decision, _ = final.AppendJSON(nil)
+		}
+		_ = g.out.line(denyAnswer(id, method, &final, decision, g.modern))
+	}()
+	return true
+}
+
+// cancelHeld stops the held call a notifications/cancelled names.
+func (g *stdioGuard) cancelHeld(m *jsonrpc.Message) {
+	var p struct {
+		RequestID json.RawMessage `json:"requestId"`
+	}
+	if json.Unmarshal(m.Params, &p) != nil || len(p.RequestID) == 0 {
+		return
+	}
+	g.heldMu.Lock()
+	cancel := g.held[string(p.RequestID)]
+	g.heldMu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// progressToken is the progressToken of a call's _meta, nil without one.
+func progressToken(m *jsonrpc.Message) json.RawMessage {
+	if m.Call == nil || len(m.Call.RawMeta) == 0 {
+		return nil
+	}
+	var meta struct {
+		ProgressToken json.RawMessage `json:"progressToken"`
+	}
+	if json.Unmarshal(m.Call.RawMeta, &meta) != nil || len(meta.ProgressToken) == 0 || string(meta.ProgressToken) == "null" {
+		return nil
+	}
+	return meta.ProgressToken
+}
+
+// progress tells the agent, every progressEvery, that its call still
+// waits for a person: notifications/progress with the seconds waited.
+func (g *stdioGuard) progress(ctx context.Context, token json.RawMessage) {
+	t := time.NewTicker(progressEvery)
+	defer t.Stop()
+	start := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			waited := int(time.Since(start).Seconds())
+			n := make([]byte, 0, 160)
+			n = append(n, `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":`...)
+			n = append(n, token...)
+			n = append(n, `,"progress":`...)
+			n = strconv.AppendInt(n, int64(waited), 10)
+			n = append(n, `,"message":"waiting for a person to approve this call"}}`...)
+			_ = g.out.line(n)
+		}
+	}
+}
