@@ -122,7 +122,7 @@ func (s *Store) pending(call *Call, key string, now time.Time) (Ticket, bool) {
 	var best *v1alpha1.ApprovalRequest
 	bestApproved := false
 	for _, ar := range s.byLabel(indexKey, v1alpha1.LabelApprovalKey, key) {
-		st := stateOf(ar, now)
+		st := StateOf(ar, now)
 		if !callOf(ar).Same(call) || !shows(ar, call) || (st != Pending && st != Approved) {
 			continue
 		}
@@ -141,7 +141,7 @@ func (s *Store) pending(call *Call, key string, now time.Time) (Ticket, bool) {
 func (s *Store) countPending(agent string, now time.Time) int {
 	n := 0
 	for _, ar := range s.byLabel(indexAgent, v1alpha1.LabelApprovalAgent, agent) {
-		if stateOf(ar, now) == Pending {
+		if StateOf(ar, now) == Pending {
 			n++
 		}
 	}

@@ -59,7 +59,7 @@ func (s *Store) Consume(ctx context.Context, name string) error {
 
 // consumable says why ar cannot let a call through at now, if it cannot.
 func consumable(ar *v1alpha1.ApprovalRequest, now time.Time) error {
-	switch st := stateOf(ar, now); st {
+	switch st := StateOf(ar, now); st {
 	case Approved:
 		return nil
 	case Consumed:

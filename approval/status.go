@@ -24,7 +24,7 @@ func statusOf(ar *v1alpha1.ApprovalRequest, call *Call, now time.Time) Status {
 		st.State = Mismatch
 		return st
 	}
-	st.State = stateOf(ar, now)
+	st.State = StateOf(ar, now)
 	if st.State == Denied || st.State == Approved {
 		st.DecidedBy, st.Message = ar.Status.DecidedBy, ar.Status.Message
 	}
@@ -37,12 +37,12 @@ func statusOf(ar *v1alpha1.ApprovalRequest, call *Call, now time.Time) Status {
 // Past it, an approval lets nothing through.
 const UseGrace = 30 * time.Second
 
-// stateOf is where ar stands at now, whatever call it is for. Used is
+// StateOf is where ar stands at now, whatever call it is for. Used is
 // final; a denial stands; an approval counts only if it was made before the
 // request expired (decidedAt is the approver's word), and only until then,
 // with UseGrace to spare for a call that waited and was approved in its
 // last moment; an undecided request expires.
-func stateOf(ar *v1alpha1.ApprovalRequest, now time.Time) State {
+func StateOf(ar *v1alpha1.ApprovalRequest, now time.Time) State {
 	expires := ar.Spec.ExpiresAt.Time
 	switch {
 	case ar.Status.ConsumedAt != nil:

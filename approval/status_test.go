@@ -34,7 +34,7 @@ func TestStateOf(t *testing.T) {
 		{"consumed", v1alpha1.ApprovalRequestStatus{Decision: v1alpha1.ApprovalApproved, DecidedAt: at(before), ConsumedAt: at(before)}, before, Consumed},
 	} {
 		ar := &v1alpha1.ApprovalRequest{Spec: v1alpha1.ApprovalRequestSpec{ExpiresAt: metav1.NewTime(expires)}, Status: tc.status}
-		if got := stateOf(ar, tc.now); got != tc.want {
+		if got := StateOf(ar, tc.now); got != tc.want {
 			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
 		}
 	}

@@ -79,7 +79,8 @@ func TestDecidable(t *testing.T) {
 	}
 }
 
-// TestListRows: the columns, and where each request stands.
+// TestListRows: the columns, and where each request stands (as the
+// sidecar reads it, approval.StateOf).
 func TestListRows(t *testing.T) {
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	consumed := metav1.NewTime(now)
@@ -94,6 +95,7 @@ func TestListRows(t *testing.T) {
 		mk("lapsed", -time.Minute, v1alpha1.ApprovalRequestStatus{}),
 		mk("used", time.Minute, v1alpha1.ApprovalRequestStatus{Decision: v1alpha1.ApprovalApproved, ConsumedAt: &consumed}),
 		mk("refused", time.Minute, v1alpha1.ApprovalRequestStatus{Decision: v1alpha1.ApprovalDenied}),
+		mk("approved", time.Minute, v1alpha1.ApprovalRequestStatus{Decision: v1alpha1.ApprovalApproved}),
 	}
 	items[0].Spec.AgentID = ""
 	tb := table{now: func() time.Time { return now }}
@@ -103,11 +105,12 @@ func TestListRows(t *testing.T) {
 	for i := range items {
 		tb.row(&out, &items[i], "")
 	}
-	want := `NAME      AGENT         TOOL   DECISION          AGE     EXPIRES
-pending   sa:billing    pay    Pending           2m      in 3m
-lapsed    billing-bot   pay    Expired           2m      60s ago
-used      billing-bot   pay    Approved (used)   2m      in 60s
-refused   billing-bot   pay    Denied            2m      in 60s
+	want := `NAME       AGENT         TOOL   DECISION   AGE     EXPIRES
+pending    sa:billing    pay    Pending    2m      in 3m
+lapsed     billing-bot   pay    Expired    2m      60s ago
+used       billing-bot   pay    Consumed   2m      in 60s
+refused    billing-bot   pay    Denied     2m      in 60s
+approved   billing-bot   pay    Approved   2m      in 60s
 `
 	if out.String() != want {
 		t.Errorf("rows:\n%s\nwant:\n%s", out.String(), want)

@@ -10,13 +10,13 @@ import (
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/approval"
 	"github.com/toolgate/toolgate/internal/kubeconn"
 )
 
@@ -45,7 +45,8 @@ func newListCommand() *cobra.Command {
 		Use:   "list [-w] [-n NAMESPACE | -A]",
 		Short: "List ApprovalRequests: NAME AGENT TOOL DECISION AGE EXPIRES; -w keeps watching",
 		Long: `List the ApprovalRequests of a namespace (-A: of every namespace), newest last, with what
-each asks and where it stands: DECISION is Pending, Approved, Approved (used), Denied or Expired.
+each asks and where it stands: DECISION is Pending, Approved, Denied, Consumed (an approval used)
+or Expired.
 -w prints them, then a line for every change, until interrupted.`,
 		Example: `  toolgate approvals list -n agents
   toolgate approvals list -A -w`,
@@ -230,20 +231,9 @@ func (t *table) cells(ar *v1alpha1.ApprovalRequest) [7]string {
 		duration.HumanDuration(now.Sub(ar.CreationTimestamp.Time)), exp}
 }
 
-// standing is where a request stands for the person reading the list:
-// its decision, whether an approval was used, or that it lapsed undecided
-// (by its expiresAt, or as the operator's Ready condition says).
+// standing is where a request stands for the person reading the list,
+// as the sidecar reads it (approval.StateOf): Pending, Approved, Denied,
+// Consumed (an approval used), or Expired.
 func standing(ar *v1alpha1.ApprovalRequest, now time.Time) string {
-	switch s := ar.Status; {
-	case s.Decision == v1alpha1.ApprovalApproved && s.ConsumedAt != nil:
-		return "Approved (used)"
-	case s.Decision != "":
-		return string(s.Decision)
-	case !now.Before(ar.Spec.ExpiresAt.Time):
-		return v1alpha1.ReasonApprovalExpired
-	}
-	if c := meta.FindStatusCondition(ar.Status.Conditions, v1alpha1.ConditionReady); c != nil && c.Reason == v1alpha1.ReasonApprovalExpired {
-		return v1alpha1.ReasonApprovalExpired
-	}
-	return v1alpha1.ReasonApprovalPending
+	return approval.StateOf(ar, now).String()
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
@@ -417,7 +418,8 @@ func TestAttackDecisionIsFinal(t *testing.T) {
 }
 
 // TestAttackDecidedByAnotherUser: an admin who may approve signs the
-// decision with someone else's name: refused, naming both.
+// decision with someone else's name: refused, naming both. In their own
+// name, with kubectl's merge patch, it is accepted.
 func TestAttackDecidedByAnotherUser(t *testing.T) {
 	in := installApprovals(t, "approvals-forged")
 	const mallory = plainUser("mal")
@@ -427,38 +429,71 @@ func TestAttackDecidedByAnotherUser(t *testing.T) {
 	decide(ar, v1alpha1.ApprovalApproved, "the-cfo", time.Now())
 	err := in.as(t, mallory).Status().Update(ctx(t), ar)
 	requireRefusal(t, "signing as the-cfo", err, refusedOwnName+", mal, not the-cfo")
-	// Without decidedAt, there is no saying it came in time.
-	ar = in.get(t, "pay-forged")
-	decide(ar, v1alpha1.ApprovalApproved, string(mallory), time.Now())
-	ar.Status.DecidedAt = nil
-	requireRefusal(t, "a decision without decidedAt", in.as(t, mallory).Status().Update(ctx(t), ar), "status.decidedAt is required with a decision")
+	// The same admin in their own name, as kubectl patch would write it
+	// (no decidedAt: the API server's clock says when): accepted.
+	patch := []byte(`{"status":{"decision":"Approved","decidedBy":"mal","message":"ok"}}`)
+	if err := in.as(t, mallory).Status().Patch(ctx(t), in.get(t, "pay-forged"), client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Errorf("approving with a merge patch of the status, in one's own name: %v", err)
+	}
 }
 
 // TestAttackExpiredRequestCannotBeDecided: past expiresAt the CLI says so
-// before writing; a hand-made write saying it decided in time after all is
-// refused by what it says (decidedAt after expiresAt), and one saying it
-// decided before is refused once the operator has marked it Expired.
+// before writing. By hand, a decision written after expiresAt is refused by
+// the API server's clock (its stamp in managedFields), whatever decidedAt
+// says, with managedFields rewritten to earlier times or stripped; one
+// whose decidedAt is late is refused too; and once the operator has marked
+// the request Expired, any decision is.
 func TestAttackExpiredRequestCannotBeDecided(t *testing.T) {
 	in := installApprovals(t, "approvals-expired")
 	const admin = plainUser("cid")
 	bindAdmin(t, in.ns, admin)
-	in.ask(t, "pay-late", -time.Minute)
+	asAdmin := in.as(t, admin)
+	in.ask(t, "pay-late", 2*time.Second)
+	in.ask(t, "pay-marked", time.Hour)
+	in.ask(t, "pay-stated-late", time.Hour)
+	expires := in.get(t, "pay-late").Spec.ExpiresAt.Time
+	time.Sleep(time.Until(expires.Add(1100 * time.Millisecond)))
 	if code, out := in.toolgate(t, admin, "approve", "pay-late"); code != 1 || !strings.Contains(out, "expired") {
 		t.Errorf("approving an expired request: exit %d\n%s", code, out)
 	}
-	ar := in.get(t, "pay-late")
-	decide(ar, v1alpha1.ApprovalApproved, string(admin), time.Now())
-	requireRefusal(t, "deciding after expiresAt", in.as(t, admin).Status().Update(ctx(t), ar), refusedExpired)
-
 	backdated := in.get(t, "pay-late")
-	meta.SetStatusCondition(&backdated.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse,
+	decide(backdated, v1alpha1.ApprovalApproved, string(admin), expires.Add(-time.Second))
+	requireRefusal(t, "a backdated decision after expiresAt", asAdmin.Status().Update(ctx(t), backdated), refusedExpired)
+	undated := in.get(t, "pay-late")
+	decide(undated, v1alpha1.ApprovalApproved, string(admin), time.Now())
+	undated.Status.DecidedAt = nil
+	requireRefusal(t, "an undated decision after expiresAt", asAdmin.Status().Update(ctx(t), undated), refusedExpired)
+	rewritten := backdated.DeepCopy()
+	rewritten.ResourceVersion = in.get(t, "pay-late").ResourceVersion
+	for i := range rewritten.ManagedFields {
+		rewritten.ManagedFields[i].Time = &metav1.Time{Time: expires.Add(-time.Minute)}
+	}
+	requireRefusal(t, "a decision after expiresAt with managedFields rewritten to earlier times", asAdmin.Status().Update(ctx(t), rewritten), refusedExpired)
+	stripped := backdated.DeepCopy()
+	stripped.ResourceVersion = rewritten.ResourceVersion
+	stripped.ManagedFields = []metav1.ManagedFieldsEntry{{}}
+	// Stripped, the API server stamps this write all the same (the rule
+	// that refuses a decision without managedFields is the fallback).
+	requireRefusal(t, "a decision after expiresAt with managedFields stripped", asAdmin.Status().Update(ctx(t), stripped), refusedExpired)
+
+	late := in.get(t, "pay-stated-late")
+	decide(late, v1alpha1.ApprovalApproved, string(admin), late.Spec.ExpiresAt.Add(time.Minute))
+	requireRefusal(t, "a decision whose decidedAt is after expiresAt", asAdmin.Status().Update(ctx(t), late), refusedExpired)
+
+	marked := in.get(t, "pay-marked")
+	meta.SetStatusCondition(&marked.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse,
 		Reason: v1alpha1.ReasonApprovalExpired, Message: "expired undecided"})
-	if err := in.as(t, in.manager).Status().Update(ctx(t), backdated); err != nil {
+	if err := in.as(t, in.manager).Status().Update(ctx(t), marked); err != nil {
 		t.Fatalf("the manager marking it Expired: %v", err)
 	}
-	backdated = in.get(t, "pay-late")
-	decide(backdated, v1alpha1.ApprovalApproved, string(admin), backdated.Spec.ExpiresAt.Add(-time.Minute))
-	requireRefusal(t, "a backdated decision on an Expired request", in.as(t, admin).Status().Update(ctx(t), backdated), refusedExpired)
+	marked = in.get(t, "pay-marked")
+	decide(marked, v1alpha1.ApprovalApproved, string(admin), time.Now())
+	requireRefusal(t, "a decision on a request the operator marked Expired", asAdmin.Status().Update(ctx(t), marked), refusedExpired)
+	for _, name := range []string{"pay-late", "pay-marked", "pay-stated-late"} {
+		if s := in.get(t, name).Status; s.Decision != "" {
+			t.Errorf("%s is %s after the attempts", name, s.Decision)
+		}
+	}
 }
 
 // TestSidecarConsumesOnlyAnApproval: the sidecar's ServiceAccount records

@@ -35,13 +35,17 @@ func (s podServiceAccount) groups() []string {
 // freezes it, and is refused.
 func TestSidecarRBACReadsClusterFreezesAndNothingMore(t *testing.T) {
 	t.Parallel()
+	// A release of its own: the default one's ClusterRoles share their
+	// names with config/default's, which TestKustomizeRBACGrantsWhatTheCodeNeeds
+	// checks in parallel, and applying one over the other races it.
+	chart := renderAs(t, "sidecar-rbac", "sidecar-rbac-system")
 	for name, objs := range map[string][]*unstructured.Unstructured{
-		"chart":     render(t),
+		"chart":     chart,
 		"kustomize": kustomize(t, "config/default"),
 	} {
 		t.Run(name, func(t *testing.T) {
 			installRBAC(t, objs)
-			find(t, objs, "ClusterRoleBinding", map[string]string{"chart": "toolgate-sidecar-cluster-freezes",
+			find(t, objs, "ClusterRoleBinding", map[string]string{"chart": "sidecar-rbac-toolgate-sidecar-cluster-freezes",
 				"kustomize": "toolgate-sidecar-cluster-freezes"}[name])
 			sa := podServiceAccount{"team-sidecar-rbac", "billing-bot"}
 			createNamespace(t, sa.namespace)
@@ -73,7 +77,7 @@ func TestSidecarRBACReadsClusterFreezesAndNothingMore(t *testing.T) {
 	}
 
 	t.Run("attack: the frozen agent's token cannot lift its cluster freeze", func(t *testing.T) {
-		installRBAC(t, render(t))
+		installRBAC(t, chart)
 		sa := podServiceAccount{"team-sidecar-attack", "frozen-bot"}
 		createNamespace(t, sa.namespace)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
