@@ -181,6 +181,10 @@ measure-operator: ## Publish latency on envtest: 100 Policy changes + 100 Frozen
 measure-freeze: ## Freeze-to-deny over 50 FrozenAgents: real manager and sidecar processes (target p99 <= 1s).
 	KUBEBUILDER_ASSETS="$$(./hack/setup-envtest.sh | tail -n 1)" go run ./test/freezelatency
 
+.PHONY: measure-approvals
+measure-approvals: ## Approval status write -> held MCP call answered, 50 approvals: real manager, sidecar and MCP server (target p99 <= 1s).
+	KUBEBUILDER_ASSETS="$$(./hack/setup-envtest.sh | tail -n 1)" go run ./test/approvallatency
+
 .PHONY: measure-cluster-freeze
 measure-cluster-freeze: ## ClusterFrozenAgent create -> AGENT_FROZEN in 100 namespaces, real sidecar processes, operator stopped: p50/p99/max (target p99 <= 1s).
 	KUBEBUILDER_ASSETS="$$(./hack/setup-envtest.sh | tail -n 1)" go test -tags clusterfreeze -count=1 -v ./test/clusterfreeze/ | grep -E '^(ClusterFrozenAgent|--- |FAIL|ok)|sidecars serving'

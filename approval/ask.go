@@ -28,8 +28,11 @@ func (s *Store) Ask(ctx context.Context, call *Call) (Ticket, error) {
 		return Ticket{}, errors.New("approval store: Ask without a call")
 	}
 	key := call.Key()
+	// Calls share a flight only if their request would show the same: one
+	// made for another rule's reason is not this call's (shows).
+	fk := flightKey{key, shownFor(call)}
 	s.mu.Lock()
-	if f, ok := s.flights[key]; ok {
+	if f, ok := s.flights[fk]; ok {
 		s.mu.Unlock()
 		select {
 		case <-f.done:
@@ -39,18 +42,18 @@ func (s *Store) Ask(ctx context.Context, call *Call) (Ticket, error) {
 		}
 	}
 	f := &flight{done: make(chan struct{})}
-	s.flights[key] = f
+	s.flights[fk] = f
 	s.mu.Unlock()
 
 	f.ticket, f.err = s.ask(ctx, call, key)
 	s.mu.Lock()
-	delete(s.flights, key)
+	delete(s.flights, fk)
 	s.mu.Unlock()
 	close(f.done)
 	return f.ticket, f.err
 }
 
-// ask is one Ask for key, the only one in this process.
+// ask is the one Ask in this process for key showing what call shows.
 func (s *Store) ask(ctx context.Context, call *Call, key string) (Ticket, error) {
 	timeout := call.Timeout
 	switch {
@@ -152,6 +155,7 @@ func (s *Store) countPending(agent string, now time.Time) int {
 // Its status is left empty: decisions are people's, conditions the
 // operator's.
 func newRequest(call *Call, namespace, key, agent string, expires time.Time) *v1alpha1.ApprovalRequest {
+	sh := shownFor(call)
 	return &v1alpha1.ApprovalRequest{
 		TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "ApprovalRequest"},
 		ObjectMeta: metav1.ObjectMeta{
@@ -161,17 +165,17 @@ func newRequest(call *Call, namespace, key, agent string, expires time.Time) *v1
 		},
 		Spec: v1alpha1.ApprovalRequestSpec{
 			AgentID:         call.AgentID,
-			ServiceAccount:  call.ServiceAccount,
+			ServiceAccount:  sh.serviceAccount,
 			Tool:            call.Tool,
 			Server:          call.Server,
 			Action:          call.Action,
 			ArgumentsDigest: call.Digest,
-			Preview:         previewOf(call),
-			Policy:          call.Policy,
-			Rule:            call.Rule,
+			Preview:         sh.preview,
+			Policy:          sh.policy,
+			Rule:            sh.rule,
 			PolicyVersion:   call.PolicyVersion,
 			BundleRevision:  call.Revision,
-			Reason:          stored(call.Reason),
+			Reason:          sh.reason,
 			// The API keeps whole seconds: cut here, so the request never
 			// outlives the rule's timeout and the ticket says what is stored.
 			ExpiresAt: metav1.NewTime(expires.Truncate(time.Second)),

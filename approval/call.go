@@ -9,6 +9,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/engine"
 )
 
@@ -34,8 +35,8 @@ const (
 	CodeUnavailable engine.Code = "APPROVAL_UNAVAILABLE"
 )
 
-// MaxPreview bounds Call.Preview (the CRD's limit).
-const MaxPreview = 4096
+// MaxPreview bounds Call.Preview: the CRD's limit.
+const MaxPreview = v1alpha1.MaxApprovalPreviewLength
 
 // Call is the one call an approval is for, and what the approver is shown.
 type Call struct {

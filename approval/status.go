@@ -77,10 +77,18 @@ func StateOf(ar *v1alpha1.ApprovalRequest, now time.Time) State {
 // reason, and have it approved. Such a request is for another call. The
 // policy version and bundle revision are not compared: any policy change
 // would void pending approvals.
-func shows(ar *v1alpha1.ApprovalRequest, call *Call) bool {
-	return ar.Spec.ServiceAccount == call.ServiceAccount &&
-		ar.Spec.Preview == previewOf(call) &&
-		ar.Spec.Policy == call.Policy && ar.Spec.Rule == call.Rule && ar.Spec.Reason == stored(call.Reason)
+func shows(ar *v1alpha1.ApprovalRequest, call *Call) bool { return shownIn(ar) == shownFor(call) }
+
+// shown is what a request shows the approver, beyond the call it binds.
+type shown struct{ serviceAccount, preview, policy, rule, reason string }
+
+func shownIn(ar *v1alpha1.ApprovalRequest) shown {
+	return shown{ar.Spec.ServiceAccount, ar.Spec.Preview, ar.Spec.Policy, ar.Spec.Rule, ar.Spec.Reason}
+}
+
+// shownFor is what the request Ask makes for call shows, as stored.
+func shownFor(call *Call) shown {
+	return shown{call.ServiceAccount, previewOf(call), call.Policy, call.Rule, stored(call.Reason)}
 }
 
 // callOf is the call an ApprovalRequest binds, as far as Same compares.

@@ -56,11 +56,18 @@ type Store struct {
 	overlay map[string]*v1alpha1.ApprovalRequest
 	// flights single-flight Ask by call key: concurrent identical calls in
 	// this process share one ApprovalRequest.
-	flights map[string]*flight
+	flights map[flightKey]*flight
 	// creating holds the count of an agent's pending requests and the
 	// create that follows together (a semaphore of one that Ask can leave
 	// when its ctx ends).
 	creating chan struct{}
+}
+
+// flightKey is what makes two Asks identical: the call bound, and what its
+// request shows.
+type flightKey struct {
+	key string
+	shown
 }
 
 // flight is one Ask in progress for a key; done is closed when ticket and
@@ -110,7 +117,7 @@ func NewStore(cfg *rest.Config, namespace string, opts StoreOptions) (*Store, er
 		log:       opts.Logger,
 		changed:   make(chan struct{}),
 		overlay:   map[string]*v1alpha1.ApprovalRequest{},
-		flights:   map[string]*flight{},
+		flights:   map[flightKey]*flight{},
 		creating:  make(chan struct{}, 1),
 	}
 	lw := cache.NewFilteredListWatchFromClient(rc, resource, namespace, func(*metav1.ListOptions) {})

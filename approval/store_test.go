@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -265,8 +266,16 @@ func TestAskChangedArgumentAsksAgain(t *testing.T) {
 	if a.Name == b.Name {
 		t.Fatalf("a changed amount reused %s", a.Name)
 	}
-	if n := len(c.requests()); n != 2 {
-		t.Errorf("%d ApprovalRequests, want 2", n)
+	// The same arguments asked by a rule whose description changed since:
+	// the pending request shows the old reason, so not this call's.
+	edited := payCall(5000)
+	edited.Reason = "payments over 500 need a human approval"
+	e, err := s.Ask(ctx, edited)
+	if err != nil || e.Name == a.Name {
+		t.Fatalf("another reason: %+v, %v; want a request of its own", e, err)
+	}
+	if n := len(c.requests()); n != 3 {
+		t.Errorf("%d ApprovalRequests, want 3", n)
 	}
 	// Each request is for its own call only.
 	if st := s.Status(a.Name, payCall(5001)); st.State != approval.Mismatch {
@@ -514,41 +523,57 @@ func TestStatusMismatchAndNotFound(t *testing.T) {
 	}
 }
 
+// Changed fires when the watch delivers a person's approval: what a held
+// call waits on. The latency from the status write to Changed is logged
+// (20 approvals); only a generous bound is asserted.
 func TestChangedFiresWhenAnApprovalArrives(t *testing.T) {
 	c := newCluster(t)
 	s := c.store(approval.StoreOptions{})
-	call := payCall(5000)
-	tk, err := s.Ask(context.Background(), call)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Let the watch deliver the create first, so the change waited for is
-	// the approval.
-	testenv.Eventually(t, "the create delivered", func() (bool, string) {
-		ch := s.Changed()
-		select {
-		case <-ch:
-			return false, "still changing"
-		case <-time.After(200 * time.Millisecond):
-			return true, ""
+	ctx := context.Background()
+	var took []time.Duration
+	for i := range 20 {
+		call := payCall(float64(3000 + i))
+		tk, err := s.Ask(ctx, call)
+		if err != nil {
+			t.Fatal(err)
 		}
-	})
-	changed := s.Changed()
-	written := time.Now()
-	c.decide(tk.Name, v1alpha1.ApprovalApproved, "", written)
-	select {
-	case <-changed:
-		t.Logf("approval written to Changed closed: %s", time.Since(written))
-	case <-time.After(5 * time.Second):
-		t.Fatal("Changed did not fire within 5 s of the approval")
+		// Let the watch deliver the create first, so the change waited
+		// for is the approval.
+		testenv.Eventually(t, "the create delivered", func() (bool, string) {
+			select {
+			case <-s.Changed():
+				return false, "still changing"
+			case <-time.After(100 * time.Millisecond):
+				return true, ""
+			}
+		})
+		var ar v1alpha1.ApprovalRequest
+		if err := c.person.Get(ctx, client.ObjectKey{Namespace: c.ns, Name: tk.Name}, &ar); err != nil {
+			t.Fatal(err)
+		}
+		ar.Status.Decision, ar.Status.DecidedBy, ar.Status.DecidedAt = v1alpha1.ApprovalApproved, approver, &metav1.Time{Time: time.Now()}
+		changed := s.Changed()
+		written := time.Now()
+		if err := c.person.Status().Update(ctx, &ar); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-changed:
+			took = append(took, time.Since(written))
+		case <-time.After(5 * time.Second):
+			t.Fatal("Changed did not fire within 5 s of the approval")
+		}
+		if st := s.Status(tk.Name, call); st.State != approval.Approved {
+			t.Errorf("after Changed: %s, want Approved", st.State)
+		}
+		// A new channel for the next change.
+		if next := s.Changed(); next == changed {
+			t.Error("Changed returned the closed channel again")
+		}
 	}
-	if st := s.Status(tk.Name, call); st.State != approval.Approved {
-		t.Errorf("after Changed: %s, want Approved", st.State)
-	}
-	// A new channel for the next change.
-	if next := s.Changed(); next == changed {
-		t.Error("Changed returned the closed channel again")
-	}
+	slices.Sort(took)
+	t.Logf("approval written (status update sent) to Changed closed, %d approvals: p50 %s, p90 %s, max %s",
+		len(took), took[len(took)/2], took[len(took)*9/10], took[len(took)-1])
 }
 
 func TestAskFailsWithoutTheAPI(t *testing.T) {

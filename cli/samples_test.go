@@ -17,8 +17,8 @@ const sampleNow = "2026-11-15T12:00:00Z"
 // TestSampleRequests decides every case of the shared conformance set
 // (config/samples/expected-decisions.json: every request in
 // config/samples/requests against all samples applied together) as
-// toolgate eval does; the Go, Python and TypeScript clients decide the same
-// set through a sidecar.
+// toolgate eval does (offline, an asked case is the engine's ask); the Go,
+// Python and TypeScript clients decide the same set through a sidecar.
 func TestSampleRequests(t *testing.T) {
 	cases, err := conformance.Load(samplesDir)
 	if err != nil {
@@ -34,7 +34,7 @@ func TestSampleRequests(t *testing.T) {
 			args = append(args, "--now", c.Now)
 		}
 		res := oneResult(t, run(t, "", args...))
-		if m := c.Mismatch(conformance.Of(res)); m != "" {
+		if m := c.Offline().Mismatch(conformance.Of(res)); m != "" {
 			t.Errorf("%s (%s)", m, res.Reason)
 		}
 	}
@@ -108,7 +108,7 @@ func TestSamplePoliciesAlone(t *testing.T) {
 		{"policy_bash_no_rm_rf.yaml", `{"tool_name":"Bash","input":{"command":"rm file.txt"}}`, engine.Allow},
 		{"policy_bash_no_rm_rf.yaml", `{"tool_name":"Bash","input":{"command":"echo firm -rf"}}`, engine.Allow},
 		{"policy_bash_no_rm_rf.yaml", `{"tool_name":"Read","input":{"command":"rm -rf /"}}`, engine.Allow},
-		{"policy_pay_cap.yaml", `{"tool_name":"pay","kwargs":{"amount":1000.01}}`, engine.Deny},
+		{"policy_pay_cap.yaml", `{"tool_name":"pay","kwargs":{"amount":1000.01}}`, engine.Ask},
 		{"policy_pay_cap.yaml", `{"tool_name":"pay","kwargs":{"amount":null}}`, engine.Deny},
 		{"policy_mcp_github_writes.yaml", `{"tool_name":"mcp__github__delete_repository"}`, engine.Deny},
 		{"policy_mcp_github_writes.yaml", `{"tool_name":"mcp__github__update_issue"}`, engine.Deny},

@@ -152,7 +152,7 @@ func (d *Decider) settle(ctx context.Context, req engine.Request, res engine.Res
 	case approval.Consumed:
 		out = refuse(res, approval.CodeInvalid, "ApprovalRequest "+name+" was used already: an approval lets one call through; ask again")
 	case approval.Mismatch:
-		out = refuse(res, approval.CodeInvalid, "ApprovalRequest "+name+" is for another call (agent, tool, server, action or arguments differ): an approval lets only its own call through")
+		out = refuse(res, approval.CodeInvalid, "ApprovalRequest "+name+" is not this call's: its agent, tool, server, action or arguments differ, or it shows the approver something else (another preview, rule or reason than this sidecar would write); an approval lets only its own call through")
 	default:
 		out = refuse(res, approval.CodeInvalid, fmt.Sprintf("no ApprovalRequest %q in this namespace (deleted after its retention, or never made); ask again", s.Ticket.Name))
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -55,7 +56,15 @@ func TestDemo(t *testing.T) {
 		// The sidecar's decisions.
 		"=> ALLOW  (policy default-deny-readonly, rule read-only-shell)",
 		"=> DENY  (policy bash-no-rm-rf, rule no-rm-rf)",
-		"=> DENY  (policy pay-cap, rule pay-over-cap)",
+		// The payment over the cap: held, listed, approved with kubectl
+		// patch, then allowed by the rule that asked.
+		`"tool_name":"pay","wait":"2m"}'`,
+		"(no answer yet: curl waits, and the sidecar has asked for a person's approval)",
+		"$ kubectl get approvalrequests -n demo",
+		" patched\n    curl's answer, ",
+		`{"decision":"allow","effect":"ask","matchedPolicyId":"pay-cap","matchedPolicyVersion":1,"matchedRuleId":"pay-over-cap","reason":"approved by `,
+		`"approval":{"name":"pay-`,
+		"=> ALLOW  (policy pay-cap, rule pay-over-cap): approved by ",
 		"=> DENY AGENT_FROZEN: incident INC-7",
 		"ms after kubectl apply started)",
 		// The MCP proxy: delete_file hidden, a read forwarded, a read under
@@ -84,16 +93,19 @@ func TestDemo(t *testing.T) {
 			t.Errorf("want %q %d times (the HTTP proxy, the stdio guard), found %d", what, n, got)
 		}
 	}
-	if strings.Count(story, "=> ALLOW") != 2 {
-		t.Errorf("want ls allowed before the freeze and after the unfreeze:\n%s", story)
+	if strings.Count(story, "=> ALLOW") != 3 {
+		t.Errorf("want ls allowed before the freeze and after the unfreeze, and the approved payment:\n%s", story)
 	}
+	checkApproval(t, story)
 
 	// Every `$ kubectl ...` printed is a command kubectl ran, in order, and
 	// kubectl ran nothing the demo did not print.
+	// (The shim records arguments unquoted; no argument the demo passes
+	// holds a quote of its own.)
 	var printed []string
 	for _, l := range strings.Split(story, "\n") {
 		if cmd, ok := strings.CutPrefix(l, "$ kubectl "); ok {
-			printed = append(printed, strings.TrimSuffix(cmd, " <<'YAML'"))
+			printed = append(printed, strings.ReplaceAll(strings.TrimSuffix(cmd, " <<'YAML'"), "'", ""))
 		}
 	}
 	ranBytes, err := os.ReadFile(filepath.Join(calls, "kubectl"))
@@ -127,6 +139,36 @@ func TestDemo(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Log(story)
+	}
+}
+
+// checkApproval: the approval step printed the ApprovalRequest the sidecar
+// made, approved that one in the name kubectl auth whoami gave, before
+// curl answered; and the request ends Approved in the last listing.
+func checkApproval(t *testing.T, story string) {
+	t.Helper()
+	listed := regexp.MustCompile(`\$ kubectl get approvalrequests -n demo\n +NAME +AGENT +TOOL +DECISION +AGE +EXPIRES\n +(pay-[a-z0-9]+) +demo-agent +pay +\d+s `).FindStringSubmatch(story)
+	user := regexp.MustCompile(`\$ kubectl auth whoami -o 'jsonpath=\{\.status\.userInfo\.username\}'\n    (\S+)\n`).FindStringSubmatch(story)
+	if listed == nil || user == nil {
+		t.Errorf("the approval step lacks the pending request listed (%v) or the approver's name (%v)", listed, user)
+		return
+	}
+	name := listed[1]
+	patch := "$ kubectl patch approvalrequest " + name + ` -n demo --subresource=status --type=merge -p '{"status":{"decision":"Approved","decidedBy":"` + user[1] + `",`
+	answered := strings.Index(story, "curl's answer, ")
+	if at := strings.Index(story, patch); at < 0 || answered < at {
+		t.Errorf("want %q printed (and run) before curl's answer", patch)
+	}
+	for _, want := range []string{
+		`"reason":"approved by ` + user[1] + `: invoice 2026-118, checked"`,
+		`"approval":{"name":"` + name + `","namespace":"demo",`,
+	} {
+		if !strings.Contains(story, want) {
+			t.Errorf("curl's answer lacks %q", want)
+		}
+	}
+	if !regexp.MustCompile(`approvalrequest\.toolgate\.dev/` + name + ` +demo-agent +pay +Approved `).MatchString(story) {
+		t.Errorf("the last listing does not show %s Approved", name)
 	}
 }
 

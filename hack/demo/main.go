@@ -117,7 +117,10 @@ func run(out io.Writer, keep bool) error {
 	sock := filepath.Join(dir, "toolgate.sock")
 	if _, err := cluster.StartProcess("sidecar", bin, "sidecar", "--configmap", "demo/toolgate-bundle",
 		"--kubeconfig", cluster.Kubeconfig, "--listen", endpoint.UnixURL(sock), "--listen", addr, "--decision-log", "stdout",
-		"--mcp-listen", mcpAddr, "--mcp-upstream", "files=http://"+filesAddr+"/mcp-stateless"); err != nil {
+		"--mcp-listen", mcpAddr, "--mcp-upstream", "files=http://"+filesAddr+"/mcp-stateless",
+		// As the injector sets it from the Pod spec: an ApprovalRequest names
+		// the ServiceAccount whose call it holds.
+		"--service-account", "demo-agent"); err != nil {
 		return err
 	}
 	d := &demo{out: out, kubectl: kubectl, curl: curl, kubeconfig: cluster.Kubeconfig, socket: sock, client: unixClient(sock)}
@@ -139,9 +142,12 @@ func run(out io.Writer, keep bool) error {
 		return err
 	}
 	pay := map[string]any{"tool_name": "pay", "agent_id": "demo-agent", "kwargs": map[string]any{"amount": 5000}}
+	smallPay := map[string]any{"tool_name": "pay", "agent_id": "demo-agent", "kwargs": map[string]any{"amount": 10}}
 	if err := waitUntil(30*time.Second, func() bool {
-		// kubectl applies one object at a time: wait for a bundle holding them all.
-		return d.decide(req("Bash", "demo-agent", "ls -la")).Decision == "allow" && d.decide(pay).MatchedRule == "pay-over-cap"
+		// kubectl applies one object at a time: wait for a bundle holding
+		// them all. A small payment shows pay-cap is in; a large one would
+		// ask, and leave an ApprovalRequest before the story tells of it.
+		return d.decide(req("Bash", "demo-agent", "ls -la")).Decision == "allow" && d.decide(smallPay).MatchedRule == "pay-within-cap"
 	}); err != nil {
 		return fmt.Errorf("the sidecar never loaded the samples: %w", err)
 	}
@@ -154,8 +160,8 @@ func run(out io.Writer, keep bool) error {
 	if err := d.show(req("Bash", "demo-agent", "ls build && rm -rf build")); err != nil {
 		return err
 	}
-	say("\n--- 3. Payments above 1000 are denied")
-	if err := d.show(pay); err != nil {
+	say("\n--- 3. Payments above 1000 wait for a person: the call is held until someone approves it with kubectl")
+	if err := d.askAndApprove(cluster.Client, "demo", pay); err != nil {
 		return err
 	}
 
@@ -252,7 +258,7 @@ func run(out io.Writer, keep bool) error {
 	}
 
 	say("")
-	if _, err := d.run("", "get", "policies,frozenagents", "-n", "demo"); err != nil {
+	if _, err := d.run("", "get", "policies,frozenagents,approvalrequests", "-n", "demo"); err != nil {
 		return err
 	}
 
@@ -328,14 +334,16 @@ func (d *demo) decide(r map[string]any) decision {
 // show prints the curl command a user would type, runs exactly that with
 // the curl on PATH, prints curl's answer, and sums it up in one line.
 func (d *demo) show(r map[string]any) error {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(r)
-	line, out, err := d.curlShown("-s", "--unix-socket", d.socket, "-XPOST", "http://sidecar/v1/evaluate", "-d", strings.TrimSpace(buf.String()))
+	line, out, err := d.curlShown("-s", "--unix-socket", d.socket, "-XPOST", "http://sidecar/v1/evaluate", "-d", compactJSON(r))
 	if err != nil {
 		return err
 	}
+	return d.summarize(line, out)
+}
+
+// summarize prints the demo's one-line summary of the sidecar's answer out
+// to the curl command line.
+func (d *demo) summarize(line string, out []byte) error {
 	var got decision
 	if err := json.Unmarshal(out, &got); err != nil {
 		return fmt.Errorf("%s: the sidecar's answer is not a decision: %w", line, err)

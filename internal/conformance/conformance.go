@@ -27,6 +27,12 @@ type Case struct {
 	// evaluator with an injectable clock runs it.
 	Now    string `json:"now,omitempty"`
 	Expect Expect `json:"expect"`
+	// Asks marks a case its rule asks a person about (effect ask). Expect
+	// is then what a sidecar that cannot ask answers (a bundle from a
+	// file, as the clients' tests run it; client/local alike): deny
+	// APPROVAL_UNAVAILABLE, the asking rule kept. Offline is what the
+	// engine itself answers (toolgate eval).
+	Asks bool `json:"asks,omitempty"`
 
 	// Body is the request file's content.
 	Body []byte `json:"-"`
@@ -75,6 +81,9 @@ func Load(samplesDir string) ([]Case, error) {
 		if c.Expect.Decision != "allow" && c.Expect.Decision != "deny" {
 			errs = append(errs, fmt.Errorf("%s: %s: expect.decision %q is not allow or deny", File, c.Request, c.Expect.Decision))
 		}
+		if c.Asks && (c.Expect.Decision != "deny" || deref(c.Expect.Code) != CodeCannotAsk || deref(c.Expect.MatchedRuleID) == "") {
+			errs = append(errs, fmt.Errorf("%s: %s asks: expect a deny %s naming the rule that asked", File, c.Request, CodeCannotAsk))
+		}
 		if c.Body, err = os.ReadFile(filepath.Join(samplesDir, "requests", c.Request)); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", File, err))
 		}
@@ -97,6 +106,23 @@ func Load(samplesDir string) ([]Case, error) {
 		return nil, err
 	}
 	return doc.Cases, nil
+}
+
+// CodeCannotAsk is the code a sidecar without an API server denies an
+// asked call with (approval.CodeUnavailable, written out here: this
+// package reads a file every client shares and imports no Kubernetes).
+const CodeCannotAsk = "APPROVAL_UNAVAILABLE"
+
+// Offline is c as the engine decides it (toolgate eval): for a case that
+// asks, decision and effect ask with code APPROVAL_REQUIRED and the same
+// policy, version and rule; any other case as it is.
+func (c Case) Offline() Case {
+	if !c.Asks {
+		return c
+	}
+	ask, code := string(engine.Ask), string(engine.CodeApprovalRequired)
+	c.Expect.Decision, c.Expect.Effect, c.Expect.Code = ask, ask, &code
+	return c
 }
 
 // Decision is the fields of a decision the set compares, whoever made it.

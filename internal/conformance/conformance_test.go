@@ -16,10 +16,47 @@ func TestLoadSamples(t *testing.T) {
 	if len(cases) < 19 {
 		t.Fatalf("%d cases, want every sample request (19 or more)", len(cases))
 	}
+	asks := 0
 	for _, c := range cases {
 		if len(c.Body) == 0 {
 			t.Errorf("%s: no body", c.Request)
 		}
+		if c.Asks {
+			asks++
+		}
+	}
+	if asks == 0 {
+		t.Error("no case asks: the samples' pay-over-cap rule (effect ask) is not in the set")
+	}
+}
+
+// TestOffline: an asking case is the engine's ask offline, with the policy,
+// version and rule the sidecar's refusal names; any other case is itself.
+func TestOffline(t *testing.T) {
+	rule, policy, version, code := "pay-over-cap", "pay-cap", int64(1), CodeCannotAsk
+	asked := Case{Request: "r.json", Asks: true, Expect: Expect{Decision: "deny", Effect: "deny",
+		MatchedPolicyID: &policy, MatchedPolicyVersion: &version, MatchedRuleID: &rule, Code: &code}}
+	if m := asked.Mismatch(Decision{"deny", "deny", policy, 1, rule, CodeCannotAsk}); m != "" {
+		t.Errorf("the sidecar's refusal: %s", m)
+	}
+	if m := asked.Offline().Mismatch(Decision{"ask", "ask", policy, 1, rule, "APPROVAL_REQUIRED"}); m != "" {
+		t.Errorf("the engine's ask: %s", m)
+	}
+	for _, got := range []Decision{
+		{"deny", "deny", policy, 1, rule, CodeCannotAsk}, // a refusal is not the engine's answer
+		{"ask", "ask", policy, 1, "other", "APPROVAL_REQUIRED"},
+		{"allow", "ask", policy, 1, rule, ""},
+	} {
+		if asked.Offline().Mismatch(got) == "" {
+			t.Errorf("%+v conforms offline, want a mismatch", got)
+		}
+	}
+	if asked.Expect.Decision != "deny" {
+		t.Error("Offline changed the case it was called on")
+	}
+	plain := Case{Request: "r.json", Expect: Expect{Decision: "deny", Effect: "deny", MatchedRuleID: &rule}}
+	if m := plain.Offline().Mismatch(Decision{"deny", "deny", "", 0, rule, ""}); m != "" {
+		t.Errorf("a case that does not ask, offline: %s", m)
 	}
 }
 
@@ -33,6 +70,9 @@ func TestLoadRefusesDrift(t *testing.T) {
 		{"request without a case", `{"cases":[{"request":"b.json","expect":{"decision":"deny"}}]}`, "has no case for"},
 		{"twice", `{"cases":[{"request":"a.json","expect":{"decision":"deny"}},{"request":"a.json","expect":{"decision":"deny"}}]}`, "listed twice"},
 		{"bad decision", `{"cases":[{"request":"a.json","expect":{"decision":"maybe"}}]}`, `"maybe" is not allow or deny`},
+		{"asks, allowed", `{"cases":[{"request":"a.json","asks":true,"expect":{"decision":"allow","matchedRuleId":"r"}}]}`, "a.json asks: expect a deny APPROVAL_UNAVAILABLE"},
+		{"asks, another code", `{"cases":[{"request":"a.json","asks":true,"expect":{"decision":"deny","matchedRuleId":"r","code":"r"}}]}`, "a.json asks: expect a deny APPROVAL_UNAVAILABLE"},
+		{"asks, no rule", `{"cases":[{"request":"a.json","asks":true,"expect":{"decision":"deny","code":"APPROVAL_UNAVAILABLE"}}]}`, "naming the rule that asked"},
 		{"bad now", `{"cases":[{"request":"a.json","now":"tomorrow","expect":{"decision":"deny"}}]}`, "now:"},
 	}
 	for _, c := range cases {

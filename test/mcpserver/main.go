@@ -16,7 +16,10 @@
 // It prints "listening on ADDR" once it serves. With -stdio it speaks MCP
 // on its stdin and stdout instead, as a server an agent starts itself, and
 // serves only /stats and /release on -listen (saying so on stderr); it
-// exits when its stdin ends.
+// exits when its stdin ends. With -announce it writes "called TOOL
+// UNIXNANO" on stdout as each tool call reaches its handler, so a
+// measurement (make measure-approvals) learns when the upstream received a
+// call without polling /stats.
 package main
 
 import (
@@ -46,12 +49,17 @@ type stats struct {
 	traceparents []string
 	// release is closed by POST /release.
 	release chan struct{}
+	// announce, when set, is told of each call as it arrives (-announce).
+	announce io.Writer
 }
 
 func (s *stats) count(tool string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls[tool]++
+	if s.announce != nil {
+		fmt.Fprintf(s.announce, "called %s %d\n", tool, time.Now().UnixNano())
+	}
 }
 
 func (s *stats) recordAuth(h http.Handler) http.Handler {
@@ -168,8 +176,15 @@ func newServer(st *stats) *mcp.Server {
 func main() {
 	addr := flag.String("listen", "127.0.0.1:0", "address to serve on (loopback)")
 	stdio := flag.Bool("stdio", false, "speak MCP on stdin and stdout; -listen serves only /stats and /release")
+	announce := flag.Bool("announce", false, `write "called TOOL UNIXNANO" on stdout as each call arrives (not with -stdio, whose stdout is MCP)`)
 	flag.Parse()
 	st := &stats{calls: map[string]int{}, release: make(chan struct{})}
+	if *announce {
+		if *stdio {
+			log.Fatal("-announce writes on stdout, which -stdio speaks MCP on: use one of them")
+		}
+		st.announce = os.Stdout
+	}
 	srv := newServer(st)
 	getServer := func(*http.Request) *mcp.Server { return srv }
 	var releaseOnce sync.Once

@@ -34,14 +34,17 @@ class GuardTest(unittest.TestCase):
         with self.assertRaises(toolgate.ToolDenied) as cm:
             pay(amount=5000)
         self.assertIsInstance(cm.exception, PermissionError)
-        self.assertEqual((cm.exception.result.decision, cm.exception.result.code), ("deny", "pay-over-cap"))
+        # pay-over-cap asks, and this sidecar (a bundle file) cannot ask:
+        # denied, the rule kept, the code and reason in the message.
+        self.assertEqual((cm.exception.result.decision, cm.exception.result.code, cm.exception.result.matched_rule_id),
+                         ("deny", "APPROVAL_UNAVAILABLE", "pay-over-cap"))
         self.assertEqual(cm.exception.tool_name, "pay")
-        self.assertIn("pay-over-cap: payments over 1000 need a human approval", str(cm.exception))
+        self.assertIn("toolgate denied pay: APPROVAL_UNAVAILABLE: this call needs a person's approval", str(cm.exception))
         # A positional argument is bound to its parameter's name: kwargs.amount.
         self.assertEqual(pay(250), "paid 250 EUR")
         with self.assertRaises(toolgate.ToolDenied) as cm:
             pay(5000)
-        self.assertEqual(cm.exception.result.code, "pay-over-cap")
+        self.assertEqual(cm.exception.result.matched_rule_id, "pay-over-cap")
         # Left out, amount is sent with its default (None): the rule that
         # needs kwargs.amount denies, as the function would run without one.
         with self.assertRaises(toolgate.ToolDenied) as cm:
@@ -69,12 +72,12 @@ class GuardTest(unittest.TestCase):
         shop.pay(amount=250)
         with self.assertRaises(toolgate.ToolDenied) as cm:
             shop.pay(amount=5000)
-        self.assertEqual(cm.exception.result.code, "pay-over-cap")
+        self.assertEqual(cm.exception.result.matched_rule_id, "pay-over-cap")
         # The instance is not an argument: the first positional argument
         # after it is amount, read by the rule on kwargs.amount.
         with self.assertRaises(toolgate.ToolDenied) as cm:
             shop.pay(5000)
-        self.assertEqual(cm.exception.result.code, "pay-over-cap")
+        self.assertEqual(cm.exception.result.matched_rule_id, "pay-over-cap")
         shop.pay(250)
         self.assertEqual(Shop.pay_for_all(amount=10), 10)
         with self.assertRaises(toolgate.ToolDenied):
@@ -103,7 +106,8 @@ class GuardTest(unittest.TestCase):
 
         ok, denied, many, loop = asyncio.run(main())
         self.assertEqual(ok, "paid 250")
-        self.assertEqual((denied.result.code, denied.result.matched_policy_id), ("pay-over-cap", "pay-cap"))
+        self.assertEqual((denied.result.code, denied.result.matched_rule_id, denied.result.matched_policy_id),
+                         ("APPROVAL_UNAVAILABLE", "pay-over-cap", "pay-cap"))
         self.assertEqual(many, ["paid %d" % (100 * i) for i in range(5)])
         self.assertEqual(ran[0], 250)
         self.assertEqual(sorted(ran[1:]), [0, 100, 200, 300, 400])  # the gathered calls, in any order

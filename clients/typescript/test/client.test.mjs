@@ -95,9 +95,11 @@ describe("decisions from the sidecar", () => {
     const over = await c.evaluate("pay", { agentId: "shop-agent", metadata: { kwargs: { amount: 5000, currency: "EUR" } } });
     c.close();
     assert.equal(small.decision, "allow");
+    // kwargs.amount reached pay-over-cap, which asks; this sidecar serves a
+    // bundle file and cannot ask, so it denies naming the rule.
     assert.equal(over.decision, "deny");
-    assert.equal(over.code, over.matchedRuleId);
-    assert.ok(over.code);
+    assert.equal(over.matchedRuleId, "pay-over-cap");
+    assert.equal(over.code, "APPROVAL_UNAVAILABLE");
   });
 
   test("extra fields reach the sidecar (roles, side_effect)", async () => {

@@ -49,11 +49,12 @@ test("a structured tool: allowed runs, denied returns an error ToolMessage the m
     assert.equal(denied.status, "error");
     assert.equal(denied.tool_call_id, "call_2");
     assert.equal(denied.name, "pay");
-    assert.match(denied.content, /^toolgate denied pay: rule pay-over-cap/);
+    // pay-over-cap asks, and this sidecar (a bundle file) cannot ask: denied.
+    assert.match(denied.content, /^toolgate denied pay: rule pay-over-cap \(policy pay-cap\): this call needs a person's approval/);
 
     // With plain arguments the output is the reason.
     const plain = await guarded.invoke({ amount: 9000, currency: "EUR" });
-    assert.match(plain, /^toolgate denied pay: rule pay-over-cap/);
+    assert.match(plain, /^toolgate denied pay: rule pay-over-cap \(policy pay-cap\): this call needs a person's approval/);
     assert.deepEqual(paid, [250, 300], "denied calls must not run");
 
     // The original tool is unguarded.
