@@ -10,4 +10,5 @@ import (
 func TestAlertsWatchExportedMetrics(t *testing.T) {
 	testenv.RequireAlertMetrics(t, "toolgate_bundle_", bundleSizeBytes, bundleRules, bundlePolicies, bundleFrozenAgents,
 		compileErrors, publishesTotal, publishSeconds)
+	testenv.RequireAlertMetrics(t, "toolgate_approvals_", approvalsTotal, approvalsPending, approvalNotices)
 }

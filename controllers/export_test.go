@@ -29,6 +29,12 @@ func PublishCount(result string) float64 {
 // namespace has it.
 func BundleGauge(name, ns string) (float64, bool) {
 	vec := map[string]*prometheus.GaugeVec{"policies": bundlePolicies, "frozen_agents": bundleFrozenAgents, "rules": bundleRules}[name]
+	return namespaceGauge(vec, ns)
+}
+
+// namespaceGauge reads the series of vec whose namespace label is ns
+// without creating it, and says whether it exists.
+func namespaceGauge(vec *prometheus.GaugeVec, ns string) (float64, bool) {
 	ch := make(chan prometheus.Metric, 256)
 	go func() { vec.Collect(ch); close(ch) }()
 	val, found := 0.0, false

@@ -64,6 +64,7 @@ func registerMetrics() {
 		for _, r := range []string{resultPublished, resultUnchanged, resultTooLarge, resultFailed, resultDeleted} {
 			publishesTotal.WithLabelValues(r)
 		}
+		registerApprovalMetrics(metrics.Registry)
 	})
 }
 

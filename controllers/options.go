@@ -52,6 +52,9 @@ type Options struct {
 	// bundle service) refuses a signed one. The bundle ConfigMap's write
 	// protection then guards it alone.
 	RegoUnsigned bool
+	// Approvals configure the ApprovalRequest controller: notices and
+	// clean-up.
+	Approvals ApprovalOptions
 }
 
 func (o Options) withDefaults() Options {
@@ -70,6 +73,7 @@ func (o Options) withDefaults() Options {
 	if o.MaxConcurrentReconciles == 0 {
 		o.MaxConcurrentReconciles = 4
 	}
+	o.Approvals = o.Approvals.withDefaults()
 	return o
 }
 
@@ -86,6 +90,9 @@ func (o Options) Validate() error {
 	}
 	if o.CompressAbove < 0 || o.MaxStoredBytes < 0 || o.MaxConcurrentReconciles < 0 {
 		return fmt.Errorf("size limits and concurrency must not be negative")
+	}
+	if err := o.Approvals.Validate(); err != nil {
+		return fmt.Errorf("approvals: %w", err)
 	}
 	return nil
 }

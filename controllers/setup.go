@@ -128,7 +128,10 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("setting up the status controller: %w", err)
 	}
-	return setupClusterStatus(mgr, opts, recorder, outcomes, controllerOpts, clusterPoliciesDue, clusterFrozenDue)
+	if err := setupClusterStatus(mgr, opts, recorder, outcomes, controllerOpts, clusterPoliciesDue, clusterFrozenDue); err != nil {
+		return err
+	}
+	return setupApprovals(mgr, opts, controllerOpts)
 }
 
 // setupClusterStatus registers the status controllers of ClusterPolicy

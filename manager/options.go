@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -57,9 +58,10 @@ func DefaultOptions() Options {
 	return Options{
 		MetricsBindAddress:     ":8080",
 		HealthProbeBindAddress: ":8081",
-		Controller:             controllers.Options{ConfigMapName: bundle.DefaultConfigMapName},
-		Webhooks:               defaultWebhookOptions(),
-		Signing:                SigningOptions{SecretName: bundle.SigningKeySecretName},
+		Controller: controllers.Options{ConfigMapName: bundle.DefaultConfigMapName,
+			Approvals: controllers.ApprovalOptions{Retention: controllers.DefaultApprovalRetention}},
+		Webhooks: defaultWebhookOptions(),
+		Signing:  SigningOptions{SecretName: bundle.SigningKeySecretName},
 	}
 }
 
@@ -85,6 +87,12 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"comma-separated namespaces to watch (default: all)")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig,
 		"kubeconfig file (default: $KUBECONFIG, in-cluster config, then ~/.kube/config)")
+	fs.Var((*positiveDuration)(&o.Controller.Approvals.Retention), "approvals-retention",
+		"how long an ApprovalRequest stays after it expired, was denied or was used, before the manager deletes it")
+	fs.StringVar(&o.Controller.Approvals.NotifyURL, "approvals-notify-url", o.Controller.Approvals.NotifyURL,
+		"http(s) URL that receives a JSON notice (POST) for each new ApprovalRequest, retried with backoff; empty: no notices")
+	fs.StringVar(&o.Controller.Approvals.NotifyAuthHeaderFile, "approvals-notify-auth-header-file", o.Controller.Approvals.NotifyAuthHeaderFile,
+		"file holding the notices' Authorization header value (such as \"Bearer ...\"), read again for each notice")
 	o.Webhooks.addFlags(fs)
 	fs.StringVar(&o.Signing.Namespace, "signing-namespace", o.Signing.Namespace,
 		"namespace of the bundle signing key Secret and of the published "+bundle.SigningKeysConfigMapName+" ConfigMap (default: $POD_NAMESPACE; with neither, bundles are published unsigned)")
@@ -102,11 +110,14 @@ func (o Options) Validate() error {
 	if err := validateAddress(o.HealthProbeBindAddress); err != nil {
 		errs = append(errs, fmt.Errorf("--health-probe-bind-address: %w", err))
 	}
+	bundleOpts := o.Controller
+	bundleOpts.Approvals = controllers.ApprovalOptions{} // checked below, flag by flag
 	if o.Controller.ConfigMapName == "" {
 		errs = append(errs, errors.New("--bundle-configmap-name: must not be empty"))
-	} else if err := o.Controller.Validate(); err != nil {
+	} else if err := bundleOpts.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("--bundle-configmap-name: %w", err))
 	}
+	errs = append(errs, o.validateApprovals()...)
 	if o.LeaderElectionNamespace != "" {
 		if msgs := validation.IsDNS1123Label(o.LeaderElectionNamespace); len(msgs) > 0 {
 			errs = append(errs, fmt.Errorf("--leader-election-namespace %q: %s", o.LeaderElectionNamespace, msgs[0]))
@@ -160,5 +171,45 @@ func validateAddress(addr string) error {
 			return fmt.Errorf("%q: host %q is neither an IP address nor a host name", addr, host)
 		}
 	}
+	return nil
+}
+
+// validateApprovals names the approval flag each problem is in. A zero
+// retention is the default (controllers.DefaultApprovalRetention) for
+// programs that fill Options themselves; the flag refuses it
+// (positiveDuration).
+func (o Options) validateApprovals() []error {
+	a := o.Controller.Approvals
+	var errs []error
+	if a.Retention < 0 {
+		errs = append(errs, fmt.Errorf("--approvals-retention %s: must be a positive duration, such as 24h", a.Retention))
+	}
+	if a.NotifyURL != "" {
+		if err := controllers.ValidateNotifyURL(a.NotifyURL); err != nil {
+			errs = append(errs, fmt.Errorf("--approvals-notify-url: %w", err))
+		}
+	} else if a.NotifyAuthHeaderFile != "" {
+		errs = append(errs, errors.New("--approvals-notify-auth-header-file needs --approvals-notify-url: nothing would use it"))
+	}
+	return errs
+}
+
+// positiveDuration is a duration flag that refuses zero and negative
+// values when parsed: "--approvals-retention=0" reads as "delete at once",
+// which the library would take as "the default" instead.
+type positiveDuration time.Duration
+
+func (d *positiveDuration) String() string { return time.Duration(*d).String() }
+func (d *positiveDuration) Type() string   { return "duration" }
+
+func (d *positiveDuration) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	if v <= 0 {
+		return fmt.Errorf("%s: must be a positive duration, such as 24h", s)
+	}
+	*d = positiveDuration(v)
 	return nil
 }

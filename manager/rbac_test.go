@@ -8,11 +8,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,7 +28,8 @@ import (
 
 // The generated ClusterRole must be all the manager needs: run it as a user
 // bound to nothing else, with leader election, and exercise every write it
-// makes (bundle, statuses, events, lease).
+// makes (bundle, statuses, events, lease, an ApprovalRequest's conditions
+// and its deletion).
 func TestGeneratedRoleIsEnough(t *testing.T) {
 	root := testenv.RepoRoot()
 	data, err := os.ReadFile(filepath.Join(root, "config", "rbac", "role.yaml"))
@@ -58,6 +61,7 @@ func TestGeneratedRoleIsEnough(t *testing.T) {
 	o := testOptions() // all namespaces: cluster-wide list and watch
 	o.LeaderElect, o.LeaderElectionNamespace = true, ns
 	o.Kubeconfig = writeKubeconfigFor(t, authn)
+	o.Controller.Approvals.Retention = time.Second
 	runInBackground(t, o)
 
 	bad := &v1alpha1.Policy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bad"},
@@ -95,6 +99,31 @@ func TestGeneratedRoleIsEnough(t *testing.T) {
 		var cm corev1.ConfigMap
 		err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: bundle.DefaultConfigMapName}, &cm)
 		return err != nil, "still there"
+	})
+
+	// An ApprovalRequest expired a second ago: its Expired condition, its
+	// Event, and its deletion a retention later.
+	ar := &v1alpha1.ApprovalRequest{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pay"},
+		Spec: v1alpha1.ApprovalRequestSpec{AgentID: "a", ServiceAccount: "a", Tool: "pay", ArgumentsDigest: "sha256:" + strings.Repeat("0", 64),
+			Policy: "p", Rule: "r", ExpiresAt: metav1.NewTime(time.Now().Add(-time.Second))}}
+	if err := k8s.Create(ctx, ar); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the request's Expired condition and event", func() (bool, string) {
+		var evs eventsv1.EventList
+		if err := k8s.List(ctx, &evs, client.InNamespace(ns)); err != nil {
+			return false, err.Error()
+		}
+		for _, e := range evs.Items {
+			if e.Regarding.Name == "pay" && e.Reason == v1alpha1.ReasonApprovalExpired {
+				return true, ""
+			}
+		}
+		return false, "no event"
+	})
+	testenv.Eventually(t, "the request deleted", func() (bool, string) {
+		err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: "pay"}, &v1alpha1.ApprovalRequest{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
 }
 

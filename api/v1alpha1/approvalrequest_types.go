@@ -125,8 +125,10 @@ type ApprovalRequestStatus struct {
 	// +optional
 	ConsumedAt *metav1.Time `json:"consumedAt,omitempty"`
 
-	// conditions: Ready (kstatus) is False while pending (reason Pending),
-	// True once decided (Approved, Denied) and False once Expired.
+	// conditions, written by the operator: Ready is False while pending
+	// (reason Pending), True once decided (Approved, Denied) or used
+	// (Consumed), and False once Expired, with Stalled True (kstatus:
+	// InProgress, Current, Failed).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -172,6 +174,10 @@ const (
 	ReasonDenied          = "Denied"
 	ReasonApprovalExpired = "Expired"
 	ReasonConsumed        = "Consumed"
+	// ReasonApprovalRequested is the Event the operator emits for a new
+	// ApprovalRequest, naming the call and the command that approves it;
+	// its later Events carry the Ready reasons above.
+	ReasonApprovalRequested = "ApprovalRequested"
 )
 
 // Labels the sidecar sets on an ApprovalRequest, so that a pending one is

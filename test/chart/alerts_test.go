@@ -37,7 +37,8 @@ func TestPrometheusRule(t *testing.T) {
 			names = append(names, name)
 		}
 	}
-	for _, want := range []string{"ToolgatePolicyCompileErrors", "ToolgateAgentFrozen", "ToolgateSidecarWithoutBundle", "ToolgateDecisionLogDropping", "ToolgateSidecarUsageUnavailable"} {
+	for _, want := range []string{"ToolgatePolicyCompileErrors", "ToolgateAgentFrozen", "ToolgateSidecarWithoutBundle", "ToolgateDecisionLogDropping", "ToolgateSidecarUsageUnavailable",
+		"ToolgateApprovalNoticesFailing"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("alerts %v lack %s", names, want)
 		}

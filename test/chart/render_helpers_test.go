@@ -59,6 +59,10 @@ var nonDefault = []string{
 	"--set", "manager.podSecurityContext.runAsUser=null",
 	"--set", "manager.podSecurityContext.runAsGroup=null",
 	"--set", "manager.securityContext.runAsNonRoot=true",
+	"--set", "approvals.retention=90m",
+	"--set", "approvals.notify.url=https://hooks.example.com/toolgate?team=payments&env=prod",
+	"--set", "approvals.notify.authSecret.name=approvals-notify",
+	"--set", "approvals.notify.authSecret.key=token",
 }
 
 // kubeVersion is the API server version charts render for: the envtest

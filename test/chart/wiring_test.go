@@ -85,12 +85,16 @@ func TestFlagsNameTheRenderedObjects(t *testing.T) {
 				t.Errorf("--webhook-secret-namespace=%q", in.flag(t, "webhook-secret-namespace"))
 			}
 			secret := in.flag(t, "webhook-secret-name")
+			// The certificates' volume; approvals.notify.authSecret adds
+			// another (approval_values_test.go).
 			vol := in.deployment.Spec.Template.Spec.Volumes
-			if len(vol) != 1 || vol[0].Secret == nil || vol[0].Secret.SecretName != secret {
+			i := slices.IndexFunc(vol, func(v corev1.Volume) bool { return v.Name == "webhook-certs" })
+			if i < 0 || vol[i].Secret == nil || vol[i].Secret.SecretName != secret {
 				t.Fatalf("want the %s Secret mounted, got volumes %+v", secret, vol)
 			}
 			mounts := c.VolumeMounts
-			if len(mounts) != 1 || mounts[0].MountPath != in.flag(t, "webhook-cert-dir") || !mounts[0].ReadOnly {
+			j := slices.IndexFunc(mounts, func(m corev1.VolumeMount) bool { return m.Name == "webhook-certs" })
+			if j < 0 || mounts[j].MountPath != in.flag(t, "webhook-cert-dir") || !mounts[j].ReadOnly {
 				t.Errorf("want the Secret mounted read-only at --webhook-cert-dir, got %+v", mounts)
 			}
 			if in.deployment.Spec.Template.Spec.ServiceAccountName != find(t, in.objs, "ServiceAccount", "").GetName() {

@@ -12,9 +12,10 @@ the installed chart grants every rule of role.yaml.
 - apiGroups: [toolgate.dev]
   resources: [policies/status, frozenagents/status, agents/status, mcpupstreams/status, policyexceptions/status]
   verbs: [get, update, patch]
-# ApprovalRequests: the operator deletes spent ones and writes their
-# conditions; the injector grants sidecars create, get, list and watch on
-# them and update on their status, which it may only grant holding them.
+# ApprovalRequests: the operator patches their conditions (never a
+# decision) and deletes them after approvals.retention; the injector grants
+# sidecars create, get, list and watch on them and update on their status,
+# which it may only grant holding them.
 - apiGroups: [toolgate.dev]
   resources: [approvalrequests]
   verbs: [get, list, watch, create, delete]
