@@ -93,6 +93,9 @@ func TestMalformedFlagsAreRejectedClearly(t *testing.T) {
 		{"an environment with a newline", []string{file, "--environment=prod\n"}, "may hold only letters"},
 		{"zero usage keys", []string{file, "--usage-max-keys=0"}, "--usage-max-keys must be from 4"},
 		{"huge usage keys", []string{file, "--usage-max-keys=2000000"}, "--usage-max-keys"},
+		{"no pending approvals", []string{file, "--approvals-max-pending=0"}, "--approvals-max-pending 0: must be from 1 to 1000"},
+		{"too many pending approvals", []string{file, "--approvals-max-pending=1001"}, "--approvals-max-pending 1001: must be from 1 to 1000"},
+		{"pending approvals not a number", []string{file, "--approvals-max-pending=many"}, "--approvals-max-pending"},
 		{"one event per key", []string{file, "--usage-max-events-per-key=1"}, "--usage-max-events-per-key must be from 2"},
 		{"usage events not a number", []string{file, "--usage-max-events-per-key=many"}, "invalid argument"},
 		{"unknown flag", []string{file, "--bundle=x"}, "unknown flag"},
@@ -144,7 +147,7 @@ func TestWellFormedFlagsValidate(t *testing.T) {
 			"--read-header-timeout=1s", "--read-timeout=1s", "--write-timeout=1h", "--idle-timeout=1ms",
 			"--max-request-elements=1", "--max-trace=1", "--decision-log-queue-bytes=65536"},
 		{"--bundle-file=b.json", "--max-body-bytes-in-flight=1048576"},
-		{"--bundle-file=b.json", "--roles=ci,analyst:eu,team/a@x.y_z-1", "--environment=prod", "--usage-max-keys=4", "--usage-max-events-per-key=2", "--usage-state=/var/cache/toolgate/usage"},
+		{"--bundle-file=b.json", "--roles=ci,analyst:eu,team/a@x.y_z-1", "--environment=prod", "--usage-max-keys=4", "--usage-max-events-per-key=2", "--usage-state=/var/cache/toolgate/usage", "--approvals-max-pending=1"},
 		{"--bundle-file=b.json", "--roles=", "--usage-max-keys=1048576", "--usage-max-events-per-key=1048576"},
 		{"--bundle-file=b.json", "--max-body-bytes-in-flight=1073741824"},
 	} {
