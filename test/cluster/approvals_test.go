@@ -107,18 +107,20 @@ func approvalRequest(t *testing.T, name string) v1alpha1.ApprovalRequest {
 }
 
 // requireHeld fails unless job is still running, its agent container
-// waiting for the sidecar's answer.
+// waiting for the sidecar's answer: it prints the answer the moment it has
+// one, so its log is still empty (the Pod's status would lag: an agent
+// answered at once still shows running for a second or two).
 func requireHeld(t *testing.T, job string) {
 	t.Helper()
 	j, err := node.Clientset.BatchV1().Jobs(agentsNS).Get(ctx(t), job, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if finished(j) != "" {
-		logs, _ := kubectl("logs", "-n", agentsNS, "job/"+job, "-c", "agent")
-		t.Fatalf("the Job finished (%s) before anyone decided: its agent printed %q", finished(j), logs)
-	}
 	p := jobPod(t, job)
+	logs := mustKubectl(t, "logs", "-n", agentsNS, p.Name, "-c", "agent")
+	if finished(j) != "" || logs != "" {
+		t.Fatalf("the Job's call was answered before anyone decided (Job %q): its agent printed %q", finished(j), logs)
+	}
 	for _, s := range p.Status.ContainerStatuses {
 		if s.Name == "agent" && s.State.Running == nil {
 			t.Fatalf("the Job's agent is not running while its call waits: %+v", s.State)

@@ -563,6 +563,10 @@ func TestAgentJobWaitsForApproval(t *testing.T) {
 	logDuration(t, "kubectl patch (Approved) -> the waiting agent Job Complete", completed.Sub(patched))
 
 	answeredAt, line := agentAnswer(t, job)
+	// The Pod shares the machine's clock.
+	if answeredAt.Before(patched) {
+		t.Errorf("the Job's agent had its answer %v before the approval", patched.Sub(answeredAt))
+	}
 	logDuration(t, "kubectl patch (Approved) -> the held call answered in the Job's agent (its log line's time)", answeredAt.Sub(patched))
 	var a struct {
 		answer
