@@ -438,29 +438,8 @@ func watchUntil(t *testing.T, field, value string, action func()) time.Duration 
 func TestAgentJob(t *testing.T) {
 	requireInstalled(t)
 	c := ctx(t)
-	f, zero := false, int32(0)
-	req := request(t, "bash_ls.json")
-	job := fmt.Sprintf(`apiVersion: batch/v1
-kind: Job
-metadata: {name: coder-job, namespace: %s}
-spec:
-  backoffLimit: %d
-  template:
-    metadata:
-      annotations: {toolgate.dev/inject: "true"}
-    spec:
-      serviceAccountName: %s
-      automountServiceAccountToken: %t
-      restartPolicy: Never
-      terminationGracePeriodSeconds: 2
-      containers:
-      - name: agent
-        image: %s
-        imagePullPolicy: Never
-        args: ["job", %q]
-`, agentsNS, zero, agentSA, f, agentRef, req)
 	started := time.Now()
-	if out, err := kubectlStdin(job, "apply", "-f", "-"); err != nil {
+	if out, err := kubectlStdin(agentJob("coder-job", "job", request(t, "bash_ls.json")), "apply", "-f", "-"); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	out, err := kubectl("wait", "-n", agentsNS, "--for=condition=Complete", "job/coder-job", "--timeout=120s")
@@ -494,6 +473,118 @@ spec:
 	var a answer
 	if err := json.Unmarshal([]byte(logs), &a); err != nil || a.Decision != "allow" {
 		t.Errorf("the Job's agent got %q", logs)
+	}
+}
+
+// agentJob is a Job (no retries) of one annotated agent Pod, as
+// ServiceAccount coder without its token, running the test agent with
+// args.
+func agentJob(name string, args ...string) string {
+	quoted, err := json.Marshal(args) // JSON is YAML
+	if err != nil {
+		panic(err)
+	}
+	return fmt.Sprintf(`apiVersion: batch/v1
+kind: Job
+metadata: {name: %s, namespace: %s}
+spec:
+  backoffLimit: 0
+  template:
+    metadata:
+      annotations: {toolgate.dev/inject: "true"}
+    spec:
+      serviceAccountName: %s
+      automountServiceAccountToken: false
+      restartPolicy: Never
+      terminationGracePeriodSeconds: 2
+      containers:
+      - name: agent
+        image: %s
+        imagePullPolicy: Never
+        args: %s
+`, name, agentsNS, agentSA, agentRef, quoted)
+}
+
+// 5b. An agent Job whose call an ask rule holds: an ApprovalRequest
+// appears and the Job waits; the agent's own ServiceAccount cannot approve
+// it; a person approves it with kubectl; the held call is allowed, the
+// approval used, and the Job completes.
+func TestAgentJobWaitsForApproval(t *testing.T) {
+	requireInstalled(t)
+	if out, err := kubectlStdin(wireTransferPolicy, "apply", "-n", agentsNS, "-f", "-"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	// Ready: the bundle asking for approvals is published before the Job's
+	// sidecar loads one.
+	mustKubectl(t, "wait", "-n", agentsNS, "--for=condition=Ready", "policy/wire-transfers", "--timeout=60s")
+	const job = "payer-job"
+	started := time.Now()
+	if out, err := kubectlStdin(agentJob(job, "job", wireTransfer), "apply", "-f", "-"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	ar := pendingApproval(t, job)
+	logDuration(t, "agent Job created -> its call's ApprovalRequest exists", time.Since(started))
+	if ar.Spec.Tool != "wire_transfer" || ar.Spec.AgentID != agentSA || ar.Spec.ServiceAccount != agentSA ||
+		ar.Spec.Policy != "wire-transfers" || ar.Spec.Rule != "large-transfer" || ar.Spec.Reason != wireTransferReason {
+		t.Errorf("the ApprovalRequest does not describe the Job's call: %+v", ar.Spec)
+	}
+	requireHeld(t, job)
+
+	// The agent's own ServiceAccount: the injector's Role lets it update
+	// the status (for consumedAt), neither read nor patch it (kubectl patch
+	// reads first), and the approvals admission policy refuses it a
+	// decision, in its own name or in a person's.
+	user := strings.TrimSpace(mustKubectl(t, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"))
+	sa := "system:serviceaccount:" + agentsNS + ":" + agentSA
+	if out, err := kubectl(approvePatch(ar.Name, sa, "--as="+sa)...); err == nil || !strings.Contains(out, refusedAsker) &&
+		!(strings.Contains(out, `User "`+sa+`" cannot`) && strings.Contains(out, `resource "approvalrequests/status"`)) {
+		t.Errorf("the agent's ServiceAccount patching an approval: %v, %q; want refused", err, out)
+	}
+	for _, attack := range []struct{ decidedBy, refusal string }{
+		{sa, refusedAsker},
+		{user, "status.decidedBy must be your own user name, " + sa},
+	} {
+		out, err := kubectlStdin(approvedBy(t, ar.Name, attack.decidedBy), "replace", "--subresource=status", "-f", "-", "--as="+sa)
+		if err == nil || !strings.Contains(out, attack.refusal) {
+			t.Errorf("the agent's ServiceAccount writing decidedBy %s: %v, %q; want refused with %q", attack.decidedBy, err, out, attack.refusal)
+		}
+	}
+	if got := approvalRequest(t, ar.Name); got.Status.Decision != "" {
+		t.Fatalf("the agent's ServiceAccount decided its own call: %+v", got.Status)
+	}
+	requireHeld(t, job)
+
+	// A person approves, as they would type it.
+	jobRV := jobResourceVersion(t, job)
+	patched := time.Now()
+	mustKubectl(t, approvePatch(ar.Name, user)...)
+	logDuration(t, "kubectl patch approvalrequest --subresource=status (the process)", time.Since(patched))
+	completed := jobCompleteAfter(t, job, jobRV)
+	logDuration(t, "kubectl patch (Approved) -> the waiting agent Job Complete", completed.Sub(patched))
+
+	answeredAt, line := agentAnswer(t, job)
+	// The Pod shares the machine's clock.
+	if answeredAt.Before(patched) {
+		t.Errorf("the Job's agent had its answer %v before the approval", patched.Sub(answeredAt))
+	}
+	logDuration(t, "kubectl patch (Approved) -> the held call answered in the Job's agent (its log line's time)", answeredAt.Sub(patched))
+	var a struct {
+		answer
+		Effect   string `json:"effect"`
+		Approval struct {
+			Name string `json:"name"`
+		} `json:"approval"`
+	}
+	if err := json.Unmarshal([]byte(line), &a); err != nil {
+		t.Fatalf("the Job's agent printed %q: %v", line, err)
+	}
+	if a.Decision != "allow" || a.Effect != "ask" || a.MatchedRuleID != "large-transfer" || a.Reason != "approved by "+user || a.Approval.Name != ar.Name {
+		t.Errorf("the Job's agent got %s effect=%q approval=%q; want allow, effect ask, rule large-transfer, reason %q, approval %s", a.answer, a.Effect, a.Approval.Name, "approved by "+user, ar.Name)
+	}
+	// The approval is used: the sidecar recorded it, so it lets no second
+	// call through.
+	if got := approvalRequest(t, ar.Name); got.Status.Decision != v1alpha1.ApprovalApproved || got.Status.DecidedBy != user || got.Status.ConsumedAt == nil {
+		t.Errorf("after the call: %+v; want Approved by %s and consumed", got.Status, user)
 	}
 }
 

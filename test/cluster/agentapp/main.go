@@ -4,6 +4,9 @@
 //	pause             sleep until SIGTERM or SIGINT, reaping children
 //	evaluate URL JSON POST JSON to URL's /v1/evaluate (http://host:port or
 //	                  unix:///path; "env" means $TOOLGATE_URL) and print the answer
+//	                  (each role's calls give up after 5 s, plus the JSON's
+//	                  "wait" when it has one: the sidecar holds that answer
+//	                  until a person decides)
 //	read PATH         print the size of the file at PATH, or fail
 //	job JSON          wait up to 60 s for the sidecar at $TOOLGATE_URL to answer
 //	                  JSON with HTTP 200, print it, exit 0
@@ -120,7 +123,7 @@ func evaluate(url, body string) (int, string, error) {
 		}
 		base = "http://sidecar"
 	}
-	c := &http.Client{Timeout: 5 * time.Second, Transport: transport}
+	c := &http.Client{Timeout: answerTimeout + heldFor(body), Transport: transport}
 	resp, err := c.Post(base+"/v1/evaluate", "application/json", strings.NewReader(body))
 	if err != nil {
 		return 0, "", err
@@ -128,4 +131,25 @@ func evaluate(url, body string) (int, string, error) {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b), err
+}
+
+// answerTimeout is how long a call may take to be answered when the
+// sidecar does not hold it.
+const answerTimeout = 5 * time.Second
+
+// heldFor is the "wait" a request body asks the sidecar to hold its answer
+// for (a call an ask rule decides waits up to that long for a person), or
+// 0; a malformed one is the sidecar's to refuse.
+func heldFor(body string) time.Duration {
+	var req struct {
+		Wait string `json:"wait"`
+	}
+	if json.Unmarshal([]byte(body), &req) != nil {
+		return 0
+	}
+	d, err := time.ParseDuration(req.Wait)
+	if err != nil || d < 0 {
+		return 0
+	}
+	return d
 }
