@@ -18,6 +18,9 @@ import (
 // many the agent has.
 const syncWait = 10 * time.Second
 
+// createTimeout bounds one Ask's list wait and create, whatever its caller.
+const createTimeout = 30 * time.Second
+
 // Ask returns the pending ApprovalRequest for call, creating it unless an
 // identical call already has one pending, or approved and not yet used
 // (Call.Key). ErrQueueFull past the
@@ -45,7 +48,13 @@ func (s *Store) Ask(ctx context.Context, call *Call) (Ticket, error) {
 	s.flights[fk] = f
 	s.mu.Unlock()
 
-	f.ticket, f.err = s.ask(ctx, call, key)
+	// The create is the flight's, not this caller's: a caller that goes
+	// away (a client cancelling its held call) must not abandon a create
+	// the API server may already have done, unseen here until the watch
+	// brings it, while an identical call asks again and makes another.
+	flightCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
+	defer cancel()
+	f.ticket, f.err = s.ask(flightCtx, call, key)
 	s.mu.Lock()
 	delete(s.flights, fk)
 	s.mu.Unlock()

@@ -146,10 +146,21 @@ func (r *approvalRig) calls(tool string) int {
 
 func (r *approvalRig) connect(opts *mcp.ClientOptions) *mcp.ClientSession {
 	r.t.Helper()
+	return r.connectWith(opts, nil)
+}
+
+// connectVia connects with hc, whose connections the test controls.
+func (r *approvalRig) connectVia(hc *http.Client) *mcp.ClientSession {
+	r.t.Helper()
+	return r.connectWith(nil, hc)
+}
+
+func (r *approvalRig) connectWith(opts *mcp.ClientOptions, hc *http.Client) *mcp.ClientSession {
+	r.t.Helper()
 	c := mcp.NewClient(&mcp.Implementation{Name: "approvals-e2e", Version: "1.0.0"}, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: r.proxy, MaxRetries: -1}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: r.proxy, MaxRetries: -1, HTTPClient: hc}, nil)
 	if err != nil {
 		r.t.Fatalf("connecting through the proxy: %v", err)
 	}
@@ -194,6 +205,20 @@ func (r *approvalRig) pending(seen map[string]bool) v1alpha1.ApprovalRequest {
 		}
 		time.Sleep(50 * time.Millisecond) // polling a condition: the sidecar's create
 	}
+}
+
+// requests names the ApprovalRequests of the rig's namespace.
+func (r *approvalRig) requests() []string {
+	r.t.Helper()
+	var list v1alpha1.ApprovalRequestList
+	if err := r.cluster.Client.List(context.Background(), &list, client.InNamespace(r.ns)); err != nil {
+		r.t.Fatal(err)
+	}
+	var names []string
+	for _, ar := range list.Items {
+		names = append(names, ar.Name)
+	}
+	return names
 }
 
 func outcome(t *testing.T, ch <-chan callOutcome, within time.Duration) *mcp.CallToolResult {
