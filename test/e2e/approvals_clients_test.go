@@ -15,15 +15,18 @@ import (
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
-// typescriptClient is the built @toolgate/client (clients/typescript/dist),
-// built here when `make test` has not built it yet.
+// typescriptClient is @toolgate/client (clients/typescript) built from its
+// sources as make typescript-client builds it: dependencies from the
+// lockfile when they are missing, then the build, so a stale dist is never
+// what is tested.
 var typescriptClient = sync.OnceValues(func() (string, error) {
 	dir := filepath.Join(testenv.RepoRoot(), "clients", "typescript")
 	index := filepath.Join(dir, "dist", "index.js")
-	if _, err := os.Stat(index); err == nil {
-		return index, nil
+	steps := [][]string{{"run", "--silent", "build"}}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", ".package-lock.json")); err != nil {
+		steps = [][]string{{"ci", "--omit=optional", "--no-audit", "--no-fund"}} // its prepare script builds
 	}
-	for _, args := range [][]string{{"ci", "--no-audit", "--no-fund"}, {"run", "build"}} {
+	for _, args := range steps {
 		cmd := exec.Command("npm", args...)
 		cmd.Dir = dir
 		if out, err := cmd.CombinedOutput(); err != nil {
