@@ -103,6 +103,11 @@ func (s *Store) ask(ctx context.Context, call *Call, key string) (Ticket, error)
 	return ticketOf(created), nil
 }
 
+// WaitSynced waits, at most syncWait and while ctx lasts, for the first
+// list of requests: until then Status answers NotFound for a request that
+// exists (one made before this process started).
+func (s *Store) WaitSynced(ctx context.Context) error { return s.waitSynced(ctx) }
+
 // waitSynced waits, at most syncWait and while ctx lasts, for the first
 // list of requests.
 func (s *Store) waitSynced(ctx context.Context) error {

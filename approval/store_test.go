@@ -683,6 +683,43 @@ func TestConsumeFromAStaleView(t *testing.T) {
 
 // Ask made before the first list waits for it, rather than creating a
 // request an identical pending one may already cover.
+// A request made before this store started is NotFound until the first
+// list; WaitSynced waits for it, and Status then finds it.
+func TestStatusAfterWaitSynced(t *testing.T) {
+	c := newCluster(t)
+	first := c.store(approval.StoreOptions{})
+	call := payCall(5200)
+	tk, err := first.Ask(context.Background(), call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := approval.NewStore(c.sidecar, c.ns, approval.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Status(tk.Name, call); st.State != approval.NotFound {
+		t.Fatalf("before any list: %s, want NotFound (nothing listed yet)", st.State)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go s.Run(ctx)
+	if err := s.WaitSynced(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Status(tk.Name, call); st.State != approval.Pending {
+		t.Fatalf("after WaitSynced: %s, want Pending", st.State)
+	}
+	stopped, stop := context.WithCancel(context.Background())
+	stop()
+	never, err := approval.NewStore(c.sidecar, c.ns, approval.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := never.WaitSynced(stopped); err == nil {
+		t.Fatal("WaitSynced of a store that never runs returned no error")
+	}
+}
+
 func TestAskWaitsForTheFirstList(t *testing.T) {
 	c := newCluster(t)
 	first := c.store(approval.StoreOptions{})

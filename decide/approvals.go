@@ -18,6 +18,9 @@ type Approvals interface {
 	// is for another call, NotFound when there is none. It sees a request
 	// Ask just made.
 	Status(name string, call *approval.Call) approval.Status
+	// WaitSynced waits for the first list of requests (Status knows only
+	// what it has listed or written).
+	WaitSynced(ctx context.Context) error
 	// Changed is closed at the next change of any ApprovalRequest seen.
 	Changed() <-chan struct{}
 	// Consume records that the approved request name let its call through;

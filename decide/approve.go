@@ -71,6 +71,10 @@ func (d *Decider) Resolve(ctx context.Context, req engine.Request, res engine.Re
 	call := d.callOf(req, &res, st)
 	var t approval.Ticket
 	if o.Approval != "" {
+		// A sidecar just restarted has not listed the request named yet.
+		if err := a.WaitSynced(ctx); err != nil {
+			return refuse(res, approval.CodeUnavailable, "this call names ApprovalRequest "+o.Approval+", and the requests could not be listed: "+err.Error()), st, 0
+		}
 		s := a.Status(o.Approval, &call)
 		if s.State != approval.Pending {
 			out, st := d.settle(ctx, req, res, st, &call, s)

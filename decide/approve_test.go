@@ -24,6 +24,10 @@ func (u untouchable) Status(string, *approval.Call) approval.Status {
 	return approval.Status{}
 }
 func (u untouchable) Changed() <-chan struct{} { u.t.Fatal("Changed was reached"); return nil }
+func (u untouchable) WaitSynced(context.Context) error {
+	u.t.Fatal("WaitSynced was reached")
+	return nil
+}
 func (u untouchable) Consume(context.Context, string) error {
 	u.t.Fatal("Consume was reached")
 	return nil
