@@ -89,7 +89,7 @@ func (s *Store) ask(ctx context.Context, call *Call, key string) (Ticket, error)
 		return Ticket{}, fmt.Errorf("asking for %s in %s: %w", call.Tool, s.namespace, ctx.Err())
 	}
 	agent := AgentKey(call.AgentID)
-	if n := s.countPending(agent, now); n >= s.opts.MaxPendingPerAgent {
+	if n := s.countPending(call, now); n >= s.opts.MaxPendingPerAgent {
 		return Ticket{}, fmt.Errorf("agent %q in %s has %d ApprovalRequests pending (at most %d): %w",
 			call.AgentID, s.namespace, n, s.opts.MaxPendingPerAgent, ErrQueueFull)
 	}
@@ -154,10 +154,10 @@ func (s *Store) pending(call *Call, key string, now time.Time) (Ticket, bool) {
 	return ticketOf(best), true
 }
 
-// countPending counts the agent's pending requests.
-func (s *Store) countPending(agent string, now time.Time) int {
+// countPending counts the pending requests of call's queue (queueOf).
+func (s *Store) countPending(call *Call, now time.Time) int {
 	n := 0
-	for _, ar := range s.byLabel(indexAgent, v1alpha1.LabelApprovalAgent, agent) {
+	for _, ar := range s.byIndex(indexAgent, AgentKey(call.ServiceAccount+"\x00"+call.AgentID), queueOf) {
 		if StateOf(ar, now) == Pending {
 			n++
 		}

@@ -122,7 +122,7 @@ func NewStore(cfg *rest.Config, namespace string, opts StoreOptions) (*Store, er
 	}
 	lw := cache.NewFilteredListWatchFromClient(rc, resource, namespace, func(*metav1.ListOptions) {})
 	s.informer = cache.NewSharedIndexInformerWithOptions(lw, &v1alpha1.ApprovalRequest{}, cache.SharedIndexInformerOptions{
-		Indexers: cache.Indexers{indexKey: labelIndex(v1alpha1.LabelApprovalKey), indexAgent: labelIndex(v1alpha1.LabelApprovalAgent)},
+		Indexers: cache.Indexers{indexKey: labelIndex(v1alpha1.LabelApprovalKey), indexAgent: queueIndex},
 	})
 	_ = s.informer.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
 		s.log.Error("watching ApprovalRequests failed; retrying with backoff", "namespace", namespace, "err", err)
@@ -155,6 +155,22 @@ func restClient(config *rest.Config) (*rest.RESTClient, error) {
 	cfg.APIPath = "/apis"
 	cfg.NegotiatedSerializer = serializer.NewCodecFactory(sch).WithoutConversion()
 	return rest.RESTClientFor(cfg)
+}
+
+// queueOf is the queue of pending requests ar counts in: the
+// ServiceAccount that asked (the approvals admission policy makes a
+// ServiceAccount name itself there) and the agent, both read from the
+// spec. Not from the agent label: anyone who may create requests in the
+// namespace could write that, and fill another agent's queue.
+func queueOf(ar *v1alpha1.ApprovalRequest) string {
+	return AgentKey(ar.Spec.ServiceAccount + "\x00" + ar.Spec.AgentID)
+}
+
+func queueIndex(obj any) ([]string, error) {
+	if ar, ok := obj.(*v1alpha1.ApprovalRequest); ok {
+		return []string{queueOf(ar)}, nil
+	}
+	return nil, nil
 }
 
 // labelIndex indexes ApprovalRequests by the value of one label.
@@ -263,6 +279,13 @@ func (s *Store) getLocked(name string) *v1alpha1.ApprovalRequest {
 // byLabel is every ApprovalRequest the cache or the overlay indexes under
 // value in index, each at its latest version.
 func (s *Store) byLabel(index, label, value string) []*v1alpha1.ApprovalRequest {
+	return s.byIndex(index, value, func(ar *v1alpha1.ApprovalRequest) string { return ar.Labels[label] })
+}
+
+// byIndex is every ApprovalRequest the cache or the overlay indexes under
+// value in index (of computes an object's value), each at its latest
+// version.
+func (s *Store) byIndex(index, value string, of func(*v1alpha1.ApprovalRequest) string) []*v1alpha1.ApprovalRequest {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	names := map[string]bool{}
@@ -273,13 +296,13 @@ func (s *Store) byLabel(index, label, value string) []*v1alpha1.ApprovalRequest 
 		}
 	}
 	for name, ar := range s.overlay {
-		if ar.Labels[label] == value {
+		if of(ar) == value {
 			names[name] = true
 		}
 	}
 	out := make([]*v1alpha1.ApprovalRequest, 0, len(names))
 	for name := range names {
-		if ar := s.getLocked(name); ar != nil && ar.Labels[label] == value {
+		if ar := s.getLocked(name); ar != nil && of(ar) == value {
 			out = append(out, ar)
 		}
 	}

@@ -3,6 +3,7 @@ package approval_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"strconv"
@@ -854,5 +855,44 @@ func TestAskFindsAnApprovedRequestNotYetUsed(t *testing.T) {
 	}
 	if third, err := s.Ask(ctx, call); err != nil || third.Name == tk.Name {
 		t.Fatalf("identical call after use: %+v, %v; want a new request", third, err)
+	}
+}
+
+// TestAttackForgedRequestsDoNotFillAnotherAgentsQueue: code that may create
+// ApprovalRequests in the namespace (another agent's Pod, with its own
+// sidecar's token) writes requests labelled with this agent's queue and
+// naming this agent, in its own ServiceAccount's name (the admission
+// policy makes a ServiceAccount name itself): this agent's queue counts
+// only what its own ServiceAccount asked, so its calls are still asked.
+func TestAttackForgedRequestsDoNotFillAnotherAgentsQueue(t *testing.T) {
+	c := newCluster(t)
+	s := c.store(approval.StoreOptions{MaxPendingPerAgent: 2})
+	ctx := context.Background()
+	victim := payCall(3000)
+	for i := range 5 {
+		forged := &v1alpha1.ApprovalRequest{
+			ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, GenerateName: "forged-", Labels: map[string]string{
+				v1alpha1.LabelApprovalAgent: approval.AgentKey(victim.AgentID), v1alpha1.LabelApprovalKey: fmt.Sprintf("forged%d", i)}},
+			Spec: v1alpha1.ApprovalRequestSpec{AgentID: victim.AgentID, ServiceAccount: "other-agent", Tool: "pay",
+				ArgumentsDigest: victim.Digest, Policy: "pay-cap", Rule: "pay-over-cap", ExpiresAt: metav1.NewTime(time.Now().Add(time.Hour))}}
+		if err := admin.Create(ctx, forged); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.Eventually(t, "the store sees the forged requests", func() (bool, string) {
+		var list v1alpha1.ApprovalRequestList
+		if err := admin.List(ctx, &list, client.InNamespace(c.ns)); err != nil {
+			return false, err.Error()
+		}
+		return len(list.Items) == 5, fmt.Sprint(len(list.Items))
+	})
+	time.Sleep(200 * time.Millisecond) // the store's watch delivers them
+	for _, amount := range []float64{3000, 3001} {
+		if _, err := s.Ask(ctx, payCall(amount)); err != nil {
+			t.Fatalf("the agent's own call of %v, with 5 forged requests in its name: %v", amount, err)
+		}
+	}
+	if _, err := s.Ask(ctx, payCall(3002)); !errors.Is(err, approval.ErrQueueFull) {
+		t.Fatalf("a third request of its own: %v, want ErrQueueFull (its own two count)", err)
 	}
 }
