@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/engine/argfree"
 )
 
 // maxListBytes bounds a tools/list answer the proxy reads to filter: a
@@ -22,7 +23,7 @@ const maxListBytes = 16 << 20
 
 // mcpStatic is what a tools/list is filtered with: the bundle's deny
 // rules that read nothing a call's arguments could change
-// (engine.ArgumentFreeDenials), compiled; nil compiled hides nothing.
+// (argfree.Denials), compiled; nil compiled hides nothing.
 type mcpStatic struct {
 	compiled *engine.Compiled
 	// key identifies the rules, so a new bundle with the same static
@@ -40,7 +41,7 @@ func (p *Proxy) staticFields() []string {
 // BundleLoaded recomputes the static rules for a new bundle and, when
 // they changed, tells every open list stream.
 func (p *Proxy) BundleLoaded(b engine.Bundle) {
-	static := engine.ArgumentFreeDenials(b, p.staticFields())
+	static := argfree.Denials(b, p.staticFields())
 	next := &mcpStatic{}
 	if len(static.Policies) > 0 {
 		doc, _, err := engine.Encode(static)

@@ -1,8 +1,16 @@
-package engine
+// Package argfree finds what a bundle denies whatever a call's arguments:
+// the MCP proxy hides such tools from tools/list. It reads bundles as
+// written, through the engine's exported types, and decides nothing
+// itself: the engine compiles and evaluates what it returns.
+package argfree
 
-import "slices"
+import (
+	"slices"
 
-// ArgumentFreeDenials returns the part of b that denies a call whatever its
+	"github.com/toolgate/toolgate/engine"
+)
+
+// Denials returns the part of b that denies a call whatever its
 // arguments: for each ordered policy, the deny rules whose every filter and
 // condition reads only the request fields named in static (for an MCP
 // tools/list: tool_name, server, action, framework and, when the caller
@@ -17,29 +25,29 @@ import "slices"
 // The result has no frozen agents and may have no policies (then nothing is
 // denied by a rule: callers must not read its NO_POLICIES deny as one).
 // Pure: b is not modified.
-func ArgumentFreeDenials(b Bundle, static []string) Bundle {
+func Denials(b engine.Bundle, static []string) engine.Bundle {
 	known := make(map[string]bool, len(static))
 	for _, f := range static {
 		known[f] = true
 	}
-	out := Bundle{SchemaVersion: b.SchemaVersion}
+	out := engine.Bundle{SchemaVersion: b.SchemaVersion}
 	for _, p := range b.Policies {
 		// An Audit policy never denies; a deny of either level denies
 		// whatever the other decides.
 		if p.Tiered() || p.Audit() {
 			continue
 		}
-		var rules []Rule
+		var rules []engine.Rule
 		for _, r := range p.Rules {
-			if Effect(r.Effect) == EffectDeny && ruleReadsOnly(&r, known) && !exempted(b.Exceptions, &p, r.ID) {
+			if engine.Effect(r.Effect) == engine.EffectDeny && ruleReadsOnly(&r, known) && !exempted(b.Exceptions, &p, r.ID) {
 				rules = append(rules, r)
 			}
 		}
 		if len(rules) == 0 {
 			continue
 		}
-		out.Policies = append(out.Policies, Policy{ID: p.ID, Version: p.Version, Priority: p.Priority,
-			DefaultEffect: string(Allow), Rules: rules})
+		out.Policies = append(out.Policies, engine.Policy{ID: p.ID, Version: p.Version, Priority: p.Priority,
+			DefaultEffect: string(engine.Allow), Rules: rules})
 	}
 	return out
 }
@@ -47,10 +55,10 @@ func ArgumentFreeDenials(b Bundle, static []string) Bundle {
 // exempted tells whether an exception names rule id of p: for the agents
 // it exempts (and until it expires) the rule does not deny, so it is not a
 // denial whatever the arguments.
-func exempted(exceptions []Exception, p *Policy, id string) bool {
+func exempted(exceptions []engine.Exception, p *engine.Policy, id string) bool {
 	for i := range exceptions {
 		x := &exceptions[i]
-		if x.Policy == p.ID && (x.PolicyKind == KindClusterPolicy) == p.Cluster() && slices.Contains(x.RuleIDs, id) {
+		if x.Policy == p.ID && (x.PolicyKind == engine.KindClusterPolicy) == p.Cluster() && slices.Contains(x.RuleIDs, id) {
 			return true
 		}
 	}
@@ -59,28 +67,28 @@ func exempted(exceptions []Exception, p *Policy, id string) bool {
 
 // ruleReadsOnly tells whether every filter of r reads only known fields.
 // Time windows and usage limits are never argument-free: they change.
-func ruleReadsOnly(r *Rule, known map[string]bool) bool {
+func ruleReadsOnly(r *engine.Rule, known map[string]bool) bool {
 	need := func(field string, used bool) bool { return !used || known[field] }
-	if s := r.Subjects; s != nil && (!need(FieldAgentID, s.Agents != nil) || !need(FieldRoles, s.Roles != nil)) {
+	if s := r.Subjects; s != nil && (!need(engine.FieldAgentID, s.Agents != nil) || !need(engine.FieldRoles, s.Roles != nil)) {
 		return false
 	}
-	if t := r.Targets; t != nil && (!need(FieldServer, t.Servers != nil) || !need(FieldToolName, t.Tools != nil) ||
-		!need(FieldResources, t.Resources != nil)) {
+	if t := r.Targets; t != nil && (!need(engine.FieldServer, t.Servers != nil) || !need(engine.FieldToolName, t.Tools != nil) ||
+		!need(engine.FieldResources, t.Resources != nil)) {
 		return false
 	}
-	if s := r.Select; s != nil && (!need(FieldAction, s.Action != nil) || !need(FieldSideEffect, s.SideEffect != nil) ||
-		!need(FieldToolName, s.Tool != "") || !need(FieldResources, s.ResourceType != "") || !need(FieldContext, s.Context != nil)) {
+	if s := r.Select; s != nil && (!need(engine.FieldAction, s.Action != nil) || !need(engine.FieldSideEffect, s.SideEffect != nil) ||
+		!need(engine.FieldToolName, s.Tool != "") || !need(engine.FieldResources, s.ResourceType != "") || !need(engine.FieldContext, s.Context != nil)) {
 		return false
 	}
 	if w := r.When; w != nil && (w.Schedule != nil || w.RateLimit != nil || w.TokenBudget != nil ||
-		!need(FieldEnvironment, w.Environments != nil) || !need(FieldSensitivity, w.Sensitivity != nil) ||
-		!need(FieldActorConfidence, w.ActorConfidence != nil)) {
+		!need(engine.FieldEnvironment, w.Environments != nil) || !need(engine.FieldSensitivity, w.Sensitivity != nil) ||
+		!need(engine.FieldActorConfidence, w.ActorConfidence != nil)) {
 		return false
 	}
 	return conditionsReadOnly(r.Conditions, known)
 }
 
-func conditionsReadOnly(cs []Condition, known map[string]bool) bool {
+func conditionsReadOnly(cs []engine.Condition, known map[string]bool) bool {
 	for i := range cs {
 		c := &cs[i]
 		if c.Any != nil || c.All != nil {
@@ -89,7 +97,7 @@ func conditionsReadOnly(cs []Condition, known map[string]bool) bool {
 			}
 			continue
 		}
-		p, err := ParsePath(c.Field)
+		p, err := engine.ParsePath(c.Field)
 		if err != nil || len(p) == 0 || !known[p[0].Key] {
 			return false
 		}
