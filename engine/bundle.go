@@ -63,14 +63,9 @@ func (b *Bundle) NeededSchemaVersion() int {
 
 // usesAsk tells whether b needs SchemaVersionAsk.
 func (b *Bundle) usesAsk() bool {
-	for i := range b.Policies {
-		for j := range b.Policies[i].Rules {
-			if r := &b.Policies[i].Rules[j]; Effect(r.Effect) == EffectAsk || r.Approval != nil {
-				return true
-			}
-		}
-	}
-	return false
+	return slices.ContainsFunc(b.Policies, func(p Policy) bool {
+		return slices.ContainsFunc(p.Rules, func(r Rule) bool { return Effect(r.Effect) == EffectAsk || r.Approval != nil })
+	})
 }
 
 // usesGateway tells whether p needs version 2 to be read as written.

@@ -461,7 +461,10 @@ func (k *compiler) rule(d *diagnoser, ri int, r *Rule, tiered bool) crule {
 	default:
 		d.rulef(ri, r.ID, "effect", "must be allow, deny, warn, audit or ask, not %q", r.Effect)
 	}
-	cr.approvalTimeout = approvalTimeout(d, ri, r)
+	timeout, at, problem := approvalTimeout(r)
+	if cr.approvalTimeout = timeout; problem != "" {
+		d.add(ri, r.ID, -1, append(ruleAt(ri), at...), "%s", []any{problem})
+	}
 	if n := len(r.Conditions); n > MaxConditionsPerRule {
 		d.rulef(ri, r.ID, "conditions", "%d conditions, more than the limit of %d", n, MaxConditionsPerRule)
 	}
