@@ -59,13 +59,21 @@ func (h *heldCalls) cancel(key string) bool {
 // names. The notification is forwarded all the same: the upstream may
 // hold other requests of the client.
 func (p *Proxy) cancelHeld(r *http.Request, m *jsonrpc.Message) {
+	if id := cancelledID(m); id != nil {
+		p.held.cancel(heldKey(r.Header.Get("Mcp-Session-Id"), id))
+	}
+}
+
+// cancelledID is the request a notifications/cancelled names, nil when
+// its params name none.
+func cancelledID(m *jsonrpc.Message) json.RawMessage {
 	var params struct {
 		RequestID json.RawMessage `json:"requestId"`
 	}
 	if json.Unmarshal(m.Params, &params) != nil || len(params.RequestID) == 0 {
-		return
+		return nil
 	}
-	p.held.cancel(heldKey(r.Header.Get("Mcp-Session-Id"), params.RequestID))
+	return params.RequestID
 }
 
 // hold holds a call an ask rule decided until a person decides it, its

@@ -175,8 +175,7 @@ type stdioGuard struct {
 	schemas  *stdioSchemas
 	toServer io.Writer
 	// held are the calls waiting for approval, by request id.
-	heldMu sync.Mutex
-	held   map[string]context.CancelFunc
+	held heldCalls
 }
 
 func (g *stdioGuard) guard(ctx context.Context, in io.Reader, toServer io.Writer) {

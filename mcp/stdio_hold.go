@@ -45,13 +45,8 @@ func (g *stdioGuard) holdAsked(ctx context.Context, m *jsonrpc.Message, line, do
 		return false
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	key := string(m.ID)
-	g.heldMu.Lock()
-	if g.held == nil {
-		g.held = map[string]context.CancelFunc{}
-	}
-	g.held[key] = cancel
-	g.heldMu.Unlock()
+	key := heldKey("", m.ID) // over stdio the agent is the one session
+	g.held.add(key, cancel)
 	line = append([]byte(nil), line...)
 	id := append(json.RawMessage(nil), m.ID...)
 	method := m.Method
@@ -60,9 +55,7 @@ func (g *stdioGuard) holdAsked(ctx context.Context, m *jsonrpc.Message, line, do
 	go func() {
 		defer func() {
 			cancel()
-			g.heldMu.Lock()
-			delete(g.held, key)
-			g.heldMu.Unlock()
+			g.held.remove(key)
 		}()
 		if token != nil {
 			go g.progress(ctx, token)
@@ -82,17 +75,8 @@ func (g *stdioGuard) holdAsked(ctx context.Context, m *jsonrpc.Message, line, do
 
 // cancelHeld stops the held call a notifications/cancelled names.
 func (g *stdioGuard) cancelHeld(m *jsonrpc.Message) {
-	var p struct {
-		RequestID json.RawMessage `json:"requestId"`
-	}
-	if json.Unmarshal(m.Params, &p) != nil || len(p.RequestID) == 0 {
-		return
-	}
-	g.heldMu.Lock()
-	cancel := g.held[string(p.RequestID)]
-	g.heldMu.Unlock()
-	if cancel != nil {
-		cancel()
+	if id := cancelledID(m); id != nil {
+		g.held.cancel(heldKey("", id))
 	}
 }
 
