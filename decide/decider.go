@@ -188,6 +188,29 @@ func (d *Decider) Decide(req engine.Request, explain bool, ev *decisionlog.Event
 	return res, st
 }
 
+// DecideResult judges what a tool returned: req is the call with its
+// output (engine.FieldOutput), bound as Decide binds it, and only result
+// rules run; nothing is counted against rate limits or token budgets (the
+// call was counted when it was decided). The caller answers (withholding
+// or redacting the output as the result says) and records the decision
+// with Commit, as for a call.
+func (d *Decider) DecideResult(req engine.Request, explain bool, ev *decisionlog.Event) (engine.Result, *State) {
+	st := d.state.Load()
+	d.bind(&st.binding, req, ev)
+	if ev != nil {
+		ev.Phase = engine.PhaseResult
+	}
+	if st.binding.unregistered {
+		return unregistered(st), st
+	}
+	res := st.Compiled.Evaluate(req, engine.EvalOptions{Explain: explain, MaxTrace: d.cfg.MaxTrace,
+		ServiceAccount: st.ServiceAccount, Now: d.cfg.Now, Phase: engine.PhaseResult})
+	if res.TraceTruncated {
+		d.metrics.TraceTruncated.Inc()
+	}
+	return res, st
+}
+
 // Commit counts a decision in the metrics and records it in the decision
 // log at once.
 func (d *Decider) Commit(ctx context.Context, ev *decisionlog.Event, req engine.Request, res *engine.Result, revision string) {
@@ -225,6 +248,7 @@ func (d *Decider) Settle(ctx context.Context, ev *decisionlog.Event, req engine.
 	if res.Approval != nil {
 		ev.Approval = res.Approval.Namespace + "/" + res.Approval.Name
 	}
+	ev.Explanations, ev.Redactions = res.Explanations, res.Redactions
 	ev.ServiceAccount = d.state.Load().ServiceAccount
 	ev.Revision = revision
 	ev.Latency = took

@@ -59,6 +59,13 @@ type Event struct {
 	// held for a person, left out of Latency.
 	Approval string
 	Waited   time.Duration
+	// Phase is PhaseResult for a result decision (what a tool returned),
+	// empty for a call's. Explanations and Redactions are a result
+	// decision's: per rule that ran, and the spans replaced (positions and
+	// lengths only, never what they held).
+	Phase        engine.Phase
+	Explanations []engine.Explanation
+	Redactions   []engine.Redaction
 	// ServiceAccount is the one the sidecar runs as: with the agent id,
 	// the identity toolgate replay decides for again.
 	ServiceAccount string
@@ -88,6 +95,11 @@ func (ev *Event) size() int64 {
 	for _, w := range ev.Warnings {
 		n += int64(len(w)) + 16 // the string header
 	}
+	for i := range ev.Explanations {
+		x := &ev.Explanations[i]
+		n += int64(len(x.PolicyID)+len(x.RuleID)+len(x.Sentence)) + 96 // the entry
+	}
+	n += int64(len(ev.Redactions)) * 64
 	if ev.Request != nil {
 		n += int64(ev.BodyBytes)
 	}
@@ -353,6 +365,9 @@ func appendEvent(dst []byte, ev *Event, f *lineFormat) []byte {
 		dst = append(dst, `,"approval_wait_ms":`...)
 		dst = strconv.AppendInt(dst, ev.Waited.Milliseconds(), 10)
 	}
+	if ev.Phase != "" {
+		dst = appendResultPhase(dst, ev)
+	}
 	dst = append(dst, `,"bundle_revision":`...)
 	dst = engine.AppendNullableJSONString(dst, ev.Revision)
 	dst = append(dst, `,"latency_ms":`...)
@@ -406,4 +421,38 @@ func appendShadow(dst []byte, shadow []engine.ShadowVerdict) []byte {
 		dst = append(dst, '}')
 	}
 	return append(dst, ']')
+}
+
+// appendResultPhase writes a result decision's phase, explanations and
+// redactions (positions only: the decision log never holds what a tool
+// returned).
+func appendResultPhase(dst []byte, ev *Event) []byte {
+	dst = append(dst, `,"phase":`...)
+	dst = engine.AppendJSONString(dst, string(ev.Phase))
+	if len(ev.Explanations) > 0 {
+		if b, err := json.Marshal(ev.Explanations); err == nil {
+			dst = append(dst, `,"explanations":`...)
+			dst = append(dst, b...)
+		}
+	}
+	if len(ev.Redactions) > 0 {
+		dst = append(dst, `,"redactions":[`...)
+		for i := range ev.Redactions {
+			r := &ev.Redactions[i]
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, `{"start":`...)
+			dst = strconv.AppendInt(dst, int64(r.Start), 10)
+			dst = append(dst, `,"length":`...)
+			dst = strconv.AppendInt(dst, int64(r.End-r.Start), 10)
+			dst = append(dst, `,"policy_id":`...)
+			dst = engine.AppendJSONString(dst, r.PolicyID)
+			dst = append(dst, `,"rule_id":`...)
+			dst = engine.AppendJSONString(dst, r.RuleID)
+			dst = append(dst, '}')
+		}
+		dst = append(dst, ']')
+	}
+	return dst
 }

@@ -32,6 +32,9 @@ type EvalOptions struct {
 	// Usage answers rateLimit and tokenBudget conditions; nil counts
 	// nothing as used.
 	Usage Usage
+	// Phase is which rules run: call rules ("" or PhaseCall) or result
+	// rules (PhaseResult, on a request that carries FieldOutput).
+	Phase Phase
 }
 
 // budgetCheckEvery is how many rules pass between clock reads: reading the

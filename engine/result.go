@@ -74,6 +74,15 @@ type Result struct {
 	// Approval names the ApprovalRequest an ask decision waits on; the
 	// sidecar sets it, the engine never does.
 	Approval *ApprovalRef `json:"approval,omitempty"`
+	// Redactions are the spans of output.text a redact decision replaces
+	// (result evaluations only).
+	Redactions []Redaction `json:"redactions,omitempty"`
+	// Output is the output as it is delivered after a redact decision:
+	// the request's output with its text redacted. Nil otherwise.
+	Output map[string]any `json:"output,omitempty"`
+	// Explanations are, in a result evaluation, one per result rule that
+	// ran.
+	Explanations []Explanation `json:"explanations,omitempty"`
 	// TraceTruncated is set when EvalOptions.MaxTrace cut the trace short:
 	// rules after its last entry were evaluated but not traced.
 	TraceTruncated bool `json:"traceTruncated,omitempty"`
