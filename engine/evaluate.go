@@ -35,6 +35,11 @@ type EvalOptions struct {
 	// Phase is which rules run: call rules ("" or PhaseCall) or result
 	// rules (PhaseResult, on a request that carries FieldOutput).
 	Phase Phase
+	// OutputTruncated says the caller could not hold the whole output
+	// (the MCP proxy's --max-result-bytes): every condition on output.text
+	// or output.structured then holds, without spans, so result rules
+	// that need the whole text decide as if they matched.
+	OutputTruncated bool
 }
 
 // budgetCheckEvery is how many rules pass between clock reads: reading the
