@@ -23,6 +23,9 @@ type MCPStdioOptions struct {
 	deciderFlags
 	// Server is the requests' server field: the name policies match.
 	Server string
+	// MaxResultBytes is the most of a server's answer held to judge a
+	// result (--max-result-bytes).
+	MaxResultBytes int
 }
 
 // localReload is how often --bundle-dir is re-read: an edit, a freeze
@@ -62,6 +65,7 @@ func newMCPStdioCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&o.Server, "server", "", "the server field of the calls' requests: the name policies match (required)")
+	cmd.Flags().IntVar(&o.MaxResultBytes, "max-result-bytes", mcp.DefaultMaxResultBytes, "bytes of a tools/call answer held to judge its result (from 1 KiB to 1 GiB); past it the result is judged on what was held as if every condition on its text matched, and withheld if that denies or redacts it")
 	o.register(cmd, "agent_id of the requests, where a call's _meta names none (a sidecar's binding wins)")
 	return cmd
 }
@@ -76,6 +80,9 @@ func runMCPStdio(cmd *cobra.Command, o *MCPStdioOptions, args []string, s stream
 	if err := o.check(cmd.CommandPath()); err != nil {
 		return err
 	}
+	if err := mcp.CheckMaxResultBytes(o.MaxResultBytes); err != nil {
+		return exitcode.Usagef("%s: %v", cmd.CommandPath(), err)
+	}
 	ctx, cancel := context.WithCancel(cmd.Context())
 	defer cancel()
 	shutdown, err := tracing.Setup(ctx, ServiceMCPStdio)
@@ -85,6 +92,8 @@ func runMCPStdio(cmd *cobra.Command, o *MCPStdioOptions, args []string, s stream
 	defer tracing.Flush(ctx, shutdown)
 	var decide mcp.Decider
 	var wait mcp.Waiter // only a sidecar can hold a call for a person
+	var judge mcp.ResultJudge
+	var judges func() bool
 	if o.BundleDir != "" {
 		guard, err := local.New(local.Options{BundlePath: o.BundleDir, ServiceAccount: o.ServiceAccount})
 		if err != nil {
@@ -106,6 +115,23 @@ func runMCPStdio(cmd *cobra.Command, o *MCPStdioOptions, args []string, s stream
 				}
 				_ = json.Unmarshal(request, &call)
 				fmt.Fprintf(s.err, "toolgate mcp stdio: %s\n", explain(&res.Result, call.ToolName))
+			}
+			return res.Result, decisionJSON(res)
+		}
+		judges = guard.HasResultRules
+		judge = func(_ context.Context, request []byte, truncated bool) (engine.Result, []byte) {
+			var res client.Result
+			if req, err := engine.DecodeRequest(request); err != nil {
+				res.Decision, res.Effect, res.Reason = engine.Deny, engine.EffectDeny, "the result cannot be judged: "+err.Error()
+			} else {
+				res = guard.JudgeRequest(req, truncated)
+			}
+			if res.Decision == engine.Deny || res.Effect == engine.EffectRedact {
+				var call struct {
+					ToolName string `json:"tool_name"`
+				}
+				_ = json.Unmarshal(request, &call)
+				fmt.Fprintf(s.err, "toolgate mcp stdio: result: %s\n", explain(&res.Result, call.ToolName))
 			}
 			return res.Result, decisionJSON(res)
 		}
@@ -138,8 +164,22 @@ func runMCPStdio(cmd *cobra.Command, o *MCPStdioOptions, args []string, s stream
 			}
 			return res.Result, decisionJSON(res)
 		}
+		// Results are judged by the sidecar too (a request with "output"
+		// runs its result rules, or none). It judges whole outputs only, so
+		// one past --max-result-bytes is withheld: the guard cannot tell it
+		// the text it holds is not all.
+		judge = func(ctx context.Context, request []byte, truncated bool) (engine.Result, []byte) {
+			if truncated {
+				res := client.Result{}
+				res.Decision, res.Effect, res.Reason = engine.Deny, engine.EffectDeny,
+					"the sidecar judges whole results, and this one is larger than --max-result-bytes"
+				return res.Result, decisionJSON(res)
+			}
+			return decide(ctx, request)
+		}
 	}
-	code, err := mcp.RunStdio(ctx, mcp.StdioOptions{Server: o.Server, AgentID: o.AgentID, Command: args, Decide: decide, Wait: wait},
+	code, err := mcp.RunStdio(ctx, mcp.StdioOptions{Server: o.Server, AgentID: o.AgentID, Command: args, Decide: decide, Wait: wait,
+		Judge: judge, JudgesResults: judges, MaxResultBytes: o.MaxResultBytes},
 		s.in, s.out, s.err)
 	if err != nil || code != 0 {
 		return &exitcode.Error{Code: code, Err: err} // the server's status, or 2 when it could not start

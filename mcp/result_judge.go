@@ -112,12 +112,12 @@ func withheld(id json.RawMessage, code engine.Code, reason string, modern bool) 
 
 // tooLargeReason is why a result past --max-result-bytes was withheld.
 func tooLargeReason(limit int, res *engine.Result) string {
-	rule := res.MatchedRuleID
-	if rule == "" {
-		rule = string(res.StatedCode())
+	who := "result rule " + res.MatchedRuleID
+	if res.MatchedRuleID == "" {
+		who = "the judge"
 	}
-	return fmt.Sprintf("the result is larger than --max-result-bytes (%d bytes), so it was not held whole, and judged on its first %d bytes result rule %s would %s it (%s); withheld",
-		limit, limit, rule, res.Effect, res.Reason)
+	return fmt.Sprintf("the result is larger than --max-result-bytes (%d bytes), so it was not held whole, and judged on its first %d bytes %s would %s it (%s); withheld",
+		limit, limit, who, res.Effect, res.Reason)
 }
 
 // heldText is output.text for a result past the limit: the data held, as
@@ -149,4 +149,31 @@ func eachMessage(msg []byte, fn func([]byte) []byte) []byte {
 		return msg
 	}
 	return out
+}
+
+// headID is the id of the message whose first bytes head holds, when it
+// comes before the message's result (as the SDKs write it); nil when it
+// cannot be told.
+func headID(head []byte) json.RawMessage {
+	dec := json.NewDecoder(bytes.NewReader(head))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		var v json.RawMessage
+		if key == "result" {
+			return nil
+		}
+		if err := dec.Decode(&v); err != nil {
+			return nil
+		}
+		if key == "id" {
+			return v
+		}
+	}
+	return nil
 }

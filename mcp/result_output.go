@@ -64,7 +64,7 @@ func parseCallResult(raw json.RawMessage) (*callResult, error) {
 			continue // images, audio, resources: no text rules read
 		}
 		var text string
-		if err := json.Unmarshal(block.Text, &text); err != nil || len(block.Text) == 0 {
+		if err := json.Unmarshal(block.Text, &text); err != nil || len(block.Text) == 0 || string(block.Text) == "null" {
 			return nil, fmt.Errorf("%w: content block %d is a text block whose text is not a string", errResultShape, i)
 		}
 		cr.texts = append(cr.texts, text)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -186,12 +187,18 @@ func (j *resultJudge) overEvent(head []byte) ([]byte, bool) {
 // output.text is head, and every condition on the text or structured
 // content holds (engine.EvalOptions.OutputTruncated). Denied or redacted,
 // the answer is withheld: each call still pending gets an isError result
-// saying the result was larger than the limit. Otherwise it passes whole.
+// saying the result was larger than the limit (only the call it answers
+// when its id comes first, as the SDKs write it). Otherwise it passes
+// whole.
 // size is the answer's length when known, -1 otherwise.
 func (j *resultJudge) over(head []byte, size int) ([]byte, bool) {
 	j.mu.Lock()
 	calls := j.calls
 	j.mu.Unlock()
+	if id := headID(head); id != nil {
+		// It says which call it answers: only that one is judged.
+		calls = slices.DeleteFunc(slices.Clone(calls), func(c *pendingResult) bool { return !sameID(c.id, id) })
+	}
 	if len(calls) == 0 {
 		return nil, true // it answers nothing judged
 	}
@@ -221,9 +228,9 @@ func (j *resultJudge) over(head []byte, size int) ([]byte, bool) {
 	if pass {
 		return nil, true
 	}
-	j.mu.Lock()
-	j.calls = nil
-	j.mu.Unlock()
+	for _, c := range calls {
+		j.take(c.id)
+	}
 	if len(answers) == 1 {
 		return answers[0], false
 	}
