@@ -1,7 +1,8 @@
 // Command mcpserver is the MCP server the MCP proxy's end-to-end tests and
 // `make measure-mcp` run as a real process: built with the official Go SDK,
-// it exposes pay(amount), read_file(path), delete_file(path) and
-// stream(note), the resources file:///public/readme and
+// it exposes pay(amount), read_file(path), delete_file(path),
+// echo(texts) (its texts as text blocks), query(rows, payload) (structured
+// content) and stream(note), the resources file:///public/readme and
 // file:///secrets/key (subscribable), the prompts greet(who) and
 // admin(who), and completions of their arguments, and counts what reaches
 // it, so a test can prove a denied call never did: calls by tool name, the
@@ -89,6 +90,21 @@ type routeIn struct {
 	Body   string `json:"body" jsonschema:"what is sent"`
 }
 
+type echoIn struct {
+	Texts []string `json:"texts" jsonschema:"the text blocks to return, one block each"`
+}
+
+type queryIn struct {
+	Rows    int    `json:"rows" jsonschema:"the rows count the result reports"`
+	Payload string `json:"payload" jsonschema:"a string the result carries, JSON or not"`
+}
+
+// queryOut is query's structured content.
+type queryOut struct {
+	Rows    int    `json:"rows"`
+	Payload string `json:"payload"`
+}
+
 type noteIn struct {
 	Note string `json:"note" jsonschema:"a note echoed back"`
 }
@@ -149,6 +165,24 @@ func newServer(st *stats) *mcp.Server {
 		func(_ context.Context, _ *mcp.CallToolRequest, in routeIn) (*mcp.CallToolResult, any, error) {
 			st.count("route")
 			return text("routed to " + in.Region), nil, nil
+		})
+	// echo returns the texts it is given, one text block each: what a
+	// tool that reads files or pages returns, secrets included.
+	mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: "return the given texts as text blocks"},
+		func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
+			st.count("echo")
+			res := &mcp.CallToolResult{}
+			for _, t := range in.Texts {
+				res.Content = append(res.Content, &mcp.TextContent{Text: t})
+			}
+			return res, nil, nil
+		})
+	// query returns structured content ({rows, payload}), and its JSON as
+	// the text block the SDK adds.
+	mcp.AddTool(srv, &mcp.Tool{Name: "query", Description: "return rows and payload as structured content"},
+		func(_ context.Context, _ *mcp.CallToolRequest, in queryIn) (*mcp.CallToolResult, queryOut, error) {
+			st.count("query")
+			return nil, queryOut{Rows: in.Rows, Payload: in.Payload}, nil
 		})
 	// stream sends a progress notification at once, then waits for POST
 	// /release: a client that sees the notification before releasing has
