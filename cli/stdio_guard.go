@@ -55,7 +55,9 @@ func newMCPStdioCommand() *cobra.Command {
 			"is answered with a JSON-RPC error and not forwarded. Put it in front of the server's command in\n" +
 			"the agent's MCP configuration; it exits with the server's status. With --bundle-dir it decides\n" +
 			"locally from manifests (or a bundle document) instead, re-read every second, and says each\n" +
-			"deny on stderr, since no sidecar logs it.",
+			"deny on stderr, since no sidecar logs it. When the policies have result rules, the server's\n" +
+			"tools/call results are judged before the agent reads them (deny withholds, redact rewrites),\n" +
+			"each held at most --max-result-bytes.",
 		Example: `  toolgate mcp stdio --server files -- npx -y @modelcontextprotocol/server-filesystem /srv
   toolgate mcp stdio --server files --bundle-dir policies/ -- npx -y @modelcontextprotocol/server-filesystem /srv
   {"mcpServers": {"files": {"command": "toolgate", "args": ["mcp", "stdio", "--server", "files", "--", "npx", "-y", "@modelcontextprotocol/server-filesystem", "/srv"]}}}`,
