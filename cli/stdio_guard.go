@@ -133,7 +133,11 @@ func runMCPStdio(cmd *cobra.Command, o *MCPStdioOptions, args []string, s stream
 					ToolName string `json:"tool_name"`
 				}
 				_ = json.Unmarshal(request, &call)
-				fmt.Fprintf(s.err, "toolgate mcp stdio: result: %s\n", explain(&res.Result, call.ToolName))
+				what := explain(&res.Result, call.ToolName)
+				if res.Effect == engine.EffectRedact {
+					what = fmt.Sprintf("toolgate redacted %s's result: rule %s (policy %s): %s", call.ToolName, res.MatchedRuleID, res.MatchedPolicyID, res.Reason)
+				}
+				fmt.Fprintf(s.err, "toolgate mcp stdio: result: %s\n", what)
 			}
 			return res.Result, decisionJSON(res)
 		}

@@ -77,6 +77,10 @@ func (p *Proxy) judgeResults(rt *mcpRoute, resp *http.Response, info *mcpInfo) e
 	case "application/json":
 		return j.body(resp, rewrite)
 	case "text/event-stream":
+		// Events are rewritten as they pass: the stream's length is not
+		// known ahead (an upstream that sent one is not held to it).
+		resp.ContentLength = -1
+		resp.Header.Del("Content-Length")
 		resp.Body = startSSERewriter(&sseRewriter{src: resp.Body, limit: j.limit, over: j.overEvent}, rewrite, nil)
 	}
 	return nil
