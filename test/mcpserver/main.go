@@ -182,7 +182,7 @@ func newServer(st *stats) *mcp.Server {
 	mcp.AddTool(srv, &mcp.Tool{Name: "query", Description: "return rows and payload as structured content"},
 		func(_ context.Context, _ *mcp.CallToolRequest, in queryIn) (*mcp.CallToolResult, queryOut, error) {
 			st.count("query")
-			return nil, queryOut{Rows: in.Rows, Payload: in.Payload}, nil
+			return nil, queryOut(in), nil
 		})
 	// stream sends a progress notification at once, then waits for POST
 	// /release: a client that sees the notification before releasing has
