@@ -17,7 +17,13 @@ import (
 // it uses nothing of the gateway model (so sidecars not yet upgraded keep
 // serving it during a rolling upgrade), 2 when it does. A sidecar rejects
 // a version it does not know rather than guessing at its meaning.
-const SchemaVersion = SchemaVersionAsk
+const SchemaVersion = SchemaVersionResults
+
+// SchemaVersionResults is the version of bundles with a result rule
+// (phase: result), a redact effect or a detect condition: a sidecar that
+// does not know them would run a result rule on the call, so it refuses
+// the bundle (and keeps serving its last one).
+const SchemaVersionResults = 6
 
 // SchemaVersionAsk is the version of bundles with an ask rule: a sidecar
 // too old to hold a call for approval refuses the bundle (and keeps
@@ -44,6 +50,9 @@ const SchemaVersionOrdered = 1
 // refuses a version 3 bundle (and keeps serving its last one) rather than
 // ignoring who its agent is or that it is frozen.
 func (b *Bundle) NeededSchemaVersion() int {
+	if b.usesResults() {
+		return SchemaVersionResults
+	}
 	if b.usesAsk() {
 		return SchemaVersionAsk
 	}
@@ -161,7 +170,10 @@ type Rule struct {
 	Description string `json:"description,omitempty"`
 	// Priority is the rule's tier in a tiered policy; ordered policies
 	// leave it 0.
-	Priority   int32       `json:"priority,omitempty"`
+	Priority int32 `json:"priority,omitempty"`
+	// Phase is when the rule runs: "" (written for call, so bundles without
+	// result rules keep their bytes) or PhaseResult.
+	Phase      Phase       `json:"phase,omitempty"`
 	Effect     string      `json:"effect"`
 	Subjects   *Subjects   `json:"subjects,omitempty"`
 	Targets    *Targets    `json:"targets,omitempty"`

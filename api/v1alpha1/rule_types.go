@@ -27,10 +27,20 @@ type Rule struct {
 	// +optional
 	Priority int32 `json:"priority,omitempty"`
 
+	// phase is when the rule runs: call (the default) decides whether a
+	// tool may run; result judges what it returned, with the call's fields
+	// and output (output.text, output.structured, output.isError,
+	// output.size).
+	// +optional
+	Phase RulePhase `json:"phase,omitempty"`
+
 	// effect is allow, deny, warn (allow, with the reason in the result's
-	// warnings), audit (allow, marked for audit) or ask (held until a
+	// warnings), audit (allow, marked for audit), ask (held until a
 	// person approves this exact call: an ApprovalRequest; the description
-	// is the reason the approver is shown).
+	// is the reason the approver is shown; call rules only) or redact
+	// (result rules only: the output goes on with what the rule's
+	// matches, contains and detect conditions on output.text matched
+	// replaced by [REDACTED:<rule id>]).
 	// +required
 	Effect RuleEffect `json:"effect"`
 
