@@ -249,6 +249,9 @@ func (r Result) AppendJSON(dst []byte) ([]byte, error) {
 	if r.TraceTruncated {
 		dst = append(dst, `,"traceTruncated":true`...)
 	}
+	if r.Redactions != nil || r.Output != nil || r.Explanations != nil {
+		return appendResultPhase(dst, &r)
+	}
 	return append(dst, '}'), nil
 }
 
