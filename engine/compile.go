@@ -460,6 +460,8 @@ func ruleReason(policyID string, r *Rule) string {
 		return fmt.Sprintf("audited by rule %q of policy %q", r.ID, policyID)
 	case EffectAsk:
 		return fmt.Sprintf("approval required by rule %q of policy %q", r.ID, policyID)
+	case EffectRedact:
+		return fmt.Sprintf("redacted by rule %q of policy %q", r.ID, policyID)
 	}
 	return ""
 }
