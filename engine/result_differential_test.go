@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -143,6 +144,75 @@ func FuzzResultDifferential(f *testing.F) {
 		b, reqs, now, u := generatedResultCase(data)
 		if msg := resultDifferential(b, reqs, now, u); msg != "" {
 			t.Fatal(msg)
+		}
+	})
+}
+
+// FuzzEvaluateResult judges arbitrary outputs with a bundle of result
+// rules of every effect and operator on output.text, and holds the engine
+// to the reference and to what a result decision promises: spans sorted,
+// apart and inside the text, the delivered text the redacted one, and no
+// sentence repeating a span's text.
+func FuzzEvaluateResult(f *testing.F) {
+	for _, doc := range []string{
+		`{"tool_name":"read_file","output":{"text":"key AKIAZ7Q3XKDLR2M4WPNE and bob@example.com"}}`,
+		`{"tool_name":"read_file","output":{"text":"ünï AKIAAKIA","isError":true,"size":12}}`,
+		`{"tool_name":"query","output":{"structured":{"rows":101},"text":"{\"rows\":101}"}}`,
+		`{"tool_name":"query","output":{"structured":"x"}}`,
+		`{"tool_name":"query","output":{"text":""}}`,
+		`{"tool_name":"query","output":"text"}`,
+		`{"tool_name":"query"}`,
+	} {
+		f.Add([]byte(doc))
+	}
+	leaf := func(op string, v any) Condition { return cond("output.text", op, v) }
+	b := Bundle{Policies: []Policy{
+		ordered("keys",
+			resultRule("aws", "redact", leaf("matches", `AKIA[0-9A-Z]{16}`)),
+			resultRule("mail", "redact", Condition{Any: []Condition{leaf("contains", "@"), {All: []Condition{leaf("matches", `[a-z]+@[a-z.]+`), leaf("detect", "email")}}}}),
+			resultRule("any", "redact", leaf("matches", `(?s).{3}`), cond("output.size", "gt", 100)),
+			resultRule("err", "warn", cond("output.isError", "eq", true)),
+		),
+		{ID: "shape", Evaluation: EvaluationTiered, DefaultEffect: "deny", Rules: []Rule{
+			resultRule("rows", "deny", cond("output.structured.rows", "gt", 100)),
+			resultRule("json", "audit", Condition{Field: "output.text", Operator: "is_valid_json"}),
+			{ID: "pii", Phase: PhaseResult, Effect: "redact", Conditions: []Condition{leaf("detect", "credit_card")}},
+			allowRule("call"),
+		}},
+	}}
+	c := mustCompile(f, b)
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		req, err := DecodeRequest(doc)
+		if err != nil {
+			return
+		}
+		for _, truncated := range []bool{false, true} {
+			want := refGatewayPhase(b, req, t0, nil, true, truncated)
+			judged := refJudge(b, req, t0, nil, want.Effect, truncated)
+			res := c.Evaluate(req, EvalOptions{Now: fixedClock(t0), Phase: PhaseResult, OutputTruncated: truncated, Explain: truncated})
+			checkInvariants(t, res)
+			if msg := compareGateway(res, want); msg != "" {
+				t.Fatalf("truncated=%v: %s", truncated, msg)
+			}
+			if msg := compareJudged(res, judged, req); msg != "" {
+				t.Fatalf("truncated=%v: %s", truncated, msg)
+			}
+			text, _ := refOutputText(req)
+			last := 0
+			for _, r := range res.Redactions {
+				if r.Start < last || r.End <= r.Start || r.End > len(text) {
+					t.Fatalf("redactions %+v over %d bytes", res.Redactions, len(text))
+				}
+				last = r.End
+				for _, x := range res.Explanations {
+					if r.End-r.Start >= 8 && strings.Contains(x.Sentence, text[r.Start:r.End]) {
+						t.Fatalf("sentence %q repeats redacted text", x.Sentence)
+					}
+				}
+			}
+			if res.StatedEffect() == EffectRedact && !truncated && res.Output != nil && res.Output[OutputText] != nil && res.Output[OutputText] != ApplyRedactions(text, res.Redactions) {
+				t.Fatalf("output %q", res.Output[OutputText])
+			}
 		}
 	})
 }
