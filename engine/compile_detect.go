@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 
 	"github.com/toolgate/toolgate/engine/detect"
@@ -34,6 +35,11 @@ func checkDetectOperand(_ *compiler, c *Condition, _ operatorSpec, cc *ccond, fa
 		}
 		if _, found := detect.Lookup(s.str); !found {
 			fail(where, "unknown detector %q: the detectors are %s", truncate(s.str, 64), known)
+			ok = false
+			continue
+		}
+		if slices.Contains(names, s.str) {
+			fail(where, "detector %q is named twice", s.str)
 			ok = false
 			continue
 		}

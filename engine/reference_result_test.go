@@ -65,7 +65,7 @@ func refDetectNames(c Condition) ([]string, bool) {
 	var names []string
 	for _, r := range raws {
 		var s string
-		if json.Unmarshal(r, &s) != nil || !slices.Contains(detect.Names(), s) {
+		if json.Unmarshal(r, &s) != nil || !slices.Contains(detect.Names(), s) || slices.Contains(names, s) {
 			return nil, false
 		}
 		names = append(names, s)
