@@ -17,7 +17,6 @@ const (
 	cLabel                      // [A-Za-z0-9-]: a domain label, a Slack token's body
 	cValue                      // [A-Za-z0-9_+/=.~-]: a generic_api_key value
 	cCard                       // [0-9 -]: a card number with its separators
-	cSSN                        // [0-9-]
 	cIBANRun                    // [A-Z0-9 ]: an IBAN with its spaces
 )
 
@@ -43,7 +42,6 @@ var class = func() (t [256]uint16) {
 	add("-", cLabel)
 	add("_+/=.~-", cValue)
 	add(digits+" -", cCard)
-	add(digits+"-", cSSN)
 	add(" ", cIBANRun)
 	return t
 }()
@@ -74,23 +72,32 @@ func runStart(t string, i, lo int, c uint16) int {
 	return i
 }
 
-// nextIndex is the first index of lit at or after from, remembered in
-// *cache across calls with growing from (-2: not searched yet, -1: none
-// at or after the last search), so repeated searches stay linear.
-func nextIndex(t, lit string, from int, cache *int) int {
+// indexVia is the first index of lit at or after from, found by looking
+// for its byte at k, chosen because it is rare in text ('J' of eyJ, 'k' of
+// hooks): strings.Index falls back to a slow path when lit's first byte is
+// common, as 'e' and 'h' are.
+func indexVia(t, lit string, k, from int) int {
+	for j := from + k; j < len(t); {
+		n := strings.IndexByte(t[j:], lit[k])
+		if n < 0 {
+			return -1
+		}
+		j += n
+		if q := j - k; q >= from && strings.HasPrefix(t[q:], lit) {
+			return q
+		}
+		j++
+	}
+	return -1
+}
+
+// nextIndexVia is indexVia remembered in *cache across calls with growing
+// from (-2: not searched yet, -1: none at or after the last search), so
+// that repeated searches stay linear.
+func nextIndexVia(t, lit string, k, from int, cache *int) int {
 	if *cache == -1 || *cache >= from {
 		return *cache
 	}
-	var i int
-	if len(lit) == 1 {
-		i = strings.IndexByte(t[from:], lit[0])
-	} else {
-		i = strings.Index(t[from:], lit)
-	}
-	if i < 0 {
-		*cache = -1
-	} else {
-		*cache = from + i
-	}
+	*cache = indexVia(t, lit, k, from)
 	return *cache
 }
