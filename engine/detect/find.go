@@ -73,8 +73,14 @@ func findProbed(t string, i, limit, l int, run, lead uint16, match func(string, 
 			i = p + 1
 			continue
 		}
-		rs := runStart(t, p, i, run)
+		// A region of l or more ends at re and holds [re-l, re): most
+		// runs fail that test before the scan back to their start.
 		re := runEnd(t, p+1, run)
+		if re-l < i || class[t[re-l]]&run == 0 {
+			i = re
+			continue
+		}
+		rs := runStart(t, p, i, run)
 		if re-rs < l {
 			i = re
 			continue
@@ -226,8 +232,8 @@ func findAWS(t string, i, limit int) (start, end int) {
 			i = p + 1
 			continue
 		}
-		rs, re := runStart(t, p, i, cAWS), runEnd(t, p+1, cAWS)
-		if q := re - l; q >= rs && !wordBefore(t, q) && !wordAt(t, re) && awsPrefix(t[q:q+4]) {
+		re := runEnd(t, p+1, cAWS)
+		if q := re - l; q >= i && t[q] == 'A' && runStart(t, p, q, cAWS) == q && !wordBefore(t, q) && !wordAt(t, re) && awsPrefix(t[q:q+4]) {
 			return q, re
 		}
 		i = re
