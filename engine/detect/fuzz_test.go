@@ -13,6 +13,9 @@ func FuzzScanner(f *testing.F) {
 	for _, c := range corpus {
 		f.Add(c.text)
 	}
+	for _, a := range adversarial {
+		f.Add(repeatTo(a.unit, 200))
+	}
 	f.Add("")
 	f.Add("\xff\xfe@\x80.com 4111\xe2\x80\x831111 1111 1111")
 	f.Add(strings.Repeat("eyJ-", 50) + "." + strings.Repeat("x", 40))
