@@ -109,6 +109,7 @@ var corpus = []struct {
 	{"overlap: the earlier start wins", "token=aaaaaaaa4111111111111111", []want{{6, "aaaaaaaa4111111111111111", GenericAPIKey}}},
 	{"overlap: the longer wins", "password=4111-1111-1111-1111-x", []want{{9, "4111-1111-1111-1111-x", GenericAPIKey}}},
 	{"a failed check consumes", "4111 1111 1111 1112 4111", nil},
+	{"a failed check hides a card it overlaps", "1234 4111 1111 1111 1111", nil},
 
 	// unicode and invalid UTF-8
 	{"unicode around", "clé: « 4111111111111111 » — żółw a@b.io…", []want{{9, "4111111111111111", CreditCard}, {41, "a@b.io", Email}}},

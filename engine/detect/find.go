@@ -218,25 +218,27 @@ func ssnAt(t string, q int) int {
 	return q + 11
 }
 
-// findAWS: \b(?:AKIA|ASIA|...)[A-Z2-7]{16}\b. A match is 20 bytes of
-// [A-Z2-7] with word boundaries on both sides, so it is a whole run of that
-// class: one check per run the probes find.
+// findAWS: \b(?:AKIA|ASIA|...)[A-Z2-7]{16}\b, looked for at each 'A' (a
+// capital A is rare in text; a run of them costs one test each, as only
+// an 'A' after a non-word byte can start a match).
 func findAWS(t string, i, limit int) (start, end int) {
 	const l = 20
 	for i <= limit {
-		p := i + l - 1
-		if p >= len(t) {
+		k := strings.IndexByte(t[i:], 'A')
+		if k < 0 {
 			return -1, -1
 		}
-		if !is(t[p], cAWS) {
-			i = p + 1
+		q := i + k
+		if q > limit || q+l > len(t) {
+			return -1, -1
+		}
+		i = q + 1
+		if wordBefore(t, q) || !awsPrefix(t[q:q+4]) || wordAt(t, q+l) {
 			continue
 		}
-		re := runEnd(t, p+1, cAWS)
-		if q := re - l; q >= i && t[q] == 'A' && runStart(t, p, q, cAWS) == q && !wordBefore(t, q) && !wordAt(t, re) && awsPrefix(t[q:q+4]) {
-			return q, re
+		if runEnd(t, q+4, cAWS) >= q+l {
+			return q, q + l
 		}
-		i = re
 	}
 	return -1, -1
 }
@@ -250,24 +252,23 @@ func awsPrefix(p string) bool {
 }
 
 // findGitHub: \b(?:gh[pousr]_[A-Za-z0-9]{36}|github_pat_[A-Za-z0-9_]{82})\b.
-// A match is a whole word of 40 or 93 bytes: at a probe in a word, the
-// word's end says where a match would start.
+// A match is a whole word of 40 or 93 bytes with '_' in it: at each '_'
+// (rarer than word bytes) the word around it is checked once, and the
+// search goes on after it.
 func findGitHub(t string, i, limit int) (start, end int) {
-	const l = 40
 	for i <= limit {
-		p := i + l - 1
-		if p >= len(t) {
+		k := strings.IndexByte(t[i:], '_')
+		if k < 0 {
 			return -1, -1
 		}
-		if !is(t[p], cWord) {
-			i = p + 1
-			continue
+		u := i + k
+		q := runStart(t, u, i, cWord)
+		if q > limit {
+			return -1, -1
 		}
-		e := runEnd(t, p+1, cWord)
-		for _, n := range [2]int{40, 93} {
-			if q := e - n; q >= i && !wordBefore(t, q) && gitHubToken(t[q:e]) {
-				return q, e
-			}
+		e := runEnd(t, u+1, cWord)
+		if !wordBefore(t, q) && gitHubToken(t[q:e]) {
+			return q, e
 		}
 		i = e
 	}
