@@ -18,6 +18,7 @@ const (
 	cValue                      // [A-Za-z0-9_+/=.~-]: a generic_api_key value
 	cCard                       // [0-9 -]: a card number with its separators
 	cIBANRun                    // [A-Z0-9 ]: an IBAN with its spaces
+	cKeyEnd                     // [yYtTnNdD"' \t]: what ends a key name before its separator
 )
 
 var class = func() (t [256]uint16) {
@@ -43,6 +44,7 @@ var class = func() (t [256]uint16) {
 	add("_+/=.~-", cValue)
 	add(digits+" -", cCard)
 	add(" ", cIBANRun)
+	add("yYtTnNdD\"' \t", cKeyEnd)
 	return t
 }()
 

@@ -30,7 +30,9 @@ func findGeneric(t string, c *cursor, limit int) (start, end int) {
 			return -1, -1
 		}
 		i = s + 1
-		if !keyNameBefore(t, s, from) {
+		// A name's last letter, a quote or a blank comes before the
+		// separator; in JSON and logs most separators fail here.
+		if s == 0 || class[t[s-1]]&cKeyEnd == 0 || !keyNameBefore(t, s, from) {
 			continue
 		}
 		v := s + 1
@@ -54,6 +56,17 @@ func findGeneric(t string, c *cursor, limit int) (start, end int) {
 func nextSeparator(t string, i int) int {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	const colons, equals = ':' * ones, '=' * ones
+	for ; i+16 <= len(t); i += 16 {
+		b := t[i : i+16]
+		v := uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+			uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+		w := uint64(b[8]) | uint64(b[9])<<8 | uint64(b[10])<<16 | uint64(b[11])<<24 |
+			uint64(b[12])<<32 | uint64(b[13])<<40 | uint64(b[14])<<48 | uint64(b[15])<<56
+		x, y, z, u := v^colons, v^equals, w^colons, w^equals
+		if ((x-ones)&^x|(y-ones)&^y|(z-ones)&^z|(u-ones)&^u)&highs != 0 {
+			break // in these 16: the 8-byte loop says where
+		}
+	}
 	for ; i+8 <= len(t); i += 8 {
 		b := t[i : i+8]
 		v := uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
