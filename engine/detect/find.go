@@ -252,9 +252,11 @@ func awsPrefix(p string) bool {
 }
 
 // findGitHub: \b(?:gh[pousr]_[A-Za-z0-9]{36}|github_pat_[A-Za-z0-9_]{82})\b.
-// A match is a whole word of 40 or 93 bytes with '_' in it: at each '_'
-// (rarer than word bytes) the word around it is checked once, and the
-// search goes on after it.
+// A match is a whole word of 40 or 93 bytes whose first '_' is its 4th or
+// 7th byte: at each '_' (rarer than word bytes) the bytes before it say
+// whether a match can start 3 or 6 bytes back, and only then is the word
+// read. Matches come out in order: a match found at one '_' starts after
+// any found at an earlier one.
 func findGitHub(t string, i, limit int) (start, end int) {
 	for i <= limit {
 		k := strings.IndexByte(t[i:], '_')
@@ -262,15 +264,25 @@ func findGitHub(t string, i, limit int) (start, end int) {
 			return -1, -1
 		}
 		u := i + k
-		q := runStart(t, u, i, cWord)
-		if q > limit {
+		if u-6 > limit {
 			return -1, -1
 		}
-		e := runEnd(t, u+1, cWord)
-		if !wordBefore(t, q) && gitHubToken(t[q:e]) {
+		// A token's first '_' is the first after i, so it starts at or
+		// after i.
+		q := -1
+		switch {
+		case u-3 >= i && t[u-3] == 'g' && t[u-2] == 'h':
+			q = u - 3
+		case u-6 >= i && t[u-6:u] == "github":
+			q = u - 6
+		}
+		i = u + 1
+		if q < 0 || wordBefore(t, q) {
+			continue
+		}
+		if e := runEnd(t, u+1, cWord); gitHubToken(t[q:e]) {
 			return q, e
 		}
-		i = e
 	}
 	return -1, -1
 }
