@@ -193,6 +193,9 @@ func findSSN(t string, i, limit int) (start, end int) {
 		if q > limit {
 			return -1, -1
 		}
+		if j+3 >= len(t) || t[j+3] != '-' { // the second dash
+			continue
+		}
 		if e := ssnAt(t, q); e >= 0 && Check(USSSN, t[q:e]) {
 			return q, e
 		}
@@ -365,7 +368,7 @@ func findPrivateKey(t string, c *cursor, limit int) (start, end int) {
 	const begin, endLine = "-----BEGIN ", "-----END "
 	i := c.pos
 	for i <= limit {
-		q := indexVia(t, begin, 7, i) // 'G'
+		q := indexVia(t, begin, 5, i) // 'B' (rarer than G, of GET)
 		if q < 0 {
 			return -1, -1
 		}
