@@ -4,8 +4,9 @@ import "strings"
 
 // cursor is one detector's place in a text: the next finding starts at or
 // after pos (pos is where regexp's FindAll would search next), and a, b
-// remember searches made for it (nextIndex's caches; private_key's END
-// line) so that a scan stays linear however the findings fall.
+// remember searches made for it (slack_token's next literals,
+// private_key's END line) so that a scan stays linear however the findings
+// fall.
 type cursor struct {
 	pos  int
 	a, b int
@@ -17,9 +18,9 @@ func newCursor() cursor { return cursor{a: -2, b: -2} }
 // limit, and moves c past it. Each finder enumerates Pattern(d)'s matches
 // exactly as regexp's FindAll does (leftmost-first, each search starting
 // where the last match ended, a match that fails Check consuming its
-// bytes) but looks only where a match can be: the probes below skip L-1
-// bytes at a time when a detector's matches are at least L bytes of one
-// class, and literal prefixes are found with strings.Index.
+// bytes) but looks only where a match can be: findProbed skips l-1 bytes
+// at a time when a detector's matches are at least l bytes of one class,
+// the others start from a byte that is rare in text.
 func find(d Detector, t string, c *cursor, limit int) (start, end int) {
 	switch d {
 	case AWSAccessKey:
@@ -33,7 +34,7 @@ func find(d Detector, t string, c *cursor, limit int) (start, end int) {
 	case SlackToken:
 		start, end = findSlack(t, c, limit)
 	case GenericAPIKey:
-		start, end = findGeneric(t, c, limit)
+		start, end = findGeneric(t, c.pos, limit)
 	case CreditCard:
 		start, end = findProbed(t, c.pos, limit, 13, cCard, cDigit, cardAt, CreditCard)
 	case Email:

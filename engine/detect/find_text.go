@@ -6,8 +6,8 @@ import (
 )
 
 // keyNames are generic_api_key's names (keyNamesRE) spelled out, lower
-// case; a name matches in any case.
-// keyNames are grouped by last letter (keyNameBefore slices them).
+// case (a name matches in any case), grouped by their last two letters
+// for keyNameBefore.
 var keyNames = [...]string{
 	"api_key", "api-key", "apikey", "access_key", "access-key", "accesskey", "secret_key", "secret-key", "secretkey", // y: [:9]
 	"secret",             // t: [9:10]
@@ -17,12 +17,10 @@ var keyNames = [...]string{
 
 // findGeneric: a key name, an optional quote, [:=] between optional
 // blanks, an optional quote, then 16 or more value bytes; the finding is
-// the value. It looks at each ':' and '=' (c.a and c.b remember the next of
-// each) and reads back for a name. A name holds neither, so the separators'
+// the value. It looks at each ':' and '=' and reads back for a name. A name holds neither, so the separators'
 // order is the matches' order; the name must start at or after pos, as
 // FindAll's next match must.
-func findGeneric(t string, c *cursor, limit int) (start, end int) {
-	from := c.pos
+func findGeneric(t string, from, limit int) (start, end int) {
 	i := from
 	for i <= limit {
 		s := nextSeparator(t, i)
