@@ -68,9 +68,9 @@ func findProbed(t string, i, limit, l int, run, lead uint16, match func(string, 
 			return -1, -1
 		}
 		// Every byte of a match is of class lead (a digit, say) or a
-		// separator followed by one: a cheaper test than run, which spaces
-		// in prose pass.
-		if class[t[p]]&lead == 0 && (p+1 == len(t) || class[t[p+1]]&lead == 0) {
+		// separator (the rest of run) followed by one: spaces in prose pass
+		// the test of run, not this one.
+		if c := class[t[p]]; c&run == 0 || c&lead == 0 && (p+1 == len(t) || class[t[p+1]]&lead == 0) {
 			i = p + 1
 			continue
 		}
