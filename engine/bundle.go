@@ -19,10 +19,10 @@ import (
 // a version it does not know rather than guessing at its meaning.
 const SchemaVersion = SchemaVersionResults
 
-// SchemaVersionResults is the version of bundles with a result rule
-// (phase: result), a redact effect or a detect condition: a sidecar that
-// does not know them would run a result rule on the call, so it refuses
-// the bundle (and keeps serving its last one).
+// SchemaVersionResults is the version of bundles that use issue 28's
+// additions: result rules, detect, pinned tools, castToNumber. A sidecar
+// too old to know them refuses the bundle (and keeps serving its last one)
+// rather than reading a condition it would evaluate differently.
 const SchemaVersionResults = 6
 
 // SchemaVersionAsk is the version of bundles with an ask rule: a sidecar
@@ -74,6 +74,14 @@ func (b *Bundle) NeededSchemaVersion() int {
 func (b *Bundle) usesAsk() bool {
 	return slices.ContainsFunc(b.Policies, func(p Policy) bool {
 		return slices.ContainsFunc(p.Rules, func(r Rule) bool { return Effect(r.Effect) == EffectAsk || r.Approval != nil })
+	})
+}
+
+// usesResults tells whether b needs SchemaVersionResults: each of issue
+// 28's additions extends it.
+func (b *Bundle) usesResults() bool {
+	return slices.ContainsFunc(b.Policies, func(p Policy) bool {
+		return slices.ContainsFunc(p.Rules, func(r Rule) bool { return r.usesResults() })
 	})
 }
 

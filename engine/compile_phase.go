@@ -40,21 +40,16 @@ func checkPhase(d *diagnoser, ri int, r *Rule) {
 // must reach it to deny).
 func isResultRule(r *Rule) bool { return r.Phase != "" && r.Phase != PhaseCall }
 
-// usesResults tells whether b needs SchemaVersionResults: a result rule or
-// a detect condition (redact is only valid on a result rule, but a bundle
-// carrying one must not reach a sidecar that would read it as a call rule).
-func (b *Bundle) usesResults() bool {
-	return slices.ContainsFunc(b.Policies, func(p Policy) bool {
-		return slices.ContainsFunc(p.Rules, func(r Rule) bool {
-			return r.Phase != "" || Effect(r.Effect) == EffectRedact || usesDetect(r.Conditions)
-		})
-	})
+// usesResults tells whether r needs SchemaVersionResults: a result rule, a
+// redact (valid on a result rule only, but a bundle carrying one must not
+// reach a sidecar that would read it as a call rule) or a detect test.
+func (r *Rule) usesResults() bool {
+	return r.Phase != "" || Effect(r.Effect) == EffectRedact || slices.ContainsFunc(r.Conditions, Condition.detects)
 }
 
-func usesDetect(cs []Condition) bool {
-	return slices.ContainsFunc(cs, func(c Condition) bool {
-		return c.Operator == opNameDetect || usesDetect(c.Any) || usesDetect(c.All)
-	})
+// detects tells whether c or a member of its groups is a detect test.
+func (c Condition) detects() bool {
+	return c.Operator == opNameDetect || slices.ContainsFunc(c.Any, Condition.detects) || slices.ContainsFunc(c.All, Condition.detects)
 }
 
 // splitPhases makes c.policies the call views and, when a rule is a result
