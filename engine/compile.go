@@ -175,8 +175,10 @@ type ccond struct {
 	value   scalar
 	members stringSet // in/not_in's values, stringified
 	matcher *matcher
-	scanner *detect.Scanner // detect's detectors
-	sub     []ccond         // the members of an any or all group (opOutput: its test)
+	sub     []ccond // the members of an any or all group
+	// scanner is a detect test's detectors; an opOutput node's one member
+	// (sub) is the test it wraps.
+	scanner *detect.Scanner
 }
 
 // Compile turns a bundle into its evaluable form. It never fails as a whole:
