@@ -2,7 +2,6 @@ package engine
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -311,27 +310,4 @@ func ApplyRedactions(text string, spans []Redaction) string {
 	}
 	b.WriteString(text[last:])
 	return b.String()
-}
-
-// appendResultPhase ends a result evaluation's JSON with its redactions,
-// the output as delivered and the explanations.
-func appendResultPhase(dst []byte, r *Result) ([]byte, error) {
-	for _, f := range []struct {
-		name string
-		v    any
-		set  bool
-	}{{"redactions", r.Redactions, r.Redactions != nil}, {"output", r.Output, r.Output != nil}, {"explanations", r.Explanations, r.Explanations != nil}} {
-		if !f.set {
-			continue
-		}
-		b, err := json.Marshal(f.v)
-		if err != nil {
-			return nil, err
-		}
-		dst = append(dst, `,"`...)
-		dst = append(dst, f.name...)
-		dst = append(dst, `":`...)
-		dst = append(dst, b...)
-	}
-	return append(dst, '}'), nil
 }

@@ -249,8 +249,31 @@ func (r Result) AppendJSON(dst []byte) ([]byte, error) {
 	if r.TraceTruncated {
 		dst = append(dst, `,"traceTruncated":true`...)
 	}
-	if r.Redactions != nil || r.Output != nil || r.Explanations != nil {
-		return appendResultPhase(dst, &r)
+	return r.appendResultPhase(dst)
+}
+
+// appendResultPhase closes r's JSON with what a result evaluation adds:
+// the redactions, the output as delivered after them, and the
+// explanations (reflection is fine: a call's decision has none of them).
+func (r *Result) appendResultPhase(dst []byte) ([]byte, error) {
+	for _, f := range []struct {
+		key   string
+		value any
+		set   bool
+	}{
+		{`,"redactions":`, r.Redactions, r.Redactions != nil},
+		{`,"output":`, r.Output, r.Output != nil},
+		{`,"explanations":`, r.Explanations, r.Explanations != nil},
+	} {
+		if !f.set {
+			continue
+		}
+		t, err := json.Marshal(f.value)
+		if err != nil {
+			return nil, err
+		}
+		dst = append(dst, f.key...)
+		dst = append(dst, t...)
 	}
 	return append(dst, '}'), nil
 }
