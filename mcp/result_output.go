@@ -126,7 +126,7 @@ func blockSpans(texts []string, spans []engine.Redaction) [][]engine.Redaction {
 }
 
 // redact rewrites the result as a redact decision delivers it: each text
-// block with its spans replaced (applyRedactions), and in
+// block with its spans replaced (engine.ApplyRedactions), and in
 // structuredContent every string holding the original text of a span
 // replaced by the same mark, so the secret does not go on in the
 // structured copy of the text. Everything else is kept as sent.
@@ -149,7 +149,7 @@ func (cr *callResult) redact(spans []engine.Redaction) (json.RawMessage, error) 
 		if err := json.Unmarshal(blocks[cr.textBlock[i]], &block); err != nil {
 			return nil, err
 		}
-		block["text"] = engine.AppendJSONString(nil, applyRedactions(cr.texts[i], own))
+		block["text"] = engine.AppendJSONString(nil, engine.ApplyRedactions(cr.texts[i], own))
 		b, err := marshalRaw(block)
 		if err != nil {
 			return nil, err
