@@ -338,6 +338,9 @@ func (p *Proxy) modifyResponse(rt *mcpRoute) func(*http.Response) error {
 			// notifications go, and the proxy's; and where a resumed
 			// POST stream replays its answers, tools/list's filtered too.
 			if stream && resp.Request.Method == http.MethodGet {
+				if p.d.State().Compiled.HasResultRules() {
+					p.withholdReplayed(resp) // result_proxy.go
+				}
 				p.watchListStream(resp, rt, nil)
 			}
 		case info.results != nil:

@@ -262,7 +262,7 @@ type sseRewriter struct {
 	done    chan struct{}
 	once    sync.Once
 	// limit, when over is set, is the most of one event held: past it the
-	// event so far goes to over (result.go), which says what to send
+	// event so far goes to over (result_proxy.go), which says what to send
 	// instead, or to pass it (and the rest of the event as it is read).
 	limit int
 	over  func(head []byte) (out []byte, pass bool)

@@ -22,6 +22,9 @@ const (
 	// CodeResultTooLarge: the result is larger than --max-result-bytes and
 	// the rules judging what was held would deny or redact it.
 	CodeResultTooLarge engine.Code = "RESULT_TOO_LARGE"
+	// CodeResultUnjudged: a tools/call result that arrived apart from its
+	// call (replayed on a session's GET stream), so no rule can judge it.
+	CodeResultUnjudged engine.Code = "RESULT_UNJUDGED"
 )
 
 // DefaultMaxResultBytes is --max-result-bytes unless set: the most of a

@@ -262,3 +262,35 @@ func eventData(ev []byte) []byte {
 	}
 	return bytes.Join(data, []byte{'\n'})
 }
+
+// withholdReplayed makes a session's GET stream withhold every tools/call
+// result on it: a 2025-11-25 client that resumes a POST's stream there
+// (Last-Event-ID) is replayed answers whose calls this stream does not
+// know, so they cannot be judged, and a result the rules could not read
+// is not one they passed. Only while the bundle has result rules.
+func (p *Proxy) withholdReplayed(resp *http.Response) {
+	modern := modernMCP(resp.Request)
+	resp.ContentLength = -1
+	resp.Header.Del("Content-Length")
+	resp.Body = newSSERewriter(resp.Body, func(msg []byte) []byte {
+		if !p.d.State().Compiled.HasResultRules() {
+			return msg
+		}
+		return eachMessage(msg, func(m []byte) []byte {
+			a, ok := readAnswer(m)
+			if !ok || !isCallResult(a.result) {
+				return m
+			}
+			return withheld(a.id, CodeResultUnjudged, "a tools/call result replayed on the session's stream, apart from its call, cannot be judged; withheld", modern)
+		})
+	}, nil)
+}
+
+// isCallResult tells a CallToolResult from other results by its content
+// array (resources/read has contents, prompts/get messages).
+func isCallResult(result json.RawMessage) bool {
+	var r struct {
+		Content json.RawMessage `json:"content"`
+	}
+	return json.Unmarshal(result, &r) == nil && len(bytes.TrimSpace(r.Content)) > 0 && bytes.TrimSpace(r.Content)[0] == '['
+}

@@ -184,3 +184,34 @@ func TestProxyResultLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestProxyWithholdsResultsReplayedOnTheSessionStream: a tools/call result
+// on a GET stream (a resumed POST stream's replay) is not the answer to a
+// call the proxy kept, so with result rules it is withheld; other results
+// and notifications pass.
+func TestProxyWithholdsResultsReplayedOnTheSessionStream(t *testing.T) {
+	t.Parallel()
+	read := `{"jsonrpc":"2.0","id":4,"result":{"contents":[{"uri":"file:///x","text":"SECRET"}]}}`
+	upstream := answering(t, "text/event-stream", func(string) string { return sse(progress, result("3", "SECRET"), read) })
+	p := newTestProxy(t, decide.Config{}, "up="+upstream)
+	p.serve(t, judgingBundle())
+	srv := httptest.NewServer(p)
+	t.Cleanup(srv.Close)
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/mcp/up", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	must(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	must(t, err)
+	got := string(body)
+	for _, want := range []string{"data: " + progress + "\n\n", "data: " + read + "\n\n", `"id":3`, `"isError":true`,
+		"RESULT_UNJUDGED: a tools/call result replayed on the session's stream, apart from its call, cannot be judged; withheld"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the stream lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, result("3", "SECRET")) {
+		t.Errorf("the replayed result went on:\n%s", got)
+	}
+}
