@@ -17,7 +17,13 @@ import (
 // it uses nothing of the gateway model (so sidecars not yet upgraded keep
 // serving it during a rolling upgrade), 2 when it does. A sidecar rejects
 // a version it does not know rather than guessing at its meaning.
-const SchemaVersion = SchemaVersionAsk
+const SchemaVersion = SchemaVersionResults
+
+// SchemaVersionResults is the version of bundles that judge what tools
+// return or what they are: result rules, castToNumber, pinned tool
+// definitions (Pins). A sidecar too old to know them refuses the bundle
+// rather than serve a tool whose definition changed.
+const SchemaVersionResults = 6
 
 // SchemaVersionAsk is the version of bundles with an ask rule: a sidecar
 // too old to hold a call for approval refuses the bundle (and keeps
@@ -44,6 +50,9 @@ const SchemaVersionOrdered = 1
 // refuses a version 3 bundle (and keeps serving its last one) rather than
 // ignoring who its agent is or that it is frozen.
 func (b *Bundle) NeededSchemaVersion() int {
+	if b.usesResults() {
+		return SchemaVersionResults
+	}
 	if b.usesAsk() {
 		return SchemaVersionAsk
 	}
@@ -59,6 +68,11 @@ func (b *Bundle) NeededSchemaVersion() int {
 		}
 	}
 	return SchemaVersionOrdered
+}
+
+// usesResults tells whether b needs SchemaVersionResults.
+func (b *Bundle) usesResults() bool {
+	return len(b.Pins) > 0
 }
 
 // usesAsk tells whether b needs SchemaVersionAsk.
@@ -111,6 +125,9 @@ type Bundle struct {
 	// Namespace. Signed with the rest: a namespace editor cannot change
 	// them.
 	NamespaceLabels map[string]string `json:"namespaceLabels,omitempty"`
+	// Pins are the pinned tool definitions of the namespace's
+	// MCPUpstreams (pins.go), whether or not its agents are registered.
+	Pins []UpstreamPins `json:"pins,omitempty"`
 }
 
 // Policy is one Policy resource as the engine sees it.
@@ -311,6 +328,7 @@ func Encode(b Bundle) ([]byte, string, error) {
 		id := b.Identity.sorted()
 		b.Identity = &id
 	}
+	b.Pins = sortedPins(b.Pins)
 	b.Sort()
 	b.Revision = ""
 	content, err := json.Marshal(b)
