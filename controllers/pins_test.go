@@ -45,8 +45,8 @@ func TestPinsArePublishedWithoutRegisteringAgents(t *testing.T) {
 		"empty-pins": {URL: "https://x.example/", PinnedTools: map[string]v1alpha1.ToolDigest{}, Pinning: v1alpha1.PinningStrict},
 	} {
 		err := k8s.Create(ctx, &v1alpha1.MCPUpstream{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: spec})
-		if err == nil || !strings.Contains(err.Error(), "spec.") {
-			t.Errorf("%s: created (%v), want it refused naming the field", name, err)
+		if err == nil || !strings.Contains(err.Error(), "spec") {
+			t.Errorf("%s: create returned %v, want it refused naming the field", name, err)
 		}
 	}
 }
