@@ -23,6 +23,7 @@ import (
 	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/internal/tracing"
 	"github.com/toolgate/toolgate/mcp/jsonrpc"
+	"github.com/toolgate/toolgate/mcp/pin"
 )
 
 // The stdio guard (`toolgate mcp stdio`): an MCP server the agent starts
@@ -49,6 +50,9 @@ type StdioOptions struct {
 	// Wait holds a call an ask rule decided until a person decides it
 	// (holdAsked); nil: an ask is answered as a deny, not allowed.
 	Wait Waiter
+	// Pins are the server's pinned tool definitions (pin_stdio.go); nil:
+	// none.
+	Pins *pin.Set
 }
 
 // Decider decides one request, given as the JSON object /v1/evaluate
@@ -94,6 +98,7 @@ func RunStdio(ctx context.Context, o StdioOptions, in io.Reader, out, errOut io.
 
 	w := &stdioWriter{w: out}
 	schemas := newStdioSchemas()
+	schemas.stdioPins(o.Pins, o.Server, errOut)
 	relayed := make(chan struct{})
 	go func() {
 		defer close(relayed)
@@ -139,12 +144,15 @@ func (s *stdioWriter) line(b []byte) error {
 }
 
 // relayLines copies the server's messages to the agent, a line at a time,
-// but those look (stdioSchemas.fromServer) keeps for the guard.
-func relayLines(from io.Reader, to *stdioWriter, look func([]byte) bool) {
+// as look (stdioSchemas.fromServer) rewrites them; nil: kept for the guard.
+func relayLines(from io.Reader, to *stdioWriter, look func([]byte) []byte) {
 	br := bufio.NewReaderSize(from, 64<<10)
 	for {
 		line, err := br.ReadBytes('\n')
-		if len(line) > 0 && look(line) && to.line(line) != nil {
+		if len(line) > 0 {
+			line = look(line)
+		}
+		if line != nil && to.line(line) != nil {
 			_, _ = io.Copy(io.Discard, br) // the agent is gone: let the server finish
 			return
 		}
@@ -301,6 +309,11 @@ func (g *stdioGuard) decideCall(ctx context.Context, m *jsonrpc.Message, line []
 	sub, refusal := subjectOf(m)
 	if refusal != "" {
 		return refuseCall(m.ID, refusal), false
+	}
+	if m.Method == jsonrpc.MethodToolsCall {
+		if answer, denied := g.denyDrifted(ctx, m, sub.tool); denied {
+			return answer, false
+		}
 	}
 	if m.Method == jsonrpc.MethodToolsCall && needsSchema(sub.input) {
 		listing := g.schemas.ensure(ctx, g.toServer, sub.tool, m.Call.RawMeta)

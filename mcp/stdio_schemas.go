@@ -26,6 +26,8 @@ import (
 type stdioSchemas struct {
 	schemas paramSchemas
 	learner learner
+	// pins are the server's pinned tool definitions (pin_stdio.go).
+	pins pinState
 	// idPrefix makes the guard's own request ids: random per process.
 	idPrefix string
 	next     int
@@ -63,14 +65,15 @@ func (s *stdioSchemas) agentLists(id json.RawMessage) {
 }
 
 // fromServer looks at one line from the server before it is relayed:
-// an answer to the agent's tools/list teaches the schemas; an answer to
-// the guard's own goes to its waiter, and not to the agent (false).
-func (s *stdioSchemas) fromServer(line []byte) (relay bool) {
+// an answer to the agent's tools/list teaches the schemas and loses the
+// tools the pins hide; an answer to the guard's own goes to its waiter,
+// and not to the agent (nil).
+func (s *stdioSchemas) fromServer(line []byte) []byte {
 	s.mu.Lock()
 	pending := len(s.lists) > 0 || len(s.own) > 0 || len(s.late) > 0
 	s.mu.Unlock()
 	if !pending {
-		return true
+		return line
 	}
 	var msg struct {
 		ID     json.RawMessage `json:"id"`
@@ -80,7 +83,7 @@ func (s *stdioSchemas) fromServer(line []byte) (relay bool) {
 		} `json:"result"`
 	}
 	if json.Unmarshal(line, &msg) != nil || msg.Method != nil || len(msg.ID) == 0 {
-		return true
+		return line
 	}
 	id := string(bytes.TrimSpace(msg.ID))
 	s.mu.Lock()
@@ -92,23 +95,26 @@ func (s *stdioSchemas) fromServer(line []byte) (relay bool) {
 	s.mu.Unlock()
 	switch {
 	case late:
-		return false
+		return nil
 	case own:
 		waiter <- append([]byte(nil), line...)
-		return false
+		return nil
 	case agents && msg.Result != nil:
 		for _, t := range msg.Result.Tools {
 			s.schemas.learn(t)
 		}
+		if s.pins.active() {
+			return filterPinned(line, &s.pins)
+		}
 	}
-	return true
+	return line
 }
 
 // ensure lists the server's tools when tool's schema is not known (and
 // was not looked for lately), writing the guard's own tools/list to
 // toServer, with meta (the call's _meta) as the agent's would carry it.
 func (s *stdioSchemas) ensure(ctx context.Context, toServer io.Writer, tool string, meta json.RawMessage) error {
-	if _, seen := s.schemas.tools.Load(tool); seen {
+	if _, seen := s.schemas.tools.Load(tool); seen && s.pins.known(tool) {
 		return nil
 	}
 	if s.learner.missedRecently(tool) {
@@ -122,7 +128,7 @@ func (s *stdioSchemas) ensure(ctx context.Context, toServer io.Writer, tool stri
 		if err != nil {
 			return err
 		}
-		if _, seen := s.schemas.tools.Load(tool); seen {
+		if _, seen := s.schemas.tools.Load(tool); seen && s.pins.known(tool) {
 			return nil
 		}
 		if next == "" {
@@ -178,6 +184,7 @@ func (s *stdioSchemas) listPage(ctx context.Context, toServer io.Writer, meta js
 		}
 		for _, t := range page.Result.Tools {
 			s.schemas.learn(t)
+			s.pins.observe(t)
 		}
 		return page.Result.NextCursor, nil
 	case <-ctx.Done():

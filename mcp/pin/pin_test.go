@@ -109,3 +109,48 @@ func TestDriftOf(t *testing.T) {
 		}
 	}
 }
+
+func TestParseFile(t *testing.T) {
+	t.Parallel()
+	d := strings.Repeat("c", 64)
+	for doc, want := range map[string]string{
+		"pinnedTools:\n  read_file: " + d + "\n":                         "strict read_file",
+		`{"pinning": "warn", "pinnedTools": {"read_file": "` + d + `"}}`: "warn read_file",
+		"apiVersion: toolgate.dev/v1alpha1\nkind: MCPUpstream\nmetadata: {name: files}\nspec:\n  url: https://x/\n  pinning: warn\n  pinnedTools: {pay: " + d + "}\n": "warn pay files",
+	} {
+		set, named, err := ParseFile([]byte(doc))
+		if err != nil {
+			t.Errorf("%s: %v", doc, err)
+			continue
+		}
+		got := set.Mode
+		for name := range set.Tools {
+			got += " " + name
+		}
+		if named != "" {
+			got += " " + named
+		}
+		if got != want {
+			t.Errorf("%s: %q, want %q", doc, got, want)
+		}
+	}
+	for doc, want := range map[string]string{
+		"":                        "no pinnedTools",
+		"url: x\n":                "no pinnedTools",
+		"pinnedTools: [a]\n":      "not YAML or JSON",
+		"pinnedTools: {}\n":       "no tool is pinned",
+		"pinnedTools: {a: abc}\n": `pinned tool "a": digest "abc" is not 64 lower-case hex digits`,
+		"pinning: loose\npinnedTools: {a: " + d + "}\n": `pinning "loose" is neither strict nor warn`,
+		"kind: Policy\n": `kind "Policy": want an MCPUpstream`,
+		"kind: MCPUpstream\nmetadata: {name: f}\n": "an MCPUpstream's pins go in spec.pinnedTools",
+		"kind: MCPUpstream\nspec: {url: x}\n":      "no tool is pinned",
+		"\t{":                                      "not YAML or JSON",
+	} {
+		if _, _, err := ParseFile([]byte(doc)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseFile(%q) = %v, want an error saying %q", doc, err, want)
+		}
+	}
+	if _, _, err := ParseFile(make([]byte, maxFileBytes+1)); err == nil || !strings.Contains(err.Error(), "more than") {
+		t.Errorf("a huge file: %v", err)
+	}
+}
