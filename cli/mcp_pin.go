@@ -213,4 +213,3 @@ func (c *capturingConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	}
 	return msg, err
 }
-
