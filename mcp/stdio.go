@@ -32,7 +32,8 @@ import (
 // decides each tools/call first. It reads messages with the proxy's own
 // reader, builds the proxy's request and denies with the proxy's answer,
 // so a call is read, decided and refused as over HTTP. Unlike the HTTP
-// proxy it does not hold the server's credentials or filter tools/list:
+// proxy it does not hold the server's credentials, and filters tools/list
+// only by pinned definitions (--pins, pin_stdio.go), not by rules:
 // whoever edits the agent's server list can start the server without it,
 // so it guards an agent that is configured, as the hooks do.
 
