@@ -62,7 +62,19 @@ type driftReport struct {
 	counter *prometheus.CounterVec // nil: not counted (the stdio guard)
 	// recorder is the proxy's DriftRecorder, nil when none is set.
 	recorder atomic.Pointer[DriftRecorder]
+
+	// labelled are the tools counted under their own name, per upstream:
+	// the names come from the upstream, so past maxDriftTools a drift is
+	// counted as tool="(other)" rather than grow the metric without bound.
+	mu       sync.Mutex
+	labelled map[string]map[string]bool
 }
+
+// maxDriftTools bounds the tool label values of one upstream's drifts.
+const maxDriftTools = 256
+
+// otherTool is the tool label of drifts past maxDriftTools.
+const otherTool = "(other)"
 
 // Drift is one drift reported: a tool listed by an upstream whose
 // definition is not its pin.
@@ -195,11 +207,30 @@ func (r *driftReport) drifted(d Drift) {
 	r.log.Warn("MCP tool definition drifted from its pin", "upstream", d.Upstream, "tool", d.Tool, "kind", string(d.Kind),
 		"digest", d.Digest, "pinned", d.Pinned, "pinning", d.Pinning)
 	if r.counter != nil {
-		r.counter.WithLabelValues(d.Upstream, d.Tool, string(d.Kind)).Inc()
+		r.counter.WithLabelValues(d.Upstream, r.toolLabel(d.Upstream, d.Tool), string(d.Kind)).Inc()
 	}
 	if rec := r.recorder.Load(); rec != nil {
 		(*rec).ToolDrifted(d)
 	}
+}
+
+// toolLabel is the tool label a drift is counted under.
+func (r *driftReport) toolLabel(upstream, tool string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.labelled == nil {
+		r.labelled = map[string]map[string]bool{}
+	}
+	tools := r.labelled[upstream]
+	if tools == nil {
+		tools = map[string]bool{}
+		r.labelled[upstream] = tools
+	}
+	if !tools[tool] && len(tools) >= maxDriftTools {
+		return otherTool
+	}
+	tools[tool] = true
+	return tool
 }
 
 // denyCall is the deny of a call to tool when its definition drifted and

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -105,5 +106,20 @@ func TestPinStateFailsClosed(t *testing.T) {
 	}
 	if _, denied := none.denyCall("x"); denied {
 		t.Error("an upstream without pins denies")
+	}
+}
+
+// TestDriftMetricIsBounded: an upstream listing ever more unpinned tools
+// counts past maxDriftTools of them under tool="(other)".
+func TestDriftMetricIsBounded(t *testing.T) {
+	ps, _, counter := pinnedState(t, pin.Strict, map[string]string{"a": strings.Repeat("0", 64)})
+	for i := range maxDriftTools + 10 {
+		ps.observe([]byte(`{"name":"t` + strconv.Itoa(i) + `"}`))
+	}
+	if n := testutil.CollectAndCount(counter); n != maxDriftTools+1 {
+		t.Errorf("%d series, want %d", n, maxDriftTools+1)
+	}
+	if n := testutil.ToFloat64(counter.WithLabelValues("files", otherTool, "unpinned")); n != 10 {
+		t.Errorf("(other) counted %v, want 10", n)
 	}
 }
