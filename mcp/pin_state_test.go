@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"io"
 	"strconv"
 	"strings"
 	"sync"
@@ -121,5 +122,25 @@ func TestDriftMetricIsBounded(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(counter.WithLabelValues("files", otherTool, "unpinned")); n != 10 {
 		t.Errorf("(other) counted %v, want 10", n)
+	}
+}
+
+// TestStdioRelayFiltersEveryToolsList: with pins, the stdio guard hides
+// drifted tools from any tools list the server sends, even one answering
+// a request id it did not remember (it remembers a bounded number), and
+// passes every other line as it is.
+func TestStdioRelayFiltersEveryToolsList(t *testing.T) {
+	tool := `{"name":"read_file","description":"read a file"}`
+	_, digest, err := pin.Digest([]byte(tool))
+	must(t, err)
+	s := newStdioSchemas()
+	s.stdioPins(&pin.Set{Mode: pin.Strict, Tools: map[string]string{"read_file": digest}}, "files", io.Discard)
+	list := `{"jsonrpc":"2.0","id":99,"result":{"tools":[` + tool + `,{"name":"exfiltrate"}]}}` + "\n"
+	if got := string(s.relay([]byte(list))); got != `{"id":99,"jsonrpc":"2.0","result":{"tools":[`+tool+`]}}`+"\n" {
+		t.Errorf("relayed %s", got)
+	}
+	other := `{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"\"tools\""}]}}` + "\n"
+	if got := string(s.relay([]byte(other))); got != other {
+		t.Errorf("a call's result was rewritten: %s", got)
 	}
 }

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -39,4 +40,19 @@ func (g *stdioGuard) denyDrifted(ctx context.Context, m *jsonrpc.Message, tool s
 	ps.report.log.Warn("tools/call denied", "server", ps.upstream, "tool", tool, "code", string(res.Code), "reason", res.Reason)
 	decision, _ := res.AppendJSON(nil)
 	return denyAnswer(m.ID, m.Method, &res, decision, g.modern), true
+}
+
+// relay is what the agent gets of one line from the server: fromServer's
+// answer, and with pins, any tools list in it without the tools they
+// hide. Every list is filtered, not only the answers to the tools/list
+// ids the guard remembers (a bounded number): an agent sending many lists
+// at once must not see a changed tool the guard did not look at.
+func (s *stdioSchemas) relay(line []byte) []byte {
+	if !s.fromServer(line) {
+		return nil
+	}
+	if s.pins.active() && bytes.Contains(line, []byte(`"tools"`)) {
+		return filterPinned(line, &s.pins)
+	}
+	return line
 }

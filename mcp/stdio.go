@@ -103,7 +103,7 @@ func RunStdio(ctx context.Context, o StdioOptions, in io.Reader, out, errOut io.
 	relayed := make(chan struct{})
 	go func() {
 		defer close(relayed)
-		relayLines(fromServer, w, schemas.fromServer)
+		relayLines(fromServer, w, schemas.relay)
 	}()
 	g := &stdioGuard{opts: o, session: newStdioSession(), out: w, schemas: schemas}
 	go func() {
@@ -145,7 +145,7 @@ func (s *stdioWriter) line(b []byte) error {
 }
 
 // relayLines copies the server's messages to the agent, a line at a time,
-// as look (stdioSchemas.fromServer) rewrites them; nil: kept for the guard.
+// as look (stdioSchemas.relay) rewrites them; nil: kept for the guard.
 func relayLines(from io.Reader, to *stdioWriter, look func([]byte) []byte) {
 	br := bufio.NewReaderSize(from, 64<<10)
 	for {
@@ -153,7 +153,7 @@ func relayLines(from io.Reader, to *stdioWriter, look func([]byte) []byte) {
 		if len(line) > 0 {
 			line = look(line)
 		}
-		if line != nil && to.line(line) != nil {
+		if len(line) > 0 && to.line(line) != nil {
 			_, _ = io.Copy(io.Discard, br) // the agent is gone: let the server finish
 			return
 		}

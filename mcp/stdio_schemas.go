@@ -65,15 +65,14 @@ func (s *stdioSchemas) agentLists(id json.RawMessage) {
 }
 
 // fromServer looks at one line from the server before it is relayed:
-// an answer to the agent's tools/list teaches the schemas and loses the
-// tools the pins hide; an answer to the guard's own goes to its waiter,
-// and not to the agent (nil).
-func (s *stdioSchemas) fromServer(line []byte) []byte {
+// an answer to the agent's tools/list teaches the schemas; an answer to
+// the guard's own goes to its waiter, and not to the agent (false).
+func (s *stdioSchemas) fromServer(line []byte) (relay bool) {
 	s.mu.Lock()
 	pending := len(s.lists) > 0 || len(s.own) > 0 || len(s.late) > 0
 	s.mu.Unlock()
 	if !pending {
-		return line
+		return true
 	}
 	var msg struct {
 		ID     json.RawMessage `json:"id"`
@@ -83,7 +82,7 @@ func (s *stdioSchemas) fromServer(line []byte) []byte {
 		} `json:"result"`
 	}
 	if json.Unmarshal(line, &msg) != nil || msg.Method != nil || len(msg.ID) == 0 {
-		return line
+		return true
 	}
 	id := string(bytes.TrimSpace(msg.ID))
 	s.mu.Lock()
@@ -95,19 +94,16 @@ func (s *stdioSchemas) fromServer(line []byte) []byte {
 	s.mu.Unlock()
 	switch {
 	case late:
-		return nil
+		return false
 	case own:
 		waiter <- append([]byte(nil), line...)
-		return nil
+		return false
 	case agents && msg.Result != nil:
 		for _, t := range msg.Result.Tools {
 			s.schemas.learn(t)
 		}
-		if s.pins.active() {
-			return filterPinned(line, &s.pins)
-		}
 	}
-	return line
+	return true
 }
 
 // ensure lists the server's tools when tool's schema is not known (and
