@@ -3,6 +3,7 @@ package mcp
 import (
 	"encoding/json"
 	"log/slog"
+	"maps"
 	"sync"
 	"sync/atomic"
 
@@ -129,15 +130,7 @@ func samePins(a, b *pin.Set) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	if a.Mode != b.Mode || len(a.Tools) != len(b.Tools) {
-		return false
-	}
-	for k, v := range a.Tools {
-		if b.Tools[k] != v {
-			return false
-		}
-	}
-	return true
+	return a.Mode == b.Mode && maps.Equal(a.Tools, b.Tools)
 }
 
 // active tells whether the upstream has pins.
