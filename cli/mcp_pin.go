@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os/exec"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/toolgate/toolgate/internal/exitcode"
+	"github.com/toolgate/toolgate/mcp"
 	"github.com/toolgate/toolgate/mcp/pin"
 )
 
@@ -26,12 +28,15 @@ type MCPPinOptions struct {
 	Stdio   bool
 	Timeout time.Duration
 	Output  outputFormat
+	// HeaderFile holds one header line sent with every request to a URL
+	// (a credential), as the sidecar's --mcp-upstream-auth.
+	HeaderFile string
 }
 
 func newMCPPinCommand() *cobra.Command {
 	o := &MCPPinOptions{}
 	cmd := &cobra.Command{
-		Use:   "pin URL | pin --stdio -- COMMAND [ARG...]",
+		Use:   "pin [--header-file FILE] URL | pin --stdio -- COMMAND [ARG...]",
 		Short: "Print the pinnedTools of a live MCP server, to paste into its MCPUpstream",
 		Long: "pin connects to a live MCP server with the official MCP Go SDK's client: at URL (Streamable\n" +
 			"HTTP), or a server it starts itself with --stdio. It lists the server's tools and prints the\n" +
@@ -51,6 +56,7 @@ func newMCPPinCommand() *cobra.Command {
 	cmd.Flags().VarP(&o.Output, "output", "o", "output format: yaml or json")
 	cmd.Flags().BoolVar(&o.Stdio, "stdio", false, "start the server given after -- and speak MCP over its stdin and stdout")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 30*time.Second, "give up connecting and listing after this long")
+	cmd.Flags().StringVar(&o.HeaderFile, "header-file", "", "send the header line in this file (e.g. \"Authorization: Bearer ...\") with every request to URL, as the sidecar's --mcp-upstream-auth does")
 	return cmd
 }
 
@@ -64,6 +70,8 @@ func runMCPPin(cmd *cobra.Command, o *MCPPinOptions, args []string, s streams) e
 		return exitcode.Usagef("%s: -o text: pin prints yaml or json", path)
 	case o.Timeout <= 0:
 		return exitcode.Usagef("%s: --timeout %s: must be positive", path, o.Timeout)
+	case o.Stdio && o.HeaderFile != "":
+		return exitcode.Usagef("%s: --header-file is sent to a URL; a --stdio server gets no HTTP headers", path)
 	case o.Stdio && (dash != 0 || len(args) == 0):
 		return exitcode.Usagef("%s: --stdio starts the server given after --: %s --stdio -- COMMAND [ARG...]", path, path)
 	case o.Stdio:
@@ -79,7 +87,15 @@ func runMCPPin(cmd *cobra.Command, o *MCPPinOptions, args []string, s streams) e
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return exitcode.Usagef("%s: %q is not an http or https URL", path, target)
 		}
-		transport = &sdk.StreamableClientTransport{Endpoint: target, MaxRetries: -1, DisableStandaloneSSE: true}
+		hc := &http.Client{}
+		if o.HeaderFile != "" {
+			name, value, err := mcp.ReadHeaderFile(o.HeaderFile)
+			if err != nil {
+				return exitcode.Usagef("%s: --header-file: %v", path, err)
+			}
+			hc.Transport = withHeader{base: http.DefaultTransport, name: name, value: value}
+		}
+		transport = &sdk.StreamableClientTransport{Endpoint: target, HTTPClient: hc, MaxRetries: -1, DisableStandaloneSSE: true}
 	}
 	ctx, cancel := context.WithTimeout(cmd.Context(), o.Timeout)
 	defer cancel()
@@ -158,6 +174,19 @@ func listPins(ctx context.Context, transport sdk.Transport) (map[string]string, 
 		return nil, "", fmt.Errorf("%s lists %d tools; an MCPUpstream pins at most %d", server, len(pins), pin.MaxTools)
 	}
 	return pins, server, nil
+}
+
+// withHeader adds one header (the --header-file credential) to every
+// request.
+type withHeader struct {
+	base        http.RoundTripper
+	name, value string
+}
+
+func (h withHeader) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set(h.name, h.value)
+	return h.base.RoundTrip(r)
 }
 
 // capturingTransport is transport, keeping the raw result of every

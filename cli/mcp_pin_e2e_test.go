@@ -105,6 +105,22 @@ func toolCalls(t *testing.T, base, tool string) int {
 	return st.Calls[tool]
 }
 
+func serverAuth(t *testing.T, base string) []string {
+	t.Helper()
+	resp, err := http.Get(base + "/stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var st struct {
+		Authorization []string `json:"authorization"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Authorization
+}
+
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -211,6 +227,9 @@ func connectPinned(t *testing.T, transport sdk.Transport, version string) *sdk.C
 		t.Fatalf("connecting at %s: %v", version, err)
 	}
 	t.Cleanup(func() { _ = cs.Close() })
+	if got := cs.InitializeResult().ProtocolVersion; got != version {
+		t.Fatalf("negotiated protocol version %s, want %s", got, version)
+	}
 	return cs
 }
 
@@ -268,7 +287,14 @@ func TestPinnedToolsThroughTheProxy(t *testing.T) {
 		t.Run(version, func(t *testing.T) {
 			srv := startPinServer(t)
 			upstream := srv.endpoint(version)
-			pins := pinsOf(t, upstream)
+			header := filepath.Join(t.TempDir(), "auth")
+			if err := os.WriteFile(header, []byte("Authorization: Bearer pin-"+version+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			pins := pinsOf(t, "--header-file", header, upstream)
+			if auth := serverAuth(t, srv.base); !slices.Contains(auth, "Bearer pin-"+version) {
+				t.Errorf("the server saw Authorization %q, want --header-file's", auth)
+			}
 			if got := slices.Sorted(maps.Keys(pins)); !slices.Equal(got, originalTools) {
 				t.Fatalf("pinned %v, want %v", got, originalTools)
 			}

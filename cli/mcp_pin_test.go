@@ -22,6 +22,10 @@ func TestMCPPinErrors(t *testing.T) {
 	empty := sdk.NewServer(&sdk.Implementation{Name: "empty", Version: "1"}, nil)
 	noTools := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return empty }, nil))
 	defer noTools.Close()
+	badHeader := filepath.Join(t.TempDir(), "header")
+	if err := os.WriteFile(badHeader, []byte("Bearer abc\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		args []string
 		code int
@@ -37,6 +41,9 @@ func TestMCPPinErrors(t *testing.T) {
 		{[]string{"mcp", "pin", "-o", "text", "http://x/"}, exitcode.Usage, "-o text: pin prints yaml or json"},
 		{[]string{"mcp", "pin", "-o", "xml", "http://x/"}, exitcode.Usage, "-o must be one of"},
 		{[]string{"mcp", "pin", "--timeout", "0s", "http://x/"}, exitcode.Usage, "--timeout 0s: must be positive"},
+		{[]string{"mcp", "pin", "--header-file", "/nonexistent/h", "http://x/"}, exitcode.Usage, "--header-file: open /nonexistent/h"},
+		{[]string{"mcp", "pin", "--header-file", badHeader, "http://x/"}, exitcode.Usage, `is not a header line "Name: value"`},
+		{[]string{"mcp", "pin", "--header-file", badHeader, "--stdio", "--", "true"}, exitcode.Usage, "a --stdio server gets no HTTP headers"},
 		{[]string{"mcp", "pin", "http://127.0.0.1:1/mcp"}, 1, "toolgate mcp pin http://127.0.0.1:1/mcp: not reachable as an MCP server"},
 		{[]string{"mcp", "pin", notMCP.URL}, 1, "not reachable as an MCP server"},
 		{[]string{"mcp", "pin", noTools.URL}, 1, "nothing to pin"},
