@@ -23,6 +23,7 @@ import (
 	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/internal/tracing"
 	"github.com/toolgate/toolgate/mcp/jsonrpc"
+	"github.com/toolgate/toolgate/mcp/pin"
 )
 
 // The stdio guard (`toolgate mcp stdio`): an MCP server the agent starts
@@ -31,7 +32,8 @@ import (
 // decides each tools/call first. It reads messages with the proxy's own
 // reader, builds the proxy's request and denies with the proxy's answer,
 // so a call is read, decided and refused as over HTTP. Unlike the HTTP
-// proxy it does not hold the server's credentials or filter tools/list:
+// proxy it does not hold the server's credentials, and filters tools/list
+// only by pinned definitions (--pins, pin_stdio.go), not by rules:
 // whoever edits the agent's server list can start the server without it,
 // so it guards an agent that is configured, as the hooks do.
 
@@ -49,6 +51,9 @@ type StdioOptions struct {
 	// Wait holds a call an ask rule decided until a person decides it
 	// (holdAsked); nil: an ask is answered as a deny, not allowed.
 	Wait Waiter
+	// Pins are the server's pinned tool definitions (pin_stdio.go); nil:
+	// none.
+	Pins *pin.Set
 }
 
 // Decider decides one request, given as the JSON object /v1/evaluate
@@ -94,10 +99,11 @@ func RunStdio(ctx context.Context, o StdioOptions, in io.Reader, out, errOut io.
 
 	w := &stdioWriter{w: out}
 	schemas := newStdioSchemas()
+	schemas.stdioPins(o.Pins, o.Server, errOut)
 	relayed := make(chan struct{})
 	go func() {
 		defer close(relayed)
-		relayLines(fromServer, w, schemas.fromServer)
+		relayLines(fromServer, w, schemas.relay)
 	}()
 	g := &stdioGuard{opts: o, session: newStdioSession(), out: w, schemas: schemas}
 	go func() {
@@ -139,12 +145,15 @@ func (s *stdioWriter) line(b []byte) error {
 }
 
 // relayLines copies the server's messages to the agent, a line at a time,
-// but those look (stdioSchemas.fromServer) keeps for the guard.
-func relayLines(from io.Reader, to *stdioWriter, look func([]byte) bool) {
+// as look (stdioSchemas.relay) rewrites them; nil: kept for the guard.
+func relayLines(from io.Reader, to *stdioWriter, look func([]byte) []byte) {
 	br := bufio.NewReaderSize(from, 64<<10)
 	for {
 		line, err := br.ReadBytes('\n')
-		if len(line) > 0 && look(line) && to.line(line) != nil {
+		if len(line) > 0 {
+			line = look(line)
+		}
+		if len(line) > 0 && to.line(line) != nil {
 			_, _ = io.Copy(io.Discard, br) // the agent is gone: let the server finish
 			return
 		}
@@ -301,6 +310,11 @@ func (g *stdioGuard) decideCall(ctx context.Context, m *jsonrpc.Message, line []
 	sub, refusal := subjectOf(m)
 	if refusal != "" {
 		return refuseCall(m.ID, refusal), false
+	}
+	if m.Method == jsonrpc.MethodToolsCall {
+		if answer, denied := g.denyDrifted(ctx, m, sub.tool); denied {
+			return answer, false
+		}
 	}
 	if m.Method == jsonrpc.MethodToolsCall && needsSchema(sub.input) {
 		listing := g.schemas.ensure(ctx, g.toServer, sub.tool, m.Call.RawMeta)
