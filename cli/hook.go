@@ -117,9 +117,9 @@ func newClaudeCodeHookCommand() *cobra.Command {
 			"unless --wait is given: then the sidecar holds it until a person approves or denies its\n" +
 			"ApprovalRequest on Kubernetes, or the wait ends, and the hook answers allow or deny.\n" +
 			"Registered under PostToolUse too, it judges what the tool returned with the result rules: a\n" +
-			"withheld result blocks with the reason; a redacted MCP tool's result is replaced by its\n" +
-			"redacted text (updatedMCPToolOutput), and any other tool's blocks, since Claude Code lets a hook\n" +
-			"replace only an MCP tool's output.",
+			"withheld result blocks with the reason and its output is replaced by the reason; a redacted one\n" +
+			"is replaced by its redacted text (an MCP tool's by every Claude Code that replaces outputs, any\n" +
+			"other tool's from 2.1.121 on, which also blocks with the reason for the versions before).",
 		Example: "  toolgate hook claude-code --agent-id dev-laptop\n" +
 			"  toolgate hook claude-code --wait 5m\n" +
 			"  toolgate hook claude-code --bundle-dir policies/",

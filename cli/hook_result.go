@@ -19,12 +19,18 @@ import (
 // structured, its JSON the text).
 
 // mcpToolPrefix starts the names Claude Code gives MCP tools
-// (mcp__server__tool): only their output may a hook replace.
+// (mcp__server__tool), whose output every Claude Code with PostToolUse
+// output replacement replaces (updatedMCPToolOutput); other tools' only
+// from Claude Code 2.1.121 (updatedToolOutput, which the Agent SDK's
+// types document as replacing any tool's output before the model sees
+// it).
 const mcpToolPrefix = "mcp__"
 
 // postToolUseOutput is the documented PostToolUse answer: decision block
-// with a reason stops Claude and shows it the reason;
-// hookSpecificOutput.updatedMCPToolOutput replaces an MCP tool's output.
+// with a reason shows Claude the reason (the tool has run already);
+// hookSpecificOutput.updatedToolOutput replaces the tool's output before
+// the model sees it, updatedMCPToolOutput an MCP tool's (the older field,
+// MCP tools only).
 type postToolUseOutput struct {
 	Decision           string               `json:"decision,omitempty"`
 	Reason             string               `json:"reason,omitempty"`
@@ -34,6 +40,7 @@ type postToolUseOutput struct {
 type postToolUseSpecific struct {
 	HookEventName        string `json:"hookEventName"`
 	AdditionalContext    string `json:"additionalContext,omitempty"`
+	UpdatedToolOutput    any    `json:"updatedToolOutput,omitempty"`
 	UpdatedMCPToolOutput any    `json:"updatedMCPToolOutput,omitempty"`
 }
 
@@ -92,33 +99,43 @@ func askSidecarResult(ctx context.Context, url string, timeout time.Duration, re
 // postToolUseAnswer is what Claude Code is told of a judged result:
 //   - allowed as it is: nothing to do ({});
 //   - withheld (any deny, fail closed included): block with the reason,
-//     and an MCP tool's output replaced by it, so the model never reads it;
-//   - redacted: an MCP tool's output replaced by the redacted text; any
-//     other tool's cannot be replaced (Claude Code lets a hook replace only
-//     an MCP tool's), so it blocks with the reason, as a deny does.
+//     and the output replaced by the reason, so the model never reads it;
+//   - redacted: the output replaced by its redacted text. An MCP tool's is
+//     replaced by every Claude Code that replaces outputs; another tool's
+//     only from 2.1.121 on, so that one also blocks with the reason,
+//     which an older Claude Code, showing the original, still gives the
+//     model.
 func postToolUseAnswer(r *engine.Result, tool string) postToolUseOutput {
 	mcpTool := strings.HasPrefix(tool, mcpToolPrefix)
 	redacted := r.Decision == engine.Allow && r.Effect == engine.EffectRedact
+	replace := func(with string, context string) *postToolUseSpecific {
+		h := &postToolUseSpecific{HookEventName: postToolUse, AdditionalContext: context, UpdatedToolOutput: with}
+		if mcpTool {
+			h.UpdatedMCPToolOutput = with
+		}
+		return h
+	}
+	reason := explainResult(r, tool)
 	switch {
 	case r.Decision == engine.Allow && !redacted:
 		if len(r.Warnings) == 0 {
 			return postToolUseOutput{}
 		}
-		return postToolUseOutput{HookSpecificOutput: &postToolUseSpecific{HookEventName: postToolUse, AdditionalContext: explainResult(r, tool)}}
-	case redacted && mcpTool:
-		text, _ := r.Output[engine.OutputText].(string)
-		return postToolUseOutput{HookSpecificOutput: &postToolUseSpecific{HookEventName: postToolUse,
-			AdditionalContext: explainResult(r, tool), UpdatedMCPToolOutput: text}}
+		return postToolUseOutput{HookSpecificOutput: &postToolUseSpecific{HookEventName: postToolUse, AdditionalContext: reason}}
+	case redacted:
+		text, isText := r.Output[engine.OutputText].(string)
+		if !isText {
+			// A redact decision with nothing to deliver: withheld.
+			reason += "; the redacted output is missing, so the result is withheld"
+			break
+		}
+		if mcpTool {
+			return postToolUseOutput{HookSpecificOutput: replace(text, reason)}
+		}
+		reason += "; the output is replaced by its redacted text: where Claude Code shows the original (before 2.1.121), do not use or repeat the redacted values"
+		return postToolUseOutput{Decision: "block", Reason: reason, HookSpecificOutput: replace(text, "")}
 	}
-	reason := explainResult(r, tool)
-	if redacted {
-		reason += "; Claude Code lets a hook replace only an MCP tool's output, so this result is blocked: do not use or repeat it"
-	}
-	out := postToolUseOutput{Decision: "block", Reason: reason}
-	if mcpTool {
-		out.HookSpecificOutput = &postToolUseSpecific{HookEventName: postToolUse, UpdatedMCPToolOutput: reason}
-	}
-	return out
+	return postToolUseOutput{Decision: "block", Reason: reason, HookSpecificOutput: replace(reason, "")}
 }
 
 // explainResult says what toolgate did with a result and why: the rule

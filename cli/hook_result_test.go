@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -63,24 +64,28 @@ func checkPostToolUse(t *testing.T, hook func(stdin string) outcome) {
 	// An MCP tool's redacted output replaces what it returned.
 	out := postToolUseOf(t, hook(mcpKeyEvent))
 	want := "aws_access_key_id = [REDACTED:aws-key]\nregion = eu-west-1"
-	if out.Decision != "" || out.HookSpecificOutput == nil || out.HookSpecificOutput.UpdatedMCPToolOutput != want ||
+	if out.Decision != "" || out.HookSpecificOutput == nil || out.HookSpecificOutput.UpdatedMCPToolOutput != want || out.HookSpecificOutput.UpdatedToolOutput != want ||
 		!strings.Contains(out.HookSpecificOutput.AdditionalContext, "toolgate redacted 1 span(s) of the result of mcp__files__read_file: rule aws-key (policy results)") {
 		t.Errorf("an MCP tool's key: %+v, want its output replaced by %q", out, want)
 	}
-	// A built-in tool's output cannot be replaced: the redaction blocks.
+	// A built-in tool's output is replaced by updatedToolOutput only
+	// (Claude Code 2.1.121 and later): the redaction blocks too, saying why.
 	out = postToolUseOf(t, hook(readKeyEvent))
 	if out.Decision != "block" || !strings.Contains(out.Reason, "toolgate redacted 1 span(s) of the result of Read: rule aws-key") ||
-		!strings.Contains(out.Reason, "Claude Code lets a hook replace only an MCP tool's output") || out.HookSpecificOutput != nil {
-		t.Errorf("Read's key: %+v, want block saying why", out)
+		!strings.Contains(out.Reason, "do not use or repeat the redacted values") || out.HookSpecificOutput == nil ||
+		out.HookSpecificOutput.UpdatedMCPToolOutput != nil || !strings.Contains(fmt.Sprint(out.HookSpecificOutput.UpdatedToolOutput), "[REDACTED:aws-key]") {
+		t.Errorf("Read's key: %+v, want block saying why, and the output replaced by its redacted JSON", out)
 	}
 	// A withheld result blocks; an MCP tool's output is the reason.
 	out = postToolUseOf(t, hook(mcpConfidentialEvent))
 	wantReason := "toolgate withheld the result of mcp__docs__fetch: rule confidential (policy results): confidential documents stay in the company"
-	if out.Decision != "block" || out.Reason != wantReason || out.HookSpecificOutput == nil || out.HookSpecificOutput.UpdatedMCPToolOutput != wantReason {
+	if out.Decision != "block" || out.Reason != wantReason || out.HookSpecificOutput == nil || out.HookSpecificOutput.UpdatedMCPToolOutput != wantReason ||
+		out.HookSpecificOutput.UpdatedToolOutput != wantReason {
 		t.Errorf("a confidential MCP result: %+v, want block and the output replaced by %q", out, wantReason)
 	}
 	out = postToolUseOf(t, hook(bashConfidentialEvent))
-	if out.Decision != "block" || !strings.Contains(out.Reason, "toolgate withheld the result of Bash: rule confidential") || out.HookSpecificOutput != nil {
+	if out.Decision != "block" || !strings.Contains(out.Reason, "toolgate withheld the result of Bash: rule confidential") || out.HookSpecificOutput == nil ||
+		out.HookSpecificOutput.UpdatedToolOutput != out.Reason || out.HookSpecificOutput.UpdatedMCPToolOutput != nil {
 		t.Errorf("a confidential Bash result: %+v, want block", out)
 	}
 	// A structured result is judged on its fields.
