@@ -17,7 +17,13 @@ import (
 // it uses nothing of the gateway model (so sidecars not yet upgraded keep
 // serving it during a rolling upgrade), 2 when it does. A sidecar rejects
 // a version it does not know rather than guessing at its meaning.
-const SchemaVersion = SchemaVersionAsk
+const SchemaVersion = SchemaVersionResults
+
+// SchemaVersionResults is the version of bundles that use issue 28's
+// additions: result rules, detect, pinned tools, castToNumber. A sidecar
+// too old to know them refuses the bundle (and keeps serving its last one)
+// rather than reading a condition it would evaluate differently.
+const SchemaVersionResults = 6
 
 // SchemaVersionAsk is the version of bundles with an ask rule: a sidecar
 // too old to hold a call for approval refuses the bundle (and keeps
@@ -44,6 +50,9 @@ const SchemaVersionOrdered = 1
 // refuses a version 3 bundle (and keeps serving its last one) rather than
 // ignoring who its agent is or that it is frozen.
 func (b *Bundle) NeededSchemaVersion() int {
+	if b.usesResults() {
+		return SchemaVersionResults
+	}
 	if b.usesAsk() {
 		return SchemaVersionAsk
 	}
@@ -65,6 +74,14 @@ func (b *Bundle) NeededSchemaVersion() int {
 func (b *Bundle) usesAsk() bool {
 	return slices.ContainsFunc(b.Policies, func(p Policy) bool {
 		return slices.ContainsFunc(p.Rules, func(r Rule) bool { return Effect(r.Effect) == EffectAsk || r.Approval != nil })
+	})
+}
+
+// usesResults tells whether b needs SchemaVersionResults: each of issue
+// 28's additions extends it.
+func (b *Bundle) usesResults() bool {
+	return slices.ContainsFunc(b.Policies, func(p Policy) bool {
+		return slices.ContainsFunc(p.Rules, func(r Rule) bool { return r.usesResults() })
 	})
 }
 
@@ -161,7 +178,10 @@ type Rule struct {
 	Description string `json:"description,omitempty"`
 	// Priority is the rule's tier in a tiered policy; ordered policies
 	// leave it 0.
-	Priority   int32       `json:"priority,omitempty"`
+	Priority int32 `json:"priority,omitempty"`
+	// Phase is when the rule runs: "" (written for call, so bundles without
+	// result rules keep their bytes) or PhaseResult.
+	Phase      Phase       `json:"phase,omitempty"`
 	Effect     string      `json:"effect"`
 	Subjects   *Subjects   `json:"subjects,omitempty"`
 	Targets    *Targets    `json:"targets,omitempty"`
