@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/toolgate/toolgate/engine"
-	"github.com/toolgate/toolgate/engine/output"
 	"github.com/toolgate/toolgate/internal/exitcode"
 	"github.com/toolgate/toolgate/manifest"
 )
@@ -139,10 +138,11 @@ func runEval(cmd *cobra.Command, o *EvalOptions, s streams) error {
 }
 
 // requestPhase checks --phase against the request: a result is judged
-// from its output, which a call cannot have yet (a request file meant for
-// the other phase would be decided as what it is not).
+// from its output (which engine.DecodeRequest checked), which a call
+// cannot have yet (a request file meant for the other phase would be
+// decided as what it is not).
 func requestPhase(command, phase, path string, req engine.Request) (engine.Phase, error) {
-	out, hasOutput := req[engine.FieldOutput]
+	_, hasOutput := req[engine.FieldOutput]
 	switch engine.Phase(phase) {
 	case engine.PhaseCall:
 		if hasOutput {
@@ -151,9 +151,6 @@ func requestPhase(command, phase, path string, req engine.Request) (engine.Phase
 	case engine.PhaseResult:
 		if !hasOutput {
 			return "", exitcode.Usagef("%s: --phase result judges what a tool returned: --request %s must carry %s {text, structured, isError, size}", command, path, engine.FieldOutput)
-		}
-		if err := output.Check(out); err != nil {
-			return "", exitcode.Usagef("%s: --request %s: %v", command, path, err)
 		}
 	default:
 		return "", exitcode.Usagef("%s: --phase %q: want call or result", command, phase)

@@ -63,9 +63,9 @@ func TestEvalPhaseRefusesWhatItCannotJudge(t *testing.T) {
 		{"an empty phase", `{"tool_name":"x"}`, []string{"--phase", "", "--request", "-"}, `--phase "": want call or result`},
 		{"a phase in capitals", `{"tool_name":"x","output":{}}`, []string{"--phase", "RESULT", "--request", "-"}, `--phase "RESULT": want call or result`},
 		{"output a string", `{"tool_name":"x","output":"text"}`, []string{"--phase", "result", "--request", "-"},
-			"--request -: output must be an object {text, structured, isError, size}, not a string"},
-		{"output.size negative", `{"tool_name":"x","output":{"size":-1}}`, []string{"--phase", "result", "--request", "-"}, "output.size must be a whole number of bytes"},
-		{"a misspelt output key", `{"tool_name":"x","output":{"Text":"x"}}`, []string{"--phase", "result", "--request", "-"}, `output has a key "Text"`},
+			"--request <stdin>: bad request: output must be an object (text, structured, isError, size), not a string"},
+		{"output.size negative", `{"tool_name":"x","output":{"size":-1}}`, []string{"--phase", "result", "--request", "-"}, "output.size must be a non-negative integer (bytes), not -1"},
+		{"a misspelt output key", `{"tool_name":"x","output":{"Text":"x"}}`, []string{"--phase", "result", "--request", "-"}, `unknown output field "Text"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := run(t, tc.stdin, append([]string{"eval", "-f", filepath.Join(dir, "p.yaml")}, tc.args...)...)

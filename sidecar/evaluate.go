@@ -12,7 +12,6 @@ import (
 	"github.com/toolgate/toolgate/decide"
 	"github.com/toolgate/toolgate/decisionlog"
 	"github.com/toolgate/toolgate/engine"
-	"github.com/toolgate/toolgate/engine/output"
 	"github.com/toolgate/toolgate/internal/httploop"
 	"github.com/toolgate/toolgate/internal/tracing"
 )
@@ -95,8 +94,8 @@ func (s *Server) evaluate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ev.ToolName = decide.StringField(req, engine.FieldToolName)
-	if out, isResult := req[engine.FieldOutput]; isResult {
-		if err := checkResult(out, ask); err != nil {
+	if _, isResult := req[engine.FieldOutput]; isResult {
+		if err := checkResult(ask); err != nil {
 			wrote = true
 			s.badRequest(w, "%v", err)
 			return
@@ -112,14 +111,11 @@ func (s *Server) evaluate(w http.ResponseWriter, r *http.Request) {
 	s.answer(ctx, w, b, req, &ev, &res, st, &wrote)
 }
 
-// checkResult refuses a result evaluation (a request carrying output)
-// that cannot be one: an output no result rule could read as the MCP
-// proxy's, or the fields of waiting for a person, which only a call has
-// (a tool that already ran cannot be held for approval).
-func checkResult(out any, ask decide.AskOptions) error {
-	if err := output.Check(out); err != nil {
-		return err
-	}
+// checkResult refuses a result evaluation (a request carrying output,
+// which engine.DecodeRequest checked) with the fields of waiting for a
+// person, which only a call has: a tool that already ran cannot be held
+// for approval.
+func checkResult(ask decide.AskOptions) error {
 	if ask.Wait > 0 || ask.Approval != "" {
 		return fmt.Errorf("a request carrying %s is a tool's result, judged after it ran: %s and %s are for a call's approval", engine.FieldOutput, FieldWait, FieldApproval)
 	}

@@ -86,8 +86,8 @@ func TestEvaluateJudgesAResultInTheSidecarProcess(t *testing.T) {
 		return len(logged) >= 5
 	})
 	first := logged[0]
-	if first["phase"] != "result" || first["rule_id"] != "aws-key" {
-		t.Errorf("the redact decision's log line: %v, want phase result and rule_id aws-key", first)
+	if first["phase"] != "result" || first["matched_rule_id"] != "aws-key" || first["effect"] != "redact" {
+		t.Errorf("the redact decision's log line: %v, want phase result, effect redact and matched_rule_id aws-key", first)
 	}
 	if line, _ := json.Marshal(first); strings.Contains(string(line), awsKey) {
 		t.Errorf("the decision log holds the redacted key: %s", line)
@@ -117,13 +117,13 @@ func TestEvaluateRefusesAMalformedOutputWith400(t *testing.T) {
 	p := startSidecarProc(t, "--bundle-file="+writeBundleFile(t, resultRules(t)), "--decision-log=none")
 	c := p.client()
 	for _, tc := range []struct{ name, body, want string }{
-		{"output a string", `{"tool_name":"read_file","output":"AKIA"}`, "output must be an object {text, structured, isError, size}, not a string"},
+		{"output a string", `{"tool_name":"read_file","output":"AKIA"}`, "output must be an object (text, structured, isError, size), not a string"},
 		{"output null", `{"tool_name":"read_file","output":null}`, "output must be an object"},
 		{"output an array", `{"tool_name":"read_file","output":[1]}`, "not an array"},
 		{"text a number", `{"tool_name":"read_file","output":{"text":5}}`, "output.text must be a string, not a number"},
-		{"isError a string", `{"tool_name":"read_file","output":{"isError":"no"}}`, "output.isError must be true or false"},
-		{"negative size", `{"tool_name":"read_file","output":{"size":-3}}`, "output.size must be a whole number of bytes"},
-		{"a misspelt key", `{"tool_name":"read_file","output":{"txt":"x"}}`, `output has a key "txt"`},
+		{"isError a string", `{"tool_name":"read_file","output":{"isError":"no"}}`, "output.isError must be a boolean, not a string"},
+		{"negative size", `{"tool_name":"read_file","output":{"size":-3}}`, "output.size must be a non-negative integer (bytes), not -3"},
+		{"a misspelt key", `{"tool_name":"read_file","output":{"txt":"x"}}`, `unknown output field "txt" (want text, structured, isError or size)`},
 		{"a result waiting for a person", `{"tool_name":"read_file","output":{"text":"x"},"wait":"1m"}`, "wait and approval are for a call's approval"},
 		{"a result naming an approval", `{"tool_name":"read_file","output":{"text":"x"},"approval":"req-1"}`, "wait and approval are for a call's approval"},
 		{"no tool_name", `{"output":{"text":"x"}}`, "tool_name is required"},

@@ -1,16 +1,14 @@
-// Package output owns the request field engine.FieldOutput outside the
-// MCP proxy: how a tool's return value becomes it (Of, for the Claude Code
-// hook and the Go client; the Python and TypeScript clients build the
-// same) and what a caller may send in it (Check, for /v1/evaluate and
-// `toolgate eval --phase result`). It is pure, like the engine, and
+// Package output builds the request field engine.FieldOutput from what a
+// tool returned (Of), for the Claude Code hook and the Go client; the
+// Python and TypeScript clients build the same, and the MCP proxy builds
+// it from a CallToolResult. What a caller may send in it is the engine's
+// to check (engine.Request.Validate). It is pure, like the engine, and
 // imports only its exported names.
 package output
 
 import (
 	"encoding/json"
 	"fmt"
-	"math"
-	"strings"
 
 	"github.com/toolgate/toolgate/engine"
 )
@@ -62,66 +60,4 @@ func Of(v any) (map[string]any, error) {
 	out[engine.OutputText] = text
 	out[engine.OutputSize] = float64(len(text))
 	return out, nil
-}
-
-// Check refuses an output field a result rule could not read as the MCP
-// proxy's: it must be an object whose keys are among text (a string),
-// structured (any JSON), isError (a boolean) and size (a whole number of
-// bytes, not negative). A key outside them is refused rather than ignored:
-// a rule on output.text never sees a misspelt "txt".
-func Check(v any) error {
-	m, ok := v.(map[string]any)
-	if !ok {
-		return fmt.Errorf("%s must be an object {%s}, not %s", engine.FieldOutput, fieldList, kindOf(v))
-	}
-	for k, x := range m {
-		switch k {
-		case engine.OutputText:
-			if _, ok := x.(string); !ok {
-				return fmt.Errorf("%s.%s must be a string, not %s", engine.FieldOutput, k, kindOf(x))
-			}
-		case engine.OutputStructured:
-		case engine.OutputIsError:
-			if _, ok := x.(bool); !ok {
-				return fmt.Errorf("%s.%s must be true or false, not %s", engine.FieldOutput, k, kindOf(x))
-			}
-		case engine.OutputSize:
-			n, ok := x.(float64)
-			if !ok || n < 0 || n != math.Trunc(n) || n > 1<<53 {
-				return fmt.Errorf("%s.%s must be a whole number of bytes, not %s", engine.FieldOutput, k, clip(engine.Stringify(x)))
-			}
-		default:
-			return fmt.Errorf("%s has a key %q: its keys are %s", engine.FieldOutput, clip(k), fieldList)
-		}
-	}
-	return nil
-}
-
-var fieldList = strings.Join([]string{engine.OutputText, engine.OutputStructured, engine.OutputIsError, engine.OutputSize}, ", ")
-
-// kindOf names a decoded JSON value's kind for an error.
-func kindOf(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case string:
-		return "a string"
-	case float64:
-		return "a number"
-	case bool:
-		return "a boolean"
-	case []any:
-		return "an array"
-	case map[string]any:
-		return "an object"
-	}
-	return fmt.Sprintf("%T", v)
-}
-
-// clip keeps an error about a caller's value short.
-func clip(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "..."
-	}
-	return s
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/engine/output"
 )
 
@@ -36,8 +37,8 @@ func TestOf(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := output.Check(got); err != nil {
-				t.Errorf("Check refuses what Of built: %v", err)
+			if err := (engine.Request{"tool_name": "t", engine.FieldOutput: got}).Validate(); err != nil {
+				t.Errorf("the engine refuses what Of built: %v", err)
 			}
 			var b strings.Builder
 			enc := json.NewEncoder(&b)
@@ -57,38 +58,6 @@ func TestOfRefusesWhatIsNotJSON(t *testing.T) {
 	for _, in := range []any{json.RawMessage(`{"a":`), make(chan int), map[string]any{"f": func() {}}} {
 		if _, err := output.Of(in); err == nil || !strings.Contains(err.Error(), "JSON") {
 			t.Errorf("Of(%T) = %v, want an error naming JSON", in, err)
-		}
-	}
-}
-
-func TestCheck(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		doc, err string
-	}{
-		{`{}`, ""},
-		{`{"text":"x","structured":{"a":[1]},"isError":true,"size":1}`, ""},
-		{`{"structured":null}`, ""},
-		{`"just text"`, "output must be an object {text, structured, isError, size}, not a string"},
-		{`null`, "not null"},
-		{`[1]`, "not an array"},
-		{`{"text":5}`, "output.text must be a string, not a number"},
-		{`{"isError":"yes"}`, "output.isError must be true or false, not a string"},
-		{`{"size":-1}`, "output.size must be a whole number of bytes, not -1"},
-		{`{"size":1.5}`, "not 1.5"},
-		{`{"size":"10"}`, "not 10"},
-		{`{"txt":"x"}`, `output has a key "txt": its keys are text, structured, isError, size`},
-	} {
-		var v any
-		if err := json.Unmarshal([]byte(tc.doc), &v); err != nil {
-			t.Fatal(err)
-		}
-		err := output.Check(v)
-		switch {
-		case tc.err == "" && err != nil:
-			t.Errorf("Check(%s) = %v, want nil", tc.doc, err)
-		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
-			t.Errorf("Check(%s) = %v, want an error containing %q", tc.doc, err, tc.err)
 		}
 	}
 }

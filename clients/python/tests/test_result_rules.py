@@ -68,7 +68,7 @@ class EvaluateResultTest(unittest.TestCase):
                 self.assertTrue(res.explanations)
         # The decision log says which rule and where, never what it hid.
         logged = self.sc.wait_decision_log(lambda e: e.get("phase") == "result", 1)
-        self.assertEqual(logged[0]["rule_id"], "aws-key")
+        self.assertEqual((logged[0]["matched_rule_id"], logged[0]["effect"]), ("aws-key", "redact"))
         self.assertNotIn(KEY, json.dumps(logged))
 
     def test_deny(self) -> None:
@@ -110,10 +110,10 @@ class EvaluateResultTest(unittest.TestCase):
 
     def test_fails_closed(self) -> None:
         quiet(self)
-        # Past the sidecar's request limit: refused (400), so denied.
+        # Past the sidecar's request limit: refused (a 400, or the
+        # connection closed on the rest of the body), so denied.
         res = self.client.evaluate_result("read_file", "x" * (2 << 20))
         self.assertEqual((res.decision, res.code), ("deny", SIDECAR_UNAVAILABLE))
-        self.assertIn("status 400", res.reason)
         # A redact answer that is not a decision (output not an object).
         bad = http_answer(200, b'{"decision":"allow","effect":"redact","latencyMs":0,"output":"' + KEY.encode() + b'"}')
         peer = BrokenPeer(bad, unix=False)

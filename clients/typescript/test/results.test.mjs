@@ -79,7 +79,7 @@ test("evaluateResult: redact, deny, structured, plain, over TCP and the socket",
     }
   }
   const logged = await decisionLine(sc, (l) => l.session_id === "s-res" && l.phase === "result");
-  assert.equal(logged.rule_id, "aws-key");
+  assert.deepEqual([logged.matched_rule_id, logged.effect], ["aws-key", "redact"]);
   assert.ok(!JSON.stringify(sc.decisions).includes(KEY), "the decision log holds the redacted key");
 });
 
@@ -92,7 +92,7 @@ test("evaluateResult refuses a caller's mistakes and fails closed", async () => 
   // A malformed output reaches the sidecar's 400: a deny, never an allow.
   const bad = await toolgate.evaluateOutput("read_file", { text: 5 });
   assert.deepEqual([bad.decision, bad.code], ["deny", SIDECAR_UNAVAILABLE]);
-  assert.match(bad.reason, /status 400: output.text must be a string, not a number/);
+  assert.match(bad.reason, /status 400: bad request: output.text must be a string, not a number/);
   const big = await toolgate.evaluateResult("read_file", "x".repeat(2 << 20));
   assert.deepEqual([big.decision, big.code], ["deny", SIDECAR_UNAVAILABLE]);
   const gone = new Client({ url: "unix:///nonexistent/toolgate.sock", timeoutMs: 500 });
