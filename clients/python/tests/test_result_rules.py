@@ -12,7 +12,7 @@ import unittest
 import toolgate
 from toolgate import SIDECAR_UNAVAILABLE, EvaluationMetadata
 
-from .support import BrokenPeer, CountingProxy, http_answer, results_bundle, start_class_sidecar, start_sidecar
+from .support import BrokenPeer, http_answer, results_bundle, start_class_sidecar, start_sidecar
 
 KEY = "AKIAIOSFODNN7EXAMPLE"
 MARK = "[REDACTED:aws-key]"
