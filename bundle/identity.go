@@ -76,3 +76,33 @@ func Conflicts(agents []v1alpha1.Agent) map[string]string {
 	}
 	return out
 }
+
+// Pins are the pinned tool definitions of the namespace's MCPUpstreams,
+// whether or not its agents are registered (engine.UpstreamPins says why
+// they are not part of Identity), with the pinning applied written out:
+// strict when spec.pinning is unset.
+func Pins(upstreams []v1alpha1.MCPUpstream) []engine.UpstreamPins {
+	var out []engine.UpstreamPins
+	for i := range upstreams {
+		u := &upstreams[i]
+		if len(u.Spec.PinnedTools) == 0 {
+			continue
+		}
+		tools := make(map[string]string, len(u.Spec.PinnedTools))
+		for name, digest := range u.Spec.PinnedTools {
+			tools[name] = string(digest)
+		}
+		out = append(out, engine.UpstreamPins{Upstream: u.Name, Pinning: string(u.Spec.EffectivePinning()), Tools: tools})
+	}
+	return out
+}
+
+// Register sets what the namespace's registration puts in b: its Identity
+// (nil unless its agents are registered) and its upstreams' Pins (always),
+// and the schema version they need. The operator and `toolgate bundle`
+// both call it.
+func Register(b *engine.Bundle, r Registration) {
+	b.Identity = Identity(r)
+	b.Pins = Pins(r.Upstreams)
+	b.SchemaVersion = b.NeededSchemaVersion()
+}

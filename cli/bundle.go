@@ -35,7 +35,9 @@ func newBundleCommand() *cobra.Command {
 		Short: "Print the bundle the operator would publish for these manifests",
 		Long: "bundle prints the exact bundle document (the bundle.json the operator publishes for the\n" +
 			"namespace) built from the manifests by the operator's own function, byte for byte, with no\n" +
-			"trailing newline. A sidecar can serve it with --bundle-file. Compile diagnostics go to stderr.\n\n" +
+			"trailing newline. A sidecar can serve it with --bundle-file. Compile diagnostics go to stderr.\n" +
+			"The pinned tool definitions of MCPUpstream manifests go in too: a sidecar serving the bundle\n" +
+			"with --mcp-upstream NAME=URL enforces the pins of the MCPUpstream named NAME (docs/pinning.md).\n\n" +
 			"With --signing-key it also signs it as the operator does, for a sidecar started with\n" +
 			"--trusted-keys and --bundle-namespace: the signature goes to FILE.sig beside -o FILE, and\n" +
 			"while the key file holds more than one key, the first key's endorsements by the others go\n" +

@@ -36,6 +36,9 @@ type EvalOptions struct {
 	// FailOnDeny makes a deny exit with exitcode.Problems, for scripts and
 	// CI that check a request is refused (or allowed) by its exit status.
 	FailOnDeny bool
+	// Phase is call (the default: decide the call, before the tool runs)
+	// or result (judge what it returned: the request carries output).
+	Phase string
 }
 
 func newEvalCommand() *cobra.Command {
@@ -49,7 +52,8 @@ func newEvalCommand() *cobra.Command {
 			"Unreadable or malformed input exits 2.",
 		Example: "  toolgate eval -f config/samples --request config/samples/requests/bash_rm_rf.json --explain\n" +
 			`  echo '{"tool_name":"pay","kwargs":{"amount":5000}}' | toolgate eval -f config/samples --request -` + "\n" +
-			"  toolgate eval -f policies/ --request req.json --history calls.json --now 2030-01-31T10:00:00Z",
+			"  toolgate eval -f policies/ --request req.json --history calls.json --now 2030-01-31T10:00:00Z\n" +
+			`  echo '{"tool_name":"read_file","output":{"text":"key=AKIAIOSFODNN7EXAMPLE"}}' | toolgate eval -f policies/ --phase result --request -`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.addArgs(args)
 			return runEval(cmd, o, streamsOf(cmd))
@@ -63,6 +67,8 @@ func newEvalCommand() *cobra.Command {
 		"counted by rateLimit and tokenBudget at --now as the sidecar counts them (with its default caps); - for stdin")
 	cmd.Flags().StringVar(&o.ServiceAccount, "service-account", "", "decide as a sidecar running as this ServiceAccount: freezes and PolicyExceptions naming it apply")
 	cmd.Flags().BoolVar(&o.FailOnDeny, "fail-on-deny", false, "exit 1 when the decision is not allow (the result is printed all the same)")
+	cmd.Flags().StringVar(&o.Phase, "phase", string(engine.PhaseCall), "call: decide the call, before the tool runs; result: judge what it returned (the request carries output {text, structured, isError, size}), "+
+		"and with a redact decision print the output as it would be delivered")
 	registerOutput(cmd, &o.Output)
 	return cmd
 }
@@ -104,6 +110,10 @@ func runEval(cmd *cobra.Command, o *EvalOptions, s streams) error {
 	if err != nil {
 		return err
 	}
+	phase, err := requestPhase(cmd.CommandPath(), o.Phase, o.Request, req)
+	if err != nil {
+		return err
+	}
 	var used engine.Usage
 	if o.History != "" {
 		if used, err = readHistory(o.History, s.in, now); err != nil {
@@ -112,7 +122,8 @@ func runEval(cmd *cobra.Command, o *EvalOptions, s streams) error {
 	}
 
 	compiled := compileBundle(set, b, s.err)
-	res := compiled.Evaluate(req, engine.EvalOptions{Now: clockFrom(now), Explain: o.Explain, Usage: used, ServiceAccount: o.ServiceAccount})
+	res := compiled.Evaluate(req, engine.EvalOptions{Now: clockFrom(now), Explain: o.Explain, Usage: used, ServiceAccount: o.ServiceAccount,
+		Phase: phase})
 	out, err := res.AppendJSON(nil)
 	if err != nil {
 		return fmt.Errorf("encoding the result: %w", err)
@@ -124,6 +135,27 @@ func runEval(cmd *cobra.Command, o *EvalOptions, s streams) error {
 		return &exitcode.Error{Code: exitcode.Problems} // the result printed says why
 	}
 	return nil
+}
+
+// requestPhase checks --phase against the request: a result is judged
+// from its output (which engine.DecodeRequest checked), which a call
+// cannot have yet (a request file meant for the other phase would be
+// decided as what it is not).
+func requestPhase(command, phase, path string, req engine.Request) (engine.Phase, error) {
+	_, hasOutput := req[engine.FieldOutput]
+	switch engine.Phase(phase) {
+	case engine.PhaseCall:
+		if hasOutput {
+			return "", exitcode.Usagef("%s: --request %s carries %s, what a tool returned: judge it with --phase result", command, path, engine.FieldOutput)
+		}
+	case engine.PhaseResult:
+		if !hasOutput {
+			return "", exitcode.Usagef("%s: --phase result judges what a tool returned: --request %s must carry %s {text, structured, isError, size}", command, path, engine.FieldOutput)
+		}
+	default:
+		return "", exitcode.Usagef("%s: --phase %q: want call or result", command, phase)
+	}
+	return engine.Phase(phase), nil
 }
 
 // compileBundle compiles b, the bundle the operator would publish for set,

@@ -107,7 +107,7 @@ func newClaudeCodeHookCommand() *cobra.Command {
 	o := &HookOptions{}
 	cmd := &cobra.Command{
 		Use:   "claude-code",
-		Short: "A Claude Code PreToolUse hook: decide the tool call with toolgate",
+		Short: "A Claude Code PreToolUse and PostToolUse hook: decide the tool call, and judge its result, with toolgate",
 		Long: "claude-code reads one Claude Code PreToolUse hook event on stdin, decides the tool call with the\n" +
 			"sidecar (--url, else TOOLGATE_URL, else " + client.DefaultSocket + " if it exists, else " + client.DefaultURL + ")\n" +
 			"or locally from manifests (--bundle-dir), and prints the hook's decision JSON on stdout, exit 0.\n" +
@@ -115,7 +115,11 @@ func newClaudeCodeHookCommand() *cobra.Command {
 			"cannot read exits 2 with the reason on stderr, which Claude Code treats as a block.\n" +
 			"A call an ask rule decides becomes Claude Code's own \"ask\" (the person at the terminal decides),\n" +
 			"unless --wait is given: then the sidecar holds it until a person approves or denies its\n" +
-			"ApprovalRequest on Kubernetes, or the wait ends, and the hook answers allow or deny.",
+			"ApprovalRequest on Kubernetes, or the wait ends, and the hook answers allow or deny.\n" +
+			"Registered under PostToolUse too, it judges what the tool returned with the result rules: a\n" +
+			"withheld result blocks with the reason and its output is replaced by the reason; a redacted one\n" +
+			"is replaced by its redacted text (an MCP tool's by every Claude Code that replaces outputs, any\n" +
+			"other tool's from 2.1.121 on, which also blocks with the reason for the versions before).",
 		Example: "  toolgate hook claude-code --agent-id dev-laptop\n" +
 			"  toolgate hook claude-code --wait 5m\n" +
 			"  toolgate hook claude-code --bundle-dir policies/",
@@ -132,14 +136,22 @@ func newClaudeCodeHookCommand() *cobra.Command {
 	return cmd
 }
 
-// claudeCodeEvent is the part of a PreToolUse event toolgate decides on.
+// claudeCodeEvent is the part of a PreToolUse or PostToolUse event
+// toolgate decides on: a PostToolUse event adds what the tool returned.
 type claudeCodeEvent struct {
 	HookEventName string          `json:"hook_event_name"`
 	SessionID     string          `json:"session_id"`
 	ToolName      string          `json:"tool_name"`
 	ToolInput     json.RawMessage `json:"tool_input"`
 	ToolUseID     string          `json:"tool_use_id"`
+	ToolResponse  json.RawMessage `json:"tool_response"`
 }
+
+// The hook events toolgate decides.
+const (
+	preToolUse  = "PreToolUse"
+	postToolUse = "PostToolUse"
+)
 
 // hookOutput is the documented PreToolUse answer: on exit 0 Claude Code
 // reads it from stdout; permissionDecisionReason of a deny is shown to the
@@ -164,6 +176,9 @@ func runClaudeCodeHook(ctx context.Context, o *HookOptions, s streams) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	if req.result {
+		return judgeClaudeCodeResult(ctx, o, req, s)
+	}
 
 	var res engine.Result
 	if o.BundleDir != "" {
@@ -177,7 +192,7 @@ func runClaudeCodeHook(ctx context.Context, o *HookOptions, s streams) error {
 		res = askSidecar(ctx, o.URL, o.Timeout, o.Wait, req)
 	}
 	out, err := json.Marshal(hookOutput{HookSpecificOutput: hookDecision{
-		HookEventName:            "PreToolUse",
+		HookEventName:            preToolUse,
 		PermissionDecision:       permissionOf(res.Decision),
 		PermissionDecisionReason: explain(&res, req.toolName),
 	}})
@@ -189,11 +204,15 @@ func runClaudeCodeHook(ctx context.Context, o *HookOptions, s streams) error {
 }
 
 // hookRequest is the toolgate request an event becomes: for the sidecar
-// (through the Go client) and, as JSON, for the local engine.
+// (through the Go client) and, as JSON, for the local engine. A
+// PostToolUse event's is a result: response is what the tool returned,
+// and body carries it as output.
 type hookRequest struct {
 	toolName string
 	client   client.Request
 	body     []byte
+	result   bool
+	response json.RawMessage
 }
 
 // readClaudeCodeEvent reads the event and builds the toolgate request with
@@ -207,18 +226,20 @@ func readClaudeCodeEvent(in io.Reader, agentID string) (hookRequest, error) {
 		return hookRequest{}, fmt.Errorf("the hook event on stdin is larger than %d bytes", maxHookEvent)
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
-		return hookRequest{}, fmt.Errorf("no hook event on stdin: expected a Claude Code PreToolUse event (JSON)")
+		return hookRequest{}, fmt.Errorf("no hook event on stdin: expected a Claude Code PreToolUse or PostToolUse event (JSON)")
 	}
 	var ev claudeCodeEvent
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&ev); err != nil {
-		return hookRequest{}, fmt.Errorf("the hook event on stdin is not a Claude Code PreToolUse event: %v", err)
+		return hookRequest{}, fmt.Errorf("the hook event on stdin is not a Claude Code PreToolUse or PostToolUse event: %v", err)
 	}
 	if dec.More() {
 		return hookRequest{}, fmt.Errorf("the hook event on stdin holds more than one JSON value")
 	}
-	if ev.HookEventName != "" && ev.HookEventName != "PreToolUse" {
-		return hookRequest{}, fmt.Errorf("hook_event_name %q: toolgate decides PreToolUse events only; register it under PreToolUse", ev.HookEventName)
+	switch ev.HookEventName {
+	case "", preToolUse, postToolUse:
+	default:
+		return hookRequest{}, fmt.Errorf("hook_event_name %q: toolgate decides PreToolUse and PostToolUse events only; register it under those", ev.HookEventName)
 	}
 	if ev.ToolName == "" {
 		return hookRequest{}, fmt.Errorf("the hook event on stdin has no tool_name")
@@ -230,6 +251,9 @@ func readClaudeCodeEvent(in io.Reader, agentID string) (hookRequest, error) {
 			return hookRequest{}, fmt.Errorf("tool_input of %s must be a JSON object", ev.ToolName)
 		}
 		cr.Input = ev.ToolInput
+	}
+	if ev.HookEventName == postToolUse {
+		return resultRequest(ev, cr)
 	}
 	body, err := cr.MarshalJSON()
 	if err != nil {
@@ -310,6 +334,10 @@ func decideLocally(dir, serviceAccount string, req hookRequest, stderr io.Writer
 		return engine.Result{}, err
 	}
 	d.Serve(compileBundle(set, b, stderr), b.Revision, dir, now)
+	if req.result {
+		res, _ := d.DecideResult(r, false, nil)
+		return res, nil
+	}
 	res, _ := d.Decide(r, false, nil)
 	return res, nil
 }

@@ -80,7 +80,7 @@ func TestHookSidecar(t *testing.T) {
 	// A malformed event is a blocking error from the binary too: exit 2,
 	// the reason on stderr, nothing on stdout.
 	if o := hook("not json", nil, "--url", unixURL); o.code != 2 || o.stdout != "" ||
-		!strings.HasPrefix(o.stderr, "toolgate hook claude-code: the hook event on stdin is not a Claude Code PreToolUse event") {
+		!strings.HasPrefix(o.stderr, "toolgate hook claude-code: the hook event on stdin is not a Claude Code PreToolUse or PostToolUse event") {
 		t.Errorf("malformed event: exit %d, stdout %q, stderr %q", o.code, o.stdout, o.stderr)
 	}
 

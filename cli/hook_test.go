@@ -125,11 +125,11 @@ func TestHookRequestFields(t *testing.T) {
 func TestHookMalformedEvent(t *testing.T) {
 	for name, c := range map[string]struct{ stdin, stderr string }{
 		"empty":        {"", "no hook event on stdin"},
-		"not JSON":     {"rm -rf /", "is not a Claude Code PreToolUse event: invalid character"},
-		"array":        {`[{"tool_name":"Bash"}]`, "is not a Claude Code PreToolUse event: json: cannot unmarshal array"},
-		"tool_name":    {`{"tool_name":7}`, "is not a Claude Code PreToolUse event: json: cannot unmarshal number"},
+		"not JSON":     {"rm -rf /", "is not a Claude Code PreToolUse or PostToolUse event: invalid character"},
+		"array":        {`[{"tool_name":"Bash"}]`, "is not a Claude Code PreToolUse or PostToolUse event: json: cannot unmarshal array"},
+		"tool_name":    {`{"tool_name":7}`, "is not a Claude Code PreToolUse or PostToolUse event: json: cannot unmarshal number"},
 		"no tool_name": {`{"hook_event_name":"PreToolUse","tool_input":{}}`, "has no tool_name"},
-		"other event":  {`{"hook_event_name":"PostToolUse","tool_name":"Bash"}`, `hook_event_name "PostToolUse": toolgate decides PreToolUse events only`},
+		"other event":  {`{"hook_event_name":"Stop","tool_name":"Bash"}`, `hook_event_name "Stop": toolgate decides PreToolUse and PostToolUse events only`},
 		"tool_input":   {`{"tool_name":"Bash","tool_input":"ls"}`, "tool_input of Bash must be a JSON object"},
 		"two events":   {`{"tool_name":"Bash"} {"tool_name":"Bash"}`, "more than one JSON value"},
 	} {

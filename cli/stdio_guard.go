@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,6 +15,7 @@ import (
 	"github.com/toolgate/toolgate/internal/exitcode"
 	"github.com/toolgate/toolgate/internal/tracing"
 	"github.com/toolgate/toolgate/mcp"
+	"github.com/toolgate/toolgate/mcp/pin"
 )
 
 // MCPStdioOptions are the flags of `toolgate mcp stdio`. Its AgentID is
@@ -26,6 +28,9 @@ type MCPStdioOptions struct {
 	// MaxResultBytes is the most of a server's answer held to judge a
 	// result (--max-result-bytes).
 	MaxResultBytes int
+	// Pins is a file of the server's pinned tool definitions (`toolgate
+	// mcp pin` output, or its MCPUpstream manifest).
+	Pins string
 }
 
 // localReload is how often --bundle-dir is re-read: an edit, a freeze
@@ -37,13 +42,13 @@ const localReload = time.Second
 const ServiceMCPStdio = "toolgate-mcp-stdio"
 
 func newMCPCommand() *cobra.Command {
-	return groupCommand("mcp", "Guard the MCP servers an agent starts itself", "transport", newMCPStdioCommand())
+	return groupCommand("mcp", "Guard the MCP servers an agent starts itself, and pin their tools", "subcommand", newMCPStdioCommand(), newMCPPinCommand())
 }
 
 func newMCPStdioCommand() *cobra.Command {
 	o := &MCPStdioOptions{}
 	cmd := &cobra.Command{
-		Use:   "stdio --server NAME [--url URL] -- COMMAND [ARG...]",
+		Use:   "stdio --server NAME [--url URL] [--pins FILE] -- COMMAND [ARG...]",
 		Short: "Start an MCP server over stdio and decide every tools/call it is sent",
 		Long: "stdio starts COMMAND, an MCP server speaking over stdio, and relays the agent's messages to it\n" +
 			"and its messages back, unchanged, but for tools/call: each is decided first by the sidecar\n" +
@@ -55,9 +60,10 @@ func newMCPStdioCommand() *cobra.Command {
 			"is answered with a JSON-RPC error and not forwarded. Put it in front of the server's command in\n" +
 			"the agent's MCP configuration; it exits with the server's status. With --bundle-dir it decides\n" +
 			"locally from manifests (or a bundle document) instead, re-read every second, and says each\n" +
-			"deny on stderr, since no sidecar logs it. When the policies have result rules, the server's\n" +
-			"tools/call results are judged before the agent reads them (deny withholds, redact rewrites),\n" +
-			"each held at most --max-result-bytes.",
+			"deny on stderr, since no sidecar logs it. With --pins it checks the server's tools against their\n" +
+			"pinned definitions as the HTTP proxy does (docs/pinning.md). When the policies have result rules,\n" +
+			"the server's tools/call results are judged before the agent reads them (deny withholds, redact\n" +
+			"rewrites), each held at most --max-result-bytes.",
 		Example: `  toolgate mcp stdio --server files -- npx -y @modelcontextprotocol/server-filesystem /srv
   toolgate mcp stdio --server files --bundle-dir policies/ -- npx -y @modelcontextprotocol/server-filesystem /srv
   {"mcpServers": {"files": {"command": "toolgate", "args": ["mcp", "stdio", "--server", "files", "--", "npx", "-y", "@modelcontextprotocol/server-filesystem", "/srv"]}}}`,
@@ -68,6 +74,7 @@ func newMCPStdioCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&o.Server, "server", "", "the server field of the calls' requests: the name policies match (required)")
 	cmd.Flags().IntVar(&o.MaxResultBytes, "max-result-bytes", mcp.DefaultMaxResultBytes, "bytes of a tools/call answer held to judge its result (from 1 KiB to 1 GiB); past it the result is judged on what was held as if every condition on its text matched, and withheld if that denies or redacts it")
+	cmd.Flags().StringVar(&o.Pins, "pins", "", "the server's pinned tool definitions: the pinnedTools `toolgate mcp pin --stdio` prints, or the server's MCPUpstream manifest; a tool that drifts from them is hidden and its calls denied (pinning: warn only reports it)")
 	o.register(cmd, "agent_id of the requests, where a call's _meta names none (a sidecar's binding wins)")
 	return cmd
 }
@@ -84,6 +91,10 @@ func runMCPStdio(cmd *cobra.Command, o *MCPStdioOptions, args []string, s stream
 	}
 	if err := mcp.CheckMaxResultBytes(o.MaxResultBytes); err != nil {
 		return exitcode.Usagef("%s: %v", cmd.CommandPath(), err)
+	}
+	pins, err := readPinsFlag(cmd.CommandPath(), o.Pins, o.Server)
+	if err != nil {
+		return err
 	}
 	ctx, cancel := context.WithCancel(cmd.Context())
 	defer cancel()
@@ -184,13 +195,33 @@ func runMCPStdio(cmd *cobra.Command, o *MCPStdioOptions, args []string, s stream
 			return decide(ctx, request)
 		}
 	}
-	code, err := mcp.RunStdio(ctx, mcp.StdioOptions{Server: o.Server, AgentID: o.AgentID, Command: args, Decide: decide, Wait: wait,
+	code, err := mcp.RunStdio(ctx, mcp.StdioOptions{Server: o.Server, AgentID: o.AgentID, Command: args, Decide: decide, Wait: wait, Pins: pins,
 		Judge: judge, JudgesResults: judges, MaxResultBytes: o.MaxResultBytes},
 		s.in, s.out, s.err)
 	if err != nil || code != 0 {
 		return &exitcode.Error{Code: code, Err: err} // the server's status, or 2 when it could not start
 	}
 	return nil
+}
+
+// readPinsFlag reads --pins (nil without it): a usage error says what is
+// wrong with the file, or that its MCPUpstream is another server's.
+func readPinsFlag(path, file, server string) (*pin.Set, error) {
+	if file == "" {
+		return nil, nil
+	}
+	doc, err := os.ReadFile(file)
+	if err != nil {
+		return nil, exitcode.Usagef("%s: --pins: %v", path, err)
+	}
+	set, named, err := pin.ParseFile(doc)
+	if err != nil {
+		return nil, exitcode.Usagef("%s: --pins %s: %v", path, file, err)
+	}
+	if named != "" && named != server {
+		return nil, exitcode.Usagef("%s: --pins %s pins MCPUpstream %q, not --server %q", path, file, named, server)
+	}
+	return set, nil
 }
 
 // decisionJSON is the decision object the agent is shown under _meta; nil

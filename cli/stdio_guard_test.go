@@ -20,8 +20,8 @@ func TestMCPStdioCommandLine(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"mcp"}, 2, "name a transport: toolgate mcp stdio"},
-		{[]string{"mcp", "sse"}, 2, `unknown transport "sse"`},
+		{[]string{"mcp"}, 2, "name a subcommand: toolgate mcp pin or toolgate mcp stdio"},
+		{[]string{"mcp", "sse"}, 2, `unknown subcommand "sse"`},
 		{[]string{"mcp", "stdio", "--server", "files"}, 2, "the server's command goes after --"},
 		{[]string{"mcp", "stdio", "--server", "files", "echo", "--", "x"}, 2, "the server's command goes after --"},
 		{[]string{"mcp", "stdio", "--", "true"}, 2, "--server NAME is required"},

@@ -19,9 +19,11 @@ import (
 // half a second means it is not answering, and an agent should not hang.
 const DefaultTimeout = 500 * time.Millisecond
 
-// maxAnswer bounds the answer read: a decision is well under 1 KiB, an
-// explain trace is not asked for.
-const maxAnswer = 1 << 20
+// maxAnswer bounds the answer read: a call's decision is well under 1
+// KiB (an explain trace is not asked for), a result's carries the output
+// as delivered, at most the sidecar's request limit (1 MiB) grown by its
+// redaction marks.
+const maxAnswer = 4 << 20
 
 // Options configure a Client.
 type Options struct {

@@ -50,8 +50,7 @@ func (r *bundleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 
 	b, exceptions := bundle.BuildSources(in.sources(), now)
-	b.Identity = bundle.Identity(in.registration)
-	b.SchemaVersion = b.NeededSchemaVersion()
+	bundle.Register(&b, in.registration)
 	doc, revision, err := engine.Encode(b)
 	if err != nil {
 		return ctrl.Result{}, reconcile.TerminalError(err)

@@ -80,7 +80,7 @@ func (b *Bundle) usesAsk() bool {
 // usesResults tells whether b needs SchemaVersionResults: each of issue
 // 28's additions extends it.
 func (b *Bundle) usesResults() bool {
-	return slices.ContainsFunc(b.Policies, func(p Policy) bool {
+	return len(b.Pins) > 0 || slices.ContainsFunc(b.Policies, func(p Policy) bool {
 		return slices.ContainsFunc(p.Rules, func(r Rule) bool { return r.usesResults() })
 	})
 }
@@ -128,6 +128,9 @@ type Bundle struct {
 	// Namespace. Signed with the rest: a namespace editor cannot change
 	// them.
 	NamespaceLabels map[string]string `json:"namespaceLabels,omitempty"`
+	// Pins are the pinned tool definitions of the namespace's
+	// MCPUpstreams (pins.go), whether or not its agents are registered.
+	Pins []UpstreamPins `json:"pins,omitempty"`
 }
 
 // Policy is one Policy resource as the engine sees it.
@@ -331,6 +334,7 @@ func Encode(b Bundle) ([]byte, string, error) {
 		id := b.Identity.sorted()
 		b.Identity = &id
 	}
+	b.Pins = sortedPins(b.Pins)
 	b.Sort()
 	b.Revision = ""
 	content, err := json.Marshal(b)

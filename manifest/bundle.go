@@ -36,7 +36,6 @@ func LoadNamespaceBundle(paths []string, in io.Reader, namespace string, labels 
 	b, _ := bundle.BuildSources(set.Sources(labels), now)
 	reg := set.Registration()
 	reg.Labels = labels
-	b.Identity = bundle.Identity(reg)
-	b.SchemaVersion = b.NeededSchemaVersion()
+	bundle.Register(&b, reg)
 	return set, b, nil
 }

@@ -137,6 +137,10 @@ func (p *Proxy) decideSubject(r *http.Request, rt *mcpRoute, m *jsonrpc.Message,
 			recorded = true
 			return nil, false, nil, "toolgate: " + err.Error() + "; not forwarded"
 		}
+		if res, denied := rt.pins.denyCall(sub.tool); denied {
+			recorded = true
+			return p.selfDeny(r, m, &ev, req, res), false, nil, ""
+		}
 	}
 	res, st := d.Decide(req, false, &ev)
 	if res.Decision == engine.Ask {

@@ -53,7 +53,8 @@ func (p *Proxy) BundleLoaded(b engine.Bundle) {
 		}
 	}
 	prev := p.static.Swap(next)
-	if thawedOrFrozen := p.freezeChanged(); prev != nil && (prev.key != next.key || thawedOrFrozen) {
+	pinsChanged := p.loadPins(&b)
+	if thawedOrFrozen := p.freezeChanged(); prev != nil && (prev.key != next.key || thawedOrFrozen || pinsChanged) {
 		p.streams.notifyListChanged()
 	}
 }
@@ -224,7 +225,7 @@ func (p *Proxy) filterMessage(st *mcpStatic, rt *mcpRoute, ids []json.RawMessage
 	kept := tools[:0:0]
 	for _, t := range tools {
 		rt.params.learn(t)
-		if frozen {
+		if rt.pins.observe(t) || frozen {
 			continue
 		}
 		var named struct {

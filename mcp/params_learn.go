@@ -64,13 +64,13 @@ func (l *learner) miss(name string) {
 // refuse the call, saying why.
 func (p *Proxy) learnToolsFor(r *http.Request, rt *mcpRoute, call *jsonrpc.ToolCall) {
 	name := *call.Name
-	if _, seen := rt.params.tools.Load(name); seen {
+	if _, seen := rt.params.tools.Load(name); seen && rt.pins.known(name) {
 		return
 	}
 	l := &rt.learner
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, seen := rt.params.tools.Load(name); seen {
+	if _, seen := rt.params.tools.Load(name); seen && rt.pins.known(name) {
 		return // listed while this call waited
 	}
 	if l.missedRecently(name) {
@@ -88,7 +88,7 @@ func (p *Proxy) learnToolsFor(r *http.Request, rt *mcpRoute, call *jsonrpc.ToolC
 			return
 		}
 		rt.counted.schemasListed.Inc()
-		if _, seen := rt.params.tools.Load(name); seen {
+		if _, seen := rt.params.tools.Load(name); seen && rt.pins.known(name) {
 			return
 		}
 		if next == "" {
@@ -147,6 +147,7 @@ func listPage(ctx context.Context, r *http.Request, rt *mcpRoute, meta json.RawM
 		if json.Unmarshal(msg, &page) == nil && string(bytes.TrimSpace(page.ID)) == `"`+learnID+`"` {
 			for _, t := range page.Result.Tools {
 				rt.params.learn(t)
+				rt.pins.observe(t)
 			}
 			next = page.Result.NextCursor
 		}

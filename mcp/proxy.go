@@ -62,6 +62,8 @@ type Proxy struct {
 	// maxResult is --max-result-bytes: the most of an answer held to
 	// judge its results (result_proxy.go).
 	maxResult int
+	// drift is where the routes' pinned tools' drifts go (pin_state.go).
+	drift driftReport
 }
 
 type mcpRoute struct {
@@ -80,6 +82,8 @@ type mcpRoute struct {
 	// params are the x-mcp-header bindings of the upstream's tools, from
 	// the tools/list answers relayed (params.go).
 	params paramSchemas
+	// pins are the upstream's pinned tool definitions (pin_state.go).
+	pins pinState
 }
 
 // forward sends r upstream and relays the answer.
@@ -117,11 +121,13 @@ func New(d *decide.Decider, o Options, reg prometheus.Registerer, log *slog.Logg
 func newProxy(d *decide.Decider, ups []mcpUpstream, roots *x509.CertPool, reg prometheus.Registerer, log *slog.Logger, readTimeout time.Duration) *Proxy {
 	p := &Proxy{d: d, log: log, readTimeout: readTimeout, routes: make(map[string]*mcpRoute, len(ups))}
 	requests := newMCPMetrics(reg)
+	p.drift = driftReport{log: log, counter: newDriftCounter(reg)}
 	for _, up := range ups {
 		if up.auth != nil {
 			up.auth.log = log
 		}
 		rt := &mcpRoute{up: up, counted: requests.counters(up.name), direct: httploop.NewForwarder(up.url)}
+		rt.pins.upstream, rt.pins.report = up.name, &p.drift
 		rt.modify, rt.fail = refuseSwitch(p.modifyResponse(rt)), p.upstreamError(rt)
 		rt.hooks = httploop.Hooks{Header: rt.upstreamHeader, Sent: postSent, Modify: rt.modify, Fail: rt.fail}
 		tr := &http.Transport{
@@ -313,7 +319,7 @@ func (p *Proxy) post(w http.ResponseWriter, r *http.Request, rt *mcpRoute) {
 	}
 	mirrored := paramHeaderNames(r.Header)
 	for i := range msgs {
-		if c := msgs[i].Call; c != nil && (needsSchema(c.Arguments) || (!batch && len(mirrored) > 0)) {
+		if c := msgs[i].Call; c != nil && (needsSchema(c.Arguments) || (!batch && len(mirrored) > 0) || !rt.pins.known(*c.Name)) {
 			p.learnToolsFor(r, rt, c)
 		}
 	}

@@ -63,18 +63,21 @@ func (g *stdioGuard) maxResultBytes() int {
 	return DefaultMaxResultBytes
 }
 
-// relay copies the server's messages to the agent a line at a time, but
-// those look (stdioSchemas.fromServer) keeps for the guard, judging the
+// relay copies the server's messages to the agent a line at a time, as
+// look (stdioSchemas.relay) rewrites them (nil: kept for the guard), judging the
 // answers to the calls let through. While results are judged, a line is
 // held up to --max-result-bytes: past it, overLine decides from what was
 // held. When the agent is gone, the rest is read and dropped, so the
 // server can finish.
-func (g *stdioGuard) relay(ctx context.Context, from io.Reader, look func([]byte) bool) {
+func (g *stdioGuard) relay(ctx context.Context, from io.Reader, look func([]byte) []byte) {
 	br := bufio.NewReaderSize(from, 64<<10)
 	for {
 		if !g.judging() {
 			line, err := br.ReadBytes('\n')
-			if len(line) > 0 && look(line) && g.out.line(line) != nil {
+			if len(line) > 0 {
+				line = look(line)
+			}
+			if len(line) > 0 && g.out.line(line) != nil {
 				_, _ = io.Copy(io.Discard, br)
 				return
 			}
@@ -99,7 +102,10 @@ func (g *stdioGuard) relay(ctx context.Context, from io.Reader, look func([]byte
 			}
 			continue
 		}
-		if len(line) > 0 && look(line) {
+		if len(line) > 0 {
+			line = look(line)
+		}
+		if len(line) > 0 {
 			if judged := g.judgeLine(ctx, line); judged != nil {
 				line = judged
 			}

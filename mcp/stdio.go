@@ -23,6 +23,7 @@ import (
 	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/internal/tracing"
 	"github.com/toolgate/toolgate/mcp/jsonrpc"
+	"github.com/toolgate/toolgate/mcp/pin"
 )
 
 // The stdio guard (`toolgate mcp stdio`): an MCP server the agent starts
@@ -31,7 +32,8 @@ import (
 // decides each tools/call first. It reads messages with the proxy's own
 // reader, builds the proxy's request and denies with the proxy's answer,
 // so a call is read, decided and refused as over HTTP. Unlike the HTTP
-// proxy it does not hold the server's credentials or filter tools/list:
+// proxy it does not hold the server's credentials, and filters tools/list
+// only by pinned definitions (--pins, pin_stdio.go), not by rules:
 // whoever edits the agent's server list can start the server without it,
 // so it guards an agent that is configured, as the hooks do.
 
@@ -57,6 +59,9 @@ type StdioOptions struct {
 	JudgesResults func() bool
 	// MaxResultBytes is --max-result-bytes (DefaultMaxResultBytes when 0).
 	MaxResultBytes int
+	// Pins are the server's pinned tool definitions (pin_stdio.go); nil:
+	// none.
+	Pins *pin.Set
 }
 
 // Decider decides one request, given as the JSON object /v1/evaluate
@@ -102,11 +107,12 @@ func RunStdio(ctx context.Context, o StdioOptions, in io.Reader, out, errOut io.
 
 	w := &stdioWriter{w: out}
 	schemas := newStdioSchemas()
+	schemas.stdioPins(o.Pins, o.Server, errOut)
 	relayed := make(chan struct{})
 	g := &stdioGuard{opts: o, session: newStdioSession(), out: w, schemas: schemas}
 	go func() {
 		defer close(relayed)
-		g.relay(ctx, fromServer, schemas.fromServer)
+		g.relay(ctx, fromServer, schemas.relay)
 	}()
 	go func() {
 		g.guard(ctx, in, toServer)
@@ -295,6 +301,11 @@ func (g *stdioGuard) decideCall(ctx context.Context, m *jsonrpc.Message, line []
 	sub, refusal := subjectOf(m)
 	if refusal != "" {
 		return refuseCall(m.ID, refusal), false
+	}
+	if m.Method == jsonrpc.MethodToolsCall {
+		if answer, denied := g.denyDrifted(ctx, m, sub.tool); denied {
+			return answer, false
+		}
 	}
 	if m.Method == jsonrpc.MethodToolsCall && needsSchema(sub.input) {
 		listing := g.schemas.ensure(ctx, g.toServer, sub.tool, m.Call.RawMeta)

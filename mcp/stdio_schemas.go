@@ -26,6 +26,8 @@ import (
 type stdioSchemas struct {
 	schemas paramSchemas
 	learner learner
+	// pins are the server's pinned tool definitions (pin_stdio.go).
+	pins pinState
 	// idPrefix makes the guard's own request ids: random per process.
 	idPrefix string
 	next     int
@@ -108,7 +110,7 @@ func (s *stdioSchemas) fromServer(line []byte) (relay bool) {
 // was not looked for lately), writing the guard's own tools/list to
 // toServer, with meta (the call's _meta) as the agent's would carry it.
 func (s *stdioSchemas) ensure(ctx context.Context, toServer io.Writer, tool string, meta json.RawMessage) error {
-	if _, seen := s.schemas.tools.Load(tool); seen {
+	if _, seen := s.schemas.tools.Load(tool); seen && s.pins.known(tool) {
 		return nil
 	}
 	if s.learner.missedRecently(tool) {
@@ -122,7 +124,7 @@ func (s *stdioSchemas) ensure(ctx context.Context, toServer io.Writer, tool stri
 		if err != nil {
 			return err
 		}
-		if _, seen := s.schemas.tools.Load(tool); seen {
+		if _, seen := s.schemas.tools.Load(tool); seen && s.pins.known(tool) {
 			return nil
 		}
 		if next == "" {
@@ -178,6 +180,7 @@ func (s *stdioSchemas) listPage(ctx context.Context, toServer io.Writer, meta js
 		}
 		for _, t := range page.Result.Tools {
 			s.schemas.learn(t)
+			s.pins.observe(t)
 		}
 		return page.Result.NextCursor, nil
 	case <-ctx.Done():

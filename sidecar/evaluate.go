@@ -30,7 +30,9 @@ func (s *Server) badRequest(w http.ResponseWriter, format string, args ...any) {
 	writeError(w, http.StatusBadRequest, fmt.Sprintf(format, args...))
 }
 
-// evaluate answers POST /v1/evaluate. Every client mistake is a 400 with a
+// evaluate answers POST /v1/evaluate: a call, or with an output field a
+// tool's result (decide.DecideResult: only result rules run, and a redact
+// answer carries the output as delivered). Every client mistake is a 400 with a
 // JSON error; anything else is a decision, including the sidecar's own
 // failures (a recovered panic is deny INTERNAL_ERROR) and overload (deny
 // OVERLOADED, at once), so a client never gets a 500, a dropped connection
@@ -92,11 +94,32 @@ func (s *Server) evaluate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ev.ToolName = decide.StringField(req, engine.FieldToolName)
+	if _, isResult := req[engine.FieldOutput]; isResult {
+		if err := checkResult(ask); err != nil {
+			wrote = true
+			s.badRequest(w, "%v", err)
+			return
+		}
+		res, st := s.d.DecideResult(req, explain, &ev)
+		s.answer(ctx, w, b, req, &ev, &res, st, &wrote)
+		return
+	}
 	res, st := s.d.Decide(req, explain, &ev)
 	if res.Decision == engine.Ask {
 		res, st = s.resolveAsk(ctx, w, req, &ev, res, st, ask)
 	}
 	s.answer(ctx, w, b, req, &ev, &res, st, &wrote)
+}
+
+// checkResult refuses a result evaluation (a request carrying output,
+// which engine.DecodeRequest checked) with the fields of waiting for a
+// person, which only a call has: a tool that already ran cannot be held
+// for approval.
+func checkResult(ask decide.AskOptions) error {
+	if ask.Wait > 0 || ask.Approval != "" {
+		return fmt.Errorf("a request carrying %s is a tool's result, judged after it ran: %s and %s are for a call's approval", engine.FieldOutput, FieldWait, FieldApproval)
+	}
+	return nil
 }
 
 // read reads the request body into b.In, answering 400 itself when the

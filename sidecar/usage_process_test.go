@@ -28,6 +28,9 @@ type sidecarProc struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	logs *lineBuffer
+	// out is the process's stdout: its decision log with
+	// --decision-log=stdout.
+	out *lineBuffer
 }
 
 // startSidecarProc starts the sidecar with args (--listen is added: a
@@ -47,8 +50,8 @@ func startSidecarProc(t *testing.T, args ...string) *sidecarProc {
 func (p *sidecarProc) start() {
 	p.t.Helper()
 	p.cmd = helperProcess(p.t, os.Args[0], "sidecar", map[string]string{"TOOLGATE_TEST_ARGS": strings.Join(p.args, "\n")})
-	p.logs = &lineBuffer{}
-	p.cmd.Stderr = p.logs
+	p.logs, p.out = &lineBuffer{}, &lineBuffer{}
+	p.cmd.Stderr, p.cmd.Stdout = p.logs, p.out
 	must(p.t, p.cmd.Start())
 	p.done = make(chan struct{})
 	go func() { _ = p.cmd.Wait(); close(p.done) }()

@@ -450,7 +450,11 @@ func SidecarRoleRules(bundleConfigMap string) []rbacv1.PolicyRule {
 		// (the approvals admission policy refuses it any other field, and
 		// any decision): no delete, no patch of spec.
 		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"approvalrequests"}, Verbs: []string{"create", "get", "list", "watch"}},
-		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"approvalrequests/status"}, Verbs: []string{"update"}}}
+		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"approvalrequests/status"}, Verbs: []string{"update"}},
+		// A pinned MCP upstream's tool that drifted is a Warning Event on
+		// its MCPUpstream, written by the sidecar that listed it
+		// (docs/pinning.md): create only, never read or change one.
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}}}
 }
 
 // grantSidecarRole binds the service account to the namespace's sidecar

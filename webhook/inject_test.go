@@ -152,7 +152,8 @@ func TestInjectsAnnotatedPods(t *testing.T) {
 		ResourceNames: []string{"toolgate-bundle"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"toolgate.dev"}, Resources: []string{"frozenagents"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"toolgate.dev"}, Resources: []string{"approvalrequests"}, Verbs: []string{"create", "get", "list", "watch"}},
-		{APIGroups: []string{"toolgate.dev"}, Resources: []string{"approvalrequests/status"}, Verbs: []string{"update"}}}
+		{APIGroups: []string{"toolgate.dev"}, Resources: []string{"approvalrequests/status"}, Verbs: []string{"update"}},
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}}}
 	if !equality.Semantic.DeepEqual(role.Rules, want) {
 		t.Errorf("role rules %+v", role.Rules)
 	}

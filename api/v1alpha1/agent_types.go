@@ -16,7 +16,34 @@ const LabelEnvironment = "toolgate.dev/environment"
 const (
 	MaxAgentUpstreams = 64
 	MaxURLLength      = 2048
+	// MaxPinnedTools bounds an MCPUpstream's spec.pinnedTools.
+	MaxPinnedTools = 512
+	// MaxToolNameLength is the longest tool name MCP allows (and the
+	// official SDKs enforce): 1 to 128 of A-Z, a-z, 0-9, '_', '-', '.'.
+	MaxToolNameLength = 128
 )
+
+// Pinning is what a pinned MCPUpstream's proxy does with a tool whose
+// definition differs from its pin, or that has no pin.
+// +kubebuilder:validation:Enum=strict;warn
+type Pinning string
+
+const (
+	// PinningStrict hides a changed or unpinned tool from tools/list and
+	// denies its calls TOOL_DEFINITION_CHANGED; every drift is reported.
+	PinningStrict Pinning = "strict"
+	// PinningWarn hides and denies nothing: every drift is reported (an
+	// Event on the MCPUpstream and a metric), for rolling pins out.
+	PinningWarn Pinning = "warn"
+)
+
+// ToolDigest is the sha256 of a tool's definition, as `toolgate mcp pin`
+// prints it: 64 lower-case hex digits over the canonical JSON of the
+// tool's name, description, inputSchema and annotations (docs/pinning.md).
+// +kubebuilder:validation:Pattern=`^[0-9a-f]{64}$`
+// +kubebuilder:validation:MinLength=64
+// +kubebuilder:validation:MaxLength=64
+type ToolDigest string
 
 // AgentSpec is who the sidecars running as one ServiceAccount are: written
 // by the namespace's admins, never by the Pod's author.
@@ -140,6 +167,7 @@ type SecretKeyRef struct {
 }
 
 // MCPUpstreamSpec is one MCP server agents of the namespace may reach.
+// +kubebuilder:validation:XValidation:rule="!has(self.pinning) || has(self.pinnedTools)",message="pinning needs pinnedTools: print them with toolgate mcp pin URL"
 // +kubebuilder:validation:XValidation:rule="isURL(self.url) && url(self.url).getScheme() in ['http', 'https'] && size(url(self.url).getHostname()) > 0",message="url must be an absolute http or https URL"
 // +kubebuilder:validation:XValidation:rule="!self.url.contains('@')",message="url must not hold credentials: put them in the Secret credentialSecretRef names"
 type MCPUpstreamSpec struct {
@@ -155,6 +183,38 @@ type MCPUpstreamSpec struct {
 	// container alone; it never enters the bundle.
 	// +optional
 	CredentialSecretRef *SecretKeyRef `json:"credentialSecretRef,omitempty"`
+
+	// pinnedTools maps tool names to the sha256 of their definitions
+	// (`toolgate mcp pin URL` prints them). The sidecar's MCP proxy checks
+	// every tools/list answer of this upstream against them: a tool whose
+	// definition changed is hidden and its calls are denied
+	// TOOL_DEFINITION_CHANGED, and so is a tool with no pin (unless
+	// pinning is warn). Each drift is reported once, as an Event on this
+	// MCPUpstream and in toolgate_mcp_tool_drift_total.
+	// +optional
+	// +kubebuilder:validation:MinProperties=1
+	// +kubebuilder:validation:MaxProperties=512
+	// +kubebuilder:validation:XValidation:rule="self.all(name, name.size() <= 128 && name.matches('^[A-Za-z0-9_.-]+$'))",message="a tool name must be 1-128 of A-Z, a-z, 0-9, '_', '-' or '.', as MCP names tools"
+	PinnedTools map[string]ToolDigest `json:"pinnedTools,omitempty"`
+
+	// pinning is what happens to a tool that drifts from pinnedTools:
+	// strict hides it and denies its calls, warn only reports it. It
+	// defaults to strict whenever pinnedTools is set (the bundle states
+	// the mode applied), and needs pinnedTools.
+	// +optional
+	Pinning Pinning `json:"pinning,omitempty"`
+}
+
+// EffectivePinning is the pinning applied: spec.pinning, strict when it
+// is unset and pins are; "" without pins.
+func (s *MCPUpstreamSpec) EffectivePinning() Pinning {
+	switch {
+	case len(s.PinnedTools) == 0:
+		return ""
+	case s.Pinning == "":
+		return PinningStrict
+	}
+	return s.Pinning
 }
 
 // MCPUpstream is an MCP server the namespace's admins let agents reach
@@ -165,6 +225,7 @@ type MCPUpstreamSpec struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=tgupstream,categories=toolgate
 // +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.spec.url`
+// +kubebuilder:printcolumn:name="Pinning",type=string,JSONPath=`.spec.pinning`,priority=10
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type MCPUpstream struct {

@@ -63,6 +63,13 @@ const (
 	// ClusterFrozenAgent whose namespaceSelector does not parse: it is
 	// applied to every namespace until fixed (fail closed).
 	ReasonSelectorError = "SelectorError"
+	// ReasonToolDefinitionChanged (Warning event on an MCPUpstream, from a
+	// sidecar) is a pinned tool listed with a definition whose digest is
+	// not its pin.
+	ReasonToolDefinitionChanged = "ToolDefinitionChanged"
+	// ReasonToolNotPinned (Warning event on an MCPUpstream, from a sidecar)
+	// is a tool listed that spec.pinnedTools does not pin.
+	ReasonToolNotPinned = "ToolNotPinned"
 )
 
 // Labels and annotations toolgate puts on the objects it writes or reads

@@ -114,3 +114,22 @@ func (l *Evaluator) EvaluateRequest(req engine.Request) client.Result {
 	res.Code = res.StatedCode()
 	return client.Result{Result: res, BundleRevision: st.Revision}
 }
+
+var _ client.ResultEvaluator = (*Evaluator)(nil)
+
+// EvaluateResult judges in process what the tool of req returned, as the
+// sidecar's /v1/evaluate does (client.Client.EvaluateResult says how to
+// read the result): only result rules run, and a redact decision's Output
+// is what to deliver. The error is non-nil only for a request that cannot
+// be judged, with a deny.
+func (l *Evaluator) EvaluateResult(_ context.Context, req client.Request, toolOutput any) (client.Result, error) {
+	er, err := req.ResultFields(toolOutput)
+	if err != nil {
+		r := client.Result{}
+		r.Decision, r.Effect, r.Reason = engine.Deny, engine.EffectDeny, err.Error()
+		return r, err
+	}
+	res, st := l.d.DecideResult(er, false, nil)
+	res.Code = res.StatedCode()
+	return client.Result{Result: res, BundleRevision: st.Revision}, nil
+}

@@ -229,6 +229,18 @@ func requireCanGrantBundleRead(t *testing.T, m installedManager, appNamespace, b
 	if err := c.Get(ctx, client.ObjectKeyFromObject(role), role); err != nil {
 		t.Errorf("as the manager, reading back the Role: %v", err)
 	}
+	// The sidecar writes a pinned MCP tool's drift as an Event on its
+	// MCPUpstream: create, and nothing else on Events.
+	agent := podServiceAccount{appNamespace, "agent"}
+	if !canEventually(t, agent, "create", "", "events", appNamespace, "") {
+		t.Errorf("the sidecar's Role does not let %s create Events", agent.user())
+	}
+	for _, a := range []access{{"get", "", "events", appNamespace, "any"}, {"delete", "", "events", appNamespace, "any"},
+		{"create", "", "events", "default", ""}} {
+		if can(t, agent, a.verb, a.group, a.resource, a.namespace, a.name) {
+			t.Errorf("%s may %s events %q in %q: the sidecar only creates them in its own namespace", agent.user(), a.verb, a.name, a.namespace)
+		}
+	}
 	binding.Subjects = append(binding.Subjects, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: "agent-2", Namespace: appNamespace})
 	if err := c.Update(ctx, binding); err != nil {
 		t.Errorf("as the manager, adding a subject to the RoleBinding: %v", err)

@@ -13,6 +13,10 @@
 //	/mcp-stateless the stateless one (2026-07-28, and 2025-11-25 without sessions)
 //	GET /stats     {"calls":{"pay":1,...},"authorization":["Bearer ..."],"traceparent":["00-..."]}
 //	POST /release  lets every stream call waiting return
+//	POST /tools?name=N&description=D  adds tool N (or replaces its
+//	               definition) with description D, which the SDK tells
+//	               every session with notifications/tools/list_changed:
+//	               a server changing a tool after it was reviewed
 //
 // It prints "listening on ADDR" once it serves. With -stdio it speaks MCP
 // on its stdin and stdout instead, as a server an agent starts itself, and
@@ -234,6 +238,18 @@ func main() {
 	})
 	mux.HandleFunc("POST /release", func(w http.ResponseWriter, _ *http.Request) {
 		releaseOnce.Do(func() { close(st.release) })
+	})
+	mux.HandleFunc("POST /tools", func(w http.ResponseWriter, r *http.Request) {
+		name := r.URL.Query().Get("name")
+		if name == "" {
+			http.Error(w, "name= is required", http.StatusBadRequest)
+			return
+		}
+		mcp.AddTool(srv, &mcp.Tool{Name: name, Description: r.URL.Query().Get("description")},
+			func(_ context.Context, _ *mcp.CallToolRequest, in pathIn) (*mcp.CallToolResult, any, error) {
+				st.count(name)
+				return text(name + " " + in.Path), nil, nil
+			})
 	})
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {

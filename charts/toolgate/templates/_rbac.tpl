@@ -30,10 +30,11 @@ the installed chart grants every rule of role.yaml.
   verbs: [create, patch]
 {{- if .Values.sidecarInjection.enabled }}
 # Injection grants each injected pod's service account read access to its
-# namespace's bundle ConfigMap and FrozenAgents, and its approvals (see
-# webhook.SidecarRoleRules); holding that access (configmaps, frozenagents
-# and approvalrequests above) is what lets the manager grant it without
-# bind or escalate.
+# namespace's bundle ConfigMap and FrozenAgents, its approvals, and create
+# on Events (a pinned MCP tool's drift, on its MCPUpstream) (see
+# webhook.SidecarRoleRules); holding that access (configmaps, frozenagents,
+# approvalrequests and events above) is what lets the manager grant it
+# without bind or escalate.
 - apiGroups: [rbac.authorization.k8s.io]
   resources: [roles, rolebindings]
   verbs: [get, create, update]

@@ -78,6 +78,17 @@ def ask_bundle() -> str:
     return policy_bundle(ASK_POLICY.read_text())
 
 
+#: The result rules the clients' tests share (clients/testdata/results.yaml):
+#: an AWS key in a result is redacted, CONFIDENTIAL withheld, a structured
+#: count over 100 withheld.
+RESULT_POLICY = REPO / "clients" / "testdata" / "results.yaml"
+
+
+def results_bundle() -> str:
+    """The bundle of RESULT_POLICY."""
+    return policy_bundle(RESULT_POLICY.read_text())
+
+
 def sample_request(name: str) -> dict:
     with open(SAMPLES / "requests" / name) as f:
         return json.load(f)

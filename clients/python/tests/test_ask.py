@@ -217,7 +217,8 @@ class AskAnswerTest(unittest.TestCase):
         self.addCleanup(c.close)
         ran = []
 
-        @toolgate.guard(c, agent_id="shop-agent")
+        # judge_result=False: what the call sends, not its result's.
+        @toolgate.guard(c, agent_id="shop-agent", judge_result=False)
         def pay(amount):
             ran.append(amount)
             return "paid"
@@ -264,7 +265,7 @@ class AskAnswerTest(unittest.TestCase):
         p = self.peer(ASK, later=http_answer(200, APPROVED))
         c = toolgate.AsyncClient(p.url, timeout=0.2)
 
-        @toolgate.guard(c, wait=60)
+        @toolgate.guard(c, wait=60, judge_result=False)
         async def pay(amount):
             return "paid %d" % amount
 

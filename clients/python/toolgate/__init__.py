@@ -13,6 +13,10 @@
 
     res = await toolgate.AsyncClient().evaluate("Bash", ...)   # the same, from asyncio
 
+    res = client.evaluate_result("read_file", text)   # what the tool returned, judged by result rules
+    if not res.allowed: ...                 # withheld: do not hand it to the model
+    if res.redacted: text = res.redacted_text         # spans replaced by [REDACTED:<rule-id>]
+
 Standard library only. Fails closed: a sidecar that gives no decision is a
 deny with code SIDECAR_UNAVAILABLE, never an exception.
 """
@@ -21,6 +25,7 @@ from ._async import AsyncClient
 from ._client import DEFAULT_TIMEOUT, Client
 from ._discover import DEFAULT_SOCKET, DEFAULT_URL, ENV_URL
 from ._guard import ToolDenied, guard
+from ._output import build_output
 from ._result import SIDECAR_UNAVAILABLE, Approval, EvaluationMetadata, EvaluationResult
 
 __all__ = [
@@ -30,6 +35,7 @@ __all__ = [
     "EvaluationMetadata",
     "EvaluationResult",
     "ToolDenied",
+    "build_output",
     "guard",
     "SIDECAR_UNAVAILABLE",
     "DEFAULT_TIMEOUT",

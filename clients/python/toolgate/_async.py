@@ -10,6 +10,7 @@ import time
 from typing import Any, List, Mapping, Optional, Tuple
 
 from ._base import ClientBase
+from ._output import build_output
 from ._result import EvaluationMetadata, EvaluationResult
 from ._wire import DEFAULT_TIMEOUT, DROPPED, RECV, NoAnswer, Trace, answer_json, check_wait, describe, read_answer
 
@@ -87,6 +88,29 @@ class AsyncClient(ClientBase):
         msg = self._message(tool_name, session_id, agent_id, metadata, framework, trace, extra, w, approval)
         try:
             answer = await self._post(msg, self._timeout + w)
+        except NoAnswer as e:
+            return self._settle(tool_name, None, e)
+        return self._settle(tool_name, answer, None)
+
+    async def evaluate_result(
+        self,
+        tool_name: str,
+        output: Any,
+        *,
+        is_error: bool = False,
+        session_id: Optional[str] = None,
+        agent_id: Optional[str] = None,
+        metadata: Optional[EvaluationMetadata] = None,
+        framework: Optional[str] = None,
+        trace: Trace = None,
+        extra: Optional[Mapping[str, Any]] = None,
+    ) -> EvaluationResult:
+        """Asks the sidecar to judge what ``tool_name`` returned:
+        Client.evaluate_result, awaited."""
+        out = build_output(output, is_error)
+        msg = self._message(tool_name, session_id, agent_id, metadata, framework, trace, extra, output=out)
+        try:
+            answer = await self._post(msg, self._timeout)
         except NoAnswer as e:
             return self._settle(tool_name, None, e)
         return self._settle(tool_name, answer, None)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from typing import Any, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional
 
 from ._discover import Endpoint, discover
 from ._result import EvaluationMetadata, EvaluationResult, from_answer, unavailable
@@ -91,13 +91,15 @@ class ClientBase:
         extra: Optional[Mapping[str, Any]],
         wait: float = 0.0,
         approval: Optional[str] = None,
+        output: Optional[Dict[str, Any]] = None,
     ) -> bytes:
-        """The whole request for one evaluate(); raises for a caller's
-        mistake before anything is sent. session_id None is the client's;
-        "" sends none. wait is checked seconds (check_wait)."""
+        """The whole request for one evaluate() (or evaluate_result(), with
+        the output build_output made); raises for a caller's mistake before
+        anything is sent. session_id None is the client's; "" sends none.
+        wait is checked seconds (check_wait)."""
         if session_id is None:
             session_id = self._session_id
-        body = encode_request(tool_name, session_id, agent_id, metadata, framework, extra, wait, approval)
+        body = encode_request(tool_name, session_id, agent_id, metadata, framework, extra, wait, approval, output)
         return request_message(self._head, body, traceparent(trace))
 
     def _settle(self, tool_name: str, answer: Any, no_answer: Optional[NoAnswer]) -> EvaluationResult:

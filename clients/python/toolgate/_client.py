@@ -12,6 +12,7 @@ import weakref
 from typing import Any, Mapping, Optional, Tuple
 
 from ._base import ClientBase
+from ._output import build_output
 from ._result import EvaluationMetadata, EvaluationResult
 from ._wire import DEFAULT_TIMEOUT, DROPPED, RECV, NoAnswer, Trace, answer_json, check_wait, describe, read_answer
 
@@ -163,6 +164,45 @@ class Client(ClientBase):
         msg = self._message(tool_name, session_id, agent_id, metadata, framework, trace, extra, w, approval)
         try:
             answer = self._post(msg, self._timeout + w)
+        except NoAnswer as e:
+            return self._settle(tool_name, None, e)
+        return self._settle(tool_name, answer, None)
+
+    def evaluate_result(
+        self,
+        tool_name: str,
+        output: Any,
+        *,
+        is_error: bool = False,
+        session_id: Optional[str] = None,
+        agent_id: Optional[str] = None,
+        metadata: Optional[EvaluationMetadata] = None,
+        framework: Optional[str] = None,
+        trace: Trace = None,
+        extra: Optional[Mapping[str, Any]] = None,
+    ) -> EvaluationResult:
+        """Asks the sidecar to judge what ``tool_name`` returned, after it
+        ran: ``output`` is the tool's return value (any JSON-encodable
+        value: a str is the text; a dict or list is ``output.structured``
+        and its JSON the text), the other parameters the call as
+        evaluate() sent it. Only result rules run.
+
+        Hand the result on only when ``allowed``: a deny withholds it
+        (``reason`` says why). When ``redacted``, deliver
+        ``redacted_text`` (``output["text"]``: every redacted span replaced
+        by ``[REDACTED:<rule-id>]``), never the original.
+        ``explanations`` say, per result rule that ran, whether it held
+        and why.
+
+        Fails closed as evaluate() does: no decision is a deny
+        SIDECAR_UNAVAILABLE (an output past the sidecar's request limit,
+        1 MiB, is refused and so denied). Raises TypeError or ValueError
+        only for a caller's mistake, before anything is sent (an output
+        that does not encode as JSON among them)."""
+        out = build_output(output, is_error)
+        msg = self._message(tool_name, session_id, agent_id, metadata, framework, trace, extra, output=out)
+        try:
+            answer = self._post(msg, self._timeout)
         except NoAnswer as e:
             return self._settle(tool_name, None, e)
         return self._settle(tool_name, answer, None)

@@ -10,6 +10,7 @@ from typing import Any, Callable, Dict, List, Optional, TypeVar, Union
 from ._async import AsyncClient
 from ._client import Client
 from ._result import EvaluationMetadata, EvaluationResult
+from ._output import delivered
 from ._wire import check_wait, encodes
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -26,11 +27,15 @@ class ToolDenied(PermissionError):
     names the code and the reason, so a model reading it can change
     course."""
 
-    def __init__(self, tool_name: str, result: EvaluationResult) -> None:
+    def __init__(self, tool_name: str, result: EvaluationResult, *, of_result: bool = False) -> None:
         self.tool_name = tool_name
         self.result = result
+        #: True when what the tool returned was withheld (it ran; a result
+        #: rule denied its output), False when the call was not allowed.
+        self.of_result = of_result
         why = ": ".join(x for x in (result.code, result.reason) if x) or "denied"
-        super().__init__("toolgate denied %s: %s" % (tool_name, why))
+        what = "withheld the result of" if of_result else "denied"
+        super().__init__("toolgate %s %s: %s" % (what, tool_name, why))
 
 
 def guard(
@@ -41,6 +46,7 @@ def guard(
     agent_id: Optional[str] = None,
     tool_name: Optional[str] = None,
     wait: Optional[float] = GUARD_WAIT,
+    judge_result: bool = True,
 ) -> Callable[[F], F]:
     """Decorates a tool function so every call is decided first.
 
@@ -74,6 +80,13 @@ def guard(
     whose first parameter is named ``self`` or ``cls``) the instance or
     class is not an argument of the tool and is not sent.
 
+    After the tool ran, what it returned is judged with the result rules
+    (``evaluate_result``; ``judge_result=False`` skips it): withheld, it
+    raises ``ToolDenied`` with ``of_result`` set and the reason, and the
+    return value is dropped; redacted, the guarded function returns the
+    redacted output (a str, or for a dict or list the redacted JSON read
+    back, else its redacted text), never the original.
+
         @toolgate.guard(client, framework="python")
         def pay(amount, currency="EUR"): ...
     """
@@ -104,13 +117,18 @@ def guard(
             return dict(session_id=session_id, agent_id=agent_id, framework=framework,
                         metadata=binder.metadata(args, kwargs))
 
-        def check(args: Any, kwargs: Any) -> None:
+        def check(args: Any, kwargs: Any) -> Dict[str, Any]:
             req = request(args, kwargs)
             res = client.evaluate(name, **req)
             if asked(res):
                 res = client.evaluate(name, **req, wait=wait, approval=res.approval.name)
             if not res.allowed:
                 raise ToolDenied(name, res)
+            return req
+
+        def judged(req: Dict[str, Any], value: Any) -> Any:
+            res = client.evaluate_result(name, value, **req)
+            return _deliver(name, res, value)
 
         if is_async:
             if isinstance(client, AsyncClient):
@@ -123,25 +141,48 @@ def guard(
                         res = await client.evaluate(name, **req, wait=wait, approval=res.approval.name)
                     if not res.allowed:
                         raise ToolDenied(name, res)
-                    return await fn(*args, **kwargs)
+                    value = await fn(*args, **kwargs)
+                    if not judge_result:
+                        return value
+                    return _deliver(name, await client.evaluate_result(name, value, **req), value)
 
             else:
 
                 @functools.wraps(fn)
                 async def guarded_async(*args: Any, **kwargs: Any) -> Any:
-                    await asyncio.to_thread(check, args, kwargs)
-                    return await fn(*args, **kwargs)
+                    req = await asyncio.to_thread(check, args, kwargs)
+                    value = await fn(*args, **kwargs)
+                    if not judge_result:
+                        return value
+                    return await asyncio.to_thread(judged, req, value)
 
             return guarded_async  # type: ignore[return-value]
 
         @functools.wraps(fn)
         def guarded(*args: Any, **kwargs: Any) -> Any:
-            check(args, kwargs)
-            return fn(*args, **kwargs)
+            req = check(args, kwargs)
+            value = fn(*args, **kwargs)
+            return judged(req, value) if judge_result else value
 
         return guarded  # type: ignore[return-value]
 
     return decorate
+
+
+def _deliver(name: str, res: EvaluationResult, value: Any) -> Any:
+    """What a guarded tool returns once its result is judged: value as it
+    is, the redacted output, or ToolDenied. A redact decision without the
+    redacted text cannot be delivered: withheld, fail closed."""
+    if not res.allowed:
+        raise ToolDenied(name, res, of_result=True)
+    if not res.redacted:
+        return value
+    text = res.redacted_text
+    if text is None:
+        raise ToolDenied(name, EvaluationResult("deny", "the sidecar redacted the result but sent no output to deliver; withheld (fail closed)",
+                                                res.code, res.matched_policy_id, res.matched_policy_version, res.matched_rule_id,
+                                                effect="deny"), of_result=True)
+    return delivered(value, text)
 
 
 class _Binder:

@@ -93,6 +93,17 @@ class EvaluationResult:
     #: The ApprovalRequest of an asked call: on an ask, and on the allow
     #: or deny its approval settled into; None otherwise.
     approval: Optional[Approval] = None
+    #: A result's decision (evaluate_result): the spans of output.text a
+    #: redact decision replaced, as dicts {start, end, policyId, ruleId}
+    #: (byte offsets into the UTF-8 text).
+    redactions: Optional[List[Dict[str, Any]]] = None
+    #: A redact decision's output as it must be delivered: the output sent,
+    #: its "text" with every redacted span replaced by
+    #: [REDACTED:<rule-id>]. None otherwise.
+    output: Optional[Dict[str, Any]] = None
+    #: A result's decision: per result rule that ran, a dict {policyId,
+    #: ruleId, effect, passed, score, condition?, explanation?}.
+    explanations: Optional[List[Dict[str, Any]]] = None
 
     @property
     def allowed(self) -> bool:
@@ -103,6 +114,20 @@ class EvaluationResult:
     def asked(self) -> bool:
         """Whether the call waits for a person's approval (``approval``)."""
         return self.decision == "ask"
+
+    @property
+    def redacted(self) -> bool:
+        """Whether a result goes on with spans redacted: deliver
+        ``redacted_text`` (``output["text"]``), never what the tool
+        returned."""
+        return self.decision == "allow" and self.effect == "redact"
+
+    @property
+    def redacted_text(self) -> Optional[str]:
+        """The output's text as a redact decision delivers it; None when
+        the decision carries no output."""
+        text = (self.output or {}).get("text")
+        return text if type(text) is str else None
 
     matchedPolicyId = _deprecated_alias("matchedPolicyId", "matched_policy_id")
     matchedPolicyVersion = _deprecated_alias("matchedPolicyVersion", "matched_policy_version")
@@ -140,12 +165,18 @@ def from_answer(d: Any) -> Optional[EvaluationResult]:
     approval = _approval(g("approval"))
     if approval is False:
         return None
+    redactions, output, explanations = g("redactions"), g("output"), g("explanations")
+    if not (
+        _opt_dicts(redactions) and _opt_dicts(explanations) and (output is None or type(output) is dict)
+    ):
+        return None
     if decision == "deny" and not code and rule:
         # A rule's deny is coded by the rule's id.
         code = rule
     return EvaluationResult(
         decision, reason, code or None, policy, version, rule, float(latency),
         effect, warnings, revision, decision_id, kind, exception, shadow, approval,
+        redactions, output, explanations,
     )
 
 
@@ -163,6 +194,10 @@ def _approval(v: Any) -> Any:
 
 def _opt_str(v: Any) -> bool:
     return v is None or type(v) is str
+
+
+def _opt_dicts(v: Any) -> bool:
+    return v is None or (type(v) is list and all(type(x) is dict for x in v))
 
 
 def unavailable(decision: str, reason: str) -> EvaluationResult:

@@ -21,8 +21,10 @@ logger = logging.getLogger("toolgate")
 #: second means it is not answering, and an agent should not hang.
 DEFAULT_TIMEOUT = 0.5
 
-# A decision is well under 1 KiB; more is not a decision.
-MAX_ANSWER = 1 << 20
+# A call's decision is well under 1 KiB; a result's carries the output as
+# delivered, at most the sidecar's request limit (1 MiB) grown by its
+# redaction marks. More is not a decision.
+MAX_ANSWER = 4 << 20
 MAX_HEAD = 64 * 1024
 RECV = 65536
 
@@ -113,9 +115,11 @@ def encode_request(
     extra: Any,
     wait: float = 0.0,
     approval: Any = None,
+    output: Any = None,
 ) -> bytes:
     """The request body; raises TypeError or ValueError for a caller's
-    mistake, before anything is sent."""
+    mistake, before anything is sent. ``output`` (built by build_output)
+    makes it a result's."""
     if type(tool_name) is not str:
         raise TypeError("toolgate: evaluate() tool_name must be a str, not %s" % type(tool_name).__name__)
     if not tool_name:
@@ -151,6 +155,8 @@ def encode_request(
         if type(approval) is not str or not approval:
             raise TypeError("toolgate: evaluate() approval must name an ApprovalRequest (a non-empty str), not %r" % (approval,))
         req["approval"] = approval
+    if output is not None:
+        req["output"] = output
     try:
         return _encode(req).encode()
     except (TypeError, ValueError, RecursionError) as e:

@@ -6,9 +6,14 @@
  *
  *   query({ prompt, options: { canUseTool: toolgateCanUseTool(toolgate) } })
  *   query({ prompt, options: { hooks: { PreToolUse: [{ hooks: [toolgatePreToolUseHook(toolgate)] }] } } })
+ *
+ * toolgatePostToolUseHook judges what each tool returned with the result
+ * rules, as `toolgate hook claude-code` does under PostToolUse:
+ *
+ *   hooks: { PostToolUse: [{ hooks: [toolgatePostToolUseHook(toolgate)] }] }
  */
-import type { CanUseTool, HookCallback, HookJSONOutput, PermissionResult, PreToolUseHookInput } from "@anthropic-ai/claude-agent-sdk";
-import { type Client, type EvaluationResult, type GuardOptions, denialMessage, guardEvaluate, guardRequest } from "./index.js";
+import type { CanUseTool, HookCallback, HookJSONOutput, PermissionResult, PostToolUseHookInput, PreToolUseHookInput } from "@anthropic-ai/claude-agent-sdk";
+import { type Client, type EvaluationResult, type GuardOptions, denialMessage, guardEvaluate, guardRequest, isRedacted, withheldMessage } from "./index.js";
 
 export interface ClaudeAgentGuardOptions extends Omit<GuardOptions, "sessionId"> {
   /** The session, when the SDK does not give one (canUseTool); the hook uses the event's session_id. */
@@ -67,4 +72,45 @@ function allowReason(res: EvaluationResult): string {
   if (res.matchedRuleId) return `toolgate allowed: rule ${res.matchedRuleId} (policy ${res.matchedPolicyId ?? "?"})`;
   if (res.code) return `toolgate allowed (${res.code}): ${res.reason ?? ""}`;
   return "toolgate allowed";
+}
+
+/**
+ * A PostToolUse hook: judges the tool's output (tool_response, built as
+ * buildOutput builds it) with the result rules. Withheld: decision block
+ * with the reason, and the output replaced by the reason
+ * (updatedToolOutput; updatedMCPToolOutput too for an MCP tool), so the
+ * model never reads it. Redacted: the output replaced by its redacted
+ * text. Allowed as it is: no decision. Fails closed: a sidecar that gives
+ * no decision withholds. Other events pass through with no decision.
+ */
+export function toolgatePostToolUseHook(toolgate: Client, options: ClaudeAgentGuardOptions = {}): HookCallback {
+  return async (input, toolUseID): Promise<HookJSONOutput> => {
+    if (input.hook_event_name !== "PostToolUse") return {};
+    const ev = input as PostToolUseHookInput;
+    const req = guardRequest(options, "claude-agent-sdk", { input: ev.tool_input, toolUseId: ev.tool_use_id ?? toolUseID }, ev.session_id);
+    if (!req.agentId && (ev as { agent_id?: string }).agent_id) req.agentId = (ev as { agent_id?: string }).agent_id;
+    const mcp = ev.tool_name.startsWith("mcp__");
+    const replace = (text: string, additionalContext?: string) => ({
+      hookEventName: "PostToolUse" as const,
+      ...(additionalContext ? { additionalContext } : {}),
+      updatedToolOutput: text,
+      ...(mcp ? { updatedMCPToolOutput: text } : {}),
+    });
+    let res: EvaluationResult;
+    try {
+      res = await toolgate.evaluateResult(ev.tool_name, ev.tool_response, req);
+    } catch (err) {
+      // An output that does not encode as JSON cannot be judged: withheld.
+      const reason = `toolgate withheld the result of ${ev.tool_name}: its output cannot be judged: ${(err as Error).message}`;
+      return { decision: "block", reason, hookSpecificOutput: replace(reason) };
+    }
+    if (res.decision === "allow" && !isRedacted(res)) return {};
+    const text = res.output?.text;
+    if (res.decision === "allow" && typeof text === "string") {
+      return { hookSpecificOutput: replace(text, `toolgate redacted ${res.redactions.length} span(s) of the result of ${ev.tool_name}: rule ${res.matchedRuleId ?? "?"}`) };
+    }
+    options.onDeny?.(ev.tool_name, res);
+    const reason = withheldMessage(ev.tool_name, res);
+    return { decision: "block", reason, hookSpecificOutput: replace(reason) };
+  };
 }

@@ -27,7 +27,10 @@ export const SIDECAR_UNAVAILABLE = "SIDECAR_UNAVAILABLE";
  */
 export const GUARD_WAIT_MS = 3_600_000;
 
-const MAX_ANSWER = 1 << 20;
+// A call's decision is well under 1 KiB; a result's carries the output as
+// delivered, at most the sidecar's request limit (1 MiB) grown by its
+// redaction marks.
+const MAX_ANSWER = 4 << 20;
 
 /**
  * What to do: run the tool only on "allow". "ask": an ask rule decided and
@@ -35,7 +38,42 @@ const MAX_ANSWER = 1 << 20;
  * ApprovalRequest); it is not an allow.
  */
 export type Decision = "allow" | "deny" | "ask";
-export type Effect = "allow" | "deny" | "ask" | "warn" | "audit";
+export type Effect = "allow" | "deny" | "ask" | "warn" | "audit" | "redact";
+
+/**
+ * What a tool returned, as result rules read it (output.text,
+ * output.structured.<path>, output.isError, output.size): buildOutput makes
+ * it from a tool's return value, mcpOutput from an MCP CallToolResult.
+ */
+export interface Output {
+  /** The text rules on output.text read. */
+  text?: string;
+  /** Structured content, rules on output.structured.<path> read. */
+  structured?: unknown;
+  isError?: boolean;
+  /** The text's length in UTF-8 bytes. */
+  size?: number;
+}
+
+/** One span of output.text a redact decision replaced: UTF-8 byte offsets [start, end). */
+export interface Redaction {
+  start: number;
+  end: number;
+  policyId: string;
+  ruleId: string;
+}
+
+/** Per result rule that ran: whether it held, its score, and why. */
+export interface Explanation {
+  policyId: string;
+  ruleId: string;
+  effect: Effect;
+  passed: boolean;
+  score: number;
+  /** 1-based: the condition the explanation is about. */
+  condition?: number;
+  explanation?: string;
+}
 
 /** The ApprovalRequest an asked call waits on. */
 export interface Approval {
@@ -129,6 +167,21 @@ export interface EvaluationResult {
   shadow: ShadowVerdict[];
   /** The ApprovalRequest of an asked call: on an ask, and on the allow or deny it settled into. */
   approval: Approval | null;
+  /** A result's decision (evaluateResult): the spans of output.text a redact decision replaced. */
+  redactions: Redaction[];
+  /**
+   * A redact decision's output as it must be delivered: its text with
+   * every redacted span replaced by [REDACTED:<rule-id>]. null otherwise.
+   */
+  output: Output | null;
+  /** A result's decision: per result rule that ran, whether it held and why. */
+  explanations: Explanation[];
+}
+
+/** EvaluateOptions for a result: the call as it was decided, and whether the tool failed. */
+export interface EvaluateResultOptions extends Omit<EvaluateOptions, "waitMs" | "approval"> {
+  /** The tool failed (its output is an error message); output.isError. */
+  isError?: boolean;
 }
 
 /** One Audit policy's verdict, recorded beside the decision. */
@@ -346,6 +399,57 @@ export class Client {
     return this.post(body, traceparent, this.timeoutMs + waitMs).catch((why: unknown) => this.noDecision(String(why instanceof Error ? why.message : why)));
   }
 
+  /**
+   * Asks the sidecar to judge what toolName returned, after it ran: output
+   * is the tool's return value (buildOutput: a string is the text; an
+   * object or array is output.structured, and its JSON the text), options
+   * the call as evaluate() sent it. Only result rules run.
+   *
+   * Hand the output on only on "allow": a deny withholds it (reason says
+   * why). When isRedacted(result), deliver result.output.text (every
+   * redacted span replaced by [REDACTED:<rule-id>]), never the original.
+   * Fails closed as evaluate() does (an output past the sidecar's request
+   * limit, 1 MiB, is refused: a deny). Rejects with TypeError only for a
+   * caller's mistake: an empty toolName, waitMs or approval (a result is
+   * judged after the tool ran: there is nothing to hold), an output that
+   * does not encode as JSON.
+   */
+  evaluateResult(toolName: string, output: unknown, options: EvaluateResultOptions = {}): Promise<EvaluationResult> {
+    let built: Output;
+    try {
+      built = buildOutput(output, options?.isError ?? false);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return this.evaluateOutput(toolName, built, options);
+  }
+
+  /**
+   * evaluateResult with the output already built (buildOutput, mcpOutput):
+   * its fields are sent as they are.
+   */
+  evaluateOutput(toolName: string, output: Output, options: EvaluateResultOptions = {}): Promise<EvaluationResult> {
+    if (typeof toolName !== "string" || toolName === "") {
+      return Promise.reject(new TypeError("toolgate: evaluateResult(toolName): toolName must be a non-empty string"));
+    }
+    const o = (options ?? {}) as EvaluateOptions;
+    if (o.waitMs !== undefined || o.approval !== undefined) {
+      return Promise.reject(new TypeError("toolgate: evaluateResult: waitMs and approval are for a call's approval; a result is judged after the tool ran"));
+    }
+    if (output === null || typeof output !== "object" || Array.isArray(output)) {
+      return Promise.reject(new TypeError("toolgate: evaluateOutput: output must be an object {text, structured, isError, size}"));
+    }
+    let body: string;
+    let traceparent: string | undefined;
+    try {
+      body = encodeRequest(toolName, o, 0, output);
+      traceparent = traceparentOf(o.traceparent);
+    } catch (err) {
+      return Promise.reject(err instanceof TypeError ? err : new TypeError(`toolgate: encoding the request: ${(err as Error).message}`));
+    }
+    return this.post(body, traceparent, this.timeoutMs).catch((why: unknown) => this.noDecision(String(why instanceof Error ? why.message : why)));
+  }
+
   private noDecision(why: string): EvaluationResult {
     if (this.failOpen) {
       this._failOpenCount++;
@@ -427,8 +531,8 @@ function checkWait(waitMs: unknown, what: string): number {
   return waitMs;
 }
 
-/** The request body the sidecar reads; waitMs is checked (checkWait). */
-function encodeRequest(toolName: string, o: EvaluateOptions, waitMs: number): string {
+/** The request body the sidecar reads; waitMs is checked (checkWait); output makes it a result's. */
+function encodeRequest(toolName: string, o: EvaluateOptions, waitMs: number, output?: Output): string {
   const m: Record<string, unknown> = {};
   if (o.extra) {
     if (typeof o.extra !== "object") throw new TypeError("toolgate: EvaluateOptions.extra must be an object");
@@ -455,6 +559,7 @@ function encodeRequest(toolName: string, o: EvaluateOptions, waitMs: number): st
     }
     m["approval"] = o.approval;
   }
+  if (output !== undefined) m["output"] = output;
   return JSON.stringify(m);
 }
 
@@ -462,7 +567,7 @@ function setString(m: Record<string, unknown>, k: string, v: string | undefined)
   if (v !== undefined && v !== null && v !== "") m[k] = v;
 }
 
-const EFFECTS = new Set(["allow", "deny", "ask", "warn", "audit"]);
+const EFFECTS = new Set(["allow", "deny", "ask", "warn", "audit", "redact"]);
 
 /** Reads the sidecar's answer, or throws when it is not a decision. */
 function readDecision(x: unknown): EvaluationResult {
@@ -504,6 +609,28 @@ function readDecision(x: unknown): EvaluationResult {
       ? (a["shadow"] as unknown[]).filter((v): v is ShadowVerdict => v !== null && typeof v === "object" && typeof (v as ShadowVerdict).policy === "string")
       : [],
     approval,
+    ...readResultPhase(a),
+  };
+}
+
+/** A result decision's redactions, output and explanations; throws when malformed. */
+function readResultPhase(a: Record<string, unknown>): Pick<EvaluationResult, "redactions" | "output" | "explanations"> {
+  const objects = (k: string): Record<string, unknown>[] => {
+    const v = a[k];
+    if (v === undefined || v === null) return [];
+    if (!Array.isArray(v) || !v.every((x) => x !== null && typeof x === "object" && !Array.isArray(x))) {
+      throw new Error(`the answer is not a decision: its ${k} is not a list of objects`);
+    }
+    return v as Record<string, unknown>[];
+  };
+  const out = a["output"];
+  if (out !== undefined && out !== null && (typeof out !== "object" || Array.isArray(out))) {
+    throw new Error("the answer is not a decision: its output is not an object");
+  }
+  return {
+    redactions: objects("redactions") as unknown as Redaction[],
+    output: (out ?? null) as Output | null,
+    explanations: objects("explanations") as unknown as Explanation[],
   };
 }
 
@@ -536,6 +663,9 @@ function unavailable(decision: Decision, reason: string): EvaluationResult {
     exceptionApplied: null,
     shadow: [],
     approval: null,
+    redactions: [],
+    output: null,
+    explanations: [],
   };
 }
 
@@ -556,6 +686,13 @@ export interface GuardOptions {
    * it at the rule's approval timeout); 0 does not wait.
    */
   waitMs?: number;
+  /**
+   * Judge what the tool returned with the result rules (evaluateResult)
+   * before the framework gets it: withheld, it is replaced by the reason
+   * as the framework's tool error; redacted, the redacted output is
+   * handed on. Default true; false skips it.
+   */
+  judgeResult?: boolean;
 }
 
 /**
@@ -583,4 +720,109 @@ export function guardRequest(opts: GuardOptions, framework: string, metadata: Ev
     extra: opts.extra,
     traceparent: opts.traceparent?.(),
   };
+}
+
+/**
+ * The output object for what a tool returned, as the Claude Code hook and
+ * the Go and Python clients build it: a string is the text; an object or
+ * array (after a JSON round trip: toJSON, Dates) is structured, and its
+ * compact JSON with keys sorted is the text, so text rules read it too; a
+ * number or boolean is its JSON; null and undefined are no text. size is
+ * the text's UTF-8 length. Throws TypeError for what JSON cannot carry (a
+ * bigint, a function, a cycle).
+ */
+export function buildOutput(value: unknown, isError = false): Output {
+  if (typeof isError !== "boolean") throw new TypeError("toolgate: evaluateResult: isError must be a boolean");
+  let v = value;
+  if (v !== null && v !== undefined && typeof v !== "string" && typeof v !== "number" && typeof v !== "boolean") {
+    let doc: string | undefined;
+    try {
+      doc = JSON.stringify(v);
+    } catch (err) {
+      throw new TypeError(`toolgate: the tool's output does not encode as JSON: ${(err as Error).message}`);
+    }
+    if (doc === undefined) throw new TypeError(`toolgate: the tool's output does not encode as JSON: a ${typeof v}`);
+    v = JSON.parse(doc);
+  }
+  if (typeof v === "number" && !Number.isFinite(v)) throw new TypeError(`toolgate: the tool's output does not encode as JSON: ${v}`);
+  const out: Output = { isError };
+  let text = "";
+  if (typeof v === "string") text = v;
+  else if (v !== null && v !== undefined) {
+    if (typeof v === "object") out.structured = v;
+    text = sortedJSON(v);
+  }
+  out.text = text;
+  out.size = Buffer.byteLength(text, "utf8");
+  return out;
+}
+
+/** JSON with object keys sorted, as the sidecar writes a decoded value (engine.Stringify). */
+function sortedJSON(v: unknown): string {
+  if (Array.isArray(v)) return "[" + v.map(sortedJSON).join(",") + "]";
+  if (v !== null && typeof v === "object") {
+    const o = v as Record<string, unknown>;
+    return "{" + Object.keys(o).sort().map((k) => JSON.stringify(k) + ":" + sortedJSON(o[k])).join(",") + "}";
+  }
+  return JSON.stringify(v);
+}
+
+/** Whether a result decision let the output go on with spans redacted: deliver result.output.text. */
+export function isRedacted(r: EvaluationResult): boolean {
+  return r.decision === "allow" && r.effect === "redact";
+}
+
+/**
+ * What a redact decision delivers in place of original: the redacted
+ * text, read back as JSON when original was structured and the text still
+ * is JSON, else the text. Never original, which holds what was redacted.
+ */
+export function redactedValue(original: unknown, text: string): unknown {
+  if (typeof original === "string" || original === null || original === undefined) return text;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
+
+/** What a guard reports when a result is withheld. */
+export function withheldMessage(toolName: string, r: EvaluationResult): string {
+  return denialMessage(toolName, r).replace(/^toolgate (denied|asks a person about) /, "toolgate withheld the result of ");
+}
+
+/** The error the adapters throw when a tool's result is withheld (ToolDeniedError with ofResult). */
+export class ResultWithheldError extends ToolDeniedError {
+  readonly ofResult = true;
+  constructor(toolName: string, result: EvaluationResult) {
+    super(toolName, result);
+    this.name = "ResultWithheldError";
+    this.message = withheldMessage(toolName, result);
+  }
+}
+
+/**
+ * @internal Judges what a guarded tool returned (GuardOptions.judgeResult):
+ * the value to hand on (the original, or the redacted output), or the
+ * withholding decision. A redact decision with no text to deliver is
+ * withheld: fail closed.
+ */
+export async function guardJudge(
+  toolgate: Client,
+  toolName: string,
+  req: EvaluateOptions,
+  opts: GuardOptions,
+  value: unknown,
+  output?: Output,
+): Promise<{ withheld: EvaluationResult } | { value: unknown; redacted: boolean }> {
+  if (opts.judgeResult === false) return { value, redacted: false };
+  const { waitMs: _w, approval: _a, ...call } = req;
+  const res = output ? await toolgate.evaluateOutput(toolName, output, call) : await toolgate.evaluateResult(toolName, value, call);
+  if (res.decision !== "allow") return { withheld: res };
+  if (!isRedacted(res)) return { value, redacted: false };
+  const text = res.output?.text;
+  if (typeof text !== "string") {
+    return { withheld: { ...res, decision: "deny", effect: "deny", reason: "the sidecar redacted the result but sent no output to deliver; withheld (fail closed)" } };
+  }
+  return { value: output ? text : redactedValue(value, text), redacted: true };
 }

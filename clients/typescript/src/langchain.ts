@@ -5,12 +5,15 @@
  * do) the tool returns a ToolMessage with status "error" and the reason as
  * content, the shape LangChain gives a failed tool call, so the model reads
  * it; invoked with plain arguments it returns the reason as its output.
+ * What the function returns is then judged by the result rules
+ * (GuardOptions.judgeResult): withheld, it is replaced in the same way by
+ * the reason; redacted, the redacted output is returned instead.
  *
  *   const tools = guardTools([search, pay], toolgate, {sessionId: "s-1"});
  */
 import type { StructuredToolInterface } from "@langchain/core/tools";
 import { ToolMessage } from "@langchain/core/messages";
-import { type Client, type EvaluationResult, type GuardOptions, denialMessage, guardEvaluate, guardRequest } from "./index.js";
+import { type Client, type EvaluationResult, type GuardOptions, denialMessage, guardEvaluate, guardJudge, guardRequest, withheldMessage } from "./index.js";
 
 export interface LangChainGuardOptions extends GuardOptions {
   onDeny?: (toolName: string, result: EvaluationResult) => void;
@@ -37,16 +40,30 @@ export function guardTool<T extends StructuredToolInterface>(tool: T, toolgate: 
       arg !== null && typeof arg === "object" && !Array.isArray(arg)
         ? { kwargs: arg as Record<string, unknown>, toolUseId: toolCallId }
         : { args: arg === undefined ? [] : [arg], toolUseId: toolCallId };
-    const res = await guardEvaluate(toolgate, name, guardRequest(options, "langchain", metadata), options);
-    if (res.decision !== "allow") {
-      options.onDeny?.(name, res);
-      const text = denialMessage(name, res);
+    const req = guardRequest(options, "langchain", metadata);
+    const failed = (text: string): unknown => {
       const out: unknown = toolCallId
         ? new ToolMessage({ content: text, tool_call_id: toolCallId, name, status: "error" })
         : text;
-      return t.responseFormat === "content_and_artifact" ? [out, undefined] : out;
+      return withArtifact ? [out, undefined] : out;
+    };
+    const withArtifact = t.responseFormat === "content_and_artifact";
+    const res = await guardEvaluate(toolgate, name, req, options);
+    if (res.decision !== "allow") {
+      options.onDeny?.(name, res);
+      return failed(denialMessage(name, res));
     }
-    return run.call(this, arg, runManager, config);
+    const out = await run.call(this, arg, runManager, config);
+    // What the model reads is the content; a redaction drops the artifact,
+    // which may hold what was redacted.
+    const content = withArtifact && Array.isArray(out) ? out[0] : out;
+    const judged = await guardJudge(toolgate, name, req, options, content);
+    if ("withheld" in judged) {
+      options.onDeny?.(name, judged.withheld);
+      return failed(withheldMessage(name, judged.withheld));
+    }
+    if (!judged.redacted) return out;
+    return withArtifact ? [judged.value, undefined] : judged.value;
   };
   return guarded;
 }

@@ -261,7 +261,8 @@ describe("guards wait for a person", () => {
       const p = await peer({ answers: [ASK, APPROVED] });
       const c = new Client({ url: p.url, timeoutMs: 2000 });
       try {
-        const [ran, out] = await run(c, { agentId: "shop-agent" });
+        // judgeResult: false: what the call sends, not its result's.
+        const [ran, out] = await run(c, { agentId: "shop-agent", judgeResult: false });
         assert.deepEqual(ran, [5000], String(out));
         assert.deepEqual(p.bodies.map(waitOf), [[undefined, undefined], [`${GUARD_WAIT_MS}ms`, "pay-x7k2"]]);
         const [first, second] = p.bodies;

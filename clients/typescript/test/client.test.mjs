@@ -305,7 +305,7 @@ describe("fail closed", () => {
       "/maybe": [200, '{"decision":"maybe","effect":"allow"}'],
       "/array": [200, '[{"decision":"allow"}]'],
       "/null": [200, "null"],
-      "/huge": [200, '{"decision":"allow","reason":"' + "x".repeat(2 << 20) + '"}'],
+      "/huge": [200, '{"decision":"allow","reason":"' + "x".repeat(5 << 20) + '"}'],
       "/ok": [200, '{"decision":"allow","effect":"warn","matchedPolicyId":null,"matchedPolicyVersion":null,"matchedRuleId":null,"latencyMs":0.01,"warnings":["w1"]}'],
     };
     const peer = await brokenPeer((req, res) => {
