@@ -14,7 +14,7 @@ import (
 
 // Result rules through the MCP proxy (issue 28), end to end: the server in
 // test/mcpserver, the whole sidecar, the SDK client, both protocol
-// versions.
+// versions, answers as event streams and (the "json" runs) as JSON bodies.
 
 // mcpAWSKey is an AWS access key id as the aws-key rule finds it.
 const mcpAWSKey = "AKIAIOSFODNN7EXAMPLE"
@@ -62,10 +62,15 @@ func texts(t testing.TB, res *mcp.CallToolResult) []string {
 }
 
 func TestMCPProxyJudgesResults(t *testing.T) {
-	for _, version := range mcpVersions {
+	for _, version := range append(mcpVersions, "json") {
 		t.Run(version, func(t *testing.T) {
 			up := startMCPServer(t)
-			rig := startMCPRig(t, up.endpoint(version), resultsBundle(), nil)
+			endpoint := up.endpoint(version)
+			if version == "json" {
+				// The server answers with JSON bodies, not event streams.
+				version, endpoint = "2026-07-28", up.base+"/mcp-json"
+			}
+			rig := startMCPRig(t, endpoint, resultsBundle(), nil)
 			cs := rig.connect(version, nil, nil)
 
 			// A read_file whose result holds an AWS key: redacted, the
@@ -143,10 +148,14 @@ func TestMCPProxyJudgesResults(t *testing.T) {
 // what was held, as if every condition on its text matched: a deny or
 // redact rule withholds it saying so; without one it passes whole.
 func TestMCPProxyResultLimit(t *testing.T) {
-	for _, version := range mcpVersions {
+	for _, version := range append(mcpVersions, "json") {
 		t.Run(version, func(t *testing.T) {
 			up := startMCPServer(t)
-			rig := startMCPRig(t, up.endpoint(version), resultsBundle(), func(o *Options) { o.MCP.MaxResultBytes = 4096 })
+			endpoint := up.endpoint(version)
+			if version == "json" {
+				version, endpoint = "2026-07-28", up.base+"/mcp-json"
+			}
+			rig := startMCPRig(t, endpoint, resultsBundle(), func(o *Options) { o.MCP.MaxResultBytes = 4096 })
 			cs := rig.connect(version, nil, nil)
 			big := strings.Repeat("harmless text ", 1000) // 14,000 bytes
 			res := callTool(t, cs, "echo", map[string]any{"texts": []string{big}})

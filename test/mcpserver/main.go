@@ -11,6 +11,7 @@
 //
 //	/mcp           the stateful endpoint (2025-11-25: sessions, GET streams)
 //	/mcp-stateless the stateless one (2026-07-28, and 2025-11-25 without sessions)
+//	/mcp-json      stateless, answering each POST with a JSON body, not an event stream
 //	GET /stats     {"calls":{"pay":1,...},"authorization":["Bearer ..."],"traceparent":["00-..."]}
 //	POST /release  lets every stream call waiting return
 //	POST /tools?name=N&description=D  adds tool N (or replaces its
@@ -231,6 +232,9 @@ func main() {
 	// streams, Mcp-Session-Id) only stateful: one endpoint for each.
 	mux.Handle("/mcp", st.recordAuth(mcp.NewStreamableHTTPHandler(getServer, nil)))
 	mux.Handle("/mcp-stateless", st.recordAuth(mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{Stateless: true})))
+	// The same, answering each POST with a JSON body instead of an event
+	// stream: the other way an answer reaches the proxy.
+	mux.Handle("/mcp-json", st.recordAuth(mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})))
 	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, _ *http.Request) {
 		st.mu.Lock()
 		defer st.mu.Unlock()
