@@ -43,6 +43,21 @@ type resultJudge struct {
 	limit  int
 	mu     sync.Mutex
 	calls  []*pendingResult
+	// later are the decisions to record once the answer has been relayed
+	// (recordLater): as for an allowed call (mcpInfo.allowed), waking the
+	// log's writer is kept off the way to the client.
+	later []*decisionlog.Event
+}
+
+// recordLater records the decisions kept for after the answer, once.
+func (j *resultJudge) recordLater() {
+	j.mu.Lock()
+	later := j.later
+	j.later = nil
+	j.mu.Unlock()
+	for _, ev := range later {
+		j.p.d.Record(ev)
+	}
 }
 
 // take removes and returns the pending call id answers, nil when none
@@ -75,14 +90,19 @@ func (p *Proxy) judgeResults(rt *mcpRoute, resp *http.Response, info *mcpInfo) e
 	}
 	switch mediaType(resp.Header.Get("Content-Type")) {
 	case "application/json":
-		return j.body(resp, rewrite)
+		if err := j.body(resp, rewrite); err != nil {
+			return err
+		}
 	case "text/event-stream":
 		// Events are rewritten as they pass: the stream's length is not
 		// known ahead (an upstream that sent one is not held to it).
 		resp.ContentLength = -1
 		resp.Header.Del("Content-Length")
 		resp.Body = startSSERewriter(&sseRewriter{src: resp.Body, limit: j.limit, over: j.overEvent}, rewrite, nil)
+	default:
+		return nil
 	}
+	resp.Body = &closeHook{ReadCloser: resp.Body, onClose: j.recordLater}
 	return nil
 }
 
@@ -168,7 +188,11 @@ func (j *resultJudge) judge(call *pendingResult, a *answer) (out []byte) {
 	if res.Decision == engine.Deny {
 		decision = d.AppendAnswer(nil, &res, st, ev.ID)
 	}
-	d.Commit(j.ctx, &ev, req, &res, st.Revision)
+	if d.Settle(j.ctx, &ev, req, &res, st.Revision) {
+		j.mu.Lock()
+		j.later = append(j.later, &ev)
+		j.mu.Unlock()
+	}
 	return delivered(a, cr, &res, decision, j.modern)
 }
 
