@@ -53,18 +53,19 @@ func parseCallResult(raw json.RawMessage) (*callResult, error) {
 		}
 	}
 	for i, b := range cr.blocks {
-		var block struct {
-			Type *string         `json:"type"`
-			Text json.RawMessage `json:"text"`
-		}
-		if err := json.Unmarshal(b, &block); err != nil || bytes.TrimSpace(b)[0] != '{' {
+		// Keys are read exactly as a client reads them (a map, not a
+		// struct, whose fields encoding/json matches in any case: a block
+		// {"text":"SECRET","Text":"fine"} must be judged on SECRET).
+		var block map[string]json.RawMessage
+		if err := json.Unmarshal(b, &block); err != nil || block == nil {
 			return nil, fmt.Errorf("%w: content block %d is not an object", errResultShape, i)
 		}
-		if block.Type == nil || *block.Type != "text" {
+		var kind string
+		if json.Unmarshal(block["type"], &kind) != nil || kind != "text" {
 			continue // images, audio, resources: no text rules read
 		}
 		var text string
-		if err := json.Unmarshal(block.Text, &text); err != nil || len(block.Text) == 0 || string(block.Text) == "null" {
+		if raw := block["text"]; len(raw) == 0 || string(raw) == "null" || json.Unmarshal(raw, &text) != nil {
 			return nil, fmt.Errorf("%w: content block %d is a text block whose text is not a string", errResultShape, i)
 		}
 		cr.texts = append(cr.texts, text)

@@ -34,6 +34,19 @@ func TestParseCallResultBuildsTheOutput(t *testing.T) {
 	}
 }
 
+// TestParseCallResultReadsKeysAsClientsDo: keys are matched exactly, as
+// a client's JSON reader matches them, never in another case (where
+// encoding/json's struct decoding would take "Text" for "text").
+func TestParseCallResultReadsKeysAsClientsDo(t *testing.T) {
+	t.Parallel()
+	cr, err := parseCallResult(json.RawMessage(`{"content":[{"type":"text","text":"SECRET","Text":"fine","TEXT":"fine"},` +
+		`{"Type":"text","text":"not a text block"}],"Content":[{"type":"text","text":"ignored"}],"IsError":true}`))
+	must(t, err)
+	if cr.text() != "SECRET" || cr.isError {
+		t.Errorf("text %q, isError %v; want SECRET, false", cr.text(), cr.isError)
+	}
+}
+
 func TestParseCallResultWithoutContent(t *testing.T) {
 	t.Parallel()
 	for _, raw := range []string{`{}`, `{"content":null}`, `{"content":[]}`, `{"content":[],"isError":null}`} {
