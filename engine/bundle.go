@@ -17,7 +17,13 @@ import (
 // it uses nothing of the gateway model (so sidecars not yet upgraded keep
 // serving it during a rolling upgrade), 2 when it does. A sidecar rejects
 // a version it does not know rather than guessing at its meaning.
-const SchemaVersion = SchemaVersionAsk
+const SchemaVersion = SchemaVersionResults
+
+// SchemaVersionResults is the version of bundles that use issue 28's
+// additions: result rules, detect, pinned tools, castToNumber. A sidecar
+// too old to know them refuses the bundle (and keeps serving its last one)
+// rather than reading a condition it would evaluate differently.
+const SchemaVersionResults = 6
 
 // SchemaVersionAsk is the version of bundles with an ask rule: a sidecar
 // too old to hold a call for approval refuses the bundle (and keeps
@@ -44,6 +50,9 @@ const SchemaVersionOrdered = 1
 // refuses a version 3 bundle (and keeps serving its last one) rather than
 // ignoring who its agent is or that it is frozen.
 func (b *Bundle) NeededSchemaVersion() int {
+	if b.usesResults() {
+		return SchemaVersionResults
+	}
 	if b.usesAsk() {
 		return SchemaVersionAsk
 	}
@@ -66,6 +75,20 @@ func (b *Bundle) usesAsk() bool {
 	return slices.ContainsFunc(b.Policies, func(p Policy) bool {
 		return slices.ContainsFunc(p.Rules, func(r Rule) bool { return Effect(r.Effect) == EffectAsk || r.Approval != nil })
 	})
+}
+
+// usesResults tells whether b needs SchemaVersionResults: each of issue
+// 28's additions extends it.
+func (b *Bundle) usesResults() bool {
+	return slices.ContainsFunc(b.Policies, func(p Policy) bool {
+		return slices.ContainsFunc(p.Rules, func(r Rule) bool { return slices.ContainsFunc(r.Conditions, Condition.castsToNumber) })
+	})
+}
+
+// castsToNumber tells whether c or a member of its groups has
+// castToNumber.
+func (c Condition) castsToNumber() bool {
+	return c.CastToNumber || slices.ContainsFunc(c.Any, Condition.castsToNumber) || slices.ContainsFunc(c.All, Condition.castsToNumber)
 }
 
 // usesGateway tells whether p needs version 2 to be read as written.
@@ -191,6 +214,10 @@ type Condition struct {
 	Values   []json.RawMessage `json:"values,omitempty"`
 	Any      []Condition       `json:"any,omitzero"`
 	All      []Condition       `json:"all,omitzero"`
+	// CastToNumber reads the field, and Value or each of Values, as
+	// numbers before comparing (eq, neq, in, not_in, gt, gte, lt, lte):
+	// see castNumber.
+	CastToNumber bool `json:"castToNumber,omitempty"`
 }
 
 // FrozenAgent denies everything to one agent until it expires. It names the
