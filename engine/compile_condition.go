@@ -168,7 +168,6 @@ func eachListOperand(c *Condition, fail failFunc, f func(at Location, s scalar))
 	}
 }
 
-
 // singleOperand reads the one value the scalar, string and number operators
 // take; ok=false when it is missing, a list, or not JSON.
 func singleOperand(c *Condition, cc *ccond, fail failFunc) bool {
