@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/json"
 	"slices"
 	"strconv"
 )
@@ -88,6 +89,17 @@ func castReason(v any, present bool) string {
 		return "castToNumber: the field is out of the range of a 64-bit float"
 	}
 	return "castToNumber: the field is not a decimal number (hex, inf, NaN, underscores and empty strings never are)"
+}
+
+// CastOperand reads a castToNumber condition's value (one of its values)
+// as compilation does; ok=false when it is no number, which is a compile
+// error. For exporters, so that they read values as the engine does.
+func CastOperand(raw json.RawMessage) (float64, bool) {
+	s, err := parseScalar(raw)
+	if err != nil {
+		return 0, false
+	}
+	return castOperand(s)
 }
 
 // castOperand reads a cast condition's value at compile time: a JSON number,

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -77,9 +78,9 @@ func TestOperatorsCastToNumber(t *testing.T) {
 	}
 }
 
-// TestCastToNumberOffIsUnchanged: without castToNumber the same conditions
+// TestOperatorsCastToNumberOff: without castToNumber the same conditions
 // keep today's meaning (" 5000" is no number, "5000" is not 5000 to eq).
-func TestCastToNumberOffIsUnchanged(t *testing.T) {
+func TestOperatorsCastToNumberOff(t *testing.T) {
 	t.Parallel()
 	req := decodedRequest(t, castRequest)
 	for _, tc := range []opCase{
@@ -252,4 +253,47 @@ func FuzzCastNumber(f *testing.F) {
 			t.Fatalf("castNumber(%q) = %v, %v; reference %v, %v", s, got, ok, want, wantOK)
 		}
 	})
+}
+
+// castBundle has n castToNumber rules on every tool, none of which holds
+// for castBenchRequest: each reads its field as a number.
+func castBundle(n int) Bundle {
+	var rules []Rule
+	ops := []string{"eq", "neq", "in", "not_in", "gt", "gte", "lt", "lte"}
+	for i := range n {
+		c := Condition{Field: "kwargs.amount", Operator: ops[i%len(ops)], CastToNumber: true}
+		switch c.Operator {
+		case "neq":
+			c.Value = raw(" +5e3 ")
+		case "in", "not_in":
+			c.Values = []json.RawMessage{raw(fmt.Sprint(i)), raw(i + 1), raw("1e9")}
+			if c.Operator == "not_in" {
+				c.Values = append(c.Values, raw(5000))
+			}
+		case "gt", "gte":
+			c.Value = raw(fmt.Sprintf("%d", 10000+i))
+		case "lt", "lte":
+			c.Value = raw(-i)
+		default:
+			c.Value = raw(fmt.Sprintf(" %de0", i))
+		}
+		if i%3 == 0 {
+			c.Field = "kwargs.note"
+		}
+		rules = append(rules, Rule{ID: fmt.Sprintf("r%d", i), Effect: "deny", Conditions: []Condition{c}})
+	}
+	return Bundle{Policies: []Policy{{ID: "p", DefaultEffect: "allow", Rules: rules}}}
+}
+
+var castBenchRequest = Request{"tool_name": "pay", "kwargs": map[string]any{"amount": " +5e3 ", "note": 5000.0}}
+
+// TestCastToNumberDoesNotAllocate: casting reads strings in place.
+func TestCastToNumberDoesNotAllocate(t *testing.T) {
+	c := mustCompile(t, castBundle(100))
+	if res := c.Evaluate(castBenchRequest, EvalOptions{}); res.Decision != Allow {
+		t.Fatalf("decision %+v", res)
+	}
+	if n := testing.AllocsPerRun(100, func() { c.Evaluate(castBenchRequest, EvalOptions{}) }); n != 0 {
+		t.Errorf("Evaluate allocates %v times per call", n)
+	}
 }

@@ -819,6 +819,10 @@ func (g *gen) test(c *engine.Condition, m mode) (string, error) {
 // engine's condition holds, missing fields included (a negated operator
 // holds on a missing field because `not` of an undefined call is true).
 func test(c *engine.Condition, m mode) (string, bool, error) {
+	if c.CastToNumber {
+		e, err := castTest(c, m)
+		return e, false, err
+	}
 	e, err := positive(c, m)
 	switch c.Operator {
 	case "neq", "not_in", "not_contains", "not_exists", "is_empty":
@@ -889,6 +893,48 @@ func positive(c *engine.Condition, m mode) (string, error) {
 		return "_valid_json(" + f + ")", nil
 	}
 	return "", fmt.Errorf("unknown operator %q", c.Operator)
+}
+
+// castTest is the expression of a castToNumber condition: _cast is
+// undefined for a field that is no number, so every operator is false
+// there, neq and not_in included, as in the engine.
+func castTest(c *engine.Condition, m mode) (string, error) {
+	path, err := engine.ParsePath(c.Field)
+	if err != nil {
+		return "", err
+	}
+	f := "_cast(" + field(path, m) + ")"
+	read := func(raw json.RawMessage) (string, error) {
+		n, ok := engine.CastOperand(raw)
+		if !ok {
+			return "", fmt.Errorf("castToNumber: value %s is not a number", raw)
+		}
+		return number(n), nil
+	}
+	switch c.Operator {
+	case "in", "not_in":
+		raws := c.Values
+		if len(c.Value) > 0 {
+			raws = []json.RawMessage{c.Value}
+		}
+		ns := make([]string, 0, len(raws))
+		for _, raw := range raws {
+			n, err := read(raw)
+			if err != nil {
+				return "", err
+			}
+			ns = append(ns, n)
+		}
+		return fmt.Sprintf("_cast_%s(%s, [%s])", c.Operator, f, strings.Join(ns, ", ")), nil
+	case "eq", "neq", "gt", "gte", "lt", "lte":
+		n, err := read(c.Value)
+		if err != nil {
+			return "", err
+		}
+		op := map[string]string{"eq": "==", "neq": "!=", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}[c.Operator]
+		return fmt.Sprintf("%s %s %s", f, op, n), nil
+	}
+	return "", fmt.Errorf("castToNumber on operator %q", c.Operator)
 }
 
 // equalTo is eq's strict, type-aware equality with a scalar literal.

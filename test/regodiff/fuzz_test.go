@@ -54,6 +54,9 @@ var (
 type gen struct {
 	r    *rand.Rand
 	asky bool
+	// casty bundles (TestFuzzCast) have mostly castToNumber conditions,
+	// few to a rule, so that they decide often.
+	casty bool
 }
 
 func (g *gen) n(k int) int         { return g.r.IntN(k) }
@@ -114,7 +117,54 @@ func (g *gen) test() engine.Condition {
 	if g.p(3) { // a value of the wrong type, or one where none belongs
 		c.Value = pick(g, []json.RawMessage{json.RawMessage("null"), json.RawMessage("{}"), json.RawMessage(`"x"`), json.RawMessage("7")})
 	}
+	if g.p(12) || (g.casty && g.p(70)) {
+		g.cast(&c)
+	}
 	return c
+}
+
+// Issue 28's castToNumber: strings it reads (spaces, '+', exponents, huge
+// and tiny) and those it never does, as request values and condition
+// values.
+var (
+	castStrs = []string{" 5000", "+5000", " 5e3 ", "\t1000\n", "5000", "1e3", "+1e3", "-0", "5000.0", "999", "\u000b7\f",
+		"0x10", "inf", "Infinity", "NaN", "1_000", "", " ", "1e400", "-1e400", "+-5", "+", "05", ".5", "5.", "\u00a05000", "1e-400",
+		"9007199254740993", " 123456789012345678901 ", "+0.1000000000000000055511151231257827", "1.7976931348623157e308"}
+	castValues = []string{`5000`, `"5000"`, `" +5e3 "`, `1000`, `"1e3"`, `0`, `"-0"`, `"5.0e3"`, `"\t999\n"`, `1.5`, `"+1000"`, `"0.1"`,
+		`"9007199254740993"`, `"123456789012345678901"`, `"1e-400"`}
+)
+
+// cast makes c a castToNumber condition, mostly on a field that holds
+// numeric strings and with numeric values; sometimes one that does not
+// compile.
+func (g *gen) cast(c *engine.Condition) {
+	c.CastToNumber = true
+	switch c.Operator {
+	case "eq", "neq", "gt", "gte", "lt", "lte", "in", "not_in":
+	default:
+		if !g.casty || g.p(3) {
+			return // castToNumber on another operator: a compile error
+		}
+		c.Operator = pick(g, []string{"eq", "neq", "gt", "gte", "lt", "lte", "in", "not_in"})
+		c.Value, c.Values = nil, nil
+	}
+	if g.p(70) {
+		c.Field = pick(g, []string{"kwargs.amount", "kwargs.note", "args.0", "input.command"})
+	}
+	value := func() json.RawMessage {
+		if g.p(4) {
+			return jsonText(pick(g, []string{"abc", "0x10", "NaN", "", "1e400"}))
+		}
+		return json.RawMessage(pick(g, castValues))
+	}
+	if (c.Operator == "in" || c.Operator == "not_in") && len(c.Value) == 0 {
+		c.Values = c.Values[:0]
+		for range 1 + g.n(3) {
+			c.Values = append(c.Values, value())
+		}
+		return
+	}
+	c.Value, c.Values = value(), nil
 }
 
 func (g *gen) condition() engine.Condition {
@@ -141,6 +191,9 @@ func (g *gen) rule(i int, tiered bool) engine.Rule {
 	effects, conditions := []string{"allow", "deny", "deny", "warn", "audit", "ask"}, 4
 	if g.asky {
 		effects, conditions = []string{"ask", "ask", "allow", "deny", "warn", "audit"}, 2
+	}
+	if g.casty {
+		conditions = 2
 	}
 	r := engine.Rule{ID: fmt.Sprintf("r%d", i), Effect: pick(g, effects)}
 	switch {
@@ -408,11 +461,19 @@ func (g *gen) request() []byte {
 	if g.p(80) {
 		add("input", g.object(1, []string{"command", "path", "nested", "sql", "x"}))
 	}
-	if g.p(60) {
-		add("kwargs", g.object(1, []string{"amount", "flag", "note"}))
+	if g.p(60) || g.casty {
+		if g.p(50) || (g.casty && g.p(80)) {
+			add("kwargs", fmt.Sprintf(`{"amount":%s,"note":%s}`, jsonText(pick(g, castStrs)), g.castValue()))
+		} else {
+			add("kwargs", g.object(1, []string{"amount", "flag", "note"}))
+		}
 	}
 	if g.p(40) {
-		add("args", g.value(0))
+		if g.p(30) {
+			add("args", fmt.Sprintf("[%s]", g.castValue()))
+		} else {
+			add("args", g.value(0))
+		}
 	}
 	if g.p(30) {
 		add("roles", pick(g, []string{`["analyst"]`, `["dev","admin"]`, `[]`, `"analyst"`, `[1,"dev"]`}))
@@ -458,6 +519,14 @@ func (g *gen) request() []byte {
 	return []byte("{" + strings.Join(items, ",") + "}")
 }
 
+// castValue is a request value for castToNumber: mostly a numeric string.
+func (g *gen) castValue() string {
+	if g.p(70) {
+		return string(jsonText(pick(g, castStrs)))
+	}
+	return g.value(2)
+}
+
 // TestFuzz compares OPA and the engine on random bundles and requests:
 // every operator, missing fields, numbers in every JSON form, unicode,
 // frozen agents with expiry, compile errors, several policies with
@@ -495,6 +564,17 @@ func TestFuzzAsk(t *testing.T) {
 		if exercised[k] < compared/100 {
 			t.Errorf("only %d of %d answers have %s: the generator no longer exercises it", exercised[k], compared, k)
 		}
+	}
+}
+
+// TestFuzzCast is TestFuzz on bundles of mostly castToNumber conditions
+// (issue 28), few to a rule, over requests whose numeric fields hold
+// numeric strings with spaces, '+' and exponents, and strings that never
+// parse ("0x10", "NaN", "1_000", "1e400").
+func TestFuzzCast(t *testing.T) {
+	compared, exercised := fuzz(t, &gen{r: rand.New(rand.NewPCG(*fuzzSeed, 4)), casty: true}, *fuzzBundles/4)
+	if exercised["cast"] < compared/100 {
+		t.Errorf("only %d of %d answers were decided by a rule with castToNumber: the generator no longer exercises it", exercised["cast"], compared)
 	}
 }
 
@@ -546,14 +626,42 @@ func fuzz(t *testing.T, g *gen, bundles int) (int, map[string]int) {
 					}
 				}
 				countAsks(&b, p.answer, exercised)
+				countCasts(&b, p.answer, exercised)
 			}
 		}
 	}
 	t.Logf("fuzz: %d requests compared over %d bundles, %d mismatches, %d refused; answers with matchedPolicyKind %d, exceptionApplied %d, shadow %d; "+
-		"ask decisions %d (by a tiered policy %d, by a ClusterPolicy %d, with another timeout than 5m %d, with warnings %d), shadow asks %d",
+		"ask decisions %d (by a tiered policy %d, by a ClusterPolicy %d, with another timeout than 5m %d, with warnings %d), shadow asks %d; "+
+		"decided by a rule with castToNumber %d",
 		compared, bundles, failures, refused, exercised["matchedPolicyKind"], exercised["exceptionApplied"], exercised["shadow"],
-		exercised["ask"], exercised["ask/tiered"], exercised["ask/ClusterPolicy"], exercised["ask/timeout"], exercised["ask/warnings"], exercised["shadow/ask"])
+		exercised["ask"], exercised["ask/tiered"], exercised["ask/ClusterPolicy"], exercised["ask/timeout"], exercised["ask/warnings"], exercised["shadow/ask"],
+		exercised["cast"])
 	return compared, exercised
+}
+
+// countCasts counts answers whose matched rule has a castToNumber
+// condition (issue 28).
+func countCasts(b *engine.Bundle, answer map[string]any, exercised map[string]int) {
+	var casts func(cs []engine.Condition) bool
+	casts = func(cs []engine.Condition) bool {
+		for _, c := range cs {
+			if c.CastToNumber || casts(c.Any) || casts(c.All) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, p := range b.Policies {
+		if p.ID != answer["matchedPolicyId"] {
+			continue
+		}
+		for _, r := range p.Rules {
+			if r.ID == answer["matchedRuleId"] && casts(r.Conditions) {
+				exercised["cast"]++
+				return
+			}
+		}
+	}
 }
 
 // countAsks counts, in the engine's answer for bundle b, what the ask

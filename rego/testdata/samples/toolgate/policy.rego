@@ -752,6 +752,28 @@ _number(x) := _num(x) if {
 	regex.match(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$`, x)
 }
 
+# castToNumber's number: a number, or a string that once ASCII whitespace
+# is trimmed and one '+' before its digits dropped is in JSON number syntax,
+# read as a float64 (undefined out of its range, as _num is).
+_cast(x) := _num(x) if {
+	is_number(x)
+} else := _num(to_number(trim_prefix(t, "+"))) if {
+	is_string(x)
+	t := trim(x, " \t\n\u000b\f\r")
+	regex.match(`^[+-]?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$`, t)
+}
+
+_cast_in(n, ns) if {
+	some m in ns
+	n == m
+}
+
+_cast_not_in(n, ns) if {
+	every m in ns {
+		n != m
+	}
+}
+
 # _num(x) is the float64 nearest x, as its shortest decimal: what the
 # engine's encoding/json decoding makes of a JSON number.
 # An integer below 2^53 is its own float64.
