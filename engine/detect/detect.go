@@ -1,14 +1,9 @@
-// Package detect finds secrets and personal data in text: the built-in
-// detectors of the `detect` condition operator (issue 28). It is pure (no
-// I/O) and the engine's only dependency for them.
-//
-// CONTRACT (filled in by the detect work; the signatures are what the
-// engine codes against): a Scanner is compiled once per condition for the
-// set of detectors it names and scans a field in one pass; First allocates
-// nothing; AppendAll reports every match left to right, never overlapping.
 package detect
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Detector is one built-in detector.
 type Detector uint8
@@ -61,43 +56,121 @@ type Match struct {
 	Detector   Detector
 }
 
-// Scanner scans for a fixed set of detectors.
+// Scanner scans for a fixed set of detectors. It holds no state between
+// calls: one Scanner serves any number of goroutines.
 type Scanner struct {
 	set uint16
 }
 
-// New compiles a scanner for the named detectors; an unknown or repeated
-// name is an error naming the known ones.
+// New compiles a scanner for the named detectors; an empty list, an empty,
+// unknown or repeated name is an error naming the known ones.
 func New(detectorNames ...string) (*Scanner, error) {
 	if len(detectorNames) == 0 {
-		return nil, fmt.Errorf("detect needs at least one detector (one of %v)", names)
+		return nil, fmt.Errorf("detect needs at least one detector (one of %s)", known())
 	}
 	s := &Scanner{}
 	for _, n := range detectorNames {
+		if n == "" {
+			return nil, fmt.Errorf("empty detector name: known detectors are %s", known())
+		}
 		d, ok := Lookup(n)
 		if !ok {
-			return nil, fmt.Errorf("unknown detector %q: known detectors are %v", n, names)
+			return nil, fmt.Errorf("unknown detector %q: known detectors are %s", n, known())
+		}
+		if s.set&(1<<d) != 0 {
+			return nil, fmt.Errorf("detector %q is named twice", n)
 		}
 		s.set |= 1 << d
 	}
 	return s, nil
 }
 
-// First is the leftmost match in text, false when there is none.
+func known() string { return strings.Join(names[:], ", ") }
+
+// Detectors are the scanner's detectors, in the order Names lists them.
+func (s *Scanner) Detectors() []Detector {
+	var out []Detector
+	for d := Detector(0); d < numDetectors; d++ {
+		if s.has(d) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func (s *Scanner) has(d Detector) bool { return s.set&(1<<d) != 0 }
+
+// First is the leftmost match in text, false when there is none: the first
+// match AppendAll would report. It allocates nothing.
 func (s *Scanner) First(text string) (Match, bool) {
-	return Match{}, false // CONTRACT: implemented by the detect work
+	best, found := Match{}, false
+	for d := Detector(0); d < numDetectors; d++ {
+		if !s.has(d) {
+			continue
+		}
+		limit := len(text)
+		if found {
+			limit = best.Start
+		}
+		c := newCursor()
+		start, end := find(d, text, &c, limit)
+		if start < 0 || start > limit {
+			continue
+		}
+		m := Match{Start: start, End: end, Detector: d}
+		if !found || m.before(best) {
+			best, found = m, true
+		}
+	}
+	return best, found
+}
+
+// before orders matches as AppendAll reports them: leftmost, then longest,
+// then the detector listed first (the caller tries detectors in that order,
+// so a tie keeps the earlier one).
+func (m Match) before(o Match) bool {
+	return m.Start < o.Start || m.Start == o.Start && m.End > o.End
 }
 
 // AppendAll appends every match in text to dst, left to right, none
-// overlapping another.
+// overlapping another: each detector's findings (Pattern) in order of
+// start, the longer first at the same start, then the detector listed
+// first, a finding that overlaps one already reported being dropped. It
+// allocates only to grow dst.
 func (s *Scanner) AppendAll(dst []Match, text string) []Match {
-	return dst // CONTRACT: implemented by the detect work
+	var (
+		cur  [numDetectors]cursor
+		next [numDetectors]Match
+		live uint16
+	)
+	for d := Detector(0); d < numDetectors; d++ {
+		if s.has(d) {
+			cur[d] = newCursor()
+			if start, end := find(d, text, &cur[d], len(text)); start >= 0 {
+				next[d] = Match{Start: start, End: end, Detector: d}
+				live |= 1 << d
+			}
+		}
+	}
+	reported := 0
+	for live != 0 {
+		var m Match
+		first := true
+		for d := Detector(0); d < numDetectors; d++ {
+			if live&(1<<d) != 0 && (first || next[d].before(m)) {
+				m, first = next[d], false
+			}
+		}
+		if m.Start >= reported {
+			dst = append(dst, m)
+			reported = m.End
+		}
+		d := m.Detector
+		if start, end := find(d, text, &cur[d], len(text)); start >= 0 {
+			next[d] = Match{Start: start, End: end, Detector: d}
+		} else {
+			live &^= 1 << d
+		}
+	}
+	return dst
 }
-
-// Pattern is an RE2 pattern that matches what d finds before its checks
-// (Check): what the Rego export compiles.
-func Pattern(d Detector) string { return "" } // CONTRACT
-
-// Check is d's check of a candidate Pattern matched (the Luhn check of a
-// credit card number, an IBAN's mod-97); true for detectors without one.
-func Check(d Detector, candidate string) bool { return true } // CONTRACT

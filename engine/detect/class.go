@@ -1,0 +1,105 @@
+package detect
+
+import "strings"
+
+// Byte classes: one 256-entry table answers "may this byte be part of
+// detector X's finding here" with one load, which is what the probes of
+// find.go test.
+const (
+	cWord    uint16 = 1 << iota // [A-Za-z0-9_]: the side of \b
+	cDigit                      // [0-9]
+	cAlpha                      // [A-Za-z]
+	cAlnum                      // [A-Za-z0-9]
+	cUpNum                      // [A-Z0-9]: an IBAN's characters
+	cAWS                        // [A-Z2-7]: an AWS key id's characters
+	cB64URL                     // [A-Za-z0-9_-]: a JWT segment
+	cLocal                      // [A-Za-z0-9._%+-]: an email's local part
+	cLabel                      // [A-Za-z0-9-]: a domain label, a Slack token's body
+	cValue                      // [A-Za-z0-9_+/=.~-]: a generic_api_key value
+	cCard                       // [0-9 -]: a card number with its separators
+	cIBANRun                    // [A-Z0-9 ]: an IBAN with its spaces
+	cKeyEnd                     // [yYtTnNdD"' \t]: what ends a key name before its separator
+)
+
+var class = func() (t [256]uint16) {
+	add := func(set string, c uint16) {
+		for i := 0; i < len(set); i++ {
+			t[set[i]] |= c
+		}
+	}
+	const (
+		lower  = "abcdefghijklmnopqrstuvwxyz"
+		upper  = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+		digits = "0123456789"
+	)
+	add(lower+upper+digits+"_", cWord)
+	add(digits, cDigit)
+	add(lower+upper, cAlpha)
+	add(lower+upper+digits, cAlnum|cB64URL|cLocal|cLabel|cValue)
+	add(upper+digits, cUpNum|cIBANRun)
+	add(upper+"234567", cAWS)
+	add("_-", cB64URL)
+	add("._%+-", cLocal)
+	add("-", cLabel)
+	add("_+/=.~-", cValue)
+	add(digits+" -", cCard)
+	add(" ", cIBANRun)
+	add("yYtTnNdD\"' \t", cKeyEnd)
+	return t
+}()
+
+func is(b byte, c uint16) bool { return class[b]&c != 0 }
+
+// wordBefore is whether the byte before i is a word byte (false at the
+// start); wordAt is whether the byte at i is (false at the end). \b at i is
+// wordBefore != wordAt. Bytes of multi-byte and invalid UTF-8 are not word
+// bytes, as Go's and RE2's ASCII \b see them.
+func wordBefore(t string, i int) bool { return i > 0 && class[t[i-1]]&cWord != 0 }
+func wordAt(t string, i int) bool     { return i < len(t) && class[t[i]]&cWord != 0 }
+
+// runEnd is the end of the run of class c that starts at i.
+func runEnd(t string, i int, c uint16) int {
+	for i < len(t) && class[t[i]]&c != 0 {
+		i++
+	}
+	return i
+}
+
+// runStart is the start of the run of class c that ends at i, going back
+// no further than lo.
+func runStart(t string, i, lo int, c uint16) int {
+	for i > lo && class[t[i-1]]&c != 0 {
+		i--
+	}
+	return i
+}
+
+// indexVia is the first index of lit at or after from, found by looking
+// for its byte at k, chosen because it is rare in text ('J' of eyJ, 'k' of
+// hooks): strings.Index falls back to a slow path when lit's first byte is
+// common, as 'e' and 'h' are.
+func indexVia(t, lit string, k, from int) int {
+	for j := from + k; j < len(t); {
+		n := strings.IndexByte(t[j:], lit[k])
+		if n < 0 {
+			return -1
+		}
+		j += n
+		if q := j - k; q >= from && strings.HasPrefix(t[q:], lit) {
+			return q
+		}
+		j++
+	}
+	return -1
+}
+
+// nextIndexVia is indexVia remembered in *cache across calls with growing
+// from (-2: not searched yet, -1: none at or after the last search), so
+// that repeated searches stay linear.
+func nextIndexVia(t, lit string, k, from int, cache *int) int {
+	if *cache == -1 || *cache >= from {
+		return *cache
+	}
+	*cache = indexVia(t, lit, k, from)
+	return *cache
+}
