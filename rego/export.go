@@ -188,9 +188,9 @@ type data struct {
 	CompileErrors  []int `json:"compileErrors"`
 	TieredPolicies []int `json:"tieredPolicies"`
 	Warns          bool  `json:"warns"`
-	// Asks is whether any rule (enforcing or Audit) asks: the scan looks
-	// for an ask verdict only then, so exports without ask are unchanged
-	// and cost OPA nothing more.
+	// Asks is whether any rule (enforcing or Audit) asks or redacts (both
+	// stick: _sticky): the scan looks for such a verdict only then, so
+	// exports without them are unchanged and cost OPA nothing more.
 	Asks         bool                    `json:"asks,omitempty"`
 	FrozenAgents map[string][]frozenData `json:"frozenAgents"`
 	// FrozenAll are the freezes of every agent (allAgents); left out
@@ -236,7 +236,7 @@ func Export(b engine.Bundle) (*Bundle, error) {
 		}
 		d.Policies = append(d.Policies, pd)
 		for _, r := range pd.Rules {
-			d.Asks = d.Asks || r.Effect == string(engine.EffectAsk)
+			d.Asks = d.Asks || r.Effect == string(engine.EffectAsk) || r.Effect == string(engine.EffectRedact)
 		}
 		switch {
 		case shadow:
