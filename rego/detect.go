@@ -18,10 +18,15 @@ var DetectRego string
 // DetectData is what DetectRego reads under data.toolgate: each
 // detector's pattern (detect.Pattern) and iban's countries.
 func DetectData() map[string]any {
+	patterns, countries := detectData()
+	return map[string]any{"detectors": patterns, "ibanCountries": countries}
+}
+
+func detectData() (map[string]string, string) {
 	patterns := map[string]string{}
 	for _, name := range detect.Names() {
 		d, _ := detect.Lookup(name)
 		patterns[name] = detect.Pattern(d)
 	}
-	return map[string]any{"detectors": patterns, "ibanCountries": strings.Join(detect.IBANCountries(), " ")}
+	return patterns, strings.Join(detect.IBANCountries(), " ")
 }

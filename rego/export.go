@@ -192,6 +192,10 @@ type data struct {
 	// stick: _sticky): the scan looks for such a verdict only then, so
 	// exports without them are unchanged and cost OPA nothing more.
 	Asks         bool                    `json:"asks,omitempty"`
+	// Detectors and IBANCountries are what detect.rego reads, in an
+	// export with a detect condition (DetectData).
+	Detectors     map[string]string `json:"detectors,omitempty"`
+	IBANCountries string            `json:"ibanCountries,omitempty"`
 	FrozenAgents map[string][]frozenData `json:"frozenAgents"`
 	// FrozenAll are the freezes of every agent (allAgents); left out
 	// when there are none, so exports without one are unchanged.
@@ -285,6 +289,9 @@ func Export(b engine.Bundle) (*Bundle, error) {
 		d.Fold = foldTable()
 	}
 	d.PolicyCount = enforcing
+	if g.detects {
+		d.Detectors, d.IBANCountries = detectData()
+	}
 	d.Counts = countKeys{Calls: sortedSet(g.calls), Tokens: sortedSet(g.tokens)}
 
 	doc, err := json.MarshalIndent(map[string]any{Root: d}, "", " ")
@@ -311,6 +318,9 @@ func Export(b engine.Bundle) (*Bundle, error) {
 	}
 	fmt.Fprintf(&src, decisionRule, decided)
 	src.WriteString(runtime)
+	if g.detects {
+		src.WriteString("\n" + DetectRego)
+	}
 	return &Bundle{Revision: b.Revision, Manifest: append(manifest, '\n'), Policy: []byte(src.String()), Data: append(doc, '\n')}, nil
 }
 
@@ -414,6 +424,7 @@ type gen struct {
 	pi        int
 	groups    int
 	negations int
+	detects   bool // a condition uses detect: the export carries detect.rego
 	// pending are helper rules of the rule being written, written after it.
 	pending strings.Builder
 }
@@ -802,6 +813,7 @@ func readsResource(conds []engine.Condition, m mode) bool {
 // call reads before the call, outside the `not`, so `not f(input.missing)`
 // would be undefined where the engine's condition holds.
 func (g *gen) test(c *engine.Condition, m mode) (string, error) {
+	g.detects = g.detects || c.Operator == "detect"
 	e, negated, err := test(c, m)
 	if err != nil || !negated {
 		return e, err
@@ -891,6 +903,20 @@ func positive(c *engine.Condition, m mode) (string, error) {
 		return "_non_empty(" + f + ")", nil
 	case "is_valid_json":
 		return "_valid_json(" + f + ")", nil
+	case "detect":
+		raws := c.Values
+		if len(c.Value) > 0 {
+			raws = []json.RawMessage{c.Value}
+		}
+		names := make([]string, 0, len(raws))
+		for _, raw := range raws {
+			var name string
+			if err := json.Unmarshal(raw, &name); err != nil {
+				return "", fmt.Errorf("detect: %w", err)
+			}
+			names = append(names, quote(name))
+		}
+		return fmt.Sprintf("_detect(%s, [%s])", str, strings.Join(names, ", ")), nil
 	}
 	return "", fmt.Errorf("unknown operator %q", c.Operator)
 }
