@@ -42,8 +42,11 @@ func TestCRDGatewaySchemaMatchesEngine(t *testing.T) {
 	spec := v.Schema.OpenAPIV3Schema.Properties["spec"]
 	rule := spec.Properties["rules"].Items.Schema
 	if got, want := enumOf(rule.Properties["effect"]), []string{string(engine.EffectAllow), string(engine.EffectDeny),
-		string(engine.EffectWarn), string(engine.EffectAudit), string(engine.EffectAsk)}; !slices.Equal(got, want) {
+		string(engine.EffectWarn), string(engine.EffectAudit), string(engine.EffectAsk), string(engine.EffectRedact)}; !slices.Equal(got, want) {
 		t.Errorf("rule effect enum %v, want %v", got, want)
+	}
+	if got, want := enumOf(rule.Properties["phase"]), []string{string(engine.PhaseCall), string(engine.PhaseResult)}; !slices.Equal(got, want) {
+		t.Errorf("rule phase enum %v, want %v", got, want)
 	}
 	if got, want := enumOf(spec.Properties["evaluation"]), []string{engine.EvaluationOrdered, engine.EvaluationTiered}; !slices.Equal(got, want) {
 		t.Errorf("evaluation enum %v, want %v", got, want)

@@ -21,6 +21,11 @@ func rule(r *v1alpha1.Rule) engine.Rule {
 	if r.Approval != nil {
 		out.Approval = &engine.RuleApproval{Timeout: r.Approval.Timeout}
 	}
+	// call is written as "": a bundle without result rules keeps its
+	// bytes (and its schema version) whether or not call was spelled out.
+	if r.Phase != "" && r.Phase != v1alpha1.PhaseCall {
+		out.Phase = engine.Phase(r.Phase)
+	}
 	for i := range r.Conditions {
 		c := &r.Conditions[i]
 		ec := leaf(c.Field, c.Operator, c.Value, c.Values, c.CastToNumber)

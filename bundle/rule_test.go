@@ -202,3 +202,40 @@ spec:
 		t.Errorf("schema version %d, want %d", v, engine.SchemaVersionAsk)
 	}
 }
+
+// A result rule reaches the bundle with its phase, and the bundle says
+// version 6; phase: call is written as nothing, so a policy that spells
+// it out keeps its bundle bytes and version.
+func TestPolicyConvertsAResultRule(t *testing.T) {
+	t.Parallel()
+	p := Policy(decodePolicy(t, `
+apiVersion: toolgate.dev/v1alpha1
+kind: Policy
+metadata: {name: results, generation: 1}
+spec:
+  rules:
+  - id: keys
+    phase: result
+    effect: redact
+    conditions:
+    - {field: output.text, operator: detect, values: [aws_access_key, jwt]}
+  - id: plain
+    phase: call
+    effect: allow
+`))
+	got, err := json.Marshal(p.Rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `[{"id":"keys","phase":"result","effect":"redact","conditions":[{"field":"output.text","operator":"detect","values":["aws_access_key","jwt"]}]},{"id":"plain","effect":"allow"}]`; string(got) != want {
+		t.Errorf("rules\n got %s\nwant %s", got, want)
+	}
+	b := engine.Bundle{Policies: []engine.Policy{p}}
+	if v := b.NeededSchemaVersion(); v != engine.SchemaVersionResults {
+		t.Errorf("schema version %d, want %d", v, engine.SchemaVersionResults)
+	}
+	b.Policies[0].Rules = b.Policies[0].Rules[1:]
+	if v := b.NeededSchemaVersion(); v != engine.SchemaVersionOrdered {
+		t.Errorf("phase: call alone needs version %d, want %d", v, engine.SchemaVersionOrdered)
+	}
+}

@@ -81,7 +81,9 @@ func (b *Bundle) usesAsk() bool {
 // 28's additions extends it.
 func (b *Bundle) usesResults() bool {
 	return slices.ContainsFunc(b.Policies, func(p Policy) bool {
-		return slices.ContainsFunc(p.Rules, func(r Rule) bool { return slices.ContainsFunc(r.Conditions, Condition.castsToNumber) })
+		return slices.ContainsFunc(p.Rules, func(r Rule) bool {
+			return r.usesResults() || slices.ContainsFunc(r.Conditions, Condition.castsToNumber)
+		})
 	})
 }
 
@@ -184,7 +186,10 @@ type Rule struct {
 	Description string `json:"description,omitempty"`
 	// Priority is the rule's tier in a tiered policy; ordered policies
 	// leave it 0.
-	Priority   int32       `json:"priority,omitempty"`
+	Priority int32 `json:"priority,omitempty"`
+	// Phase is when the rule runs: "" (written for call, so bundles without
+	// result rules keep their bytes) or PhaseResult.
+	Phase      Phase       `json:"phase,omitempty"`
 	Effect     string      `json:"effect"`
 	Subjects   *Subjects   `json:"subjects,omitempty"`
 	Targets    *Targets    `json:"targets,omitempty"`

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/toolgate/toolgate/engine/detect"
 )
 
 // Limits checked at compile time, mirrored by the CRD schema.
@@ -42,9 +44,15 @@ type Compiled struct {
 	// byTool finds, with one lookup per evaluation, the policies that have
 	// rules pinned to a tool and those rules; policies without a hit and
 	// without rules for any tool are skipped.
-	byTool    map[string][]toolHit
-	paths     []Path // one slot per distinct field path
-	usesUsage bool   // a rule has a rateLimit or tokenBudget
+	byTool map[string][]toolHit
+	// results are the result views of policies (nil without a result
+	// rule), resultByTool their byTool: what a result evaluation scans.
+	results        []cpolicy
+	resultByTool   map[string][]toolHit
+	hasResultRules bool
+	textSlot       int32  // output.text's slot, -1 when no rule reads it
+	paths          []Path // one slot per distinct field path
+	usesUsage      bool   // a rule has a rateLimit or tokenBudget
 	// usageWindow is the longest window of those limits.
 	usageWindow time.Duration
 	// resourceSlot marks the paths rooted at resource, which read the
@@ -129,6 +137,9 @@ type cpolicy struct {
 	// skippable: only rules pinned to tools, so a call to another tool
 	// cannot reach any rule of this policy.
 	skippable bool
+	// inPhase are, in a view of a policy with rules of both phases, the
+	// rules of the view's phase in spec order (nil: every rule).
+	inPhase []int32
 }
 
 type crule struct {
@@ -138,6 +149,10 @@ type crule struct {
 	effect     Effect
 	// restrictive is a deny or an ask: missing identity never lifts it.
 	restrictive bool
+	// sticky: an ask or a redact, which no later allow of an ordered
+	// policy replaces.
+	sticky bool
+	result bool // a result rule (isResultRule)
 	// approvalTimeout is an ask rule's wait (DefaultApprovalTimeout unset).
 	approvalTimeout time.Duration
 	priority        int32
@@ -165,6 +180,9 @@ type ccond struct {
 	// hold the value read as a number.
 	cast bool
 	nums []float64
+	// scanner is a detect test's detectors; an opOutput node's one member
+	// (sub) is the test it wraps.
+	scanner *detect.Scanner
 }
 
 // Compile turns a bundle into its evaluable form. It never fails as a whole:
@@ -184,14 +202,13 @@ func Compile(b Bundle) (*Compiled, []Diagnostic) {
 		c.policies = append(c.policies, p)
 		diags = append(diags, d...)
 	}
-	c.byTool = map[string][]toolHit{}
+	c.splitPhases()
+	c.byTool = indexTools(c.policies)
+	if c.results != nil {
+		c.resultByTool = indexTools(c.results)
+	}
 	for pi := range c.policies {
 		p := &c.policies[pi]
-		for tool, rules := range p.byTool {
-			c.byTool[tool] = append(c.byTool[tool], toolHit{policy: int32(pi), rules: rules})
-		}
-		p.byTool = nil // c.byTool holds them now
-		p.skippable = p.compileError == "" && len(p.anyTool) == 0 && p.byResource == nil
 		for ri := range p.rules {
 			if w := p.rules[ri].when; w != nil && (w.rateLimit != nil || w.tokenBudget != nil) {
 				c.usesUsage = true
@@ -204,7 +221,14 @@ func Compile(b Bundle) (*Compiled, []Diagnostic) {
 		}
 	}
 	c.compileLevels(b.Exceptions)
+	for i := range c.results {
+		c.results[i].kind = c.policies[i].kind
+	}
 	c.paths = k.paths
+	c.textSlot = -1
+	if slot, ok := k.slots[FieldOutput+"."+OutputText]; ok {
+		c.textSlot = slot
+	}
 	c.resourceSlot = make([]bool, len(k.paths))
 	for i, p := range k.paths {
 		c.resourceSlot[i] = p[0].Key == "resource"
@@ -229,7 +253,7 @@ func (c *Compiled) WithFrozen(extra []FrozenAgent) *Compiled {
 	if c == nil {
 		return nil
 	}
-	out := &Compiled{revision: c.revision, identity: c.identity, policies: c.policies, nsStart: c.nsStart, exceptions: c.exceptions, shadows: c.shadows, byTool: c.byTool, paths: c.paths, resourceSlot: c.resourceSlot, usesUsage: c.usesUsage, usageWindow: c.usageWindow,
+	out := &Compiled{revision: c.revision, identity: c.identity, policies: c.policies, results: c.results, resultByTool: c.resultByTool, hasResultRules: c.hasResultRules, textSlot: c.textSlot, nsStart: c.nsStart, exceptions: c.exceptions, shadows: c.shadows, byTool: c.byTool, paths: c.paths, resourceSlot: c.resourceSlot, usesUsage: c.usesUsage, usageWindow: c.usageWindow,
 		bundleFrozen: c.bundleFrozen, frozen: newFreezes(c.bundleFrozen, extra)}
 	out.initScratch()
 	return out
@@ -442,6 +466,8 @@ func ruleReason(policyID string, r *Rule) string {
 		return fmt.Sprintf("audited by rule %q of policy %q", r.ID, policyID)
 	case EffectAsk:
 		return fmt.Sprintf("approval required by rule %q of policy %q", r.ID, policyID)
+	case EffectRedact:
+		return fmt.Sprintf("redacted by rule %q of policy %q", r.ID, policyID)
 	}
 	return ""
 }
@@ -449,6 +475,8 @@ func ruleReason(policyID string, r *Rule) string {
 func (k *compiler) rule(d *diagnoser, ri int, r *Rule, tiered bool) crule {
 	cr := crule{id: r.ID, deny: r.Effect == "deny", effect: Effect(r.Effect), priority: r.Priority, source: r}
 	cr.restrictive = cr.deny || cr.effect == EffectAsk
+	cr.sticky = cr.effect == EffectAsk || cr.effect == EffectRedact
+	cr.result = isResultRule(r)
 	switch {
 	case r.ID == "":
 		d.rulef(ri, r.ID, "id", "rule has no id")
@@ -461,9 +489,10 @@ func (k *compiler) rule(d *diagnoser, ri int, r *Rule, tiered bool) crule {
 		d.rulef(ri, r.ID, "description", "description is %d characters long, more than %d", n, MaxDescriptionLength)
 	}
 	switch Effect(r.Effect) {
-	case EffectAllow, EffectDeny, EffectWarn, EffectAudit, EffectAsk:
+	case EffectAllow, EffectDeny, EffectWarn, EffectAudit, EffectAsk, EffectRedact:
+		checkPhase(d, ri, r)
 	default:
-		d.rulef(ri, r.ID, "effect", "must be allow, deny, warn, audit or ask, not %q", r.Effect)
+		d.rulef(ri, r.ID, "effect", "must be allow, deny, warn, audit, ask or redact, not %q", r.Effect)
 	}
 	timeout, at, problem := approvalTimeout(r)
 	if cr.approvalTimeout = timeout; problem != "" {
@@ -477,6 +506,9 @@ func (k *compiler) rule(d *diagnoser, ri int, r *Rule, tiered bool) crule {
 		cond, ok := k.conditionTree(d, ri, r.ID, ci, nil, &r.Conditions[ci], 0)
 		if !ok {
 			continue
+		}
+		if cr.result {
+			cond = k.outputAware(cond)
 		}
 		cr.usesRegex = cr.usesRegex || cond.usesRegex()
 		cr.conditions = append(cr.conditions, cond)

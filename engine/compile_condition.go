@@ -10,11 +10,12 @@ import (
 type operandCheck func(k *compiler, c *Condition, spec operatorSpec, cc *ccond, fail failFunc)
 
 var operandChecks = map[operandKind]operandCheck{
-	needsNothing: checkNoOperand,
-	needsList:    checkListOperand,
-	needsScalar:  checkScalarOperand,
-	needsString:  checkStringOperand,
-	needsNumber:  checkNumberOperand,
+	needsNothing:   checkNoOperand,
+	needsList:      checkListOperand,
+	needsScalar:    checkScalarOperand,
+	needsString:    checkStringOperand,
+	needsNumber:    checkNumberOperand,
+	needsDetectors: checkDetectOperand,
 }
 
 // conditionTree compiles condition ci of a rule, or one member of a group

@@ -36,12 +36,14 @@ var filterNames = [...]string{"", "subjects", "targets", "select", "when", "cond
 func (f filter) String() string { return filterNames[f] }
 
 // effectRank orders effects for a tiered policy (and between levels):
-// deny > ask > warn > audit > allow.
+// deny > ask > redact > warn > audit > allow.
 func effectRank(e Effect) int {
 	switch e {
 	case EffectDeny:
-		return 4
+		return 5
 	case EffectAsk:
+		return 4
+	case EffectRedact:
 		return 3
 	case EffectWarn:
 		return 2

@@ -105,7 +105,7 @@ func TestCompileDiagnostics(t *testing.T) {
 		{"bad effect", func(p *Policy) { p.Rules[2].Effect = "block" },
 			[]wantDiag{{rule: 2, ruleID: "r2", cond: -1, field: "spec.rules[2].effect", message: "block"}}},
 		{"no effect", func(p *Policy) { p.Rules[2].Effect = "" },
-			[]wantDiag{{rule: 2, ruleID: "r2", cond: -1, field: "spec.rules[2].effect", message: "allow, deny, warn, audit or ask"}}},
+			[]wantDiag{{rule: 2, ruleID: "r2", cond: -1, field: "spec.rules[2].effect", message: "allow, deny, warn, audit, ask or redact"}}},
 		{"too many conditions", func(p *Policy) {
 			for len(p.Rules[2].Conditions) <= MaxConditionsPerRule {
 				p.Rules[2].Conditions = append(p.Rules[2].Conditions, cond("a", "eq", "b"))

@@ -144,6 +144,10 @@ func (c *Compiled) evaluate(req Request, opts *EvalOptions, clk *clock, tr *trac
 		c.shadow(req, opts, out)
 		return
 	}
+	if opts.Phase != "" && opts.Phase != PhaseCall {
+		c.evaluateResult(req, opts, clk, tr, out)
+		return
+	}
 	if c.scan(req, opts, clk, tr, out, false) != "" {
 		c.exceptionChanged(req, opts, clk, out)
 	}
@@ -178,25 +182,30 @@ func (c *Compiled) scan(req Request, opts *EvalOptions, clk *clock, tr *tracer, 
 	s := c.scratch.Get().(*scratch)
 	defer c.scratch.Put(s)
 	s.reset(req, clk.start, opts.Usage)
+	s.outputTruncated = opts.OutputTruncated
 
 	e := run{c: c, s: s, clk: clk, tr: tr, budget: budget, serviceAccount: opts.ServiceAccount, noExceptions: noExceptions}
 	e.tool, e.toolOK = req[FieldToolName].(string)
+	policies, byTool := c.policies, c.byTool
+	if opts.Phase == PhaseResult {
+		policies, byTool, e.result = c.results, c.resultByTool, true
+	}
 	var hits []toolHit
 	if e.toolOK {
-		hits = c.byTool[e.tool]
+		hits = byTool[e.tool]
 	}
 	var kept verdict
 	var cluster level
-	for pi := range c.policies {
+	for pi := range policies {
 		if pi == c.nsStart && pi > 0 {
-			cluster = level{v: kept, first: &c.policies[0]}
+			cluster = level{v: kept, first: &policies[0]}
 			if cluster.defaultDeny() {
 				e.decideLevels(&cluster, &level{}, out)
 				return e.exempted
 			}
 			kept = verdict{}
 		}
-		p := &c.policies[pi]
+		p := &policies[pi]
 		e.pinned = nil
 		if len(hits) > 0 && hits[0].policy == int32(pi) {
 			e.pinned, hits = hits[0].rules, hits[1:]
@@ -224,20 +233,20 @@ func (c *Compiled) scan(req Request, opts *EvalOptions, clk *clock, tr *tracer, 
 		case v.effect() == EffectDeny:
 			v.fill(out, s)
 			return e.exempted
-		case kept.asks():
-			continue // an earlier policy's ask decides unless a deny does
+		case kept.sticks():
+			continue // an earlier policy's ask or redact decides unless a deny does
 		}
 		kept = v
 	}
-	if c.nsStart > 0 && c.nsStart < len(c.policies) {
-		e.decideLevels(&cluster, &level{v: kept, first: &c.policies[c.nsStart]}, out)
+	if c.nsStart > 0 && c.nsStart < len(policies) {
+		e.decideLevels(&cluster, &level{v: kept, first: &policies[c.nsStart]}, out)
 		return e.exempted
 	}
 	if kept.set() {
 		kept.fill(out, s)
 		return e.exempted
 	}
-	first := &c.policies[0]
+	first := &policies[0]
 	out.Decision, out.Warnings, out.MatchedPolicyKind = Allow, s.warningList(), first.kind
 	if first.defaultDeny {
 		out.Decision, out.Reason = Deny, first.defaultReason
@@ -279,6 +288,7 @@ type run struct {
 	serviceAccount string
 	noExceptions   bool   // decide as if no exception existed
 	exempted       string // the first exception that exempted a rule that held
+	result         bool   // a result evaluation: no implicit deny
 }
 
 // warn lists a warn verdict's reason. The list lives in the pooled scratch,
@@ -342,8 +352,9 @@ func (e *run) ordered(p *cpolicy) (verdict, bool) {
 		if r.deny {
 			return verdict{policy: p, rule: r, res: -1}, true
 		}
-		// An ask decides unless a deny does: no later allow replaces it.
-		if !kept.asks() {
+		// An ask or a redact decides unless a deny does: no later allow
+		// replaces it.
+		if !kept.sticks() {
 			kept = verdict{policy: p, rule: r, res: -1}
 		}
 	}
@@ -416,7 +427,7 @@ func (e *run) tier(p *cpolicy, it ruleIter, m mode, res int) (verdict, bool) {
 	}
 	outcome := OutcomeMatch
 	switch {
-	case !top.set() && bound > 0:
+	case !top.set() && bound > 0 && !e.result:
 		top = verdict{policy: p, res: int32(res), implicit: true}
 		outcome = OutcomeImplicitDeny
 	case !top.set() && m == modeResource:
@@ -509,6 +520,8 @@ func (e *run) candidates(p *cpolicy) ruleIter {
 	switch {
 	case p.tiered && !e.toolOK:
 		return ruleIter{a: p.toolLevel, all: -1}
+	case !e.toolOK && p.inPhase != nil:
+		return ruleIter{a: p.inPhase, all: -1}
 	case !e.toolOK:
 		return ruleIter{all: 0, n: int32(len(p.rules))}
 	}
@@ -580,6 +593,11 @@ func (c *Compiled) explainRule(s *scratch, p *cpolicy, index int, r *crule, m mo
 // and whether it held; a group lists its members.
 func (c *Compiled) traceCondition(s *scratch, cc *ccond, src *Condition, index int) TraceCondition {
 	held := c.holds(s, cc)
+	if cc.op == opOutput {
+		tc := c.traceCondition(s, &cc.sub[0], src, index)
+		tc.Held = held
+		return tc
+	}
 	if cc.op == opAny || cc.op == opAll {
 		members := src.Any
 		tc := TraceCondition{Index: index, Group: "any", Held: held}
@@ -665,12 +683,18 @@ func (c *Compiled) holds(s *scratch, cc *ccond) bool {
 	case opIsValidJSON:
 		str, ok := v.(string)
 		return ok && json.Valid([]byte(str))
+	case opDetect:
+		_, found := cc.scanner.First(s.str(c, cc.slot, v))
+		return found
 	}
 	return false
 }
 
 // groupHolds evaluates an any or all group.
 func (c *Compiled) groupHolds(s *scratch, cc *ccond) bool {
+	if cc.op == opOutput {
+		return s.outputTruncated || c.holds(s, &cc.sub[0])
+	}
 	any := cc.op == opAny
 	for i := range cc.sub {
 		if c.holds(s, &cc.sub[i]) == any {
@@ -687,18 +711,21 @@ type scratch struct {
 	req      Request
 	now      time.Time
 	warnings []string // reasons of warn verdicts, in scan order
-	usage    Usage
-	view     view
-	tick     uint32   // last generation handed out
-	gen      uint32   // this evaluation's: slots read from the request
-	rgen     uint32   // this resource's: slots rooted at resource
-	cur      int      // the resource under evaluation, in modeResource
-	curRes   Request  // its object; nil outside a per-resource evaluation
-	seen     []uint32 // == generation: vals/present valid
-	strSeen  []uint32 // == generation: strs valid
-	vals     []any
-	present  []bool
-	strs     []string
+	// outputTruncated: conditions on output.text and output.structured
+	// hold (EvalOptions.OutputTruncated).
+	outputTruncated bool
+	usage           Usage
+	view            view
+	tick            uint32   // last generation handed out
+	gen             uint32   // this evaluation's: slots read from the request
+	rgen            uint32   // this resource's: slots rooted at resource
+	cur             int      // the resource under evaluation, in modeResource
+	curRes          Request  // its object; nil outside a per-resource evaluation
+	seen            []uint32 // == generation: vals/present valid
+	strSeen         []uint32 // == generation: strs valid
+	vals            []any
+	present         []bool
+	strs            []string
 }
 
 func newScratch(n int) *scratch {

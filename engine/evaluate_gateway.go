@@ -241,8 +241,9 @@ type verdict struct {
 	implicit bool
 }
 
-// asks tells whether the verdict is an ask rule's.
-func (v *verdict) asks() bool { return v.rule != nil && v.rule.effect == EffectAsk }
+// sticks tells whether the verdict is an ask or a redact rule's, which
+// decide unless a deny does.
+func (v *verdict) sticks() bool { return v.rule != nil && v.rule.sticky }
 
 // set tells whether there is a verdict at all.
 func (v *verdict) set() bool { return v.rule != nil || v.implicit }

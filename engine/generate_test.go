@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/toolgate/toolgate/engine/detect"
 )
 
 // genSource turns fuzz bytes into choices. When the bytes run out every
@@ -48,6 +50,11 @@ var (
 	genPolicyNames = []string{"alpha", "beta", "gamma", "delta"}
 )
 
+// callOperators are the operators before detect (issue 28): the call
+// generator draws from them, so the cases it makes (and the digests that
+// pin them) stay what they were; the result generator adds detect.
+var callOperators = Operators[:18]
+
 func quoteJSON(s string) json.RawMessage { return raw(s) }
 
 func (g *genSource) scalar() json.RawMessage {
@@ -68,7 +75,7 @@ func (g *genSource) toolValue() json.RawMessage {
 }
 
 func (g *genSource) condition() Condition {
-	c := Condition{Field: pickFrom(g, genFields...), Operator: pickFrom(g, Operators...)}
+	c := Condition{Field: pickFrom(g, genFields...), Operator: pickFrom(g, callOperators...)}
 	if g.rare(128) {
 		c.Field = pickFrom(g, genBadFields...)
 	}
@@ -735,6 +742,150 @@ func (g *genSource) gwRequest() map[string]any {
 	}
 	if g.intn(3) != 0 {
 		g.castStrings(req)
+	}
+	return req
+}
+
+// Issue 28: result rules and outputs. A result case is a gateway bundle
+// some of whose rules become result rules (redact among their effects,
+// tests of output.* among their conditions), and requests that carry an
+// output: text with secrets, structured values, isError and size.
+
+var (
+	genSecrets = []string{"AKIAZ7Q3XKDLR2M4WPNE", "bob@example.com", "4111 1111 1111 1111", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl",
+		"ghp_0123456789abcdefghijABCDEFGHIJ012345", "DE89370400440532013000", "123-45-6789", "AKIA", "ünï"}
+	genTexts = []string{"", "ok", "rm -rf /", `{"rows":3}`, "line\nbreak", "abcabc", "AKIAAKIA", "x", "ünïcode ünï", "5000"}
+)
+
+func (g *genSource) outputText() string {
+	var b strings.Builder
+	for range g.intn(5) {
+		if g.intn(2) == 0 {
+			b.WriteString(pickFrom(g, genSecrets...))
+		} else {
+			b.WriteString(pickFrom(g, genTexts...))
+		}
+		b.WriteString(pickFrom(g, " ", "", "\n", "; "))
+	}
+	return b.String()
+}
+
+func (g *genSource) output() any {
+	if g.rare(12) {
+		return pickFrom[any](g, nil, "text", []any{})
+	}
+	o := map[string]any{}
+	if g.intn(8) != 0 {
+		o[OutputText] = g.outputText()
+	}
+	if g.intn(2) == 0 {
+		o[OutputStructured] = pickFrom[any](g, map[string]any{"rows": pickFrom[any](g, 3.0, 100.0, 101.0, "101", []any{1.0, 2.0})},
+			map[string]any{"name": pickFrom(g, genSecrets...)}, []any{"a", 1.0}, nil, "plain")
+	}
+	if g.intn(2) == 0 {
+		o[OutputIsError] = g.intn(2) == 0
+	}
+	if g.intn(2) == 0 {
+		o[OutputSize] = pickFrom(g, 0.0, 10.0, 4096.0)
+	}
+	return o
+}
+
+// outputLeaf tests an output field, as result rules do.
+func (g *genSource) outputLeaf() Condition {
+	text := "output.text"
+	switch g.intn(9) {
+	case 0, 1:
+		return Condition{Field: text, Operator: pickFrom(g, "contains", "not_contains", "starts_with", "ends_with"), Value: raw(pickFrom(g, append(genSecrets, genTexts...)...))}
+	case 2, 3:
+		return Condition{Field: text, Operator: "matches", Value: raw(pickFrom(g, `AKIA[0-9A-Z]{16}`, `[a-z]+@[a-z.]+`, `[0-9]{3}`, "ünï", "AKIA", "^rm", `(?s).`, "", `\d+|x`, `(?i)abc`))}
+	case 4:
+		c := Condition{Field: pickFrom(g, text, text, "output.structured.name", "input.command"), Operator: "detect"}
+		if g.intn(2) == 0 {
+			c.Value = raw(pickFrom(g, detect.Names()...))
+		} else {
+			for range 1 + g.intn(3) {
+				c.Values = append(c.Values, raw(pickFrom(g, detect.Names()...)))
+			}
+		}
+		if g.rare(20) {
+			c.Value = raw(pickFrom(g, "aws", "", "JWT"))
+		}
+		return c
+	case 5:
+		return Condition{Field: pickFrom(g, text, "output", "output.structured"), Operator: pickFrom(g, "is_valid_json", "exists", "is_empty")}
+	case 6:
+		return Condition{Field: pickFrom(g, "output.structured.rows", "output.size"), Operator: pickFrom(g, "gt", "lte"), Value: raw(pickFrom(g, 100, 10))}
+	case 7:
+		return Condition{Field: "output.isError", Operator: pickFrom(g, "eq", "neq"), Value: raw(g.intn(2) == 0)}
+	}
+	return Condition{Field: pickFrom(g, "output.structured.rows", "output.structured.name", "output.text"), Operator: pickFrom(g, "exists", "not_exists")}
+}
+
+func (g *genSource) outputGroup() Condition {
+	c := Condition{}
+	for range 1 + g.intn(3) {
+		if g.intn(3) == 0 {
+			all := Condition{}
+			for range 1 + g.intn(2) {
+				all.All = append(all.All, g.outputLeaf())
+			}
+			c.Any = append(c.Any, all)
+		} else {
+			c.Any = append(c.Any, g.outputLeaf())
+		}
+	}
+	return c
+}
+
+// resultBundle turns some of a gateway bundle's rules into result rules.
+func (g *genSource) resultBundle(now time.Time) Bundle {
+	b := g.gwBundle(now)
+	for pi := range b.Policies {
+		for ri := range b.Policies[pi].Rules {
+			r := &b.Policies[pi].Rules[ri]
+			if g.intn(3) == 0 {
+				if g.rare(400) {
+					r.Effect = "redact" // a call rule cannot redact
+				}
+				continue
+			}
+			r.Phase = PhaseResult
+			if g.rare(400) {
+				r.Phase = pickFrom[Phase](g, "Result", "after")
+			}
+			if r.Effect == "ask" || g.intn(2) == 0 {
+				r.Effect, r.Approval = "redact", nil
+			}
+			if g.rare(400) {
+				r.Effect = "ask"
+			}
+			if g.intn(2) == 0 {
+				// Most result rules judge any call's result.
+				r.Subjects, r.Targets, r.Select = nil, nil, nil
+			}
+			if w := r.When; w != nil && (w.RateLimit != nil || w.TokenBudget != nil) && !g.rare(30) {
+				r.When = nil // a result rule counts nothing
+			}
+			if g.intn(2) == 0 {
+				r.Conditions = nil
+			}
+			for range 1 + g.intn(2) {
+				if g.intn(3) == 0 {
+					r.Conditions = append(r.Conditions, g.outputGroup())
+				} else {
+					r.Conditions = append(r.Conditions, g.outputLeaf())
+				}
+			}
+		}
+	}
+	return b
+}
+
+func (g *genSource) resultRequest() map[string]any {
+	req := g.gwRequest()
+	if !g.rare(16) {
+		req[FieldOutput] = g.output()
 	}
 	return req
 }

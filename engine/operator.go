@@ -22,22 +22,32 @@ const (
 	opIsEmpty
 	opIsNotEmpty
 	opIsValidJSON
+	opDetect
 	// Groups, not in the operator table: a condition with any or all.
 	// They come last: evaluation tells them apart with one comparison.
 	opAny
 	opAll
+	// opOutput wraps a result rule's test of output.text or
+	// output.structured: it holds when the output was truncated
+	// (EvalOptions.OutputTruncated), else as its one member does. Call
+	// rules never have it, so their evaluation pays nothing for it.
+	opOutput
 )
 
 // operandKind is what an operator needs as its value.
 type operandKind uint8
 
 const (
-	needsScalar  operandKind = iota // eq, neq: any JSON scalar
-	needsList                       // in, not_in: values, or value as a one-item list
-	needsString                     // string operators and matches
-	needsNumber                     // gt, gte, lt, lte
-	needsNothing                    // exists, is_empty, ...
+	needsScalar    operandKind = iota // eq, neq: any JSON scalar
+	needsList                         // in, not_in: values, or value as a one-item list
+	needsString                       // string operators and matches
+	needsNumber                       // gt, gte, lt, lte
+	needsNothing                      // exists, is_empty, ...
+	needsDetectors                    // detect: a detector name or a list of them
 )
+
+// opNameDetect is the detect operator's name.
+const opNameDetect = "detect"
 
 type operatorSpec struct {
 	name string
@@ -66,6 +76,7 @@ var operatorTable = []operatorSpec{
 	{"is_empty", opIsEmpty, needsNothing},
 	{"is_not_empty", opIsNotEmpty, needsNothing},
 	{"is_valid_json", opIsValidJSON, needsNothing},
+	{opNameDetect, opDetect, needsDetectors},
 }
 
 // Operators lists every operator the engine understands, in documentation

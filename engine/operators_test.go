@@ -81,6 +81,10 @@ func (c opCase) name() string {
 }
 
 var operatorCases = []opCase{
+	// detect: the named detectors in the field's string (TestDetectOperator
+	// has the matches).
+	{field: "input.command", op: "detect", value: `"aws_access_key"`, want: false},
+	{field: "kwargs.amount", op: "detect", values: []string{`"jwt"`, `"email"`, `"credit_card"`}, want: false},
 	// eq / neq: strict, type-aware; numbers numerically, never equal to strings.
 	{field: "kwargs.amount", op: "eq", value: `5000`, want: true},
 	{field: "kwargs.amount", op: "eq", value: `5000.0`, want: true},
@@ -358,8 +362,8 @@ func TestOperatorTableCoversEveryOperator(t *testing.T) {
 			t.Errorf("operator %s has %d cases, want at least 2", op, seen[op])
 		}
 	}
-	if len(Operators) != 18 {
-		t.Errorf("the engine knows %d operators, the contract lists 18: %v", len(Operators), Operators)
+	if len(Operators) != 19 {
+		t.Errorf("the engine knows %d operators, the contract lists 19: %v", len(Operators), Operators)
 	}
 }
 
@@ -372,6 +376,7 @@ func TestOperatorsOnMissingFields(t *testing.T) {
 	values := map[string]string{
 		"eq": `"x"`, "neq": `"x"`, "contains": `""`, "not_contains": `""`, "starts_with": `""`, "ends_with": `""`,
 		"matches": `".*"`, "gt": `-1e300`, "gte": `-1e300`, "lt": `1e300`, "lte": `1e300`,
+		"detect": `"email"`,
 	}
 	for _, field := range []string{"input.nope", "tool_name.x", "args.7", "absent"} {
 		for _, op := range Operators {

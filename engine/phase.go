@@ -74,10 +74,3 @@ type Explanation struct {
 	Condition int    `json:"condition,omitempty"`
 	Sentence  string `json:"explanation,omitempty"`
 }
-
-// HasResultRules tells whether c has a result rule: without one, a
-// result needs no judging and the MCP proxy forwards it untouched. True
-// for a nil c (no bundle), whose every decision is a deny.
-func (c *Compiled) HasResultRules() bool {
-	return c == nil // CONTRACT: the result-rules work sets it from the bundle
-}

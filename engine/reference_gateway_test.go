@@ -166,6 +166,10 @@ type refRequest struct {
 	context       map[string]any
 	tokens        float64
 	session       string
+	// Issue 28: a result evaluation runs only result rules; with the
+	// output truncated, their tests of output.text and output.structured
+	// hold.
+	result, truncated bool
 }
 
 func refStrings(v any) []string {
@@ -237,6 +241,8 @@ type refScope struct {
 // refFilter is the first filter of r that fails, or "".
 func refFilter(r Rule, call *refRequest, sc refScope, now time.Time, u *refUsage) string {
 	switch {
+	case refIsResult(r) != call.result:
+		return "phase"
 	case !refSubjects(r, call):
 		return "subjects"
 	case !refTargets(r, call, sc):
@@ -431,11 +437,26 @@ func refView(call *refRequest, sc refScope) map[string]any {
 func refConditions(r Rule, call *refRequest, sc refScope) bool {
 	req := refView(call, sc)
 	for _, c := range r.Conditions {
-		if !refGroupHolds(c, req) {
+		if !refGroupHoldsTruncated(c, req, call.result && call.truncated) {
 			return false
 		}
 	}
 	return true
+}
+
+// refGroupHoldsTruncated is refGroupHolds where, when truncated, every
+// test of output.text or output.structured(.*) holds.
+func refGroupHoldsTruncated(c Condition, req map[string]any, truncated bool) bool {
+	switch {
+	case c.Any != nil:
+		return slices.ContainsFunc(c.Any, func(m Condition) bool { return refGroupHoldsTruncated(m, req, truncated) })
+	case c.All != nil:
+		return !slices.ContainsFunc(c.All, func(m Condition) bool { return !refGroupHoldsTruncated(m, req, truncated) })
+	}
+	if truncated && refReadsWholeOutput(c.Field) {
+		return true
+	}
+	return refHolds(c, req)
 }
 
 func refGroupHolds(c Condition, req map[string]any) bool {
@@ -459,7 +480,8 @@ func refGroupHolds(c Condition, req map[string]any) bool {
 }
 
 // Issue 27: ask ranks below deny and above warn.
-var refRank = map[Effect]int{EffectAllow: 1, EffectAudit: 2, EffectWarn: 3, "ask": 4, EffectDeny: 5}
+// Issue 28: redact ranks below ask and above warn.
+var refRank = map[Effect]int{EffectAllow: 1, EffectAudit: 2, EffectWarn: 3, "redact": 4, "ask": 5, EffectDeny: 6}
 
 func refRuleResult(p Policy, version int64, r Rule, res ResourceRef) refResult {
 	out := refResult{refOutcome: refOutcome{Decision: Allow, PolicyID: p.ID, Version: version, RuleID: r.ID},
@@ -483,6 +505,8 @@ func refRuleResult(p Policy, version int64, r Rule, res ResourceRef) refResult {
 			out.Reason = fmt.Sprintf("warned by rule %q of policy %q", r.ID, p.ID)
 		case "audit":
 			out.Reason = fmt.Sprintf("audited by rule %q of policy %q", r.ID, p.ID)
+		case "redact":
+			out.Reason = fmt.Sprintf("redacted by rule %q of policy %q", r.ID, p.ID)
 		}
 	}
 	return out
@@ -547,7 +571,7 @@ func refTiered(p Policy, version int64, call *refRequest, now time.Time, u *refU
 		bound := false
 		cands = nil
 		for _, r := range p.Rules {
-			if !refHasResourceTargets(r) || !refTargets(r, call, sc) {
+			if !refHasResourceTargets(r) || !refTargets(r, call, sc) || refIsResult(r) != call.result {
 				continue
 			}
 			bound = true
@@ -557,12 +581,13 @@ func refTiered(p Policy, version int64, call *refRequest, now time.Time, u *refU
 		}
 		ref := res.ref
 		switch {
-		case !bound:
+		case !bound || (len(cands) == 0 && call.result):
+			// A result evaluation has no implicit deny.
 			verdicts = append(verdicts, nil)
 			// A policy binding no resource at all has no per-resource
 			// evaluations to explain; the contract leaves the trace of
 			// such a policy's resources open.
-			if slices.ContainsFunc(p.Rules, refHasResourceTargets) {
+			if slices.ContainsFunc(p.Rules, func(r Rule) bool { return refHasResourceTargets(r) && refIsResult(r) == call.result }) {
 				trace(&ref, OutcomeNoOpinion, nil)
 			}
 		case len(cands) == 0:
@@ -595,6 +620,12 @@ func refTiered(p Policy, version int64, call *refRequest, now time.Time, u *refU
 // refGateway evaluates under issue 9's model: the namespace scan of seed
 // 000, in which a tiered policy takes part as one verdict.
 func refGateway(b Bundle, req map[string]any, now time.Time, u *refUsage) refResult {
+	return refGatewayPhase(b, req, now, u, false, false)
+}
+
+// refGatewayPhase is refGateway for a call (result false) or a result
+// evaluation, of an output held whole or truncated.
+func refGatewayPhase(b Bundle, req map[string]any, now time.Time, u *refUsage, result, truncated bool) refResult {
 	deny := func(code Code) refResult {
 		return refResult{refOutcome: refOutcome{Decision: Deny, Code: code}, Effect: EffectDeny}
 	}
@@ -626,7 +657,7 @@ func refGateway(b Bundle, req map[string]any, now time.Time, u *refUsage) refRes
 		for _, p := range shadows {
 			p.Mode = ""
 			alone := Bundle{Policies: []Policy{p}, Exceptions: b.Exceptions}
-			r := refGateway(alone, req, now, u)
+			r := refGatewayPhase(alone, req, now, u, result, truncated)
 			kind := ""
 			if p.Kind == KindClusterPolicy {
 				kind = KindClusterPolicy
@@ -639,6 +670,10 @@ func refGateway(b Bundle, req map[string]any, now time.Time, u *refUsage) refRes
 		return withShadow(deny(CodeNoPolicies))
 	}
 	call := refRead(req)
+	call.result, call.truncated = result, truncated
+	if result && !slices.ContainsFunc(enforcing, func(p Policy) bool { return slices.ContainsFunc(p.Rules, refIsResult) }) {
+		return withShadow(refResult{refOutcome: refOutcome{Decision: Allow}, Effect: EffectAllow})
+	}
 	exempt := refExempt(b.Exceptions, req, now)
 	out := refLevels(cluster, ns, call, now, u, exempt)
 	if len(b.Exceptions) > 0 {
@@ -752,7 +787,7 @@ func refScanLevel(policies []Policy, call *refRequest, now time.Time, u *refUsag
 				l.final = stamp(*v)
 				return l
 			}
-			if l.verdict == nil || l.verdict.Effect != "ask" {
+			if l.verdict == nil || !refSticky(l.verdict.Effect) {
 				l.verdict = stamp(*v)
 			}
 			continue
@@ -771,7 +806,7 @@ func refScanLevel(policies []Policy, call *refRequest, now time.Time, u *refUsag
 			}
 			// Issue 27: in ordered evaluation a matching ask decides
 			// unless a deny does; the first ask reached is the one.
-			if l.verdict == nil || l.verdict.Effect != "ask" {
+			if l.verdict == nil || !refSticky(l.verdict.Effect) {
 				l.verdict = stamp(out)
 			}
 		}
@@ -783,6 +818,9 @@ func refScanLevel(policies []Policy, call *refRequest, now time.Time, u *refUsag
 		if first.Evaluation == "tiered" {
 			l.def = "deny"
 		}
+	}
+	if call.result {
+		l.def = "allow" // a result no result rule judged goes on
 	}
 	return l
 }

@@ -167,6 +167,9 @@ func refHolds(c Condition, req map[string]any) bool {
 	case "is_valid_json":
 		s, ok := v.(string)
 		return ok && json.Unmarshal([]byte(s), new(json.RawMessage)) == nil
+	case "detect":
+		_, found := refScanner(c).First(refStringify(v))
+		return found
 	}
 	panic("reference: unknown operator " + c.Operator)
 }
@@ -445,10 +448,11 @@ func refPolicyProblems(p Policy) []string {
 		}
 		ids[r.ID] = true
 		switch r.Effect {
-		case "allow", "deny", "warn", "audit", "ask":
+		case "allow", "deny", "warn", "audit", "ask", "redact":
 		default:
 			out = append(out, "effect")
 		}
+		out = append(out, refPhaseProblems(r)...)
 		// Issue 27: approval on ask rules only; its timeout a positive Go
 		// duration of at most an hour.
 		if r.Approval != nil {
@@ -549,6 +553,8 @@ func refConditionProblems(c Condition) []string {
 				bad("pattern")
 			}
 		}
+	case "detect":
+		out = append(out, refDetectProblems(c)...)
 	case "in", "not_in":
 		switch {
 		case hasValue && hasValues:

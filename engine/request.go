@@ -162,6 +162,9 @@ func (r Request) Validate() error {
 	if _, ok := t.(string); !ok {
 		return fmt.Errorf("%w: tool_name must be a string, not %s", ErrBadRequest, jsonKind(t))
 	}
+	if o, present := r[FieldOutput]; present {
+		return checkOutput(o)
+	}
 	return nil
 }
 

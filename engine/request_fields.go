@@ -8,6 +8,7 @@ var knownFields = []string{
 	FieldInput, FieldArgs, FieldKwargs, FieldRoles, FieldEnvironment,
 	FieldServer, FieldResources, FieldAction, FieldSideEffect,
 	FieldActorConfidence, FieldSensitivity, FieldContext, FieldTokens,
+	FieldOutput,
 }
 
 // maxFoldedField bounds the names worth folding: longer ones match no

@@ -253,6 +253,32 @@ func (r Result) AppendJSON(dst []byte) ([]byte, error) {
 	if r.TraceTruncated {
 		dst = append(dst, `,"traceTruncated":true`...)
 	}
+	return r.appendResultPhase(dst)
+}
+
+// appendResultPhase closes r's JSON with what a result evaluation adds:
+// the redactions, the output as delivered after them, and the
+// explanations (reflection is fine: a call's decision has none of them).
+func (r *Result) appendResultPhase(dst []byte) ([]byte, error) {
+	for _, f := range []struct {
+		key   string
+		value any
+		set   bool
+	}{
+		{`,"redactions":`, r.Redactions, r.Redactions != nil},
+		{`,"output":`, r.Output, r.Output != nil},
+		{`,"explanations":`, r.Explanations, r.Explanations != nil},
+	} {
+		if !f.set {
+			continue
+		}
+		t, err := json.Marshal(f.value)
+		if err != nil {
+			return nil, err
+		}
+		dst = append(dst, f.key...)
+		dst = append(dst, t...)
+	}
 	return append(dst, '}'), nil
 }
 

@@ -17,15 +17,26 @@ const (
 // adds the rule's reason to the result's warnings, audit only marks it;
 // ask holds the call until a person approves it (an ApprovalRequest). A
 // separate type from Effect because a default can only allow or deny.
-// +kubebuilder:validation:Enum=allow;deny;warn;audit;ask
+// +kubebuilder:validation:Enum=allow;deny;warn;audit;ask;redact
 type RuleEffect string
 
+// RulePhase is when a rule runs: on the call, or on what the tool
+// returned.
+// +kubebuilder:validation:Enum=call;result
+type RulePhase string
+
 const (
-	RuleAllow RuleEffect = "allow"
-	RuleDeny  RuleEffect = "deny"
-	RuleWarn  RuleEffect = "warn"
-	RuleAudit RuleEffect = "audit"
-	RuleAsk   RuleEffect = "ask"
+	PhaseCall   RulePhase = "call"
+	PhaseResult RulePhase = "result"
+)
+
+const (
+	RuleAllow  RuleEffect = "allow"
+	RuleDeny   RuleEffect = "deny"
+	RuleWarn   RuleEffect = "warn"
+	RuleAudit  RuleEffect = "audit"
+	RuleAsk    RuleEffect = "ask"
+	RuleRedact RuleEffect = "redact"
 )
 
 // Evaluation is how a policy's rules decide.
@@ -42,7 +53,7 @@ const (
 )
 
 // Operator compares a request field with a condition's value.
-// +kubebuilder:validation:Enum=eq;neq;in;not_in;contains;not_contains;starts_with;ends_with;matches;gt;gte;lt;lte;exists;not_exists;is_empty;is_not_empty;is_valid_json
+// +kubebuilder:validation:Enum=eq;neq;in;not_in;contains;not_contains;starts_with;ends_with;matches;gt;gte;lt;lte;exists;not_exists;is_empty;is_not_empty;is_valid_json;detect
 type Operator string
 
 // PolicyMode says whether a policy decides (Enforce) or is only recorded

@@ -7,6 +7,12 @@ import (
 // Rule is a set of filters (subjects, targets, select, when, conditions)
 // and the effect when all of them hold; a rule without any matches every
 // call.
+//
+// What a phase allows is checked here, so it holds with the webhook down;
+// the engine's compile step says the same (engine.checkPhase).
+// +kubebuilder:validation:XValidation:rule="self.effect != 'redact' || (has(self.phase) && self.phase == 'result')",fieldPath=".effect",message="effect redact is only for result rules (phase: result): a call has no output to redact"
+// +kubebuilder:validation:XValidation:rule="!has(self.phase) || self.phase != 'result' || self.effect != 'ask'",fieldPath=".effect",message="effect ask is only for call rules: a result rule runs after the tool did, when there is nothing left to approve (use deny or redact)"
+// +kubebuilder:validation:XValidation:rule="!has(self.phase) || self.phase != 'result' || !has(self.when) || (!has(self.when.rateLimit) && !has(self.when.tokenBudget))",fieldPath=".when",message="rateLimit and tokenBudget are only for call rules: a result rule counts nothing (its call was counted when it was decided)"
 type Rule struct {
 	// id names the rule in decisions and status; unique in the policy.
 	// +required
@@ -27,10 +33,20 @@ type Rule struct {
 	// +optional
 	Priority int32 `json:"priority,omitempty"`
 
+	// phase is when the rule runs: call (the default) decides whether a
+	// tool may run; result judges what it returned, with the call's fields
+	// and output (output.text, output.structured, output.isError,
+	// output.size).
+	// +optional
+	Phase RulePhase `json:"phase,omitempty"`
+
 	// effect is allow, deny, warn (allow, with the reason in the result's
-	// warnings), audit (allow, marked for audit) or ask (held until a
+	// warnings), audit (allow, marked for audit), ask (held until a
 	// person approves this exact call: an ApprovalRequest; the description
-	// is the reason the approver is shown).
+	// is the reason the approver is shown; call rules only) or redact
+	// (result rules only: the output goes on with what the rule's
+	// matches, contains and detect conditions on output.text matched
+	// replaced by [REDACTED:<rule id>]).
 	// +required
 	Effect RuleEffect `json:"effect"`
 

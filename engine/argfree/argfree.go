@@ -39,7 +39,8 @@ func Denials(b engine.Bundle, static []string) engine.Bundle {
 		}
 		var rules []engine.Rule
 		for _, r := range p.Rules {
-			if engine.Effect(r.Effect) == engine.EffectDeny && ruleReadsOnly(&r, known) && !exempted(b.Exceptions, &p, r.ID) {
+			// A result rule denies what a tool returned, never the call.
+			if r.Phase == "" && engine.Effect(r.Effect) == engine.EffectDeny && ruleReadsOnly(&r, known) && !exempted(b.Exceptions, &p, r.ID) {
 				rules = append(rules, r)
 			}
 		}

@@ -38,6 +38,13 @@ func Lint(p engine.Policy) []engine.Diagnostic {
 	for ri := range p.Rules {
 		r := &p.Rules[ri]
 		lintGateway(d, ri, r, tiered)
+		if r.Phase != "" {
+			// A result rule judges a result: the call rules' scan order
+			// and checks do not apply to it.
+			lintResultRule(d, ri, r)
+			lintPatterns(d, ri, r)
+			continue
+		}
 		if tiered {
 			// Order does not decide in a tiered policy: the scan-order
 			// checks below do not apply.
@@ -53,6 +60,9 @@ func Lint(p engine.Policy) []engine.Diagnostic {
 		lintPatterns(d, ri, r)
 		for earlier := range ri {
 			e := &p.Rules[earlier]
+			if e.Phase != r.Phase {
+				continue
+			}
 			if e.Effect != r.Effect && !hasFilters(e) && !hasFilters(r) && sameConditions(e.Conditions, r.Conditions) {
 				d.rulef(ri, r.ID, "conditions", "rule %q has the same conditions as rule %d (%q) with the opposite effect; %s",
 					r.ID, earlier, e.ID, oppositeOutcome(e, r))
@@ -116,8 +126,8 @@ func lintResources(d *diagnoser, rules []engine.Rule) {
 	var order []engine.ResourceRef
 	for ri := range rules {
 		r := &rules[ri]
-		if r.Targets == nil {
-			continue
+		if r.Targets == nil || r.Phase != "" {
+			continue // a result rule leaves no implicit deny
 		}
 		for _, t := range r.Targets.Resources {
 			for _, n := range t.Names {
