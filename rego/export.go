@@ -59,7 +59,7 @@ decision := d if {
 	d := _frozen
 } else := _shadowed(_result("deny", "deny", null, null, null, null, "NO_POLICIES", "the bundle has no policies", [])) if {
 	data.toolgate.policyCount == 0
-} else := %s
+}%s else := %s
 
 `
 
@@ -142,6 +142,10 @@ type policyData struct {
 	// Kind is engine.KindClusterPolicy for a ClusterPolicy: what a shadow
 	// verdict names (the enforcing levels are told apart by clusterCount).
 	Kind string `json:"kind,omitempty"`
+	// ResultRules: the policy has a result rule (or one claiming another
+	// phase than call): an Audit policy without one lets every result go
+	// on, as the engine's shadow evaluation of it does.
+	ResultRules bool `json:"resultRules,omitempty"`
 }
 
 type ruleData struct {
@@ -196,6 +200,9 @@ type data struct {
 	// export with a detect condition (DetectData).
 	Detectors     map[string]string `json:"detectors,omitempty"`
 	IBANCountries string            `json:"ibanCountries,omitempty"`
+	// ResultRules: an enforcing policy has a result rule. Without one,
+	// every result goes on (allow), whatever the call rules say.
+	ResultRules bool `json:"resultRules,omitempty"`
 	FrozenAgents map[string][]frozenData `json:"frozenAgents"`
 	// FrozenAll are the freezes of every agent (allAgents); left out
 	// when there are none, so exports without one are unchanged.
@@ -232,6 +239,7 @@ func Export(b engine.Bundle) (*Bundle, error) {
 	d := data{Policies: []policyData{}, CompileErrors: []int{}, TieredPolicies: []int{}, FrozenAgents: map[string][]frozenData{}, Fold: map[string]string{}}
 	d.Exceptions, g.exempt = exceptions(b.Exceptions, order)
 	g.folds = len(d.Exceptions) > 0
+	g.phases = slices.ContainsFunc(order, func(p engine.Policy) bool { return slices.ContainsFunc(p.Rules, isResultRule) })
 	for pi := range order {
 		shadow := pi >= enforcing
 		pd, err := g.policy(pi, &order[pi], shadow)
@@ -251,6 +259,10 @@ func Export(b engine.Bundle) (*Bundle, error) {
 			continue
 		case pd.CompileError != "":
 			d.CompileErrors = append(d.CompileErrors, pi)
+		}
+		d.ResultRules = d.ResultRules || pd.ResultRules
+		switch {
+		case pd.CompileError != "":
 		case pd.Tiered:
 			d.TieredPolicies = append(d.TieredPolicies, pi)
 		}
@@ -316,7 +328,15 @@ func Export(b engine.Bundle) (*Bundle, error) {
 	if d.ClusterCount > 0 || len(d.Shadows) > 0 || len(d.Exceptions) > 0 {
 		decided = "_shadowed(_decided)"
 	}
-	fmt.Fprintf(&src, decisionRule, decided)
+	// A result evaluation of a bundle whose enforcing policies have no
+	// result rule lets the result go on, whatever the call rules say.
+	results := ""
+	if !d.ResultRules {
+		results = ` else := _shadowed(_result("allow", "allow", null, null, null, null, null, null, [])) if {
+	_result_phase
+}`
+	}
+	fmt.Fprintf(&src, decisionRule, results, decided)
 	src.WriteString(runtime)
 	if g.detects {
 		src.WriteString("\n" + DetectRego)
@@ -425,6 +445,10 @@ type gen struct {
 	groups    int
 	negations int
 	detects   bool // a condition uses detect: the export carries detect.rego
+	// phases: some rule is a result rule, so every rule states its phase
+	// (_result_phase or not); without one, no rule does, and exports are
+	// as they were.
+	phases bool
 	// pending are helper rules of the rule being written, written after it.
 	pending strings.Builder
 }
@@ -451,7 +475,7 @@ func (g *gen) policy(pi int, raw *engine.Policy, shadow bool) (policyData, error
 	p := raw.WithDefaults()
 	g.pi = pi
 	pd := policyData{ID: p.ID, Version: p.Version, Tiered: p.Tiered(), Rules: []ruleData{},
-		DefaultDeny: p.DefaultEffect == string(engine.Deny)}
+		DefaultDeny: p.DefaultEffect == string(engine.Deny), ResultRules: slices.ContainsFunc(p.Rules, isResultRule)}
 	if p.Cluster() {
 		pd.Kind = engine.KindClusterPolicy
 	}
@@ -592,6 +616,11 @@ func (g *gen) resourceRule(p *engine.Policy, r *engine.Rule, pi, ri, rank int) e
 			targets = append(targets, "input.tool_name in "+stringSet(t.Tools))
 		}
 	}
+	if isResultRule(*r) {
+		// A result no rule judged goes on: result rules bind no resource
+		// to an implicit deny (nor count for a call's).
+		return g.rule(p, r, modeResource, fmt.Sprintf("rhit contains [%d, i, %d, %d]", pi, rank, ri), ri, rank, bind)
+	}
 	g.heads["rbound"] = true
 	fmt.Fprintf(&g.out, "rbound contains [%d, i] if {\n", pi)
 	for _, l := range append(splitLines(bind), targets...) {
@@ -605,6 +634,13 @@ func (g *gen) resourceRule(p *engine.Policy, r *engine.Rule, pi, ri, rank int) e
 // possible=false when a filter can never hold there.
 func (g *gen) body(p *engine.Policy, r *engine.Rule, m mode) ([]string, bool, error) {
 	var out []string
+	switch {
+	case !g.phases:
+	case isResultRule(*r):
+		out = append(out, "_result_phase")
+	default:
+		out = append(out, "not _result_phase")
+	}
 	// A deny or an ask also holds when an identity it is scoped by is
 	// missing: missing identity never lifts a deny or skips an approval.
 	restrictive := engine.Effect(r.Effect) == engine.EffectDeny || engine.Effect(r.Effect) == engine.EffectAsk
@@ -789,6 +825,11 @@ func (g *gen) group(p *engine.Policy, r *engine.Rule, members []engine.Condition
 	g.out.WriteString(defs.String())
 	return call, nil
 }
+
+// isResultRule tells whether r runs in result evaluations: phase result,
+// or another phase than call (then its policy does not compile, and a
+// result evaluation must reach it to deny), as the engine splits them.
+func isResultRule(r engine.Rule) bool { return r.Phase != "" && r.Phase != engine.PhaseCall }
 
 // readsResource tells whether conditions read the resource under
 // evaluation (r): paths rooted at resource, in a per-resource evaluation.

@@ -102,6 +102,8 @@ decision := d if {
 	d := _frozen
 } else := _shadowed(_result("deny", "deny", null, null, null, null, "NO_POLICIES", "the bundle has no policies", [])) if {
 	data.toolgate.policyCount == 0
+} else := _shadowed(_result("allow", "allow", null, null, null, null, null, null, [])) if {
+	_result_phase
 } else := _scan
 
 # ---------------------------------------------------------------------------
@@ -543,7 +545,11 @@ _kind_of(pi) := k if {
 	k := data.toolgate.policies[pi].kind
 } else := ""
 
-_alone(pi) := {"decision": "deny", "rule": null} if {
+_alone(pi) := {"decision": "allow", "rule": null} if {
+	# A result, for an Audit policy without result rules, goes on.
+	_result_phase
+	not data.toolgate.policies[pi].resultRules
+} else := {"decision": "deny", "rule": null} if {
 	data.toolgate.policies[pi].compileError != ""
 } else := v if {
 	ri := min({h[1] | some h in shadow_hit; h[0] == pi; _rule(pi, h[1]).effect == "deny"})
