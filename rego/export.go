@@ -195,14 +195,14 @@ type data struct {
 	// Asks is whether any rule (enforcing or Audit) asks or redacts (both
 	// stick: _sticky): the scan looks for such a verdict only then, so
 	// exports without them are unchanged and cost OPA nothing more.
-	Asks         bool                    `json:"asks,omitempty"`
+	Asks bool `json:"asks,omitempty"`
 	// Detectors and IBANCountries are what detect.rego reads, in an
 	// export with a detect condition (DetectData).
 	Detectors     map[string]string `json:"detectors,omitempty"`
 	IBANCountries string            `json:"ibanCountries,omitempty"`
 	// ResultRules: an enforcing policy has a result rule. Without one,
 	// every result goes on (allow), whatever the call rules say.
-	ResultRules bool `json:"resultRules,omitempty"`
+	ResultRules  bool                    `json:"resultRules,omitempty"`
 	FrozenAgents map[string][]frozenData `json:"frozenAgents"`
 	// FrozenAll are the freezes of every agent (allAgents); left out
 	// when there are none, so exports without one are unchanged.

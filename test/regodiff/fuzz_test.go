@@ -65,7 +65,7 @@ type gen struct {
 	resulty bool
 }
 
-func (g *gen) n(k int) int         { return g.r.IntN(k) }
+func (g *gen) n(k int) int { return g.r.IntN(k) }
 
 // bad is a mistake's chance, pct in 100; a quarter of it in resulty
 // bundles, whose rules have more to get wrong.
