@@ -297,3 +297,32 @@ func TestCastToNumberDoesNotAllocate(t *testing.T) {
 		t.Errorf("Evaluate allocates %v times per call", n)
 	}
 }
+
+// TestCastToNumberExplanation: a result rule's explanation of a cast
+// condition on a field that is no number says why, never the value.
+func TestCastToNumberExplanation(t *testing.T) {
+	t.Parallel()
+	c := mustCompile(t, Bundle{Policies: []Policy{{ID: "p", Rules: []Rule{{ID: "big", Effect: "deny", Phase: PhaseResult,
+		Conditions: []Condition{{Field: "output.structured.rows", Operator: "gt", Value: raw("1e3"), CastToNumber: true}}}}}}})
+	for rows, want := range map[string]string{
+		`"0x10"`:   "condition 1: output.structured.rows gt does not hold: castToNumber: the field is not a decimal number (hex, inf, NaN, underscores and empty strings never are)",
+		`true`:     "condition 1: output.structured.rows gt does not hold: castToNumber: the field is a boolean, not a number",
+		`" +5e3 "`: "",
+	} {
+		req := decodedRequest(t, `{"tool_name":"q","output":{"structured":{"rows":`+rows+`}}}`)
+		res := c.Evaluate(req, EvalOptions{Phase: PhaseResult})
+		if len(res.Explanations) != 1 {
+			t.Fatalf("%s: explanations %+v", rows, res.Explanations)
+		}
+		x := res.Explanations[0]
+		if want == "" {
+			if !x.Passed || res.Decision != Deny {
+				t.Errorf("%s: %+v, decision %s", rows, x, res.Decision)
+			}
+			continue
+		}
+		if x.Passed || x.Sentence != want || strings.Contains(x.Sentence, strings.Trim(rows, `"`)) {
+			t.Errorf("%s: explanation %q, want %q", rows, x.Sentence, want)
+		}
+	}
+}
