@@ -280,8 +280,9 @@ var originalTools = []string{"delete_file", "echo", "pay", "query", "read_file",
 // description at runtime, the SDK client's ListTools no longer shows it
 // and its call is denied TOOL_DEFINITION_CHANGED without reaching the
 // server; a tool added unpinned is hidden and denied under strict; each
-// drift is counted once however often listed; with pinning: warn nothing
-// is hidden. Both protocol versions.
+// drift is counted once however often listed; with pinning: warn the
+// unpinned tool is shown and called, the changed one still hidden and
+// denied. Both protocol versions.
 func TestPinnedToolsThroughTheProxy(t *testing.T) {
 	for _, version := range pinVersions {
 		t.Run(version, func(t *testing.T) {
@@ -345,17 +346,18 @@ func TestPinnedToolsThroughTheProxy(t *testing.T) {
 				}
 			}
 
-			// warn: the same drift is shown and called.
+			// warn: the unpinned tool is shown and called; the changed one
+			// stays hidden and denied.
 			if err := os.WriteFile(filepath.Join(dir, "upstream.yaml"), []byte(upstreamManifests(upstream, pins, "warn")["upstream.yaml"]), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			writeBundle(t, dir, bundleFile)
-			testenv.Eventually(t, "the warn bundle served: read_file listed again", func() (bool, string) {
+			testenv.Eventually(t, "the warn bundle served: exfiltrate listed", func() (bool, string) {
 				got := listedTools(t, cs)
-				return slices.Equal(got, []string{"delete_file", "echo", "exfiltrate", "pay", "query", "read_file", "route", "stream"}), fmt.Sprint(got)
+				return slices.Equal(got, []string{"delete_file", "echo", "exfiltrate", "pay", "query", "route", "stream"}), fmt.Sprint(got)
 			})
-			if text, isErr, _ := callPinned(t, cs, "read_file"); isErr || text != "read_file /etc/motd" {
-				t.Errorf("read_file (as changed) under warn: %q (error %v)", text, isErr)
+			if text, isErr, _ := callPinned(t, cs, "read_file"); !isErr || text != changedText {
+				t.Errorf("read_file (as changed) under warn: %q (error %v), want %q", text, isErr, changedText)
 			}
 			if text, isErr, _ := callPinned(t, cs, "exfiltrate"); isErr || text != "exfiltrate /etc/motd" {
 				t.Errorf("exfiltrate under warn: %q (error %v)", text, isErr)

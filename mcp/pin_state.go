@@ -18,8 +18,9 @@ import (
 // bundle (engine.UpstreamPins, by its name) has every tools/list answer
 // the proxy relays, and every one it makes itself, checked tool by tool:
 // the digest of each definition listed is remembered, and a drifted tool
-// (changed, or not pinned) is hidden from the list and its calls denied
-// TOOL_DEFINITION_CHANGED under strict pinning, only reported under warn.
+// is hidden from the list and its calls denied TOOL_DEFINITION_CHANGED when
+// its definition changed, and when it has no pin under strict pinning
+// (warn only reports those).
 // A call to a tool whose definition the proxy has not seen yet (the
 // client listed before the sidecar started, or never) makes the proxy list
 // the upstream's tools itself first, as for a schema (params_learn.go);
@@ -187,7 +188,7 @@ func (ps *pinState) observe(tool json.RawMessage) (hide bool) {
 // driftMessage is a drift as the log, the Event and the docs say it.
 func driftMessage(upstream, tool string, d pin.Drift, mode string) string {
 	what := "hidden from tools/list and its calls denied " + string(pin.Code)
-	if mode == pin.Warn {
+	if mode == pin.Warn && d == pin.Unpinned {
 		what = "not hidden (pinning: warn)"
 	}
 	if d == pin.Unpinned {
@@ -226,8 +227,8 @@ func (r *driftReport) toolLabel(upstream, tool string) string {
 	return tool
 }
 
-// denyCall is the deny of a call to tool when its definition drifted and
-// the pins are strict; false lets the call be decided as any other.
+// denyCall is the deny of a call to tool when its definition changed, or
+// it has no pin and the pins are strict; false lets the call be decided as any other.
 func (ps *pinState) denyCall(tool string) (engine.Result, bool) {
 	set := ps.set.Load()
 	if set == nil {

@@ -41,7 +41,8 @@ func pinnedState(t *testing.T, mode string, tools map[string]string) (*pinState,
 
 // TestPinStateReportsEachDriftOnce: a drift is reported (Event, metric)
 // once per tool and definition however often it is listed, again when the
-// definition changes again; strict hides and denies it, warn does not.
+// definition changes again; a changed definition is hidden and denied
+// under both modes, an unpinned tool under strict only.
 func TestPinStateReportsEachDriftOnce(t *testing.T) {
 	tool := []byte(`{"name":"read_file","description":"read a file","inputSchema":{"type":"object"}}`)
 	_, digest, err := pin.Digest(tool)
@@ -58,7 +59,7 @@ func TestPinStateReportsEachDriftOnce(t *testing.T) {
 		again := []byte(strings.Replace(string(tool), "read a file", "read a file and post it", 1))
 		added := []byte(`{"name":"exfiltrate","inputSchema":{"type":"object"}}`)
 		for range 3 {
-			if hid := ps.observe(changed); hid != (mode == pin.Strict) {
+			if hid := ps.observe(changed); !hid {
 				t.Errorf("%s: changed definition hidden %v", mode, hid)
 			}
 			if hid := ps.observe(added); hid != (mode == pin.Strict) {
@@ -66,7 +67,7 @@ func TestPinStateReportsEachDriftOnce(t *testing.T) {
 			}
 		}
 		res, denied := ps.denyCall("read_file")
-		if denied != (mode == pin.Strict) || (denied && (res.Decision != engine.Deny || res.Code != pin.Code || !strings.Contains(res.Reason, `tool "read_file" of MCP upstream "files" is not the one pinned`))) {
+		if !denied || (denied && (res.Decision != engine.Deny || res.Code != pin.Code || !strings.Contains(res.Reason, `tool "read_file" of MCP upstream "files" is not the one pinned`))) {
 			t.Errorf("%s: the changed tool's call: %+v denied %v", mode, res, denied)
 		}
 		ps.observe(again)

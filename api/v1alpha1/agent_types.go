@@ -29,11 +29,12 @@ const (
 type Pinning string
 
 const (
-	// PinningStrict hides a changed or unpinned tool from tools/list and
-	// denies its calls TOOL_DEFINITION_CHANGED; every drift is reported.
+	// PinningStrict hides a tool without a pin from tools/list and denies
+	// its calls TOOL_DEFINITION_CHANGED; every drift is reported.
 	PinningStrict Pinning = "strict"
-	// PinningWarn hides and denies nothing: every drift is reported (an
-	// Event on the MCPUpstream and a metric), for rolling pins out.
+	// PinningWarn shows a tool without a pin and reports it (an Event on
+	// the MCPUpstream and a metric). A pinned tool whose definition
+	// changed is hidden and denied under both.
 	PinningWarn Pinning = "warn"
 )
 
@@ -190,15 +191,16 @@ type MCPUpstreamSpec struct {
 	// definition changed is hidden and its calls are denied
 	// TOOL_DEFINITION_CHANGED, and so is a tool with no pin (unless
 	// pinning is warn). Each drift is reported once, as an Event on this
-	// MCPUpstream and in toolgate_mcp_tool_drift_total.
+	// MCPUpstream and in toolgate_sidecar_mcp_tool_drift_total.
 	// +optional
 	// +kubebuilder:validation:MinProperties=1
 	// +kubebuilder:validation:MaxProperties=512
 	// +kubebuilder:validation:XValidation:rule="self.all(name, name.size() <= 128 && name.matches('^[A-Za-z0-9_.-]+$'))",message="a tool name must be 1-128 of A-Z, a-z, 0-9, '_', '-' or '.', as MCP names tools"
 	PinnedTools map[string]ToolDigest `json:"pinnedTools,omitempty"`
 
-	// pinning is what happens to a tool that drifts from pinnedTools:
-	// strict hides it and denies its calls, warn only reports it. It
+	// pinning is what happens to a tool pinnedTools does not pin: strict
+	// hides it and denies its calls, warn only reports it (a pinned tool
+	// whose definition changed is hidden under both). It
 	// defaults to strict whenever pinnedTools is set (the bundle states
 	// the mode applied), and needs pinnedTools.
 	// +optional

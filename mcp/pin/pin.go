@@ -24,9 +24,10 @@ const Code engine.Code = "TOOL_DEFINITION_CHANGED"
 
 // Modes of a set of pins: what a drift does.
 const (
-	// Strict hides a drifted tool and denies its calls.
+	// Strict hides a tool without a pin and denies its calls.
 	Strict = "strict"
-	// Warn only reports a drift.
+	// Warn shows a tool without a pin and only reports it. A pinned tool
+	// whose definition changed is hidden under both.
 	Warn = "warn"
 )
 
@@ -159,9 +160,12 @@ func (s *Set) DriftOf(name, digest string) Drift {
 	return None
 }
 
-// Hides tells whether a drift hides the tool and denies its calls: any
-// drift under Strict, none under Warn.
-func (s *Set) Hides(d Drift) bool { return d != None && s.Mode != Warn }
+// Hides tells whether a drift hides the tool and denies its calls: a
+// pinned tool whose definition changed always (its pin says what was
+// reviewed, and this is not it), a tool without a pin under Strict only:
+// Warn lets an upstream add tools while still holding the pinned ones to
+// their review.
+func (s *Set) Hides(d Drift) bool { return d == Changed || (d == Unpinned && s.Mode != Warn) }
 
 // Reason is what a denied call is told: the tool, the upstream and how it
 // drifted.

@@ -104,7 +104,7 @@ func TestDriftOf(t *testing.T) {
 		if got != tc.want {
 			t.Errorf("DriftOf(%s, %s) = %q, want %q", tc.name, tc.digest, got, tc.want)
 		}
-		if strict.Hides(got) != (got != None) || warn.Hides(got) {
+		if strict.Hides(got) != (got != None) || warn.Hides(got) != (got == Changed) {
 			t.Errorf("%s: strict hides %v, warn hides %v", got, strict.Hides(got), warn.Hides(got))
 		}
 	}
