@@ -143,7 +143,7 @@ func run(ctx context.Context, c config) error {
 			return err
 		}
 		var cmd *exec.Cmd
-		if cmd, _, baselineAddr, err = startSidecar(dir, "toolgate-base", "bundle.json", bundleOf(c.rules), endpoint, c.decisionLog); err != nil {
+		if cmd, _, baselineAddr, err = startSidecar(dir, "toolgate-base", "bundle-base.json", bundleOf(c.rules), endpoint, c.decisionLog); err != nil {
 			return err
 		}
 		defer stop(cmd)
@@ -217,7 +217,7 @@ func run(ctx context.Context, c config) error {
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "read_file", Arguments: args})
 		took := time.Since(start)
 		if err == nil && res.IsError {
-			err = errors.New("the call was denied or failed")
+			err = fmt.Errorf("the call was denied or failed: %s", resultText(res))
 		}
 		return took, err
 	}
@@ -605,4 +605,15 @@ func buildAt(dir, rev, name string) error {
 		return fmt.Errorf("building toolgate at %s: %w\n%s", rev, err, out)
 	}
 	return nil
+}
+
+// resultText is what a failed call's result says.
+func resultText(res *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, t.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
 }
