@@ -194,7 +194,7 @@ measure-sidecar: ## Load a sidecar with a 1000-rule bundle over loopback: throug
 	go run ./test/loadgen -self
 
 .PHONY: measure-mcp
-measure-mcp: ## tools/call with a 1 KiB argument, 10,000 calls, direct vs through the sidecar's MCP proxy (real processes): added p50/p99 (target <= 200us / 1ms).
+measure-mcp: ## tools/call with a 1 KiB argument and result, 10,000 calls, direct vs through the sidecar's MCP proxy without and with 10 result rules (real processes): added p50/p99 side by side (target <= 200us / 1ms).
 	go run ./test/mcplatency
 
 .PHONY: measure-clients

@@ -28,19 +28,19 @@ func rule(r *v1alpha1.Rule) engine.Rule {
 	}
 	for i := range r.Conditions {
 		c := &r.Conditions[i]
-		ec := leaf(c.Field, c.Operator, c.Value, c.Values)
+		ec := leaf(c.Field, c.Operator, c.Value, c.Values, c.CastToNumber)
 		if c.Any != nil {
 			ec.Any = make([]engine.Condition, 0, len(c.Any))
 		}
 		for j := range c.Any {
 			a := &c.Any[j]
-			ea := leaf(a.Field, a.Operator, a.Value, a.Values)
+			ea := leaf(a.Field, a.Operator, a.Value, a.Values, a.CastToNumber)
 			if a.All != nil {
 				ea.All = make([]engine.Condition, 0, len(a.All))
 			}
 			for k := range a.All {
 				l := &a.All[k]
-				ea.All = append(ea.All, leaf(l.Field, l.Operator, l.Value, l.Values))
+				ea.All = append(ea.All, leaf(l.Field, l.Operator, l.Value, l.Values, l.CastToNumber))
 			}
 			ec.Any = append(ec.Any, ea)
 		}
@@ -50,8 +50,8 @@ func rule(r *v1alpha1.Rule) engine.Rule {
 }
 
 // leaf converts the test part every condition level shares.
-func leaf(field string, op v1alpha1.Operator, value *apiextensionsv1.JSON, values []apiextensionsv1.JSON) engine.Condition {
-	out := engine.Condition{Field: field, Operator: string(op)}
+func leaf(field string, op v1alpha1.Operator, value *apiextensionsv1.JSON, values []apiextensionsv1.JSON, castToNumber bool) engine.Condition {
+	out := engine.Condition{Field: field, Operator: string(op), CastToNumber: castToNumber}
 	if value != nil {
 		out.Value = value.Raw
 	}

@@ -25,6 +25,9 @@ type MCPStdioOptions struct {
 	deciderFlags
 	// Server is the requests' server field: the name policies match.
 	Server string
+	// MaxResultBytes is the most of a server's answer held to judge a
+	// result (--max-result-bytes).
+	MaxResultBytes int
 	// Pins is a file of the server's pinned tool definitions (`toolgate
 	// mcp pin` output, or its MCPUpstream manifest).
 	Pins string
@@ -58,7 +61,9 @@ func newMCPStdioCommand() *cobra.Command {
 			"the agent's MCP configuration; it exits with the server's status. With --bundle-dir it decides\n" +
 			"locally from manifests (or a bundle document) instead, re-read every second, and says each\n" +
 			"deny on stderr, since no sidecar logs it. With --pins it checks the server's tools against their\n" +
-			"pinned definitions as the HTTP proxy does (docs/pinning.md).",
+			"pinned definitions as the HTTP proxy does (docs/pinning.md). When the policies have result rules,\n" +
+			"the server's tools/call results are judged before the agent reads them (deny withholds, redact\n" +
+			"rewrites), each held at most --max-result-bytes.",
 		Example: `  toolgate mcp stdio --server files -- npx -y @modelcontextprotocol/server-filesystem /srv
   toolgate mcp stdio --server files --bundle-dir policies/ -- npx -y @modelcontextprotocol/server-filesystem /srv
   {"mcpServers": {"files": {"command": "toolgate", "args": ["mcp", "stdio", "--server", "files", "--", "npx", "-y", "@modelcontextprotocol/server-filesystem", "/srv"]}}}`,
@@ -68,6 +73,7 @@ func newMCPStdioCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&o.Server, "server", "", "the server field of the calls' requests: the name policies match (required)")
+	cmd.Flags().IntVar(&o.MaxResultBytes, "max-result-bytes", mcp.DefaultMaxResultBytes, "bytes of a tools/call answer held to judge its result (from 1 KiB to 1 GiB); past it the result is judged on what was held as if every condition on its text matched, and withheld if that denies or redacts it")
 	cmd.Flags().StringVar(&o.Pins, "pins", "", "the server's pinned tool definitions: the pinnedTools `toolgate mcp pin --stdio` prints, or the server's MCPUpstream manifest; a tool that drifts from them is hidden and its calls denied (pinning: warn only reports it)")
 	o.register(cmd, "agent_id of the requests, where a call's _meta names none (a sidecar's binding wins)")
 	return cmd
@@ -83,6 +89,9 @@ func runMCPStdio(cmd *cobra.Command, o *MCPStdioOptions, args []string, s stream
 	if err := o.check(cmd.CommandPath()); err != nil {
 		return err
 	}
+	if err := mcp.CheckMaxResultBytes(o.MaxResultBytes); err != nil {
+		return exitcode.Usagef("%s: %v", cmd.CommandPath(), err)
+	}
 	pins, err := readPinsFlag(cmd.CommandPath(), o.Pins, o.Server)
 	if err != nil {
 		return err
@@ -96,6 +105,8 @@ func runMCPStdio(cmd *cobra.Command, o *MCPStdioOptions, args []string, s stream
 	defer tracing.Flush(ctx, shutdown)
 	var decide mcp.Decider
 	var wait mcp.Waiter // only a sidecar can hold a call for a person
+	var judge mcp.ResultJudge
+	var judges func() bool
 	if o.BundleDir != "" {
 		guard, err := local.New(local.Options{BundlePath: o.BundleDir, ServiceAccount: o.ServiceAccount})
 		if err != nil {
@@ -117,6 +128,27 @@ func runMCPStdio(cmd *cobra.Command, o *MCPStdioOptions, args []string, s stream
 				}
 				_ = json.Unmarshal(request, &call)
 				fmt.Fprintf(s.err, "toolgate mcp stdio: %s\n", explain(&res.Result, call.ToolName))
+			}
+			return res.Result, decisionJSON(res)
+		}
+		judges = guard.HasResultRules
+		judge = func(_ context.Context, request []byte, truncated bool) (engine.Result, []byte) {
+			var res client.Result
+			if req, err := engine.DecodeRequest(request); err != nil {
+				res.Decision, res.Effect, res.Reason = engine.Deny, engine.EffectDeny, "the result cannot be judged: "+err.Error()
+			} else {
+				res = guard.JudgeRequest(req, truncated)
+			}
+			if res.Decision == engine.Deny || res.Effect == engine.EffectRedact {
+				var call struct {
+					ToolName string `json:"tool_name"`
+				}
+				_ = json.Unmarshal(request, &call)
+				what := explain(&res.Result, call.ToolName)
+				if res.Effect == engine.EffectRedact {
+					what = fmt.Sprintf("toolgate redacted %s's result: rule %s (policy %s): %s", call.ToolName, res.MatchedRuleID, res.MatchedPolicyID, res.Reason)
+				}
+				fmt.Fprintf(s.err, "toolgate mcp stdio: result: %s\n", what)
 			}
 			return res.Result, decisionJSON(res)
 		}
@@ -149,8 +181,22 @@ func runMCPStdio(cmd *cobra.Command, o *MCPStdioOptions, args []string, s stream
 			}
 			return res.Result, decisionJSON(res)
 		}
+		// Results are judged by the sidecar too (a request with "output"
+		// runs its result rules, or none). It judges whole outputs only, so
+		// one past --max-result-bytes is withheld: the guard cannot tell it
+		// the text it holds is not all.
+		judge = func(ctx context.Context, request []byte, truncated bool) (engine.Result, []byte) {
+			if truncated {
+				res := client.Result{}
+				res.Decision, res.Effect, res.Reason = engine.Deny, engine.EffectDeny,
+					"the sidecar judges whole results, and this one is larger than --max-result-bytes"
+				return res.Result, decisionJSON(res)
+			}
+			return decide(ctx, request)
+		}
 	}
-	code, err := mcp.RunStdio(ctx, mcp.StdioOptions{Server: o.Server, AgentID: o.AgentID, Command: args, Decide: decide, Wait: wait, Pins: pins},
+	code, err := mcp.RunStdio(ctx, mcp.StdioOptions{Server: o.Server, AgentID: o.AgentID, Command: args, Decide: decide, Wait: wait, Pins: pins,
+		Judge: judge, JudgesResults: judges, MaxResultBytes: o.MaxResultBytes},
 		s.in, s.out, s.err)
 	if err != nil || code != 0 {
 		return &exitcode.Error{Code: code, Err: err} // the server's status, or 2 when it could not start

@@ -36,6 +36,11 @@ func TestMCPStdioCommandLine(t *testing.T) {
 		{[]string{"mcp", "stdio", "--server", "files", "--bundle-dir", "-", "--", "true"}, 2, "stdin carries the agent's messages"},
 		{[]string{"mcp", "stdio", "--server", "files", "--bundle-dir", "/nonexistent/policies", "--", "true"}, 2, "--bundle-dir /nonexistent/policies:"},
 		{[]string{"mcp", "stdio", "--server", "files", "--bundle-dir", samplesDir, "--", "true"}, 0, ""},
+		{[]string{"mcp", "stdio", "--server", "files", "--max-result-bytes", "0", "--bundle-dir", samplesDir, "--", "true"}, 2, "--max-result-bytes must be from 1024 to 1073741824, not 0"},
+		{[]string{"mcp", "stdio", "--server", "files", "--max-result-bytes", "1023", "--", "true"}, 2, "--max-result-bytes must be from 1024"},
+		{[]string{"mcp", "stdio", "--server", "files", "--max-result-bytes", "2147483648", "--", "true"}, 2, "--max-result-bytes must be from 1024"},
+		{[]string{"mcp", "stdio", "--server", "files", "--max-result-bytes", "4Mi", "--", "true"}, 2, "invalid argument"},
+		{[]string{"mcp", "stdio", "--server", "files", "--max-result-bytes", "1024", "--bundle-dir", samplesDir, "--", "true"}, 0, ""},
 	} {
 		o := runBinary(t, "", nil, c.args...)
 		if o.code != c.code || !strings.Contains(o.stderr, c.want) || (c.want == "" && o.stderr != "") {

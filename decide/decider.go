@@ -195,6 +195,18 @@ func (d *Decider) Decide(req engine.Request, explain bool, ev *decisionlog.Event
 // or redacting the output as the result says) and records the decision
 // with Commit, as for a call.
 func (d *Decider) DecideResult(req engine.Request, explain bool, ev *decisionlog.Event) (engine.Result, *State) {
+	return d.decideResult(req, explain, ev, false)
+}
+
+// DecideResultTruncated is DecideResult for an output the caller could
+// not hold whole (the MCP proxy's --max-result-bytes): its text is what
+// was held, and every condition on output.text or output.structured holds
+// (engine.EvalOptions.OutputTruncated).
+func (d *Decider) DecideResultTruncated(req engine.Request, explain bool, ev *decisionlog.Event) (engine.Result, *State) {
+	return d.decideResult(req, explain, ev, true)
+}
+
+func (d *Decider) decideResult(req engine.Request, explain bool, ev *decisionlog.Event, truncated bool) (engine.Result, *State) {
 	st := d.state.Load()
 	d.bind(&st.binding, req, ev)
 	if ev != nil {
@@ -204,7 +216,7 @@ func (d *Decider) DecideResult(req engine.Request, explain bool, ev *decisionlog
 		return unregistered(st), st
 	}
 	res := st.Compiled.Evaluate(req, engine.EvalOptions{Explain: explain, MaxTrace: d.cfg.MaxTrace,
-		ServiceAccount: st.ServiceAccount, Now: d.cfg.Now, Phase: engine.PhaseResult})
+		ServiceAccount: st.ServiceAccount, Now: d.cfg.Now, Phase: engine.PhaseResult, OutputTruncated: truncated})
 	if res.TraceTruncated {
 		d.metrics.TraceTruncated.Inc()
 	}

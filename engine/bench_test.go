@@ -195,6 +195,12 @@ func BenchmarkEvaluate(b *testing.B) {
 		req := Request{"tool_name": "Bash", "input": map[string]any{"command": strings.Repeat("echo hello world; ", 57)[:1024]}}
 		run(b, c, req, Allow)
 	})
+	// Issue 28: 100 castToNumber rules over numeric strings (" +5e3 "),
+	// every one checked; none allocates.
+	b.Run("cast/rules=100", func(b *testing.B) {
+		c := mustCompile(b, castBundle(100))
+		run(b, c, castBenchRequest, Allow)
+	})
 	b.Run("frozen=10000", func(b *testing.B) {
 		bundle := Bundle{Policies: []Policy{{ID: "p", DefaultEffect: "allow", Rules: []Rule{{ID: "all", Effect: "allow"}}}}}
 		exp := time.Now().Add(time.Hour)

@@ -81,8 +81,16 @@ func (b *Bundle) usesAsk() bool {
 // 28's additions extends it.
 func (b *Bundle) usesResults() bool {
 	return len(b.Pins) > 0 || slices.ContainsFunc(b.Policies, func(p Policy) bool {
-		return slices.ContainsFunc(p.Rules, func(r Rule) bool { return r.usesResults() })
+		return slices.ContainsFunc(p.Rules, func(r Rule) bool {
+			return r.usesResults() || slices.ContainsFunc(r.Conditions, Condition.castsToNumber)
+		})
 	})
+}
+
+// castsToNumber tells whether c or a member of its groups has
+// castToNumber.
+func (c Condition) castsToNumber() bool {
+	return c.CastToNumber || slices.ContainsFunc(c.Any, Condition.castsToNumber) || slices.ContainsFunc(c.All, Condition.castsToNumber)
 }
 
 // usesGateway tells whether p needs version 2 to be read as written.
@@ -214,6 +222,10 @@ type Condition struct {
 	Values   []json.RawMessage `json:"values,omitempty"`
 	Any      []Condition       `json:"any,omitzero"`
 	All      []Condition       `json:"all,omitzero"`
+	// CastToNumber reads the field, and Value or each of Values, as
+	// numbers before comparing (eq, neq, in, not_in, gt, gte, lt, lte):
+	// see castNumber.
+	CastToNumber bool `json:"castToNumber,omitempty"`
 }
 
 // FrozenAgent denies everything to one agent until it expires. It names the

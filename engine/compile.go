@@ -176,6 +176,10 @@ type ccond struct {
 	members stringSet // in/not_in's values, stringified
 	matcher *matcher
 	sub     []ccond // the members of an any or all group
+	// cast is castToNumber: value.num, or nums for in and not_in (sorted),
+	// hold the value read as a number.
+	cast bool
+	nums []float64
 	// scanner is a detect test's detectors; an opOutput node's one member
 	// (sub) is the test it wraps.
 	scanner *detect.Scanner
@@ -521,8 +525,8 @@ func toolKeys(r *Rule) []string {
 		return r.Targets.Tools
 	}
 	for _, c := range r.Conditions {
-		if c.Field != FieldToolName {
-			continue
+		if c.Field != FieldToolName || c.CastToNumber {
+			continue // a cast eq "5" also matches " 5": no key names every tool it matches
 		}
 		switch c.Operator {
 		case "eq":

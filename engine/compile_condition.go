@@ -43,6 +43,9 @@ func (k *compiler) conditionTree(d *diagnoser, ri int, rid string, ci int, base 
 	case c.Field != "" || c.Operator != "" || len(c.Value) > 0 || c.Values != nil:
 		fail(At(name), "a group has no field, operator, value or values of its own")
 		return ccond{}, false
+	case c.CastToNumber:
+		fail(At("castToNumber"), "castToNumber belongs on the group's tests, not on the group")
+		return ccond{}, false
 	case depth == 0 && cop == opAll:
 		fail(At("all"), "all at the top level is what conditions already mean: list its members as conditions")
 		return ccond{}, false
@@ -105,6 +108,10 @@ func (k *compiler) condition(d *diagnoser, ri int, rid string, ci int, base Loca
 		fail(At("values"), "set value or values, not both")
 		return cc, false
 	}
+	if c.CastToNumber {
+		checkCastOperand(c, spec, &cc, fail)
+		return cc, ok
+	}
 	operandChecks[spec.kind](k, c, spec, &cc, fail)
 	return cc, ok
 }
@@ -121,6 +128,21 @@ func checkNoOperand(_ *compiler, c *Condition, _ operatorSpec, _ *ccond, fail fa
 // checkListOperand reads values, or value as a one-item list; many values
 // become a set.
 func checkListOperand(_ *compiler, c *Condition, _ operatorSpec, cc *ccond, fail failFunc) {
+	var members []string
+	eachListOperand(c, fail, func(at Location, s scalar) {
+		if !s.isScalar() {
+			fail(at, "must be a string, number or boolean, not %s", s.kind)
+			return
+		}
+		members = append(members, s.str)
+	})
+	cc.members = newStringSet(members)
+}
+
+// eachListOperand calls f on each of in's and not_in's values (value as a
+// one-item list) that is JSON, with its location; it reports a missing or
+// too long list and values that are not JSON.
+func eachListOperand(c *Condition, fail failFunc, f func(at Location, s scalar)) {
 	raws, field := c.Values, At("values")
 	if len(c.Value) > 0 {
 		raws, field = []json.RawMessage{c.Value}, At("value")
@@ -133,7 +155,6 @@ func checkListOperand(_ *compiler, c *Condition, _ operatorSpec, cc *ccond, fail
 		fail(field, "%d values, more than the limit of %d", len(raws), MaxValuesPerList)
 		return
 	}
-	members := make([]string, 0, len(raws))
 	for i, raw := range raws {
 		at := field
 		if len(c.Value) == 0 {
@@ -144,13 +165,8 @@ func checkListOperand(_ *compiler, c *Condition, _ operatorSpec, cc *ccond, fail
 			fail(at, "not valid JSON: %v", err)
 			continue
 		}
-		if !s.isScalar() {
-			fail(at, "must be a string, number or boolean, not %s", s.kind)
-			continue
-		}
-		members = append(members, s.str)
+		f(at, s)
 	}
-	cc.members = newStringSet(members)
 }
 
 // singleOperand reads the one value the scalar, string and number operators

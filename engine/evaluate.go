@@ -615,6 +615,9 @@ func (c *Compiled) traceCondition(s *scratch, cc *ccond, src *Condition, index i
 	if present {
 		tc.Resolved = truncate(Stringify(v), MaxTraceValue)
 	}
+	if cc.cast {
+		tc.CastToNumber, tc.Reason = true, castReason(v, present)
+	}
 	return tc
 }
 
@@ -624,6 +627,9 @@ func (c *Compiled) holds(s *scratch, cc *ccond) bool {
 		return c.groupHolds(s, cc)
 	}
 	v, present := s.value(c, cc.slot)
+	if cc.cast {
+		return castHolds(cc, v, present)
+	}
 	switch cc.op {
 	case opExists:
 		return present

@@ -140,6 +140,9 @@ func (c *Compiled) phrase(s *scratch, cc *ccond, src *Condition) string {
 	}
 	v, present := s.value(c, cc.slot)
 	t := sentence.Test{Field: src.Field, Operator: src.Operator, Value: src.Value, Values: src.Values, Present: present, Held: held}
+	if cc.cast {
+		t.Reason = castReason(v, present)
+	}
 	if present && held != (cc.op == opNotContains) {
 		if sp := leafSpans(cc, s.str(c, cc.slot, v), nil, false); len(sp) > 0 {
 			t.Match = sentence.Span{Start: sp[0].start, Length: sp[0].end - sp[0].start}

@@ -740,6 +740,9 @@ func (g *genSource) gwRequest() map[string]any {
 	if g.intn(3) == 0 {
 		req["tokens"] = pickFrom[any](g, 0.0, 1.0, 50.0, 99.5, 100.0, 101.0, -5.0, "100", nil)
 	}
+	if g.intn(3) != 0 {
+		g.castStrings(req)
+	}
 	return req
 }
 

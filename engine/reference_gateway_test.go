@@ -975,7 +975,7 @@ func refGroupProblems(c Condition, depth int) []string {
 	case c.Any != nil && c.All != nil:
 		return []string{"any and all"}
 	case c.Any != nil:
-		if depth > 0 || len(c.Any) == 0 || c.Field != "" || c.Operator != "" {
+		if depth > 0 || len(c.Any) == 0 || c.Field != "" || c.Operator != "" || c.CastToNumber {
 			return []string{"any"}
 		}
 		var out []string
@@ -984,7 +984,7 @@ func refGroupProblems(c Condition, depth int) []string {
 		}
 		return out
 	case c.All != nil:
-		if depth > 1 || len(c.All) == 0 || c.Field != "" || c.Operator != "" {
+		if depth > 1 || len(c.All) == 0 || c.Field != "" || c.Operator != "" || c.CastToNumber {
 			return []string{"all"}
 		}
 		var out []string

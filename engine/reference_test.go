@@ -105,6 +105,9 @@ func refRuleMatches(r Rule, req map[string]any) bool {
 
 func refHolds(c Condition, req map[string]any) bool {
 	v, present := refResolve(req, c.Field)
+	if c.CastToNumber {
+		return present && refCastHolds(c, v)
+	}
 	switch c.Operator {
 	case "exists":
 		return present
@@ -169,6 +172,76 @@ func refHolds(c Condition, req map[string]any) bool {
 		return found
 	}
 	panic("reference: unknown operator " + c.Operator)
+}
+
+// refCastHolds is a castToNumber condition on a present field: false
+// unless the field reads as a number, whatever the operator.
+func refCastHolds(c Condition, v any) bool {
+	x, ok := refCastValue(v)
+	if !ok {
+		return false
+	}
+	want := func(raw json.RawMessage) float64 {
+		y, ok := refCastValue(refDecode(raw))
+		if !ok {
+			panic("reference: evaluating a cast value that is no number")
+		}
+		return y
+	}
+	switch c.Operator {
+	case "eq":
+		return x == want(c.Value)
+	case "neq":
+		return x != want(c.Value)
+	case "gt":
+		return x > want(c.Value)
+	case "gte":
+		return x >= want(c.Value)
+	case "lt":
+		return x < want(c.Value)
+	case "lte":
+		return x <= want(c.Value)
+	case "in", "not_in":
+		list := c.Values
+		if len(c.Value) > 0 {
+			list = []json.RawMessage{c.Value}
+		}
+		found := false
+		for _, raw := range list {
+			found = found || x == want(raw)
+		}
+		return found == (c.Operator == "in")
+	}
+	panic("reference: castToNumber on " + c.Operator)
+}
+
+// refCastValue: a number, or a string refCast reads.
+func refCastValue(v any) (float64, bool) {
+	switch x := v.(type) {
+	case float64:
+		return x, true
+	case string:
+		return refCast(x)
+	}
+	return 0, false
+}
+
+// refCast reads a string as the issue says: ASCII whitespace trimmed, one
+// '+' before the digits allowed, then a JSON number that fits a float64.
+func refCast(s string) (float64, bool) {
+	s = strings.Trim(s, " \t\n\v\f\r")
+	if rest, ok := strings.CutPrefix(s, "+"); ok {
+		if rest == "" || rest[0] < '0' || rest[0] > '9' {
+			return 0, false
+		}
+		s = rest
+	}
+	var n any
+	if err := json.Unmarshal([]byte(s), &n); err != nil {
+		return 0, false
+	}
+	f, ok := n.(float64)
+	return f, ok
 }
 
 func refDecode(raw json.RawMessage) any {
@@ -435,6 +508,30 @@ func refConditionProblems(c Condition) []string {
 		if !hasValue || hasValues || !valueOK || !ok(value) {
 			bad("value")
 		}
+	}
+	if c.CastToNumber {
+		castable := func(v any) bool { _, ok := refCastValue(v); return ok }
+		switch c.Operator {
+		case "eq", "neq", "gt", "gte", "lt", "lte":
+			single(castable)
+		case "in", "not_in":
+			switch {
+			case hasValue && hasValues:
+				bad("both")
+			case hasValue:
+				single(castable)
+			case len(c.Values) == 0:
+				bad("no values")
+			}
+			for _, raw := range c.Values {
+				if v, ok := refJSON(raw); !ok || !castable(v) {
+					bad("values")
+				}
+			}
+		default:
+			bad("castToNumber on another operator")
+		}
+		return out
 	}
 	switch c.Operator {
 	case "exists", "not_exists", "is_empty", "is_not_empty", "is_valid_json":

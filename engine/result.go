@@ -148,6 +148,10 @@ type TraceCondition struct {
 	Present  bool              `json:"present"`
 	Resolved string            `json:"resolved,omitempty"` // stringified, truncated
 	Held     bool              `json:"held"`
+	// CastToNumber is the condition's; Reason then says why the field is
+	// not a number when it is not one (the condition is false).
+	CastToNumber bool   `json:"castToNumber,omitempty"`
+	Reason       string `json:"reason,omitempty"`
 	// Group is any or all for a group, whose Members are traced in turn.
 	Group   string           `json:"group,omitempty"`
 	Members []TraceCondition `json:"members,omitempty"`

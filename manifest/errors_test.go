@@ -93,7 +93,7 @@ func TestLoadErrors(t *testing.T) {
 			files: map[string]string{"m.yaml": head + "spec:\n  rules:\n  - {id: a, effect: allow}\n  - {id: b, effect: 5}\n"},
 			want: []string{
 				`m.yaml:doc 1: Policy/p: spec.rules[1].effect: Invalid value: "integer": spec.rules[1].effect in body must be of type string: "integer"`,
-				`m.yaml:doc 1: Policy/p: spec.rules[1].effect: Unsupported value: 5: supported values: "allow", "deny", "warn", "audit", "ask"`,
+				`m.yaml:doc 1: Policy/p: spec.rules[1].effect: Unsupported value: 5: supported values: "allow", "deny", "warn", "audit", "ask", "redact"`,
 				`m.yaml:doc 1: Policy/p: Invalid value: null: ` + notChecked,
 			},
 		},
@@ -162,8 +162,8 @@ func TestLoadErrors(t *testing.T) {
 				"    {id: r3, effect: allow}, {id: r4, effect: allow}, {id: r5, effect: allow}, {id: r6, effect: allow},\n" +
 				"    {id: r7, effect: allow}, {id: r8, effect: allow}, {id: r9, effect: allow}, {id: r10, effect: never}]\n"},
 			want: []string{
-				`m.yaml:doc 1: Policy/p: spec.rules[2].effect: Unsupported value: "never": supported values: "allow", "deny", "warn", "audit", "ask"`,
-				`m.yaml:doc 1: Policy/p: spec.rules[10].effect: Unsupported value: "never": supported values: "allow", "deny", "warn", "audit", "ask"`,
+				`m.yaml:doc 1: Policy/p: spec.rules[2].effect: Unsupported value: "never": supported values: "allow", "deny", "warn", "audit", "ask", "redact"`,
+				`m.yaml:doc 1: Policy/p: spec.rules[10].effect: Unsupported value: "never": supported values: "allow", "deny", "warn", "audit", "ask", "redact"`,
 				`m.yaml:doc 1: Policy/p: Invalid value: null: ` + notChecked,
 			},
 		},

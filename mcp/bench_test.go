@@ -31,7 +31,7 @@ func BenchmarkMCPDecideCall(b *testing.B) {
 		if err := checkMCPHeaders(r.Header, paramHeaderNames(r.Header), msgs, batch, &rt.params); err != nil {
 			b.Fatal(err)
 		}
-		if _, ok, _, _ := p.decideCall(r, rt, &msgs[0], len(body)); !ok {
+		if _, ok, _, _ := p.decideCall(r, rt, &msgs[0], len(body), nil); !ok {
 			b.Fatal("denied")
 		}
 	}

@@ -45,6 +45,9 @@ type mcpInfo struct {
 	// told once it is sent, times its way through the proxy.
 	arrived int64
 	held    prometheus.Observer
+	// results are the allowed tools/call requests whose results are
+	// judged (result_proxy.go); nil when the bundle has no result rules.
+	results []*pendingResult
 }
 
 // sent is told that the POST is on its way upstream (written, or handed to
@@ -87,14 +90,16 @@ func mcpInfoOf(ctx context.Context) *mcpInfo {
 // whose argument keys differ from its tool's schema only in case
 // (argkeys.go) is not decided: refused says why, and the POST is
 // answered 400.
-func (p *Proxy) decideCall(r *http.Request, rt *mcpRoute, m *jsonrpc.Message, bodyBytes int) (answer json.RawMessage, allowed bool, logLater *decisionlog.Event, refused string) {
+// keep, when not nil, is given the request of an allowed call, whose
+// result is judged with it.
+func (p *Proxy) decideCall(r *http.Request, rt *mcpRoute, m *jsonrpc.Message, bodyBytes int, keep *engine.Request) (answer json.RawMessage, allowed bool, logLater *decisionlog.Event, refused string) {
 	sub, refusal := subjectOf(m)
-	return p.decideSubject(r, rt, m, sub, refusal, bodyBytes)
+	return p.decideSubject(r, rt, m, sub, refusal, bodyBytes, keep)
 }
 
 // decideSubject decides what m asks (sub, or refusal: why it cannot be
 // decided), as decideCall says.
-func (p *Proxy) decideSubject(r *http.Request, rt *mcpRoute, m *jsonrpc.Message, sub subject, refusal string, bodyBytes int) (answer json.RawMessage, allowed bool, logLater *decisionlog.Event, refused string) {
+func (p *Proxy) decideSubject(r *http.Request, rt *mcpRoute, m *jsonrpc.Message, sub subject, refusal string, bodyBytes int, keep *engine.Request) (answer json.RawMessage, allowed bool, logLater *decisionlog.Event, refused string) {
 	d := p.d
 	ev := decisionlog.Event{At: time.Now(), BodyBytes: bodyBytes, Framework: mcpFramework}
 	ev.TraceID, ev.SpanID = decisionlog.TraceOf(r.Header)
@@ -152,6 +157,9 @@ func (p *Proxy) decideSubject(r *http.Request, rt *mcpRoute, m *jsonrpc.Message,
 	}
 	if d.Settle(r.Context(), &ev, req, &res, st.Revision) {
 		logLater = &ev
+	}
+	if keep != nil {
+		*keep = req
 	}
 	return nil, true, logLater, ""
 }
@@ -322,7 +330,8 @@ func (p *Proxy) answerDenied(w http.ResponseWriter, msgs []jsonrpc.Message, deni
 	_, _ = w.Write(append(out, "]\n"...))
 }
 
-// modifyResponse is where tools/list answers are filtered (list.go).
+// modifyResponse is where tools/list answers are filtered (list.go) and
+// tools/call results judged (result_proxy.go).
 func (p *Proxy) modifyResponse(rt *mcpRoute) func(*http.Response) error {
 	return func(resp *http.Response) error {
 		info := mcpInfoOf(resp.Request.Context())
@@ -333,8 +342,13 @@ func (p *Proxy) modifyResponse(rt *mcpRoute) func(*http.Response) error {
 			// notifications go, and the proxy's; and where a resumed
 			// POST stream replays its answers, tools/list's filtered too.
 			if stream && resp.Request.Method == http.MethodGet {
+				if p.d.State().Compiled.HasResultRules() {
+					p.withholdReplayed(resp) // result_proxy.go
+				}
 				p.watchListStream(resp, rt, nil)
 			}
+		case info.results != nil:
+			return p.judgeResults(rt, resp, info) // tools/list answers too
 		case info.listIDs != nil:
 			return p.filterList(rt, resp, info.listIDs)
 		case info.listenID != nil && stream:

@@ -262,13 +262,22 @@ type sseRewriter struct {
 	pending []byte
 	done    chan struct{}
 	once    sync.Once
+	// limit, when over is set, is the most of one event held: past it the
+	// event so far goes to over (result_proxy.go), which says what to send
+	// instead, or to pass it (and the rest of the event as it is read).
+	limit int
+	over  func(head []byte) (out []byte, pass bool)
 }
 
 // maxSSEEvent bounds one event the rewriter holds.
 const maxSSEEvent = 16 << 20
 
 func newSSERewriter(src io.ReadCloser, rewrite func([]byte) []byte, inject <-chan []byte) *sseRewriter {
-	r := &sseRewriter{src: src, out: make(chan []byte), done: make(chan struct{})}
+	return startSSERewriter(&sseRewriter{src: src}, rewrite, inject)
+}
+
+func startSSERewriter(r *sseRewriter, rewrite func([]byte) []byte, inject <-chan []byte) *sseRewriter {
+	r.out, r.done = make(chan []byte), make(chan struct{})
 	events := make(chan []byte)
 	go r.pump(rewrite, events)
 	go func() {
@@ -321,6 +330,15 @@ func (r *sseRewriter) pump(rewrite func([]byte) []byte, events chan<- []byte) {
 	}
 	for {
 		line, err := br.ReadSlice('\n')
+		if r.over != nil && len(ev)+len(line) > r.limit {
+			ev = append(ev, line...)
+			whole := err == nil && len(bytes.TrimRight(line, "\r\n")) == 0 // its blank line read
+			if !r.overflow(br, ev, err == bufio.ErrBufferFull, whole, events) || (err != nil && err != bufio.ErrBufferFull) {
+				return
+			}
+			ev = nil
+			continue
+		}
 		if err == bufio.ErrBufferFull {
 			// A long data line: keep reading it.
 			ev = append(ev, line...)
@@ -343,6 +361,39 @@ func (r *sseRewriter) pump(rewrite func([]byte) []byte, events chan<- []byte) {
 			}
 		}
 	}
+}
+
+// overflow sends what over makes of an event past the limit (head, read
+// so far; partial: its last line is not whole), then passes the rest of
+// the event on as it is read, or drops it. It tells whether to go on.
+func (r *sseRewriter) overflow(br *bufio.Reader, head []byte, partial, whole bool, events chan<- []byte) bool {
+	out, pass := r.over(head)
+	send := func(b []byte) bool {
+		select {
+		case events <- b:
+			return true
+		case <-r.done:
+			return false
+		}
+	}
+	if !send(out) {
+		return false
+	}
+	for !whole {
+		line, err := br.ReadSlice('\n')
+		blank := !partial && err == nil && len(bytes.TrimRight(line, "\r\n")) == 0
+		if pass && len(line) > 0 && !send(append([]byte(nil), line...)) {
+			return false
+		}
+		if err != nil && err != bufio.ErrBufferFull {
+			return false // the stream ended inside the event
+		}
+		if blank {
+			return true
+		}
+		partial = err == bufio.ErrBufferFull
+	}
+	return true
 }
 
 // rewriteEvent applies rewrite to an event's data (its data lines joined),

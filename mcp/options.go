@@ -36,6 +36,9 @@ type Options struct {
 	// "Authorization: Bearer ...") added to every request to NAME's
 	// upstream, so the credential lives in the sidecar, never the agent.
 	UpstreamAuth []string
+	// MaxResultBytes is the most of a tools/call answer held to judge its
+	// results (--max-result-bytes; DefaultMaxResultBytes when 0).
+	MaxResultBytes int
 
 	// OnListen, when set, is told the proxy's bound address (tests listen
 	// on port 0).
@@ -49,10 +52,12 @@ type Options struct {
 	UpstreamRoots *x509.CertPool
 }
 
-// AddFlags registers --mcp-upstream, --mcp-listen and --mcp-upstream-auth.
+// AddFlags registers --mcp-upstream, --mcp-listen, --mcp-upstream-auth and
+// --max-result-bytes.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&o.Upstreams, "mcp-upstream", o.Upstreams, "NAME=URL: proxy the MCP server (Streamable HTTP) at URL on --mcp-listen at /mcp/NAME, deciding every tools/call before it is forwarded (repeatable)")
 	fs.StringVar(&o.Listen, "mcp-listen", o.Listen, "address the MCP proxy serves /mcp/NAME on: host:port or unix:/path (only with --mcp-upstream)")
+	fs.IntVar(&o.MaxResultBytes, "max-result-bytes", o.MaxResultBytes, "bytes of a tools/call answer the MCP proxy holds to judge its result when the bundle has result rules (from 1 KiB to 1 GiB); past it the result is judged on what was held as if every condition on its text matched, and withheld if that denies or redacts it")
 	fs.StringArrayVar(&o.UpstreamAuth, "mcp-upstream-auth", o.UpstreamAuth, "NAME=FILE: add the header line in FILE (e.g. \"Authorization: Bearer ...\") to every request to upstream NAME, replacing any the agent sent (repeatable)")
 }
 

@@ -59,6 +59,9 @@ type Proxy struct {
 	expiryAt time.Time
 	// held are the calls waiting for approval (hold.go).
 	held heldCalls
+	// maxResult is --max-result-bytes: the most of an answer held to
+	// judge its results (result_proxy.go).
+	maxResult int
 	// drift is where the routes' pinned tools' drifts go (pin_state.go).
 	drift driftReport
 }
@@ -110,7 +113,9 @@ func New(d *decide.Decider, o Options, reg prometheus.Registerer, log *slog.Logg
 	if err != nil || len(ups) == 0 {
 		return nil, err
 	}
-	return newProxy(d, ups, o.UpstreamRoots, reg, log, readTimeout), nil
+	p := newProxy(d, ups, o.UpstreamRoots, reg, log, readTimeout)
+	p.maxResult = o.MaxResultBytes
+	return p, nil
 }
 
 func newProxy(d *decide.Decider, ups []mcpUpstream, roots *x509.CertPool, reg prometheus.Registerer, log *slog.Logger, readTimeout time.Duration) *Proxy {
@@ -328,6 +333,9 @@ func (p *Proxy) post(w http.ResponseWriter, r *http.Request, rt *mcpRoute) {
 		return
 	}
 	info := &mcpInfo{msgs: msgs, batch: batch, log: p.d, arrived: arrived, held: rt.counted.held}
+	// Results are judged only when the bundle has result rules: otherwise
+	// the calls are not kept and the answer is relayed unread.
+	judging := p.d.State().Compiled.HasResultRules()
 	defer info.recordAllowed()   // whatever the forwarder did not
 	var denied []json.RawMessage // per message: its answer when denied
 	anyDenied := false
@@ -335,7 +343,11 @@ func (p *Proxy) post(w http.ResponseWriter, r *http.Request, rt *mcpRoute) {
 		m := &msgs[i]
 		switch {
 		case decided(m.Method):
-			answer, allowed, logLater, refused := p.decideCall(r, rt, m, len(body))
+			var keep *engine.Request
+			if judging && m.Method == jsonrpc.MethodToolsCall && len(m.ID) > 0 {
+				keep = new(engine.Request)
+			}
+			answer, allowed, logLater, refused := p.decideCall(r, rt, m, len(body), keep)
 			if refused != "" {
 				rt.counted.refused.Inc()
 				writeRPCError(w, http.StatusBadRequest, m.ID, RPCInvalidParams, refused)
@@ -349,6 +361,8 @@ func (p *Proxy) post(w http.ResponseWriter, r *http.Request, rt *mcpRoute) {
 					denied = make([]json.RawMessage, len(msgs))
 				}
 				denied[i], anyDenied = answer, true
+			} else if keep != nil && *keep != nil {
+				info.results = append(info.results, &pendingResult{id: m.ID, req: *keep, tool: *m.Call.Name})
 			}
 		case m.Method == MethodCancelled:
 			p.cancelHeld(r, m)
@@ -362,7 +376,7 @@ func (p *Proxy) post(w http.ResponseWriter, r *http.Request, rt *mcpRoute) {
 				subs = []subject{{}}
 			}
 			for _, sub := range subs {
-				answer, allowed, logLater, _ := p.decideSubject(r, rt, m, sub, refusal, len(body))
+				answer, allowed, logLater, _ := p.decideSubject(r, rt, m, sub, refusal, len(body), nil)
 				if logLater != nil {
 					info.allowed = append(info.allowed, logLater)
 				}

@@ -51,6 +51,14 @@ type StdioOptions struct {
 	// Wait holds a call an ask rule decided until a person decides it
 	// (holdAsked); nil: an ask is answered as a deny, not allowed.
 	Wait Waiter
+	// Judge judges the results of the calls let through (result_stdio.go);
+	// nil: results go to the agent unjudged.
+	Judge ResultJudge
+	// JudgesResults tells whether the rules served have result rules, so
+	// that without them nothing is held or parsed; nil: always judge.
+	JudgesResults func() bool
+	// MaxResultBytes is --max-result-bytes (DefaultMaxResultBytes when 0).
+	MaxResultBytes int
 	// Pins are the server's pinned tool definitions (pin_stdio.go); nil:
 	// none.
 	Pins *pin.Set
@@ -101,11 +109,11 @@ func RunStdio(ctx context.Context, o StdioOptions, in io.Reader, out, errOut io.
 	schemas := newStdioSchemas()
 	schemas.stdioPins(o.Pins, o.Server, errOut)
 	relayed := make(chan struct{})
+	g := &stdioGuard{opts: o, session: newStdioSession(), out: w, schemas: schemas}
 	go func() {
 		defer close(relayed)
-		relayLines(fromServer, w, schemas.relay)
+		g.relay(ctx, fromServer, schemas.relay)
 	}()
-	g := &stdioGuard{opts: o, session: newStdioSession(), out: w, schemas: schemas}
 	go func() {
 		g.guard(ctx, in, toServer)
 		// The agent is done (or gone): the server's input ends, as if
@@ -144,25 +152,6 @@ func (s *stdioWriter) line(b []byte) error {
 	return err
 }
 
-// relayLines copies the server's messages to the agent, a line at a time,
-// as look (stdioSchemas.relay) rewrites them; nil: kept for the guard.
-func relayLines(from io.Reader, to *stdioWriter, look func([]byte) []byte) {
-	br := bufio.NewReaderSize(from, 64<<10)
-	for {
-		line, err := br.ReadBytes('\n')
-		if len(line) > 0 {
-			line = look(line)
-		}
-		if len(line) > 0 && to.line(line) != nil {
-			_, _ = io.Copy(io.Discard, br) // the agent is gone: let the server finish
-			return
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
 // newStdioSession is the session_id of calls that name none: one per
 // server process, as an MCP session over stdio is.
 func newStdioSession() string {
@@ -185,6 +174,8 @@ type stdioGuard struct {
 	toServer io.Writer
 	// held are the calls waiting for approval, by request id.
 	held heldCalls
+	// results are the calls let through whose answers are judged.
+	results stdioResults
 }
 
 func (g *stdioGuard) guard(ctx context.Context, in io.Reader, toServer io.Writer) {
@@ -351,6 +342,9 @@ func (g *stdioGuard) decideSubjectHolding(ctx context.Context, m *jsonrpc.Messag
 	doc := mcpRequestDoc(sub.tool, g.opts.Server, sub.action, sub.input, session, agent)
 	res, decision := g.opts.Decide(ctx, doc)
 	if res.Decision == engine.Allow {
+		if m.Method == jsonrpc.MethodToolsCall && len(m.ID) > 0 && g.judging() {
+			g.expect(m.ID, doc)
+		}
 		return nil, true
 	}
 	if line != nil && g.holdAsked(ctx, m, line, doc, &res) {

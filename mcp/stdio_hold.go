@@ -62,6 +62,9 @@ func (g *stdioGuard) holdAsked(ctx context.Context, m *jsonrpc.Message, line, do
 		}
 		final, decision := g.opts.Wait(ctx, doc, approval, time.Until(expires))
 		if final.Decision == engine.Allow {
+			if g.judging() {
+				g.expect(id, doc)
+			}
 			_, _ = g.toServer.Write(line)
 			return
 		}

@@ -59,7 +59,7 @@ decision := d if {
 	d := _frozen
 } else := _shadowed(_result("deny", "deny", null, null, null, null, "NO_POLICIES", "the bundle has no policies", [])) if {
 	data.toolgate.policyCount == 0
-} else := %s
+}%s else := %s
 
 `
 
@@ -142,6 +142,10 @@ type policyData struct {
 	// Kind is engine.KindClusterPolicy for a ClusterPolicy: what a shadow
 	// verdict names (the enforcing levels are told apart by clusterCount).
 	Kind string `json:"kind,omitempty"`
+	// ResultRules: the policy has a result rule (or one claiming another
+	// phase than call): an Audit policy without one lets every result go
+	// on, as the engine's shadow evaluation of it does.
+	ResultRules bool `json:"resultRules,omitempty"`
 }
 
 type ruleData struct {
@@ -188,10 +192,17 @@ type data struct {
 	CompileErrors  []int `json:"compileErrors"`
 	TieredPolicies []int `json:"tieredPolicies"`
 	Warns          bool  `json:"warns"`
-	// Asks is whether any rule (enforcing or Audit) asks: the scan looks
-	// for an ask verdict only then, so exports without ask are unchanged
-	// and cost OPA nothing more.
-	Asks         bool                    `json:"asks,omitempty"`
+	// Asks is whether any rule (enforcing or Audit) asks or redacts (both
+	// stick: _sticky): the scan looks for such a verdict only then, so
+	// exports without them are unchanged and cost OPA nothing more.
+	Asks bool `json:"asks,omitempty"`
+	// Detectors and IBANCountries are what detect.rego reads, in an
+	// export with a detect condition (DetectData).
+	Detectors     map[string]string `json:"detectors,omitempty"`
+	IBANCountries string            `json:"ibanCountries,omitempty"`
+	// ResultRules: an enforcing policy has a result rule. Without one,
+	// every result goes on (allow), whatever the call rules say.
+	ResultRules  bool                    `json:"resultRules,omitempty"`
 	FrozenAgents map[string][]frozenData `json:"frozenAgents"`
 	// FrozenAll are the freezes of every agent (allAgents); left out
 	// when there are none, so exports without one are unchanged.
@@ -228,6 +239,7 @@ func Export(b engine.Bundle) (*Bundle, error) {
 	d := data{Policies: []policyData{}, CompileErrors: []int{}, TieredPolicies: []int{}, FrozenAgents: map[string][]frozenData{}, Fold: map[string]string{}}
 	d.Exceptions, g.exempt = exceptions(b.Exceptions, order)
 	g.folds = len(d.Exceptions) > 0
+	g.phases = slices.ContainsFunc(order, func(p engine.Policy) bool { return slices.ContainsFunc(p.Rules, isResultRule) })
 	for pi := range order {
 		shadow := pi >= enforcing
 		pd, err := g.policy(pi, &order[pi], shadow)
@@ -236,7 +248,7 @@ func Export(b engine.Bundle) (*Bundle, error) {
 		}
 		d.Policies = append(d.Policies, pd)
 		for _, r := range pd.Rules {
-			d.Asks = d.Asks || r.Effect == string(engine.EffectAsk)
+			d.Asks = d.Asks || r.Effect == string(engine.EffectAsk) || r.Effect == string(engine.EffectRedact)
 		}
 		switch {
 		case shadow:
@@ -247,6 +259,10 @@ func Export(b engine.Bundle) (*Bundle, error) {
 			continue
 		case pd.CompileError != "":
 			d.CompileErrors = append(d.CompileErrors, pi)
+		}
+		d.ResultRules = d.ResultRules || pd.ResultRules
+		switch {
+		case pd.CompileError != "":
 		case pd.Tiered:
 			d.TieredPolicies = append(d.TieredPolicies, pi)
 		}
@@ -285,6 +301,9 @@ func Export(b engine.Bundle) (*Bundle, error) {
 		d.Fold = foldTable()
 	}
 	d.PolicyCount = enforcing
+	if g.detects {
+		d.Detectors, d.IBANCountries = detectData()
+	}
 	d.Counts = countKeys{Calls: sortedSet(g.calls), Tokens: sortedSet(g.tokens)}
 
 	doc, err := json.MarshalIndent(map[string]any{Root: d}, "", " ")
@@ -309,8 +328,19 @@ func Export(b engine.Bundle) (*Bundle, error) {
 	if d.ClusterCount > 0 || len(d.Shadows) > 0 || len(d.Exceptions) > 0 {
 		decided = "_shadowed(_decided)"
 	}
-	fmt.Fprintf(&src, decisionRule, decided)
+	// A result evaluation of a bundle whose enforcing policies have no
+	// result rule lets the result go on, whatever the call rules say.
+	results := ""
+	if !d.ResultRules {
+		results = ` else := _shadowed(_result("allow", "allow", null, null, null, null, null, null, [])) if {
+	_result_phase
+}`
+	}
+	fmt.Fprintf(&src, decisionRule, results, decided)
 	src.WriteString(runtime)
+	if g.detects {
+		src.WriteString("\n" + DetectRego)
+	}
 	return &Bundle{Revision: b.Revision, Manifest: append(manifest, '\n'), Policy: []byte(src.String()), Data: append(doc, '\n')}, nil
 }
 
@@ -414,6 +444,11 @@ type gen struct {
 	pi        int
 	groups    int
 	negations int
+	detects   bool // a condition uses detect: the export carries detect.rego
+	// phases: some rule is a result rule, so every rule states its phase
+	// (_result_phase or not); without one, no rule does, and exports are
+	// as they were.
+	phases bool
 	// pending are helper rules of the rule being written, written after it.
 	pending strings.Builder
 }
@@ -440,7 +475,7 @@ func (g *gen) policy(pi int, raw *engine.Policy, shadow bool) (policyData, error
 	p := raw.WithDefaults()
 	g.pi = pi
 	pd := policyData{ID: p.ID, Version: p.Version, Tiered: p.Tiered(), Rules: []ruleData{},
-		DefaultDeny: p.DefaultEffect == string(engine.Deny)}
+		DefaultDeny: p.DefaultEffect == string(engine.Deny), ResultRules: slices.ContainsFunc(p.Rules, isResultRule)}
 	if p.Cluster() {
 		pd.Kind = engine.KindClusterPolicy
 	}
@@ -581,6 +616,11 @@ func (g *gen) resourceRule(p *engine.Policy, r *engine.Rule, pi, ri, rank int) e
 			targets = append(targets, "input.tool_name in "+stringSet(t.Tools))
 		}
 	}
+	if isResultRule(*r) {
+		// A result no rule judged goes on: result rules bind no resource
+		// to an implicit deny (nor count for a call's).
+		return g.rule(p, r, modeResource, fmt.Sprintf("rhit contains [%d, i, %d, %d]", pi, rank, ri), ri, rank, bind)
+	}
 	g.heads["rbound"] = true
 	fmt.Fprintf(&g.out, "rbound contains [%d, i] if {\n", pi)
 	for _, l := range append(splitLines(bind), targets...) {
@@ -594,6 +634,13 @@ func (g *gen) resourceRule(p *engine.Policy, r *engine.Rule, pi, ri, rank int) e
 // possible=false when a filter can never hold there.
 func (g *gen) body(p *engine.Policy, r *engine.Rule, m mode) ([]string, bool, error) {
 	var out []string
+	switch {
+	case !g.phases:
+	case isResultRule(*r):
+		out = append(out, "_result_phase")
+	default:
+		out = append(out, "not _result_phase")
+	}
 	// A deny or an ask also holds when an identity it is scoped by is
 	// missing: missing identity never lifts a deny or skips an approval.
 	restrictive := engine.Effect(r.Effect) == engine.EffectDeny || engine.Effect(r.Effect) == engine.EffectAsk
@@ -779,6 +826,11 @@ func (g *gen) group(p *engine.Policy, r *engine.Rule, members []engine.Condition
 	return call, nil
 }
 
+// isResultRule tells whether r runs in result evaluations: phase result,
+// or another phase than call (then its policy does not compile, and a
+// result evaluation must reach it to deny), as the engine splits them.
+func isResultRule(r engine.Rule) bool { return r.Phase != "" && r.Phase != engine.PhaseCall }
+
 // readsResource tells whether conditions read the resource under
 // evaluation (r): paths rooted at resource, in a per-resource evaluation.
 func readsResource(conds []engine.Condition, m mode) bool {
@@ -802,6 +854,7 @@ func readsResource(conds []engine.Condition, m mode) bool {
 // call reads before the call, outside the `not`, so `not f(input.missing)`
 // would be undefined where the engine's condition holds.
 func (g *gen) test(c *engine.Condition, m mode) (string, error) {
+	g.detects = g.detects || c.Operator == "detect"
 	e, negated, err := test(c, m)
 	if err != nil || !negated {
 		return e, err
@@ -819,6 +872,10 @@ func (g *gen) test(c *engine.Condition, m mode) (string, error) {
 // engine's condition holds, missing fields included (a negated operator
 // holds on a missing field because `not` of an undefined call is true).
 func test(c *engine.Condition, m mode) (string, bool, error) {
+	if c.CastToNumber {
+		e, err := castTest(c, m)
+		return e, false, err
+	}
 	e, err := positive(c, m)
 	switch c.Operator {
 	case "neq", "not_in", "not_contains", "not_exists", "is_empty":
@@ -887,8 +944,64 @@ func positive(c *engine.Condition, m mode) (string, error) {
 		return "_non_empty(" + f + ")", nil
 	case "is_valid_json":
 		return "_valid_json(" + f + ")", nil
+	case "detect":
+		raws := c.Values
+		if len(c.Value) > 0 {
+			raws = []json.RawMessage{c.Value}
+		}
+		names := make([]string, 0, len(raws))
+		for _, raw := range raws {
+			var name string
+			if err := json.Unmarshal(raw, &name); err != nil {
+				return "", fmt.Errorf("detect: %w", err)
+			}
+			names = append(names, quote(name))
+		}
+		return fmt.Sprintf("_detect(%s, [%s])", str, strings.Join(names, ", ")), nil
 	}
 	return "", fmt.Errorf("unknown operator %q", c.Operator)
+}
+
+// castTest is the expression of a castToNumber condition: _cast is
+// undefined for a field that is no number, so every operator is false
+// there, neq and not_in included, as in the engine.
+func castTest(c *engine.Condition, m mode) (string, error) {
+	path, err := engine.ParsePath(c.Field)
+	if err != nil {
+		return "", err
+	}
+	f := "_cast(" + field(path, m) + ")"
+	read := func(raw json.RawMessage) (string, error) {
+		n, ok := engine.CastOperand(raw)
+		if !ok {
+			return "", fmt.Errorf("castToNumber: value %s is not a number", raw)
+		}
+		return number(n), nil
+	}
+	switch c.Operator {
+	case "in", "not_in":
+		raws := c.Values
+		if len(c.Value) > 0 {
+			raws = []json.RawMessage{c.Value}
+		}
+		ns := make([]string, 0, len(raws))
+		for _, raw := range raws {
+			n, err := read(raw)
+			if err != nil {
+				return "", err
+			}
+			ns = append(ns, n)
+		}
+		return fmt.Sprintf("_cast_%s(%s, [%s])", c.Operator, f, strings.Join(ns, ", ")), nil
+	case "eq", "neq", "gt", "gte", "lt", "lte":
+		n, err := read(c.Value)
+		if err != nil {
+			return "", err
+		}
+		op := map[string]string{"eq": "==", "neq": "!=", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}[c.Operator]
+		return fmt.Sprintf("%s %s %s", f, op, n), nil
+	}
+	return "", fmt.Errorf("castToNumber on operator %q", c.Operator)
 }
 
 // equalTo is eq's strict, type-aware equality with a scalar literal.

@@ -122,7 +122,7 @@ func TestFrozenAgentsFromTheAPI(t *testing.T) {
 		cs := rig.connect("2025-11-25", &mcp.ClientOptions{
 			ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
 		}, nil)
-		if got := listTools(t, cs); got != "delete_file pay read_file route stream" {
+		if got := listTools(t, cs); got != "delete_file echo pay query read_file route stream" {
 			t.Fatalf("tools/list before the freeze: %q", got)
 		}
 		waitChanged := func(what string) {
@@ -141,7 +141,7 @@ func TestFrozenAgentsFromTheAPI(t *testing.T) {
 		}
 		must(t, cl.Delete(ctx, &v1alpha1.FrozenAgent{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "f-mcp"}}))
 		waitChanged("the thaw")
-		if got := listTools(t, cs); got != "delete_file pay read_file route stream" {
+		if got := listTools(t, cs); got != "delete_file echo pay query read_file route stream" {
 			t.Fatalf("tools/list after the thaw: %q", got)
 		}
 	})

@@ -207,7 +207,7 @@ func DefaultOptions() Options {
 		UsageMaxKeys:          usage.DefaultMaxKeys,
 		UsageMaxEventsPerKey:  usage.DefaultMaxEventsPerKey,
 		ApprovalsMaxPending:   approval.DefaultMaxPendingPerAgent,
-		MCP:                   mcp.Options{Listen: mcp.DefaultListen},
+		MCP:                   mcp.Options{Listen: mcp.DefaultListen, MaxResultBytes: mcp.DefaultMaxResultBytes},
 		// A held MCP stream costs the sidecar about 64 KiB (1,000 held
 		// added 60 to 68 MiB of RSS in
 		// TestHeldStreamsLeaveDecisionsAndProbesTheirCapacity): 128 hold
@@ -367,6 +367,9 @@ func (o *Options) validateLimits() error {
 		if c.v < c.lo || c.v > c.hi {
 			add("%s must be from %d to %d, not %d", c.flag, c.lo, c.hi, c.v)
 		}
+	}
+	if err := mcp.CheckMaxResultBytes(o.MCP.MaxResultBytes); err != nil {
+		errs = append(errs, err)
 	}
 	for _, d := range []struct {
 		flag string

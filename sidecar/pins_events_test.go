@@ -71,7 +71,7 @@ func TestPinDriftIsAnEventOnTheMCPUpstreamOnce(t *testing.T) {
 			t.Fatalf("tools/list: %q, want every tool hidden (pay changed, the rest not pinned)", got)
 		}
 	}
-	want := []string{"ToolDefinitionChanged pay", "ToolNotPinned delete_file", "ToolNotPinned read_file", "ToolNotPinned route", "ToolNotPinned stream"}
+	want := []string{"ToolDefinitionChanged pay", "ToolNotPinned delete_file", "ToolNotPinned echo", "ToolNotPinned query", "ToolNotPinned read_file", "ToolNotPinned route", "ToolNotPinned stream"}
 	var got []string
 	drifts := func() []string {
 		list, err := kc.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=files"})

@@ -285,7 +285,7 @@ func TestMCPProxyFiltersToolsList(t *testing.T) {
 			cs := rig.connect(version, &mcp.ClientOptions{
 				ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
 			}, nil)
-			if got, want := listTools(t, cs), "pay read_file route stream"; got != want {
+			if got, want := listTools(t, cs), "echo pay query read_file route stream"; got != want {
 				t.Fatalf("tools/list through the proxy: %s, want %s (delete_file hidden)", got, want)
 			}
 			deniedDecision(t, callTool(t, cs, "delete_file", map[string]any{"path": "/tmp/x"}),
@@ -304,7 +304,7 @@ func TestMCPProxyFiltersToolsList(t *testing.T) {
 			case <-time.After(20 * time.Second):
 				t.Fatal("no notifications/tools/list_changed after the bundle changed what is hidden")
 			}
-			if got, want := listTools(t, cs), "pay read_file route"; got != want {
+			if got, want := listTools(t, cs), "echo pay query read_file route"; got != want {
 				t.Fatalf("tools/list after the change: %s, want %s", got, want)
 			}
 
@@ -315,7 +315,7 @@ func TestMCPProxyFiltersToolsList(t *testing.T) {
 			for _, step := range []struct {
 				b    engine.Bundle
 				want string
-			}{{frozen, ""}, {b, "pay read_file route"}} {
+			}{{frozen, ""}, {b, "echo pay query read_file route"}} {
 				rig.publish(step.b)
 				select {
 				case <-changed:
@@ -349,8 +349,8 @@ func TestMCPProxyFiltersToolsList(t *testing.T) {
 			if time.Now().Before(ends) {
 				t.Fatalf("told of a change before the freeze expired at %v", ends)
 			}
-			if got := listTools(t, cs); got != "pay read_file route" {
-				t.Fatalf("tools/list after the freeze expired: %q, want pay read_file route", got)
+			if got := listTools(t, cs); got != "echo pay query read_file route" {
+				t.Fatalf("tools/list after the freeze expired: %q, want echo pay query read_file route", got)
 			}
 		})
 	}

@@ -135,6 +135,14 @@ type Condition struct {
 	// +kubebuilder:validation:MaxItems=1024
 	Values []apiextensionsv1.JSON `json:"values,omitempty"`
 
+	// castToNumber reads the field, and value or each of values, as numbers
+	// before comparing: ASCII whitespace trimmed, a leading '+' and
+	// exponents accepted ("+5000", " 5e3 "); hex, inf, NaN, underscores and
+	// out-of-range values never parse, and the condition is then false.
+	// Only for eq, neq, in, not_in, gt, gte, lt and lte.
+	// +optional
+	CastToNumber bool `json:"castToNumber,omitempty"`
+
 	// any holds when one of its members does: each a test or an all group.
 	// +optional
 	// +kubebuilder:validation:MinItems=1
@@ -174,6 +182,14 @@ type AnyCondition struct {
 	// +kubebuilder:validation:MaxItems=1024
 	Values []apiextensionsv1.JSON `json:"values,omitempty"`
 
+	// castToNumber reads the field, and value or each of values, as numbers
+	// before comparing: ASCII whitespace trimmed, a leading '+' and
+	// exponents accepted ("+5000", " 5e3 "); hex, inf, NaN, underscores and
+	// out-of-range values never parse, and the condition is then false.
+	// Only for eq, neq, in, not_in, gt, gte, lt and lte.
+	// +optional
+	CastToNumber bool `json:"castToNumber,omitempty"`
+
 	// all holds when every one of its tests does; nesting stops here.
 	// +optional
 	// +kubebuilder:validation:MinItems=1
@@ -208,6 +224,14 @@ type LeafCondition struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=1024
 	Values []apiextensionsv1.JSON `json:"values,omitempty"`
+
+	// castToNumber reads the field, and value or each of values, as numbers
+	// before comparing: ASCII whitespace trimmed, a leading '+' and
+	// exponents accepted ("+5000", " 5e3 "); hex, inf, NaN, underscores and
+	// out-of-range values never parse, and the condition is then false.
+	// Only for eq, neq, in, not_in, gt, gte, lt and lte.
+	// +optional
+	CastToNumber bool `json:"castToNumber,omitempty"`
 
 	// any and all are not allowed here: groups nest at most any -> all ->
 	// test. Declared so the API server refuses them rather than dropping

@@ -1,5 +1,7 @@
 package detect
 
+import "strings"
+
 // Check is d's check of a candidate Pattern(d) matched (its span: for
 // generic_api_key the value): the Luhn check and issuer prefix of a credit
 // card number, an IBAN's country and mod-97, a US SSN's reserved numbers;
@@ -121,6 +123,10 @@ func ibanNumber(s string) bool {
 // ibanCountries are the country codes of the IBAN registry (SWIFT, 2025),
 // as one string of pairs.
 const ibanCountries = "AD AE AL AT AZ BA BE BG BH BI BR BY CH CR CY CZ DE DJ DK DO EE EG ES FI FK FO FR GB GE GI GL GR GT HN HR HU IE IL IQ IS IT JO KW KZ LB LC LI LT LU LV LY MC MD ME MK MN MR MT MU NI NL NO OM PK PL PS PT QA RO RS RU SA SC SD SE SI SK SM SO ST SV TL TN TR UA VA VG XK YE"
+
+// IBANCountries are the country codes iban accepts, for ports of Check
+// (the Rego export).
+func IBANCountries() []string { return strings.Fields(ibanCountries) }
 
 func ibanCountry(a, b byte) bool {
 	for i := 0; i+1 < len(ibanCountries); i += 3 {

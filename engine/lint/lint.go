@@ -166,7 +166,7 @@ func sameConditions(a, b []engine.Condition) bool {
 	}
 	key := func(c engine.Condition) string {
 		var buf bytes.Buffer
-		fmt.Fprintf(&buf, "%s\x00%s\x00%s", c.Field, c.Operator, engine.ScalarKey(c.Value))
+		fmt.Fprintf(&buf, "%s\x00%s\x00%t\x00%s", c.Field, c.Operator, c.CastToNumber, engine.ScalarKey(c.Value))
 		for _, v := range c.Values {
 			fmt.Fprintf(&buf, "\x00%s", engine.ScalarKey(v))
 		}

@@ -27,6 +27,9 @@ type Test struct {
 	Match Span
 	// Detector names what a detect condition found.
 	Detector string
+	// Reason says why a castToNumber test failed on a present field that
+	// is no number (never the field's value).
+	Reason string
 }
 
 // Span is a byte range of a field's text.
@@ -71,6 +74,9 @@ func Phrase(t Test) string {
 		default:
 			return f + " is missing"
 		}
+	}
+	if t.Reason != "" && !t.Held {
+		return fmt.Sprintf("%s %s does not hold: %s", f, t.Operator, t.Reason)
 	}
 	v := operand(t.Value)
 	at := ""

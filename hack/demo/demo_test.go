@@ -70,7 +70,7 @@ func TestDemo(t *testing.T) {
 		// The MCP proxy: delete_file hidden, a read forwarded, a read under
 		// /secrets/ denied on its argument, and the server's own count.
 		"policy.toolgate.dev/mcp-files created",
-		"=> tools: pay read_file route stream",
+		"=> tools: echo pay query read_file route stream",
 		"=> the server answered: contents of notes.txt",
 		"=> DENIED by toolgate: files-no-secrets: nothing under /secrets/ is read by agents",
 		`"calls":{"read_file":1},`,

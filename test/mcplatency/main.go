@@ -6,8 +6,11 @@
 // httputil.ReverseProxy process (this binary with -bare-proxy): what an
 // HTTP hop costs on this machine, and one through a TCP splice (-splice),
 // which parses nothing: the least any process hop costs, so the proxy's
-// own share can be told from both. It also reports each process's CPU
-// time per call, the steadier figure on a noisy machine.
+// own share can be told from both. A second sidecar serves the same
+// bundle with -result-rules result rules added (issue 28), so what judging
+// each result costs is printed beside the proxy without them (whose path
+// holds and parses nothing). It also reports each process's CPU time per
+// call, the steadier figure on a noisy machine.
 //
 //	go run ./test/mcplatency        (make measure-mcp)
 //
@@ -43,13 +46,16 @@ import (
 
 	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/internal/localcluster"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 type config struct {
 	calls, warmup, argBytes, rules int
+	resultRules                    int
 	pause                          time.Duration
 	version, decisionLog           string
 	targetP50, targetP99           time.Duration
+	base                           string
 }
 
 func main() {
@@ -66,9 +72,11 @@ func main() {
 	flag.IntVar(&c.warmup, "warmup", 500, "unmeasured calls on each path first")
 	flag.IntVar(&c.argBytes, "arg-bytes", 1024, "size of the call's argument")
 	flag.IntVar(&c.rules, "rules", 100, "rules in the bundle beside the pay cap")
+	flag.IntVar(&c.resultRules, "result-rules", 10, "result rules the second sidecar's bundle adds (none match the read_file result)")
 	flag.DurationVar(&c.pause, "pause", 0, "idle time before each call, as an agent's between its tool calls (0: none)")
 	flag.StringVar(&c.decisionLog, "decision-log", "stdout", "the sidecar's --decision-log (stdout, as in production, or none)")
 	flag.StringVar(&c.version, "version", "2025-11-25", "MCP protocol version (2025-11-25 or 2026-07-28)")
+	flag.StringVar(&c.base, "base", "", "a git revision whose sidecar is measured beside this one on the same calls (the path without result rules before a change): empty for none")
 	flag.DurationVar(&c.targetP50, "target-p50", 200*time.Microsecond, "fail when the added p50 is above this")
 	flag.DurationVar(&c.targetP99, "target-p99", time.Millisecond, "fail when the added p99 is above this")
 	flag.Parse()
@@ -115,26 +123,31 @@ func run(ctx context.Context, c config) error {
 		endpoint = upstream + "/mcp-stateless"
 	}
 
-	bundleFile := filepath.Join(dir, "bundle.json")
-	doc, _, err := engine.Encode(bundleOf(c.rules))
+	sidecar, decisions, proxyAddr, err := startSidecar(dir, "toolgate", "bundle.json", bundleOf(c.rules), endpoint, c.decisionLog)
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(bundleFile, doc, 0o644); err != nil {
-		return err
-	}
-	decisions, proxyAddr := freeAddr(), freeAddr()
-	sidecar := exec.Command(filepath.Join(dir, "toolgate"), "sidecar", "--bundle-file", bundleFile,
-		"--agent-id", "bench-agent", "--decision-log", c.decisionLog, "--listen", decisions, "--mcp-listen", proxyAddr, "--mcp-upstream", "files="+endpoint)
-	sidecar.Stdout = io.Discard // the decision log: written, as in production, then dropped
-	sidecar.Stderr = os.Stderr
-	sidecar.SysProcAttr = orphanless()
-	if err := sidecar.Start(); err != nil {
-		return err
-	}
 	defer stop(sidecar)
-	if err := waitReady("http://" + decisions + "/readyz"); err != nil {
+	judging, _, judgingAddr, err := startSidecar(dir, "toolgate", "bundle-results.json", withResultRules(bundleOf(c.rules), c.resultRules), endpoint, c.decisionLog)
+	if err != nil {
 		return err
+	}
+	defer stop(judging)
+	// The base revision's sidecar serves the same bundle as the first: the
+	// path a change must leave as it was, measured on the same calls.
+	var baseline *exec.Cmd
+	var baselineAddr string
+	if c.base != "" {
+		fmt.Printf("building toolgate at %s ...\n", c.base)
+		if err := buildAt(dir, c.base, "toolgate-base"); err != nil {
+			return err
+		}
+		var cmd *exec.Cmd
+		if cmd, _, baselineAddr, err = startSidecar(dir, "toolgate-base", "bundle.json", bundleOf(c.rules), endpoint, c.decisionLog); err != nil {
+			return err
+		}
+		defer stop(cmd)
+		baseline = cmd
 	}
 
 	bareAddr := freeAddr()
@@ -185,6 +198,18 @@ func run(ctx context.Context, c config) error {
 		return fmt.Errorf("splice session: %w", err)
 	}
 	defer func() { _ = floor.Close() }()
+	judged, err := connect(ctx, "http://"+judgingAddr+"/mcp/files", c.version)
+	if err != nil {
+		return fmt.Errorf("session through the sidecar with result rules: %w", err)
+	}
+	defer func() { _ = judged.Close() }()
+	var based *mcp.ClientSession // nil without -base: that path is skipped
+	if baseline != nil {
+		if based, err = connect(ctx, "http://"+baselineAddr+"/mcp/files", c.version); err != nil {
+			return fmt.Errorf("session through the base sidecar: %w", err)
+		}
+		defer func() { _ = based.Close() }()
+	}
 
 	args := map[string]any{"path": strings.Repeat("p", c.argBytes)}
 	call := func(cs *mcp.ClientSession) (time.Duration, error) {
@@ -196,8 +221,8 @@ func run(ctx context.Context, c config) error {
 		}
 		return took, err
 	}
-	var d, p, h, f []time.Duration
-	var cpu0 [4]time.Duration
+	var d, p, h, f, r, b []time.Duration
+	var cpu0 [6]time.Duration
 	cpuKnown := false
 	metricsURL := "http://" + decisions + "/metrics"
 	var held0 heldBuckets
@@ -207,8 +232,11 @@ func run(ctx context.Context, c config) error {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("interrupted after %d calls each way: %w", i, err)
 		}
-		var took [4]time.Duration
-		for j, cs := range []*mcp.ClientSession{direct, proxied, hop, floor} {
+		var took [6]time.Duration
+		for j, cs := range []*mcp.ClientSession{direct, proxied, hop, floor, judged, based} {
+			if cs == nil {
+				continue
+			}
 			if c.pause > 0 {
 				time.Sleep(c.pause) // before each call, so no path finds the machine warmer
 			}
@@ -217,19 +245,19 @@ func run(ctx context.Context, c config) error {
 			}
 		}
 		if i == c.warmup {
-			cpu0, cpuKnown = cpuOf(server, sidecar, bare, spl)
+			cpu0, cpuKnown = cpuOf(server, sidecar, bare, spl, judging, baseline)
 			if held0, err = heldOf(metricsURL); err != nil {
 				return err
 			}
 		}
 		if i >= c.warmup {
-			d, p, h, f = append(d, took[0]), append(p, took[1]), append(h, took[2]), append(f, took[3])
+			d, p, h, f, r, b = append(d, took[0]), append(p, took[1]), append(h, took[2]), append(f, took[3]), append(r, took[4]), append(b, took[5])
 		}
 	}
-	cpu1, ok := cpuOf(server, sidecar, bare, spl)
+	cpu1, ok := cpuOf(server, sidecar, bare, spl, judging, baseline)
 	cpuKnown = cpuKnown && ok
 	per := func(i int) time.Duration { return (cpu1[i] - cpu0[i]) / time.Duration(c.calls) }
-	for _, s := range [][]time.Duration{d, p, h, f} {
+	for _, s := range [][]time.Duration{d, p, h, f, r, b} {
 		slices.Sort(s)
 	}
 	d50, d99, p50, p99, h50, h99 := pct(d, 50), pct(d, 99), pct(p, 50), pct(p, 99), pct(h, 50), pct(h, 99)
@@ -239,6 +267,14 @@ func run(ctx context.Context, c config) error {
 	fmt.Printf("bare ReverseProxy:   p50 %v  p99 %v  (an HTTP hop: +%v / +%v)\n", h50, h99, h50-d50, h99-d99)
 	fmt.Printf("toolgate MCP proxy:  p50 %v  p99 %v\n", p50, p99)
 	fmt.Printf("added by toolgate:   p50 %v (target <= %v)  p99 %v (target <= %v)\n", p50-d50, c.targetP50, p99-d99, c.targetP99)
+	r50, r99 := pct(r, 50), pct(r, 99)
+	fmt.Printf("with %d result rules: p50 %v  p99 %v\n", c.resultRules, r50, r99)
+	fmt.Printf("added, 1 KiB result:  no result rules p50 %v  p99 %v  |  %d result rules p50 %v  p99 %v\n",
+		p50-d50, p99-d99, c.resultRules, r50-d50, r99-d99)
+	if c.base != "" {
+		b50, b99 := pct(b, 50), pct(b, 99)
+		fmt.Printf("no result rules, before (%s) and now, same calls: added p50 %v -> %v  p99 %v -> %v\n", c.base, b50-d50, p50-d50, b99-d99, p99-d99)
+	}
 	fmt.Printf("beyond a bare hop:   p50 %v  p99 %v\n", p50-h50, p99-h99)
 	fmt.Printf("beyond the floor:    p50 %v  p99 %v\n", p50-f50, p99-f99)
 	held1, err := heldOf(metricsURL)
@@ -249,8 +285,15 @@ func run(ctx context.Context, c config) error {
 	fmt.Printf("held by toolgate:    p50 %v  p99 %v  (its mcp_held_seconds: a call's first byte read to its last written upstream)\n",
 		held.quantile(0.5), held.quantile(0.99))
 	if cpuKnown {
-		// The server answers all four paths; the others, one each.
-		fmt.Printf("CPU per call:        toolgate %v  bare ReverseProxy %v  TCP splice %v  (the server %v)\n", per(1), per(2), per(3), per(0)/4)
+		// The server answers every path; the others, one each.
+		paths := time.Duration(5)
+		if c.base != "" {
+			paths = 6
+		}
+		fmt.Printf("CPU per call:        toolgate %v  with result rules %v  bare ReverseProxy %v  TCP splice %v  (the server %v)\n", per(1), per(4), per(2), per(3), per(0)/paths)
+		if c.base != "" {
+			fmt.Printf("CPU per call, base:  toolgate at %s %v\n", c.base, per(5))
+		}
 	}
 	if p50-d50 > c.targetP50 || p99-d99 > c.targetP99 {
 		return errors.New("the proxy adds more than its target")
@@ -273,6 +316,64 @@ func bundleOf(n int) engine.Bundle {
 	return engine.Bundle{Policies: []engine.Policy{{ID: "bench", Version: 1, DefaultEffect: "allow", Rules: rules}}}
 }
 
+// startSidecar runs a sidecar serving b (written to dir/file) and
+// proxying endpoint as upstream "files": its process, decision address and
+// MCP proxy address.
+func startSidecar(dir, bin, file string, b engine.Bundle, endpoint, decisionLog string) (*exec.Cmd, string, string, error) {
+	bundleFile := filepath.Join(dir, file)
+	doc, _, err := engine.Encode(b)
+	if err != nil {
+		return nil, "", "", err
+	}
+	if err := os.WriteFile(bundleFile, doc, 0o644); err != nil {
+		return nil, "", "", err
+	}
+	decisions, proxyAddr := freeAddr(), freeAddr()
+	sidecar := exec.Command(filepath.Join(dir, bin), "sidecar", "--bundle-file", bundleFile,
+		"--agent-id", "bench-agent", "--decision-log", decisionLog, "--listen", decisions, "--mcp-listen", proxyAddr, "--mcp-upstream", "files="+endpoint)
+	sidecar.Stdout = io.Discard // the decision log: written, as in production, then dropped
+	sidecar.Stderr = os.Stderr
+	sidecar.SysProcAttr = orphanless()
+	if err := sidecar.Start(); err != nil {
+		return nil, "", "", err
+	}
+	if err := waitReady("http://" + decisions + "/readyz"); err != nil {
+		stop(sidecar)
+		return nil, "", "", err
+	}
+	return sidecar, decisions, proxyAddr, nil
+}
+
+// withResultRules adds a policy of n result rules, of the kinds a
+// deployment writes (secrets redacted, markers denied, sizes capped), none
+// of which matches the read_file result measured: each result is held,
+// parsed and judged, and goes on unchanged.
+func withResultRules(b engine.Bundle, n int) engine.Bundle {
+	raw := func(s string) []byte { return []byte(fmt.Sprintf("%q", s)) }
+	kinds := []func(i int) engine.Rule{
+		func(i int) engine.Rule {
+			return engine.Rule{ID: fmt.Sprintf("redact-%d", i), Phase: engine.PhaseResult, Effect: string(engine.EffectRedact),
+				Conditions: []engine.Condition{{Field: "output.text", Operator: "matches", Value: raw(fmt.Sprintf(`AKIA[0-9A-Z]{16}|secret_%d=[a-z0-9]{8}`, i))}}}
+		},
+		func(i int) engine.Rule {
+			return engine.Rule{ID: fmt.Sprintf("marker-%d", i), Phase: engine.PhaseResult, Effect: "deny",
+				Conditions: []engine.Condition{{Field: "output.text", Operator: "contains", Value: raw(fmt.Sprintf("INTERNAL-%d", i))}}}
+		},
+		func(i int) engine.Rule {
+			return engine.Rule{ID: fmt.Sprintf("size-%d", i), Phase: engine.PhaseResult, Effect: "deny",
+				Conditions: []engine.Condition{
+					{Field: "tool_name", Operator: "eq", Value: raw("read_file")},
+					{Field: "output.size", Operator: "gt", Value: []byte(fmt.Sprint(1_000_000 + i))}}}
+		},
+	}
+	var rules []engine.Rule
+	for i := range n {
+		rules = append(rules, kinds[i%len(kinds)](i))
+	}
+	b.Policies = append(b.Policies, engine.Policy{ID: "results", Version: 1, DefaultEffect: "allow", Rules: rules})
+	return b
+}
+
 func connect(ctx context.Context, endpoint, version string) (*mcp.ClientSession, error) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "mcplatency", Version: "1.0.0"}, nil)
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
@@ -284,8 +385,11 @@ func connect(ctx context.Context, endpoint, version string) (*mcp.ClientSession,
 // clock ticks of 10 ms, Linux's USER_HZ) from /proc: what one call costs
 // a process, measured over all of them. ok is false where /proc cannot
 // tell.
-func cpuOf(cmds ...*exec.Cmd) (t [4]time.Duration, ok bool) {
+func cpuOf(cmds ...*exec.Cmd) (t [6]time.Duration, ok bool) {
 	for i, cmd := range cmds {
+		if cmd == nil {
+			continue
+		}
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid))
 		if err != nil {
 			return t, false
@@ -466,4 +570,39 @@ func stop(cmd *exec.Cmd) {
 		_ = cmd.Process.Kill()
 		<-done
 	}
+}
+
+// buildAt builds cmd/toolgate as it was at rev into dir/name: the source
+// from git archive, so the checkout is untouched.
+func buildAt(dir, rev, name string) error {
+	src := filepath.Join(dir, "src-"+name)
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		return err
+	}
+	archive := exec.Command("git", "archive", "--format=tar", rev)
+	archive.Dir = testenv.RepoRoot()
+	extract := exec.Command("tar", "-x", "-C", src)
+	pipe, err := archive.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	extract.Stdin = pipe
+	var stderr strings.Builder
+	archive.Stderr = &stderr
+	if err := extract.Start(); err != nil {
+		return err
+	}
+	if err := archive.Run(); err != nil {
+		return fmt.Errorf("git archive %s: %v: %s", rev, err, strings.TrimSpace(stderr.String()))
+	}
+	if err := extract.Wait(); err != nil {
+		return fmt.Errorf("extracting %s: %w", rev, err)
+	}
+	build := exec.Command("go", "build", "-o", filepath.Join(dir, name), "./cmd/toolgate")
+	build.Dir = src
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("building toolgate at %s: %w\n%s", rev, err, out)
+	}
+	return nil
 }

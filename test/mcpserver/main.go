@@ -1,7 +1,8 @@
 // Command mcpserver is the MCP server the MCP proxy's end-to-end tests and
 // `make measure-mcp` run as a real process: built with the official Go SDK,
-// it exposes pay(amount), read_file(path), delete_file(path) and
-// stream(note), the resources file:///public/readme and
+// it exposes pay(amount), read_file(path), delete_file(path),
+// echo(texts) (its texts as text blocks), query(rows, payload) (structured
+// content) and stream(note), the resources file:///public/readme and
 // file:///secrets/key (subscribable), the prompts greet(who) and
 // admin(who), and completions of their arguments, and counts what reaches
 // it, so a test can prove a denied call never did: calls by tool name, the
@@ -10,6 +11,7 @@
 //
 //	/mcp           the stateful endpoint (2025-11-25: sessions, GET streams)
 //	/mcp-stateless the stateless one (2026-07-28, and 2025-11-25 without sessions)
+//	/mcp-json      stateless, answering each POST with a JSON body, not an event stream
 //	GET /stats     {"calls":{"pay":1,...},"authorization":["Bearer ..."],"traceparent":["00-..."]}
 //	POST /release  lets every stream call waiting return
 //	POST /tools?name=N&description=D  adds tool N (or replaces its
@@ -93,6 +95,21 @@ type routeIn struct {
 	Body   string `json:"body" jsonschema:"what is sent"`
 }
 
+type echoIn struct {
+	Texts []string `json:"texts" jsonschema:"the text blocks to return, one block each"`
+}
+
+type queryIn struct {
+	Rows    int    `json:"rows" jsonschema:"the rows count the result reports"`
+	Payload string `json:"payload" jsonschema:"a string the result carries, JSON or not"`
+}
+
+// queryOut is query's structured content.
+type queryOut struct {
+	Rows    int    `json:"rows"`
+	Payload string `json:"payload"`
+}
+
 type noteIn struct {
 	Note string `json:"note" jsonschema:"a note echoed back"`
 }
@@ -154,6 +171,24 @@ func newServer(st *stats) *mcp.Server {
 			st.count("route")
 			return text("routed to " + in.Region), nil, nil
 		})
+	// echo returns the texts it is given, one text block each: what a
+	// tool that reads files or pages returns, secrets included.
+	mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: "return the given texts as text blocks"},
+		func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
+			st.count("echo")
+			res := &mcp.CallToolResult{}
+			for _, t := range in.Texts {
+				res.Content = append(res.Content, &mcp.TextContent{Text: t})
+			}
+			return res, nil, nil
+		})
+	// query returns structured content ({rows, payload}), and its JSON as
+	// the text block the SDK adds.
+	mcp.AddTool(srv, &mcp.Tool{Name: "query", Description: "return rows and payload as structured content"},
+		func(_ context.Context, _ *mcp.CallToolRequest, in queryIn) (*mcp.CallToolResult, queryOut, error) {
+			st.count("query")
+			return nil, queryOut(in), nil
+		})
 	// stream sends a progress notification at once, then waits for POST
 	// /release: a client that sees the notification before releasing has
 	// proof the response stream was not buffered.
@@ -197,6 +232,9 @@ func main() {
 	// streams, Mcp-Session-Id) only stateful: one endpoint for each.
 	mux.Handle("/mcp", st.recordAuth(mcp.NewStreamableHTTPHandler(getServer, nil)))
 	mux.Handle("/mcp-stateless", st.recordAuth(mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{Stateless: true})))
+	// The same, answering each POST with a JSON body instead of an event
+	// stream: the other way an answer reaches the proxy.
+	mux.Handle("/mcp-json", st.recordAuth(mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})))
 	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, _ *http.Request) {
 		st.mu.Lock()
 		defer st.mu.Unlock()

@@ -7,11 +7,13 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/engine/detect"
 )
 
 var (
@@ -46,6 +48,10 @@ var (
 	zones       = []string{"", "UTC", "Europe/Berlin", "America/New_York", "Asia/Kolkata"}
 	days        = []string{"mon", "tue", "wed", "thu", "fri", "sat", "sun"}
 	operators   = append(append([]string{}, engine.Operators...), "bogus")
+	// callOperators leave detect to resulty bundles (outputTest): the
+	// other generators' streams stay what their coverage checks were
+	// tuned on.
+	callOperators = slices.DeleteFunc(slices.Clone(operators), func(o string) bool { return o == "detect" })
 )
 
 // gen writes random bundles and requests; asky ones (TestFuzzAsk) are
@@ -54,9 +60,25 @@ var (
 type gen struct {
 	r    *rand.Rand
 	asky bool
+	// casty bundles (TestFuzzCast) have mostly castToNumber conditions,
+	// few to a rule, so that they decide often.
+	casty bool
+	// resulty bundles (TestFuzzResults) have result rules (issue 28)
+	// reading output and detect conditions; half their requests carry an
+	// output (result evaluations).
+	resulty bool
 }
 
-func (g *gen) n(k int) int         { return g.r.IntN(k) }
+func (g *gen) n(k int) int { return g.r.IntN(k) }
+
+// bad is a mistake's chance, pct in 100; a quarter of it in resulty
+// bundles, whose rules have more to get wrong.
+func (g *gen) bad(pct int) bool {
+	if g.resulty {
+		return g.r.IntN(400) < pct
+	}
+	return g.p(pct)
+}
 func (g *gen) p(pct int) bool      { return g.r.IntN(100) < pct }
 func pick[T any](g *gen, xs []T) T { return xs[g.n(len(xs))] }
 
@@ -86,8 +108,15 @@ func (g *gen) scalar() json.RawMessage {
 }
 
 func (g *gen) test() engine.Condition {
-	c := engine.Condition{Field: pick(g, fields), Operator: pick(g, operators)}
-	if g.p(2) {
+	ops := operators
+	if !g.resulty {
+		ops = callOperators
+	}
+	c := engine.Condition{Field: pick(g, fields), Operator: pick(g, ops)}
+	if g.resulty && c.Operator == "bogus" && !g.bad(100) {
+		c.Operator = "exists"
+	}
+	if g.bad(2) {
 		c.Field = pick(g, []string{"", "a..b", "__proto__", "x."})
 	}
 	switch c.Operator {
@@ -110,11 +139,60 @@ func (g *gen) test() engine.Condition {
 		}
 	case "gt", "gte", "lt", "lte":
 		c.Value = json.RawMessage(pick(g, numbers))
+	case "detect":
+		c.Value = jsonText(pick(g, detect.Names()))
 	}
-	if g.p(3) { // a value of the wrong type, or one where none belongs
+	if g.bad(3) { // a value of the wrong type, or one where none belongs
 		c.Value = pick(g, []json.RawMessage{json.RawMessage("null"), json.RawMessage("{}"), json.RawMessage(`"x"`), json.RawMessage("7")})
 	}
+	if (g.p(12) && !g.resulty) || (g.casty && g.p(70)) {
+		g.cast(&c)
+	}
 	return c
+}
+
+// Issue 28's castToNumber: strings it reads (spaces, '+', exponents, huge
+// and tiny) and those it never does, as request values and condition
+// values.
+var (
+	castStrs = []string{" 5000", "+5000", " 5e3 ", "\t1000\n", "5000", "1e3", "+1e3", "-0", "5000.0", "999", "\u000b7\f",
+		"0x10", "inf", "Infinity", "NaN", "1_000", "", " ", "1e400", "-1e400", "+-5", "+", "05", ".5", "5.", "\u00a05000", "1e-400",
+		"9007199254740993", " 123456789012345678901 ", "+0.1000000000000000055511151231257827", "1.7976931348623157e308"}
+	castValues = []string{`5000`, `"5000"`, `" +5e3 "`, `1000`, `"1e3"`, `0`, `"-0"`, `"5.0e3"`, `"\t999\n"`, `1.5`, `"+1000"`, `"0.1"`,
+		`"9007199254740993"`, `"123456789012345678901"`, `"1e-400"`}
+)
+
+// cast makes c a castToNumber condition, mostly on a field that holds
+// numeric strings and with numeric values; sometimes one that does not
+// compile.
+func (g *gen) cast(c *engine.Condition) {
+	c.CastToNumber = true
+	switch c.Operator {
+	case "eq", "neq", "gt", "gte", "lt", "lte", "in", "not_in":
+	default:
+		if !g.casty || g.bad(3) {
+			return // castToNumber on another operator: a compile error
+		}
+		c.Operator = pick(g, []string{"eq", "neq", "gt", "gte", "lt", "lte", "in", "not_in"})
+		c.Value, c.Values = nil, nil
+	}
+	if g.p(70) {
+		c.Field = pick(g, []string{"kwargs.amount", "kwargs.note", "args.0", "input.command"})
+	}
+	value := func() json.RawMessage {
+		if g.p(4) {
+			return jsonText(pick(g, []string{"abc", "0x10", "NaN", "", "1e400"}))
+		}
+		return json.RawMessage(pick(g, castValues))
+	}
+	if (c.Operator == "in" || c.Operator == "not_in") && len(c.Value) == 0 {
+		c.Values = c.Values[:0]
+		for range 1 + g.n(3) {
+			c.Values = append(c.Values, value())
+		}
+		return
+	}
+	c.Value, c.Values = value(), nil
 }
 
 func (g *gen) condition() engine.Condition {
@@ -142,7 +220,25 @@ func (g *gen) rule(i int, tiered bool) engine.Rule {
 	if g.asky {
 		effects, conditions = []string{"ask", "ask", "allow", "deny", "warn", "audit"}, 2
 	}
+	if g.casty {
+		conditions = 2
+	}
 	r := engine.Rule{ID: fmt.Sprintf("r%d", i), Effect: pick(g, effects)}
+	if g.resulty && g.p(55) {
+		conditions = 2
+		r.Phase = engine.PhaseResult
+		r.Effect = pick(g, []string{"deny", "redact", "redact", "warn", "audit", "allow"})
+		switch n := g.n(400); {
+		case n < 2:
+			r.Effect = "ask" // a compile error on a result rule
+		case n < 4:
+			r.Phase = pick(g, []engine.Phase{"Result", "later"}) // compile errors
+		}
+	} else if g.resulty && g.n(200) == 0 {
+		r.Effect = "redact" // a compile error on a call rule
+	} else if g.resulty && g.p(5) {
+		r.Phase = engine.PhaseCall
+	}
 	switch {
 	case r.Effect == "ask" && g.p(60):
 		// Timeouts in whole and fractional seconds and the maximum; a few
@@ -152,13 +248,13 @@ func (g *gen) rule(i int, tiered bool) engine.Rule {
 		if g.p(5) {
 			r.Approval.Timeout = pick(g, []string{"90m", "soon", "-1s", "0s"})
 		}
-	case g.p(1): // approval on a rule that does not ask: a compile error
+	case g.bad(1): // approval on a rule that does not ask: a compile error
 		r.Approval = &engine.RuleApproval{}
 	}
-	if g.p(2) {
+	if g.bad(2) {
 		r.ID = pick(g, []string{"", "Bad_ID", "r0"})
 	}
-	if g.p(1) {
+	if g.bad(1) {
 		r.Effect = "block"
 	}
 	if g.p(30) {
@@ -166,7 +262,7 @@ func (g *gen) rule(i int, tiered bool) engine.Rule {
 	}
 	if tiered {
 		r.Priority = int32(g.n(3))
-	} else if g.p(1) {
+	} else if g.bad(1) {
 		r.Priority = 1 // a compile error in an ordered policy
 	}
 	gate := 40
@@ -175,11 +271,85 @@ func (g *gen) rule(i int, tiered bool) engine.Rule {
 	}
 	if g.p(gate) {
 		g.gateway(&r, tiered)
+		if r.Phase == engine.PhaseResult && r.When != nil && (r.When.RateLimit != nil || r.When.TokenBudget != nil) && !g.p(5) {
+			r.When = nil // limits are only for call rules: mostly left out
+		}
 	}
 	for range g.n(conditions) {
+		if g.resulty && g.p(80) {
+			r.Conditions = append(r.Conditions, g.outputTest())
+			continue
+		}
 		r.Conditions = append(r.Conditions, g.condition())
 	}
 	return r
+}
+
+// outputTest reads a result's output (issue 28), or detects a secret in
+// output.text or a call's field.
+func (g *gen) outputTest() engine.Condition {
+	detectors := append(detect.Names(), "bogus")
+	switch g.n(9) {
+	case 0, 1, 6, 7:
+		c := engine.Condition{Field: pick(g, []string{"output.text", "output.text", "output.text", "input.command"}), Operator: "detect"}
+		if g.p(50) {
+			c.Value = jsonText(pick(g, detectors[:len(detectors)-1]))
+			if g.p(2) {
+				c.Value = jsonText("bogus")
+			}
+		} else {
+			seen := map[string]bool{}
+			for _, n := range g.some(detectors[:len(detectors)-1], 3) {
+				if !seen[n] {
+					seen[n] = true
+					c.Values = append(c.Values, jsonText(n))
+				}
+			}
+		}
+		return c
+	case 2:
+		return engine.Condition{Field: "output.text", Operator: pick(g, []string{"contains", "not_contains", "matches"}),
+			Value: jsonText(pick(g, []string{"AKIA", "4111", "@", "BEGIN", "x", "[0-9]{3}-[0-9]{2}", "(?i)token", "^$"}))}
+	case 3:
+		return engine.Condition{Field: "output.isError", Operator: pick(g, []string{"eq", "neq"}), Value: jsonText(g.p(50))}
+	case 4:
+		return engine.Condition{Field: "output.size", Operator: pick(g, []string{"gt", "lte"}), Value: jsonText(pick(g, []int{0, 100, 1024}))}
+	case 5:
+		c := engine.Condition{Field: pick(g, []string{"output.structured.count", "output.structured.ok", "output.structured"}),
+			Operator: pick(g, []string{"gt", "eq", "exists", "is_valid_json", "not_exists"})}
+		switch c.Operator {
+		case "gt":
+			c.Value = jsonText(3)
+		case "eq":
+			c.Value = jsonText(pick(g, []any{5, true, "7"}))
+		}
+		return c
+	}
+	return engine.Condition{Field: pick(g, []string{"output.text", "output"}), Operator: pick(g, []string{"exists", "is_empty", "is_valid_json"})}
+}
+
+// output is a result's output: text made of secrets and near misses,
+// isError, size and structured content.
+func (g *gen) output() string {
+	var b strings.Builder
+	for range g.n(4) {
+		b.WriteString(detectFragments[g.n(len(detectFragments))])
+		b.WriteString(pick(g, []string{" ", "\n", ", ", "="}))
+	}
+	items := []string{`"text":` + string(jsonText(b.String()))}
+	if g.p(50) {
+		items = append(items, `"isError":`+pick(g, []string{"true", "false"}))
+	}
+	if g.p(50) {
+		items = append(items, fmt.Sprintf(`"size":%d`, g.n(2048)))
+	}
+	if g.p(40) {
+		items = append(items, `"structured":`+pick(g, []string{`{"count":5,"ok":true}`, `{"count":"7"}`, `[1,2]`, `"{\"a\":1}"`, `null`}))
+	}
+	if g.p(5) {
+		items = items[1:] // no text
+	}
+	return "{" + strings.Join(items, ",") + "}"
 }
 
 func (g *gen) gateway(r *engine.Rule, tiered bool) {
@@ -252,7 +422,7 @@ func (g *gen) bundle(now time.Time) engine.Bundle {
 	var b engine.Bundle
 	names := []string{"alpha", "beta", "gamma", "delta"}
 	policies := g.n(5)
-	if g.asky { // fewer NO_POLICIES and policies without rules (compile errors)
+	if g.asky || g.resulty { // fewer NO_POLICIES and policies without rules (compile errors)
 		policies = 1 + g.n(4)
 	}
 	for i := range policies { // 0 to 4 policies: none is NO_POLICIES
@@ -268,7 +438,7 @@ func (g *gen) bundle(now time.Time) engine.Bundle {
 			p.Evaluation = engine.EvaluationOrdered
 		}
 		rules := g.n(7) // 0 rules does not compile
-		if g.asky {
+		if g.asky || g.resulty {
 			rules = 1 + g.n(6)
 		}
 		for j := range rules {
@@ -408,11 +578,19 @@ func (g *gen) request() []byte {
 	if g.p(80) {
 		add("input", g.object(1, []string{"command", "path", "nested", "sql", "x"}))
 	}
-	if g.p(60) {
-		add("kwargs", g.object(1, []string{"amount", "flag", "note"}))
+	if g.p(60) || g.casty {
+		if g.p(50) || (g.casty && g.p(80)) {
+			add("kwargs", fmt.Sprintf(`{"amount":%s,"note":%s}`, jsonText(pick(g, castStrs)), g.castValue()))
+		} else {
+			add("kwargs", g.object(1, []string{"amount", "flag", "note"}))
+		}
 	}
 	if g.p(40) {
-		add("args", g.value(0))
+		if g.p(30) {
+			add("args", fmt.Sprintf("[%s]", g.castValue()))
+		} else {
+			add("args", g.value(0))
+		}
 	}
 	if g.p(30) {
 		add("roles", pick(g, []string{`["analyst"]`, `["dev","admin"]`, `[]`, `"analyst"`, `[1,"dev"]`}))
@@ -455,7 +633,18 @@ func (g *gen) request() []byte {
 	if g.p(5) {
 		add("resource", g.object(1, []string{"name", "level"}))
 	}
+	if g.resulty && g.p(50) {
+		add("output", g.output())
+	}
 	return []byte("{" + strings.Join(items, ",") + "}")
+}
+
+// castValue is a request value for castToNumber: mostly a numeric string.
+func (g *gen) castValue() string {
+	if g.p(70) {
+		return string(jsonText(pick(g, castStrs)))
+	}
+	return g.value(2)
 }
 
 // TestFuzz compares OPA and the engine on random bundles and requests:
@@ -493,6 +682,33 @@ func TestFuzzAsk(t *testing.T) {
 	compared, exercised := fuzz(t, &gen{r: rand.New(rand.NewPCG(*fuzzSeed, 3)), asky: true}, *fuzzBundles/4)
 	for _, k := range []string{"ask", "ask/tiered", "ask/ClusterPolicy", "ask/timeout", "ask/warnings", "shadow/ask"} {
 		if exercised[k] < compared/100 {
+			t.Errorf("only %d of %d answers have %s: the generator no longer exercises it", exercised[k], compared, k)
+		}
+	}
+}
+
+// TestFuzzCast is TestFuzz on bundles of mostly castToNumber conditions
+// (issue 28), few to a rule, over requests whose numeric fields hold
+// numeric strings with spaces, '+' and exponents, and strings that never
+// parse ("0x10", "NaN", "1_000", "1e400").
+func TestFuzzCast(t *testing.T) {
+	compared, exercised := fuzz(t, &gen{r: rand.New(rand.NewPCG(*fuzzSeed, 4)), casty: true}, *fuzzBundles/4)
+	if exercised["cast"] < compared/100 {
+		t.Errorf("only %d of %d answers were decided by a rule with castToNumber: the generator no longer exercises it", exercised["cast"], compared)
+	}
+}
+
+// TestFuzzResults is TestFuzz on bundles with result rules (issue 28):
+// phase result with deny, redact, warn, audit and allow over output.text,
+// output.isError, output.size and output.structured, detect conditions in
+// rules of both phases, and half the requests carrying an output (result
+// evaluations): OPA decides as the engine does (the redaction spans, the
+// delivered output and the explanations are the engine's alone).
+func TestFuzzResults(t *testing.T) {
+	compared, exercised := fuzz(t, &gen{r: rand.New(rand.NewPCG(*fuzzSeed, 5)), resulty: true}, *fuzzBundles/4)
+	t.Logf("results: %v", exercised)
+	for _, k := range []string{"redact", "result/deny", "result/allow", "detect"} {
+		if exercised[k] < compared/300 {
 			t.Errorf("only %d of %d answers have %s: the generator no longer exercises it", exercised[k], compared, k)
 		}
 	}
@@ -546,14 +762,69 @@ func fuzz(t *testing.T, g *gen, bundles int) (int, map[string]int) {
 					}
 				}
 				countAsks(&b, p.answer, exercised)
+				countCasts(&b, p.answer, exercised)
+				countResults(&b, p.answer, doc, exercised)
 			}
 		}
 	}
 	t.Logf("fuzz: %d requests compared over %d bundles, %d mismatches, %d refused; answers with matchedPolicyKind %d, exceptionApplied %d, shadow %d; "+
-		"ask decisions %d (by a tiered policy %d, by a ClusterPolicy %d, with another timeout than 5m %d, with warnings %d), shadow asks %d",
+		"ask decisions %d (by a tiered policy %d, by a ClusterPolicy %d, with another timeout than 5m %d, with warnings %d), shadow asks %d; "+
+		"decided by a rule with castToNumber %d",
 		compared, bundles, failures, refused, exercised["matchedPolicyKind"], exercised["exceptionApplied"], exercised["shadow"],
-		exercised["ask"], exercised["ask/tiered"], exercised["ask/ClusterPolicy"], exercised["ask/timeout"], exercised["ask/warnings"], exercised["shadow/ask"])
+		exercised["ask"], exercised["ask/tiered"], exercised["ask/ClusterPolicy"], exercised["ask/timeout"], exercised["ask/warnings"], exercised["shadow/ask"],
+		exercised["cast"])
 	return compared, exercised
+}
+
+// countResults counts result evaluations by their decision, redact
+// decisions, and answers decided by a rule with a detect condition.
+func countResults(b *engine.Bundle, answer map[string]any, doc []byte, exercised map[string]int) {
+	if strings.Contains(string(doc), `"output":`) {
+		exercised["result/"+answer["decision"].(string)]++
+		if code, ok := answer["code"].(string); ok && answer["decision"] == "deny" {
+			exercised["result/deny/"+code]++
+		}
+	}
+	if answer["effect"] == "redact" {
+		exercised["redact"]++
+	}
+	var detects func(cs []engine.Condition) bool
+	detects = func(cs []engine.Condition) bool {
+		return slices.ContainsFunc(cs, func(c engine.Condition) bool { return c.Operator == "detect" || detects(c.Any) || detects(c.All) })
+	}
+	for _, p := range b.Policies {
+		for _, r := range p.Rules {
+			if p.ID == answer["matchedPolicyId"] && r.ID == answer["matchedRuleId"] && detects(r.Conditions) {
+				exercised["detect"]++
+				return
+			}
+		}
+	}
+}
+
+// countCasts counts answers whose matched rule has a castToNumber
+// condition (issue 28).
+func countCasts(b *engine.Bundle, answer map[string]any, exercised map[string]int) {
+	var casts func(cs []engine.Condition) bool
+	casts = func(cs []engine.Condition) bool {
+		for _, c := range cs {
+			if c.CastToNumber || casts(c.Any) || casts(c.All) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, p := range b.Policies {
+		if p.ID != answer["matchedPolicyId"] {
+			continue
+		}
+		for _, r := range p.Rules {
+			if r.ID == answer["matchedRuleId"] && casts(r.Conditions) {
+				exercised["cast"]++
+				return
+			}
+		}
+	}
 }
 
 // countAsks counts, in the engine's answer for bundle b, what the ask

@@ -45,7 +45,11 @@ func decideLevelCases(t *testing.T, cases []levelCase) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res := p.compiled.Evaluate(req, engine.EvalOptions{Now: func() time.Time { return now }})
+			opts := engine.EvalOptions{Now: func() time.Time { return now }}
+			if _, ok := req[engine.FieldOutput]; ok {
+				opts.Phase = engine.PhaseResult // as compare decides it
+			}
+			res := p.compiled.Evaluate(req, opts)
 			answer, err := res.AppendJSON(nil)
 			if err != nil {
 				t.Fatal(err)

@@ -102,6 +102,8 @@ decision := d if {
 	d := _frozen
 } else := _shadowed(_result("deny", "deny", null, null, null, null, "NO_POLICIES", "the bundle has no policies", [])) if {
 	data.toolgate.policyCount == 0
+} else := _shadowed(_result("allow", "allow", null, null, null, null, null, null, [])) if {
+	_result_phase
 } else := _scan
 
 # ---------------------------------------------------------------------------
@@ -166,6 +168,17 @@ _frozen := _result("deny", "deny", null, null, null, null, "AGENT_FROZEN", live[
 	# A freeze of every agent (allAgents), after one naming the agent_id.
 	live := [e | some e in data.toolgate.frozenAll; not _expired(e)]
 	count(live) > 0
+}
+
+# A result evaluation (issue 28) is one whose input carries the tool's
+# output: result rules decide it, call rules the others.
+_result_phase if "output" in object.keys(input)
+
+# A policy's defaultEffect denies a call no rule matched; a result no
+# result rule judged goes on.
+_default_denies(pi) if {
+	data.toolgate.policies[pi].defaultDeny
+	not _result_phase
 }
 
 _expired(e) if {
@@ -238,7 +251,7 @@ _scan := r if {
 	pi := max({h[0] | some h in hit} | {pi | some pi in data.toolgate.tieredPolicies; _tiered_verdict[pi].set})
 	r := _last_result(pi, _warnings_before([data.toolgate.policyCount, -1]))
 } else := r if {
-	data.toolgate.policies[0].defaultDeny
+	_default_denies(0)
 	r := _result("deny", "deny", null, null, null, null, null, data.toolgate.policies[0].defaultReason, _warnings_before([data.toolgate.policyCount, -1]))
 } else := _result("allow", "allow", null, null, null, null, null, null, _warnings_before([data.toolgate.policyCount, -1]))
 
@@ -249,10 +262,15 @@ _verdicts := {h[0] | some h in hit} | {pi | some pi in data.toolgate.tieredPolic
 # matching ask rule (one with a matching deny stops the scan first), a
 # tiered policy whose verdict is an ask. Read only behind data.toolgate.asks
 # (some rule asks), so a bundle without ask pays nothing for it.
-_asking := {h[0] | some h in hit; _rule(h[0], h[1]).effect == "ask"} | {pi |
+_asking := {h[0] | some h in hit; _rule(h[0], h[1]).effect in _sticky} | {pi |
 	some pi in data.toolgate.tieredPolicies
-	_tiered_verdict[pi].effect == "ask"
+	_tiered_verdict[pi].effect in _sticky
 }
+
+# The effects that decide an ordered policy, and the scan, unless a deny
+# does: ask, and a result rule's redact. data.toolgate.asks is set when
+# some rule has one of them.
+_sticky := {"ask", "redact"}
 
 _default_deny(pi, warnings) := _result("deny", "deny", null, null, null, null, null, data.toolgate.policies[pi].defaultReason, warnings)
 
@@ -268,7 +286,7 @@ _two_levels := r if {
 	r := _kinded(_scan, "ClusterPolicy")
 } else := r if {
 	not _cluster_verdict
-	data.toolgate.policies[0].defaultDeny
+	_default_denies(0)
 	r := _kinded(_default_deny(0, _warnings_before([_cluster_count, -1])), "ClusterPolicy")
 } else := r if {
 	count(_stops) > 0
@@ -276,7 +294,7 @@ _two_levels := r if {
 } else := r if {
 	_has_namespace_level
 	not _namespace_verdict
-	data.toolgate.policies[_cluster_count].defaultDeny
+	_default_denies(_cluster_count)
 	r := _kinded(_default_deny(_cluster_count, _all_warnings), "Policy")
 } else := r if {
 	c := _last_result(_cluster_verdict, _all_warnings)
@@ -316,11 +334,15 @@ _kinded(r, kind) := object.union(r, {"matchedPolicyKind": kind})
 # policy's first matching ask, else its last match.
 _last_result(pi, warnings) := _tiered_result(pi, warnings) if {
 	data.toolgate.policies[pi].tiered
-} else := _ask_result(pi, ri, warnings) if {
+} else := _sticky_result(pi, ri, warnings) if {
 	data.toolgate.asks
 	pi in _asking
-	ri := min({h[1] | some h in hit; h[0] == pi; _rule(pi, h[1]).effect == "ask"})
+	ri := min({h[1] | some h in hit; h[0] == pi; _rule(pi, h[1]).effect in _sticky})
 } else := _rule_result(pi, max({h[1] | some h in hit; h[0] == pi}), warnings)
+
+_sticky_result(pi, ri, warnings) := _ask_result(pi, ri, warnings) if {
+	_rule(pi, ri).effect == "ask"
+} else := _rule_result(pi, ri, warnings)
 
 # The result of a rule that does not ask (a stop's deny, an ordered
 # policy's last match, which is never an ask: _last_result).
@@ -429,7 +451,7 @@ _tiered(evals) := v if {
 	v := object.union(best, {"stop": best.effect == "deny", "warnings": [e.reason | some e in set; e.effect == "warn"]})
 } else := {"set": false, "stop": false, "warnings": []}
 
-_effect_rank := {"deny": 4, "ask": 3, "warn": 2, "audit": 1, "allow": 0}
+_effect_rank := {"deny": 5, "ask": 4, "redact": 3, "warn": 2, "audit": 1, "allow": 0}
 
 _tool_eval(pi) := v if {
 	ranked := {[h[1], h[2]] | some h in thit; h[0] == pi}
@@ -445,6 +467,7 @@ _resource_eval(pi, i) := v if {
 	v := {"set": true, "effect": _rule(pi, ri).effect, "rule": ri, "res": i, "implicit": false, "reason": _rule(pi, ri).reason}
 } else := v if {
 	[pi, i] in rbound
+	not _result_phase # a result no rule judged goes on
 	v := {"set": true, "effect": "deny", "rule": null, "res": i, "implicit": true, "reason": ""}
 } else := {"set": false}
 
@@ -522,16 +545,20 @@ _kind_of(pi) := k if {
 	k := data.toolgate.policies[pi].kind
 } else := ""
 
-_alone(pi) := {"decision": "deny", "rule": null} if {
+_alone(pi) := {"decision": "allow", "rule": null} if {
+	# A result, for an Audit policy without result rules, goes on.
+	_result_phase
+	not data.toolgate.policies[pi].resultRules
+} else := {"decision": "deny", "rule": null} if {
 	data.toolgate.policies[pi].compileError != ""
 } else := v if {
 	ri := min({h[1] | some h in shadow_hit; h[0] == pi; _rule(pi, h[1]).effect == "deny"})
 	v := {"decision": "deny", "rule": _rule(pi, ri).id}
 } else := v if {
-	# An ordered policy's first matching ask, as in the scan.
+	# An ordered policy's first matching ask or redact, as in the scan.
 	data.toolgate.asks
-	ri := min({h[1] | some h in shadow_hit; h[0] == pi; _rule(pi, h[1]).effect == "ask"})
-	v := {"decision": "ask", "rule": _rule(pi, ri).id}
+	ri := min({h[1] | some h in shadow_hit; h[0] == pi; _rule(pi, h[1]).effect in _sticky})
+	v := {"decision": _decision_of(_rule(pi, ri).effect), "rule": _rule(pi, ri).id}
 } else := v if {
 	ri := max({h[1] | some h in shadow_hit; h[0] == pi})
 	v := {"decision": "allow", "rule": _rule(pi, ri).id}
@@ -542,7 +569,7 @@ _alone(pi) := {"decision": "deny", "rule": null} if {
 	t.set
 	v := {"decision": _decision_of(t.effect), "rule": _rule_id(pi, t)}
 } else := {"decision": "deny", "rule": null} if {
-	data.toolgate.policies[pi].defaultDeny
+	_default_denies(pi)
 } else := {"decision": "allow", "rule": null}
 
 # ---------------------------------------------------------------------------
@@ -750,6 +777,28 @@ _number(x) := _num(x) if {
 } else := _num(to_number(x)) if {
 	is_string(x)
 	regex.match(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$`, x)
+}
+
+# castToNumber's number: a number, or a string that once ASCII whitespace
+# is trimmed and one '+' before its digits dropped is in JSON number syntax,
+# read as a float64 (undefined out of its range, as _num is).
+_cast(x) := _num(x) if {
+	is_number(x)
+} else := _num(to_number(trim_prefix(t, "+"))) if {
+	is_string(x)
+	t := trim(x, " \t\n\u000b\f\r")
+	regex.match(`^[+-]?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$`, t)
+}
+
+_cast_in(n, ns) if {
+	some m in ns
+	n == m
+}
+
+_cast_not_in(n, ns) if {
+	every m in ns {
+		n != m
+	}
 }
 
 # _num(x) is the float64 nearest x, as its shortest decimal: what the
