@@ -41,7 +41,7 @@ func TestBundleIsEncodeOfBuild(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a sidecar would reject the output: %v", err)
 	}
-	if b.Revision != rev || len(b.Policies) != 5 || len(b.FrozenAgents) != 1 || b.Policies[0].ID != "default-deny-readonly" {
+	if b.Revision != rev || len(b.Policies) != 6 || len(b.FrozenAgents) != 1 || b.Policies[0].ID != "default-deny-readonly" {
 		t.Errorf("decoded bundle: revision %s, %d policies (first %q), %d frozen", b.Revision, len(b.Policies), b.Policies[0].ID, len(b.FrozenAgents))
 	}
 }

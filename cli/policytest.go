@@ -33,7 +33,8 @@ func newTestCommand() *cobra.Command {
 		Long: "test reads Test files (apiVersion " + testAPIVersion + ", kind " + testKind + "): a PATH is a file, or a\n" +
 			"directory searched for *" + testFileSuffix + ". Each file builds one namespace's bundle from its\n" +
 			"manifests, as the operator would, at its clock (now), and decides each case's request as the\n" +
-			"sidecar would; a case passes when every field it expects is in the result as given.\n" +
+			"sidecar would (a request carrying output is a tool's result, judged by result rules only);\n" +
+			"a case passes when every field it expects is in the result as given.\n" +
 			"It prints one line per failing case, then N passed, M failed. Exit 0 when every case passes,\n" +
 			"1 when one fails, 2 on input it cannot read (the file, document and field are named).",
 		Example: "  toolgate test config/samples\n" +
@@ -149,7 +150,8 @@ func (t *loadedTest) run(stderr io.Writer) (fileOutcome, error) {
 	for i, c := range f.Cases {
 		// Each case is decided on its own, against the history alone:
 		// one case's call does not count toward the next one's limits.
-		res := compiled.Evaluate(t.requests[i], engine.EvalOptions{Now: clockFrom(t.now), Usage: used, ServiceAccount: c.ServiceAccount})
+		res := compiled.Evaluate(t.requests[i], engine.EvalOptions{Now: clockFrom(t.now), Usage: used, ServiceAccount: c.ServiceAccount,
+			Phase: phaseOf(t.requests[i])})
 		if res.MatchedRuleID != "" {
 			matched[ruleKey(res.MatchedPolicyKind == engine.KindClusterPolicy, res.MatchedPolicyID, res.MatchedRuleID)] = true
 		}
@@ -172,6 +174,16 @@ func (t *loadedTest) run(stderr io.Writer) (fileOutcome, error) {
 		}
 	}
 	return out, nil
+}
+
+// phaseOf is the phase a sidecar's /v1/evaluate judges req in: a request
+// carrying output is what a tool returned, judged by result rules; any
+// other is a call.
+func phaseOf(req engine.Request) engine.Phase {
+	if _, ok := req[engine.FieldOutput]; ok {
+		return engine.PhaseResult
+	}
+	return engine.PhaseCall
 }
 
 // ruleKey names a rule in --coverage: policy/rule, a ClusterPolicy's

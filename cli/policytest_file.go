@@ -58,7 +58,8 @@ type testFile struct {
 // testCase is one request and the result fields it must give.
 type testCase struct {
 	Name string `json:"name"`
-	// Request is the /v1/evaluate JSON.
+	// Request is the /v1/evaluate JSON. One carrying output is a tool's
+	// result, judged by result rules only, as /v1/evaluate judges it.
 	Request json.RawMessage `json:"request"`
 	// Expect is any subset of the result's fields.
 	Expect map[string]json.RawMessage `json:"expect"`
@@ -68,10 +69,13 @@ type testCase struct {
 }
 
 // resultFields are the fields of a decision a case may expect: what the
-// sidecar's answer (engine.Result.AppendJSON) writes, but the latency.
+// sidecar's answer (engine.Result.AppendJSON) writes, but the latency. The
+// last three are a result's (a request carrying output): the spans
+// redacted, the output as delivered, and each result rule's explanation.
 var resultFields = []string{
 	"decision", "effect", "matchedPolicyId", "matchedPolicyVersion", "matchedRuleId", "matchedPolicyKind",
 	"matchedResource", "code", "reason", "warnings", "exceptionApplied", "shadow",
+	"redactions", "output", "explanations",
 }
 
 // loadedTest is a test file read and checked: its cases' requests decoded

@@ -159,6 +159,46 @@ cases:
 	}
 }
 
+// TestPolicyTestResults: a request carrying output is a tool's result,
+// judged by result rules only (as /v1/evaluate judges it), and a case may
+// expect the output as delivered, the redactions and the explanations; a
+// call rule never judges a result, nor a result rule a call.
+func TestPolicyTestResults(t *testing.T) {
+	results := `apiVersion: toolgate.dev/v1alpha1
+kind: Policy
+metadata: {name: results}
+spec:
+  rules:
+  - id: aws-keys
+    phase: result
+    effect: redact
+    conditions:
+    - {field: output.text, operator: detect, value: aws_access_key}
+`
+	dir := policyTestTree(t, testHeader+`cases:
+- name: a key in a result is redacted
+  request: {tool_name: Read, output: {text: "id=AKIAIOSFODNN7EXAMPLE", size: 23}}
+  expect:
+    decision: allow
+    effect: redact
+    matchedRuleId: aws-keys
+    output: {text: "id=[REDACTED:aws-keys]", size: 23}
+    redactions: [{start: 3, end: 23, policyId: results, ruleId: aws-keys}]
+    explanations:
+    - {policyId: results, ruleId: aws-keys, effect: redact, passed: true, score: 1, condition: 1,
+       explanation: "condition 1: output.text contains an aws_access_key at byte 3 (20 bytes)"}
+- name: the call rule does not judge a Bash result
+  request: {tool_name: Bash, output: {text: "ok"}}
+  expect: {decision: allow, effect: allow, matchedRuleId: null, redactions: null, output: null}
+- name: the result rule does not judge a call
+  request: {tool_name: Read, input: {path: AKIAIOSFODNN7EXAMPLE}}
+  expect: {decision: allow, matchedRuleId: null, explanations: null}
+`, map[string]string{"policies/results.yaml": results})
+	if o := run(t, "", "test", dir, "--coverage"); o.code != 0 || !strings.HasSuffix(o.stdout, "3 passed, 0 failed\n") || !strings.Contains(o.stdout, "no-bash/deny-bash: no case matched it") {
+		t.Errorf("exit %d, stdout %q, stderr %q", o.code, o.stdout, o.stderr)
+	}
+}
+
 // TestPolicyTestRefusesUnreadableInput: exit 2, naming the file, the
 // document's field, and what is wrong; nothing is reported as passed.
 func TestPolicyTestRefusesUnreadableInput(t *testing.T) {
@@ -180,6 +220,9 @@ func TestPolicyTestRefusesUnreadableInput(t *testing.T) {
 		{"case without a request", testHeader + "cases:\n- name: c\n  expect: {decision: allow}\n", nil, "cases[0] (c).request: required"},
 		{"request without tool_name", testHeader + "cases:\n- name: c\n  request: {agent_id: a}\n  expect: {decision: allow}\n", nil, "cases[0] (c).request: bad request: tool_name is required"},
 		{"request with agentId", testHeader + "cases:\n- name: c\n  request: {tool_name: Read, agentId: a}\n  expect: {decision: allow}\n", nil, `cases[0] (c).request: bad request: unknown field "agentId": did you mean "agent_id"?`},
+		{"output not an object", testHeader + "cases:\n- name: c\n  request: {tool_name: Read, output: leaked}\n  expect: {decision: allow}\n", nil, "cases[0] (c).request: bad request: output must be an object"},
+		{"output.text not a string", testHeader + "cases:\n- name: c\n  request: {tool_name: Read, output: {text: 5}}\n  expect: {decision: allow}\n", nil, "cases[0] (c).request: bad request: output.text must be a string, not a number"},
+		{"output with an unknown key", testHeader + "cases:\n- name: c\n  request: {tool_name: Read, output: {txt: a}}\n  expect: {decision: allow}\n", nil, `cases[0] (c).request: bad request: unknown output field "txt"`},
 		{"case expecting nothing", testHeader + "cases:\n- name: c\n  request: {tool_name: Read}\n", nil, "cases[0] (c).expect: name at least one result field"},
 		{"cases not a list", testHeader + "cases: {name: c}\n", nil, "cases: want []cli.testCase, not a object"},
 		{"bad now", testHeader + "now: tomorrow\n" + ok, nil, `now: "tomorrow" is not an RFC 3339 time`},

@@ -17,8 +17,9 @@ const sampleNow = "2026-11-15T12:00:00Z"
 // TestSampleRequests decides every case of the shared conformance set
 // (config/samples/expected-decisions.json: every request in
 // config/samples/requests against all samples applied together) as
-// toolgate eval does (offline, an asked case is the engine's ask); the Go,
-// Python and TypeScript clients decide the same set through a sidecar.
+// toolgate eval does (offline, an asked case is the engine's ask; a result
+// case is judged with --phase result); the Go, Python and TypeScript
+// clients decide the same set through a sidecar.
 func TestSampleRequests(t *testing.T) {
 	cases, err := conformance.Load(samplesDir)
 	if err != nil {
@@ -32,6 +33,9 @@ func TestSampleRequests(t *testing.T) {
 		args := []string{"eval", "-f", samplesDir, "--request", req}
 		if c.Now != "" {
 			args = append(args, "--now", c.Now)
+		}
+		if c.Result() {
+			args = append(args, "--phase", string(engine.PhaseResult))
 		}
 		res := oneResult(t, run(t, "", args...))
 		if m := c.Offline().Mismatch(conformance.Of(res)); m != "" {
@@ -53,7 +57,7 @@ func TestSamplesValidate(t *testing.T) {
 	if o.code != 0 || o.stdout != "" {
 		t.Fatalf("validate config/samples: exit %d\n%s%s", o.code, o.stdout, o.stderr)
 	}
-	if !strings.Contains(o.stderr, "5 Policy and 1 FrozenAgent object(s) valid") {
+	if !strings.Contains(o.stderr, "6 Policy and 1 FrozenAgent object(s) valid") {
 		t.Errorf("stderr %q", o.stderr)
 	}
 }

@@ -96,7 +96,10 @@ func (l *Evaluator) Evaluate(_ context.Context, req client.Request) (client.Resu
 
 // EvaluateRequest decides a request already in the engine's form (decoded
 // JSON, as engine.DecodeRequest returns): the path that allocates nothing
-// beyond the engine's own.
+// beyond the engine's own. A request carrying output (engine.FieldOutput)
+// is what a tool returned and is judged by result rules only, as the
+// sidecar's /v1/evaluate judges it: a Request whose Extra holds output
+// gets the same answer here and from a client.Client.
 //
 // An Evaluator has no ApprovalRequests to ask a person with, so an ask
 // rule's call is settled as a sidecar reading a bundle file settles it
@@ -105,6 +108,9 @@ func (l *Evaluator) Evaluate(_ context.Context, req client.Request) (client.Resu
 // gets the same final answer for the same bundle, and never an ask that
 // names no approval.
 func (l *Evaluator) EvaluateRequest(req engine.Request) client.Result {
+	if _, isResult := req[engine.FieldOutput]; isResult {
+		return l.judge(req)
+	}
 	res, st := l.d.Decide(req, false, nil)
 	if res.Decision == engine.Ask {
 		res, st, _ = l.d.Resolve(context.Background(), req, res, st, decide.AskOptions{})
@@ -129,7 +135,12 @@ func (l *Evaluator) EvaluateResult(_ context.Context, req client.Request, toolOu
 		r.Decision, r.Effect, r.Reason = engine.Deny, engine.EffectDeny, err.Error()
 		return r, err
 	}
-	res, st := l.d.DecideResult(er, false, nil)
+	return l.judge(er), nil
+}
+
+// judge judges a result request in the engine's form (it carries output).
+func (l *Evaluator) judge(req engine.Request) client.Result {
+	res, st := l.d.DecideResult(req, false, nil)
 	res.Code = res.StatedCode()
-	return client.Result{Result: res, BundleRevision: st.Revision}, nil
+	return client.Result{Result: res, BundleRevision: st.Revision}
 }

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -38,9 +39,13 @@ func TestLocalDecidesAsTheSidecar(t *testing.T) {
 	if err != nil || len(names) == 0 {
 		t.Fatalf("no sample requests: %v", err)
 	}
+	redacted := 0
 	for _, name := range names {
 		req := clienttest.SampleRequest(t, filepath.Base(name))
 		want := clienttest.Evaluate(t, c, req)
+		if want.Redacted() {
+			redacted++
+		}
 		for _, l := range []*Evaluator{fromFile, fromDir} {
 			got := clienttest.Evaluate(t, l, req)
 			if !sameDecision(got, want) {
@@ -48,13 +53,20 @@ func TestLocalDecidesAsTheSidecar(t *testing.T) {
 			}
 		}
 	}
+	if redacted == 0 {
+		t.Error("no sample result was redacted: the samples' redact rule was not exercised")
+	}
 }
 
+// sameDecision compares two answers, a result's redactions and delivered
+// text included (the sample requests carrying output are results, judged
+// by result rules on both sides).
 func sameDecision(a, b client.Result) bool {
 	return a.Decision == b.Decision && a.Effect == b.Effect && a.Code == b.Code && a.Reason == b.Reason &&
 		a.MatchedPolicyID == b.MatchedPolicyID && a.MatchedPolicyVersion == b.MatchedPolicyVersion &&
 		a.MatchedRuleID == b.MatchedRuleID && a.BundleRevision == b.BundleRevision &&
-		strings.Join(a.Warnings, "\n") == strings.Join(b.Warnings, "\n")
+		strings.Join(a.Warnings, "\n") == strings.Join(b.Warnings, "\n") &&
+		slices.Equal(a.Redactions, b.Redactions) && a.RedactedText() == b.RedactedText()
 }
 
 // Go values that are not what JSON decodes into (an int, a

@@ -78,6 +78,16 @@ func TestDemo(t *testing.T) {
 		// same read forwarded, the same read denied, the same count.
 		"$ toolgate mcp stdio --server files --url unix://",
 		"    < {\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"files-no-secrets: nothing under /secrets/ is read by agents\"}],\"isError\":true,",
+		// The results step: a key in a result redacted, with the sentence
+		// that says where it was; a bulk result withheld.
+		"policy.toolgate.dev/results-secrets created",
+		`"effect":"redact","matchedPolicyId":"results-secrets","matchedPolicyVersion":1,"matchedRuleId":"secrets-redacted"`,
+		`"redactions":[{"start":39,"end":59,"policyId":"results-secrets","ruleId":"secrets-redacted"}],"output":{"text":"AWS_REGION=eu-west-1\nAWS_ACCESS_KEY_ID=[REDACTED:secrets-redacted]\n"}`,
+		"=> ALLOW, REDACTED  (policy results-secrets, rule secrets-redacted): credentials never reach the agent",
+		`the agent reads: "AWS_REGION=eu-west-1\nAWS_ACCESS_KEY_ID=[REDACTED:secrets-redacted]\n"`,
+		"why: condition 1: output.text contains an aws_access_key at byte 39 (20 bytes)",
+		"=> WITHHELD  (policy results-secrets, rule bulk-rows-withheld): a database result of more than 100 rows is withheld; narrow the query",
+		"why: condition 1: output.structured.rowCount is greater than 100",
 		"==> stopping everything",
 	} {
 		if !strings.Contains(story, want) {
@@ -93,8 +103,12 @@ func TestDemo(t *testing.T) {
 			t.Errorf("want %q %d times (the HTTP proxy, the stdio guard), found %d", what, n, got)
 		}
 	}
-	if strings.Count(story, "=> ALLOW") != 3 {
-		t.Errorf("want ls allowed before the freeze and after the unfreeze, and the approved payment:\n%s", story)
+	if strings.Count(story, "=> ALLOW") != 4 {
+		t.Errorf("want ls allowed before the freeze and after the unfreeze, the approved payment and the redacted result:\n%s", story)
+	}
+	// The secret is in the request the demo sends, never in an answer.
+	if n := strings.Count(story, "AKIAIOSFODNN7EXAMPLE"); n != 1 {
+		t.Errorf("the AWS key appears %d times in the story, want once (the curl command that sends it)", n)
 	}
 	checkApproval(t, story)
 
@@ -129,13 +143,13 @@ func TestDemo(t *testing.T) {
 	if err != nil {
 		t.Fatalf("curl never ran: %v", err)
 	}
-	if curled := strings.Split(strings.TrimSpace(string(curlBytes)), "\n"); len(asked) != 10 || !slices.Equal(asked, curled) {
-		t.Errorf("the demo printed 10 curl commands?\n  curl %s\nand ran\n  curl %s", strings.Join(asked, "\n  curl "), strings.Join(curled, "\n  curl "))
+	if curled := strings.Split(strings.TrimSpace(string(curlBytes)), "\n"); len(asked) != 12 || !slices.Equal(asked, curled) {
+		t.Errorf("the demo printed 12 curl commands?\n  curl %s\nand ran\n  curl %s", strings.Join(asked, "\n  curl "), strings.Join(curled, "\n  curl "))
 	}
-	// Five /v1/evaluate answers, and the MCP denies' decision objects (the
-	// HTTP proxy's, the stdio guard's).
-	if n := strings.Count(story, `"bundleRevision":"sha256:`); n != 7 {
-		t.Errorf("want the sidecar's 7 decisions printed, found %d", n)
+	// Seven /v1/evaluate answers (two of them results), and the MCP
+	// denies' decision objects (the HTTP proxy's, the stdio guard's).
+	if n := strings.Count(story, `"bundleRevision":"sha256:`); n != 9 {
+		t.Errorf("want the sidecar's 9 decisions printed, found %d", n)
 	}
 	if t.Failed() {
 		t.Log(story)

@@ -146,8 +146,10 @@ func run(out io.Writer, keep bool) error {
 	if err := waitUntil(30*time.Second, func() bool {
 		// kubectl applies one object at a time: wait for a bundle holding
 		// them all. A small payment shows pay-cap is in; a large one would
-		// ask, and leave an ApprovalRequest before the story tells of it.
-		return d.decide(req("Bash", "demo-agent", "ls -la")).Decision == "allow" && d.decide(smallPay).MatchedRule == "pay-within-cap"
+		// ask, and leave an ApprovalRequest before the story tells of it. A
+		// redacted result shows results-secrets is in.
+		return d.decide(req("Bash", "demo-agent", "ls -la")).Decision == "allow" && d.decide(smallPay).MatchedRule == "pay-within-cap" &&
+			d.redacts()
 	}); err != nil {
 		return fmt.Errorf("the sidecar never loaded the samples: %w", err)
 	}
@@ -257,6 +259,14 @@ func run(out io.Writer, keep bool) error {
 		return err
 	}
 
+	say("\n--- 9. What tools return is judged too: a key in a result is redacted before the agent reads it, and a bulk result is withheld")
+	if err := d.showResult(envResult); err != nil {
+		return err
+	}
+	if err := d.showResult(bulkResult); err != nil {
+		return err
+	}
+
 	say("")
 	if _, err := d.run("", "get", "policies,frozenagents,approvalrequests", "-n", "demo"); err != nil {
 		return err
@@ -313,6 +323,7 @@ func req(tool, agent, command string) map[string]any {
 
 type decision struct {
 	Decision      string `json:"decision"`
+	Effect        string `json:"effect"`
 	Code          string `json:"code"`
 	MatchedPolicy string `json:"matchedPolicyId"`
 	MatchedRule   string `json:"matchedRuleId"`

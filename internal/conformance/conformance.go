@@ -25,8 +25,13 @@ type Case struct {
 	Request string `json:"request"`
 	// Now, when set, is the instant the case is decided at: only an
 	// evaluator with an injectable clock runs it.
-	Now    string `json:"now,omitempty"`
-	Expect Expect `json:"expect"`
+	Now string `json:"now,omitempty"`
+	// Phase is "result" for a case whose request carries output (what
+	// the tool returned): only result rules judge it, as /v1/evaluate
+	// judges such a request (toolgate eval needs --phase result). Empty
+	// is a call. Load checks that the phase and the request agree.
+	Phase  engine.Phase `json:"phase,omitempty"`
+	Expect Expect       `json:"expect"`
 	// Asks marks a case its rule asks a person about (effect ask). Expect
 	// is then what a sidecar that cannot ask answers (a bundle from a
 	// file, as the clients' tests run it; client/local alike): deny
@@ -86,6 +91,8 @@ func Load(samplesDir string) ([]Case, error) {
 		}
 		if c.Body, err = os.ReadFile(filepath.Join(samplesDir, "requests", c.Request)); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", File, err))
+		} else if err := c.checkPhase(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %s: %w", File, c.Request, err))
 		}
 		if c.Now != "" {
 			if c.At, err = time.Parse(time.RFC3339, c.Now); err != nil {
@@ -107,6 +114,30 @@ func Load(samplesDir string) ([]Case, error) {
 	}
 	return doc.Cases, nil
 }
+
+// checkPhase: a result case's request carries output and a call's does
+// not, so no reader judges a result as a call (or refuses it).
+func (c *Case) checkPhase() error {
+	req, err := engine.DecodeRequest(c.Body)
+	if err != nil {
+		return err
+	}
+	_, hasOutput := req[engine.FieldOutput]
+	switch {
+	case c.Phase != "" && c.Phase != engine.PhaseResult:
+		return fmt.Errorf("phase %q: want %q or none (a call)", c.Phase, engine.PhaseResult)
+	case c.Result() && !hasOutput:
+		return fmt.Errorf("phase result: the request carries no %s", engine.FieldOutput)
+	case !c.Result() && hasOutput:
+		return fmt.Errorf("the request carries %s: set \"phase\": \"result\"", engine.FieldOutput)
+	case c.Result() && c.Asks:
+		return errors.New("a result is never asked about: asks is for calls")
+	}
+	return nil
+}
+
+// Result tells whether the case judges what a tool returned.
+func (c Case) Result() bool { return c.Phase == engine.PhaseResult }
 
 // CodeCannotAsk is the code a sidecar without an API server denies an
 // asked call with (approval.CodeUnavailable, written out here: this

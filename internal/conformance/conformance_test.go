@@ -16,7 +16,7 @@ func TestLoadSamples(t *testing.T) {
 	if len(cases) < 19 {
 		t.Fatalf("%d cases, want every sample request (19 or more)", len(cases))
 	}
-	asks := 0
+	asks, results := 0, map[string]int{}
 	for _, c := range cases {
 		if len(c.Body) == 0 {
 			t.Errorf("%s: no body", c.Request)
@@ -24,9 +24,17 @@ func TestLoadSamples(t *testing.T) {
 		if c.Asks {
 			asks++
 		}
+		if c.Result() {
+			results[c.Expect.Effect]++
+		}
 	}
 	if asks == 0 {
 		t.Error("no case asks: the samples' pay-over-cap rule (effect ask) is not in the set")
+	}
+	// The samples' result rules: a result redacted, one withheld, one that
+	// goes on as it is.
+	if results["redact"] == 0 || results["deny"] == 0 || results["allow"] == 0 {
+		t.Errorf("result cases by effect %v: want redact, deny and allow", results)
 	}
 }
 
@@ -62,18 +70,24 @@ func TestOffline(t *testing.T) {
 
 // TestLoadRefusesDrift writes broken sets: each is refused with a reason.
 func TestLoadRefusesDrift(t *testing.T) {
-	cases := []struct{ name, set, want string }{
-		{"not JSON", `{"cases":[`, "unexpected EOF"},
-		{"unknown field", `{"cases":[],"extra":1}`, `unknown field "extra"`},
-		{"empty", `{"cases":[]}`, "has no cases"},
-		{"missing request", `{"cases":[{"request":"a.json","expect":{"decision":"deny"}},{"request":"gone.json","expect":{"decision":"deny"}}]}`, "gone.json"},
-		{"request without a case", `{"cases":[{"request":"b.json","expect":{"decision":"deny"}}]}`, "has no case for"},
-		{"twice", `{"cases":[{"request":"a.json","expect":{"decision":"deny"}},{"request":"a.json","expect":{"decision":"deny"}}]}`, "listed twice"},
-		{"bad decision", `{"cases":[{"request":"a.json","expect":{"decision":"maybe"}}]}`, `"maybe" is not allow or deny`},
-		{"asks, allowed", `{"cases":[{"request":"a.json","asks":true,"expect":{"decision":"allow","matchedRuleId":"r"}}]}`, "a.json asks: expect a deny APPROVAL_UNAVAILABLE"},
-		{"asks, another code", `{"cases":[{"request":"a.json","asks":true,"expect":{"decision":"deny","matchedRuleId":"r","code":"r"}}]}`, "a.json asks: expect a deny APPROVAL_UNAVAILABLE"},
-		{"asks, no rule", `{"cases":[{"request":"a.json","asks":true,"expect":{"decision":"deny","code":"APPROVAL_UNAVAILABLE"}}]}`, "naming the rule that asked"},
-		{"bad now", `{"cases":[{"request":"a.json","now":"tomorrow","expect":{"decision":"deny"}}]}`, "now:"},
+	output := `{"tool_name":"x","output":{"text":"t"}}`
+	cases := []struct{ name, set, want, body string }{
+		{"not JSON", `{"cases":[`, "unexpected EOF", ""},
+		{"unknown field", `{"cases":[],"extra":1}`, `unknown field "extra"`, ""},
+		{"empty", `{"cases":[]}`, "has no cases", ""},
+		{"missing request", `{"cases":[{"request":"a.json","expect":{"decision":"deny"}},{"request":"gone.json","expect":{"decision":"deny"}}]}`, "gone.json", ""},
+		{"request without a case", `{"cases":[{"request":"b.json","expect":{"decision":"deny"}}]}`, "has no case for", ""},
+		{"twice", `{"cases":[{"request":"a.json","expect":{"decision":"deny"}},{"request":"a.json","expect":{"decision":"deny"}}]}`, "listed twice", ""},
+		{"bad decision", `{"cases":[{"request":"a.json","expect":{"decision":"maybe"}}]}`, `"maybe" is not allow or deny`, ""},
+		{"asks, allowed", `{"cases":[{"request":"a.json","asks":true,"expect":{"decision":"allow","matchedRuleId":"r"}}]}`, "a.json asks: expect a deny APPROVAL_UNAVAILABLE", ""},
+		{"asks, another code", `{"cases":[{"request":"a.json","asks":true,"expect":{"decision":"deny","matchedRuleId":"r","code":"r"}}]}`, "a.json asks: expect a deny APPROVAL_UNAVAILABLE", ""},
+		{"asks, no rule", `{"cases":[{"request":"a.json","asks":true,"expect":{"decision":"deny","code":"APPROVAL_UNAVAILABLE"}}]}`, "naming the rule that asked", ""},
+		{"bad now", `{"cases":[{"request":"a.json","now":"tomorrow","expect":{"decision":"deny"}}]}`, "now:", ""},
+		{"output, no phase", `{"cases":[{"request":"a.json","expect":{"decision":"allow"}}]}`, `a.json: the request carries output: set "phase": "result"`, output},
+		{"phase result, no output", `{"cases":[{"request":"a.json","phase":"result","expect":{"decision":"allow"}}]}`, "a.json: phase result: the request carries no output", ""},
+		{"another phase", `{"cases":[{"request":"a.json","phase":"call","expect":{"decision":"allow"}}]}`, `a.json: phase "call": want "result" or none`, ""},
+		{"a result asks", `{"cases":[{"request":"a.json","phase":"result","asks":true,"expect":{"decision":"deny","matchedRuleId":"r","code":"APPROVAL_UNAVAILABLE"}}]}`, "asks is for calls", output},
+		{"a bad output", `{"cases":[{"request":"a.json","phase":"result","expect":{"decision":"allow"}}]}`, "output.text must be a string", `{"tool_name":"x","output":{"text":1}}`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -82,7 +96,11 @@ func TestLoadRefusesDrift(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, f := range []string{"a.json", "b.json"} {
-				if err := os.WriteFile(filepath.Join(dir, "requests", f), []byte(`{"tool_name":"x"}`), 0o644); err != nil {
+				body := `{"tool_name":"x"}`
+				if c.body != "" && f == "a.json" {
+					body = c.body
+				}
+				if err := os.WriteFile(filepath.Join(dir, "requests", f), []byte(body), 0o644); err != nil {
 					t.Fatal(err)
 				}
 			}
