@@ -213,38 +213,17 @@ func (p *Proxy) filterMessage(st *mcpStatic, rt *mcpRoute, ids []json.RawMessage
 	}) {
 		return msg
 	}
-	var result map[string]json.RawMessage
-	if json.Unmarshal(top["result"], &result) != nil {
-		return msg
-	}
-	var tools []json.RawMessage
-	if json.Unmarshal(result["tools"], &tools) != nil {
-		return msg
-	}
 	frozen := p.agentFrozen()
-	kept := tools[:0:0]
-	for _, t := range tools {
+	out, _ := keepTools(msg, top, func(t json.RawMessage) bool {
 		rt.params.learn(t)
 		if rt.pins.observe(t) || frozen {
-			continue
+			return false
 		}
 		var named struct {
 			Name string `json:"name"`
 		}
-		if json.Unmarshal(t, &named) == nil && p.hidden(st, rt, named.Name) {
-			continue
-		}
-		kept = append(kept, t)
-	}
-	if len(kept) == len(tools) {
-		return msg
-	}
-	result["tools"], _ = json.Marshal(kept)
-	top["result"], _ = json.Marshal(result)
-	out, err := json.Marshal(top)
-	if err != nil {
-		return msg
-	}
+		return json.Unmarshal(t, &named) != nil || !p.hidden(st, rt, named.Name)
+	})
 	return out
 }
 

@@ -14,28 +14,42 @@ func filterPinned(msg []byte, ps *pinState) []byte {
 	if json.Unmarshal(msg, &top) != nil || top["result"] == nil {
 		return msg
 	}
+	out, changed := keepTools(msg, top, func(t json.RawMessage) bool { return !ps.observe(t) })
+	if !changed {
+		return msg
+	}
+	return append(out, '\n')
+}
+
+// keepTools is msg (decoded as top, an answer) with only the tools of its
+// result's tools list that keep keeps, each tool seen once in list order;
+// msg itself (changed false) when its result holds no tools list or keep
+// kept them all.
+// The one rewrite of a tools/list answer, for the HTTP proxy and the
+// stdio guard.
+func keepTools(msg []byte, top map[string]json.RawMessage, keep func(json.RawMessage) bool) (out []byte, changed bool) {
 	var result map[string]json.RawMessage
 	if json.Unmarshal(top["result"], &result) != nil {
-		return msg
+		return msg, false
 	}
 	var tools []json.RawMessage
 	if json.Unmarshal(result["tools"], &tools) != nil {
-		return msg
+		return msg, false
 	}
 	kept := tools[:0:0]
 	for _, t := range tools {
-		if !ps.observe(t) {
+		if keep(t) {
 			kept = append(kept, t)
 		}
 	}
 	if len(kept) == len(tools) {
-		return msg
+		return msg, false
 	}
 	result["tools"], _ = json.Marshal(kept)
 	top["result"], _ = json.Marshal(result)
 	out, err := json.Marshal(top)
 	if err != nil {
-		return msg
+		return msg, false
 	}
-	return append(out, '\n')
+	return out, true
 }
