@@ -18,7 +18,6 @@ const (
 	cLocal   uint16 = 1 << 9  // [A-Za-z0-9._%+-]: an email's local part
 	cLabel   uint16 = 1 << 10 // [A-Za-z0-9-]: a domain label, a Slack token's body
 	cValue   uint16 = 1 << 11 // [A-Za-z0-9_+/=.~-]: a generic_api_key value
-	cKeyEnd  uint16 = 1 << 12 // [yYtTnNdD"' \t]: what ends a key name before its separator
 
 	// leadShift takes a lead class to its run class: cDigit to cCard,
 	// cUpNum to cIBANRun, so that one probe of find_runs.go tests both
@@ -49,7 +48,6 @@ var class = func() (t [256]uint16) {
 	add("_+/=.~-", cValue)
 	add(digits+" -", cCard)
 	add(" ", cIBANRun)
-	add("yYtTnNdD\"' \t", cKeyEnd)
 	return t
 }()
 

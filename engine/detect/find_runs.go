@@ -30,24 +30,24 @@ var runDetectors = [2]runDetector{
 
 // findRuns is the next finding of credit_card (if want has cCard) and of
 // iban (cIBANRun) at or after from, starting no later than limit. Each
-// detector keeps its own position, as FindAll would: pos[k] is where
-// runDetectors[k]'s next match may start (everything before it is
-// decided; past the end when it is not wanted), and the probe goes on from
-// the lesser.
+// detector keeps its own position, as FindAll would: pc and pi are where
+// the next card and IBAN may start (everything before is decided; past the
+// end when not wanted), and the probe goes on from the lesser.
 func findRuns(t string, from, limit int, want uint16) (card, iban runFinding) {
 	const stride = 13 // the least match length of both
-	found := [2]runFinding{noRunFinding, noRunFinding}
-	pos := [2]int{from, from}
-	for k := range runDetectors {
-		if want&runDetectors[k].run == 0 {
-			pos[k] = len(t) + 1
-		}
+	card, iban = noRunFinding, noRunFinding
+	pc, pi := from, from
+	if want&cCard == 0 {
+		pc = len(t) + 1
+	}
+	if want&cIBANRun == 0 {
+		pi = len(t) + 1
 	}
 	for {
-		i := min(pos[0], pos[1])
+		i := min(pc, pi)
 		p := i + stride - 1
 		if i > limit || p >= len(t) {
-			break
+			return card, iban
 		}
 		// Every byte of a match is of its lead class (a digit; a capital or
 		// a digit) or a separator followed by one: so the probe or the byte
@@ -68,38 +68,38 @@ func findRuns(t string, from, limit int, want uint16) (card, iban runFinding) {
 				side |= class[t[p+1]] & class[t[p+2]] & class[t[p+3]] & class[t[p+4]] & class[t[p+5]] & class[t[p+6]]
 			}
 			if m &= side; m != 0 {
-				want = runRegions(t, p, limit, m, want, &pos, &found)
+				if p >= pc {
+					pc = runDetectors[0].follow(t, p, pc, limit, m, &card)
+				}
+				if p >= pi {
+					pi = runDetectors[1].follow(t, p, pi, limit, m, &iban)
+				}
+				if card.start >= 0 {
+					want &^= cCard
+				}
+				if iban.start >= 0 {
+					want &^= cIBANRun
+				}
 				continue
 			}
 		}
-		pos[0], pos[1] = max(pos[0], p+1), max(pos[1], p+1)
+		pc, pi = max(pc, p+1), max(pi, p+1)
 	}
-	return found[0], found[1]
 }
 
-// runRegions follows up a probe at p that m says may be inside a match of
-// the detectors of its bits: each such detector whose position is not past
-// p tries the run around p (region); the others move past p. It returns
-// want without the detectors found.
-func runRegions(t string, p, limit int, m, want uint16, pos *[2]int, found *[2]runFinding) uint16 {
-	for k := range runDetectors {
-		r := &runDetectors[k]
-		if p < pos[k] {
-			continue
-		}
-		if m&r.run == 0 {
-			pos[k] = p + 1
-			continue
-		}
-		f, next := r.region(t, p, pos[k], limit)
-		if f.start >= 0 {
-			found[k] = f
-			want &^= r.run
-			next = len(t) + 1
-		}
-		pos[k] = next
+// follow is r's new position after a probe at p (at or after its position
+// i) that m says may be inside one of its matches: the run around p is
+// tried (region), and a finding stored in *f ends r's search.
+func (r *runDetector) follow(t string, p, i, limit int, m uint16, f *runFinding) int {
+	if m&r.run == 0 {
+		return p + 1
 	}
-	return want
+	g, next := r.region(t, p, i, limit)
+	if g.start >= 0 {
+		*f = g
+		return len(t) + 1
+	}
+	return next
 }
 
 // region tries every position of the run of r.run around p (from i on) in
