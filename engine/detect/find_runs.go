@@ -30,13 +30,14 @@ var runDetectors = [2]runDetector{
 
 // findRuns is the next finding of credit_card (if want has cCard) and of
 // iban (cIBANRun) at or after from, starting no later than limit. Each
-// detector keeps its own position, as FindAll would: pc and pi are where
-// the next card and IBAN may start (everything before is decided; past the
-// end when not wanted), and the probe goes on from the lesser.
+// detector keeps its own position, as FindAll would: the next card and
+// IBAN start at or after max(pc, i) and max(pi, i) (everything before is
+// decided; pc or pi is past the end when not wanted). The probes move i
+// alone; only a probe that passes looks at pc and pi.
 func findRuns(t string, from, limit int, want uint16) (card, iban runFinding) {
 	const stride = 13 // the least match length of both
 	card, iban = noRunFinding, noRunFinding
-	pc, pi := from, from
+	i, pc, pi := from, from, from
 	if want&cCard == 0 {
 		pc = len(t) + 1
 	}
@@ -44,7 +45,6 @@ func findRuns(t string, from, limit int, want uint16) (card, iban runFinding) {
 		pi = len(t) + 1
 	}
 	for {
-		i := min(pc, pi)
 		p := i + stride - 1
 		if i > limit || p >= len(t) {
 			return card, iban
@@ -57,33 +57,38 @@ func findRuns(t string, from, limit int, want uint16) (card, iban runFinding) {
 		if p+1 < len(t) {
 			lc |= class[t[p+1]]
 		}
-		if m := c & (lc << leadShift) & want; m != 0 {
-			// A match from [i, p] holds [start, start+13), so all of
-			// [p-6, p] (start <= p-6) or all of [p, p+6] (start > p-6): the
-			// run around the probe is 7 long on one side at least. In
-			// tables a probe often lands in a short run of digits: this
-			// sends it on without looking for the run's ends.
-			side := class[t[p-6]] & class[t[p-5]] & class[t[p-4]] & class[t[p-3]] & class[t[p-2]] & class[t[p-1]]
-			if p+6 < len(t) {
-				side |= class[t[p+1]] & class[t[p+2]] & class[t[p+3]] & class[t[p+4]] & class[t[p+5]] & class[t[p+6]]
-			}
-			if m &= side; m != 0 {
-				if p >= pc {
-					pc = runDetectors[0].follow(t, p, pc, limit, m, &card)
-				}
-				if p >= pi {
-					pi = runDetectors[1].follow(t, p, pi, limit, m, &iban)
-				}
-				if card.start >= 0 {
-					want &^= cCard
-				}
-				if iban.start >= 0 {
-					want &^= cIBANRun
-				}
-				continue
-			}
+		m := c & (lc << leadShift) & want
+		if m == 0 {
+			i = p + 1
+			continue
 		}
-		pc, pi = max(pc, p+1), max(pi, p+1)
+		// A match from [i, p] holds [start, start+13), so all of [p-6, p]
+		// (start <= p-6) or all of [p, p+6] (start > p-6): the run around
+		// the probe is 7 long on one side at least. In tables a probe often
+		// lands in a short run of digits: this sends it on without looking
+		// for the run's ends.
+		side := class[t[p-6]] & class[t[p-5]] & class[t[p-4]] & class[t[p-3]] & class[t[p-2]] & class[t[p-1]]
+		if p+6 < len(t) {
+			side |= class[t[p+1]] & class[t[p+2]] & class[t[p+3]] & class[t[p+4]] & class[t[p+5]] & class[t[p+6]]
+		}
+		if m &= side; m == 0 {
+			i = p + 1
+			continue
+		}
+		pc, pi = max(pc, i), max(pi, i)
+		if p >= pc {
+			pc = runDetectors[0].follow(t, p, pc, limit, m, &card)
+		}
+		if p >= pi {
+			pi = runDetectors[1].follow(t, p, pi, limit, m, &iban)
+		}
+		if card.start >= 0 {
+			want &^= cCard
+		}
+		if iban.start >= 0 {
+			want &^= cIBANRun
+		}
+		i = min(pc, pi)
 	}
 }
 
