@@ -52,26 +52,30 @@ func findRuns(t string, from, limit int, want uint16) (card, iban runFinding) {
 		// Every byte of a match is of its lead class (a digit; a capital or
 		// a digit) or a separator followed by one: so the probe or the byte
 		// after it is a lead. Spaces in prose pass the run test, not this.
-		c := class[t[p]]
-		lc := c
-		if p+1 < len(t) {
-			lc |= class[t[p+1]]
-		}
-		m := c & (lc << leadShift) & want
-		if m == 0 {
-			i = p + 1
-			continue
-		}
+		//
 		// A match from [i, p] holds [start, start+13), so all of [p-6, p]
 		// (start <= p-6) or all of [p, p+6] (start > p-6): the run around
-		// the probe is 7 long on one side at least. In tables a probe often
-		// lands in a short run of digits: this sends it on without looking
-		// for the run's ends.
-		side := class[t[p-6]] & class[t[p-5]] & class[t[p-4]] & class[t[p-3]] & class[t[p-2]] & class[t[p-1]]
+		// the probe is 7 long on one side at least (side). In tables a
+		// probe often lands in a short run of digits: this sends it on
+		// without looking for the run's ends.
+		var c, lc, side uint16
 		if p+6 < len(t) {
-			side |= class[t[p+1]] & class[t[p+2]] & class[t[p+3]] & class[t[p+4]] & class[t[p+5]] & class[t[p+6]]
+			w := t[p-6 : p+7] // one bounds check for the 13 bytes
+			c = class[w[6]]
+			lc = c | class[w[7]]
+			if c&(lc<<leadShift)&want == 0 {
+				i = p + 1
+				continue
+			}
+			side = class[w[0]]&class[w[1]]&class[w[2]]&class[w[3]]&class[w[4]]&class[w[5]] |
+				class[w[7]]&class[w[8]]&class[w[9]]&class[w[10]]&class[w[11]]&class[w[12]]
+		} else {
+			c = class[t[p]]
+			lc = c | classAt(t, p+1)
+			side = class[t[p-6]] & class[t[p-5]] & class[t[p-4]] & class[t[p-3]] & class[t[p-2]] & class[t[p-1]]
 		}
-		if m &= side; m == 0 {
+		m := c & (lc << leadShift) & side & want
+		if m == 0 {
 			i = p + 1
 			continue
 		}
@@ -134,4 +138,12 @@ func (r *runDetector) region(t string, p, i, limit int) (runFinding, int) {
 		q = e
 	}
 	return noRunFinding, re
+}
+
+// classAt is the class of t[j], none past the end.
+func classAt(t string, j int) uint16 {
+	if j < len(t) {
+		return class[t[j]]
+	}
+	return 0
 }
