@@ -104,6 +104,7 @@ func (s *Scanner) has(d Detector) bool { return s.set&(1<<d) != 0 }
 // match AppendAll would report. It allocates nothing.
 func (s *Scanner) First(text string) (Match, bool) {
 	best, found := Match{}, false
+	iban := noRunFinding
 	for d := Detector(0); d < numDetectors; d++ {
 		if !s.has(d) {
 			continue
@@ -113,7 +114,7 @@ func (s *Scanner) First(text string) (Match, bool) {
 			limit = best.Start
 		}
 		c := newCursor()
-		start, end := find(d, text, &c, limit)
+		start, end := s.findFirst(d, text, &c, limit, &iban)
 		if start < 0 || start > limit {
 			continue
 		}
@@ -142,11 +143,12 @@ func (s *Scanner) AppendAll(dst []Match, text string) []Match {
 		cur  [numDetectors]cursor
 		next [numDetectors]Match
 		live uint16
+		iban = noRunFinding
 	)
 	for d := Detector(0); d < numDetectors; d++ {
 		if s.has(d) {
 			cur[d] = newCursor()
-			if start, end := find(d, text, &cur[d], len(text)); start >= 0 {
+			if start, end := s.findFirst(d, text, &cur[d], len(text), &iban); start >= 0 {
 				next[d] = Match{Start: start, End: end, Detector: d}
 				live |= 1 << d
 			}
@@ -173,4 +175,24 @@ func (s *Scanner) AppendAll(dst []Match, text string) []Match {
 		}
 	}
 	return dst
+}
+
+// findFirst is find for d's first finding, except that when the scanner
+// has both credit_card and iban, credit_card's turn finds both in one
+// pass over the digits (findRuns) and keeps iban's in *iban for its turn.
+func (s *Scanner) findFirst(d Detector, text string, c *cursor, limit int, iban *runFinding) (start, end int) {
+	const pair = 1<<CreditCard | 1<<IBAN
+	if s.set&pair != pair || d != CreditCard && d != IBAN {
+		return find(d, text, c, limit)
+	}
+	f := *iban
+	if d == CreditCard {
+		f, *iban = findRuns(text, c.pos, limit, cCard|cIBANRun)
+	}
+	if f.start >= 0 {
+		c.pos = f.end
+	} else {
+		c.pos = len(text)
+	}
+	return f.start, f.end
 }

@@ -54,17 +54,27 @@
 // find), in CPU time on a loaded 2-core machine: the ten patterns as one
 // go-re2 alternation cost about 185 us to find no candidate, before any
 // Check (Go's regexp about 16 ms), against the 100 us target; this package
-// costs about 100 us for all ten with their checks (BenchmarkScan,
-// BenchmarkRE2Combined; docs/detectors.md has the figures). So each
-// detector is a finder (find.go, find_text.go) that looks only where its
-// matches can be: cards and IBANs, at least 13 and 14 bytes of one byte
-// class, are probed one byte in 13 or 14 through a 256-entry class table
-// and the pattern is tried only in runs of the class long enough to hold
-// one; the others start from a byte or literal that is rare in text, found
-// with strings.IndexByte ('A' of an AWS key, '_' of a GitHub token, 'J' of
-// eyJ, 'B' of BEGIN, 'x' of xox, '@', the dashes of an SSN) or, for ':' and
-// '=', eight bytes at a time. Each finder reproduces its pattern's regexp
-// matches exactly (TestPatternAgreesWithScanner and FuzzScanner compare
-// them with Go's regexp) and stays linear however its candidates fail
-// (TestScanIsLinear, BenchmarkAdversarial).
+// costs about 71 us for all ten with their checks (BenchmarkScan,
+// BenchmarkRE2Combined; docs/detectors.md has the figures, before and
+// after the shared card and IBAN pass). So each detector is a finder
+// (find.go, find_runs.go, find_text.go) that looks only where its matches
+// can be:
+//
+//   - cards and IBANs, at least 13 bytes of [0-9 -] and 14 of [A-Z0-9 ],
+//     are found in one pass over the text (findRuns) that probes one byte
+//     in 13 through a 256-entry class table; a probe that may be inside
+//     one reads the 13 bytes around it (a match holds the 7 on one side)
+//     before the pattern is tried in the run around it. The digits of logs
+//     and tables are read once for both.
+//   - generic_api_key finds the ':' and '=' of eight bytes at a time, and
+//     tests the three bytes before each against the names' last two
+//     letters (one table, no branch) before reading back for a name.
+//   - the others start from a byte or literal that is rare in text, found
+//     with strings.IndexByte ('A' of an AWS key, '_' of a GitHub token, 'J'
+//     of eyJ, 'B' of BEGIN, 'x' of xox, '@', the dashes of an SSN).
+//
+// Each finder reproduces its pattern's regexp matches exactly
+// (TestPatternAgreesWithScanner and FuzzScanner compare them with Go's
+// regexp) and stays linear however its candidates fail (TestScanIsLinear,
+// BenchmarkAdversarial).
 package detect

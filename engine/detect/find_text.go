@@ -17,71 +17,118 @@ var keyNames = [...]string{
 
 // findGeneric: a key name, an optional quote, [:=] between optional
 // blanks, an optional quote, then 16 or more value bytes; the finding is
-// the value. It looks at each ':' and '=' and reads back for a name. A name holds neither, so the separators'
-// order is the matches' order; the name must start at or after pos, as
-// FindAll's next match must.
+// the value. It looks at each ':' and '=' and reads back for a name. A
+// name holds neither, so the separators' order is the matches' order; the
+// name must start at or after pos, as FindAll's next match must.
+//
+// JSON and logs hold a separator every 20 bytes or so, so the cost is per
+// separator: the separators of 8 bytes are found at once (sepMask), and
+// each is tested without a branch for what may come before it (keyTail)
+// before keyNameBefore reads back for a name.
 func findGeneric(t string, from, limit int) (start, end int) {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	const colons, equals = ':' * ones, '=' * ones
 	i := from
-	for i <= limit {
-		s := nextSeparator(t, i)
-		if s < 0 || s > limit {
-			return -1, -1
-		}
-		i = s + 1
-		// A name's last letter, a quote or a blank comes before the
-		// separator; in JSON and logs most separators fail here.
-		if s == 0 || class[t[s-1]]&cKeyEnd == 0 || !keyNameBefore(t, s, from) {
+	for ; i+8 <= len(t) && i <= limit; i += 8 {
+		b := t[i : i+8]
+		v := uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+			uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+		x, y := v^colons, v^equals
+		// Some byte is ':' or '=' when one is flagged (a borrow flags only
+		// bytes above a zero byte, so not when there is none).
+		if ((x-ones)&^x|(y-ones)&^y)&highs == 0 {
 			continue
 		}
-		v := s + 1
-		for v < len(t) && (t[v] == ' ' || t[v] == '\t') {
-			v++
+		for m := sepMask(x, y); m != 0; m &= m - 1 {
+			s := i + bits.TrailingZeros64(m)/8
+			if s > limit {
+				return -1, -1
+			}
+			if s >= 3 && !keyTail(t[s-3], t[s-2], t[s-1]) {
+				continue
+			}
+			if v, e := genericAt(t, s, from); v >= 0 {
+				return v, e
+			}
 		}
-		if v < len(t) && (t[v] == '"' || t[v] == '\'') {
-			v++
-		}
-		if e := runEnd(t, v, cValue); e-v >= 16 {
-			return v, e
+	}
+	for ; i < len(t) && i <= limit; i++ {
+		if t[i] == ':' || t[i] == '=' {
+			if v, e := genericAt(t, i, from); v >= 0 {
+				return v, e
+			}
 		}
 	}
 	return -1, -1
 }
 
-// nextSeparator is the index of the first ':' or '=' at or after i, or
-// -1. JSON and logs hold one every 20 bytes or so: testing 8 bytes at a
-// time for either costs a fraction of a strings.IndexByte call per
-// separator (BenchmarkDetector/generic_api_key).
-func nextSeparator(t string, i int) int {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	const colons, equals = ':' * ones, '=' * ones
-	for ; i+16 <= len(t); i += 16 {
-		b := t[i : i+16]
-		v := uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
-			uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
-		w := uint64(b[8]) | uint64(b[9])<<8 | uint64(b[10])<<16 | uint64(b[11])<<24 |
-			uint64(b[12])<<32 | uint64(b[13])<<40 | uint64(b[14])<<48 | uint64(b[15])<<56
-		x, y, z, u := v^colons, v^equals, w^colons, w^equals
-		if ((x-ones)&^x|(y-ones)&^y|(z-ones)&^z|(u-ones)&^u)&highs != 0 {
-			break // in these 16: the 8-byte loop says where
-		}
+// genericAt: a name before the separator at s (starting at or after from)
+// and a value after it; the value's span or -1, -1.
+func genericAt(t string, s, from int) (start, end int) {
+	if s == 0 || !keyNameBefore(t, s, from) {
+		return -1, -1
 	}
-	for ; i+8 <= len(t); i += 8 {
-		b := t[i : i+8]
-		v := uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
-			uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
-		x, y := v^colons, v^equals
-		// The lowest byte flagged is the first ':' or '=' (a borrow only
-		// flags bytes above a zero byte).
-		if m := ((x-ones)&^x | (y-ones)&^y) & highs; m != 0 {
-			return i + bits.TrailingZeros64(m)/8
-		}
+	v := s + 1
+	for v < len(t) && (t[v] == ' ' || t[v] == '\t') {
+		v++
 	}
-	for ; i < len(t); i++ {
-		if t[i] == ':' || t[i] == '=' {
-			return i
-		}
+	if v < len(t) && (t[v] == '"' || t[v] == '\'') {
+		v++
 	}
-	return -1
+	if e := runEnd(t, v, cValue); e-v >= 16 {
+		return v, e
+	}
+	return -1, -1
+}
+
+// sepMask has the high bit of byte k set when byte k of x or y is zero
+// (x and y: 8 bytes xor ':' and xor '='): the exact test of a zero byte,
+// which unlike the borrow test flags no byte above one.
+func sepMask(x, y uint64) uint64 {
+	const low7 = 0x7f7f7f7f7f7f7f7f
+	// A byte is zero when neither its low seven bits carry into the high
+	// one nor the high one is set.
+	return ^((x&low7 + low7) | x | low7) | ^((y&low7 + low7) | y | low7)
+}
+
+// The key tail classes: the last letter of a name (any case) as a bit per
+// name ending, the letter before it in the high nibble with the same bits,
+// and a quote or a blank.
+const (
+	tailEY, tailET, tailEN, tailRWD = 1, 2, 4, 8 // ...ey (key), ...et, ...en, ...rd or ...wd
+	tailQuote, tailBlank            = 1 << 8, 1 << 9
+)
+
+var keyTailClass = func() (t [256]uint16) {
+	for _, c := range []struct {
+		letter byte
+		bits   uint16
+	}{{'y', tailEY}, {'t', tailET}, {'n', tailEN}, {'d', tailRWD}} {
+		t[c.letter] |= c.bits
+		t[c.letter-'a'+'A'] |= c.bits
+	}
+	for _, c := range []struct {
+		letter byte
+		bits   uint16
+	}{{'e', tailEY | tailET | tailEN}, {'r', tailRWD}, {'w', tailRWD}} {
+		t[c.letter] |= c.bits << 4
+		t[c.letter-'a'+'A'] |= c.bits << 4
+	}
+	t['"'] |= tailQuote
+	t['\''] |= tailQuote
+	t[' '] |= tailBlank
+	t['\t'] |= tailBlank
+	return t
+}()
+
+// keyTail: the last three bytes a, b, c before a separator may end a name
+// as keyNameBefore reads one: the two last letters of a name (bc), or them
+// then a quote (ab, c), or a blank (c: keyNameBefore reads on). In JSON
+// and logs most separators fail here, without a branch to mispredict.
+func keyTail(a, b, c byte) bool {
+	ka, kb, kc := keyTailClass[a], keyTailClass[b], keyTailClass[c]
+	quoted := -(kc >> 8 & 1) // all ones after a quote
+	return (kb>>4&kc|ka>>4&kb&quoted)&0xf|kc&tailBlank != 0
 }
 
 // keyNameBefore: a name of keyNames, starting at or after from, then an
