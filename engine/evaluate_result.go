@@ -49,7 +49,11 @@ func (c *Compiled) judge(req Request, opts *EvalOptions, clk *clock, out *Result
 	defer c.scratch.Put(s)
 	s.reset(req, clk.start, opts.Usage)
 	s.outputTruncated = opts.OutputTruncated
-	e := run{c: c, s: s, clk: clk, serviceAccount: opts.ServiceAccount}
+	budget := opts.Budget
+	if budget <= 0 {
+		budget = DefaultBudget
+	}
+	e := run{c: c, s: s, clk: clk, budget: budget, serviceAccount: opts.ServiceAccount}
 	redact := out.Effect == EffectRedact && !opts.OutputTruncated
 	output, _ := req[FieldOutput].(map[string]any)
 	text, _ := output[OutputText].(string)
@@ -70,6 +74,16 @@ func (c *Compiled) judge(req Request, opts *EvalOptions, clk *clock, out *Result
 				for i := range r.conditions {
 					spans = c.collectSpans(s, &r.conditions[i], text, spans, p.id, r.id)
 				}
+			}
+			e.steps++
+			// Judging reads every condition of every rule that ran (and
+			// every match of a redact rule) over a text of up to
+			// --max-result-bytes: it has the scan's budget, and a result
+			// past it is withheld, never delivered unjudged.
+			if clk.elapsed() > budget {
+				*out = Result{Explanations: out.Explanations}
+				e.timeout(out)
+				return
 			}
 		}
 	}
