@@ -194,8 +194,12 @@ measure-sidecar: ## Load a sidecar with a 1000-rule bundle over loopback: throug
 	go run ./test/loadgen -self
 
 .PHONY: measure-mcp
-measure-mcp: ## tools/call with a 1 KiB argument and result, 10,000 calls, direct vs through the sidecar's MCP proxy without and with 10 result rules (real processes): added p50/p99 side by side (target <= 200us / 1ms).
-	go run ./test/mcplatency
+# MCP_BASE is the revision whose proxy is measured beside this one (the
+# last before results were judged): the path without result rules, before
+# and after, on the same calls.
+MCP_BASE ?= 90bcecd
+measure-mcp: ## tools/call with a 1 KiB argument and result, 10,000 calls, direct vs through the sidecar's MCP proxy without and with 10 result rules, and through the sidecar of MCP_BASE, the revision before (real processes): added p50/p99 side by side (target <= 200us / 1ms).
+	go run ./test/mcplatency -base $(MCP_BASE)
 
 .PHONY: measure-clients
 measure-clients: typescript-client ## evaluate() from Python and Node against a 1000-rule sidecar (Unix socket, TCP), p50/p99, and Go in process (targets 150us / 1us).
