@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 // webhookDenied starts every error the Policy webhook returns through the
@@ -20,12 +18,8 @@ const webhookDenied = `admission webhook "vpolicy.toolgate.dev" denied the reque
 // webhook down), the webhook (engine.CheckPolicy) for the rest. The client
 // does not ask for strict field validation, so nothing here relies on it.
 func TestRejectsMalformedGatewayFields(t *testing.T) {
-	const schema, webhook = "schema", "webhook"
 	when := func(w string) string { return "rules:\n- id: r1\n  effect: deny\n  when: " + w + "\n" }
-	tests := []struct {
-		name, spec, layer string
-		want              []string
-	}{
+	tests := []refusedCase{
 		{"unknown evaluation", "evaluation: ranked\n" + manyRules(1), schema,
 			[]string{"spec.evaluation", `Unsupported value: "ranked"`}},
 		{"unknown rule effect", "rules:\n- {id: r1, effect: notify}\n", schema,
@@ -116,25 +110,7 @@ func TestRejectsMalformedGatewayFields(t *testing.T) {
 		{"context literal an object", "rules:\n- {id: r1, effect: deny, select: {context: {region: {a: 1}}}}\n", webhook,
 			[]string{"spec.rules[0].select.context.region", "must be a string, number or boolean, not an object"}},
 	}
-	for i, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := k8sClient.Create(context.Background(), newPolicy(t, fmt.Sprintf("bad-gateway-%d", i), tt.spec))
-			if err == nil {
-				t.Fatalf("the API server accepted it")
-			}
-			if !apierrors.IsInvalid(err) && !apierrors.IsBadRequest(err) {
-				t.Errorf("error is not Invalid/BadRequest: %v", err)
-			}
-			if byWebhook := strings.Contains(err.Error(), webhookDenied); byWebhook != (tt.layer == webhook) {
-				t.Errorf("refused by the webhook: %v, want the %s to refuse it:\n%v", byWebhook, tt.layer, err)
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error does not mention %q:\n%v", w, err)
-				}
-			}
-		})
-	}
+	expectRefused(t, "bad-gateway", tests)
 }
 
 // TestGatewayPolicyUpdates: the same checks hold on update, and a stored

@@ -2,11 +2,7 @@ package webhook
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"testing"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 // TestRejectsMalformedResultRules (issue 28): what a rule's phase allows
@@ -14,11 +10,7 @@ import (
 // a detect condition's detectors by the webhook (engine.CheckPolicy),
 // naming the known ones.
 func TestRejectsMalformedResultRules(t *testing.T) {
-	const schema, webhook = "schema", "webhook"
-	tests := []struct {
-		name, spec, layer string
-		want              []string
-	}{
+	tests := []refusedCase{
 		{"unknown phase", "rules:\n- {id: r1, effect: deny, phase: after}\n", schema,
 			[]string{"spec.rules[0].phase", `Unsupported value: "after"`}},
 		{"redact on a call rule", "rules:\n- {id: r1, effect: redact}\n", schema,
@@ -40,25 +32,7 @@ func TestRejectsMalformedResultRules(t *testing.T) {
 		{"detect with a number", "rules:\n- {id: r1, effect: deny, phase: result, conditions: [{field: output.text, operator: detect, value: 5}]}\n", webhook,
 			[]string{"spec.rules[0].conditions[0].value", "operator detect takes detector names (strings)"}},
 	}
-	for i, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := k8sClient.Create(context.Background(), newPolicy(t, fmt.Sprintf("bad-result-%d", i), tt.spec))
-			if err == nil {
-				t.Fatalf("the API server accepted it")
-			}
-			if !apierrors.IsInvalid(err) && !apierrors.IsBadRequest(err) {
-				t.Errorf("error is not Invalid/BadRequest: %v", err)
-			}
-			if byWebhook := strings.Contains(err.Error(), webhookDenied); byWebhook != (tt.layer == webhook) {
-				t.Errorf("refused by the webhook: %v, want the %s to refuse it:\n%v", byWebhook, tt.layer, err)
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error does not mention %q:\n%v", w, err)
-				}
-			}
-		})
-	}
+	expectRefused(t, "bad-result", tests)
 	ok := "rules:\n- {id: keys, effect: redact, phase: result, conditions: [{field: output.text, operator: detect, values: [aws_access_key, jwt]}]}\n" +
 		"- {id: rows, effect: deny, phase: result, when: {environments: [prod]}, conditions: [{field: output.structured.rows, operator: gt, value: 100}]}\n" +
 		"- {id: leak, effect: deny, phase: call, conditions: [{field: input.content, operator: detect, value: private_key}]}\n"
