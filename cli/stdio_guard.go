@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -160,12 +161,21 @@ func runMCPStdio(cmd *cobra.Command, o *MCPStdioOptions, args []string, s stream
 		defer c.Close()
 		// The client's results are decisions, fail closed: an error (the
 		// context ending) comes with a deny already.
+		// Whether the sidecar's bundle has result rules, as its last
+		// answer said: results go to it to be judged only then (a call
+		// decided before a bundle gained them has its result pass as that
+		// bundle would have let it).
+		var judgesResults atomic.Bool
+		judges = judgesResults.Load
 		decide = func(ctx context.Context, request []byte) (engine.Result, []byte) {
 			if tracing.On() {
 				// The sidecar's decision span goes under the guard's call span.
 				ctx = client.WithTraceparent(ctx, tracing.Traceparent(ctx))
 			}
-			res, _ := c.EvaluateJSON(ctx, request)
+			res, err := c.EvaluateJSON(ctx, request)
+			if err == nil {
+				judgesResults.Store(res.JudgesResults)
+			}
 			return res.Result, decisionJSON(res)
 		}
 		// An asked call is held for a person: decided again against its

@@ -20,6 +20,10 @@ type Result struct {
 	engine.Result
 	BundleRevision string `json:"bundleRevision,omitempty"`
 	DecisionID     string `json:"decisionId,omitempty"`
+	// JudgesResults says the sidecar's bundle has result rules: a caller
+	// that judges what its tools return (EvaluateResult) needs to only
+	// then. A sidecar that predates result rules never sets it.
+	JudgesResults bool `json:"judgesResults,omitempty"`
 }
 
 // Allowed tells whether the tool may run: only on an allow. An ask, or a
@@ -39,6 +43,7 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 	var extra struct {
 		BundleRevision string `json:"bundleRevision"`
 		DecisionID     string `json:"decisionId"`
+		JudgesResults  bool   `json:"judgesResults"`
 	}
 	if err := r.Result.UnmarshalJSON(b); err != nil {
 		return err
@@ -46,7 +51,7 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &extra); err != nil {
 		return err
 	}
-	r.BundleRevision, r.DecisionID = extra.BundleRevision, extra.DecisionID
+	r.BundleRevision, r.DecisionID, r.JudgesResults = extra.BundleRevision, extra.DecisionID, extra.JudgesResults
 	return nil
 }
 
@@ -57,6 +62,9 @@ func (r Result) MarshalJSON() ([]byte, error) {
 		return nil, err
 	}
 	out = out[:len(out)-1]
+	if r.JudgesResults {
+		out = append(out, `,"judgesResults":true`...)
+	}
 	if r.BundleRevision != "" {
 		out = append(out, `,"bundleRevision":`...)
 		out = engine.AppendJSONString(out, r.BundleRevision)

@@ -22,7 +22,8 @@ type State struct {
 	// binding is what every request's agent_id, roles and environment are
 	// replaced with while this state is served.
 	binding binding
-	// suffix closes a response: `,"bundleRevision":...,"decisionId":"<prefix>`,
+	// suffix closes a response: `,"judgesResults":true` when the bundle
+	// has result rules, then `,"bundleRevision":...,"decisionId":"<prefix>`,
 	// encoded once per load instead of once per decision.
 	suffix []byte
 }
@@ -33,6 +34,12 @@ func newState(c *engine.Compiled, revision, origin string, at time.Time, idPrefi
 		st.binding = registeredBinding(id, serviceAccount)
 	} else {
 		st.binding = argumentBinding(cfg)
+	}
+	if c != nil && c.HasResultRules() {
+		// Callers that judge results (the stdio guard through a sidecar,
+		// the clients' guards) send a tool's output only when the bundle
+		// has result rules to judge it with.
+		st.suffix = append(st.suffix, `,"judgesResults":true`...)
 	}
 	st.suffix = append(st.suffix, `,"bundleRevision":`...)
 	if revision == "" {

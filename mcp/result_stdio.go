@@ -77,6 +77,15 @@ func (g *stdioGuard) relay(ctx context.Context, from io.Reader, look func([]byte
 			if len(line) > 0 {
 				line = look(line)
 			}
+			// Results may have come to be judged while this line was
+			// awaited (a sidecar's answer to the call said its bundle has
+			// result rules, or a reloaded bundle gained some): the line
+			// may answer a call whose result is expected to be judged.
+			if len(line) > 0 && g.judging() {
+				if judged := g.judgeLine(ctx, line); judged != nil {
+					line = judged
+				}
+			}
 			if len(line) > 0 && g.out.line(line) != nil {
 				_, _ = io.Copy(io.Discard, br)
 				return

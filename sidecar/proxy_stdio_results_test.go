@@ -9,6 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolgate/toolgate/internal/mcptest"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -79,4 +80,34 @@ func TestMCPStdioJudgesResultsThroughTheSidecar(t *testing.T) {
 		}
 		return n >= 5
 	})
+}
+
+// TestMCPStdioSendsResultsOnlyToASidecarThatJudgesThem: the sidecar's
+// answers say whether its bundle has result rules (judgesResults); without
+// them the guard sends it no result, so a call costs one request, not two,
+// and the results pass untouched.
+func TestMCPStdioSendsResultsOnlyToASidecarThatJudgesThem(t *testing.T) {
+	rig := startMCPRig(t, "http://127.0.0.1:1/mcp", mcptest.Bundle(), nil) // its HTTP proxy is not used
+	stats := testenv.FreeLoopbackAddr(t)
+	cs := connectStdio(t, stdioCommand(t, rig.decisions, stats), "2025-11-25")
+	for range 3 {
+		res := callTool(t, cs, "read_file", map[string]any{"path": "key=" + mcpAWSKey})
+		if got := resultText(t, res); got != "contents of key="+mcpAWSKey || res.IsError {
+			t.Fatalf("read_file answered %q (isError %v)", got, res.IsError)
+		}
+	}
+	eventually(t, "the sidecar logs the three call decisions", func() bool {
+		n := 0
+		for _, l := range rig.logs.lines(t) {
+			if l["tool_name"] == "read_file" {
+				n++
+			}
+		}
+		return n >= 3
+	})
+	for _, l := range rig.logs.lines(t) {
+		if l["phase"] == "result" {
+			t.Errorf("a sidecar without result rules was sent a result: %v", l)
+		}
+	}
 }
