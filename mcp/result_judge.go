@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/mcp/callresult"
 )
 
 // Judging tools/call results (issue 28), what the HTTP proxy and the stdio
@@ -16,7 +17,7 @@ import (
 // Codes of results the proxy withholds without a rule's decision.
 const (
 	// CodeResultUnreadable: the result is not a CallToolResult result
-	// rules can read (parseCallResult), or a redaction could not be
+	// rules can read (callresult.Parse), or a redaction could not be
 	// applied to it.
 	CodeResultUnreadable engine.Code = "RESULT_UNREADABLE"
 	// CodeResultTooLarge: the result is larger than --max-result-bytes and
@@ -75,7 +76,7 @@ func (a *answer) withResult(result json.RawMessage) ([]byte, error) {
 		members[k] = v
 	}
 	members["result"] = result
-	return marshalRaw(members)
+	return callresult.MarshalRaw(members)
 }
 
 // sameID compares JSON-RPC ids as sent (whitespace aside).
@@ -88,12 +89,12 @@ func sameID(a, b json.RawMessage) bool {
 // withheld result): a deny withholds the result (an isError result naming
 // the rule and reason, never the content); a redact rewrites it; anything
 // else leaves the answer as it is (nil).
-func delivered(a *answer, cr *callResult, res *engine.Result, decision []byte, modern bool) []byte {
+func delivered(a *answer, cr *callresult.Result, res *engine.Result, decision []byte, modern bool) []byte {
 	switch {
 	case res.Decision == engine.Deny:
 		return denyCallResult(a.id, res, decision, modern)
 	case res.Effect == engine.EffectRedact:
-		result, err := cr.redact(res.Redactions)
+		result, err := cr.Redact(res.Redactions)
 		if err == nil {
 			var out []byte
 			if out, err = a.withResult(result); err == nil {
@@ -147,7 +148,7 @@ func eachMessage(msg []byte, fn func([]byte) []byte) []byte {
 	if !changed {
 		return msg
 	}
-	out, err := marshalRaw(batch)
+	out, err := callresult.MarshalRaw(batch)
 	if err != nil {
 		return msg
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/toolgate/toolgate/decide"
 	"github.com/toolgate/toolgate/decisionlog"
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/mcp/callresult"
 )
 
 // The HTTP proxy's side of judging results. A POST's allowed tools/call
@@ -175,9 +176,9 @@ func (j *resultJudge) judge(call *pendingResult, a *answer) (out []byte) {
 			out = j.withhold(call, &ev, req, res)
 		}
 	}()
-	cr, err := parseCallResult(a.result)
+	cr, err := callresult.Parse(a.result)
 	if err == nil {
-		err = req.DecodeField(engine.FieldOutput, cr.outputDoc(), d.Config().MaxRequestElements)
+		err = req.DecodeField(engine.FieldOutput, cr.OutputDoc(), d.Config().MaxRequestElements)
 	}
 	if err != nil {
 		return j.withhold(call, &ev, req, decide.SelfDeny(CodeResultUnreadable, err.Error()+"; withheld"))
@@ -239,7 +240,7 @@ func (j *resultJudge) over(head []byte, size int) ([]byte, bool) {
 	for _, call := range calls {
 		ev := j.event(call)
 		req := maps.Clone(call.req)
-		doc := appendOutputDoc(nil, heldText(head), nil, false, size)
+		doc := callresult.AppendOutputDoc(nil, heldText(head), nil, false, size)
 		if err := req.DecodeField(engine.FieldOutput, doc, d.Config().MaxRequestElements); err != nil {
 			answers = append(answers, j.withhold(call, &ev, req, decide.SelfDeny(CodeResultUnreadable, err.Error()+"; withheld")))
 			pass = false

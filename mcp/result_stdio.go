@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/mcp/callresult"
 )
 
 // The stdio guard's side of judging results: the server's answers to the
@@ -162,11 +163,11 @@ func (g *stdioGuard) judgeLine(ctx context.Context, line []byte) []byte {
 	if doc == nil {
 		return nil
 	}
-	cr, err := parseCallResult(a.result)
+	cr, err := callresult.Parse(a.result)
 	if err != nil {
 		return withheld(a.id, CodeResultUnreadable, err.Error()+"; withheld", g.modern)
 	}
-	res, decision := g.opts.Judge(ctx, withOutput(doc, cr.outputDoc()), false)
+	res, decision := g.opts.Judge(ctx, withOutput(doc, cr.OutputDoc()), false)
 	if len(decision) == 0 {
 		decision, _ = res.AppendJSON(nil)
 	}
@@ -189,7 +190,7 @@ func (g *stdioGuard) overLine(ctx context.Context, br *bufio.Reader, held []byte
 		// is, and then none is waited for in its name): it goes on.
 		return g.out.stream(held, br)
 	}
-	res, _ := g.opts.Judge(ctx, withOutput(doc, appendOutputDoc(nil, heldText(head), nil, false, len(head))), true)
+	res, _ := g.opts.Judge(ctx, withOutput(doc, callresult.AppendOutputDoc(nil, heldText(head), nil, false, len(head))), true)
 	if res.Decision != engine.Deny && res.Effect != engine.EffectRedact {
 		return g.out.stream(held, br)
 	}

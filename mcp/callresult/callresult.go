@@ -1,4 +1,7 @@
-package mcp
+// Package callresult reads an MCP tools/call result as result rules see
+// it (issue 28) and writes it back redacted; the MCP proxy and the stdio
+// guard judge results through it.
+package callresult
 
 import (
 	"bytes"
@@ -15,12 +18,12 @@ import (
 // its text blocks' text joined with "\n", output.structured its
 // structuredContent, output.isError its isError, output.size the bytes of
 // the result's JSON. A redact decision's spans are over that joined text;
-// callResult maps them back to the blocks they came from.
+// Result maps them back to the blocks they came from.
 
-// callResult is a CallToolResult read for judging: its members as sent
+// Result is a CallToolResult read for judging: its members as sent
 // (what is not rewritten goes back byte for byte), its content blocks, and
 // the text of each text block.
-type callResult struct {
+type Result struct {
 	members map[string]json.RawMessage
 	blocks  []json.RawMessage
 	// texts are the text blocks' texts, in order; textBlock[i] is the
@@ -33,23 +36,23 @@ type callResult struct {
 	size       int
 }
 
-// errResultShape prefixes why a result could not be read for judging.
-var errResultShape = errors.New("the tools/call result is not a CallToolResult the proxy can judge")
+// ErrShape prefixes why a result could not be read for judging.
+var ErrShape = errors.New("the tools/call result is not a CallToolResult the proxy can judge")
 
-// parseCallResult reads a tools/call result (the "result" member of the
+// Parse reads a tools/call result (the "result" member of the
 // answer). What result rules read must be there in the shape MCP gives
 // it: an object, content an array of objects (absent or null is no
 // content), a text block's text a string, isError a boolean. Anything
 // else is an error, and the caller withholds the result: a result the
 // rules cannot read is not one they passed.
-func parseCallResult(raw json.RawMessage) (*callResult, error) {
-	cr := &callResult{size: len(raw)}
+func Parse(raw json.RawMessage) (*Result, error) {
+	cr := &Result{size: len(raw)}
 	if err := json.Unmarshal(raw, &cr.members); err != nil || cr.members == nil {
-		return nil, fmt.Errorf("%w: it is not a JSON object", errResultShape)
+		return nil, fmt.Errorf("%w: it is not a JSON object", ErrShape)
 	}
 	if c := cr.members["content"]; len(c) > 0 && string(c) != "null" {
 		if err := json.Unmarshal(c, &cr.blocks); err != nil {
-			return nil, fmt.Errorf("%w: content is not an array", errResultShape)
+			return nil, fmt.Errorf("%w: content is not an array", ErrShape)
 		}
 	}
 	for i, b := range cr.blocks {
@@ -58,7 +61,7 @@ func parseCallResult(raw json.RawMessage) (*callResult, error) {
 		// {"text":"SECRET","Text":"fine"} must be judged on SECRET).
 		var block map[string]json.RawMessage
 		if err := json.Unmarshal(b, &block); err != nil || block == nil {
-			return nil, fmt.Errorf("%w: content block %d is not an object", errResultShape, i)
+			return nil, fmt.Errorf("%w: content block %d is not an object", ErrShape, i)
 		}
 		var kind string
 		if json.Unmarshal(block["type"], &kind) != nil || kind != "text" {
@@ -66,14 +69,14 @@ func parseCallResult(raw json.RawMessage) (*callResult, error) {
 		}
 		var text string
 		if raw := block["text"]; len(raw) == 0 || string(raw) == "null" || json.Unmarshal(raw, &text) != nil {
-			return nil, fmt.Errorf("%w: content block %d is a text block whose text is not a string", errResultShape, i)
+			return nil, fmt.Errorf("%w: content block %d is a text block whose text is not a string", ErrShape, i)
 		}
 		cr.texts = append(cr.texts, text)
 		cr.textBlock = append(cr.textBlock, i)
 	}
 	if e := cr.members["isError"]; len(e) > 0 && string(e) != "null" {
 		if err := json.Unmarshal(e, &cr.isError); err != nil {
-			return nil, fmt.Errorf("%w: isError is not a boolean", errResultShape)
+			return nil, fmt.Errorf("%w: isError is not a boolean", ErrShape)
 		}
 	}
 	if s := cr.members["structuredContent"]; len(s) > 0 && string(s) != "null" {
@@ -83,17 +86,17 @@ func parseCallResult(raw json.RawMessage) (*callResult, error) {
 }
 
 // text is output.text: the text blocks joined with "\n".
-func (cr *callResult) text() string { return strings.Join(cr.texts, "\n") }
+func (cr *Result) Text() string { return strings.Join(cr.texts, "\n") }
 
 // outputDoc is the output object as JSON, as /v1/evaluate callers send
 // it: decoded into the request with engine.Request.DecodeField.
-func (cr *callResult) outputDoc() []byte {
-	return appendOutputDoc(nil, cr.text(), cr.structured, cr.isError, cr.size)
+func (cr *Result) OutputDoc() []byte {
+	return AppendOutputDoc(nil, cr.Text(), cr.structured, cr.isError, cr.size)
 }
 
-// appendOutputDoc appends {"text":..., "structured":..., "isError":...,
+// AppendOutputDoc appends {"text":..., "structured":..., "isError":...,
 // "size":...} (structured left out when nil).
-func appendOutputDoc(dst []byte, text string, structured json.RawMessage, isError bool, size int) []byte {
+func AppendOutputDoc(dst []byte, text string, structured json.RawMessage, isError bool, size int) []byte {
 	dst = append(dst, `{"`+engine.OutputText+`":`...)
 	dst = engine.AppendJSONString(dst, text)
 	if structured != nil {
@@ -131,11 +134,11 @@ func blockSpans(texts []string, spans []engine.Redaction) [][]engine.Redaction {
 // structuredContent every string holding the original text of a span
 // replaced by the same mark, so the secret does not go on in the
 // structured copy of the text. Everything else is kept as sent.
-func (cr *callResult) redact(spans []engine.Redaction) (json.RawMessage, error) {
+func (cr *Result) Redact(spans []engine.Redaction) (json.RawMessage, error) {
 	if len(spans) == 0 {
 		return nil, errors.New("a redact decision without spans")
 	}
-	joined := cr.text()
+	joined := cr.Text()
 	for _, s := range spans {
 		if s.Start < 0 || s.End > len(joined) || s.Start >= s.End {
 			return nil, fmt.Errorf("a redaction [%d, %d) outside the result's %d bytes of text", s.Start, s.End, len(joined))
@@ -151,7 +154,7 @@ func (cr *callResult) redact(spans []engine.Redaction) (json.RawMessage, error) 
 			return nil, err
 		}
 		block["text"] = engine.AppendJSONString(nil, engine.ApplyRedactions(cr.texts[i], own))
-		b, err := marshalRaw(block)
+		b, err := MarshalRaw(block)
 		if err != nil {
 			return nil, err
 		}
@@ -162,7 +165,7 @@ func (cr *callResult) redact(spans []engine.Redaction) (json.RawMessage, error) 
 		members[k] = v
 	}
 	if len(blocks) > 0 {
-		b, err := marshalRaw(blocks)
+		b, err := MarshalRaw(blocks)
 		if err != nil {
 			return nil, err
 		}
@@ -175,7 +178,7 @@ func (cr *callResult) redact(spans []engine.Redaction) (json.RawMessage, error) 
 		}
 		members["structuredContent"] = s
 	}
-	return marshalRaw(members)
+	return MarshalRaw(members)
 }
 
 // original is the text a span replaced, and its mark.
@@ -232,12 +235,12 @@ func redactStructured(doc json.RawMessage, texts []original) (json.RawMessage, e
 	if !changed {
 		return doc, nil
 	}
-	return marshalRaw(v)
+	return MarshalRaw(v)
 }
 
-// marshalRaw encodes v as JSON without escaping <, > and & (the text a
+// MarshalRaw encodes v as JSON without escaping <, > and & (the text a
 // client reads stays as the server wrote it).
-func marshalRaw(v any) (json.RawMessage, error) {
+func MarshalRaw(v any) (json.RawMessage, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)

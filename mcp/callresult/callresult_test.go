@@ -1,4 +1,4 @@
-package mcp
+package callresult
 
 import (
 	"encoding/json"
@@ -13,22 +13,22 @@ func TestParseCallResultBuildsTheOutput(t *testing.T) {
 	t.Parallel()
 	raw := json.RawMessage(`{"content":[{"type":"text","text":"first"},{"type":"image","data":"AAAA","mimeType":"image/png"},` +
 		`{"type":"text","text":"zwölf €"}],"structuredContent":{"rows":3,"note":"x"},"isError":true}`)
-	cr, err := parseCallResult(raw)
+	cr, err := Parse(raw)
 	must(t, err)
-	if got, want := cr.text(), "first\nzwölf €"; got != want {
+	if got, want := cr.Text(), "first\nzwölf €"; got != want {
 		t.Errorf("text = %q, want %q (the text blocks joined with newlines, the image left out)", got, want)
 	}
 	if !reflect.DeepEqual(cr.textBlock, []int{0, 2}) {
 		t.Errorf("textBlock = %v, want [0 2]", cr.textBlock)
 	}
 	var out map[string]any
-	must(t, json.Unmarshal(cr.outputDoc(), &out))
+	must(t, json.Unmarshal(cr.OutputDoc(), &out))
 	want := map[string]any{"text": "first\nzwölf €", "structured": map[string]any{"rows": 3.0, "note": "x"}, "isError": true, "size": float64(len(raw))}
 	if !reflect.DeepEqual(out, want) {
 		t.Errorf("output = %v, want %v", out, want)
 	}
 	req := engine.Request{}
-	must(t, req.DecodeField(engine.FieldOutput, cr.outputDoc(), 1000))
+	must(t, req.DecodeField(engine.FieldOutput, cr.OutputDoc(), 1000))
 	if _, ok := req[engine.FieldOutput].(map[string]any); !ok {
 		t.Errorf("the output decodes into the request as an object, got %T", req[engine.FieldOutput])
 	}
@@ -39,24 +39,24 @@ func TestParseCallResultBuildsTheOutput(t *testing.T) {
 // encoding/json's struct decoding would take "Text" for "text").
 func TestParseCallResultReadsKeysAsClientsDo(t *testing.T) {
 	t.Parallel()
-	cr, err := parseCallResult(json.RawMessage(`{"content":[{"type":"text","text":"SECRET","Text":"fine","TEXT":"fine"},` +
+	cr, err := Parse(json.RawMessage(`{"content":[{"type":"text","text":"SECRET","Text":"fine","TEXT":"fine"},` +
 		`{"Type":"text","text":"not a text block"}],"Content":[{"type":"text","text":"ignored"}],"IsError":true}`))
 	must(t, err)
-	if cr.text() != "SECRET" || cr.isError {
-		t.Errorf("text %q, isError %v; want SECRET, false", cr.text(), cr.isError)
+	if cr.Text() != "SECRET" || cr.isError {
+		t.Errorf("text %q, isError %v; want SECRET, false", cr.Text(), cr.isError)
 	}
 }
 
 func TestParseCallResultWithoutContent(t *testing.T) {
 	t.Parallel()
 	for _, raw := range []string{`{}`, `{"content":null}`, `{"content":[]}`, `{"content":[],"isError":null}`} {
-		cr, err := parseCallResult(json.RawMessage(raw))
+		cr, err := Parse(json.RawMessage(raw))
 		if err != nil {
 			t.Errorf("%s: %v", raw, err)
 			continue
 		}
-		if cr.text() != "" || cr.isError || cr.structured != nil {
-			t.Errorf("%s: text %q isError %v structured %s, want nothing", raw, cr.text(), cr.isError, cr.structured)
+		if cr.Text() != "" || cr.isError || cr.structured != nil {
+			t.Errorf("%s: text %q isError %v structured %s, want nothing", raw, cr.Text(), cr.isError, cr.structured)
 		}
 	}
 }
@@ -76,7 +76,7 @@ func TestParseCallResultRefusesMalformedResults(t *testing.T) {
 		`{"content":[{"type":"text","text":null}]}`:    "content block 0 is a text block whose text is not a string",
 		`{"content":[],"isError":"yes"}`:               "isError is not a boolean",
 	} {
-		_, err := parseCallResult(json.RawMessage(raw))
+		_, err := Parse(json.RawMessage(raw))
 		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "not a CallToolResult") {
 			t.Errorf("%s: error %v, want one saying %q", raw, err, want)
 		}
@@ -119,12 +119,12 @@ func TestRedactRewritesBlocksAndStructuredContent(t *testing.T) {
 	raw := json.RawMessage(`{"content":[{"type":"text","text":"key=` + akia + ` ok"},{"type":"image","data":"AAAA","mimeType":"image/png"},` +
 		`{"type":"text","text":"ünïcode ` + akia + `","annotations":{"priority":1}}],` +
 		`"structuredContent":{"key":"` + akia + `","n":1.50,"nested":[{"k":"prefix ` + akia + ` <b>"}],"other":"keep"},"isError":false,"_meta":{"m":1}}`)
-	cr, err := parseCallResult(raw)
+	cr, err := Parse(raw)
 	must(t, err)
-	joined := cr.text()
+	joined := cr.Text()
 	first := strings.Index(joined, akia)
 	second := strings.LastIndex(joined, akia)
-	out, err := cr.redact([]engine.Redaction{span(first, first+len(akia), "aws"), span(second, second+len(akia), "aws")})
+	out, err := cr.Redact([]engine.Redaction{span(first, first+len(akia), "aws"), span(second, second+len(akia), "aws")})
 	must(t, err)
 	if strings.Contains(string(out), akia) {
 		t.Fatalf("the key went on: %s", out)
@@ -155,46 +155,18 @@ func TestRedactRewritesBlocksAndStructuredContent(t *testing.T) {
 
 func TestRedactFailsOnSpansOutsideTheText(t *testing.T) {
 	t.Parallel()
-	cr, err := parseCallResult(json.RawMessage(`{"content":[{"type":"text","text":"short"}]}`))
+	cr, err := Parse(json.RawMessage(`{"content":[{"type":"text","text":"short"}]}`))
 	must(t, err)
 	for _, spans := range [][]engine.Redaction{nil, {span(2, 10, "r")}, {span(-1, 2, "r")}, {span(3, 3, "r")}} {
-		if _, err := cr.redact(spans); err == nil {
+		if _, err := cr.Redact(spans); err == nil {
 			t.Errorf("%v: no error", spans)
 		}
 	}
 }
 
-func TestReadAnswerTellsResultsFromTheRest(t *testing.T) {
-	t.Parallel()
-	for msg, want := range map[string]bool{
-		`{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`:                                  true,
-		` {"jsonrpc":"2.0","id":"a","result":{}} `:                                          true,
-		`{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"result"}}`:                    false,
-		`{"jsonrpc":"2.0","method":"notifications/progress","params":{"result":1}}`:         false,
-		`{"jsonrpc":"2.0","id":1,"method":"sampling/createMessage","params":{},"result":1}`: false,
-		`{"jsonrpc":"2.0","result":{}}`:                                                     false,
-		`not json "result"`:                                                                 false,
-	} {
-		if _, ok := readAnswer([]byte(msg)); ok != want {
-			t.Errorf("%s: %v, want %v", msg, ok, want)
-		}
-	}
-}
-
-func TestEachMessageRewritesABatchOnlyWhenChanged(t *testing.T) {
-	t.Parallel()
-	batch := []byte(`[{"id":1},{"id":2}]`)
-	same := eachMessage(batch, func(m []byte) []byte { return m })
-	if string(same) != string(batch) {
-		t.Errorf("unchanged batch rewritten: %s", same)
-	}
-	out := eachMessage(batch, func(m []byte) []byte {
-		if strings.Contains(string(m), "2") {
-			return []byte(`{"id":2,"x":true}`)
-		}
-		return m
-	})
-	if string(out) != `[{"id":1},{"id":2,"x":true}]` {
-		t.Errorf("batch = %s", out)
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }
