@@ -27,6 +27,11 @@ type ClusterFrozenAgentStatus struct {
 	// +optional
 	Namespaces int32 `json:"namespaces,omitempty"`
 
+	// enforcement counts the sidecars that serve this object's current
+	// generation (see the Enforced condition).
+	// +optional
+	Enforcement *EnforcementStatus `json:"enforcement,omitempty"`
+
 	// conditions: Ready tells whether the freeze is published to every
 	// namespace it selects (reason Expired once expiresAt has passed).
 	// +optional
@@ -48,6 +53,7 @@ type ClusterFrozenAgentStatus struct {
 // +kubebuilder:printcolumn:name="All",type=boolean,JSONPath=`.spec.allAgents`,description="freezes every agent of the selected namespaces"
 // +kubebuilder:printcolumn:name="Namespaces",type=integer,JSONPath=`.status.namespaces`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Enforced",type=string,JSONPath=`.status.enforcement.summary`,description="sidecars serving the current generation / live sidecars"
 // +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.spec.expiresAt`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ClusterFrozenAgent struct {

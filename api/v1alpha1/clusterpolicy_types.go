@@ -37,6 +37,11 @@ type ClusterPolicyStatus struct {
 	// +optional
 	Namespaces int32 `json:"namespaces,omitempty"`
 
+	// enforcement counts the sidecars that serve this object's current
+	// generation (see the Enforced condition).
+	// +optional
+	Enforcement *EnforcementStatus `json:"enforcement,omitempty"`
+
 	// conditions: Ready tells whether the policy compiles and is published
 	// to every namespace it selects.
 	// +optional
@@ -54,6 +59,7 @@ type ClusterPolicyStatus struct {
 // +kubebuilder:resource:scope=Cluster,shortName=tgcp;tgclusterpolicy,categories=toolgate
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Enforced",type=string,JSONPath=`.status.enforcement.summary`,description="sidecars serving the current generation / live sidecars"
 // +kubebuilder:printcolumn:name="Rules",type=integer,JSONPath=`.status.ruleCount`
 // +kubebuilder:printcolumn:name="Namespaces",type=integer,JSONPath=`.status.namespaces`
 // +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`,description="Enforce, or Audit: recorded beside decisions, never deciding"

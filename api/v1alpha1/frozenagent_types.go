@@ -70,6 +70,11 @@ type FrozenAgentStatus struct {
 	// +optional
 	BundleRevision string `json:"bundleRevision,omitempty"`
 
+	// enforcement counts the sidecars that serve this object's current
+	// generation (see the Enforced condition).
+	// +optional
+	Enforcement *EnforcementStatus `json:"enforcement,omitempty"`
+
 	// conditions: Ready tells whether the freeze is published (reason
 	// Expired once expiresAt has passed).
 	// +optional
@@ -89,6 +94,7 @@ type FrozenAgentStatus struct {
 // +kubebuilder:printcolumn:name="ServiceAccount",type=string,JSONPath=`.spec.serviceAccount`
 // +kubebuilder:printcolumn:name="All",type=boolean,JSONPath=`.spec.allAgents`,description="freezes every agent of the namespace"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Enforced",type=string,JSONPath=`.status.enforcement.summary`,description="sidecars serving the current generation / live sidecars"
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.spec.expiresAt`
 // +kubebuilder:printcolumn:name="Revision",type=string,JSONPath=`.status.bundleRevision`,priority=10

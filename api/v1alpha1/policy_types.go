@@ -129,6 +129,11 @@ type PolicyStatus struct {
 	// +optional
 	RuleCount int32 `json:"ruleCount,omitempty"`
 
+	// enforcement counts the sidecars that serve this object's current
+	// generation (see the Enforced condition).
+	// +optional
+	Enforcement *EnforcementStatus `json:"enforcement,omitempty"`
+
 	// conditions: Ready tells whether the policy is compiled and published.
 	// +optional
 	// +listType=map
@@ -141,6 +146,7 @@ type PolicyStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=tgp;tgpolicy,categories=toolgate
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Enforced",type=string,JSONPath=`.status.enforcement.summary`,description="sidecars serving the current generation / live sidecars"
 // +kubebuilder:printcolumn:name="Rules",type=integer,JSONPath=`.status.ruleCount`
 // +kubebuilder:printcolumn:name="Priority",type=integer,JSONPath=`.spec.priority`
 // +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`,description="Enforce, or Audit: recorded beside decisions, never deciding"
