@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -55,6 +56,10 @@ func (r *clusterStatusReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	problems := engine.CheckPolicy(bundle.ClusterPolicy(&cp))
 	st, pending := clusterPolicyStatus(&cp, problems, bundle.SelectorError(cp.Spec.NamespaceSelector),
 		progressOf(&cp, namespaces, r.outcomes, false), now)
+	next, err := r.enforcement(ctx, &cp, namespaces, "", &st.Enforcement, &st.Conditions)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	if !equality.Semantic.DeepEqual(cp.Status, st) {
 		before := cp.DeepCopy()
 		cp.Status = st
@@ -62,7 +67,7 @@ func (r *clusterStatusReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 			return ctrl.Result{}, err
 		}
 	}
-	return pendingResult(pending), nil
+	return leaseRecheck(pendingResult(pending), next), nil
 }
 
 func (r *clusterStatusReconciler) reconcileFrozen(ctx context.Context, name string, now time.Time) (ctrl.Result, error) {
@@ -79,6 +84,10 @@ func (r *clusterStatusReconciler) reconcileFrozen(ctx context.Context, name stri
 	}
 	st, pending := clusterFrozenAgentStatus(&cf, bundle.SelectorError(cf.Spec.NamespaceSelector),
 		progressOf(&cf, namespaces, r.outcomes, true), now)
+	next, err := r.enforcement(ctx, &cf, namespaces, v1alpha1.FreezeName("ClusterFrozenAgent", cf.Name), &st.Enforcement, &st.Conditions)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	if !equality.Semantic.DeepEqual(cf.Status, st) {
 		before := cf.DeepCopy()
 		cf.Status = st
@@ -86,7 +95,7 @@ func (r *clusterStatusReconciler) reconcileFrozen(ctx context.Context, name stri
 			return ctrl.Result{}, err
 		}
 	}
-	res := pendingResult(pending)
+	res := leaseRecheck(pendingResult(pending), next)
 	// Back at expiry, to say Expired on time (the bundles drop it then too).
 	if cf.Spec.ExpiresAt != nil {
 		if d := cf.Spec.ExpiresAt.Sub(now); d > 0 && (res.RequeueAfter == 0 || d < res.RequeueAfter) {
@@ -94,6 +103,31 @@ func (r *clusterStatusReconciler) reconcileFrozen(ctx context.Context, name stri
 		}
 	}
 	return res, nil
+}
+
+// enforcement sets the Enforced condition and enforcement status of a
+// cluster-scoped object from the sidecars of the namespaces it selects,
+// and returns when the first of their live Leases expires.
+func (r *clusterStatusReconciler) enforcement(ctx context.Context, obj metav1.Object, namespaces []string, freeze string,
+	st **v1alpha1.EnforcementStatus, conds *[]metav1.Condition) (time.Time, error) {
+	t, next, err := clusterTally(ctx, r.client, r.outcomes.history, obj, namespaces, freeze)
+	if err != nil {
+		return time.Time{}, err
+	}
+	where := fmt.Sprintf("the %d namespaces it selects", len(namespaces))
+	*st, *conds = withEnforcement(*conds, obj.GetGeneration(), t, where, time.Now())
+	return next, nil
+}
+
+// leaseRecheck comes back by the first live Lease's expiry as well.
+func leaseRecheck(res ctrl.Result, next time.Time) ctrl.Result {
+	if next.IsZero() {
+		return res
+	}
+	if d := time.Until(next) + leaseExpirySlack; res.RequeueAfter == 0 || d < res.RequeueAfter {
+		res.RequeueAfter = max(d, leaseExpirySlack)
+	}
+	return res
 }
 
 func pendingResult(pending bool) ctrl.Result {

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
@@ -123,6 +124,8 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named(StatusControllerName).
 		WatchesRawSource(source.TypedChannel(statusesDue, toNamespace)).
+		Watches(&coordinationv1.Lease{}, toStatusPass, builder.WithPredicates(leaseChanged{})).
+		Watches(&corev1.Pod{}, toStatusPass, builder.WithPredicates(podChanged{})).
 		WithOptions(controllerOpts).
 		Complete(sr)
 	if err != nil {
@@ -186,12 +189,15 @@ const (
 // CacheByObject limits the manager's ConfigMap cache to bundle ConfigMaps,
 // found by name alone: one created or relabelled without the bundle label is
 // still the operator's, seen at once and adopted (overwritten, or deleted in
-// a namespace with nothing to publish), not left for sidecars to serve.
+// a namespace with nothing to publish), not left for sidecars to serve. Its
+// Lease and Pod caches hold only the sidecars' (sidecarCacheByObject).
 func CacheByObject(opts Options) map[client.Object]cache.ByObject {
 	opts = opts.withDefaults()
-	return map[client.Object]cache.ByObject{
+	byObject := map[client.Object]cache.ByObject{
 		&corev1.ConfigMap{}: {Field: fields.OneTermEqualSelector("metadata.name", opts.ConfigMapName)},
 	}
+	maps.Copy(byObject, sidecarCacheByObject())
+	return byObject
 }
 
 // specChanged ignores updates that cannot change the bundle, above all the

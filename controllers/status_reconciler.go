@@ -32,10 +32,14 @@ func (r *statusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.writeStatuses(ctx, in, out); err != nil {
+	view, err := r.enforcementView(ctx, in)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{}, r.clusterStatusesDue(ctx, in)
+	if err := r.writeStatuses(ctx, in, out, view); err != nil {
+		return ctrl.Result{}, err
+	}
+	return view.recheck(), r.clusterStatusesDue(ctx, in)
 }
 
 // clusterStatusesDue hands the cluster-scoped objects that select the
@@ -71,14 +75,22 @@ func (r *statusReconciler) clusterStatusesDue(ctx context.Context, in inputs) er
 type outcomeStore struct {
 	mu sync.Mutex
 	m  map[string]outcome
+	// history is which generations each recent revision carries
+	// (revision_history.go): a published outcome adds to it.
+	history *revisionHistory
 }
 
-func newOutcomeStore() *outcomeStore { return &outcomeStore{m: map[string]outcome{}} }
+func newOutcomeStore() *outcomeStore {
+	return &outcomeStore{m: map[string]outcome{}, history: newRevisionHistory()}
+}
 
 func (s *outcomeStore) set(ns string, o outcome) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.m[ns] = o
+	if o.publishErr == nil && o.tooLarge == nil {
+		s.history.record(ns, o.revision, o.generations)
+	}
 }
 
 func (s *outcomeStore) get(ns string) (outcome, bool) {
@@ -92,4 +104,5 @@ func (s *outcomeStore) delete(ns string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.m, ns)
+	s.history.forget(ns)
 }

@@ -27,8 +27,9 @@ const maxEventNote = 1024
 // writeStatuses patches the status of every object whose status changed, and
 // only those: an idle reconcile writes nothing. Objects changed since the
 // outcome was computed are only marked Reconciling: their next publish
-// brings a new outcome.
-func (r *statusReconciler) writeStatuses(ctx context.Context, in inputs, out outcome) error {
+// brings a new outcome. Policies and FrozenAgents get their Enforced
+// condition from view in the same patch as Ready.
+func (r *statusReconciler) writeStatuses(ctx context.Context, in inputs, out outcome, view enforcementView) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(statusWriters)
 	for i := range in.policies {
@@ -43,7 +44,9 @@ func (r *statusReconciler) writeStatuses(ctx context.Context, in inputs, out out
 			}
 			continue
 		}
-		if st := policyStatus(p, out); !equality.Semantic.DeepEqual(p.Status, st) {
+		st := policyStatus(p, out)
+		st.Enforcement, st.Conditions = view.policy(p, st.Conditions)
+		if !equality.Semantic.DeepEqual(p.Status, st) {
 			g.Go(func() error {
 				before := p.DeepCopy()
 				p.Status = st
@@ -63,7 +66,9 @@ func (r *statusReconciler) writeStatuses(ctx context.Context, in inputs, out out
 			}
 			continue
 		}
-		if st := frozenAgentStatus(f, out); !equality.Semantic.DeepEqual(f.Status, st) {
+		st := frozenAgentStatus(f, out)
+		st.Enforcement, st.Conditions = view.frozenAgent(f, st.Conditions)
+		if !equality.Semantic.DeepEqual(f.Status, st) {
 			g.Go(func() error {
 				before := f.DeepCopy()
 				f.Status = st

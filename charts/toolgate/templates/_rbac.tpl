@@ -1,7 +1,7 @@
 {{/*
 What the manager needs in every namespace it watches: the rules generated
 into config/rbac/role.yaml from the controllers' and webhooks' markers, less
-leases (leader election only needs them in the release namespace, see
+writing leases (leader election only needs that in the release namespace, see
 role-release-namespace.yaml). test/chart checks with SubjectAccessReviews that
 the installed chart grants every rule of role.yaml.
 */}}
@@ -28,6 +28,14 @@ the installed chart grants every rule of role.yaml.
 - apiGroups: ["", events.k8s.io]
   resources: [events]
   verbs: [create, patch]
+# Sidecars report what they serve in a Lease named after their Pod; the
+# operator reads those, and the injected Pods, into the Enforced condition.
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  verbs: [get, list, watch]
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [get, list, watch]
 {{- if .Values.sidecarInjection.enabled }}
 # Injection grants each injected pod's service account read access to its
 # namespace's bundle ConfigMap and FrozenAgents, its approvals, and create
