@@ -126,15 +126,15 @@ func runClusterFreeze(ctx context.Context, out io.Writer, o *freezeOptions, agen
 	default:
 		fmt.Fprintf(out, "clusterfrozenagent %s created: %s in %s\n", name, what, where(sel))
 	}
-	if !o.wait {
+	if o.wait == waitNone {
 		return nil
 	}
-	n, err := waitClusterLive(ctx, c, name, o.timeout)
+	n, done, err := waitClusterLive(ctx, c, name, o.timeout, o.wait)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "%s is frozen in %s: the operator confirmed it published to %d namespaces after %d ms\n",
-		what, where(sel), n, time.Since(start).Milliseconds())
+	fmt.Fprintf(out, "%s is frozen in %s: %s\n", what, where(sel),
+		done.describe(o.wait, fmt.Sprintf("published to %d namespaces", n), time.Since(start)))
 	return nil
 }
 
@@ -151,14 +151,20 @@ func describeTarget(f engine.FrozenAgent) string {
 
 // waitClusterLive watches the ClusterFrozenAgent until the operator's
 // Ready condition says it is published, for its current generation, to
-// every namespace it selects, and returns how many. Sidecars watching
-// ClusterFrozenAgents apply it before that, operator or not; this is the
-// confirmation that the bundles say so too.
-func waitClusterLive(ctx context.Context, c client.WithWatch, name string, timeout time.Duration) (int32, error) {
+// every namespace it selects, and returns how many; waiting for sidecars,
+// until its Enforced condition says every live sidecar of those
+// namespaces applies it. Sidecars watching ClusterFrozenAgents apply it
+// before the bundles carry it, operator or not; the operator is what
+// reads their Leases to confirm it.
+func waitClusterLive(ctx context.Context, c client.WithWatch, name string, timeout time.Duration, mode waitMode) (int32, confirmation, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	last := "no status yet: is the toolgate operator running? Sidecars watching ClusterFrozenAgents apply it without it"
+	published := false
 	timedOut := func() error {
+		if published {
+			return notDone("ClusterFrozenAgent %s is live but not confirmed applied by every sidecar after %v (%s)", name, timeout, last)
+		}
 		return notDone("ClusterFrozenAgent %s is not confirmed live after %v (%s)", name, timeout, last)
 	}
 	for {
@@ -166,28 +172,28 @@ func waitClusterLive(ctx context.Context, c client.WithWatch, name string, timeo
 		w, err := c.Watch(ctx, &list, client.MatchingFields{"metadata.name": name})
 		if err != nil {
 			if ctx.Err() != nil {
-				return 0, timedOut()
+				return 0, confirmation{}, timedOut()
 			}
-			return 0, notDone("watching ClusterFrozenAgent %s: %v", name, err)
+			return 0, confirmation{}, notDone("watching ClusterFrozenAgent %s: %v", name, err)
 		}
-		n, done, err := watchClusterLive(w.ResultChan(), name, &last)
+		n, got, done, err := watchClusterLive(w.ResultChan(), name, mode, &last, &published)
 		w.Stop()
 		switch {
 		case done:
-			return n, err
+			return n, got, err
 		case ctx.Err() != nil:
-			return 0, timedOut()
+			return 0, confirmation{}, timedOut()
 		}
 	}
 }
 
-func watchClusterLive(events <-chan watch.Event, name string, last *string) (int32, bool, error) {
+func watchClusterLive(events <-chan watch.Event, name string, mode waitMode, last *string, published *bool) (int32, confirmation, bool, error) {
 	for ev := range events {
 		switch ev.Type {
 		case watch.Deleted:
-			return 0, true, notDone("ClusterFrozenAgent %s was deleted while waiting", name)
+			return 0, confirmation{}, true, notDone("ClusterFrozenAgent %s was deleted while waiting", name)
 		case watch.Error:
-			return 0, false, nil
+			return 0, confirmation{}, false, nil
 		}
 		cf, ok := ev.Object.(*v1alpha1.ClusterFrozenAgent)
 		if !ok {
@@ -197,14 +203,20 @@ func watchClusterLive(events <-chan watch.Event, name string, last *string) (int
 		switch {
 		case ready == nil || ready.ObservedGeneration != cf.Generation:
 		case ready.Status == metav1.ConditionTrue:
-			return cf.Status.Namespaces, true, nil
+			*published = true
+			if mode == waitOperator {
+				return cf.Status.Namespaces, confirmation{}, true, nil
+			}
+			if got, ok := sidecarsApply(cf.Status.Conditions, cf.Generation, cf.Status.Enforcement, last); ok {
+				return cf.Status.Namespaces, got, true, nil
+			}
 		case ready.Reason == v1alpha1.ReasonExpired:
-			return 0, true, notDone("ClusterFrozenAgent %s has already expired: %s", name, ready.Message)
+			return 0, confirmation{}, true, notDone("ClusterFrozenAgent %s has already expired: %s", name, ready.Message)
 		default:
 			*last = ready.Reason + ": " + ready.Message
 		}
 	}
-	return 0, false, nil
+	return 0, confirmation{}, false, nil
 }
 
 // runClusterUnfreeze deletes the ClusterFrozenAgents that freeze what

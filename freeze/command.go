@@ -1,7 +1,8 @@
 // Package freeze is the kill switch from a terminal: `toolgate freeze AGENT`
 // (or --service-account NAME, or --all for every agent of the namespace)
-// creates the FrozenAgent and waits until the operator reports it live in
-// the namespace's bundle; `toolgate unfreeze AGENT` deletes it.
+// creates the FrozenAgent and waits until the operator reports every
+// sidecar applying it (or, --wait=operator, it live in the namespace's
+// bundle); `toolgate unfreeze AGENT` deletes it.
 package freeze
 
 import (
@@ -48,29 +49,32 @@ type freezeOptions struct {
 	dur     time.Duration
 	until   string
 	name    string
-	wait    bool
+	wait    waitMode
 	timeout time.Duration
 	now     func() time.Time
 }
 
 // NewFreezeCommand returns `toolgate freeze`.
 func NewFreezeCommand() *cobra.Command {
-	o := freezeOptions{wait: true, timeout: 30 * time.Second, now: time.Now}
+	o := freezeOptions{wait: waitSidecars, timeout: 30 * time.Second, now: time.Now}
 	cmd := &cobra.Command{
 		Use:   "freeze [--all-namespaces [--selector LABELS]] AGENT_ID | --service-account NAME | --all",
-		Short: "Deny every tool call of an agent in a namespace (creates a FrozenAgent) and wait until it is live",
+		Short: "Deny every tool call of an agent in a namespace (creates a FrozenAgent) and wait until every sidecar applies it",
 		Long: `Create a FrozenAgent for AGENT_ID in the namespace and, by default, wait until the operator
-reports it published in the namespace's bundle: from then on every sidecar watching that bundle
-denies the agent AGENT_FROZEN. Matching is case-insensitive. Freezing an agent that already has a
-FrozenAgent of that name waits for that one. --all freezes every agent of the namespace, whatever
-its id or ServiceAccount (allAgents: true).
+reports that every live sidecar of the namespace applies it (the FrozenAgent's Enforced condition,
+read from the sidecars' Leases), and print how long that took: from then on each of them denies the
+agent AGENT_FROZEN. --wait=operator waits only until the operator published it in the namespace's
+bundle (Ready); --wait=none only creates it. Matching is case-insensitive. Freezing an agent that
+already has a FrozenAgent of that name waits for that one. --all freezes every agent of the
+namespace, whatever its id or ServiceAccount (allAgents: true).
 
 --all-namespaces creates a ClusterFrozenAgent instead, the cluster's kill switch: the same freeze in
 every namespace whose labels --selector matches (every namespace without it). Sidecars watch
-ClusterFrozenAgents themselves, so it applies with the operator down; the command waits for the
-operator's Ready, published to every selected namespace.
+ClusterFrozenAgents themselves, so it applies with the operator down; the command waits until every
+sidecar of the selected namespaces applies it (--wait=operator: published to each of them).
 
-Exit status: 0 live, 1 not confirmed live within --timeout, 2 the command could not run.`,
+Exit status: 0 applied (or live, with --wait=operator), 1 not confirmed within --timeout, 2 the
+command could not run.`,
 		Example: `  toolgate freeze billing-bot-7 -n agents --reason "INC-1234: looping on refunds"
   toolgate freeze billing-bot-7 -n agents --for 2h
   toolgate freeze --all -n agents --reason "INC-1234: stop everything"
@@ -111,7 +115,7 @@ Exit status: 0 live, 1 not confirmed live within --timeout, 2 the command could 
 	f.DurationVar(&o.dur, "for", 0, "end the freeze after this long (sets expiresAt)")
 	f.StringVar(&o.until, "until", "", "end the freeze at this RFC 3339 time (sets expiresAt)")
 	f.StringVar(&o.name, "name", "", "the FrozenAgent's name (default: freeze-<agent id, made a valid name>; "+allAgentsName+" with --all)")
-	f.BoolVar(&o.wait, "wait", o.wait, "wait until the operator reports the freeze live in the bundle")
+	addWaitFlag(cmd, &o.wait)
 	f.DurationVar(&o.timeout, "timeout", o.timeout, "how long --wait waits")
 	return cmd
 }
@@ -279,14 +283,14 @@ func runFreeze(ctx context.Context, out io.Writer, o *freezeOptions, agentID str
 	default:
 		fmt.Fprintf(out, "frozenagent %s/%s created\n", ns, name)
 	}
-	if !o.wait {
+	if o.wait == waitNone {
 		return nil
 	}
-	rev, err := waitLive(ctx, c, client.ObjectKeyFromObject(fa), o.timeout)
+	done, err := waitLive(ctx, c, client.ObjectKeyFromObject(fa), o.timeout, o.wait)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "%s is frozen in %s: the operator confirmed it live in bundle %s after %d ms\n", what, ns, rev, time.Since(start).Milliseconds())
+	fmt.Fprintf(out, "%s is frozen in %s: %s\n", what, ns, done.describe(o.wait, "live in bundle "+done.revision, time.Since(start)))
 	return nil
 }
 
@@ -297,14 +301,23 @@ func sameTarget(x, y engine.FrozenAgent) bool {
 }
 
 // waitLive watches the FrozenAgent until its Ready condition says it is
-// published for its current generation, and returns the bundle revision.
-// A watch, not polling: the answer arrives as soon as the operator writes
-// its status (which it batches, see statusDelay in controllers/setup.go),
-// so the time reported is the operator's, not a poll interval's.
-func waitLive(ctx context.Context, c client.WithWatch, key client.ObjectKey, timeout time.Duration) (string, error) {
+// published for its current generation and, waiting for sidecars, its
+// Enforced condition says every live sidecar applies it; it returns the
+// bundle revision. A watch, not polling: the answer arrives as soon as the
+// operator writes its status (which it batches, see statusDelay in
+// controllers/setup.go), so the time reported is the operator's, not a
+// poll interval's.
+func waitLive(ctx context.Context, c client.WithWatch, key client.ObjectKey, timeout time.Duration, mode waitMode) (confirmation, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	last := "no status yet: is the toolgate operator running and watching this namespace?"
+	published := false
+	timedOut := func() error {
+		if published {
+			return notDone("FrozenAgent %s is live but not confirmed applied by every sidecar after %v (%s)", key, timeout, last)
+		}
+		return notDone("FrozenAgent %s is not confirmed live after %v (%s)", key, timeout, last)
+	}
 	for {
 		var list v1alpha1.FrozenAgentList
 		// No resourceVersion: the watch starts with the object as it is.
@@ -312,32 +325,33 @@ func waitLive(ctx context.Context, c client.WithWatch, key client.ObjectKey, tim
 			client.MatchingFields{"metadata.name": key.Name})
 		if err != nil {
 			if ctx.Err() != nil {
-				return "", notDone("FrozenAgent %s is not confirmed live after %v (%s)", key, timeout, last)
+				return confirmation{}, timedOut()
 			}
-			return "", notDone("watching FrozenAgent %s: %v", key, err)
+			return confirmation{}, notDone("watching FrozenAgent %s: %v", key, err)
 		}
-		rev, done, err := watchLive(w.ResultChan(), key, &last)
+		got, done, err := watchLive(w.ResultChan(), key, mode, &last, &published)
 		w.Stop()
 		switch {
 		case done:
-			return rev, err
+			return got, err
 		case ctx.Err() != nil:
-			return "", notDone("FrozenAgent %s is not confirmed live after %v (%s)", key, timeout, last)
+			return confirmation{}, timedOut()
 		}
 		// The watch ended (the API server closes watches now and then):
 		// start another.
 	}
 }
 
-// watchLive reads events until the freeze is live, gone or expired (done),
-// or the watch ends (not done). last is updated with the latest reason.
-func watchLive(events <-chan watch.Event, key client.ObjectKey, last *string) (string, bool, error) {
+// watchLive reads events until the freeze is confirmed (as mode asks),
+// gone or expired (done), or the watch ends (not done). last is updated
+// with the latest reason, published once the operator reports it live.
+func watchLive(events <-chan watch.Event, key client.ObjectKey, mode waitMode, last *string, published *bool) (confirmation, bool, error) {
 	for ev := range events {
 		switch ev.Type {
 		case watch.Deleted:
-			return "", true, notDone("FrozenAgent %s was deleted while waiting", key)
+			return confirmation{}, true, notDone("FrozenAgent %s was deleted while waiting", key)
 		case watch.Error:
-			return "", false, nil
+			return confirmation{}, false, nil
 		}
 		fa, ok := ev.Object.(*v1alpha1.FrozenAgent)
 		if !ok {
@@ -347,12 +361,19 @@ func watchLive(events <-chan watch.Event, key client.ObjectKey, last *string) (s
 		switch {
 		case ready == nil || ready.ObservedGeneration != fa.Generation:
 		case ready.Status == metav1.ConditionTrue && fa.Status.BundleRevision != "":
-			return fa.Status.BundleRevision, true, nil
+			*published = true
+			if mode == waitOperator {
+				return confirmation{revision: fa.Status.BundleRevision}, true, nil
+			}
+			if got, ok := sidecarsApply(fa.Status.Conditions, fa.Generation, fa.Status.Enforcement, last); ok {
+				got.revision = fa.Status.BundleRevision
+				return got, true, nil
+			}
 		case ready.Reason == v1alpha1.ReasonExpired:
-			return "", true, notDone("FrozenAgent %s has already expired: %s", key, ready.Message)
+			return confirmation{}, true, notDone("FrozenAgent %s has already expired: %s", key, ready.Message)
 		default:
 			*last = ready.Reason + ": " + ready.Message
 		}
 	}
-	return "", false, nil
+	return confirmation{}, false, nil
 }
