@@ -53,3 +53,31 @@ func TestClusterPolicyEnforcedAcrossNamespaces(t *testing.T) {
 	writeLease(t, b, serving(revisionIn(first)), v1alpha1.SidecarLeaseDurationSeconds)
 	enforced(v1alpha1.ReasonSidecarsStale, "1/2", "Pod "+second+"/agent-b")
 }
+
+// A ClusterFrozenAgent is enforced once every sidecar of the namespaces it
+// selects names it in its Lease (their own ClusterFrozenAgent watch), even
+// while they serve an older bundle.
+func TestClusterFrozenAgentEnforcedByFreezeNames(t *testing.T) {
+	team := testenv.Namespace(t, k8s, "tg-")
+	first, second := testenv.Namespace(t, k8s, "tg-enf-"), testenv.Namespace(t, k8s, "tg-enf-")
+	labelNamespace(t, first, team)
+	labelNamespace(t, second, team)
+	startManager(t, controllers.Options{}, first, second)
+	a, b := agentPod(t, first, "agent-a"), agentPod(t, second, "agent-b")
+	cf := clusterFrozenAgent("stop-bob-"+team, team, "bob", nil)
+	createCluster(t, cf)
+	name := v1alpha1.FreezeName("ClusterFrozenAgent", cf.Name)
+	enforced := func(reason, summary string, names ...string) {
+		t.Helper()
+		waitForClusterFrozen(t, cf.Name, fmt.Sprintf("Enforced %s %s", reason, summary), func(cf *v1alpha1.ClusterFrozenAgent) bool {
+			c := enforcedOf(cf.Status.Conditions)
+			return c != nil && cf.Status.Enforcement != nil && c.Reason == reason && cf.Status.Enforcement.Summary == summary &&
+				c.ObservedGeneration == cf.Generation && containsAll(c.Message, names...)
+		})
+	}
+	writeLease(t, a, serving("older", name), v1alpha1.SidecarLeaseDurationSeconds)
+	writeLease(t, b, serving("older"), v1alpha1.SidecarLeaseDurationSeconds)
+	enforced(v1alpha1.ReasonSidecarsStale, "1/2", "Pod "+second+"/agent-b")
+	writeLease(t, b, serving("older", name), v1alpha1.SidecarLeaseDurationSeconds)
+	enforced(v1alpha1.ReasonAllSidecarsCurrent, "2/2")
+}

@@ -232,3 +232,26 @@ func TestSlimPodKeepsOnlyWhatSidecarsOfReads(t *testing.T) {
 		t.Fatal("a non-Pod was changed")
 	}
 }
+
+func TestOutcomeStoreRecordsWhatWentLive(t *testing.T) {
+	s := newOutcomeStore()
+	gens := map[types.UID]int64{"f": 1}
+	s.set("ns", outcome{revision: "r1", generations: gens})
+	s.set("ns", outcome{revision: "r2", generations: gens, publishErr: errString("refused")})
+	s.set("ns", outcome{revision: "r3", generations: gens, tooLarge: errString("too large")})
+	s.set("ns", outcome{revision: "r4", generations: gens, tooLarge: errString("too large"), freezeRevision: "r5"})
+	h := s.history.revisions("ns")
+	for rev, want := range map[string]bool{"r1": true, "r2": false, "r3": false, "r4": false, "r5": true} {
+		if got := h.contains(rev, "f", 1); got != want {
+			t.Errorf("revision %s recorded: %v, want %v", rev, got, want)
+		}
+	}
+	s.delete("ns")
+	if len(s.history.revisions("ns").published) != 0 {
+		t.Error("the history outlives the namespace's bundle")
+	}
+}
+
+type errString string
+
+func (e errString) Error() string { return string(e) }

@@ -88,8 +88,15 @@ func (s *outcomeStore) set(ns string, o outcome) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.m[ns] = o
-	if o.publishErr == nil && o.tooLarge == nil {
+	switch {
+	case o.publishErr != nil:
+	case o.tooLarge == nil:
 		s.history.record(ns, o.revision, o.generations)
+	case o.freezeRevision != "":
+		// The freezes went out alone, on the last policies that fit: the
+		// policies' own Ready says BundleTooLarge, so only the freezes'
+		// generations in it are ever read.
+		s.history.record(ns, o.freezeRevision, o.generations)
 	}
 }
 
