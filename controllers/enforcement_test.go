@@ -140,8 +140,10 @@ func TestEnforcedFollowsSidecarLeases(t *testing.T) {
 	waitForEnforced(t, p, policyConds, v1alpha1.ReasonSidecarsStale, "0/2", "2 of 2", "Pod agent-a", first)
 	writeLease(t, a, serving(second), v1alpha1.SidecarLeaseDurationSeconds)
 	waitForEnforced(t, p, policyConds, v1alpha1.ReasonSidecarsStale, "1/2", "1 of 2", "Pod agent-b")
+	start := time.Now()
 	writeLease(t, b, serving(second), v1alpha1.SidecarLeaseDurationSeconds)
 	waitForEnforced(t, p, policyConds, v1alpha1.ReasonAllSidecarsCurrent, "2/2")
+	t.Logf("the last sidecar's Lease to Enforced=True 2/2: %v", time.Since(start).Round(time.Millisecond))
 
 	// A sidecar that refuses the next bundle names itself and its reason.
 	setPolicySpec(t, p, policy(ns, "p", 3).Spec)

@@ -107,6 +107,7 @@ func TestFreezeWaitsForEverySidecar(t *testing.T) {
 	if r.code != 0 || !regexp.MustCompile(`sidecar-waiter is frozen in agents: applied by 2/2 sidecars in [0-9.]+m?s \(live in bundle sha256:[0-9a-f]{64}\)`).MatchString(r.out) {
 		t.Fatalf("freeze: exit %d\n%s", r.code, r.out)
 	}
+	t.Logf("toolgate freeze said: %s", strings.TrimSpace(r.out))
 
 	// One sidecar of two applies it: the timeout says how many, and names
 	// the other.
