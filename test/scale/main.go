@@ -55,6 +55,7 @@ type config struct {
 	perNamespace int
 	updates      int
 	base         string
+	baseBin      string
 	workers      int
 	timeout      time.Duration
 	extraArgs    []string
@@ -68,6 +69,7 @@ func main() {
 	flag.IntVar(&c.perNamespace, "objects-per-namespace", 6, "objects per namespace: Policies, a FrozenAgent, an Agent and a PolicyException (at least 4)")
 	flag.IntVar(&c.updates, "updates", 100, "single-Policy changes to time after the cold start, one by one, in as many namespaces")
 	flag.StringVar(&c.base, "base", "", "a git revision whose manager is measured the same way in the same run, before this one: empty for none")
+	flag.StringVar(&c.baseBin, "base-bin", "", "with -base: a toolgate binary already built at that revision (as -keep leaves it), used instead of building it again")
 	flag.IntVar(&c.workers, "workers", 32, "requests in flight while creating the objects")
 	flag.DurationVar(&c.timeout, "timeout", 20*time.Minute, "give up on a cold start after this long")
 	flag.StringVar(&extra, "manager-args", "", "extra flags for this build's manager only, space-separated (such as --pprof-addr=127.0.0.1:6060)")
@@ -110,6 +112,9 @@ func (c config) validate() error {
 	case c.workers < 1:
 		return fmt.Errorf("-workers %d: at least 1", c.workers)
 	}
+	if c.baseBin != "" && c.base == "" {
+		return fmt.Errorf("-base-bin %s: also say which revision it was built at with -base", c.baseBin)
+	}
 	for _, n := range c.sizes {
 		if c.updates > n {
 			return fmt.Errorf("-updates %d is more than the %d namespaces: each change goes to its own namespace", c.updates, n)
@@ -149,7 +154,10 @@ func run(c config) error {
 	}
 	type build struct{ name, bin string }
 	var builds []build
-	if c.base != "" {
+	switch {
+	case c.base != "" && c.baseBin != "":
+		builds = append(builds, build{"base " + c.base, c.baseBin})
+	case c.base != "":
 		logf("building toolgate at %s", c.base)
 		if err := localcluster.BuildAt(dir, c.base, "toolgate-base"); err != nil {
 			return err
