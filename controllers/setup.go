@@ -123,8 +123,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	// The status controller passes no more namespaces at once than the
 	// bundle controller publishes: in a cold start both wait on the API
 	// server, not on the manager (8 s CPU profile of 1,000 namespaces: the
-	// manager busy 12% of one core), and four times as many status passes
-	// made the last publish 3.5x later (make measure-scale).
+	// manager busy 12% of one core), and with four times as many status
+	// passes the last publish came after 88 s, not 21-33 s (make
+	// measure-scale, docs/performance.md#scale).
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named(StatusControllerName).
 		WatchesRawSource(source.TypedChannel(statusesDue, toNamespace)).
