@@ -37,8 +37,8 @@ func exceptionStatus(pe *v1alpha1.PolicyException, o outcome) v1alpha1.PolicyExc
 		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.ReasonApplied
 		cond.Message = fmt.Sprintf("live in ConfigMap %s until %s: %s %q rules %v", o.configMap,
 			pe.Spec.ExpiresAt.UTC().Format(time.RFC3339), pe.Spec.PolicyRef.Kind, pe.Spec.PolicyRef.Name, pe.Spec.RuleIDs)
+		st.BundleRevision = liveSince(pe, pe.Status.Conditions, pe.Status.ObservedGeneration, pe.Status.BundleRevision, o.revision)
 		st.ObservedGeneration = pe.Generation
-		st.BundleRevision = o.revision
 	}
 	st.Conditions = withProgress(st.Conditions, cond, o.retrying())
 	return st

@@ -69,7 +69,10 @@ func settled(t *testing.T, ns string) engine.Bundle {
 	testenv.Eventually(t, "statuses settled", func() (bool, string) {
 		p := waitForPolicyReady(t, ns, "steady", v1alpha1.ReasonPublished)
 		f := waitForFrozenReady(t, ns, "freeze", v1alpha1.ReasonPublished)
-		return p.Status.BundleRevision == b.Revision && f.Status.BundleRevision == b.Revision, "revisions differ"
+		// The freeze, created last, went live in b; the policy in b or in
+		// the revision before it (bundleRevision is where an object's
+		// generation went live, not the namespace's latest).
+		return p.Status.BundleRevision != "" && f.Status.BundleRevision == b.Revision, "revisions differ"
 	})
 	return b
 }

@@ -133,6 +133,7 @@ func TestPublishFailureSetsReadyFalse(t *testing.T) {
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "steady"}, &p); err != nil {
 		t.Fatal(err)
 	}
+	live := p.Status.BundleRevision // where this generation went live, at or before b
 	p.Spec.Rules = p.Spec.Rules[:2]
 	if err := k8s.Update(context.Background(), &p); err != nil {
 		t.Fatal(err)
@@ -144,8 +145,8 @@ func TestPublishFailureSetsReadyFalse(t *testing.T) {
 	}
 	// The refused generation is observed (kstatus reads Stalled only on an
 	// observed generation); the revision and rule count stay what is live.
-	if failed.Status.BundleRevision != b.Revision || failed.Status.RuleCount != 3 || failed.Status.ObservedGeneration != failed.Generation {
-		t.Errorf("status %+v: want generation %d observed, still live in %s with 3 rules", failed.Status, failed.Generation, b.Revision)
+	if failed.Status.BundleRevision != live || failed.Status.RuleCount != 3 || failed.Status.ObservedGeneration != failed.Generation {
+		t.Errorf("status %+v: want generation %d observed, still live in %s (bundle %s) with 3 rules", failed.Status, failed.Generation, live, b.Revision)
 	}
 	requireCondition(t, failed.Status.Conditions, v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonPublishFailed)
 	if c := findCondition(failed.Status.Conditions, v1alpha1.ConditionReconciling); c != nil {

@@ -84,6 +84,15 @@ func TestOversizedBundleKeepsThePreviousOne(t *testing.T) {
 	t.Logf("one random policy: %d bytes gzipped", len(prev.BinaryData[bundle.GzipKey]))
 	waitForPolicyReady(t, ns, "noise-a", v1alpha1.ReasonPublished)
 
+	// Where each generation went live, before the bundle grows too large.
+	liveIn := map[string]string{}
+	for _, name := range []string{"small", "verbose", "noise-a"} {
+		liveIn[name] = waitForPolicyReady(t, ns, name, v1alpha1.ReasonPublished).Status.BundleRevision
+	}
+	if liveIn["noise-a"] != b.Revision {
+		t.Fatalf("noise-a live in %q, want %q", liveIn["noise-a"], b.Revision)
+	}
+
 	// ...two do not: the previous bundle stays and every policy says why.
 	create(t, noiseB)
 	for _, name := range []string{"small", "verbose", "noise-a", "noise-b"} {
@@ -91,7 +100,7 @@ func TestOversizedBundleKeepsThePreviousOne(t *testing.T) {
 		if msg := readyOf(p.Status.Conditions).Message; !strings.Contains(msg, "gzipped") {
 			t.Errorf("%s: message %q does not explain the size", name, msg)
 		}
-		want := b.Revision // still live in the previous bundle
+		want := liveIn[name] // still live in the previous bundle, as before
 		if name == "noise-b" {
 			want = "" // never published
 		}

@@ -122,8 +122,8 @@ func policyStatus(p *v1alpha1.Policy, o outcome) v1alpha1.PolicyStatus {
 	case o.tooLarge == nil && o.publishErr == nil:
 		// A policy that does not compile is still published (sidecars deny
 		// POLICY_COMPILE_ERROR when they reach it), so it is live too.
+		st.BundleRevision = liveSince(p, p.Status.Conditions, p.Status.ObservedGeneration, p.Status.BundleRevision, o.revision)
 		st.ObservedGeneration = p.Generation
-		st.BundleRevision = o.revision
 		st.RuleCount = int32(len(p.Spec.Rules))
 	case !o.retrying():
 		// Stalled: the verdict on this generation is in, and kstatus reads
@@ -171,13 +171,13 @@ func frozenAgentStatus(f *v1alpha1.FrozenAgent, o outcome) v1alpha1.FrozenAgentS
 		default:
 			cond.Message = fmt.Sprintf("live in ConfigMap %s, with the last policies that fit (the namespace's policies are BundleTooLarge): %s", o.configMap, denied)
 		}
+		st.BundleRevision = liveSince(f, f.Status.Conditions, f.Status.ObservedGeneration, f.Status.BundleRevision, o.freezeRevision)
 		st.ObservedGeneration = f.Generation
-		st.BundleRevision = o.freezeRevision
 	default:
 		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.ReasonPublished
 		cond.Message = fmt.Sprintf("live in ConfigMap %s: %s", o.configMap, denied)
+		st.BundleRevision = liveSince(f, f.Status.Conditions, f.Status.ObservedGeneration, f.Status.BundleRevision, o.revision)
 		st.ObservedGeneration = f.Generation
-		st.BundleRevision = o.revision
 	}
 	st.Conditions = withProgress(st.Conditions, cond, o.retrying())
 	return st
@@ -206,11 +206,34 @@ func identityStatus(obj metav1.Object, was *v1alpha1.IdentityStatus, conflictWit
 	default:
 		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.ReasonPublished
 		cond.Message = fmt.Sprintf("live in ConfigMap %s", o.configMap)
+		st.BundleRevision = liveSince(obj, was.Conditions, was.ObservedGeneration, was.BundleRevision, o.revision)
 		st.ObservedGeneration = obj.GetGeneration()
-		st.BundleRevision = o.revision
 	}
 	st.Conditions = withProgress(st.Conditions, cond, o.retrying())
 	return st
+}
+
+// liveSince is the revision a status names: the one in which the object's
+// current generation went live. A publish brought about by another object
+// of the namespace (or by a namespace label) does not move it, so that
+// object's status is not written again; it moves when the object itself
+// changed (a new generation) or was not live (never published, refused,
+// too large, failed, expired). Every later revision of the namespace
+// carries the same generation until the object changes, so the one named
+// is where it started, not the only one that holds it.
+func liveSince(obj metav1.Object, conds []metav1.Condition, observed int64, was, revision string) string {
+	if was == "" || observed != obj.GetGeneration() {
+		return revision
+	}
+	ready := apimeta.FindStatusCondition(conds, v1alpha1.ConditionReady)
+	if ready == nil || ready.ObservedGeneration != obj.GetGeneration() {
+		return revision
+	}
+	switch ready.Reason {
+	case v1alpha1.ReasonBundleTooLarge, v1alpha1.ReasonPublishFailed, v1alpha1.ReasonExpired, v1alpha1.ReasonConflict:
+		return revision
+	}
+	return was
 }
 
 // retrying tells whether the publish failed for a reason expected to pass by
@@ -279,6 +302,19 @@ func reconciling(conds []metav1.Condition, generation int64, now time.Time) []me
 		Reason: v1alpha1.ReasonPublishing, Message: fmt.Sprintf("generation %d is being published", generation),
 		ObservedGeneration: generation, LastTransitionTime: metav1.NewTime(now)})
 	return conds
+}
+
+// reconcilingMark is the mark the status writer puts on an object whose
+// generation the outcome does not describe yet (reconciling), except on an
+// object with no Ready condition: that one was never published, kstatus
+// reads it as in progress already, and its first status write (Ready)
+// follows its first publish; marking it first would double the writes of
+// a cold start.
+func reconcilingMark(conds []metav1.Condition, generation int64, now time.Time) []metav1.Condition {
+	if apimeta.FindStatusCondition(conds, v1alpha1.ConditionReady) == nil {
+		return nil
+	}
+	return reconciling(conds, generation, now)
 }
 
 // diagnosticsMessage names every failing rule and condition, as the engine

@@ -24,13 +24,16 @@ type statusReconciler struct {
 }
 
 func (r *statusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	out, ok := r.outcomes.get(req.Namespace)
-	if !ok {
-		return ctrl.Result{}, nil // emptied: nothing left to describe
-	}
 	in, err := gather(ctx, r.client, req.Namespace)
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	// The outcome is read after the objects: one published meanwhile
+	// describes them, and they get their status without a Reconciling
+	// mark first.
+	out, ok := r.outcomes.get(req.Namespace)
+	if !ok {
+		return ctrl.Result{}, nil // emptied: nothing left to describe
 	}
 	view, err := r.enforcementView(ctx, in)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -354,5 +355,55 @@ func TestClusterPolicyDiagnosticsStayOffTheNamesakePolicy(t *testing.T) {
 	st := policyStatus(p, o)
 	if c := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
 		t.Fatalf("the Policy's Ready: %+v", c)
+	}
+}
+
+// A publish brought about by another object does not move an object's
+// bundleRevision (which would write its status again); its own new
+// generation, or being live again after it was not, does.
+func TestBundleRevisionIsWhereTheGenerationWentLive(t *testing.T) {
+	live := func(gen int64, reason string, status metav1.ConditionStatus) v1alpha1.PolicyStatus {
+		return v1alpha1.PolicyStatus{ObservedGeneration: gen, BundleRevision: "sha256:old", RuleCount: 3,
+			Conditions: []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: status, Reason: reason, ObservedGeneration: gen,
+				Message: "live in ConfigMap cm"}}}
+	}
+	next := outcome{configMap: "cm", revision: "sha256:next", now: t0}
+	diags := outcome{configMap: "cm", revision: "sha256:next", now: t0,
+		diags: map[string][]engine.Diagnostic{"p": {{PolicyID: "p", Message: "bad pattern"}}}}
+	for _, tt := range []struct {
+		name   string
+		policy *v1alpha1.Policy
+		out    outcome
+		want   string
+	}{
+		{"unchanged, another object's publish", testPolicy(2, 3, live(2, v1alpha1.ReasonPublished, metav1.ConditionTrue)), next, "sha256:old"},
+		{"unchanged, still failing to compile", testPolicy(2, 3, live(2, v1alpha1.ReasonCompileError, metav1.ConditionFalse)), diags, "sha256:old"},
+		{"new generation", testPolicy(3, 3, live(2, v1alpha1.ReasonPublished, metav1.ConditionTrue)), next, "sha256:next"},
+		{"live again after too large", testPolicy(2, 3, live(2, v1alpha1.ReasonBundleTooLarge, metav1.ConditionFalse)), next, "sha256:next"},
+		{"live again after a refused write", testPolicy(2, 3, live(2, v1alpha1.ReasonPublishFailed, metav1.ConditionFalse)), next, "sha256:next"},
+		{"never published", testPolicy(1, 3, v1alpha1.PolicyStatus{}), next, "sha256:next"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			st := policyStatus(tt.policy, tt.out)
+			if st.BundleRevision != tt.want {
+				t.Fatalf("bundleRevision %q, want %q", st.BundleRevision, tt.want)
+			}
+			if tt.want == "sha256:old" && tt.out.diags == nil && !equality.Semantic.DeepEqual(st, tt.policy.Status) {
+				t.Errorf("an unchanged object's status changed: %+v -> %+v", tt.policy.Status, st)
+			}
+		})
+	}
+}
+
+// A Policy with no status yet is not marked Reconciling before its first
+// publish: its first write is Ready.
+func TestReconcilingLeavesANewObjectAlone(t *testing.T) {
+	if conds := reconcilingMark(nil, 1, t0); conds != nil {
+		t.Fatalf("a new object is marked %+v", conds)
+	}
+	published := withProgress(nil, metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue,
+		Reason: v1alpha1.ReasonPublished, ObservedGeneration: 1}, false)
+	if conds := reconcilingMark(published, 2, t0); apimeta.FindStatusCondition(conds, v1alpha1.ConditionReconciling) == nil {
+		t.Fatalf("a published object's new generation is not marked: %+v", conds)
 	}
 }

@@ -35,7 +35,7 @@ func (r *statusReconciler) writeStatuses(ctx context.Context, in inputs, out out
 	for i := range in.policies {
 		p := &in.policies[i]
 		if !out.describes(p) {
-			if conds := reconciling(p.Status.Conditions, p.Generation, out.now); conds != nil {
+			if conds := reconcilingMark(p.Status.Conditions, p.Generation, out.now); conds != nil {
 				g.Go(func() error {
 					before := p.DeepCopy()
 					p.Status.Conditions = conds
@@ -57,7 +57,7 @@ func (r *statusReconciler) writeStatuses(ctx context.Context, in inputs, out out
 	for i := range in.frozen {
 		f := &in.frozen[i]
 		if !out.describes(f) {
-			if conds := reconciling(f.Status.Conditions, f.Generation, out.now); conds != nil {
+			if conds := reconcilingMark(f.Status.Conditions, f.Generation, out.now); conds != nil {
 				g.Go(func() error {
 					before := f.DeepCopy()
 					f.Status.Conditions = conds
@@ -79,7 +79,7 @@ func (r *statusReconciler) writeStatuses(ctx context.Context, in inputs, out out
 	for i := range in.exceptions {
 		pe := &in.exceptions[i]
 		if !out.describes(pe) {
-			if conds := reconciling(pe.Status.Conditions, pe.Generation, out.now); conds != nil {
+			if conds := reconcilingMark(pe.Status.Conditions, pe.Generation, out.now); conds != nil {
 				g.Go(func() error {
 					before := pe.DeepCopy()
 					pe.Status.Conditions = conds
@@ -111,7 +111,7 @@ func (r *statusReconciler) writeStatuses(ctx context.Context, in inputs, out out
 // inside obj) when it changed, as writeStatuses does the others'.
 func (r *statusReconciler) writeIdentityStatus(ctx context.Context, g *errgroup.Group, obj client.Object, status *v1alpha1.IdentityStatus, conflictWith string, out outcome) {
 	if !out.describes(obj) {
-		if conds := reconciling(status.Conditions, obj.GetGeneration(), out.now); conds != nil {
+		if conds := reconcilingMark(status.Conditions, obj.GetGeneration(), out.now); conds != nil {
 			g.Go(func() error {
 				before := obj.DeepCopyObject().(client.Object)
 				status.Conditions = conds

@@ -28,6 +28,9 @@ type Options struct {
 	MetricsBindAddress string
 	// HealthProbeBindAddress serves /healthz and /readyz; "0" disables it.
 	HealthProbeBindAddress string
+	// PprofBindAddress serves net/http/pprof, on a loopback address only
+	// (profiles show memory contents); "0" disables it.
+	PprofBindAddress string
 	// LeaderElect makes replicas elect one active manager.
 	LeaderElect bool
 	// LeaderElectionNamespace holds the Lease; empty means the pod's own
@@ -58,6 +61,7 @@ func DefaultOptions() Options {
 	return Options{
 		MetricsBindAddress:     ":8080",
 		HealthProbeBindAddress: ":8081",
+		PprofBindAddress:       "0",
 		Controller: controllers.Options{ConfigMapName: bundle.DefaultConfigMapName,
 			Approvals: controllers.ApprovalOptions{Retention: controllers.DefaultApprovalRetention}},
 		Webhooks: defaultWebhookOptions(),
@@ -71,6 +75,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		`address serving /metrics, as host:port or :port; "0" disables it`)
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress,
 		`address serving /healthz and /readyz, as host:port or :port; "0" disables it`)
+	fs.StringVar(&o.PprofBindAddress, "pprof-bind-address", o.PprofBindAddress,
+		`loopback address (127.0.0.1:port, [::1]:port or localhost:port) serving /debug/pprof for profiling; "0" disables it`)
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect,
 		"elect one active manager among replicas (needs a Lease)")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace,
@@ -109,6 +115,9 @@ func (o Options) Validate() error {
 	}
 	if err := validateAddress(o.HealthProbeBindAddress); err != nil {
 		errs = append(errs, fmt.Errorf("--health-probe-bind-address: %w", err))
+	}
+	if err := validateLoopbackAddress(o.PprofBindAddress); err != nil {
+		errs = append(errs, fmt.Errorf("--pprof-bind-address: %w", err))
 	}
 	bundleOpts := o.Controller
 	bundleOpts.Approvals = controllers.ApprovalOptions{} // checked below, flag by flag
@@ -170,6 +179,23 @@ func validateAddress(addr string) error {
 		if msgs := validation.IsDNS1123Subdomain(host); len(msgs) > 0 {
 			return fmt.Errorf("%q: host %q is neither an IP address nor a host name", addr, host)
 		}
+	}
+	return nil
+}
+
+// validateLoopbackAddress accepts "0" or "" (off: programs that fill
+// Options themselves leave it empty), or host:port where host is a loopback
+// address: what it serves must not be reachable from the network.
+func validateLoopbackAddress(addr string) error {
+	if addr == "0" || addr == "" {
+		return nil
+	}
+	if err := validateAddress(addr); err != nil {
+		return err
+	}
+	host, _, _ := net.SplitHostPort(addr)
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return fmt.Errorf("%q: host %q is not a loopback address (127.0.0.1, ::1 or localhost)", addr, host)
 	}
 	return nil
 }

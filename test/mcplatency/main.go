@@ -46,7 +46,6 @@ import (
 
 	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/internal/localcluster"
-	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 type config struct {
@@ -139,7 +138,7 @@ func run(ctx context.Context, c config) error {
 	var baselineAddr string
 	if c.base != "" {
 		fmt.Printf("building toolgate at %s ...\n", c.base)
-		if err := buildAt(dir, c.base, "toolgate-base"); err != nil {
+		if err := localcluster.BuildAt(dir, c.base, "toolgate-base"); err != nil {
 			return err
 		}
 		var cmd *exec.Cmd
@@ -570,41 +569,6 @@ func stop(cmd *exec.Cmd) {
 		_ = cmd.Process.Kill()
 		<-done
 	}
-}
-
-// buildAt builds cmd/toolgate as it was at rev into dir/name: the source
-// from git archive, so the checkout is untouched.
-func buildAt(dir, rev, name string) error {
-	src := filepath.Join(dir, "src-"+name)
-	if err := os.MkdirAll(src, 0o755); err != nil {
-		return err
-	}
-	archive := exec.Command("git", "archive", "--format=tar", rev)
-	archive.Dir = testenv.RepoRoot()
-	extract := exec.Command("tar", "-x", "-C", src)
-	pipe, err := archive.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	extract.Stdin = pipe
-	var stderr strings.Builder
-	archive.Stderr = &stderr
-	if err := extract.Start(); err != nil {
-		return err
-	}
-	if err := archive.Run(); err != nil {
-		return fmt.Errorf("git archive %s: %v: %s", rev, err, strings.TrimSpace(stderr.String()))
-	}
-	if err := extract.Wait(); err != nil {
-		return fmt.Errorf("extracting %s: %w", rev, err)
-	}
-	build := exec.Command("go", "build", "-o", filepath.Join(dir, name), "./cmd/toolgate")
-	build.Dir = src
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("building toolgate at %s: %w\n%s", rev, err, out)
-	}
-	return nil
 }
 
 // resultText is what a failed call's result says.

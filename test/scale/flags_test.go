@@ -1,0 +1,45 @@
+package main
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestParseSizes(t *testing.T) {
+	got, err := parseSizes("1000, 10000")
+	if err != nil || !slices.Equal(got, []int{1000, 10000}) {
+		t.Fatalf("parseSizes: %v, %v", got, err)
+	}
+	for _, bad := range []string{"", "1000,", "ten", "0", "-5", "1000;10000", "1e3"} {
+		if _, err := parseSizes(bad); err == nil || !strings.Contains(err.Error(), "-namespaces") {
+			t.Errorf("parseSizes(%q): %v, want an error naming -namespaces", bad, err)
+		}
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	ok := config{sizes: []int{1000}, perNamespace: 6, updates: 100, workers: 32}
+	if err := ok.validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		edit func(*config)
+		want string
+	}{
+		{"too few objects", func(c *config) { c.perNamespace = 3 }, "-objects-per-namespace"},
+		{"no updates", func(c *config) { c.updates = 0 }, "-updates"},
+		{"more updates than namespaces", func(c *config) { c.sizes = []int{50} }, "-updates 100"},
+		{"no workers", func(c *config) { c.workers = 0 }, "-workers"},
+		{"base binary without its revision", func(c *config) { c.baseBin = "/tmp/toolgate" }, "-base-bin"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := ok
+			tt.edit(&c)
+			if err := c.validate(); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("validate: %v, want an error naming %s", err, tt.want)
+			}
+		})
+	}
+}
