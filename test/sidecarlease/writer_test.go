@@ -1,0 +1,277 @@
+package sidecarlease
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/bundle"
+	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/internal/localcluster"
+	"github.com/toolgate/toolgate/internal/testenv"
+)
+
+// signedBundle is a namespace's bundle as the operator publishes it: one
+// Policy allowing everything (its generation makes the revision), sealed
+// by keys for ns.
+func signedBundle(t *testing.T, keys *bundle.Keyring, ns string, generation int64) (data map[string]string, revision string) {
+	t.Helper()
+	allowAll := v1alpha1.Policy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "allow-all", Generation: generation},
+		Spec: v1alpha1.PolicySpec{DefaultEffect: v1alpha1.EffectAllow, Rules: []v1alpha1.Rule{{ID: "all", Effect: v1alpha1.RuleAllow}}}}
+	b, _ := bundle.BuildSources(bundle.Sources{Policies: []v1alpha1.Policy{allowAll}}, time.Now())
+	doc, rev, err := engine.Encode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]string{bundle.Key: string(doc), bundle.SignatureKey: string(keys.Seal(ns, rev, nil, time.Now()))}, rev
+}
+
+// TestSidecarProcessWritesItsLease runs the real `toolgate sidecar`
+// binary as an injected sidecar runs: --configmap, trusted keys, the
+// injector's --lease-pod and --lease-pod-uid, and a kubeconfig holding
+// only a ServiceAccount token bound to its Pod object, with the Role
+// injection grants and the sidecar Lease admission policy installed. It
+// writes its Lease at start with the revision it serves, at once when a
+// FrozenAgent and a ClusterFrozenAgent start applying, when it refuses a
+// bundle signed by a key it does not trust (naming that revision and why)
+// and when it loads a good one again; and renews it every 10 s.
+func TestSidecarProcessWritesItsLease(t *testing.T) {
+	requireLeasePolicy(t)
+	ns := newAgentNamespace(t, "lease-writer-", "agent-0")
+	pod := ns.pods["agent-0"]
+	grantClusterFreezes(t)
+
+	keys, untrusted := testenv.Keyring(t, 1), testenv.Keyring(t, 1)
+	dir := t.TempDir()
+	trusted := filepath.Join(dir, "keys.pem")
+	if err := os.WriteFile(trusted, keys.PublicPEM(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data, rev1 := signedBundle(t, keys, ns.name, 1)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns.name, Name: bundle.DefaultConfigMapName}, Data: data}
+	if err := admin.Create(ctx(t), cm); err != nil {
+		t.Fatal(err)
+	}
+
+	bin, err := localcluster.BuildToolgate(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock, err := os.MkdirTemp("", "tglease")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(sock) })
+	sock = filepath.Join(sock, "s.sock")
+	logPath := filepath.Join(dir, "sidecar.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	cmd := exec.Command(bin, "sidecar", "--configmap", ns.name+"/"+bundle.DefaultConfigMapName,
+		"--kubeconfig", tokenKubeconfig(t, ns.podToken(t, "agent-0")), "--trusted-keys", trusted,
+		"--listen", "unix:"+sock, "--decision-log", "none",
+		"--lease-pod", pod.Name, "--lease-pod-uid", string(pod.UID))
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			t.Logf("sidecar log:\n%s", b)
+		}
+	})
+
+	lease := func() (*coordinationv1.Lease, v1alpha1.SidecarReport, string) {
+		var l coordinationv1.Lease
+		if err := admin.Get(ctx(t), client.ObjectKey{Namespace: ns.name, Name: pod.Name}, &l); err != nil {
+			return nil, v1alpha1.SidecarReport{}, err.Error()
+		}
+		r, err := v1alpha1.ParseSidecarReport(l.Annotations)
+		if err != nil {
+			return &l, r, err.Error()
+		}
+		return &l, r, ""
+	}
+	waitReport := func(what string, ok func(v1alpha1.SidecarReport) bool) (*coordinationv1.Lease, v1alpha1.SidecarReport) {
+		t.Helper()
+		var l *coordinationv1.Lease
+		var r v1alpha1.SidecarReport
+		testenv.Eventually(t, what, func() (bool, string) {
+			var why string
+			l, r, why = lease()
+			if why != "" {
+				return false, why
+			}
+			return ok(r), strings.Join([]string{"report", r.Revision, strings.Join(r.Frozen, ","), r.RefusedRevision, r.RefusedReason}, " | ")
+		})
+		return l, r
+	}
+
+	// At start: the revision served, no freeze, no refusal, the Lease as
+	// the shared design says.
+	l, r := waitReport("the Lease names the revision served", func(r v1alpha1.SidecarReport) bool { return r.Revision == rev1 })
+	if l.Labels[v1alpha1.LabelSidecar] != "true" {
+		t.Errorf("labels %v lack %s", l.Labels, v1alpha1.LabelSidecar)
+	}
+	if o := l.OwnerReferences; len(o) != 1 || o[0].APIVersion != "v1" || o[0].Kind != "Pod" || o[0].Name != pod.Name || o[0].UID != pod.UID {
+		t.Errorf("owner references %+v, want Pod %s %s: the garbage collector deletes the Lease with its Pod", o, pod.Name, pod.UID)
+	}
+	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != pod.Name || l.Spec.LeaseDurationSeconds == nil ||
+		*l.Spec.LeaseDurationSeconds != v1alpha1.SidecarLeaseDurationSeconds || l.Spec.RenewTime == nil {
+		t.Errorf("spec %+v", l.Spec)
+	}
+	if !v1alpha1.LeaseLive(l.Spec.RenewTime.Time, *l.Spec.LeaseDurationSeconds, time.Now()) {
+		t.Errorf("a Lease just written is not live: renewed %v", l.Spec.RenewTime)
+	}
+	if len(r.Frozen) != 0 || r.FreezeDigest != v1alpha1.FreezeDigest(nil) || r.RefusedReason != "" || r.Version == "" {
+		t.Errorf("first report %+v", r)
+	}
+
+	// A FrozenAgent, then a ClusterFrozenAgent: named at once.
+	fa := &v1alpha1.FrozenAgent{ObjectMeta: metav1.ObjectMeta{Namespace: ns.name, Name: "stop-bot"},
+		Spec: v1alpha1.FrozenAgentSpec{AgentID: "bot", Reason: "INC-1"}}
+	if err := admin.Create(ctx(t), fa); err != nil {
+		t.Fatal(err)
+	}
+	waitReport("the Lease names the FrozenAgent", func(r v1alpha1.SidecarReport) bool {
+		return slices.Equal(r.Frozen, []string{"FrozenAgent/stop-bot"})
+	})
+	cfa := &v1alpha1.ClusterFrozenAgent{ObjectMeta: metav1.ObjectMeta{Name: "lease-incident-" + ns.name},
+		Spec: v1alpha1.ClusterFrozenAgentSpec{FrozenAgentSpec: v1alpha1.FrozenAgentSpec{AgentID: "bot2", Reason: "INC-2"}}}
+	if err := admin.Create(ctx(t), cfa); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Delete(context.Background(), cfa) })
+	want := []string{"ClusterFrozenAgent/" + cfa.Name, "FrozenAgent/stop-bot"}
+	_, r = waitReport("the Lease names the ClusterFrozenAgent", func(r v1alpha1.SidecarReport) bool { return slices.Equal(r.Frozen, want) })
+	if r.FreezeDigest != v1alpha1.FreezeDigest(want) || !r.Applies("FrozenAgent/stop-bot", "") {
+		t.Errorf("report %+v: digest or Applies disagree with %v", r, want)
+	}
+
+	// A bundle signed by a key the sidecar does not trust: refused, named,
+	// and the old revision still served.
+	forged, rev2 := signedBundle(t, untrusted, ns.name, 2)
+	updateBundle(t, ns.name, forged)
+	_, r = waitReport("the Lease names the refused revision", func(r v1alpha1.SidecarReport) bool { return r.RefusedRevision == rev2 })
+	if r.Revision != rev1 || !strings.HasPrefix(r.RefusedReason, "unknown_key: ") {
+		t.Errorf("after the refusal: serving %q (want %q), reason %q (want unknown_key: ...)", r.Revision, rev1, r.RefusedReason)
+	}
+	// A good bundle again: served, the refusal gone.
+	good, rev3 := signedBundle(t, keys, ns.name, 3)
+	updateBundle(t, ns.name, good)
+	l, r = waitReport("the Lease names the new revision", func(r v1alpha1.SidecarReport) bool { return r.Revision == rev3 })
+	if r.RefusedRevision != "" || r.RefusedReason != "" || l.Annotations[v1alpha1.AnnotationLeaseRefusedReason] != "" {
+		t.Errorf("after a good bundle the refusal stays: %+v", r)
+	}
+
+	// Renewed every 10 s, with nothing changed.
+	before := l.Spec.RenewTime.Time
+	testenv.EventuallyWithin(t, 30*time.Second, 500*time.Millisecond, "the Lease is renewed", func() (bool, string) {
+		l, _, why := lease()
+		if why != "" {
+			return false, why
+		}
+		return l.Spec.RenewTime.After(before), "renewed " + l.Spec.RenewTime.String()
+	})
+	l, _, _ = lease()
+	if gap := l.Spec.RenewTime.Sub(before); gap < 9*time.Second || gap > 15*time.Second {
+		t.Errorf("renewed %v after the last write, want about %d s", gap, v1alpha1.SidecarLeaseRenewSeconds)
+	}
+
+	// Every write counted, none failed.
+	metrics := get(t, sock, "/metrics")
+	for _, line := range []string{`toolgate_sidecar_lease_writes_total{result="created"} 1`, `toolgate_sidecar_lease_writes_total{result="updated"}`} {
+		if !strings.Contains(metrics, line) {
+			t.Errorf("/metrics lacks %s", line)
+		}
+	}
+	if strings.Contains(metrics, `toolgate_sidecar_lease_writes_total{result="error"}`) {
+		t.Errorf("a Lease write failed:\n%s", grep(metrics, "lease_writes"))
+	}
+}
+
+func updateBundle(t *testing.T, ns string, data map[string]string) {
+	t.Helper()
+	var cm corev1.ConfigMap
+	for {
+		if err := admin.Get(ctx(t), client.ObjectKey{Namespace: ns, Name: bundle.DefaultConfigMapName}, &cm); err != nil {
+			t.Fatal(err)
+		}
+		cm.Data = data
+		err := admin.Update(ctx(t), &cm)
+		if err == nil {
+			return
+		}
+		if !apierrors.IsConflict(err) {
+			t.Fatal(err)
+		}
+	}
+}
+
+// grantClusterFreezes gives every ServiceAccount read of
+// ClusterFrozenAgents, as config/rbac/sidecar_cluster_freezes.yaml does.
+func grantClusterFreezes(t *testing.T) {
+	t.Helper()
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "lease-test-cluster-freezes"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"clusterfrozenagents"}, Verbs: []string{"get", "list", "watch"}}}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: "system:serviceaccounts"}}}
+	for _, o := range []client.Object{role, binding} {
+		if err := admin.Create(ctx(t), o); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+}
+
+// get is GET path from the sidecar's socket, once it answers.
+func get(t *testing.T, socket, path string) string {
+	t.Helper()
+	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", socket)
+		}}}
+	resp, err := c.Get("http://sidecar" + path)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func grep(text, s string) string {
+	var out []string
+	for _, line := range strings.Split(text, "\n") {
+		if strings.Contains(line, s) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
+}
