@@ -2,6 +2,7 @@ package sidecarlease
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -59,50 +61,9 @@ func TestSidecarProcessWritesItsLease(t *testing.T) {
 	grantClusterFreezes(t)
 
 	keys, untrusted := testenv.Keyring(t, 1), testenv.Keyring(t, 1)
-	dir := t.TempDir()
-	trusted := filepath.Join(dir, "keys.pem")
-	if err := os.WriteFile(trusted, keys.PublicPEM(), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	data, rev1 := signedBundle(t, keys, ns.name, 1)
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns.name, Name: bundle.DefaultConfigMapName}, Data: data}
-	if err := admin.Create(ctx(t), cm); err != nil {
-		t.Fatal(err)
-	}
+	trusted, rev1 := publish(t, keys, ns.name)
 
-	bin, err := localcluster.BuildToolgate(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sock, err := os.MkdirTemp("", "tglease")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(sock) })
-	sock = filepath.Join(sock, "s.sock")
-	logPath := filepath.Join(dir, "sidecar.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logFile.Close()
-	cmd := exec.Command(bin, "sidecar", "--configmap", ns.name+"/"+bundle.DefaultConfigMapName,
-		"--kubeconfig", tokenKubeconfig(t, ns.podToken(t, "agent-0")), "--trusted-keys", trusted,
-		"--listen", "unix:"+sock, "--decision-log", "none",
-		"--lease-pod", pod.Name, "--lease-pod-uid", string(pod.UID))
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_ = cmd.Wait()
-		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("sidecar log:\n%s", b)
-		}
-	})
+	sock := startSidecar(t, ns, "agent-0", pod, trusted)
 
 	lease := func() (*coordinationv1.Lease, v1alpha1.SidecarReport, string) {
 		var l coordinationv1.Lease
@@ -247,14 +208,17 @@ func grantClusterFreezes(t *testing.T) {
 	}
 }
 
-// get is GET path from the sidecar's socket, once it answers.
-func get(t *testing.T, socket, path string) string {
-	t.Helper()
-	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+func unixClient(socket string) *http.Client {
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, "unix", socket)
 		}}}
-	resp, err := c.Get("http://sidecar" + path)
+}
+
+// get is GET path from the sidecar's socket.
+func get(t *testing.T, socket, path string) string {
+	t.Helper()
+	resp, err := unixClient(socket).Get("http://sidecar" + path)
 	if err != nil {
 		t.Fatalf("GET %s: %v", path, err)
 	}
@@ -274,4 +238,108 @@ func grep(text, s string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// publish writes keys' public half to a file for --trusted-keys and the
+// namespace's first bundle, signed by keys; it returns the file and the
+// bundle's revision.
+func publish(t *testing.T, keys *bundle.Keyring, ns string) (trusted, revision string) {
+	t.Helper()
+	trusted = filepath.Join(t.TempDir(), "keys.pem")
+	if err := os.WriteFile(trusted, keys.PublicPEM(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data, revision := signedBundle(t, keys, ns, 1)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: bundle.DefaultConfigMapName}, Data: data}
+	if err := admin.Create(ctx(t), cm); err != nil {
+		t.Fatal(err)
+	}
+	return trusted, revision
+}
+
+var buildOnce = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "tglease-bin")
+	if err != nil {
+		return "", err
+	}
+	return localcluster.BuildToolgate(dir)
+})
+
+// startSidecar runs `toolgate sidecar` as the injector configures it, with
+// a kubeconfig holding only a token bound to Pod tokenPod, reporting in
+// leasePod's Lease; it returns the decision socket.
+func startSidecar(t *testing.T, ns agentNamespace, tokenPod string, leasePod *corev1.Pod, trusted string) string {
+	t.Helper()
+	bin, err := buildOnce()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "tglease")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "s.sock")
+	logPath := filepath.Join(dir, "sidecar.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	cmd := exec.Command(bin, "sidecar", "--configmap", ns.name+"/"+bundle.DefaultConfigMapName,
+		"--kubeconfig", tokenKubeconfig(t, ns.podToken(t, tokenPod)), "--trusted-keys", trusted,
+		"--listen", "unix:"+sock, "--decision-log", "none",
+		"--lease-pod", leasePod.Name, "--lease-pod-uid", string(leasePod.UID))
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			t.Logf("sidecar log:\n%s", b)
+		}
+	})
+	return sock
+}
+
+// TestALeaseRefusedChangesNoDecision: a sidecar whose Lease writes are all
+// refused (told to report as agent-1 while its token is agent-0's) still
+// becomes ready and decides; the failures are counted, and no Lease of
+// agent-1 appears.
+func TestALeaseRefusedChangesNoDecision(t *testing.T) {
+	requireLeasePolicy(t)
+	ns := newAgentNamespace(t, "lease-refused-", "agent-0", "agent-1")
+	trusted, _ := publish(t, testenv.Keyring(t, 1), ns.name)
+	sock := startSidecar(t, ns, "agent-0", ns.pods["agent-1"], trusted)
+	c := unixClient(sock)
+	testenv.Eventually(t, "the sidecar is ready and has tried its Lease", func() (bool, string) {
+		resp, err := c.Get("http://sidecar/readyz")
+		if err != nil {
+			return false, err.Error()
+		}
+		resp.Body.Close()
+		m := get(t, sock, "/metrics")
+		return resp.StatusCode == http.StatusOK && strings.Contains(m, `toolgate_sidecar_lease_writes_total{result="error"}`),
+			fmt.Sprintf("readyz %d, %s", resp.StatusCode, grep(m, "lease_writes"))
+	})
+	resp, err := c.Post("http://sidecar/v1/evaluate", "application/json", strings.NewReader(`{"tool_name":"Bash","agent_id":"bot"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `"decision":"allow"`) {
+		t.Errorf("with its Lease refused the sidecar decides %s, want allow", body)
+	}
+	if m := get(t, sock, "/metrics"); strings.Contains(m, `toolgate_sidecar_lease_writes_total{result="created"}`) {
+		t.Errorf("a refused Lease counted as written:\n%s", grep(m, "lease_writes"))
+	}
+	var l coordinationv1.Lease
+	if err := admin.Get(ctx(t), client.ObjectKey{Namespace: ns.name, Name: "agent-1"}, &l); !apierrors.IsNotFound(err) {
+		t.Errorf("agent-1's Lease, written with agent-0's token: %v (%v)", err, l.Annotations)
+	}
 }
