@@ -73,7 +73,7 @@ func TestAttackSidecarCannotWriteAnotherPodsLease(t *testing.T) {
 		t.Errorf("the Lease's owner %+v: the garbage collector would not delete it with Pod agent-0 (%s)", o, p0.UID)
 	}
 	own.Annotations[v1alpha1.AnnotationLeaseRevision] = "r2"
-	if own, err = mine.Update(ctx(t), own, metav1.UpdateOptions{}); err != nil {
+	if _, err = mine.Update(ctx(t), own, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("agent-0's sidecar renewing its own Lease: %v", err)
 	}
 	other, err := theirs.Create(ctx(t), sidecarLease(ns.name, "agent-1", p1), metav1.CreateOptions{})
