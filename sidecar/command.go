@@ -52,6 +52,10 @@ the one served: an unsigned, wrongly signed, unknown-key or rolled-back bundle i
 a corrupt one (counted in toolgate_sidecar_bundle_rejected_total{reason}, logged, shown in
 /readyz as lastRejected) and the last good one keeps serving.
 
+With --lease-pod and --lease-pod-uid (the injector passes both) a --configmap sidecar reports
+what it serves (revision, freezes applied, last refusal) in a Lease named after its Pod, at
+once on a change and every 10 s; a failed write is logged and counted, never a decision.
+
 With --mcp-upstream NAME=URL the sidecar is also an MCP proxy (Streamable HTTP) at
 http://<--mcp-listen>/mcp/NAME and on the Unix socket: every tools/call is decided on its
 arguments before it is forwarded (a deny is answered as a CallToolResult with isError), tools
