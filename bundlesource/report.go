@@ -49,7 +49,11 @@ func (l *Loader) setFrozenNames(ns, cluster []string) {
 	l.nsFrozenNames, l.clusterAppliedNames = ns, cluster
 	names := slices.Concat(ns, cluster)
 	slices.Sort(names)
-	if old := l.frozenNames.Load(); old != nil && slices.Equal(*old, names) {
+	var before []string
+	if old := l.frozenNames.Load(); old != nil {
+		before = *old
+	}
+	if slices.Equal(before, names) {
 		return
 	}
 	l.frozenNames.Store(&names)
