@@ -82,13 +82,10 @@ func clusterFrozenFromStore(store cache.Store) []*v1alpha1.ClusterFrozenAgent {
 func (l *Loader) setClusterFreezes(list []*v1alpha1.ClusterFrozenAgent) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	before, beforeNames := l.clusterApplied, l.clusterAppliedNames
+	before := l.clusterApplied
 	l.clusterFrozen = list
-	l.judgeClusterFreezes()
+	l.judgeClusterFreezes() // tells OnReportChanged when the names changed
 	if reflect.DeepEqual(before, l.clusterApplied) {
-		if !slices.Equal(beforeNames, l.clusterAppliedNames) {
-			l.reportChanged() // renamed: the same freezes under other names
-		}
 		return
 	}
 	l.applyAPIFreezes("ClusterFrozenAgents")
