@@ -121,6 +121,9 @@ func (w *Writer) Run(ctx context.Context, leases coordinationv1client.LeasesGett
 		case <-ctx.Done():
 			return
 		case <-w.wake:
+			if retry > 0 {
+				continue // backing off: the retry writes what serves then
+			}
 		case <-timer.C:
 		}
 		next := w.cfg.Renew
