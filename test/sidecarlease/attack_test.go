@@ -90,6 +90,23 @@ func TestAttackSidecarCannotWriteAnotherPodsLease(t *testing.T) {
 	if err := mine.Delete(ctx(t), "agent-0", metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("a sidecar deleting its own Lease: %v, want Forbidden (it goes with its Pod)", err)
 	}
+
+	// The garbage collector, as the API server's bootstrap RBAC lets it,
+	// orphans (takes the ownerReference off) and deletes a sidecar Lease.
+	gcCfg := *cfg
+	gcCfg.Impersonate.UserName = "system:serviceaccount:kube-system:generic-garbage-collector"
+	gcCfg.Impersonate.Groups = []string{"system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"}
+	gcClient, err := kubernetes.NewForConfig(&gcCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gc := gcClient.CoordinationV1().Leases(ns.name)
+	if _, err := gc.Patch(ctx(t), "agent-1", "application/merge-patch+json", []byte(`{"metadata":{"ownerReferences":null}}`), metav1.PatchOptions{}); err != nil {
+		t.Errorf("the garbage collector orphaning a sidecar Lease: %v", err)
+	}
+	if err := gc.Delete(ctx(t), "agent-0", metav1.DeleteOptions{}); err != nil {
+		t.Errorf("the garbage collector deleting a sidecar Lease with its Pod: %v", err)
+	}
 }
 
 // TestAttackEditUserCannotForgeASidecarLease: a user bound to the built-in
