@@ -21,6 +21,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
@@ -341,5 +342,56 @@ func TestALeaseRefusedChangesNoDecision(t *testing.T) {
 	var l coordinationv1.Lease
 	if err := admin.Get(ctx(t), client.ObjectKey{Namespace: ns.name, Name: "agent-1"}, &l); !apierrors.IsNotFound(err) {
 		t.Errorf("agent-1's Lease, written with agent-0's token: %v (%v)", err, l.Annotations)
+	}
+}
+
+// TestSidecarLeaseSurvivesOtherWrites: the sidecar updates its Lease from
+// the copy it last wrote; when someone else wrote it since (another holder
+// of the Pod's token: a conflict) or the garbage collector deleted it, the
+// next renewal reads it again (or creates it) and puts back what the
+// sidecar serves, without a failed write.
+func TestSidecarLeaseSurvivesOtherWrites(t *testing.T) {
+	requireLeasePolicy(t)
+	ns := newAgentNamespace(t, "lease-others-", "agent-0")
+	trusted, rev := publish(t, testenv.Keyring(t, 1), ns.name)
+	sock := startSidecar(t, ns, "agent-0", ns.pods["agent-0"], trusted)
+	leases := leasesAs(t, ns.podToken(t, "agent-0"), ns.name)
+	serving := func(what string) {
+		t.Helper()
+		testenv.EventuallyWithin(t, 30*time.Second, 200*time.Millisecond, what, func() (bool, string) {
+			l, err := leases.Get(ctx(t), "agent-0", metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			got := l.Annotations[v1alpha1.AnnotationLeaseRevision]
+			return got == rev, "revision " + got
+		})
+	}
+	serving("the Lease names the revision served")
+
+	l, err := leases.Get(ctx(t), "agent-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Annotations[v1alpha1.AnnotationLeaseRevision] = "written-by-another"
+	if _, err := leases.Update(ctx(t), l, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	serving("after another writer, the renewal puts back the revision served")
+
+	gcCfg := *cfg
+	gcCfg.Impersonate.UserName = "system:serviceaccount:kube-system:generic-garbage-collector"
+	gcCfg.Impersonate.Groups = []string{"system:serviceaccounts", "system:authenticated"}
+	gc, err := kubernetes.NewForConfig(&gcCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gc.CoordinationV1().Leases(ns.name).Delete(ctx(t), "agent-0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	serving("after a delete, the renewal creates it again")
+	m := get(t, sock, "/metrics")
+	if strings.Contains(m, `toolgate_sidecar_lease_writes_total{result="error"}`) || !strings.Contains(m, `toolgate_sidecar_lease_writes_total{result="created"} 2`) {
+		t.Errorf("writes: %s, want two creates and no error", grep(m, "lease_writes_total"))
 	}
 }
