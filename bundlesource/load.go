@@ -48,6 +48,12 @@ type Config struct {
 	// swap; nil tells no one.
 	OnBundle         func(engine.Bundle)
 	OnFreezesChanged func()
+	// OnReportChanged is told each time what Report says may have changed:
+	// a bundle swapped in or unloaded, a bundle refused, the freezes
+	// watched through the API. It may be called with the loader's lock
+	// held, so it must not block or call back into the Loader (the sidecar
+	// Lease writer only wakes its own goroutine).
+	OnReportChanged func()
 }
 
 // Loader loads bundles into a decide.Decider: it verifies them against the
@@ -84,6 +90,12 @@ type Loader struct {
 	frozenWatch    frozenWatch
 	clusterWatch   frozenWatch
 	clusterJudged  atomic.Pointer[clusterJudgement]
+	// nsFrozenNames and clusterAppliedNames name (v1alpha1.FreezeName) the
+	// freezes in nsFrozen and clusterApplied, for Report; guarded by mu.
+	// frozenNames is both, read without mu.
+	nsFrozenNames       []string
+	clusterAppliedNames []string
+	frozenNames         atomic.Pointer[[]string]
 	// flagServiceAccount is --service-account, which stands only when the
 	// API server says the sidecar runs as no ServiceAccount.
 	flagServiceAccount string
@@ -135,8 +147,8 @@ func (l *Loader) LoadSigned(raw []byte, gzipped bool, sig []byte, origin string)
 // signing key's endorsements, as the sources read them.
 func (l *Loader) LoadSealed(raw []byte, gzipped bool, sl Seal, origin string) error {
 	doc, err := bundle.ReadDocument(raw, gzipped)
+	var b engine.Bundle
 	if err == nil {
-		var b engine.Bundle
 		if b, err = engine.Decode(doc); err == nil {
 			var v verified
 			if v, err = l.verify(b.Revision, sl); err == nil {
@@ -146,7 +158,7 @@ func (l *Loader) LoadSealed(raw []byte, gzipped bool, sl Seal, origin string) er
 			}
 		}
 	}
-	l.reject(origin, err)
+	l.rejectRevision(origin, b.Revision, err)
 	return err
 }
 
@@ -156,7 +168,7 @@ func (l *Loader) swap(b engine.Bundle, doc []byte, v verified, origin string) er
 	if err := l.checkCounter(b.Revision, v); err != nil {
 		return err
 	}
-	l.rejected.Store(nil)
+	cleared := l.rejected.Swap(nil) != nil
 	cur := l.d.State()
 	if cur.Compiled != nil && cur.Revision == b.Revision {
 		// A resync or a re-read of the same content (or the same content
@@ -164,6 +176,9 @@ func (l *Loader) swap(b engine.Bundle, doc []byte, v verified, origin string) er
 		// cache served.
 		if cur.Origin != origin {
 			l.d.Serve(cur.Compiled, cur.Revision, origin, cur.LoadedAt)
+		}
+		if cleared {
+			l.reportChanged()
 		}
 		l.saveCache(doc, v.seal, origin)
 		return nil
@@ -176,6 +191,7 @@ func (l *Loader) swap(b engine.Bundle, doc []byte, v verified, origin string) er
 	if l.cfg.OnBundle != nil {
 		l.cfg.OnBundle(b)
 	}
+	l.reportChanged()
 	l.metrics.setBundle(b.Revision, now)
 	l.log.Info("bundle loaded", "source", origin, "revision", b.Revision, "policies", len(b.Policies),
 		"frozenAgents", len(b.FrozenAgents), "compile", now.Sub(started))
@@ -211,16 +227,22 @@ func (l *Loader) Unload(origin, why string) {
 		return
 	}
 	l.d.Serve(nil, "", origin, time.Now())
+	l.reportChanged()
 	l.metrics.setBundle("", time.Time{})
 	l.log.Warn("bundle unloaded; every decision is deny "+string(engine.CodeNoPolicies), "source", origin, "why", why)
 }
 
-func (l *Loader) reject(origin string, err error) {
+func (l *Loader) reject(origin string, err error) { l.rejectRevision(origin, "", err) }
+
+// rejectRevision records a refusal of the bundle revision ("" when it did
+// not decode far enough to name one).
+func (l *Loader) rejectRevision(origin, revision string, err error) {
 	reason := RejectReason(err)
 	l.metrics.ReloadFailures.WithLabelValues(origin).Inc()
 	l.metrics.Rejected.WithLabelValues(reason).Inc()
-	l.rejected.Store(&Rejection{Reason: reason, Source: origin, Error: err.Error(), At: time.Now().UTC()})
-	l.log.Error("bundle rejected; the last good bundle keeps serving", "source", origin,
+	l.rejected.Store(&Rejection{Reason: reason, Source: origin, Revision: revision, Error: err.Error(), At: time.Now().UTC()})
+	l.reportChanged()
+	l.log.Error("bundle rejected; the last good bundle keeps serving", "source", origin, "revision", revision,
 		"serving", l.d.State().Revision, "reason", reason, "err", err, "corrupt", errors.Is(err, engine.ErrCorruptBundle))
 }
 

@@ -3,6 +3,7 @@ package bundlesource
 import (
 	"context"
 	"reflect"
+	"slices"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -83,7 +84,7 @@ func (l *Loader) setClusterFreezes(list []*v1alpha1.ClusterFrozenAgent) {
 	defer l.mu.Unlock()
 	before := l.clusterApplied
 	l.clusterFrozen = list
-	l.judgeClusterFreezes()
+	l.judgeClusterFreezes() // tells OnReportChanged when the names changed
 	if reflect.DeepEqual(before, l.clusterApplied) {
 		return
 	}
@@ -93,7 +94,8 @@ func (l *Loader) setClusterFreezes(list []*v1alpha1.ClusterFrozenAgent) {
 // judgeClusterFreezes picks the watched ClusterFrozenAgents that apply to
 // the namespace labels of the bundle served. Called with mu held.
 func (l *Loader) judgeClusterFreezes() {
-	l.clusterApplied = clusterFreezesFor(l.clusterFrozen, l.nsLabels)
+	l.clusterApplied, l.clusterAppliedNames = clusterFreezesFor(l.clusterFrozen, l.nsLabels)
+	l.setFrozenNames(l.nsFrozenNames, l.clusterAppliedNames)
 	l.metrics.APIClusterFrozenAgents.Set(float64(len(l.clusterApplied)))
 	l.clusterJudged.Store(&clusterJudgement{applied: len(l.clusterApplied), labelsUnknown: l.labelsJudged && l.nsLabels == nil})
 }
@@ -102,16 +104,18 @@ func (l *Loader) judgeClusterFreezes() {
 // (bundle.Selects, bundle.FrozenAgent), the ClusterFrozenAgents whose
 // namespaceSelector chooses a namespace with these labels; with nsLabels
 // nil (unknown) every one applies. Expired ones are kept: evaluation
-// checks expiry on the sidecar's clock.
-func clusterFreezesFor(list []*v1alpha1.ClusterFrozenAgent, nsLabels map[string]string) []engine.FrozenAgent {
-	var out []engine.FrozenAgent
+// checks expiry on the sidecar's clock. names are theirs, sorted, as a
+// sidecar's Lease names them.
+func clusterFreezesFor(list []*v1alpha1.ClusterFrozenAgent, nsLabels map[string]string) (applied []engine.FrozenAgent, names []string) {
 	for _, cf := range list {
 		if nsLabels != nil && !bundle.Selects(cf.Spec.NamespaceSelector, nsLabels) {
 			continue
 		}
-		out = append(out, bundle.FrozenAgent(&v1alpha1.FrozenAgent{ObjectMeta: cf.ObjectMeta, Spec: cf.Spec.FrozenAgentSpec}))
+		applied = append(applied, bundle.FrozenAgent(&v1alpha1.FrozenAgent{ObjectMeta: cf.ObjectMeta, Spec: cf.Spec.FrozenAgentSpec}))
+		names = append(names, v1alpha1.FreezeName("ClusterFrozenAgent", cf.Name))
 	}
-	return sortFrozen(out)
+	slices.Sort(names)
+	return sortFrozen(applied), names
 }
 
 // bundleLabels takes the namespace labels of a bundle about to be served

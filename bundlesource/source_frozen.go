@@ -33,7 +33,7 @@ func (l *Loader) FrozenWatchStatus() map[string]any { return l.frozenWatch.statu
 
 func (f *frozenSource) run(ctx context.Context, l *Loader) {
 	watchFreezes(ctx, l, f.config, &l.frozenWatch, "frozenagents", f.namespace, &v1alpha1.FrozenAgent{},
-		func(s cache.Store) { l.setNamespaceFreezes(frozenFromStore(s)) })
+		func(s cache.Store) { l.setNamespaceFreezes(frozenFromStore(s), frozenNames(s)) })
 }
 
 // frozenFromStore converts the watched FrozenAgents the way the operator's
@@ -50,6 +50,17 @@ func frozenFromStore(store cache.Store) []engine.FrozenAgent {
 	return sortFrozen(out)
 }
 
+// frozenNames names the watched FrozenAgents as a sidecar's Lease does.
+func frozenNames(store cache.Store) []string {
+	var names []string
+	for _, o := range store.List() {
+		if fa, ok := o.(*v1alpha1.FrozenAgent); ok {
+			names = append(names, v1alpha1.FreezeName("FrozenAgent", fa.Name))
+		}
+	}
+	return names
+}
+
 func sortFrozen(list []engine.FrozenAgent) []engine.FrozenAgent {
 	b := engine.Bundle{FrozenAgents: list}
 	b.Sort()
@@ -57,10 +68,11 @@ func sortFrozen(list []engine.FrozenAgent) []engine.FrozenAgent {
 }
 
 // setNamespaceFreezes swaps in the FrozenAgents watched through the API.
-func (l *Loader) setNamespaceFreezes(list []engine.FrozenAgent) {
+func (l *Loader) setNamespaceFreezes(list []engine.FrozenAgent, names []string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.nsFrozen = list
+	l.setFrozenNames(names, l.clusterAppliedNames)
 	l.metrics.APIFrozenAgents.Set(float64(len(list)))
 	l.applyAPIFreezes("FrozenAgents")
 }

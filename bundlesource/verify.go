@@ -50,10 +50,13 @@ func RejectReason(err error) string {
 // Rejection is the last bundle refused, as /readyz shows it until a bundle
 // loads again.
 type Rejection struct {
-	Reason string    `json:"reason"`
-	Source string    `json:"source"`
-	Error  string    `json:"error"`
-	At     time.Time `json:"at"`
+	Reason string `json:"reason"`
+	Source string `json:"source"`
+	// Revision is the refused bundle's, when it decoded far enough to
+	// name one.
+	Revision string    `json:"revision,omitempty"`
+	Error    string    `json:"error"`
+	At       time.Time `json:"at"`
 }
 
 // Seal is what vouches for a bundle: its bundle.sig and, during a key

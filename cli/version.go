@@ -77,6 +77,17 @@ func (v buildVersion) String() string {
 	return fmt.Sprintf("toolgate %s (%s, %s, %s/%s)", v.version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }
 
+// BuildVersion is the version `toolgate version` reports: the stamp, else
+// the module version the Go toolchain recorded, else "dev". The sidecar
+// reports it in its Lease.
+func BuildVersion() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		info = nil
+	}
+	return resolveVersion(Version, Commit, info).version
+}
+
 // versionInfo is what `toolgate version -o json|yaml` prints.
 type versionInfo struct {
 	Version    string `json:"version"`

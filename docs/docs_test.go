@@ -24,7 +24,7 @@ import (
 // toolgate is the command tree of the toolgate binary, as cmd/toolgate
 // builds it.
 func toolgate() *cobra.Command {
-	return cli.NewRootCommand(manager.NewCommand(), sidecar.NewCommand(),
+	return cli.NewRootCommand(manager.NewCommand(), sidecar.NewCommand(cli.BuildVersion()),
 		freeze.NewFreezeCommand(), freeze.NewUnfreezeCommand(),
 		approve.NewApproveCommand(), approve.NewDenyCommand(), approve.NewApprovalsCommand())
 }

@@ -376,7 +376,7 @@ func TestInjectedSidecarTrustsOperatorKeys(t *testing.T) {
 		t.Fatalf("no injected sidecar in %+v", stored.Spec)
 	}
 	// What kubelet does with $(VAR) references, then the sidecar's own flags.
-	expand := strings.NewReplacer("$(POD_NAMESPACE)", ns, "$(POD_NAME)", "agent", "$(TOOLGATE_AGENT_ID)", "agent-1")
+	expand := strings.NewReplacer("$(POD_NAMESPACE)", ns, "$(POD_NAME)", "agent", "$(POD_UID)", string(stored.UID), "$(TOOLGATE_AGENT_ID)", "agent-1")
 	so := sidecar.DefaultOptions()
 	fs := pflag.NewFlagSet("sidecar", pflag.ContinueOnError)
 	so.AddFlags(fs)

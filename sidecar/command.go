@@ -17,9 +17,11 @@ import (
 // says otherwise (docs/observability.md).
 const ServiceName = "toolgate-sidecar"
 
-// NewCommand returns `toolgate sidecar`.
-func NewCommand() *cobra.Command {
+// NewCommand returns `toolgate sidecar`, reporting version (the build's,
+// cli.BuildVersion) in its Lease.
+func NewCommand(version string) *cobra.Command {
 	opts := DefaultOptions()
+	opts.Version = version
 	cmd := &cobra.Command{
 		Use:   "sidecar",
 		Short: "Serve tool-call decisions to the agent next to it, from a hot-reloaded policy bundle",
@@ -49,6 +51,10 @@ With --trusted-keys (or --trusted-keys-pem), a bundle must carry the operator's 
 the one served: an unsigned, wrongly signed, unknown-key or rolled-back bundle is refused like
 a corrupt one (counted in toolgate_sidecar_bundle_rejected_total{reason}, logged, shown in
 /readyz as lastRejected) and the last good one keeps serving.
+
+With --lease-pod and --lease-pod-uid (the injector passes both) a --configmap sidecar reports
+what it serves (revision, freezes applied, last refusal) in a Lease named after its Pod, at
+once on a change and every 10 s; a failed write is logged and counted, never a decision.
 
 With --mcp-upstream NAME=URL the sidecar is also an MCP proxy (Streamable HTTP) at
 http://<--mcp-listen>/mcp/NAME and on the Unix socket: every tools/call is decided on its
@@ -89,6 +95,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.BundleDir, "bundle-dir", o.BundleDir, "bundle source: a mounted ConfigMap volume holding bundle.json or bundle.json.gz")
 	fs.StringVar(&o.BundleFile, "bundle-file", o.BundleFile, "bundle source: a bundle document (gzip when the name ends in .gz)")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig for --configmap (default: KUBECONFIG, ~/.kube/config, then in-cluster)")
+	fs.StringVar(&o.LeasePod, "lease-pod", o.LeasePod, "with --configmap: the sidecar's Pod name (downward API metadata.name); it then reports the bundle revision it serves, the freezes it applies and the bundle it refused in a Lease of that name, renewed every 10 s. Needs --lease-pod-uid")
+	fs.StringVar(&o.LeasePodUID, "lease-pod-uid", o.LeasePodUID, "the sidecar's Pod UID (downward API metadata.uid): the Lease's owner, so it is deleted with the Pod. Needs --lease-pod")
 	fs.DurationVar(&o.PollInterval, "poll-interval", o.PollInterval, "re-read --bundle-dir or --bundle-file this often even without a file event")
 	fs.StringVar(&o.TrustedKeys, "trusted-keys", o.TrustedKeys, "PEM file of one or more Ed25519 public keys (the operator's toolgate-signing-keys keys.pem): only bundles signed by one of them load; without it (or --trusted-keys-pem) unsigned bundles are accepted")
 	fs.StringVar(&o.TrustedKeysPEM, "trusted-keys-pem", o.TrustedKeysPEM, "the same keys inline, as PEM text (what the injector puts in the Pod spec)")

@@ -207,7 +207,7 @@ func dumpableHelper(role string) error {
 	case "sidecar":
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 		defer stop()
-		cmd := NewCommand()
+		cmd := NewCommand("test")
 		cmd.SetArgs(strings.Split(os.Getenv("TOOLGATE_TEST_ARGS"), "\n"))
 		return cmd.ExecuteContext(ctx)
 	case "idle":

@@ -28,6 +28,7 @@ type metrics struct {
 	connsRefused *prometheus.CounterVec
 	mcpOpen      *prometheus.GaugeVec
 	mcpRefused   *prometheus.CounterVec
+	leaseWrites  *prometheus.CounterVec
 }
 
 func newMetrics(age, bodyBytes func() float64, ledger *usage.Ledger) *metrics {
@@ -61,8 +62,11 @@ func newMetrics(age, bodyBytes func() float64, ledger *usage.Ledger) *metrics {
 	m.mcpRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: metricPrefix + "mcp_connections_refused_total", Help: "MCP requests answered 503 because --max-mcp-connections connections each had a request or stream in flight.",
 	}, []string{"listener"})
+	m.leaseWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: metricPrefix + "lease_writes_total", Help: "Writes of the sidecar's Lease (--lease-pod), by result: created, updated, error. An error changes no decision; the operator counts the sidecar unreporting until a write succeeds.",
+	}, []string{"result"})
 	m.registry.MustRegister(
-		bundleAge, bodyInFlight, m.logDropped,
+		bundleAge, bodyInFlight, m.logDropped, m.leaseWrites,
 		m.listenerUp, m.connsOpen, m.connsEvicted, m.connsRefused, m.mcpOpen, m.mcpRefused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 

@@ -24,6 +24,7 @@ import (
 	"github.com/toolgate/toolgate/engine"
 	"github.com/toolgate/toolgate/internal/httploop"
 	"github.com/toolgate/toolgate/mcp"
+	"github.com/toolgate/toolgate/sidecarlease"
 	"github.com/toolgate/toolgate/usage"
 )
 
@@ -92,6 +93,15 @@ type Options struct {
 	// Kubeconfig is used in --configmap mode; empty means KUBECONFIG, then
 	// ~/.kube/config, then the in-cluster service account.
 	Kubeconfig string
+	// LeasePod and LeasePodUID name the sidecar's Pod (the injector passes
+	// the downward API's metadata.name and metadata.uid): with them, and
+	// --configmap, the sidecar reports what it serves in a Lease named
+	// after the Pod (package sidecarlease). Both or neither.
+	LeasePod    string
+	LeasePodUID string
+	// Version is the toolgate version the Lease reports (not a flag:
+	// NewCommand's caller passes the build's).
+	Version string
 	// PollInterval re-reads --bundle-dir and --bundle-file even without a
 	// file system event, in case one was missed.
 	PollInterval time.Duration
@@ -237,6 +247,11 @@ func (o *Options) validateSource() error {
 	}
 	if o.Kubeconfig != "" && o.ConfigMap == "" {
 		add("--kubeconfig is only used with --configmap")
+	}
+	if err := sidecarlease.CheckPod(o.LeasePod, o.LeasePodUID); err != nil {
+		errs = append(errs, err)
+	} else if o.LeasePod != "" && o.ConfigMap == "" {
+		add("--lease-pod is only used with --configmap: a sidecar that reads its bundle from a file cannot reach the API to write a Lease")
 	}
 	if o.PollInterval <= 0 {
 		add("--poll-interval must be positive, not %v", o.PollInterval)

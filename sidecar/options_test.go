@@ -110,7 +110,7 @@ func TestMalformedFlagsAreRejectedClearly(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cmd := NewCommand()
+			cmd := NewCommand("test")
 			cmd.SetArgs(tc.args)
 			cmd.SetOut(io.Discard)
 			cmd.SetErr(io.Discard)

@@ -14,7 +14,7 @@ import (
 )
 
 func runProbe(args ...string) (string, error) {
-	cmd := NewCommand()
+	cmd := NewCommand("test")
 	var out bytes.Buffer
 	cmd.SetOut(&out)
 	cmd.SetErr(&out)

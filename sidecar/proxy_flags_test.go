@@ -8,7 +8,7 @@ import (
 // TestMCPFlags: the flags reach Options and Validate reports their
 // problems with the rest.
 func TestMCPFlags(t *testing.T) {
-	cmd := NewCommand()
+	cmd := NewCommand("test")
 	must(t, cmd.ParseFlags([]string{"--bundle-file", "b.json", "--mcp-upstream", "a=http://127.0.0.1:1/mcp",
 		"--mcp-upstream", "b=https://x/mcp", "--mcp-listen", "127.0.0.1:0"}))
 	mcpFlag := cmd.Flags().Lookup("mcp-upstream")

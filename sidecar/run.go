@@ -90,7 +90,7 @@ func Run(ctx context.Context, opts Options, onListen func(net.Addr)) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if err := errors.Join(s.startApprovals(ctx, src), s.startDriftEvents(ctx, src)); err != nil {
+	if err := errors.Join(s.startApprovals(ctx, src), s.startDriftEvents(ctx, src), s.startLease(ctx, src)); err != nil {
 		for _, sv := range serving {
 			_ = sv.ln.Close()
 		}

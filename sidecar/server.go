@@ -12,11 +12,14 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/bundlesource"
 	"github.com/toolgate/toolgate/decide"
 	"github.com/toolgate/toolgate/decisionlog"
 	"github.com/toolgate/toolgate/mcp"
+	"github.com/toolgate/toolgate/sidecarlease"
 	"github.com/toolgate/toolgate/usage"
 )
 
@@ -46,6 +49,8 @@ type Server struct {
 	// ledger is the decision core's usage ledger, closed last (its state
 	// file holds every call counted).
 	ledger *usage.Ledger
+	// lease writes the sidecar's Lease, nil without --lease-pod.
+	lease *sidecarlease.Writer
 }
 
 // New builds a server with no bundle loaded (every decision is deny
@@ -84,6 +89,15 @@ func New(opts Options) (*Server, error) {
 	s.mcp, _ = mcp.New(s.d, opts.MCP, s.metrics.registry, s.log, opts.ReadTimeout) // validateServing has checked the flags
 	if s.mcp != nil {
 		src.OnBundle, src.OnFreezesChanged = s.mcp.BundleLoaded, s.mcp.FreezesChanged
+	}
+	if opts.LeasePod != "" {
+		s.lease = sidecarlease.New(sidecarlease.Config{
+			Pod:     sidecarlease.Pod{Namespace: src.Namespace, Name: opts.LeasePod, UID: types.UID(opts.LeasePodUID)},
+			Report:  func() v1alpha1.SidecarReport { return s.loader.Report().SidecarReport(opts.Version) },
+			Written: func(result string) { s.metrics.leaseWrites.WithLabelValues(result).Inc() },
+			Log:     s.log,
+		})
+		src.OnReportChanged = s.lease.Changed
 	}
 	s.loader = bundlesource.New(src, s.d, s.metrics.bundle, s.log)
 	if src.Trust == nil {

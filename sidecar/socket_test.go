@@ -296,7 +296,7 @@ func TestHelperProcess(t *testing.T) {
 	case "sidecar":
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 		defer stop()
-		cmd := NewCommand()
+		cmd := NewCommand("test")
 		cmd.SetArgs(strings.Split(os.Getenv("TOOLGATE_TEST_ARGS"), "\n"))
 		if err := cmd.ExecuteContext(ctx); err != nil {
 			fmt.Fprintln(os.Stderr, err)

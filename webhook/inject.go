@@ -52,6 +52,7 @@ const DefaultSidecarUID = 64181
 
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;create;update
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update
 
 // InjectOptions describe the sidecar added to annotated Pods.
 type InjectOptions struct {
@@ -201,10 +202,13 @@ func injectSidecar(pod *corev1.Pod, o InjectOptions, id *registered) {
 			"--agent-id=$(TOOLGATE_AGENT_ID)",
 			// A FrozenAgent may name the service account; the agent cannot
 			// change a container's args once the Pod exists.
-			"--service-account=" + serviceAccount(pod)},
+			"--service-account=" + serviceAccount(pod),
+			// The Lease reporting what it serves, named after and owned by the Pod.
+			"--lease-pod=$(POD_NAME)", "--lease-pod-uid=$(POD_UID)"},
 		Env: []corev1.EnvVar{
 			{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
 			{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+			{Name: "POD_UID", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.uid"}}},
 			agentID,
 		},
 		Resources:    o.Resources,
@@ -436,7 +440,8 @@ func serviceAccount(pod *corev1.Pod) string {
 
 // SidecarRoleRules is what an injected sidecar's ServiceAccount may do in
 // its namespace, and nothing else: read the bundle ConfigMap (named
-// bundleConfigMap) and the FrozenAgents, and ask for approvals. The manager
+// bundleConfigMap) and the FrozenAgents, ask for approvals, and write its
+// Lease. The manager
 // must itself hold every rule (RBAC escalation prevention), which
 // controllers/setup.go's markers and the chart's rules give it.
 func SidecarRoleRules(bundleConfigMap string) []rbacv1.PolicyRule {
@@ -454,7 +459,11 @@ func SidecarRoleRules(bundleConfigMap string) []rbacv1.PolicyRule {
 		// A pinned MCP upstream's tool that drifted is a Warning Event on
 		// its MCPUpstream, written by the sidecar that listed it
 		// (docs/pinning.md): create only, never read or change one.
-		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}}}
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
+		// Its Lease, reporting what it serves: RBAC cannot name a Lease
+		// not yet created, so the sidecar Lease admission policy keeps
+		// each sidecar to its own Pod's. No list, watch or delete.
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}}}
 }
 
 // grantSidecarRole binds the service account to the namespace's sidecar

@@ -43,7 +43,7 @@ func TestInjectedArgsAreAcceptedByTheSidecar(t *testing.T) {
 	if c == nil || len(c.Args) == 0 || c.Args[0] != "sidecar" {
 		t.Fatalf("sidecar container %+v", c)
 	}
-	env := map[string]string{"POD_NAMESPACE": stored.Namespace, "POD_NAME": stored.Name, "TOOLGATE_AGENT_ID": "bot-7"}
+	env := map[string]string{"POD_NAMESPACE": stored.Namespace, "POD_NAME": stored.Name, "POD_UID": string(stored.UID), "TOOLGATE_AGENT_ID": "bot-7"}
 	args := expand(c.Args[1:], env)
 	for _, a := range args {
 		if strings.Contains(a, "$(") {
@@ -52,7 +52,7 @@ func TestInjectedArgsAreAcceptedByTheSidecar(t *testing.T) {
 	}
 
 	// The real command's flag set takes every arg...
-	if err := sidecar.NewCommand().ParseFlags(args); err != nil {
+	if err := sidecar.NewCommand("test").ParseFlags(args); err != nil {
 		t.Fatalf("toolgate sidecar rejects %q: %v", args, err)
 	}
 	// ...and the values pass its own validation.
@@ -73,6 +73,9 @@ func TestInjectedArgsAreAcceptedByTheSidecar(t *testing.T) {
 	if !slices.Equal(o.Roles, []string{"ci", "analyst:eu"}) || o.Environment != "prod" {
 		t.Errorf("roles %q environment %q, want [ci analyst:eu] and prod", o.Roles, o.Environment)
 	}
+	if o.LeasePod != "agent-args" || o.LeasePodUID != string(stored.UID) || stored.UID == "" {
+		t.Errorf("lease pod %q uid %q, want agent-args and %q", o.LeasePod, o.LeasePodUID, stored.UID)
+	}
 	want := []string{"namespace=" + ns, "pod=agent-args", "cluster=test-cluster"}
 	if !slices.Equal(o.LogLabels, want) {
 		t.Errorf("decision log labels %q, want %q", o.LogLabels, want)
@@ -86,7 +89,7 @@ func TestInjectedArgsAreAcceptedByTheSidecar(t *testing.T) {
 			t.Errorf("probe runs %q, not %s", argv[0], SidecarBinary)
 		}
 		root := &cobra.Command{Use: "toolgate"}
-		root.AddCommand(sidecar.NewCommand())
+		root.AddCommand(sidecar.NewCommand("test"))
 		sub, rest, err := root.Find(argv[1:])
 		if err != nil || sub.Name() != "probe" {
 			t.Fatalf("probe %q: found %v, %v", argv, sub.Name(), err)

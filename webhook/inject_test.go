@@ -90,7 +90,8 @@ func TestInjectsAnnotatedPods(t *testing.T) {
 	for _, want := range []string{"sidecar", "--configmap=$(POD_NAMESPACE)/toolgate-bundle", "--agent-id=$(TOOLGATE_AGENT_ID)",
 		"--listen=unix:///var/run/toolgate/toolgate.sock", "--listen=127.0.0.1:8181",
 		"--decision-log-label=namespace=$(POD_NAMESPACE)", "--decision-log-label=pod=$(POD_NAME)", "--decision-log-label=cluster=test-cluster", "--metrics-listen=:9191",
-		"--service-account=agent-sa", "--usage-state=/var/cache/toolgate/usage"} {
+		"--service-account=agent-sa", "--usage-state=/var/cache/toolgate/usage",
+		"--lease-pod=$(POD_NAME)", "--lease-pod-uid=$(POD_UID)"} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("args %q lack %q", c.Args, want)
 		}
@@ -114,6 +115,10 @@ func TestInjectsAnnotatedPods(t *testing.T) {
 	}
 	if f := env["POD_NAME"].ValueFrom; f == nil || f.FieldRef.FieldPath != "metadata.name" {
 		t.Errorf("POD_NAME: %+v", env["POD_NAME"])
+	}
+	// The Lease's owner: the Pod's UID, known only once it is stored.
+	if f := env["POD_UID"].ValueFrom; f == nil || f.FieldRef.FieldPath != "metadata.uid" {
+		t.Errorf("POD_UID: %+v", env["POD_UID"])
 	}
 	if sc := c.SecurityContext; sc == nil || !*sc.RunAsNonRoot || !*sc.ReadOnlyRootFilesystem || sc.Capabilities.Drop[0] != "ALL" {
 		t.Errorf("security context: %+v", sc)
@@ -143,7 +148,8 @@ func TestInjectsAnnotatedPods(t *testing.T) {
 	}
 
 	// The service account may read that one ConfigMap and the namespace's
-	// FrozenAgents, and ask for approvals, nothing else.
+	// FrozenAgents, ask for approvals and write Leases (its own, says the
+	// sidecar Lease admission policy), nothing else.
 	var role rbacv1.Role
 	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: bundleReaderName}, &role); err != nil {
 		t.Fatal(err)
@@ -153,7 +159,8 @@ func TestInjectsAnnotatedPods(t *testing.T) {
 		{APIGroups: []string{"toolgate.dev"}, Resources: []string{"frozenagents"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"toolgate.dev"}, Resources: []string{"approvalrequests"}, Verbs: []string{"create", "get", "list", "watch"}},
 		{APIGroups: []string{"toolgate.dev"}, Resources: []string{"approvalrequests/status"}, Verbs: []string{"update"}},
-		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}}}
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}}}
 	if !equality.Semantic.DeepEqual(role.Rules, want) {
 		t.Errorf("role rules %+v", role.Rules)
 	}

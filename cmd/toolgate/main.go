@@ -15,7 +15,7 @@ import (
 )
 
 func main() {
-	os.Exit(cli.Execute(cli.NewRootCommand(manager.NewCommand(), sidecar.NewCommand(),
+	os.Exit(cli.Execute(cli.NewRootCommand(manager.NewCommand(), sidecar.NewCommand(cli.BuildVersion()),
 		freeze.NewFreezeCommand(), freeze.NewUnfreezeCommand(),
 		approve.NewApproveCommand(), approve.NewDenyCommand(), approve.NewApprovalsCommand())))
 }

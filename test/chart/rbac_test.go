@@ -193,7 +193,9 @@ func beyondNeeds(m installedManager, appNamespace string) []access {
 		{"update", "apiextensions.k8s.io", "customresourcedefinitions", "", "policies.toolgate.dev"},
 		{"create", "toolgate.dev", "policies", appNamespace, ""},
 		{"update", "toolgate.dev", "policies", appNamespace, "any"},
-		{"create", "coordination.k8s.io", "leases", appNamespace, ""},
+		// Create and update of Leases it holds only to grant them to
+		// sidecars (webhook.SidecarRoleRules); never delete.
+		{"delete", "coordination.k8s.io", "leases", appNamespace, "any"},
 	}
 }
 
@@ -298,6 +300,7 @@ func TestChartRBACConfinedToWatchedNamespaces(t *testing.T) {
 		access{"list", "toolgate.dev", "policies", other, ""},
 		access{"list", "toolgate.dev", "policies", "", ""},
 		access{"create", "rbac.authorization.k8s.io", "roles", other, ""},
+		access{"create", "coordination.k8s.io", "leases", other, ""},
 	))
 	requireCanGrantBundleRead(t, m, watched, "toolgate-bundle")
 	requireSigningAccess(t, m)

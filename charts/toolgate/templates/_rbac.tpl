@@ -38,13 +38,17 @@ the installed chart grants every rule of role.yaml.
   verbs: [get, list, watch]
 {{- if .Values.sidecarInjection.enabled }}
 # Injection grants each injected pod's service account read access to its
-# namespace's bundle ConfigMap and FrozenAgents, its approvals, and create
-# on Events (a pinned MCP tool's drift, on its MCPUpstream) (see
-# webhook.SidecarRoleRules); holding that access (configmaps, frozenagents,
-# approvalrequests and events above) is what lets the manager grant it
-# without bind or escalate.
+# namespace's bundle ConfigMap and FrozenAgents, its approvals, create
+# on Events (a pinned MCP tool's drift, on its MCPUpstream) and get, create
+# and update on Leases (its own Pod's, kept to it by the sidecar Lease
+# admission policy) (see webhook.SidecarRoleRules); holding that access
+# (configmaps, frozenagents, approvalrequests, events and the leases below)
+# is what lets the manager grant it without bind or escalate.
 - apiGroups: [rbac.authorization.k8s.io]
   resources: [roles, rolebindings]
+  verbs: [get, create, update]
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
   verbs: [get, create, update]
 {{- end }}
 {{- end }}
