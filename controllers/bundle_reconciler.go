@@ -34,6 +34,10 @@ type bundleReconciler struct {
 	// regoExports holds, per namespace, the last Rego bundle exported
 	// (PublishRego).
 	regoExports sync.Map // namespace -> regoExport
+	// partsWritten and partsPublished are chunks.go's: the digest last
+	// written to each part ConfigMap, and how many parts each bundle
+	// ConfigMap's index last named.
+	partsWritten, partsPublished sync.Map
 }
 
 func (r *bundleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
