@@ -96,3 +96,17 @@ func jsonValue(v any) *apiextensionsv1.JSON {
 	}
 	return &apiextensionsv1.JSON{Raw: raw}
 }
+
+// WithDescriptions gives every rule of policies a description of words
+// words of prose (about six bytes each): the verbose end of real
+// namespaces, where descriptions explain each rule at length.
+func WithDescriptions(policies []v1alpha1.Policy, words int) []v1alpha1.Policy {
+	k := 0
+	for i := range policies {
+		for j := range policies[i].Spec.Rules {
+			policies[i].Spec.Rules[j].Description = prose(1_000_000+k, words)
+			k++
+		}
+	}
+	return policies
+}
