@@ -2,18 +2,22 @@ package bundlesource
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/decide"
@@ -222,5 +226,86 @@ func TestBundleDirWithAnIndexNamesTheAPISource(t *testing.T) {
 	_, _, _, found, err := readBundleDir(dir)
 	if !errors.Is(err, bundle.ErrBadIndex) || !strings.Contains(err.Error(), "--configmap") || found {
 		t.Fatalf("a volume with an index: found=%v err=%v", found, err)
+	}
+}
+
+// partsAPI is the parts' ConfigMaps as the API serves them: Get only.
+type partsAPI struct {
+	corev1client.ConfigMapInterface
+	mu    sync.Mutex
+	parts map[string][]byte
+	gets  int
+}
+
+func (p *partsAPI) Get(_ context.Context, name string, _ metav1.GetOptions) (*corev1.ConfigMap, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.gets++
+	part, ok := p.parts[name]
+	if !ok {
+		return nil, apierrors.NewNotFound(corev1.Resource("configmaps"), name)
+	}
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: chunkNS, Name: name}, BinaryData: map[string][]byte{bundle.PartKey: part}}, nil
+}
+
+func (p *partsAPI) set(name string, part []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.parts[name] = part
+}
+
+// The ConfigMap source reads the parts when the index arrives; a part not
+// there yet is read again with backoff until it is, while that index is
+// the latest, and a newer event stops the retries of an older index.
+func TestConfigMapSourceRetriesAMissingPart(t *testing.T) {
+	ring := testenv.Keyring(t, 1)
+	cm, parts := chunked(t, ring, testenv.DenyTools("Bash", "Write"), 100, time.Now())
+	cm.ResourceVersion = "1"
+	api := &partsAPI{parts: map[string][]byte{}}
+	late := bundle.PartName(bundle.DefaultConfigMapName, 2)
+	for name, p := range parts {
+		if name != late {
+			api.parts[name] = p
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	l, d, m := newChunkLoader(t, ring)
+	src := &configMapSource{namespace: chunkNS, name: bundle.DefaultConfigMapName}
+	src.chunks.ctx, src.chunks.parts = ctx, api
+	src.apply(l, cm)
+	if d.Ready() || testutil.ToFloat64(m.Rejected.WithLabelValues(ReasonMissingPart)) != 1 {
+		t.Fatalf("a part missing: ready %v, missing_part refusals %v", d.Ready(), testutil.ToFloat64(m.Rejected.WithLabelValues(ReasonMissingPart)))
+	}
+	api.set(late, parts[late])
+	testenv.EventuallyWithin(t, 10*time.Second, 20*time.Millisecond, "the bundle loaded once its part is there", func() (bool, string) {
+		return d.Ready(), fmt.Sprintf("rejected %+v", l.Rejected())
+	})
+
+	// A newer index whose part never comes, then a newer event still: the
+	// older index's retries stop.
+	next, nextParts := chunked(t, ring, testenv.DenyTools("Read"), 100, time.Now().Add(time.Second))
+	next.ResourceVersion = "2"
+	for name, p := range nextParts {
+		if name != late {
+			api.set(name, p)
+		}
+	}
+	src.apply(l, next)
+	src.mu.Lock()
+	src.chunks.latest = "3" // as a newer event (of another bundle) would
+	src.mu.Unlock()
+	api.mu.Lock()
+	before := api.gets
+	api.mu.Unlock()
+	deadline := time.Now().Add(2 * partRetryFirst)
+	for time.Now().Before(deadline) {
+		api.mu.Lock()
+		gets := api.gets
+		api.mu.Unlock()
+		if gets != before {
+			t.Fatalf("parts of an index no longer the latest were read again (%d gets, %d before)", gets, before)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
