@@ -66,7 +66,7 @@ func (r *bundleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 
 	regoTar, regoErr := r.regoBundle(req.Namespace, b, revision)
 	out.regoErr = regoErr
-	p, err := renderPayload(doc, revision, r.opts.CompressAbove, r.opts.MaxStoredBytes, regoTar)
+	p, err := renderPayload(doc, revision, r.opts.CompressAbove, r.opts.MaxStoredBytes, r.opts.MaxParts, regoTar)
 	var tooLarge *errBundleTooLarge
 	switch {
 	case errors.As(err, &tooLarge):

@@ -46,13 +46,16 @@ type chunks struct {
 
 // renderChunks stores a gzip stream too large for mainBudget (what the
 // bundle ConfigMap has left beside the Rego bundle) in parts of partSize
-// bytes, at most bundle.MaxParts of them.
-func renderChunks(rawLen int, gz []byte, revision string, mainBudget, partSize int) (payload, error) {
+// bytes, at most maxParts of them (0: bundle.MaxParts).
+func renderChunks(rawLen int, gz []byte, revision string, mainBudget, partSize, maxParts int) (payload, error) {
+	if maxParts <= 0 || maxParts > bundle.MaxParts {
+		maxParts = bundle.MaxParts
+	}
 	if partSize <= 0 {
 		return payload{}, &errBundleTooLarge{raw: rawLen, compressed: len(gz), limit: mainBudget}
 	}
-	if n := (len(gz) + partSize - 1) / partSize; n > bundle.MaxParts {
-		return payload{}, &errBundleTooLarge{raw: rawLen, compressed: len(gz), limit: partSize, parts: n}
+	if n := (len(gz) + partSize - 1) / partSize; n > maxParts {
+		return payload{}, &errBundleTooLarge{raw: rawLen, compressed: len(gz), limit: partSize, parts: n, maxParts: maxParts}
 	}
 	if mainBudget < indexReserve {
 		// The Rego bundle leaves no room for the index.

@@ -19,7 +19,7 @@ import (
 // it is BundleTooLarge saying how many it would need.
 func TestRenderPayloadChunks(t *testing.T) {
 	doc, rev := testenv.Encode(t, bundle.Build(testenv.ManyRulePolicies("ns", 2000), nil, time.Time{}))
-	p, err := renderPayload(doc, rev, 1000, indexReserve+1000, nil)
+	p, err := renderPayload(doc, rev, 1000, indexReserve+1000, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func TestRenderPayloadChunks(t *testing.T) {
 	if got, err := bundle.ReadDocument(gz, true); err != nil || !bytes.Equal(got, doc) {
 		t.Fatalf("the parts reassemble to %d bytes, %v; want the %d-byte document", len(got), err, len(doc))
 	}
-	again, _ := renderPayload(doc, rev, 1000, indexReserve+1000, nil)
+	again, _ := renderPayload(doc, rev, 1000, indexReserve+1000, 0, nil)
 	if again = again.indexed("toolgate-bundle"); again.data[bundle.IndexKey] != p.data[bundle.IndexKey] {
 		t.Fatal("the same document indexed twice differs: every reconcile would rewrite the bundle")
 	}
@@ -56,13 +56,13 @@ func TestRenderPayloadChunks(t *testing.T) {
 	// Past MaxParts parts: 10,000 rules gzip to about 280 KB, more than 16
 	// parts of 16 KiB.
 	big, bigRev := testenv.Encode(t, bundle.Build(testenv.ManyRulePolicies("ns", 10_000), nil, time.Time{}))
-	_, err = renderPayload(big, bigRev, 1000, indexReserve, nil)
+	_, err = renderPayload(big, bigRev, 1000, indexReserve, 0, nil)
 	var tooLarge *errBundleTooLarge
 	if !errors.As(err, &tooLarge) || tooLarge.parts <= bundle.MaxParts || !strings.Contains(err.Error(), fmt.Sprintf("more than %d ConfigMaps", bundle.MaxParts)) {
 		t.Fatalf("past MaxParts: %v", err)
 	}
 	// A Rego bundle that leaves the ConfigMap no room for the index.
-	_, err = renderPayload(doc, rev, 1000, indexReserve+1000, bytes.Repeat([]byte{1}, 1001))
+	_, err = renderPayload(doc, rev, 1000, indexReserve+1000, 0, bytes.Repeat([]byte{1}, 1001))
 	if !errors.As(err, &tooLarge) || tooLarge.rego != 1001 || !strings.Contains(err.Error(), "--publish-rego") {
 		t.Fatalf("the Rego bundle leaving no room for the index: %v", err)
 	}
@@ -107,7 +107,7 @@ func TestBundleSizes(t *testing.T) {
 			t.Fatalf("%d rules: %v", n, diags[0])
 		}
 		compile := time.Since(start)
-		p, err := renderPayload(doc, rev, DefaultCompressAbove, DefaultMaxStoredBytes, nil)
+		p, err := renderPayload(doc, rev, DefaultCompressAbove, DefaultMaxStoredBytes, 0, nil)
 		var stored string
 		gz := p.size
 		switch {

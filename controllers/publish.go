@@ -171,9 +171,9 @@ func (r *bundleReconciler) publishFreezes(ctx context.Context, ns string, frozen
 	// The Rego bundle goes along when it exports and fits; the freezes go
 	// out without it otherwise.
 	regoTar, _ := r.regoBundle(ns, b, revision)
-	p, err := renderPayload(doc, revision, r.opts.CompressAbove, r.opts.MaxStoredBytes, regoTar)
+	p, err := renderPayload(doc, revision, r.opts.CompressAbove, r.opts.MaxStoredBytes, r.opts.MaxParts, regoTar)
 	if err != nil && regoTar != nil {
-		p, err = renderPayload(doc, revision, r.opts.CompressAbove, r.opts.MaxStoredBytes, nil)
+		p, err = renderPayload(doc, revision, r.opts.CompressAbove, r.opts.MaxStoredBytes, r.opts.MaxParts, nil)
 	}
 	if err != nil {
 		return "", false, nil
