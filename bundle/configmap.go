@@ -65,6 +65,9 @@ func FromConfigMap(cm *corev1.ConfigMap) (raw []byte, gzipped bool, err error) {
 	if err == nil && !found {
 		err = fmt.Errorf("%s has neither data.%s nor binaryData.%s", where, Key, GzipKey)
 	}
+	if err == nil && IsChunked(cm) {
+		err = fmt.Errorf("%w: %s has both %s and a document; refusing to guess which is current", ErrBadIndex, where, IndexKey)
+	}
 	return raw, gzipped, err
 }
 

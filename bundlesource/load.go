@@ -2,6 +2,7 @@ package bundlesource
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -146,10 +147,19 @@ func (l *Loader) LoadSigned(raw []byte, gzipped bool, sig []byte, origin string)
 // LoadSealed is LoadSigned with the whole seal: the signature and the
 // signing key's endorsements, as the sources read them.
 func (l *Loader) LoadSealed(raw []byte, gzipped bool, sl Seal, origin string) error {
+	return l.loadSealed(raw, gzipped, sl, origin, "")
+}
+
+// loadSealed is LoadSealed; a document whose revision is not wantRevision
+// (when not "": the revision a chunked bundle's index names) is refused.
+func (l *Loader) loadSealed(raw []byte, gzipped bool, sl Seal, origin, wantRevision string) error {
 	doc, err := bundle.ReadDocument(raw, gzipped)
 	var b engine.Bundle
 	if err == nil {
-		if b, err = engine.Decode(doc); err == nil {
+		if b, err = engine.Decode(doc); err == nil && wantRevision != "" && b.Revision != wantRevision {
+			err = fmt.Errorf("%w: the parts reassemble to revision %s, the index names %s", bundle.ErrPartMismatch, b.Revision, wantRevision)
+		}
+		if err == nil {
 			var v verified
 			if v, err = l.verify(b.Revision, sl); err == nil {
 				if err = l.swap(b, doc, v, origin); err == nil {

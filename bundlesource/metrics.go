@@ -48,7 +48,7 @@ func NewMetrics(reg prometheus.Registerer, prefix string) *Metrics {
 		Name: prefix + "bundle_reload_failures_total", Help: "Bundles rejected (corrupt, unreadable); the last good one kept serving.",
 	}, []string{"source"})
 	m.Rejected = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: prefix + "bundle_rejected_total", Help: "Bundles refused, by reason (unsigned, unknown_key, bad_signature, bad_endorsement, wrong_namespace, rollback, corrupt, unreadable); the last good one kept serving.",
+		Name: prefix + "bundle_rejected_total", Help: "Bundles refused, by reason (unsigned, unknown_key, bad_signature, bad_endorsement, wrong_namespace, rollback, corrupt, unreadable, and for a chunked bundle bad_index, missing_part, part_mismatch); the last good one kept serving.",
 	}, []string{"reason"})
 	m.FrozenWatchUp = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: prefix + "frozen_watch_up", Help: "1 while FrozenAgents are watched through the API (--configmap); 0 when the watch fails and only the bundle's freezes are current.",
@@ -77,7 +77,7 @@ func NewMetrics(reg prometheus.Registerer, prefix string) *Metrics {
 		m.ReloadFailures.WithLabelValues(o)
 	}
 	for _, r := range []string{ReasonUnsigned, ReasonUnknownKey, ReasonBadSignature, ReasonWrongNamespace,
-		ReasonBadEndorsement, ReasonRollback, ReasonCorrupt, ReasonUnreadable} {
+		ReasonBadEndorsement, ReasonRollback, ReasonCorrupt, ReasonUnreadable, ReasonBadIndex, ReasonMissingPart, ReasonPartMismatch} {
 		m.Rejected.WithLabelValues(r)
 	}
 	return m

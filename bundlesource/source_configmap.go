@@ -25,8 +25,9 @@ type configMapSource struct {
 	namespace, name string
 	config          *rest.Config
 
-	mu   sync.Mutex // orders event handling against the post-sync check
-	seen bool
+	mu     sync.Mutex // orders event handling against the post-sync check
+	seen   bool
+	chunks chunkReader // the parts of a chunked bundle (source_chunks.go)
 }
 
 func newConfigMapSource(ref, kubeconfig string) (*configMapSource, error) {
@@ -60,6 +61,7 @@ func (c *configMapSource) Run(ctx context.Context, l *Loader) error {
 	if err != nil {
 		return fmt.Errorf("configmap: %w", err)
 	}
+	c.chunks.ctx, c.chunks.parts = ctx, client.ConfigMaps(c.namespace)
 	byName := fields.OneTermEqualSelector("metadata.name", c.name).String()
 	lw := cache.NewFilteredListWatchFromClient(client.RESTClient(), "configmaps", c.namespace,
 		func(o *metav1.ListOptions) { o.FieldSelector = byName })
@@ -77,6 +79,7 @@ func (c *configMapSource) Run(ctx context.Context, l *Loader) error {
 			c.mu.Lock()
 			defer c.mu.Unlock()
 			c.seen = false
+			c.chunks.latest = "" // a pending retry of its parts stops
 			l.Unload(OriginConfigMap, fmt.Sprintf("ConfigMap %s/%s was deleted", c.namespace, c.name))
 		},
 	})
@@ -132,12 +135,27 @@ func (c *configMapSource) afterSync(l *Loader) {
 func (c *configMapSource) apply(l *Loader, obj any) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.applyLocked(l, obj)
+}
+
+func (c *configMapSource) applyLocked(l *Loader, obj any) {
 	c.seen = true
 	cm, ok := obj.(*corev1.ConfigMap)
 	if !ok {
 		l.reject(OriginConfigMap, fmt.Errorf("unexpected object %T", obj))
 		return
 	}
+	if bundle.IsChunked(cm) && c.chunks.parts != nil {
+		_ = c.chunks.loadChunked(l, cm, func() {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if c.chunks.latest == cm.ResourceVersion { // no newer event since
+				c.applyLocked(l, cm)
+			}
+		})
+		return
+	}
+	c.chunks.latest = cm.ResourceVersion
 	_ = l.LoadConfigMap(cm)
 }
 
@@ -149,12 +167,5 @@ func (l *Loader) LoadConfigMap(cm *corev1.ConfigMap) error {
 		l.reject(OriginConfigMap, err)
 		return err
 	}
-	var sl Seal
-	if v, ok := cm.Data[bundle.SignatureKey]; ok {
-		sl.Sig = []byte(v)
-	}
-	if v, ok := cm.Data[bundle.EndorsementsKey]; ok {
-		sl.Endorsements = []byte(v)
-	}
-	return l.LoadSealed(raw, gz, sl, OriginConfigMap)
+	return l.LoadSealed(raw, gz, sealOf(cm), OriginConfigMap)
 }

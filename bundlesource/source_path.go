@@ -133,6 +133,14 @@ func readBundleKeys(dir string) ([]byte, Seal, bool, bool, error) {
 	case zerr != nil && !zipMissing:
 		return nil, Seal{}, false, false, zerr
 	}
+	if plainMissing && zipMissing {
+		// A chunked bundle's parts live in other ConfigMaps, which a volume
+		// of the bundle ConfigMap does not show.
+		if _, err := os.Stat(filepath.Join(dir, bundle.IndexKey)); err == nil {
+			return nil, Seal{}, false, false, fmt.Errorf("%w: %s holds %s: the bundle is chunked across ConfigMaps, which a mounted volume cannot show; "+
+				"use the API source (--configmap NAMESPACE/NAME), as injected sidecars do", bundle.ErrBadIndex, dir, bundle.IndexKey)
+		}
+	}
 	sl, err := readSeal(filepath.Join(dir, bundle.SignatureKey), filepath.Join(dir, bundle.EndorsementsKey))
 	if err != nil {
 		return nil, Seal{}, false, false, err

@@ -24,6 +24,11 @@ const (
 	ReasonRollback       = "rollback"
 	ReasonCorrupt        = "corrupt"
 	ReasonUnreadable     = "unreadable"
+	// A chunked bundle (bundle/chunks.go) whose index does not parse, one
+	// of whose parts cannot be read, or whose parts do not match the index.
+	ReasonBadIndex     = "bad_index"
+	ReasonMissingPart  = "missing_part"
+	ReasonPartMismatch = "part_mismatch"
 )
 
 // RejectReason is why err refused a bundle, one of the Reason constants.
@@ -41,6 +46,12 @@ func RejectReason(err error) string {
 		return ReasonBadSignature
 	case errors.Is(err, ErrRollback):
 		return ReasonRollback
+	case errors.Is(err, bundle.ErrBadIndex):
+		return ReasonBadIndex
+	case errors.Is(err, bundle.ErrMissingPart):
+		return ReasonMissingPart
+	case errors.Is(err, bundle.ErrPartMismatch):
+		return ReasonPartMismatch
 	case errors.Is(err, engine.ErrCorruptBundle):
 		return ReasonCorrupt
 	}

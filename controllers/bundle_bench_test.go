@@ -29,7 +29,7 @@ func BenchmarkNamespaceBundle(b *testing.B) {
 				if _, diags := engine.Compile(bu); len(diags) != 0 {
 					b.Fatal(diags)
 				}
-				if _, err := renderPayload(doc, rev, DefaultCompressAbove, DefaultMaxStoredBytes, nil); err != nil {
+				if _, err := renderPayload(doc, rev, DefaultCompressAbove, DefaultMaxStoredBytes, 0, nil); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -34,6 +34,10 @@ type bundleReconciler struct {
 	// regoExports holds, per namespace, the last Rego bundle exported
 	// (PublishRego).
 	regoExports sync.Map // namespace -> regoExport
+	// partsWritten and partsPublished are chunks.go's: the digest last
+	// written to each part ConfigMap, and how many parts each bundle
+	// ConfigMap's index last named.
+	partsWritten, partsPublished sync.Map
 }
 
 func (r *bundleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -62,7 +66,7 @@ func (r *bundleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 
 	regoTar, regoErr := r.regoBundle(req.Namespace, b, revision)
 	out.regoErr = regoErr
-	p, err := renderPayload(doc, revision, r.opts.CompressAbove, r.opts.MaxStoredBytes, regoTar)
+	p, err := renderPayload(doc, revision, r.opts.CompressAbove, r.opts.MaxStoredBytes, r.opts.MaxParts, regoTar)
 	var tooLarge *errBundleTooLarge
 	switch {
 	case errors.As(err, &tooLarge):

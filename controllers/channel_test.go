@@ -134,7 +134,7 @@ func TestAttackTooLargeDoesNotRepublishForgedPolicies(t *testing.T) {
 // NO_POLICIES, failing closed) until the policies fit again.
 func TestAttackTooLargeAfterRestartDoesNotRepublishForgedPolicies(t *testing.T) {
 	ns := testenv.Namespace(t, k8s, "tg-")
-	first := startManager(t, controllers.Options{}, ns)
+	first := startManager(t, controllers.Options{MaxParts: 1}, ns)
 	create(t, policy(ns, "small", 1))
 	create(t, bigPolicy(ns, "noise-a", 900, true))
 	testenv.WaitForBundle(t, k8s, ns, bundle.DefaultConfigMapName, "two policies published", func(b engine.Bundle) bool { return len(b.Policies) == 2 })
@@ -148,7 +148,7 @@ func TestAttackTooLargeAfterRestartDoesNotRepublishForgedPolicies(t *testing.T) 
 	if err := k8s.Update(context.Background(), cm); err != nil {
 		t.Fatal(err)
 	}
-	startManager(t, controllers.Options{}, ns)
+	startManager(t, controllers.Options{MaxParts: 1}, ns)
 	create(t, frozenAgent(ns, "stop-agent-7", "agent-7", nil))
 	_, b := testenv.WaitForBundle(t, k8s, ns, bundle.DefaultConfigMapName, "the freeze published", func(b engine.Bundle) bool { return len(b.FrozenAgents) == 1 })
 	if hasPolicy(b, "forged") || len(b.Policies) != 0 {

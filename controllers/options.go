@@ -32,6 +32,10 @@ type Options struct {
 	// MaxStoredBytes is the largest payload written; past it the previous
 	// bundle stays and the namespace's objects report BundleTooLarge.
 	MaxStoredBytes int
+	// MaxParts is the most ConfigMaps of MaxStoredBytes a gzipped bundle
+	// is split across (chunks.go); 0 is bundle.MaxParts, the most the
+	// sidecar's Role names. 1 publishes nothing past one ConfigMap.
+	MaxParts int
 	// MaxConcurrentReconciles bounds how many namespaces reconcile at once.
 	MaxConcurrentReconciles int
 	// SkipNameValidation lets one process run several managers (tests).
@@ -87,6 +91,9 @@ func (o Options) Validate() error {
 	o = o.withDefaults()
 	if errs := validation.IsDNS1123Subdomain(o.ConfigMapName); len(errs) > 0 {
 		return fmt.Errorf("bundle ConfigMap name %q is invalid: %s", o.ConfigMapName, errs[0])
+	}
+	if o.MaxParts < 0 || o.MaxParts > bundle.MaxParts {
+		return fmt.Errorf("a bundle is split across 1 to %d ConfigMaps, not %d", bundle.MaxParts, o.MaxParts)
 	}
 	if o.CompressAbove < 0 || o.MaxStoredBytes < 0 || o.MaxConcurrentReconciles < 0 {
 		return fmt.Errorf("size limits and concurrency must not be negative")

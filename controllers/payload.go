@@ -18,7 +18,11 @@ type payload struct {
 	revision   string
 	data       map[string]string
 	binaryData map[string][]byte
-	size       int // bytes stored, compressed or not
+	size       int // bytes stored, compressed or not, parts included
+	// chunks, when not nil, is a gzip stream too large for one ConfigMap,
+	// stored in parts beside it (chunks.go); the ConfigMap itself then
+	// carries their index, added once its name is known (indexed).
+	chunks *chunks
 }
 
 // errBundleTooLarge means even the compressed document does not fit, or the
@@ -27,12 +31,19 @@ type errBundleTooLarge struct {
 	raw, compressed, limit int
 	// rego is the size of the Rego bundle stored beside it (0: none).
 	rego int
+	// parts, when not 0, is how many ConfigMaps of limit bytes each the
+	// gzipped document would need (more than maxParts).
+	parts, maxParts int
 }
 
 func (e *errBundleTooLarge) Error() string {
 	if e.compressed == 0 {
 		return fmt.Sprintf("bundle is %d bytes, more than the %d a sidecar accepts decompressed: split the namespace's policies or shorten descriptions",
 			e.raw, e.limit)
+	}
+	if e.parts > 0 {
+		return fmt.Sprintf("bundle is %d bytes (%d gzipped), more than %d ConfigMaps of %d bytes can hold (it needs %d): split the namespace's policies or shorten descriptions",
+			e.raw, e.compressed, e.maxParts, e.limit, e.parts)
 	}
 	if e.rego > 0 {
 		return fmt.Sprintf("bundle is %d bytes (%d gzipped) plus the %d-byte Rego bundle (%s, --publish-rego), more than the %d a ConfigMap can hold: split the namespace's policies, shorten descriptions, or turn off --publish-rego (Helm value manager.publishRego)",
@@ -47,13 +58,13 @@ func (e *errBundleTooLarge) Error() string {
 // A document past bundle.MaxDocumentBytes is never published, however well
 // it compresses: sidecars refuse it. regoTar, when not nil, is stored
 // beside it (bundle.RegoTarKey) and counts against maxStored.
-func renderPayload(doc []byte, revision string, compressAbove, maxStored int, regoTar []byte) (payload, error) {
+func renderPayload(doc []byte, revision string, compressAbove, maxStored, maxParts int, regoTar []byte) (payload, error) {
 	if len(doc) > bundle.MaxDocumentBytes {
 		return payload{}, &errBundleTooLarge{raw: len(doc), limit: bundle.MaxDocumentBytes}
 	}
-	p, err := renderDocument(doc, revision, compressAbove, maxStored-len(regoTar))
+	p, err := renderDocument(doc, revision, compressAbove, maxStored-len(regoTar), maxStored, maxParts)
 	var tooLarge *errBundleTooLarge
-	if errors.As(err, &tooLarge) {
+	if errors.As(err, &tooLarge) && tooLarge.parts == 0 {
 		tooLarge.limit, tooLarge.rego = maxStored, len(regoTar)
 	}
 	if err != nil || regoTar == nil {
@@ -68,8 +79,10 @@ func renderPayload(doc []byte, revision string, compressAbove, maxStored int, re
 	return p, nil
 }
 
-// renderDocument stores the document alone within maxStored bytes.
-func renderDocument(doc []byte, revision string, compressAbove, maxStored int) (payload, error) {
+// renderDocument stores the document within maxStored bytes of the
+// bundle ConfigMap or, gzipped, in at most maxParts parts of partSize bytes
+// beside it.
+func renderDocument(doc []byte, revision string, compressAbove, maxStored, partSize, maxParts int) (payload, error) {
 	if len(doc) <= compressAbove && len(doc) <= maxStored {
 		return payload{revision: revision, data: map[string]string{bundle.Key: string(doc)}, size: len(doc)}, nil
 	}
@@ -87,7 +100,7 @@ func renderDocument(doc []byte, revision string, compressAbove, maxStored int) (
 		return payload{}, err
 	}
 	if buf.Len() > maxStored {
-		return payload{}, &errBundleTooLarge{raw: len(doc), compressed: buf.Len(), limit: maxStored}
+		return renderChunks(len(doc), buf.Bytes(), revision, maxStored, partSize, maxParts)
 	}
 	return payload{revision: revision, binaryData: map[string][]byte{bundle.GzipKey: buf.Bytes()}, size: buf.Len()}, nil
 }

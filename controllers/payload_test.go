@@ -31,23 +31,23 @@ func gunzip(t *testing.T, b []byte) []byte {
 
 func TestRenderPayload(t *testing.T) {
 	small := []byte(`{"schemaVersion":1}`)
-	p, err := renderPayload(small, "sha256:1", 100, 1000, nil)
+	p, err := renderPayload(small, "sha256:1", 100, 1000, 0, nil)
 	if err != nil || p.data[bundle.Key] != string(small) || p.binaryData != nil || p.size != len(small) {
 		t.Fatalf("small: %+v, %v", p, err)
 	}
 
 	compressible := []byte(strings.Repeat("deny the tool ", 100))
-	p, err = renderPayload(compressible, "sha256:2", 100, 1000, nil)
+	p, err = renderPayload(compressible, "sha256:2", 100, 1000, 0, nil)
 	if err != nil || p.data != nil || !bytes.Equal(gunzip(t, p.binaryData[bundle.GzipKey]), compressible) {
 		t.Fatalf("compressible: %+v, %v", p, err)
 	}
-	again, _ := renderPayload(compressible, "sha256:2", 100, 1000, nil)
+	again, _ := renderPayload(compressible, "sha256:2", 100, 1000, 0, nil)
 	if !bytes.Equal(again.binaryData[bundle.GzipKey], p.binaryData[bundle.GzipKey]) {
 		t.Fatal("equal documents compressed to different bytes: every restart would rewrite the bundle")
 	}
 
 	// Below the compression threshold but above the limit: still compressed.
-	p, err = renderPayload(compressible, "sha256:3", 10_000, 1000, nil)
+	p, err = renderPayload(compressible, "sha256:3", 10_000, 1000, 0, nil)
 	if err != nil || p.binaryData == nil {
 		t.Fatalf("over the limit, under the threshold: %+v, %v", p, err)
 	}
@@ -55,7 +55,7 @@ func TestRenderPayload(t *testing.T) {
 	noise := make([]byte, 3000)
 	_, _ = rand.Read(noise)
 	doc := []byte(base64.StdEncoding.EncodeToString(noise))
-	_, err = renderPayload(doc, "sha256:4", 100, 1000, nil)
+	_, err = renderPayload(doc, "sha256:4", 100, 1000, 0, nil)
 	var tooLarge *errBundleTooLarge
 	if !errors.As(err, &tooLarge) || tooLarge.raw != len(doc) || tooLarge.compressed <= 1000 || tooLarge.limit != 1000 {
 		t.Fatalf("incompressible: %v", err)
@@ -63,11 +63,11 @@ func TestRenderPayload(t *testing.T) {
 
 	// Compresses to almost nothing, but sidecars refuse to inflate it.
 	huge := bytes.Repeat([]byte("do not run this tool "), bundle.MaxDocumentBytes/21+1)
-	_, err = renderPayload(huge, "sha256:5", DefaultCompressAbove, DefaultMaxStoredBytes, nil)
+	_, err = renderPayload(huge, "sha256:5", DefaultCompressAbove, DefaultMaxStoredBytes, 0, nil)
 	if !errors.As(err, &tooLarge) || tooLarge.limit != bundle.MaxDocumentBytes || !strings.Contains(err.Error(), "a sidecar accepts decompressed") {
 		t.Fatalf("%d bytes that gzip well: %v, want BundleTooLarge at bundle.MaxDocumentBytes", len(huge), err)
 	}
-	if _, err := renderPayload(huge[:bundle.MaxDocumentBytes], "sha256:6", DefaultCompressAbove, DefaultMaxStoredBytes, nil); err != nil {
+	if _, err := renderPayload(huge[:bundle.MaxDocumentBytes], "sha256:6", DefaultCompressAbove, DefaultMaxStoredBytes, 0, nil); err != nil {
 		t.Fatalf("exactly bundle.MaxDocumentBytes: %v", err)
 	}
 }
@@ -78,26 +78,26 @@ func TestRenderPayload(t *testing.T) {
 func TestRenderPayloadCountsTheRegoBundle(t *testing.T) {
 	doc := []byte(strings.Repeat("deny the tool ", 50)) // 700 bytes, gzips well
 	tar := bytes.Repeat([]byte{0xff}, 400)
-	p, err := renderPayload(doc, "sha256:1", 10_000, 1000, tar)
+	p, err := renderPayload(doc, "sha256:1", 10_000, 1000, 0, tar)
 	if err != nil || p.data != nil || !bytes.Equal(p.binaryData[bundle.RegoTarKey], tar) || p.size != len(p.binaryData[bundle.GzipKey])+len(tar) {
 		t.Fatalf("700 bytes and a 400-byte tar under 1000: want the document gzipped beside the tar, got %+v, %v", p, err)
 	}
-	if p, err = renderPayload(doc, "sha256:1", 10_000, 1100, tar); err != nil || p.data[bundle.Key] != string(doc) || p.size != len(doc)+len(tar) {
+	if p, err = renderPayload(doc, "sha256:1", 10_000, 1100, 0, tar); err != nil || p.data[bundle.Key] != string(doc) || p.size != len(doc)+len(tar) {
 		t.Fatalf("700 bytes and a 400-byte tar under 1100: want the document as text, got %+v, %v", p, err)
 	}
-	_, err = renderPayload(doc, "sha256:1", 10_000, 1000, bytes.Repeat([]byte{0xff}, 990))
+	_, err = renderPayload(doc, "sha256:1", 10_000, 1000, 0, bytes.Repeat([]byte{0xff}, 990))
 	var tooLarge *errBundleTooLarge
 	if !errors.As(err, &tooLarge) || tooLarge.limit != 1000 || tooLarge.rego != 990 ||
 		!strings.Contains(err.Error(), "Rego bundle") || !strings.Contains(err.Error(), "--publish-rego") {
 		t.Fatalf("past the limit with the tar: %v", err)
 	}
-	if _, err := renderPayload(doc, "sha256:1", 10_000, 1000, nil); err != nil {
+	if _, err := renderPayload(doc, "sha256:1", 10_000, 1000, 0, nil); err != nil {
 		t.Fatalf("the same document without the tar: %v", err)
 	}
 }
 
 func TestUpToDate(t *testing.T) {
-	p, _ := renderPayload([]byte(`{"a":1}`), "sha256:1", 100, 1000, nil)
+	p, _ := renderPayload([]byte(`{"a":1}`), "sha256:1", 100, 1000, 0, nil)
 	fresh := func() *corev1.ConfigMap {
 		cm := &corev1.ConfigMap{}
 		applyPayload(cm, p)

@@ -21,10 +21,13 @@ import (
 func (r *bundleReconciler) publish(ctx context.Context, ns string, p payload, start time.Time) error {
 	ctx, traced := tracePublish(ctx, ns, p)
 	key := types.NamespacedName{Namespace: ns, Name: r.opts.ConfigMapName}
-	written, err := r.writeCached(ctx, key, p)
-	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) || apierrors.IsAlreadyExists(err) {
-		written, err = r.writeFresh(ctx, key, p)
-	}
+	written, err := r.publishParts(ctx, key, p, func() (bool, error) {
+		written, err := r.writeCached(ctx, key, p)
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) || apierrors.IsAlreadyExists(err) {
+			written, err = r.writeFresh(ctx, key, p)
+		}
+		return written, err
+	})
 	switch {
 	case err != nil:
 		publishesTotal.WithLabelValues(resultFailed).Inc()
@@ -103,7 +106,7 @@ func (r *bundleReconciler) rewrite(ctx context.Context, cm *corev1.ConfigMap, p 
 // sealed signs p for the ConfigMap it replaces (nil: none) and records it
 // as our write before it is sent: its echo may come first.
 func (r *bundleReconciler) sealed(key types.NamespacedName, cm *corev1.ConfigMap, p payload) payload {
-	p = r.signed(key.Namespace, cm, p)
+	p = r.signed(key.Namespace, cm, p.indexed(key.Name))
 	r.written.Store(key, p)
 	return p
 }
@@ -134,6 +137,10 @@ func (r *bundleReconciler) deleteBundle(ctx context.Context, ns string) error {
 		publishesTotal.WithLabelValues(resultFailed).Inc()
 		return err
 	}
+	if err := r.deleteParts(ctx, key, 1, partsIn(&cm)); err != nil {
+		return err
+	}
+	r.partsPublished.Delete(key)
 	publishesTotal.WithLabelValues(resultDeleted).Inc()
 	forgetNamespace(ns)
 	return nil
@@ -164,9 +171,9 @@ func (r *bundleReconciler) publishFreezes(ctx context.Context, ns string, frozen
 	// The Rego bundle goes along when it exports and fits; the freezes go
 	// out without it otherwise.
 	regoTar, _ := r.regoBundle(ns, b, revision)
-	p, err := renderPayload(doc, revision, r.opts.CompressAbove, r.opts.MaxStoredBytes, regoTar)
+	p, err := renderPayload(doc, revision, r.opts.CompressAbove, r.opts.MaxStoredBytes, r.opts.MaxParts, regoTar)
 	if err != nil && regoTar != nil {
-		p, err = renderPayload(doc, revision, r.opts.CompressAbove, r.opts.MaxStoredBytes, nil)
+		p, err = renderPayload(doc, revision, r.opts.CompressAbove, r.opts.MaxStoredBytes, r.opts.MaxParts, nil)
 	}
 	if err != nil {
 		return "", false, nil

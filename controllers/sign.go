@@ -28,7 +28,8 @@ func (r *bundleReconciler) signed(ns string, cm *corev1.ConfigMap, p payload) pa
 			prev = []byte(raw)
 		}
 	}
-	return withSignature(p, ring.Seal(ns, p.revision, prev, time.Now()), ring.Endorsements())
+	sig := ring.Seal(ns, p.revision, prev, time.Now())
+	return withIndexSignature(withSignature(p, sig, ring.Endorsements()), ring, ns, sig)
 }
 
 // keyring is the keyring to sign with now; nil when the operator does not

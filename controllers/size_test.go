@@ -63,7 +63,7 @@ func bigPolicy(ns, name string, n int, random bool) *v1alpha1.Policy {
 
 func TestOversizedBundleKeepsThePreviousOne(t *testing.T) {
 	ns := testenv.Namespace(t, k8s, "tg-")
-	startManager(t, controllers.Options{}, ns)
+	startManager(t, controllers.Options{MaxParts: 1}, ns)
 	create(t, policy(ns, "small", 1))
 	testenv.WaitForBundle(t, k8s, ns, bundle.DefaultConfigMapName, "small published", func(b engine.Bundle) bool { return len(b.Policies) == 1 })
 
@@ -149,10 +149,12 @@ func TestFreezeIsPublishedWhileTheBundleIsTooLarge(t *testing.T) {
 
 // tooLargeNamespace is a namespace whose published bundle holds the policies
 // small and noise-a (before), and whose policy noise-b is BundleTooLarge.
+// Its operator splits no bundle across ConfigMaps (MaxParts 1): past one,
+// the namespace is BundleTooLarge.
 func tooLargeNamespace(t *testing.T) (ns string, before engine.Bundle) {
 	t.Helper()
 	ns = testenv.Namespace(t, k8s, "tg-")
-	startManager(t, controllers.Options{}, ns)
+	startManager(t, controllers.Options{MaxParts: 1}, ns)
 	create(t, policy(ns, "small", 1))
 	create(t, bigPolicy(ns, "noise-a", 900, true))
 	_, before = testenv.WaitForBundle(t, k8s, ns, bundle.DefaultConfigMapName, "two policies published", func(b engine.Bundle) bool { return len(b.Policies) == 2 })

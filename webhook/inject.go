@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/endpoint"
 	"github.com/toolgate/toolgate/internal/registration"
 )
@@ -440,13 +441,18 @@ func serviceAccount(pod *corev1.Pod) string {
 
 // SidecarRoleRules is what an injected sidecar's ServiceAccount may do in
 // its namespace, and nothing else: read the bundle ConfigMap (named
-// bundleConfigMap) and the FrozenAgents, ask for approvals, and write its
-// Lease. The manager
+// bundleConfigMap) and its parts when it is chunked, the FrozenAgents, ask
+// for approvals, and write its Lease. The manager
 // must itself hold every rule (RBAC escalation prevention), which
 // controllers/setup.go's markers and the chart's rules give it.
 func SidecarRoleRules(bundleConfigMap string) []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"},
 		ResourceNames: []string{bundleConfigMap}, Verbs: []string{"get", "list", "watch"}},
+		// A chunked bundle's parts (bundle.PartNames): read with a get
+		// each when the index in the bundle ConfigMap changes, never
+		// watched, so get alone.
+		{APIGroups: []string{""}, Resources: []string{"configmaps"},
+			ResourceNames: bundle.PartNames(bundleConfigMap), Verbs: []string{"get"}},
 		// The sidecar applies FrozenAgents straight from the API, so
 		// the kill switch does not wait for the operator.
 		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"frozenagents"}, Verbs: []string{"get", "list", "watch"}},

@@ -156,6 +156,10 @@ func TestInjectsAnnotatedPods(t *testing.T) {
 	}
 	want := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"},
 		ResourceNames: []string{"toolgate-bundle"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{
+			"toolgate-bundle-1", "toolgate-bundle-2", "toolgate-bundle-3", "toolgate-bundle-4", "toolgate-bundle-5", "toolgate-bundle-6",
+			"toolgate-bundle-7", "toolgate-bundle-8", "toolgate-bundle-9", "toolgate-bundle-10", "toolgate-bundle-11", "toolgate-bundle-12",
+			"toolgate-bundle-13", "toolgate-bundle-14", "toolgate-bundle-15", "toolgate-bundle-16"}, Verbs: []string{"get"}},
 		{APIGroups: []string{"toolgate.dev"}, Resources: []string{"frozenagents"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"toolgate.dev"}, Resources: []string{"approvalrequests"}, Verbs: []string{"create", "get", "list", "watch"}},
 		{APIGroups: []string{"toolgate.dev"}, Resources: []string{"approvalrequests/status"}, Verbs: []string{"update"}},

@@ -89,6 +89,10 @@ func requireChannelGuarded(t *testing.T, objs []*unstructured.Unstructured, m in
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	// Nor the parts of a chunked bundle (bundle.PartNames), first to last.
+	for _, part := range []string{bundleName + "-1", bundleName + "-16"} {
+		requireRefused(t, "create bundle part "+part, attacker.Create(ctx(t), channelConfigMap(app, part, "{}")))
+	}
 	// Other ConfigMaps are untouched: the refusal is the policy, not RBAC.
 	if err := attacker.Create(ctx(t), channelConfigMap(app, "app-settings", "{}")); err != nil {
 		t.Fatalf("an edit user can no longer create an ordinary ConfigMap: %v", err)
