@@ -1,0 +1,114 @@
+package reports
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/toolgate/toolgate/api/v1alpha1"
+)
+
+// Options configure reporting in the manager (the --reports* flags).
+type Options struct {
+	Enabled bool
+	// Format is FormatOpenReports or FormatWGPolicy.
+	Format string
+	// Window is how far back a report counts.
+	Window time.Duration
+	// Listen is where the endpoint receiving the sidecars' batches
+	// listens, as host:port or :port.
+	Listen string
+	// Interval is how often reports are written (DefaultInterval when 0).
+	Interval time.Duration
+}
+
+// DefaultOptions are the flags' defaults: off.
+func DefaultOptions() Options {
+	return Options{Format: FormatOpenReports, Window: DefaultWindow, Listen: ":8090"}
+}
+
+// Validate names each option that cannot work.
+func (o Options) Validate() error {
+	if !o.Enabled {
+		return nil
+	}
+	var errs []error
+	if err := CheckFormat(o.Format); err != nil {
+		errs = append(errs, fmt.Errorf("--reports-format %w", err))
+	}
+	if err := CheckWindow(o.Window); err != nil {
+		errs = append(errs, fmt.Errorf("--reports-window %w", err))
+	}
+	if _, _, err := net.SplitHostPort(o.Listen); err != nil {
+		errs = append(errs, fmt.Errorf("--reports-listen %q is not host:port or :port: %w", o.Listen, err))
+	}
+	return errors.Join(errs...)
+}
+
+// readHeaderTimeout and readTimeout bound a slow sender: a batch of a few
+// megabytes arrives in far less.
+const (
+	readHeaderTimeout = 5 * time.Second
+	readTimeout       = 30 * time.Second
+)
+
+// Setup adds the endpoint and the writer to mgr. Both run on the leader
+// only: the endpoint of a replica that does not write would count
+// decisions nobody reports.
+func Setup(mgr ctrl.Manager, o Options) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	m := NewMetrics()
+	for _, c := range m.Collectors() {
+		if err := metrics.Registry.Register(c); err != nil {
+			return fmt.Errorf("registering the reports metrics: %w", err)
+		}
+	}
+	agg := NewAggregator(AggregatorOptions{Window: o.Window})
+	log := ctrl.Log.WithName("reports")
+	h := &Handler{Auth: &TokenReviewer{Client: mgr.GetClient()}, Agg: agg, Metrics: m}
+	w := &Writer{Client: mgr.GetClient(), Agg: agg, Format: o.Format, Window: o.Window, Log: log}
+	interval := o.Interval
+	if interval <= 0 {
+		interval = DefaultInterval
+	}
+	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		mux := http.NewServeMux()
+		mux.Handle(v1alpha1.ReportsPath, h)
+		srv := &http.Server{Addr: o.Listen, Handler: mux, ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout}
+		l, err := net.Listen("tcp", o.Listen)
+		if err != nil {
+			// Reports are an observation: the operator publishes
+			// bundles without them.
+			log.Error(err, "the reports endpoint cannot listen: no reports are written")
+			return nil
+		}
+		go func() { _ = srv.Serve(l) }()
+		defer func() {
+			shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(shutdown)
+		}()
+		log.Info("receiving sidecars' decisions", "listen", l.Addr().String(), "format", o.Format, "window", o.Window)
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-tick.C:
+				if err := w.Flush(ctx); err != nil {
+					log.Error(err, "writing reports")
+				}
+			}
+		}
+	}))
+}
