@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -52,6 +53,26 @@ func (o Options) Validate() error {
 	return errors.Join(errs...)
 }
 
+var (
+	metricsOnce sync.Once
+	metricsErr  error
+	shared      *Metrics
+)
+
+// registeredMetrics are the endpoint's metrics, registered once with the
+// manager's registry however many managers a process builds (tests do).
+func registeredMetrics() (*Metrics, error) {
+	metricsOnce.Do(func() {
+		shared = NewMetrics()
+		for _, c := range shared.Collectors() {
+			if err := metrics.Registry.Register(c); err != nil {
+				metricsErr = fmt.Errorf("registering the reports metrics: %w", err)
+			}
+		}
+	})
+	return shared, metricsErr
+}
+
 // readHeaderTimeout and readTimeout bound a slow sender: a batch of a few
 // megabytes arrives in far less.
 const (
@@ -66,11 +87,9 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
-	m := NewMetrics()
-	for _, c := range m.Collectors() {
-		if err := metrics.Registry.Register(c); err != nil {
-			return fmt.Errorf("registering the reports metrics: %w", err)
-		}
+	m, err := registeredMetrics()
+	if err != nil {
+		return err
 	}
 	agg := NewAggregator(AggregatorOptions{Window: o.Window})
 	log := ctrl.Log.WithName("reports")
