@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -126,7 +127,9 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		}
 	}
 	if o.Reports.Enabled {
-		if err := reports.Setup(mgr, o.Reports.Options); err != nil {
+		ro := o.Reports.Options
+		ro.PodNamespace, ro.PodName = os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME")
+		if err := reports.Setup(mgr, ro); err != nil {
 			return nil, err
 		}
 	}

@@ -39,6 +39,23 @@ func TestManagerWritesReportsFromSidecarBatches(t *testing.T) {
 	if err := k8s.SubResource("token").Create(ctx, sa, tr); err != nil {
 		t.Fatal(err)
 	}
+	// The manager's own Pod, as the downward API names it in a cluster: a
+	// former leader's, still labelled as the receiver.
+	self := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "toolgate-manager-0",
+		Labels: map[string]string{v1alpha1.LabelReportsReceiver: "true"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "manager", Image: "toolgate:test"}}}}
+	if err := k8s.Create(ctx, self); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("POD_NAMESPACE", ns)
+	t.Setenv("POD_NAME", self.Name)
+	receiver := func() string {
+		p := &corev1.Pod{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(self), p); err != nil {
+			t.Fatal(err)
+		}
+		return p.Labels[v1alpha1.LabelReportsReceiver]
+	}
 	o := testOptions(ns)
 	o.Reports.Enabled = true
 	o.Reports.Listen = testenv.FreeLoopbackAddr(t)
@@ -46,6 +63,9 @@ func TestManagerWritesReportsFromSidecarBatches(t *testing.T) {
 	mgr, err := New(restCfg, o)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if got := receiver(); got != "" {
+		t.Fatalf("before it leads, the manager's Pod is still labelled the receiver (%q)", got)
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -78,4 +98,14 @@ func TestManagerWritesReportsFromSidecarBatches(t *testing.T) {
 		fail, _, _ := unstructured.NestedInt64(u.Object, "summary", "fail")
 		return fail == 1, fmt.Sprintf("summary fail %d", fail)
 	})
+	if got := receiver(); got != "true" {
+		t.Errorf("the leader receiving decisions is not labelled the receiver (%q)", got)
+	}
+	cancel()
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	if got := receiver(); got != "" {
+		t.Errorf("a stopped manager's Pod is still labelled the receiver (%q)", got)
+	}
 }

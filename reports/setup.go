@@ -10,6 +10,7 @@ import (
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -28,6 +29,9 @@ type Options struct {
 	Listen string
 	// Interval is how often reports are written (DefaultInterval when 0).
 	Interval time.Duration
+	// PodNamespace and PodName are the manager's own Pod, which the
+	// leader labels v1alpha1.LabelReportsReceiver; empty outside a Pod.
+	PodNamespace, PodName string
 }
 
 // DefaultOptions are the flags' defaults: off.
@@ -99,6 +103,17 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if interval <= 0 {
 		interval = DefaultInterval
 	}
+	// A direct client: the manager's does not write before it starts.
+	direct, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme()})
+	if err != nil {
+		return err
+	}
+	self := receiver{client: direct, namespace: o.PodNamespace, pod: o.PodName}
+	unmark, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := self.mark(unmark, false); err != nil {
+		log.Error(err, "taking the reports receiver label off this Pod: a former leader's label would send sidecars here until it leads again")
+	}
 	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		mux := http.NewServeMux()
 		mux.Handle(v1alpha1.ReportsPath, h)
@@ -115,6 +130,14 @@ func Setup(mgr ctrl.Manager, o Options) error {
 			shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			_ = srv.Shutdown(shutdown)
+		}()
+		if err := self.mark(ctx, true); err != nil {
+			log.Error(err, "labelling this Pod as the reports receiver: sidecars cannot reach this endpoint through the reports Service")
+		}
+		defer func() {
+			off, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = self.mark(off, false)
 		}()
 		log.Info("receiving sidecars' decisions", "listen", l.Addr().String(), "format", o.Format, "window", o.Window)
 		tick := time.NewTicker(interval)

@@ -15,4 +15,9 @@ const (
 	ReportSource = "toolgate"
 	// ReportsPath is the reports endpoint's path on the operator.
 	ReportsPath = "/v1/decisions"
+	// LabelReportsReceiver ("true") marks the manager Pod whose endpoint
+	// receives decisions: the leader's, the one that writes reports. The
+	// chart's reports Service selects it, so sidecars never send to a
+	// replica that would count what nobody writes.
+	LabelReportsReceiver = "toolgate.dev/reports-receiver"
 )
