@@ -98,7 +98,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	agg := NewAggregator(AggregatorOptions{Window: o.Window})
 	log := ctrl.Log.WithName("reports")
 	h := &Handler{Auth: &TokenReviewer{Client: mgr.GetClient()}, Agg: agg, Metrics: m}
-	w := &Writer{Client: mgr.GetClient(), Agg: agg, Format: o.Format, Window: o.Window, Log: log}
+	w := &Writer{Client: mgr.GetClient(), Agg: agg, Format: o.Format, Window: o.Window}
 	interval := o.Interval
 	if interval <= 0 {
 		interval = DefaultInterval

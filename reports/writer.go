@@ -7,7 +7,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -27,7 +26,6 @@ type Writer struct {
 	Agg    *Aggregator
 	Format string
 	Window time.Duration
-	Log    logr.Logger
 
 	written map[string][sha256.Size]byte // what was last applied, by namespace
 }
