@@ -198,3 +198,15 @@ func TestBuildWritesBothFormats(t *testing.T) {
 		}
 	}
 }
+
+func TestOnlyServiceAccountsReport(t *testing.T) {
+	t.Parallel()
+	if ns, err := serviceAccountNamespace("system:serviceaccount:agents:shop"); err != nil || ns != "agents" {
+		t.Errorf("a ServiceAccount: %q, %v", ns, err)
+	}
+	for _, user := range []string{"alice", "system:serviceaccount:agents", "system:serviceaccount:agents:", "system:serviceaccount:Not_A_Namespace:sa", "system:node:n1"} {
+		if _, err := serviceAccountNamespace(user); err == nil || !strings.Contains(err.Error(), "only sidecars' ServiceAccount tokens may report") {
+			t.Errorf("%q: %v", user, err)
+		}
+	}
+}
