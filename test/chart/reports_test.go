@@ -165,3 +165,41 @@ func reportCRD(t *testing.T, name string) *unstructured.Unstructured {
 	t.Fatalf("no %s in config/reports-crds", name)
 	return nil
 }
+
+// TestReportsRBAC asks the API server, about the installed chart's
+// manager: with reports on it may create TokenReviews, write the chosen
+// report kind in the namespaces it watches (and not the other kind, nor
+// outside them), and patch Pods in its own namespace only (the receiver
+// label); with reports off, none of that.
+func TestReportsRBAC(t *testing.T) {
+	t.Parallel()
+	const watched, other = "reports-rbac-team-a", "reports-rbac-team-b"
+	createNamespace(t, watched)
+	createNamespace(t, other)
+	m := installRBAC(t, renderAs(t, "rbac-reports", "rbac-reports-system",
+		"--set", "reports.enabled=true", "--set", "reports.format=wgpolicyk8s", "--set", "manager.namespaces={"+watched+"}"))
+	for _, a := range []access{
+		{"create", "authentication.k8s.io", "tokenreviews", "", ""},
+		{"patch", "wgpolicyk8s.io", "policyreports", watched, v1alpha1.ReportName},
+		{"create", "wgpolicyk8s.io", "policyreports", watched, ""},
+		{"get", "wgpolicyk8s.io", "policyreports", watched, v1alpha1.ReportName},
+		{"patch", "", "pods", m.namespace, "rbac-reports-toolgate-manager-0"},
+	} {
+		if !canEventually(t, m, a.verb, a.group, a.resource, a.namespace, a.name) {
+			t.Errorf("with reports on, %s cannot %s %s.%s %q in %q", m.user(), a.verb, a.resource, a.group, a.name, a.namespace)
+		}
+	}
+	requireDenied(t, m, []access{
+		{"patch", "wgpolicyk8s.io", "policyreports", other, v1alpha1.ReportName},
+		{"patch", "openreports.io", "reports", watched, v1alpha1.ReportName},
+		{"patch", "", "pods", watched, "agent-0"},
+		{"delete", "", "pods", m.namespace, "rbac-reports-toolgate-manager-0"},
+	})
+
+	off := installRBAC(t, renderAs(t, "rbac-noreports", "rbac-noreports-system", "--set", "manager.namespaces={"+watched+"}"))
+	requireDenied(t, off, []access{
+		{"create", "authentication.k8s.io", "tokenreviews", "", ""},
+		{"patch", "openreports.io", "reports", watched, v1alpha1.ReportName},
+		{"patch", "", "pods", off.namespace, "rbac-noreports-toolgate-manager-0"},
+	})
+}
