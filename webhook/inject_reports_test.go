@@ -1,12 +1,14 @@
 package webhook
 
 import (
+	"context"
 	"io"
 	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/sidecar"
@@ -60,6 +62,25 @@ func TestInjectedSidecarReportsWithATokenForReportsOnly(t *testing.T) {
 				}
 			}
 		}
+	}
+
+	// The API server takes the Pod as injected, the projected token
+	// included (without the annotation, so the webhook lets it be).
+	asInjected := p.DeepCopy()
+	delete(asInjected.Annotations, v1alpha1.AnnotationInject)
+	if err := k8sClient.Create(context.Background(), asInjected, client.DryRunAll); err != nil {
+		t.Errorf("the API server refuses the injected Pod: %v", err)
+	}
+
+	// Through the API server and the webhook (as configured in this
+	// suite, without reports): an agent container may not mount the
+	// reports token, nor a Pod declare a volume of its name.
+	thief := pod("reports-thief", map[string]string{v1alpha1.AnnotationInject: "true"})
+	thief.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: reportsTokenVolumeName, MountPath: "/stolen"}}
+	thief.Spec.Volumes = []corev1.Volume{{Name: reportsTokenVolumeName, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	err := k8sClient.Create(context.Background(), thief, client.DryRunAll)
+	if err == nil || !strings.Contains(err.Error(), "reports endpoint") {
+		t.Errorf("a Pod holding the reports token's volume name: %v", err)
 	}
 
 	o.ReportsURL = ""
