@@ -26,6 +26,7 @@ manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from kubebuilder markers.
 	$(CONTROLLER_GEN) rbac:roleName=toolgate-manager paths="./controllers/...;./webhook/...;./manager/..." output:rbac:artifacts:config=config/rbac
 	$(CONTROLLER_GEN) webhook paths="./webhook/..." output:webhook:artifacts:config=config/webhook
 	./hack/chart-crds.sh
+	./hack/chart-reports-crds.sh
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate deepcopy code.

@@ -170,7 +170,11 @@ type Config struct {
 	Writer io.Writer
 	// URL, when set, also POSTs lines in batches of Batch, a partial batch
 	// at most FlushInterval after its oldest line.
-	URL           string
+	URL string
+	// TokenFile, when set, holds a bearer token sent with each batch to
+	// URL; it is read again for every batch, since a projected
+	// ServiceAccount token is rotated in place by the kubelet.
+	TokenFile     string
 	Batch         int
 	FlushInterval time.Duration
 	// Queue and QueueBytes bound each sink's queue, in events and bytes.
@@ -230,7 +234,7 @@ func New(c Config, dropped *prometheus.CounterVec, log *slog.Logger) *Log {
 	}
 	if c.URL != "" {
 		k := newSink("http", c.Queue, c.QueueBytes, dropped)
-		h := &httpSink{sink: k, url: c.URL, batch: c.Batch, every: c.FlushInterval,
+		h := &httpSink{sink: k, url: c.URL, tokenFile: c.TokenFile, batch: c.Batch, every: c.FlushInterval,
 			format: format, failed: dropped.WithLabelValues("http", "send_failed"), log: log}
 		go h.run()
 		d.sinks = append(d.sinks, k)

@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,13 +24,16 @@ const sendTimeout = 5 * time.Second
 // dead sink costs memory bounded by the queue and nothing else.
 type httpSink struct {
 	*sink
-	url    string
-	batch  int
-	every  time.Duration
-	format *lineFormat
-	failed prometheus.Counter
-	log    *slog.Logger
-	client http.Client
+	url string
+	// tokenFile, when set, is read for each batch: its content (trimmed)
+	// is sent as the bearer token.
+	tokenFile string
+	batch     int
+	every     time.Duration
+	format    *lineFormat
+	failed    prometheus.Counter
+	log       *slog.Logger
+	client    http.Client
 }
 
 func (h *httpSink) run() {
@@ -94,6 +99,13 @@ func (h *httpSink) send(ctx context.Context, body []byte) error {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if h.tokenFile != "" {
+		token, err := readToken(h.tokenFile)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	resp, err := h.client.Do(req)
 	if err != nil {
 		return err
@@ -104,4 +116,30 @@ func (h *httpSink) send(ctx context.Context, body []byte) error {
 		return fmt.Errorf("decision log sink answered %s", resp.Status)
 	}
 	return nil
+}
+
+// maxTokenBytes bounds what readToken reads: a ServiceAccount token is a
+// few kilobytes.
+const maxTokenBytes = 64 << 10
+
+// readToken reads the bearer token file; an empty or oversized file is an
+// error, so a batch is dropped (and counted) rather than sent unauthenticated.
+func readToken(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("decision log token: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxTokenBytes+1))
+	if err != nil {
+		return "", fmt.Errorf("decision log token %s: %w", path, err)
+	}
+	if len(b) > maxTokenBytes {
+		return "", fmt.Errorf("decision log token %s: more than %d bytes", path, maxTokenBytes)
+	}
+	token := strings.TrimSpace(string(b))
+	if token == "" || strings.ContainsAny(token, " \t\r\n") {
+		return "", fmt.Errorf("decision log token %s: empty, or not one token", path)
+	}
+	return token, nil
 }

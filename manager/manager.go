@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,6 +23,7 @@ import (
 	"github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/controllers"
+	"github.com/toolgate/toolgate/reports"
 	"github.com/toolgate/toolgate/webhook"
 )
 
@@ -128,6 +130,13 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 			return nil, err
 		}
 	}
+	if o.Reports.Enabled {
+		ro := o.Reports.Options
+		ro.PodNamespace, ro.PodName = os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME")
+		if err := reports.Setup(mgr, ro); err != nil {
+			return nil, err
+		}
+	}
 	for _, ext := range o.Extensions {
 		if err := ext(mgr); err != nil {
 			return nil, fmt.Errorf("registering an extension: %w", err)
@@ -143,6 +152,9 @@ func setupWebhooks(mgr ctrl.Manager, o Options) error {
 	wo, err := o.Webhooks.setup(o.Controller.ConfigMapName)
 	if err != nil {
 		return err
+	}
+	if wo.Inject != nil && o.Reports.Enabled {
+		wo.Inject.ReportsURL = o.Reports.SidecarURL
 	}
 	if wo.Inject != nil && o.Controller.Keys != nil {
 		// Read at each admission: a key added since start is trusted by

@@ -17,6 +17,7 @@ import (
 
 	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/controllers"
+	"github.com/toolgate/toolgate/reports"
 )
 
 // LeaderElectionID names the Lease replicas compete for.
@@ -48,6 +49,8 @@ type Options struct {
 	Webhooks WebhookOptions
 	// Signing says where the bundle signing keys live.
 	Signing SigningOptions
+	// Reports configure the policy reports made of the sidecars' decisions.
+	Reports ReportsOptions
 	// Extensions run after the controllers are registered, before the
 	// manager starts.
 	Extensions []Extension
@@ -66,6 +69,7 @@ func DefaultOptions() Options {
 			Approvals: controllers.ApprovalOptions{Retention: controllers.DefaultApprovalRetention}},
 		Webhooks: defaultWebhookOptions(),
 		Signing:  SigningOptions{SecretName: bundle.SigningKeySecretName},
+		Reports:  ReportsOptions{Options: reports.DefaultOptions()},
 	}
 }
 
@@ -100,6 +104,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Controller.Approvals.NotifyAuthHeaderFile, "approvals-notify-auth-header-file", o.Controller.Approvals.NotifyAuthHeaderFile,
 		"file holding the notices' Authorization header value (such as \"Bearer ...\"), read again for each notice")
 	o.Webhooks.addFlags(fs)
+	o.Reports.addFlags(fs)
 	fs.StringVar(&o.Signing.Namespace, "signing-namespace", o.Signing.Namespace,
 		"namespace of the bundle signing key Secret and of the published "+bundle.SigningKeysConfigMapName+" ConfigMap (default: $POD_NAMESPACE; with neither, bundles are published unsigned)")
 	fs.StringVar(&o.Signing.SecretName, "signing-key-secret", o.Signing.SecretName,
@@ -151,6 +156,9 @@ func (o Options) Validate() error {
 		if msgs := validation.IsDNS1123Subdomain(o.Signing.SecretName); len(msgs) > 0 {
 			errs = append(errs, fmt.Errorf("--signing-key-secret %q: %s", o.Signing.SecretName, msgs[0]))
 		}
+	}
+	if err := o.Reports.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if o.Webhooks.Enabled {
 		if err := o.Webhooks.validateMaxExceptionDays(); err != nil {

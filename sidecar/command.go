@@ -104,6 +104,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.CacheDir, "cache-dir", o.CacheDir, "keep the last good bundle here and serve it at start until the source answers")
 	fs.StringVar(&o.DecisionLog, "decision-log", o.DecisionLog, "where decision log lines go: stdout or none")
 	fs.StringVar(&o.DecisionLogURL, "decision-log-url", o.DecisionLogURL, "also POST decision log lines, batched as JSON arrays, to this http(s) URL")
+	fs.StringVar(&o.DecisionLogTokenFile, "decision-log-token-file", o.DecisionLogTokenFile, "file holding a bearer token sent with each batch to --decision-log-url, read again for each batch (a projected ServiceAccount token rotates)")
 	fs.IntVar(&o.DecisionLogQueue, "decision-log-queue", o.DecisionLogQueue, "events each decision log sink may hold before it drops (and counts) new ones")
 	fs.IntVar(&o.DecisionLogQueueBytes, "decision-log-queue-bytes", o.DecisionLogQueueBytes, "bytes each decision log sink may hold (events with their strings and logged request fields) before it drops (and counts) new ones")
 	fs.IntVar(&o.DecisionLogBatch, "decision-log-batch", o.DecisionLogBatch, "events per batch sent to --decision-log-url")

@@ -118,8 +118,11 @@ type Options struct {
 	TrustedKeysPEM  string
 	BundleNamespace string
 
-	DecisionLog              string // stdout or none
-	DecisionLogURL           string
+	DecisionLog    string // stdout or none
+	DecisionLogURL string
+	// DecisionLogTokenFile holds the bearer token sent to DecisionLogURL,
+	// read for each batch (a projected token rotates).
+	DecisionLogTokenFile     string
 	DecisionLogQueue         int
 	DecisionLogBatch         int
 	DecisionLogFlushInterval time.Duration
@@ -329,6 +332,8 @@ func (o *Options) validateServing() error {
 		if err := validateSinkURL(o.DecisionLogURL); err != nil {
 			add("--decision-log-url: %v", err)
 		}
+	} else if o.DecisionLogTokenFile != "" {
+		add("--decision-log-token-file needs --decision-log-url: nothing would send the token")
 	}
 	// Queues are allocated up front (about 200 bytes an event), so the
 	// bound keeps a typo from costing gigabytes.
@@ -444,7 +449,7 @@ func validateSinkURL(raw string) error {
 func (o Options) decisionLogConfig() decisionlog.Config {
 	return decisionlog.Config{
 		Stdout: o.DecisionLog == DecisionLogStdout, Writer: o.DecisionLogWriter,
-		URL: o.DecisionLogURL, Batch: o.DecisionLogBatch, FlushInterval: o.DecisionLogFlushInterval,
+		URL: o.DecisionLogURL, TokenFile: o.DecisionLogTokenFile, Batch: o.DecisionLogBatch, FlushInterval: o.DecisionLogFlushInterval,
 		Queue: o.DecisionLogQueue, QueueBytes: o.DecisionLogQueueBytes,
 		Fields: o.LogFields, Redact: o.Redact, Labels: o.LogLabels,
 	}

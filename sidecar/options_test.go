@@ -72,6 +72,7 @@ func TestMalformedFlagsAreRejectedClearly(t *testing.T) {
 		{"url without host", []string{file, "--decision-log-url=http://"}, "no host"},
 		{"url unparsable", []string{file, "--decision-log-url=http://[::1"}, "--decision-log-url"},
 		{"decision log to a file", []string{file, "--decision-log=/var/log/x"}, "--decision-log must be"},
+		{"token file without a url", []string{file, "--decision-log-token-file=/var/run/token"}, "--decision-log-token-file needs --decision-log-url"},
 		{"queue of zero", []string{file, "--decision-log-queue=0"}, "--decision-log-queue"},
 		{"negative batch", []string{file, "--decision-log-batch=-1"}, "--decision-log-batch"},
 		{"huge queue", []string{file, "--decision-log-queue=2000000000"}, "--decision-log-queue"},
@@ -147,6 +148,7 @@ func TestWellFormedFlagsValidate(t *testing.T) {
 		{"--bundle-file=b.json.gz", "--listen=:0", "--decision-log=none", "--decision-log-url=https://logs.example:8443/v1",
 			"--log-fields=*", "--redact=input.*,kwargs.token"},
 		{"--bundle-file=b.json", "--log-fields=input.command,kwargs"},
+		{"--bundle-file=b.json", "--decision-log-url=http://toolgate-reports.toolgate-system.svc:8090/v1/decisions", "--decision-log-token-file=/var/run/secrets/toolgate/reports/token"},
 		// As injected: the socket and the loopback port, both.
 		{"--bundle-file=b.json", "--listen=unix:///var/run/toolgate/toolgate.sock", "--listen=127.0.0.1:8181", "--metrics-listen=:9191"},
 		{"--bundle-file=b.json", "--listen=:0", "--listen=:0", "--max-connections=1", "--max-evaluations=100000",

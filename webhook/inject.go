@@ -90,6 +90,10 @@ type InjectOptions struct {
 	// editors could rewrite) is trusted. A key promoted later reaches the
 	// sidecar through its endorsement (bundle.EndorsementsKey).
 	TrustedKeysPEM func() string
+	// ReportsURL, when set, is the operator's reports endpoint: the
+	// sidecar also sends its decision log there, with a ServiceAccount
+	// token for v1alpha1.ReportsAudience only (reportsTokenVolume).
+	ReportsURL string
 }
 
 // SidecarBinary is where the Dockerfile puts the one toolgate binary; the
@@ -270,6 +274,9 @@ func injectSidecar(pod *corev1.Pod, o InjectOptions, id *registered) {
 		if keys := o.TrustedKeysPEM(); keys != "" {
 			c.Args = append(c.Args, "--trusted-keys-pem="+keys)
 		}
+	}
+	if o.ReportsURL != "" {
+		injectReports(pod, &c, o.ReportsURL)
 	}
 	if o.MetricsPort != 0 {
 		c.Args = append(c.Args, fmt.Sprintf("--metrics-listen=:%d", o.MetricsPort))

@@ -67,6 +67,9 @@ var reservedVolumes = map[string]string{
 	tokenVolumeName:  "the sidecar's API token",
 	cacheVolumeName:  "the sidecar's bundle cache",
 	socketVolumeName: "the sidecar's decision socket directory (read-only in other containers)",
+	// Declared only with reports on; reserved always, so a Pod admitted
+	// before reports were turned on cannot hold the name.
+	reportsTokenVolumeName: "the sidecar's token for the operator's reports endpoint",
 }
 
 // reservedVolume says whose a volume name is, if the injector reserves it:

@@ -63,6 +63,10 @@ var nonDefault = []string{
 	"--set", "approvals.notify.url=https://hooks.example.com/toolgate?team=payments&env=prod",
 	"--set", "approvals.notify.authSecret.name=approvals-notify",
 	"--set", "approvals.notify.authSecret.key=token",
+	"--set", "reports.enabled=true",
+	"--set", "reports.format=wgpolicyk8s",
+	"--set", "reports.window=30m",
+	"--set", "reports.port=18090",
 }
 
 // kubeVersion is the API server version charts render for: the envtest

@@ -76,6 +76,11 @@ app.kubernetes.io/part-of: toolgate
 {{- printf "%s-webhook" (include "toolgate.fullname" .) }}
 {{- end }}
 
+{{/* The Service in front of the reports endpoint (the leader only). */}}
+{{- define "toolgate.reportsServiceName" -}}
+{{- printf "%s-reports" (include "toolgate.fullname" .) }}
+{{- end }}
+
 {{- define "toolgate.webhookSecretName" -}}
 {{- printf "%s-webhook-certs" (include "toolgate.fullname" .) }}
 {{- end }}

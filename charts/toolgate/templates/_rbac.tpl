@@ -36,6 +36,17 @@ the installed chart grants every rule of role.yaml.
 - apiGroups: [""]
   resources: [pods]
   verbs: [get, list, watch]
+{{- if .Values.reports.enabled }}
+# Reports: one per namespace, written by server-side apply.
+{{- if eq .Values.reports.format "wgpolicyk8s" }}
+- apiGroups: [wgpolicyk8s.io]
+  resources: [policyreports]
+{{- else }}
+- apiGroups: [openreports.io]
+  resources: [reports]
+{{- end }}
+  verbs: [get, list, create, update, patch]
+{{- end }}
 {{- if .Values.sidecarInjection.enabled }}
 # Injection grants each injected pod's service account read access to its
 # namespace's bundle ConfigMap and FrozenAgents, its approvals, create
@@ -70,6 +81,13 @@ configurations and writes the CA into ours only.
 - apiGroups: [toolgate.dev]
   resources: [clusterpolicies/status, clusterfrozenagents/status]
   verbs: [get, update, patch]
+{{- if .Values.reports.enabled }}
+# The reports endpoint asks who sent each batch (a TokenReview for the
+# reports audience).
+- apiGroups: [authentication.k8s.io]
+  resources: [tokenreviews]
+  verbs: [create]
+{{- end }}
 {{- if include "toolgate.selfManagedCerts" . }}
 - apiGroups: [admissionregistration.k8s.io]
   resources: [validatingwebhookconfigurations, mutatingwebhookconfigurations]
