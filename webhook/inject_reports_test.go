@@ -26,7 +26,7 @@ func TestInjectedSidecarReportsWithATokenForReportsOnly(t *testing.T) {
 	p := pod("reporting", map[string]string{v1alpha1.AnnotationInject: "true"})
 	injectSidecar(p, o, nil)
 	c := sidecarOf(t, p)
-	args := expand(c.Args[1:], map[string]string{"POD_NAMESPACE": ns, "POD_NAME": p.Name, "TOOLGATE_AGENT_ID": "agent-sa"})
+	args := expand(c.Args[1:], map[string]string{"POD_NAMESPACE": ns, "POD_NAME": p.Name, "POD_UID": "0d6e1c2a-5b7f-4e3a-9c1d-2f4b6a8c0e13", "TOOLGATE_AGENT_ID": "agent-sa"})
 	so := sidecar.DefaultOptions()
 	fs := pflag.NewFlagSet("sidecar", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
