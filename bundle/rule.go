@@ -126,5 +126,5 @@ func limit(l *v1alpha1.Limit) *engine.Limit {
 	if l == nil {
 		return nil
 	}
-	return &engine.Limit{Max: l.Max, Window: l.Window, Per: string(l.Per)}
+	return &engine.Limit{Max: l.Max, Window: l.Window, Per: string(l.Per), Store: string(l.Store), FailOpen: l.FailOpen}
 }

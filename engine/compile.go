@@ -53,6 +53,7 @@ type Compiled struct {
 	textSlot       int32  // output.text's slot, -1 when no rule reads it
 	paths          []Path // one slot per distinct field path
 	usesUsage      bool   // a rule has a rateLimit or tokenBudget
+	usesShared     bool   // one of them has store: shared
 	// usageWindow is the longest window of those limits.
 	usageWindow time.Duration
 	// resourceSlot marks the paths rooted at resource, which read the
@@ -212,10 +213,17 @@ func Compile(b Bundle) (*Compiled, []Diagnostic) {
 		for ri := range p.rules {
 			if w := p.rules[ri].when; w != nil && (w.rateLimit != nil || w.tokenBudget != nil) {
 				c.usesUsage = true
-				for _, l := range [2]*climit{w.rateLimit, w.tokenBudget} {
-					if l != nil {
-						c.usageWindow = max(c.usageWindow, l.window)
+				for i, l := range [2]*climit{w.rateLimit, w.tokenBudget} {
+					if l == nil {
+						continue
 					}
+					c.usageWindow = max(c.usageWindow, l.window)
+					kind := ""
+					if p.cluster {
+						kind = KindClusterPolicy
+					}
+					l.id = LimitID(kind, p.id, p.rules[ri].id, i == 1)
+					c.usesShared = c.usesShared || l.shared
 				}
 			}
 		}
@@ -253,7 +261,7 @@ func (c *Compiled) WithFrozen(extra []FrozenAgent) *Compiled {
 	if c == nil {
 		return nil
 	}
-	out := &Compiled{revision: c.revision, identity: c.identity, policies: c.policies, results: c.results, resultByTool: c.resultByTool, hasResultRules: c.hasResultRules, textSlot: c.textSlot, nsStart: c.nsStart, exceptions: c.exceptions, shadows: c.shadows, byTool: c.byTool, paths: c.paths, resourceSlot: c.resourceSlot, usesUsage: c.usesUsage, usageWindow: c.usageWindow,
+	out := &Compiled{revision: c.revision, identity: c.identity, policies: c.policies, results: c.results, resultByTool: c.resultByTool, hasResultRules: c.hasResultRules, textSlot: c.textSlot, nsStart: c.nsStart, exceptions: c.exceptions, shadows: c.shadows, byTool: c.byTool, paths: c.paths, resourceSlot: c.resourceSlot, usesUsage: c.usesUsage, usesShared: c.usesShared, usageWindow: c.usageWindow,
 		bundleFrozen: c.bundleFrozen, frozen: newFreezes(c.bundleFrozen, extra)}
 	out.initScratch()
 	return out

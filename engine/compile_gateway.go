@@ -92,9 +92,15 @@ type cwindow struct {
 }
 
 type climit struct {
-	max     int64
-	window  time.Duration
-	session bool
+	max       int64
+	window    time.Duration
+	session   bool
+	namespace bool
+	// shared: counted in the store every sidecar of the namespace shares
+	// (EvalOptions.Shared); failOpen lets it through when that is down.
+	shared, failOpen bool
+	// id is its LimitID, set once its policy is known (Compile).
+	id string
 }
 
 var weekdays = map[string]time.Weekday{"sun": time.Sunday, "mon": time.Monday, "tue": time.Tuesday,
@@ -295,8 +301,20 @@ func limit(fail failFunc, at Location, l *Limit) *climit {
 	case "", PerAgent:
 	case PerSession:
 		out.session = true
+	case PerNamespace:
+		out.namespace = true
 	default:
-		fail(at.Child("per"), "per must be agent or session, not %q", l.Per)
+		fail(at.Child("per"), "per must be agent, session or namespace, not %q", l.Per)
+	}
+	switch l.Store {
+	case "", StoreLocal:
+	case StoreShared:
+		out.shared, out.failOpen = true, l.FailOpen
+	default:
+		fail(at.Child("store"), "store must be local or shared, not %q", l.Store)
+	}
+	if l.FailOpen && !out.shared {
+		fail(at.Child("failOpen"), "failOpen is only for store: shared (a local count never waits on a store)")
 	}
 	return out
 }

@@ -32,6 +32,9 @@ type EvalOptions struct {
 	// Usage answers rateLimit and tokenBudget conditions; nil counts
 	// nothing as used.
 	Usage Usage
+	// Shared answers the limits whose store is shared (SharedUsage); nil
+	// reads them through Usage like local ones.
+	Shared SharedUsage
 	// Phase is which rules run: call rules ("" or PhaseCall) or result
 	// rules (PhaseResult, on a request that carries FieldOutput).
 	Phase Phase
@@ -50,6 +53,11 @@ const budgetCheckEvery = 32
 // tokenBudget): a caller that counts calls must then decide and count each
 // call as one step, or calls decided at once would pass a limit together.
 func (c *Compiled) UsesUsage() bool { return c != nil && c.usesUsage }
+
+// UsesSharedUsage tells whether a limit has store: shared: the decision
+// core must then reserve the call in the shared store and answer through
+// EvalOptions.Shared.
+func (c *Compiled) UsesSharedUsage() bool { return c != nil && c.usesShared }
 
 // UsageWindow is the longest window of c's rateLimits and tokenBudgets (0
 // without any): calls older than it are read by no limit of c, so a
@@ -181,7 +189,7 @@ func (c *Compiled) scan(req Request, opts *EvalOptions, clk *clock, tr *tracer, 
 	}
 	s := c.scratch.Get().(*scratch)
 	defer c.scratch.Put(s)
-	s.reset(req, clk.start, opts.Usage)
+	s.reset(req, clk.start, opts.Usage, opts.Shared)
 	s.outputTruncated = opts.OutputTruncated
 
 	e := run{c: c, s: s, clk: clk, tr: tr, budget: budget, serviceAccount: opts.ServiceAccount, noExceptions: noExceptions}
@@ -715,6 +723,7 @@ type scratch struct {
 	// hold (EvalOptions.OutputTruncated).
 	outputTruncated bool
 	usage           Usage
+	shared          SharedUsage
 	view            view
 	tick            uint32   // last generation handed out
 	gen             uint32   // this evaluation's: slots read from the request
@@ -733,8 +742,8 @@ func newScratch(n int) *scratch {
 		vals: make([]any, n), present: make([]bool, n), strs: make([]string, n)}
 }
 
-func (s *scratch) reset(req Request, now time.Time, usage Usage) {
-	s.req, s.now, s.usage = req, now, usage
+func (s *scratch) reset(req Request, now time.Time, usage Usage, shared SharedUsage) {
+	s.req, s.now, s.usage, s.shared = req, now, usage, shared
 	s.leaveResource() // in case a panic left the last evaluation inside one
 	clear(s.warnings) // drop references to the last request's reasons
 	s.warnings = s.warnings[:0]

@@ -172,23 +172,44 @@ func (s *scratch) whenHolds(w *cwhen, m mode) bool {
 	}
 	if l := w.rateLimit; l != nil {
 		var used int64
-		if s.usage != nil {
-			used = s.usage.Calls(s.usageKey(l.session), v.tool, l.window, s.now)
+		switch {
+		case l.shared && s.shared != nil:
+			used = int64(s.shared.Shared(s.sharedQuery(l, v.tool, false, 1)))
+		case s.usage != nil:
+			used = s.usage.Calls(s.limitKey(l), v.tool, l.window, s.now)
 		}
 		if used < l.max {
 			return false
 		}
 	}
 	if l := w.tokenBudget; l != nil {
-		used := 0.0
-		if s.usage != nil {
-			used = s.usage.Tokens(s.usageKey(l.session), l.window, s.now)
+		used, tokens := 0.0, CallTokens(s.req)
+		switch {
+		case l.shared && s.shared != nil:
+			used = s.shared.Shared(s.sharedQuery(l, "", true, tokens))
+		case s.usage != nil:
+			used = s.usage.Tokens(s.limitKey(l), l.window, s.now)
 		}
-		if used+CallTokens(s.req) <= float64(l.max) {
+		if used+tokens <= float64(l.max) {
 			return false
 		}
 	}
 	return true
+}
+
+// limitKey is the key l counts under for this call.
+func (s *scratch) limitKey(l *climit) UsageKey {
+	if l.namespace {
+		return UsageKey{Namespace: true}
+	}
+	return s.usageKey(l.session)
+}
+
+// sharedQuery names l's shared counter for this call (tool "" for a token
+// budget) and what the call adds to it.
+func (s *scratch) sharedQuery(l *climit, tool string, tokens bool, add float64) SharedQuery {
+	return SharedQuery{Limit: l.id, Key: s.limitKey(l), Tool: tool, Tokens: tokens, Window: l.window,
+		Max: l.max, Add: add, FailOpen: l.failOpen}
 }
 
 func (s *scratch) inSchedule(windows []cwindow) bool {

@@ -47,7 +47,7 @@ func (c *Compiled) evaluateResult(req Request, opts *EvalOptions, clk *clock, tr
 func (c *Compiled) judge(req Request, opts *EvalOptions, clk *clock, out *Result) {
 	s := c.scratch.Get().(*scratch)
 	defer c.scratch.Put(s)
-	s.reset(req, clk.start, opts.Usage)
+	s.reset(req, clk.start, opts.Usage, opts.Shared)
 	s.outputTruncated = opts.OutputTruncated
 	budget := opts.Budget
 	if budget <= 0 {

@@ -104,19 +104,32 @@ type Window struct {
 }
 
 // Limit is a rate limit (calls to the same tool) or a token budget (tokens
-// of all tools) over a trailing window, per agent or per session.
+// of all tools) over a trailing window, per agent, session or namespace,
+// counted by each sidecar alone or shared by every sidecar of a namespace.
 type Limit struct {
 	Max int64 `json:"max"`
 	// Window is a Go duration or a whole number of days ("7d").
 	Window string `json:"window"`
-	// Per is agent (the default) or session.
+	// Per is agent (the default), session or namespace.
 	Per string `json:"per,omitempty"`
+	// Store is local (the default, written as "") or shared.
+	Store string `json:"store,omitempty"`
+	// FailOpen (store shared only): an unavailable store lets the call
+	// through uncounted instead of denying it USAGE_UNAVAILABLE.
+	FailOpen bool `json:"failOpen,omitempty"`
 }
 
 // Limit scopes.
 const (
-	PerAgent   = "agent"
-	PerSession = "session"
+	PerAgent     = "agent"
+	PerSession   = "session"
+	PerNamespace = "namespace"
+)
+
+// Limit stores.
+const (
+	StoreLocal  = "local"
+	StoreShared = "shared"
 )
 
 // Usage tells how much was already allowed, for rateLimit and tokenBudget.
@@ -129,12 +142,63 @@ type Usage interface {
 	Tokens(key UsageKey, window time.Duration, now time.Time) float64
 }
 
+// SharedUsage answers the limits whose store is shared: counted once
+// across every sidecar of a namespace, in a store only the caller reaches
+// (Redis). The engine stays pure and local: the decision core reserves
+// this call in every shared counter it may read before evaluating
+// (usage.SharedStore.Reserve, one round trip) and answers here from what
+// the store returned. Without an EvalOptions.Shared, shared limits read
+// EvalOptions.Usage as local ones do (toolgate eval replaying a history).
+type SharedUsage interface {
+	// Shared is what q's counter held in its window before this call: the
+	// calls (rateLimit) or tokens (tokenBudget) already allowed. An
+	// implementation that cannot know it answers 0 and makes the decision
+	// core deny the call USAGE_UNAVAILABLE unless q.FailOpen.
+	Shared(q SharedQuery) float64
+}
+
+// SharedQuery names one shared counter and what the call adds to it.
+type SharedQuery struct {
+	// Limit is the limit's stable name in the bundle (LimitID): its
+	// policy's level and name, its rule, and which condition.
+	Limit string
+	// Key is whose calls it counts (agent, session or namespace).
+	Key UsageKey
+	// Tool is the tool a rate limit counts; "" for a token budget.
+	Tool string
+	// Tokens: a tokenBudget (else a rateLimit).
+	Tokens bool
+	Window time.Duration
+	Max    int64
+	// Add is what this call adds when allowed: 1 call, or its tokens.
+	Add      float64
+	FailOpen bool
+}
+
+// LimitID is the stable name of a limit in a bundle: level ("" for the
+// namespace's Policy, KindClusterPolicy), policy and rule ids, and
+// "rateLimit" or "tokenBudget". Shared counters are keyed by it, so a
+// limit's count survives bundle revisions as long as its rule keeps its
+// id, and two rules never share a count by accident.
+func LimitID(kind, policy, rule string, tokens bool) string {
+	cond := "rateLimit"
+	if tokens {
+		cond = "tokenBudget"
+	}
+	if kind == "" {
+		kind = "Policy"
+	}
+	return kind + "/" + policy + "/" + rule + "/" + cond
+}
+
 // UsageKey is whose usage a limit counts: an agent (its id folded as
-// FrozenAgents compare) or a session. Calls without the id share the
-// bucket with ID "", so missing identity never escapes a limit.
+// FrozenAgents compare), a session, or the whole namespace (Namespace set,
+// ID ""). Calls without the id share the bucket with ID "", so missing
+// identity never escapes a limit.
 type UsageKey struct {
-	Session bool
-	ID      string
+	Session   bool
+	Namespace bool
+	ID        string
 }
 
 // UsageKeys are the keys a call's usage is counted under: its agent (the

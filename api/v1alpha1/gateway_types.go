@@ -201,12 +201,27 @@ type Window struct {
 }
 
 // LimitScope is whose usage a limit counts.
-// +kubebuilder:validation:Enum=agent;session
+// +kubebuilder:validation:Enum=agent;session;namespace
 type LimitScope string
 
+// LimitStore is where a limit is counted.
+// +kubebuilder:validation:Enum=local;shared
+type LimitStore string
+
+// Limit stores.
+const (
+	// LimitStoreLocal counts in each sidecar alone (the default): an agent
+	// with N replicas may make N times max calls.
+	LimitStoreLocal LimitStore = "local"
+	// LimitStoreShared counts once across every sidecar of the namespace,
+	// in the store the sidecars are given (--usage-store, Redis).
+	LimitStoreShared LimitStore = "shared"
+)
+
 // Limit is a rate limit (calls to the same tool) or a token budget (tokens
-// of all tools) over a trailing window. Counts are per sidecar, that is per
-// pod.
+// of all tools) over a trailing window. Counts are per sidecar, that is
+// per pod, unless store is shared.
+// +kubebuilder:validation:XValidation:rule="!has(self.failOpen) || !self.failOpen || (has(self.store) && self.store == 'shared')",fieldPath=".failOpen",message="failOpen is only for store: shared (a local count never waits on a store)"
 type Limit struct {
 	// max is the ceiling, at least 1.
 	// +required
@@ -220,8 +235,22 @@ type Limit struct {
 	// +kubebuilder:validation:MaxLength=32
 	Window string `json:"window"`
 
-	// per is agent (when omitted) or session; calls without the id share
-	// one bucket, so missing identity never escapes a limit.
+	// per is agent (when omitted), session, or namespace (one count for
+	// every agent of the namespace); calls without the id share one
+	// bucket, so missing identity never escapes a limit.
 	// +optional
 	Per LimitScope `json:"per,omitempty"`
+
+	// store is local (when omitted: each sidecar counts alone) or shared
+	// (one count across every sidecar of the namespace for the same key,
+	// kept in the store given to the sidecars with --usage-store).
+	// +optional
+	Store LimitStore `json:"store,omitempty"`
+
+	// failOpen, with store shared, lets a call under this limit through
+	// uncounted while the store is unreachable, slow or refusing; by
+	// default such a call is denied USAGE_UNAVAILABLE. toolgate validate
+	// warns about it.
+	// +optional
+	FailOpen bool `json:"failOpen,omitempty"`
 }
