@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -67,8 +66,16 @@ func sidecarsConfirm(t *testing.T) {
 	started = time.Now()
 	mustKubectl(t, "patch", "policy", "-n", confirmNS, confirmPolicy, "--type=merge", "-p", `{"spec":{"priority":7}}`)
 	gen := policyGeneration(t)
+	revision := publishedRevision(t, gen)
+	logDuration(t, "Policy patched -> Ready, its generation published", time.Since(started))
+	leasesReport(t, revision)
+	logDuration(t, "Policy patched -> both sidecars' Leases report the new revision", time.Since(started))
 	waitEnforced(t, gen, metav1.ConditionTrue, v1alpha1.ReasonAllSidecarsCurrent, "2/2", "")
-	logDuration(t, "Policy patched -> Enforced=True AllSidecarsCurrent 2/2 (both Leases report its generation)", time.Since(started))
+	took := time.Since(started)
+	logDuration(t, "Policy patched -> Enforced=True AllSidecarsCurrent 2/2", took)
+	if took > 10*time.Second {
+		t.Errorf("Enforced took %v once both Leases reported the revision", took)
+	}
 
 	// A sidecar that does not trust the operator's key refuses the bundle.
 	started = time.Now()
@@ -90,7 +97,7 @@ func sidecarsConfirm(t *testing.T) {
 		"--reason", "cluster suite: confirmed by both sidecars", "--timeout", "60s")
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+node.Kubeconfig)
 	out, err := cmd.CombinedOutput()
-	took := time.Since(started)
+	took = time.Since(started)
 	if err != nil {
 		t.Fatalf("toolgate freeze: %v\n%s", err, out)
 	}
@@ -99,7 +106,7 @@ func sidecarsConfirm(t *testing.T) {
 	if !freezeApplied.Match(out) {
 		t.Errorf("toolgate freeze did not print both sidecars and the time (want %s): %s", freezeApplied, out)
 	}
-	frozenApplied(t)
+	frozenApplied(t, started)
 }
 
 // pairDeployment is the agent Deployment of two injected replicas, the
@@ -167,6 +174,49 @@ func policyGeneration(t *testing.T) int64 {
 	return p.Generation
 }
 
+// publishedRevision waits for the Policy to be Ready at generation gen and
+// returns the bundle revision that carries it.
+func publishedRevision(t *testing.T, gen int64) string {
+	t.Helper()
+	var revision string
+	testenv.EventuallyWithin(t, 60*time.Second, poll, fmt.Sprintf("Policy %s Ready at generation %d", confirmPolicy, gen), func() (bool, string) {
+		var p v1alpha1.Policy
+		if err := node.Client.Get(ctx(t), client.ObjectKey{Namespace: confirmNS, Name: confirmPolicy}, &p); err != nil {
+			return false, err.Error()
+		}
+		r := apimeta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
+		if r == nil || r.Status != metav1.ConditionTrue || r.ObservedGeneration != gen {
+			return false, fmt.Sprintf("Ready %+v", r)
+		}
+		revision = p.Status.BundleRevision
+		return revision != "", "no bundle revision"
+	})
+	return revision
+}
+
+// leasesReport waits for every sidecar Lease of the namespace to report
+// serving revision.
+func leasesReport(t *testing.T, revision string) {
+	t.Helper()
+	testenv.EventuallyWithin(t, 60*time.Second, poll, "both Leases report revision "+revision, func() (bool, string) {
+		leases, err := node.Clientset.CoordinationV1().Leases(confirmNS).List(ctx(t), metav1.ListOptions{LabelSelector: v1alpha1.LabelSidecar})
+		if err != nil {
+			return false, err.Error()
+		}
+		var serving []string
+		for _, l := range leases.Items {
+			if l.Annotations[v1alpha1.AnnotationLeaseRevision] == revision {
+				serving = append(serving, l.Name)
+			}
+		}
+		return len(serving) == 2 && len(leases.Items) == 2, fmt.Sprintf("%d Leases, %v report it", len(leases.Items), serving)
+	})
+	var p v1alpha1.Policy
+	if err := node.Client.Get(ctx(t), client.ObjectKey{Namespace: confirmNS, Name: confirmPolicy}, &p); err == nil {
+		t.Logf("when both Leases reported %s: Policy status %+v", revision, p.Status)
+	}
+}
+
 // waitEnforced waits for the Policy's Enforced condition to be for
 // generation gen, with status and reason, its summary to be summary, and
 // its message to contain names (when set).
@@ -215,8 +265,12 @@ func refusingSidecarPod(t *testing.T) *corev1.Pod {
 }
 
 // frozenApplied checks what toolgate freeze waited for: the one
-// FrozenAgent is Enforced 2/2, and both sidecars' Leases list it.
-func frozenApplied(t *testing.T) {
+// FrozenAgent is Enforced 2/2, and each sidecar's Lease shows it applied as
+// the operator counts it: named (the sidecar's own FrozenAgent watch) or
+// serving the bundle revision it is live in (whichever path came first:
+// on a real node the bundle has been seen first by ~50 ms). Then both
+// Leases name it, the path that works without the operator.
+func frozenApplied(t *testing.T, started time.Time) {
 	t.Helper()
 	c := ctx(t)
 	var fa v1alpha1.FrozenAgentList
@@ -226,23 +280,51 @@ func frozenApplied(t *testing.T) {
 	f := fa.Items[0]
 	e := apimeta.FindStatusCondition(f.Status.Conditions, v1alpha1.ConditionEnforced)
 	if e == nil || e.Status != metav1.ConditionTrue || e.Reason != v1alpha1.ReasonAllSidecarsCurrent || e.ObservedGeneration != f.Generation ||
-		f.Status.Enforcement == nil || f.Status.Enforcement.Summary != "2/2" {
-		t.Errorf("toolgate freeze returned before FrozenAgent %s is Enforced 2/2: %+v", f.Name, f.Status)
+		f.Status.Enforcement == nil || f.Status.Enforcement.Summary != "2/2" || f.Status.BundleRevision == "" {
+		t.Fatalf("toolgate freeze returned before FrozenAgent %s is Enforced 2/2: %+v", f.Name, f.Status)
 	}
-	leases, err := node.Clientset.CoordinationV1().Leases(confirmNS).List(c, metav1.ListOptions{LabelSelector: v1alpha1.LabelSidecar})
+	want := v1alpha1.FreezeName("FrozenAgent", f.Name)
+	reports := func() (map[string]v1alpha1.SidecarReport, error) {
+		leases, err := node.Clientset.CoordinationV1().Leases(confirmNS).List(c, metav1.ListOptions{LabelSelector: v1alpha1.LabelSidecar})
+		if err != nil {
+			return nil, err
+		}
+		m := map[string]v1alpha1.SidecarReport{}
+		for _, l := range leases.Items {
+			r, err := v1alpha1.ParseSidecarReport(l.Annotations)
+			if err != nil {
+				return nil, fmt.Errorf("Lease %s: %w", l.Name, err)
+			}
+			m[l.Name] = r
+		}
+		return m, nil
+	}
+	got, err := reports()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(leases.Items) != 2 {
-		t.Errorf("%d sidecar Leases after the freeze, want the pair's 2", len(leases.Items))
+	if len(got) != 2 {
+		t.Errorf("%d sidecar Leases after the freeze, want the pair's 2", len(got))
 	}
-	want := v1alpha1.FreezeName("FrozenAgent", f.Name)
-	for _, l := range leases.Items {
-		r, err := v1alpha1.ParseSidecarReport(l.Annotations)
-		if err != nil || !slices.Contains(r.Frozen, want) {
-			t.Errorf("Lease %s does not list %s: %+v %v", l.Name, want, r, err)
+	for name, r := range got {
+		if !r.Applies(want, "") && r.Revision != f.Status.BundleRevision {
+			t.Errorf("Lease %s neither names %s nor serves its revision %s: %+v", name, want, f.Status.BundleRevision, r)
 		}
 	}
+	testenv.EventuallyWithin(t, 30*time.Second, poll, "both Leases name "+want, func() (bool, string) {
+		got, err := reports()
+		if err != nil {
+			return false, err.Error()
+		}
+		var naming []string
+		for name, r := range got {
+			if r.Applies(want, "") {
+				naming = append(naming, name)
+			}
+		}
+		return len(naming) == 2 && len(got) == 2, fmt.Sprintf("%d Leases, %v name it", len(got), naming)
+	})
+	logDuration(t, "toolgate freeze started -> both Leases name "+want+" (each sidecar's own FrozenAgent watch)", time.Since(started))
 }
 
 // confirmDiagnostics shows, when the test failed, what the sidecars and
