@@ -130,10 +130,18 @@ func requireChannelGuarded(t *testing.T, objs []*unstructured.Unstructured, m in
 		attacker.Patch(ctx(t), published.DeepCopy(), client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"labels":null}}`))))
 	requireRefused(t, "delete the bundle", attacker.Delete(ctx(t), published.DeepCopy()))
 	// kubectl delete configmaps --all: a collection delete is admitted item
-	// by item, so the bundle stays.
-	_ = attacker.DeleteAllOf(ctx(t), &corev1.ConfigMap{}, client.InNamespace(app))
+	// by item (without request.name: the item is oldObject), so the
+	// ordinary ConfigMap goes and the bundle stays, refused by name.
+	err := attacker.DeleteAllOf(ctx(t), &corev1.ConfigMap{}, client.InNamespace(app))
+	requireRefused(t, "delete every ConfigMap, the bundle included", err)
+	if err != nil && !strings.Contains(err.Error(), "ConfigMap "+app+"/"+bundleName+" ") {
+		t.Errorf("the refusal of a collection delete does not name the bundle: %v", err)
+	}
 	if err := k8s.Get(ctx(t), client.ObjectKeyFromObject(published), &corev1.ConfigMap{}); err != nil {
 		t.Errorf("after an edit user's delete of every ConfigMap, the bundle: %v", err)
+	}
+	if err := k8s.Get(ctx(t), client.ObjectKey{Namespace: app, Name: "app-settings"}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+		t.Errorf("an edit user's delete of every ConfigMap left the ordinary one (%v): the policy refused the whole collection", err)
 	}
 
 	// Nor the signing keys in the manager's namespace.
@@ -164,14 +172,26 @@ func TestChannelPolicyLetsANamespaceBeDeleted(t *testing.T) {
 	requireChannelGuarded(t, objs, m, app)
 	manager := impersonate(t, m)
 	cm := channelConfigMap(app, bundleName, "{}")
-	if err := manager.Create(ctx(t), cm); err != nil {
-		t.Fatal(err)
+	part := channelConfigMap(app, bundleName+"-1", "{}")
+	for _, o := range []*corev1.ConfigMap{cm, part} {
+		if err := manager.Create(ctx(t), o); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := k8s.Delete(ctx(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: app}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := impersonate(t, plainUser("mallory")).Delete(ctx(t), cm); err != nil {
 		t.Errorf("deleting the bundle of a terminating namespace: %v", err)
+	}
+	// The namespace controller empties a namespace with one collection
+	// delete per resource (seen on a real node: test/cluster
+	// TestSidecarsConfirm), which the policy must let through too.
+	if err := impersonate(t, plainUser("mallory")).DeleteAllOf(ctx(t), &corev1.ConfigMap{}, client.InNamespace(app)); err != nil {
+		t.Errorf("deleting every ConfigMap of a terminating namespace, as the namespace controller does: %v", err)
+	}
+	if err := k8s.Get(ctx(t), client.ObjectKeyFromObject(part), &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a bundle part outlived the collection delete of its terminating namespace: %v", err)
 	}
 }
 

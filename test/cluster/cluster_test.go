@@ -651,7 +651,15 @@ func TestWebhookOutage(t *testing.T) {
 	_ = node.Client.Delete(c, pod)
 }
 
-// 7. helm upgrade with changed values rolls the managers with no moment
+// 7. The sidecars confirm what they serve (issue 29): a Policy change is
+// Enforced 2/2 on two injected Pods, a sidecar refusing the bundle turns it
+// Enforced=False naming its Pod, toolgate freeze returns once both apply the
+// freeze (sidecars_confirm_test.go).
+func TestSidecarsConfirm(t *testing.T) {
+	sidecarsConfirm(t)
+}
+
+// 8. helm upgrade with changed values rolls the managers with no moment
 // where a bad Policy gets in; helm uninstall keeps the CRDs (and the
 // Policies) and removes the rest.
 func TestHelmUpgradeAndUninstall(t *testing.T) {
