@@ -197,7 +197,7 @@ const (
 	// statusWriters) went through at 218 a second, 32 or 128 at 192-194
 	// (make measure-scale -floor 8,32,128). More would only queue in the
 	// API server ahead of the publishes sidecars wait for.
-	maxStatusPasses = 4
+	maxStatusPasses = 16
 	// statusYieldLimit is the longest a status pass gives way to publishes
 	// (publishFirst): while a cold start publishes, each status worker
 	// still passes one namespace a second.
