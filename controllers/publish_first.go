@@ -8,12 +8,12 @@ import (
 
 // publishFirst lets status passes give way to publishes: a sidecar waits for
 // its bundle, a status can come after. Both compete for the same API
-// server, and on a cold start of 1,000 namespaces on a 2-core machine a
-// status patch cost it about three times a ConfigMap write (make
-// measure-scale -floor: 200 status patches a second, 560-890 ConfigMap
-// creates, whatever the requests in flight); with status passes running
-// beside the publishes, the last bundle came after 16 s, not the 1-2 s its
-// writes alone take (docs/performance.md#scale).
+// server, where a status patch costs about three times a ConfigMap create
+// (make measure-scale -floor on a 2-core envtest: about 200 status patches
+// a second, 560-890 ConfigMap creates, whatever the requests in flight).
+// With status passes running beside the publishes, the last of 1,000
+// namespaces' bundles came after 26 s; giving way, after 6.9 s in the same
+// run (docs/performance.md#scale).
 //
 // A status pass waits while any publish is in progress, at most maxWait: a
 // namespace whose publishes never stop still gets its statuses, one pass

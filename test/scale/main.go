@@ -7,7 +7,9 @@
 // to the bundle carrying it, and counts the manager's API writes per change
 // in the API server's audit log. The manager's peak RSS is read from
 // /proc. With -base REV the manager built at that revision is measured the
-// same way in the same run, before this one.
+// same way in the same run, before this one (after it with -base-last).
+// With -floor, a tight loop first makes the same writes without a manager,
+// on a control plane of its own: the fastest any manager could go here.
 //
 //	make measure-scale
 //	KUBEBUILDER_ASSETS=$(hack/setup-envtest.sh | tail -n 1) go run ./test/scale -namespaces 1000 -base 3a10af4
