@@ -34,7 +34,7 @@ func newPublishFirst(maxWait time.Duration) *publishFirst {
 	return &publishFirst{maxWait: maxWait, quiet: q}
 }
 
-// publishing marks a publish in progress until the returned func is called.
+// begin marks a publish in progress until the returned func is called.
 // A nil publishFirst does nothing (tests that build a reconciler alone).
 func (g *publishFirst) begin() (end func()) {
 	if g == nil {
