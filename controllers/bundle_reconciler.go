@@ -27,7 +27,10 @@ type bundleReconciler struct {
 	opts      Options
 	outcomes  *outcomeStore
 	statuses  chan<- event.TypedGenericEvent[string] // namespaces whose statuses are due
-	written   sync.Map                               // ConfigMap key -> the payload last written there
+	// publishing tells status passes a publish is in progress (nil: no one
+	// listens).
+	publishing *publishFirst
+	written    sync.Map // ConfigMap key -> the payload last written there
 	// published holds, per namespace, the bundle this process last
 	// published: what a BundleTooLarge namespace's freezes are added to.
 	published sync.Map // namespace -> engine.Bundle
@@ -41,6 +44,7 @@ type bundleReconciler struct {
 }
 
 func (r *bundleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	defer r.publishing.begin()()
 	start := time.Now()
 	now := r.opts.Now()
 	in, err := gather(ctx, r.client, req.Namespace)

@@ -17,6 +17,13 @@ const (
 	DefaultMaxStoredBytes = 1<<20 - 48<<10
 )
 
+// DefaultMaxConcurrentReconciles is how many namespaces the bundle
+// controller publishes at once by default. A publish waits on its API
+// write, not on the manager's CPU, so a cold start publishes as fast as the
+// API server takes ConfigMaps only with several in flight
+// (docs/performance.md#scale).
+const DefaultMaxConcurrentReconciles = 16
+
 // Options configure the bundle controller. The zero value is usable.
 type Options struct {
 	// ConfigMapName is the bundle ConfigMap's name in every namespace.
@@ -36,7 +43,9 @@ type Options struct {
 	// is split across (chunks.go); 0 is bundle.MaxParts, the most the
 	// sidecar's Role names. 1 publishes nothing past one ConfigMap.
 	MaxParts int
-	// MaxConcurrentReconciles bounds how many namespaces reconcile at once.
+	// MaxConcurrentReconciles bounds how many namespaces publish at once
+	// (and ApprovalRequests reconcile); status passes run at most
+	// min(this, 4) at once.
 	MaxConcurrentReconciles int
 	// SkipNameValidation lets one process run several managers (tests).
 	SkipNameValidation bool
@@ -75,7 +84,7 @@ func (o Options) withDefaults() Options {
 		o.MaxStoredBytes = DefaultMaxStoredBytes
 	}
 	if o.MaxConcurrentReconciles == 0 {
-		o.MaxConcurrentReconciles = 4
+		o.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
 	}
 	o.Approvals = o.Approvals.withDefaults()
 	return o

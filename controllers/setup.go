@@ -68,14 +68,17 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	statusesDue := make(chan event.TypedGenericEvent[string], statusQueueSize)
 	clusterPoliciesDue := make(chan event.TypedGenericEvent[string], statusQueueSize)
 	clusterFrozenDue := make(chan event.TypedGenericEvent[string], statusQueueSize)
+	publishing := newPublishFirst(statusYieldLimit)
 	br := &bundleReconciler{client: mgr.GetClient(), apiReader: mgr.GetAPIReader(),
-		opts: opts, outcomes: outcomes, statuses: statusesDue}
+		opts: opts, outcomes: outcomes, statuses: statusesDue, publishing: publishing}
 	sr := &statusReconciler{client: mgr.GetClient(), recorder: recorder, outcomes: outcomes,
-		clusterPolicies: clusterPoliciesDue, clusterFrozen: clusterFrozenDue}
+		clusterPolicies: clusterPoliciesDue, clusterFrozen: clusterFrozenDue, publishing: publishing}
 	controllerOpts := controller.Options{
 		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
 		SkipNameValidation:      &opts.SkipNameValidation,
 	}
+	statusOpts := controllerOpts
+	statusOpts.MaxConcurrentReconciles = min(opts.MaxConcurrentReconciles, maxStatusPasses)
 
 	// Every event maps to its namespace's bundle: one reconcile per namespace.
 	toBundle := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
@@ -121,23 +124,19 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: e.Object}}, statusDelay)
 		},
 	}
-	// The status controller passes no more namespaces at once than the
-	// bundle controller publishes: in a cold start both wait on the API
-	// server, not on the manager (8 s CPU profile of 1,000 namespaces: the
-	// manager busy 12% of one core), and with four times as many status
-	// passes the last publish came after 88 s, not 21-33 s (make
-	// measure-scale, docs/performance.md#scale).
+	// Status passes give way to publishes (publishFirst) and run at most
+	// maxStatusPasses at once.
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named(StatusControllerName).
 		WatchesRawSource(source.TypedChannel(statusesDue, toNamespace)).
 		Watches(&coordinationv1.Lease{}, toStatusPass, builder.WithPredicates(leaseChanged{})).
 		Watches(&corev1.Pod{}, toStatusPass, builder.WithPredicates(podChanged{})).
-		WithOptions(controllerOpts).
+		WithOptions(statusOpts).
 		Complete(sr)
 	if err != nil {
 		return fmt.Errorf("setting up the status controller: %w", err)
 	}
-	if err := setupClusterStatus(mgr, opts, recorder, outcomes, controllerOpts, clusterPoliciesDue, clusterFrozenDue); err != nil {
+	if err := setupClusterStatus(mgr, opts, recorder, outcomes, statusOpts, clusterPoliciesDue, clusterFrozenDue); err != nil {
 		return err
 	}
 	return setupApprovals(mgr, opts, controllerOpts)
@@ -191,6 +190,19 @@ const (
 	// several times slower (test/latency); a change now writes only its
 	// own object's status, and a burst still coalesces.
 	statusDelay = 200 * time.Millisecond
+	// maxStatusPasses bounds the namespaces whose statuses are written at
+	// once, whatever the publishes' concurrency. A status patch costs the
+	// API server more than a publish, and a few in flight already take all
+	// it gives: on envtest with 2 cores, 8 patches in flight (4 passes of
+	// statusWriters) went through at 218 a second, 32 or 128 at 192-194
+	// (make measure-scale -floor 8,32,128). With 16 passes, those let
+	// through by statusYieldLimit made the last publish of 1,000
+	// namespaces come after 12.1 s, not 7.9 s, and Ready no sooner.
+	maxStatusPasses = 4
+	// statusYieldLimit is the longest a status pass gives way to publishes
+	// (publishFirst): while a cold start publishes, each status worker
+	// still passes one namespace a second.
+	statusYieldLimit = time.Second
 )
 
 // CacheByObject limits the manager's ConfigMap cache to bundle ConfigMaps,

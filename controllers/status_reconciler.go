@@ -21,9 +21,13 @@ type statusReconciler struct {
 	// cluster-scoped objects a pass saw: their status sums up the
 	// namespaces' outcomes. Nil: not passed on (tests).
 	clusterPolicies, clusterFrozen chan<- event.TypedGenericEvent[string]
+	// publishing: a pass gives way to publishes in progress (nil: it does
+	// not wait).
+	publishing *publishFirst
 }
 
 func (r *statusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	r.publishing.wait(ctx)
 	in, err := gather(ctx, r.client, req.Namespace)
 	if err != nil {
 		return ctrl.Result{}, err

@@ -65,7 +65,7 @@ func DefaultOptions() Options {
 		MetricsBindAddress:     ":8080",
 		HealthProbeBindAddress: ":8081",
 		PprofBindAddress:       "0",
-		Controller: controllers.Options{ConfigMapName: bundle.DefaultConfigMapName,
+		Controller: controllers.Options{ConfigMapName: bundle.DefaultConfigMapName, MaxConcurrentReconciles: controllers.DefaultMaxConcurrentReconciles,
 			Approvals: controllers.ApprovalOptions{Retention: controllers.DefaultApprovalRetention}},
 		Webhooks: defaultWebhookOptions(),
 		Signing:  SigningOptions{SecretName: bundle.SigningKeySecretName},
@@ -93,6 +93,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.Controller.RegoUnsigned, "rego-unsigned", o.Controller.RegoUnsigned,
 		"with --publish-rego: leave the Rego bundle unsigned even when bundles are signed, for an OPA that loads it through its configuration file "+
 			"(a file:// resource or a bundle service), whose keys cannot be EdDSA; only the bundle ConfigMap's write protection then guards it")
+	fs.IntVar(&o.Controller.MaxConcurrentReconciles, "max-concurrent-reconciles", o.Controller.MaxConcurrentReconciles,
+		"namespaces whose bundles are published at once (status passes: at most 4 at once, after the publishes)")
 	fs.StringSliceVar(&o.Namespaces, "namespaces", o.Namespaces,
 		"comma-separated namespaces to watch (default: all)")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig,
@@ -126,6 +128,10 @@ func (o Options) Validate() error {
 	}
 	bundleOpts := o.Controller
 	bundleOpts.Approvals = controllers.ApprovalOptions{} // checked below, flag by flag
+	if n := o.Controller.MaxConcurrentReconciles; n < 0 {
+		errs = append(errs, fmt.Errorf("--max-concurrent-reconciles %d: must be 1 or more", n))
+		bundleOpts.MaxConcurrentReconciles = 0 // reported here, not again under --bundle-configmap-name
+	}
 	if o.Controller.ConfigMapName == "" {
 		errs = append(errs, errors.New("--bundle-configmap-name: must not be empty"))
 	} else if err := bundleOpts.Validate(); err != nil {

@@ -29,6 +29,7 @@ func TestValidateRejectsMalformedOptions(t *testing.T) {
 		{"pprof no port", func(o *Options) { o.PprofBindAddress = "127.0.0.1" }, "--pprof-bind-address"},
 		{"pprof any host", func(o *Options) { o.PprofBindAddress = "[::]:6060" }, "not a loopback address"},
 		{"probe three colons", func(o *Options) { o.HealthProbeBindAddress = "a:b:c" }, "--health-probe-bind-address"},
+		{"negative concurrency", func(o *Options) { o.Controller.MaxConcurrentReconciles = -1 }, "--max-concurrent-reconciles -1"},
 		{"configmap name empty", func(o *Options) { o.Controller.ConfigMapName = "" }, "--bundle-configmap-name"},
 		{"configmap name upper case", func(o *Options) { o.Controller.ConfigMapName = "Bundle" }, "--bundle-configmap-name"},
 		{"configmap name slash", func(o *Options) { o.Controller.ConfigMapName = "a/b" }, "--bundle-configmap-name"},

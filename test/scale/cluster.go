@@ -115,17 +115,19 @@ func (cp *controlPlane) stop() { _ = cp.env.Stop() }
 func namespaceName(i int) string { return fmt.Sprintf("scale-%05d", i) }
 
 // populate creates n namespaces, each with the objects of objectsFor, with
-// workers requests in flight.
-func populate(ctx context.Context, c client.Client, n, perNamespace, workers int) error {
+// workers requests in flight, and returns the objects as created.
+func populate(ctx context.Context, c client.Client, n, perNamespace, workers int) ([]client.Object, error) {
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(workers)
+	created := make([][]client.Object, n)
 	for i := range n {
 		g.Go(func() error {
 			ns := namespaceName(i)
 			if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 				return err
 			}
-			for _, o := range objectsFor(ns, perNamespace) {
+			created[i] = objectsFor(ns, perNamespace)
+			for _, o := range created[i] {
 				if err := c.Create(ctx, o); err != nil {
 					return fmt.Errorf("creating %T %s/%s: %w", o, ns, o.GetName(), err)
 				}
@@ -133,7 +135,14 @@ func populate(ctx context.Context, c client.Client, n, perNamespace, workers int
 			return nil
 		})
 	}
-	return g.Wait()
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	var all []client.Object
+	for _, objs := range created {
+		all = append(all, objs...)
+	}
+	return all, nil
 }
 
 // objectsFor is one namespace's objects: Policies of a few rules (the

@@ -6,14 +6,16 @@ import (
 	"testing"
 )
 
-func TestParseSizes(t *testing.T) {
-	got, err := parseSizes("1000, 10000")
+func TestParseCounts(t *testing.T) {
+	got, err := parseCounts("-namespaces", "1000, 10000")
 	if err != nil || !slices.Equal(got, []int{1000, 10000}) {
-		t.Fatalf("parseSizes: %v, %v", got, err)
+		t.Fatalf("parseCounts: %v, %v", got, err)
 	}
 	for _, bad := range []string{"", "1000,", "ten", "0", "-5", "1000;10000", "1e3"} {
-		if _, err := parseSizes(bad); err == nil || !strings.Contains(err.Error(), "-namespaces") {
-			t.Errorf("parseSizes(%q): %v, want an error naming -namespaces", bad, err)
+		for _, name := range []string{"-namespaces", "-floor"} {
+			if _, err := parseCounts(name, bad); err == nil || !strings.Contains(err.Error(), name) {
+				t.Errorf("parseCounts(%s, %q): %v, want an error naming %s", name, bad, err, name)
+			}
 		}
 	}
 }
@@ -33,6 +35,8 @@ func TestConfigValidate(t *testing.T) {
 		{"more updates than namespaces", func(c *config) { c.sizes = []int{50} }, "-updates 100"},
 		{"no workers", func(c *config) { c.workers = 0 }, "-workers"},
 		{"base binary without its revision", func(c *config) { c.baseBin = "/tmp/toolgate" }, "-base-bin"},
+		{"base last without a base", func(c *config) { c.baseLast = true }, "-base-last"},
+		{"empty manager-args set", func(c *config) { c.variants = []string{"--max-concurrent-reconciles=4", " "} }, "set 2 of 2 is empty"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := ok

@@ -7,7 +7,9 @@
 // to the bundle carrying it, and counts the manager's API writes per change
 // in the API server's audit log. The manager's peak RSS is read from
 // /proc. With -base REV the manager built at that revision is measured the
-// same way in the same run, before this one.
+// same way in the same run, before this one (after it with -base-last).
+// With -floor, a tight loop first makes the same writes without a manager,
+// on a control plane of its own: the fastest any manager could go here.
 //
 //	make measure-scale
 //	KUBEBUILDER_ASSETS=$(hack/setup-envtest.sh | tail -n 1) go run ./test/scale -namespaces 1000 -base 3a10af4
@@ -57,13 +59,17 @@ type config struct {
 	baseBin      string
 	workers      int
 	timeout      time.Duration
-	extraArgs    []string
-	keep         bool
+	// variants are this build's manager flags, one measured run each:
+	// -manager-args split at ";" (one empty variant without it).
+	variants []string
+	baseLast bool
+	floor    []int
+	keep     bool
 }
 
 func main() {
 	var c config
-	var sizes, extra string
+	var sizes, extra, floor string
 	flag.StringVar(&sizes, "namespaces", "1000,10000", "comma-separated namespace counts, one run (and table row) each")
 	flag.IntVar(&c.perNamespace, "objects-per-namespace", 6, "objects per namespace: Policies, a FrozenAgent, an Agent and a PolicyException (at least 4)")
 	flag.IntVar(&c.updates, "updates", 100, "single-Policy changes to time after the cold start, one by one, in as many namespaces")
@@ -71,31 +77,39 @@ func main() {
 	flag.StringVar(&c.baseBin, "base-bin", "", "with -base: a toolgate binary already built at that revision (as -keep leaves it), used instead of building it again")
 	flag.IntVar(&c.workers, "workers", 32, "requests in flight while creating the objects")
 	flag.DurationVar(&c.timeout, "timeout", 20*time.Minute, "give up on a cold start after this long")
-	flag.StringVar(&extra, "manager-args", "", "extra flags for this build's manager only, space-separated (such as --pprof-addr=127.0.0.1:6060)")
+	flag.StringVar(&extra, "manager-args", "", "extra flags for this build's manager only, space-separated (such as --pprof-bind-address=127.0.0.1:6060); "+
+		`several sets separated by ";" are measured one after the other, each on its own control plane ("--max-concurrent-reconciles=4;--max-concurrent-reconciles=16")`)
+	flag.BoolVar(&c.baseLast, "base-last", false, "with -base: measure the base after this build, not before (to see whether run order matters)")
+	flag.StringVar(&floor, "floor", "", "comma-separated request concurrencies: before the managers, measure on a control plane of its own how fast a tight loop "+
+		"creates one ConfigMap per namespace and patches every object's status at each (the fastest any manager could publish here); empty: not measured")
 	flag.BoolVar(&c.keep, "keep", false, "keep the working directory (logs, audit log) and print its path")
 	flag.Parse()
 	var err error
-	if c.sizes, err = parseSizes(sizes); err == nil {
+	if c.sizes, err = parseCounts("-namespaces", sizes); err == nil && floor != "" {
+		c.floor, err = parseCounts("-floor", floor)
+	}
+	if err == nil {
+		c.variants = strings.Split(extra, ";")
 		err = c.validate()
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "scale:", err)
 		os.Exit(2)
 	}
-	c.extraArgs = strings.Fields(extra)
 	if err := run(c); err != nil {
 		fmt.Fprintln(os.Stderr, "scale:", err)
 		os.Exit(1)
 	}
 }
 
-// parseSizes reads -namespaces: positive integers separated by commas.
-func parseSizes(s string) ([]int, error) {
+// parseCounts reads a flag of positive integers separated by commas
+// (-namespaces, -floor).
+func parseCounts(name, s string) ([]int, error) {
 	var out []int
 	for _, f := range strings.Split(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n <= 0 {
-			return nil, fmt.Errorf("-namespaces %q: %q is not a positive number of namespaces", s, f)
+			return nil, fmt.Errorf("%s %q: %q is not a positive number", name, s, f)
 		}
 		out = append(out, n)
 	}
@@ -114,6 +128,14 @@ func (c config) validate() error {
 	if c.baseBin != "" && c.base == "" {
 		return fmt.Errorf("-base-bin %s: also say which revision it was built at with -base", c.baseBin)
 	}
+	if c.baseLast && c.base == "" {
+		return errors.New("-base-last: there is no base to measure last without -base")
+	}
+	for i, v := range c.variants {
+		if len(c.variants) > 1 && strings.TrimSpace(v) == "" {
+			return fmt.Errorf("-manager-args: set %d of %d is empty (a stray %q?)", i+1, len(c.variants), ";")
+		}
+	}
 	for _, n := range c.sizes {
 		if c.updates > n {
 			return fmt.Errorf("-updates %d is more than the %d namespaces: each change goes to its own namespace", c.updates, n)
@@ -125,6 +147,8 @@ func (c config) validate() error {
 // result is one manager measured at one size.
 type result struct {
 	build           string
+	current         bool   // this checkout's build
+	load            string // the load average when the run ended
 	namespaces      int
 	objects         int
 	populate        time.Duration
@@ -151,44 +175,63 @@ func run(c config) error {
 	} else {
 		defer os.RemoveAll(dir)
 	}
-	type build struct{ name, bin string }
+	type build struct {
+		name, bin string
+		args      []string
+		current   bool // this checkout, whose targets decide the exit status
+	}
 	var builds []build
 	switch {
 	case c.base != "" && c.baseBin != "":
-		builds = append(builds, build{"base " + c.base, c.baseBin})
+		builds = append(builds, build{name: "base " + c.base, bin: c.baseBin})
 	case c.base != "":
 		logf("building toolgate at %s", c.base)
 		if err := localcluster.BuildAt(dir, c.base, "toolgate-base"); err != nil {
 			return err
 		}
-		builds = append(builds, build{"base " + c.base, filepath.Join(dir, "toolgate-base")})
+		builds = append(builds, build{name: "base " + c.base, bin: filepath.Join(dir, "toolgate-base")})
 	}
 	logf("building toolgate from this checkout")
 	bin, err := localcluster.BuildToolgate(dir)
 	if err != nil {
 		return err
 	}
-	builds = append(builds, build{"this checkout", bin})
+	for _, v := range c.variants {
+		name := "this checkout"
+		if len(c.variants) > 1 {
+			name = strings.TrimSpace(v)
+		}
+		builds = append(builds, build{name: name, bin: bin, args: strings.Fields(v), current: true})
+	}
+	if c.baseLast {
+		builds = append(builds[1:], builds[0])
+	}
 
+	var floors []floorResult
 	var results []result
 	for _, n := range c.sizes {
-		for i, b := range builds {
-			args := []string(nil)
-			if b.bin == bin {
-				args = c.extraArgs
+		if len(c.floor) > 0 {
+			f, err := measureFloor(c, floorDir(dir, n), n)
+			if err != nil {
+				return fmt.Errorf("floor at %d namespaces: %w", n, err)
 			}
-			r, err := measure(c, filepath.Join(dir, fmt.Sprintf("run-%d-%d", n, i)), n, b.bin, args)
+			floors = append(floors, f...)
+			printFloor(floors)
+		}
+		for i, b := range builds {
+			r, err := measure(c, filepath.Join(dir, fmt.Sprintf("run-%d-%d", n, i)), n, b.bin, b.args)
 			if err != nil {
 				return fmt.Errorf("%s at %d namespaces: %w", b.name, n, err)
 			}
-			r.build = b.name
+			r.build, r.current, r.load = b.name, b.current, loadAverage()
 			results = append(results, r)
+			printFloor(floors)
 			printTable(results)
 		}
 	}
 	var missed []string
 	for _, r := range results {
-		if r.build == "this checkout" {
+		if r.current {
 			missed = append(missed, r.missed()...)
 		}
 	}
@@ -215,7 +258,7 @@ func measure(c config, dir string, n int, bin string, extraArgs []string) (resul
 
 	logf("%d namespaces: creating %d objects", n, r.objects)
 	start := time.Now()
-	if err := populate(ctx, cp.admin, n, c.perNamespace, c.workers); err != nil {
+	if _, err := populate(ctx, cp.admin, n, c.perNamespace, c.workers); err != nil {
 		return r, err
 	}
 	r.populate = time.Since(start)
@@ -448,15 +491,15 @@ func (r result) missed() []string {
 // with the targets in the header.
 func printTable(results []result) {
 	fmt.Println()
-	fmt.Printf("%-8s %-8s %-22s %-10s %-10s %-10s %-9s %-9s %-9s %-10s %-12s %s\n",
-		"ns", "objects", "manager", "create", "published", "Ready", "RSS peak", "upd p50", "upd p99", "upd Ready", "writes/chg", "cold writes/ns")
-	fmt.Printf("%-8s %-8s %-22s %-10s %-10s %-10s %-9s %-9s %-9s %-10s %-12s %s\n",
-		"target", "", "", "", "<=5s@1k", "<=10s@1k", "<=1.5GiB", "", "<=1s", "p99", "<=3", "")
+	fmt.Printf("%-8s %-8s %-32s %-10s %-10s %-10s %-9s %-9s %-9s %-10s %-12s %-15s %s\n",
+		"ns", "objects", "manager", "create", "published", "Ready", "RSS peak", "upd p50", "upd p99", "upd Ready", "writes/chg", "cold writes/ns", "load at end")
+	fmt.Printf("%-8s %-8s %-32s %-10s %-10s %-10s %-9s %-9s %-9s %-10s %-12s %-15s %s\n",
+		"target", "", "", "", "<=5s@1k", "<=10s@1k", "<=1.5GiB", "", "<=1s", "p99", "<=3", "", "")
 	for _, r := range results {
-		fmt.Printf("%-8d %-8d %-22s %-10s %-10s %-10s %-9s %-9s %-9s %-10s %-12s %.2f\n",
+		fmt.Printf("%-8d %-8d %-32s %-10s %-10s %-10s %-9s %-9s %-9s %-10s %-12s %-15.2f %s\n",
 			r.namespaces, r.objects, r.build, r.populate.Round(100*time.Millisecond), r.publish.Round(10*time.Millisecond),
 			r.ready.Round(10*time.Millisecond), mib(r.rss), r.p50.Round(time.Millisecond), r.p99.Round(time.Millisecond),
-			r.updateReadyP99.Round(time.Millisecond), fmt.Sprintf("%.2f", r.writesPerChange), r.coldWritesPerNS)
+			r.updateReadyP99.Round(time.Millisecond), fmt.Sprintf("%.2f", r.writesPerChange), r.coldWritesPerNS, r.load)
 	}
 	for _, r := range results {
 		fmt.Printf("  %s at %d namespaces: manager writes per change %s; per namespace at cold start %s\n", r.build, r.namespaces,
@@ -479,6 +522,16 @@ func perResource(kinds map[string]int, n int) string {
 		return "none"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// loadAverage is the machine's 1, 5 and 15 minute load averages, as
+// uptime prints them; "?" when unreadable.
+func loadAverage() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(raw)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "?"
 }
 
 func mib(b int64) string { return fmt.Sprintf("%dMiB", b>>20) }
