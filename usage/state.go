@@ -398,6 +398,7 @@ func (r *reader) byte() byte     { return r.take(1)[0] }
 func (r *reader) uint32() uint32 { return binary.LittleEndian.Uint32(r.take(4)) }
 func (r *reader) uint64() uint64 { return binary.LittleEndian.Uint64(r.take(8)) }
 func (r *reader) name() string   { return string(r.take(int(r.byte()))) }
+
 // fail sets err (unless set) to msg; it returns false, for use in an
 // expression.
 func (r *reader) fail(msg string) bool {
