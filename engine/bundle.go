@@ -17,7 +17,14 @@ import (
 // it uses nothing of the gateway model (so sidecars not yet upgraded keep
 // serving it during a rolling upgrade), 2 when it does. A sidecar rejects
 // a version it does not know rather than guessing at its meaning.
-const SchemaVersion = SchemaVersionResults
+const SchemaVersion = SchemaVersionSharedLimits
+
+// SchemaVersionSharedLimits is the version of bundles with a limit that
+// is shared (store: shared), per namespace, or failOpen (issue 30). A
+// sidecar too old to know them refuses the bundle (and keeps serving its
+// last one) rather than count alone what every replica should count
+// together: five replicas would allow five times the limit.
+const SchemaVersionSharedLimits = 7
 
 // SchemaVersionResults is the version of bundles that use issue 28's
 // additions: result rules, detect, pinned tools, castToNumber. A sidecar
@@ -50,6 +57,9 @@ const SchemaVersionOrdered = 1
 // refuses a version 3 bundle (and keeps serving its last one) rather than
 // ignoring who its agent is or that it is frozen.
 func (b *Bundle) NeededSchemaVersion() int {
+	if b.usesSharedLimits() {
+		return SchemaVersionSharedLimits
+	}
 	if b.usesResults() {
 		return SchemaVersionResults
 	}
@@ -75,6 +85,22 @@ func (b *Bundle) usesAsk() bool {
 	return slices.ContainsFunc(b.Policies, func(p Policy) bool {
 		return slices.ContainsFunc(p.Rules, func(r Rule) bool { return Effect(r.Effect) == EffectAsk || r.Approval != nil })
 	})
+}
+
+// usesSharedLimits tells whether b needs SchemaVersionSharedLimits.
+func (b *Bundle) usesSharedLimits() bool {
+	return slices.ContainsFunc(b.Policies, func(p Policy) bool {
+		return slices.ContainsFunc(p.Rules, func(r Rule) bool {
+			return r.When != nil && (r.When.RateLimit.sharedOrPerNamespace() || r.When.TokenBudget.sharedOrPerNamespace())
+		})
+	})
+}
+
+// sharedOrPerNamespace tells whether l (nil: none) uses a field of
+// SchemaVersionSharedLimits. store: local written out counts too: an older
+// sidecar would refuse the unknown field anyway, and the version says why.
+func (l *Limit) sharedOrPerNamespace() bool {
+	return l != nil && (l.Store != "" || l.Per == PerNamespace || l.FailOpen)
 }
 
 // usesResults tells whether b needs SchemaVersionResults: each of issue

@@ -54,6 +54,7 @@ type Compiled struct {
 	paths          []Path // one slot per distinct field path
 	usesUsage      bool   // a rule has a rateLimit or tokenBudget
 	usesShared     bool   // one of them has store: shared
+	usesNamespace  bool   // one of them has per: namespace
 	// usageWindow is the longest window of those limits.
 	usageWindow time.Duration
 	// resourceSlot marks the paths rooted at resource, which read the
@@ -224,6 +225,7 @@ func Compile(b Bundle) (*Compiled, []Diagnostic) {
 					}
 					l.id = LimitID(kind, p.id, p.rules[ri].id, i == 1)
 					c.usesShared = c.usesShared || l.shared
+					c.usesNamespace = c.usesNamespace || l.namespace
 				}
 			}
 		}
@@ -261,7 +263,7 @@ func (c *Compiled) WithFrozen(extra []FrozenAgent) *Compiled {
 	if c == nil {
 		return nil
 	}
-	out := &Compiled{revision: c.revision, identity: c.identity, policies: c.policies, results: c.results, resultByTool: c.resultByTool, hasResultRules: c.hasResultRules, textSlot: c.textSlot, nsStart: c.nsStart, exceptions: c.exceptions, shadows: c.shadows, byTool: c.byTool, paths: c.paths, resourceSlot: c.resourceSlot, usesUsage: c.usesUsage, usesShared: c.usesShared, usageWindow: c.usageWindow,
+	out := &Compiled{revision: c.revision, identity: c.identity, policies: c.policies, results: c.results, resultByTool: c.resultByTool, hasResultRules: c.hasResultRules, textSlot: c.textSlot, nsStart: c.nsStart, exceptions: c.exceptions, shadows: c.shadows, byTool: c.byTool, paths: c.paths, resourceSlot: c.resourceSlot, usesUsage: c.usesUsage, usesShared: c.usesShared, usesNamespace: c.usesNamespace, usageWindow: c.usageWindow,
 		bundleFrozen: c.bundleFrozen, frozen: newFreezes(c.bundleFrozen, extra)}
 	out.initScratch()
 	return out

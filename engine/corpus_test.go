@@ -21,7 +21,8 @@ var writeCorpus = flag.String("write-corpus", "", "write the table tests' cases 
 
 // CorpusCase is one recorded evaluation. Counts are what the case's Usage
 // answers for the call, keyed as input.counts is: calls and tokens by
-// "per/window".
+// "per/window", and a shared limit's by "shared/per/LimitID" (what the
+// case's SharedUsage answers, or its Usage when it has none).
 type corpusCase struct {
 	Name    string                      `json:"name"`
 	Bundle  Bundle                      `json:"bundle"`
@@ -37,7 +38,7 @@ var corpus struct {
 }
 
 // record keeps one case when -write-corpus is set.
-func record(t testing.TB, b Bundle, req Request, now time.Time, u Usage) {
+func record(t testing.TB, b Bundle, req Request, now time.Time, u Usage, shared SharedUsage) {
 	if *writeCorpus == "" {
 		return
 	}
@@ -46,7 +47,7 @@ func record(t testing.TB, b Bundle, req Request, now time.Time, u Usage) {
 		t.Fatal(err)
 	}
 	c := corpusCase{Name: t.Name(), Bundle: b, Request: doc, Now: now.UTC()}
-	if u != nil {
+	if u != nil || shared != nil {
 		agent, session := UsageKeys(req)
 		tool, _ := req["tool_name"].(string)
 		for _, p := range b.Policies {
@@ -63,20 +64,48 @@ func record(t testing.TB, b Bundle, req Request, now time.Time, u Usage) {
 						continue
 					}
 					key, per := agent, PerAgent
-					if l.Per == PerSession {
+					switch l.Per {
+					case PerSession:
 						key, per = session, PerSession
+					case PerNamespace:
+						key, per = UsageKey{Namespace: true}, PerNamespace
 					}
 					name := per + "/" + d.String()
-					if l == r.When.RateLimit {
+					tokens := l == r.When.TokenBudget
+					calls, used := int64(0), 0.0
+					if u != nil {
+						if tokens {
+							used = u.Tokens(key, d, now)
+						} else {
+							calls = u.Calls(key, tool, d, now)
+						}
+					}
+					if l.Store == StoreShared {
+						kind := ""
+						if p.Kind == KindClusterPolicy {
+							kind = KindClusterPolicy
+						}
+						id := LimitID(kind, p.ID, r.ID, tokens)
+						name = "shared/" + per + "/" + id
+						if shared != nil {
+							q := SharedQuery{Limit: id, Key: key, Tokens: tokens, Window: d, Max: l.Max, Add: CallTokens(req), FailOpen: l.FailOpen}
+							if !tokens {
+								q.Tool, q.Add = tool, 1
+							}
+							used = shared.Shared(q)
+							calls = int64(used)
+						}
+					}
+					if !tokens {
 						if c.Counts == nil {
 							c.Counts = map[string]map[string]int64{"calls": {}}
 						}
-						c.Counts["calls"][name] = u.Calls(key, tool, d, now)
+						c.Counts["calls"][name] = calls
 					} else {
 						if c.Tokens == nil {
 							c.Tokens = map[string]float64{}
 						}
-						c.Tokens[name] = u.Tokens(key, d, now)
+						c.Tokens[name] = used
 					}
 				}
 			}

@@ -59,6 +59,10 @@ func (c *Compiled) UsesUsage() bool { return c != nil && c.usesUsage }
 // EvalOptions.Shared.
 func (c *Compiled) UsesSharedUsage() bool { return c != nil && c.usesShared }
 
+// UsesNamespaceUsage tells whether a limit has per: namespace: a ledger
+// must then also count each call under UsageKey{Namespace: true}.
+func (c *Compiled) UsesNamespaceUsage() bool { return c != nil && c.usesNamespace }
+
 // UsageWindow is the longest window of c's rateLimits and tokenBudgets (0
 // without any): calls older than it are read by no limit of c, so a
 // counter holding only those may be forgotten.

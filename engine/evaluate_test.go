@@ -152,7 +152,7 @@ func TestEvaluateAgentFrozen(t *testing.T) {
 			if tc.agent != nil {
 				req["agent_id"] = tc.agent
 			}
-			record(t, Bundle{Policies: policies, FrozenAgents: tc.frozen}, req, t0, nil)
+			record(t, Bundle{Policies: policies, FrozenAgents: tc.frozen}, req, t0, nil, nil)
 			res := c.Evaluate(req, EvalOptions{Now: fixedClock(t0)})
 			checkResult(t, res, tc.want)
 			if !strings.Contains(strings.ToLower(res.Reason), strings.ToLower(tc.reason)) {
@@ -251,7 +251,7 @@ func TestEvaluatePolicyCompileError(t *testing.T) {
 				t.Fatal("the broken policy produced no diagnostics")
 			}
 			req := Request{"tool_name": "Bash", "input": map[string]any{"command": tc.command}}
-			record(t, Bundle{Policies: tc.policies}, req, t0, nil)
+			record(t, Bundle{Policies: tc.policies}, req, t0, nil, nil)
 			res := c.Evaluate(req, EvalOptions{})
 			checkResult(t, res, tc.want)
 			if res.Code == CodePolicyCompileError {
@@ -414,7 +414,7 @@ func TestEvaluateOrder(t *testing.T) {
 			t.Parallel()
 			c := mustCompile(t, Bundle{Policies: tc.policies})
 			req := Request{"tool_name": "Bash", "input": map[string]any{"command": "rm -rf /"}}
-			record(t, Bundle{Policies: tc.policies}, req, t0, nil)
+			record(t, Bundle{Policies: tc.policies}, req, t0, nil, nil)
 			res := c.Evaluate(req, EvalOptions{})
 			checkResult(t, res, tc.want)
 			if !strings.Contains(res.Reason, tc.reason) {

@@ -131,8 +131,12 @@ func gatewayDifferential(b Bundle, reqs []map[string]any, now time.Time, u *refU
 	for _, req := range reqs {
 		want := refGateway(b, req, now, u)
 		for _, explain := range []bool{false, true} {
-			res := c.Evaluate(Request(req), EvalOptions{Now: fixedClock(now), Budget: time.Hour, Explain: explain, Usage: usage})
+			shared, asked := u.sharedFor(b, req, now)
+			res := c.Evaluate(Request(req), EvalOptions{Now: fixedClock(now), Budget: time.Hour, Explain: explain, Usage: usage, Shared: shared})
 			msg := compareGateway(res, want)
+			if msg == "" && asked != nil && len(asked.problems) > 0 {
+				msg = "shared usage asked amiss: " + strings.Join(asked.problems, "; ")
+			}
 			if msg == "" && explain {
 				msg = compareTrace(b, res.Trace, req, now, u)
 			}
@@ -140,13 +144,14 @@ func gatewayDifferential(b Bundle, reqs []map[string]any, now time.Time, u *refU
 				msg = compareVerdicts(res.Verdicts, want.Verdicts)
 			}
 			if msg != "" {
-				return fmt.Sprintf("explain=%v now=%s: %s\nbundle: %s\nrequest: %s\nusage: %s",
-					explain, now.Format(time.RFC3339), msg, mustJSON(b), mustJSON(req), mustJSON(u.calls))
+				return fmt.Sprintf("explain=%v now=%s: %s\nbundle: %s\nrequest: %s\nusage: %s\nshared (on %v): %s",
+					explain, now.Format(time.RFC3339), msg, mustJSON(b), mustJSON(req), mustJSON(u.calls), u.sharedOn, mustJSON(u.shared))
 			}
 		}
 		// A trace cut short changes nothing else.
 		bound := 1 + len(mustJSON(req))%4
-		res := c.Evaluate(Request(req), EvalOptions{Now: fixedClock(now), Budget: time.Hour, Explain: true, MaxTrace: bound, Usage: usage})
+		shared, _ := u.sharedFor(b, req, now)
+		res := c.Evaluate(Request(req), EvalOptions{Now: fixedClock(now), Budget: time.Hour, Explain: true, MaxTrace: bound, Usage: usage, Shared: shared})
 		msg := compareGateway(res, want)
 		if n := traceEntries(res.Trace); msg == "" && n > bound {
 			msg = fmt.Sprintf("trace of %d entries, bound %d", n, bound)

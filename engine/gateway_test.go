@@ -75,11 +75,16 @@ func runGatewayCases(t *testing.T, cases []gwCase) {
 			if want.PolicyID != "" {
 				want.Version = max(tc.want.version, 1)
 			}
-			record(t, b, Request(req), now, usage)
+			shared, _ := tc.usage.sharedFor(b, req, now)
+			record(t, b, Request(req), now, usage, shared)
 			for _, explain := range []bool{false, true} {
-				res := c.Evaluate(Request(req), EvalOptions{Now: fixedClock(now), Usage: usage, Explain: explain})
+				shared, asked := tc.usage.sharedFor(b, req, now)
+				res := c.Evaluate(Request(req), EvalOptions{Now: fixedClock(now), Usage: usage, Shared: shared, Explain: explain})
 				if msg := compareGateway(res, want); msg != "" {
 					t.Errorf("engine, explain=%v: %s", explain, msg)
+				}
+				if asked != nil && len(asked.problems) > 0 {
+					t.Errorf("engine, explain=%v: shared usage asked amiss: %v", explain, asked.problems)
 				}
 				checkInvariants(t, res)
 			}

@@ -431,13 +431,24 @@ func (g *genSource) gwWindow() Window {
 }
 
 func (g *genSource) gwLimit() *Limit {
-	l := &Limit{Max: int64(1 + g.intn(4)), Window: pickFrom(g, gwWindows...), Per: pickFrom(g, "", "agent", "session")}
+	l := &Limit{Max: int64(1 + g.intn(4)), Window: pickFrom(g, gwWindows...), Per: pickFrom(g, "", "agent", "session", "namespace")}
+	// Issue 30: a third of the limits are shared, some of them failOpen.
+	switch g.intn(6) {
+	case 0:
+		l.Store = StoreLocal
+	case 1, 2:
+		l.Store, l.FailOpen = StoreShared, g.intn(3) == 0
+	}
 	if g.rare(160) {
-		switch g.intn(3) {
+		switch g.intn(5) {
 		case 0:
 			l.Max = pickFrom[int64](g, 0, -1)
 		case 1:
 			l.Window = pickFrom(g, gwBadWindows...)
+		case 2:
+			l.Store = pickFrom(g, "redis", "Shared")
+		case 3:
+			l.Store, l.FailOpen = pickFrom(g, "", StoreLocal), true
 		default:
 			l.Per = pickFrom(g, "pod", "Agent")
 		}
@@ -635,6 +646,19 @@ func (g *genSource) gwUsage(now time.Time) *refUsage {
 			c.Session = ""
 		}
 		u.calls = append(u.calls, c)
+	}
+	// The shared store: half the time on (shared limits read it), holding
+	// some of this sidecar's calls and others'.
+	u.sharedOn = g.intn(2) == 0
+	for _, c := range u.calls {
+		if g.intn(2) == 0 {
+			u.shared = append(u.shared, c)
+		}
+	}
+	for range g.intn(12) {
+		u.shared = append(u.shared, refUsed{At: now.Add(-pickFrom(g, ages...)), Agent: pickFrom(g, "agent-1", "other-replica", pickFrom(g, gwAgents...)),
+			Session: pickFrom(g, gwSessions...), Tool: pickFrom(g, "Bash", "mcp__db__query", pickFrom(g, gwTools...)),
+			Tokens: pickFrom[float64](g, 0, 50, 100, 150)})
 	}
 	return u
 }

@@ -316,7 +316,7 @@ func condHolds(t *testing.T, cond Condition, req Request) bool {
 	t.Helper()
 	b := Bundle{Policies: []Policy{{ID: "p", Version: 1, DefaultEffect: "allow",
 		Rules: []Rule{{ID: "r", Effect: "deny", Conditions: []Condition{cond}}}}}}
-	record(t, b, req, t0, nil)
+	record(t, b, req, t0, nil, nil)
 	c := mustCompile(t, b)
 	res := c.Evaluate(req, EvalOptions{})
 	if res.Code != "" {

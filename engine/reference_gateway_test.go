@@ -49,9 +49,20 @@ type refUsed struct {
 }
 
 // refUsage is a naive Usage: a linear scan over every recorded call.
-type refUsage struct{ calls []refUsed }
+type refUsage struct {
+	calls []refUsed
+	// shared are the calls every sidecar of the namespace counted in the
+	// shared store. With sharedOn, a store: shared limit reads them (the
+	// engine through EvalOptions.Shared, refShared); without, it reads
+	// calls as a local limit does (toolgate eval replaying a history).
+	shared   []refUsed
+	sharedOn bool
+}
 
 func (u *refUsage) owns(c refUsed, key UsageKey) bool {
+	if key.Namespace {
+		return true
+	}
 	if key.Session {
 		return c.Session == key.ID
 	}
@@ -99,10 +110,17 @@ func refLimitHolds(l *Limit, rate bool, call *refRequest, now time.Time, u *refU
 	var calls int64
 	var tokens float64
 	if u != nil {
-		for _, c := range u.calls {
+		from := u.calls
+		if l.Store == "shared" && u.sharedOn {
+			from = u.shared
+		}
+		for _, c := range from {
 			mine := strings.EqualFold(c.Agent, call.agent)
-			if l.Per == "session" {
+			switch l.Per {
+			case "session":
 				mine = c.Session == call.session
+			case "namespace":
+				mine = true
 			}
 			if !mine || !refInWindow(c.At, window, now) {
 				continue
@@ -960,8 +978,14 @@ func refRuleFilterProblems(r Rule) []string {
 			if _, ok := refWindow(l.Window); !ok {
 				bad("window")
 			}
-			if l.Per != "" && l.Per != "agent" && l.Per != "session" {
+			if l.Per != "" && l.Per != "agent" && l.Per != "session" && l.Per != "namespace" {
 				bad("per")
+			}
+			if l.Store != "" && l.Store != "local" && l.Store != "shared" {
+				bad("store")
+			}
+			if l.FailOpen && l.Store != "shared" {
+				bad("failOpen")
 			}
 		}
 	}

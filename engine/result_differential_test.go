@@ -40,8 +40,9 @@ func resultDifferential(b Bundle, reqs []map[string]any, now time.Time, u *refUs
 				judged = refJudged{} // frozen, no policies: nothing ran
 			}
 			for _, explain := range []bool{false, true} {
+				shared, _ := u.sharedFor(b, req, now)
 				res := c.Evaluate(Request(req), EvalOptions{Now: fixedClock(now), Budget: time.Hour, Explain: explain, Usage: usage,
-					Phase: PhaseResult, OutputTruncated: truncated})
+					Shared: shared, Phase: PhaseResult, OutputTruncated: truncated})
 				msg := compareGateway(res, want)
 				if msg == "" {
 					msg = compareJudged(res, judged, req)

@@ -724,11 +724,11 @@ func (g *gen) body(p *engine.Policy, r *engine.Rule, m mode) ([]string, bool, er
 			}
 		}
 		if l := w.RateLimit; l != nil {
-			key := g.countKey(l, g.calls)
+			key := g.countKey(p, r, l, false, g.calls)
 			out = append(out, fmt.Sprintf("_calls(%s) >= %d", quote(key), l.Max))
 		}
 		if l := w.TokenBudget; l != nil {
-			key := g.countKey(l, g.tokens)
+			key := g.countKey(p, r, l, true, g.tokens)
 			out = append(out, fmt.Sprintf("_tokens(%s) + _call_tokens > %d", quote(key), l.Max))
 		}
 	}
@@ -759,17 +759,35 @@ func keysOf[V any](m map[string]V) map[string]bool {
 	return out
 }
 
-// countKey is the input.counts key a limit reads: per/window.
-func (g *gen) countKey(l *engine.Limit, into map[string]bool) string {
+// countKey is the input.counts key a limit reads: per/window for a local
+// limit (every local limit of that scope and window reads the same count,
+// as they read the same ledger), shared/per/LimitID for a shared one (each
+// shared limit is its own counter in the store, engine.SharedQuery).
+func (g *gen) countKey(p *engine.Policy, r *engine.Rule, l *engine.Limit, tokens bool, into map[string]bool) string {
 	per := l.Per
 	if per == "" {
 		per = engine.PerAgent
 	}
-	d, _ := engine.ParseWindow(l.Window) // the policy compiled
-	key := per + "/" + d.String()
+	var key string
+	if l.Store == engine.StoreShared {
+		kind := ""
+		if p.Kind == engine.KindClusterPolicy {
+			kind = engine.KindClusterPolicy
+		}
+		key = SharedCountPrefix + per + "/" + engine.LimitID(kind, p.ID, r.ID, tokens)
+	} else {
+		d, _ := engine.ParseWindow(l.Window) // the policy compiled
+		key = per + "/" + d.String()
+	}
 	into[key] = true
 	return key
 }
+
+// SharedCountPrefix starts the input.counts key of a shared limit:
+// shared/<per>/<engine.LimitID>, e.g.
+// shared/agent/Policy/payments/pay-cap/rateLimit. Its count is what the
+// shared store held for this call's key (and tool, for calls) before it.
+const SharedCountPrefix = "shared/"
 
 // schedule writes windows as the runtime's _in_window reads them: days
 // (weekday names, as time.weekday gives them), after (the days after them,

@@ -58,13 +58,17 @@ func BenchmarkRecord(b *testing.B) {
 // BenchmarkDecide is a call under an agent rate limit that it stays under
 // (the limit is high), so every call is read, allowed and recorded: the
 // decision path the sidecar takes with limits in its bundle.
-func BenchmarkDecide(b *testing.B) { benchDecide(b, false) }
+func BenchmarkDecide(b *testing.B) { benchDecide(b, false, engine.PerAgent) }
+
+// BenchmarkDecidePerNamespace is BenchmarkDecide under a per: namespace
+// limit: each call is also counted in the namespace's counters.
+func BenchmarkDecidePerNamespace(b *testing.B) { benchDecide(b, false, engine.PerNamespace) }
 
 // BenchmarkDecideWithState is BenchmarkDecide with a state file: each call
 // counted is appended to it (one write), and now and then written anew.
-func BenchmarkDecideWithState(b *testing.B) { benchDecide(b, true) }
+func BenchmarkDecideWithState(b *testing.B) { benchDecide(b, true, engine.PerAgent) }
 
-func benchDecide(b *testing.B, state bool) {
+func benchDecide(b *testing.B, state bool, per string) {
 	l := newLedger(b, DefaultMaxKeys, DefaultMaxEventsPerKey)
 	if state {
 		if _, err := l.OpenState(filepath.Join(b.TempDir(), "usage"), t0); err != nil {
@@ -75,7 +79,7 @@ func benchDecide(b *testing.B, state bool) {
 	fillBenchLedger(l)
 	c, diags := engine.Compile(engine.Bundle{Policies: []engine.Policy{{ID: "p", Version: 1, DefaultEffect: "allow", Rules: []engine.Rule{
 		{ID: "cap", Effect: "deny", Targets: &engine.Targets{Tools: []string{"pay"}},
-			When: &engine.When{RateLimit: &engine.Limit{Max: 1 << 40, Window: "1h"}}}}}}})
+			When: &engine.When{RateLimit: &engine.Limit{Max: 1 << 40, Window: "1h", Per: per}}}}}}})
 	if len(diags) > 0 {
 		b.Fatal(diags)
 	}

@@ -43,7 +43,7 @@ func (l *Ledger) Decide(c *engine.Compiled, req engine.Request, opts engine.Eval
 	if opts.Now != nil {
 		now = opts.Now
 	}
-	return res, l.record(keysOf(req), nanos(now()), c.UsageWindow())
+	return res, l.record(keysOf(req, c.UsesNamespaceUsage()), nanos(now()), c.UsageWindow())
 }
 
 var errPartial = &unavailable{"a rate limit or token budget could not be counted: its window reaches back to calls this sidecar may no longer hold (a counter forgotten at --usage-max-keys, or a usage state file that could not be read); denied to fail closed until that window has passed"}
@@ -83,5 +83,5 @@ func (l *Ledger) Count(c *engine.Compiled, req engine.Request, now time.Time) er
 	}
 	l.decideMu.Lock()
 	defer l.decideMu.Unlock()
-	return l.record(keysOf(req), nanos(now), c.UsageWindow())
+	return l.record(keysOf(req, c.UsesNamespaceUsage()), nanos(now), c.UsageWindow())
 }

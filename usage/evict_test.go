@@ -241,7 +241,8 @@ func TestAnAgentWhoseSessionsAreAllForgottenStaysBounded(t *testing.T) {
 
 // TestNoCountIsEverSilentlyLow replays random calls (few agents, many
 // sessions and tools) into small ledgers and checks every count against an
-// exact one: a count the ledger vouches for is never below the truth (an
+// exact one (odd rounds count the namespace too, which is always whole and
+// never low): a count the ledger vouches for is never below the truth (an
 // agent's never unvouched while its window is open), session counters stay
 // within their agent's share, and the cap holds.
 func TestNoCountIsEverSilentlyLow(t *testing.T) {
@@ -249,6 +250,7 @@ func TestNoCountIsEverSilentlyLow(t *testing.T) {
 	const window = time.Hour
 	for round := range 40 {
 		maxKeys := 4 + rng.IntN(28)
+		namespace := round%2 == 1 // odd rounds count the namespace too
 		l := newLedger(t, maxKeys, 4+rng.IntN(8))
 		type rec struct {
 			at                   time.Time
@@ -260,7 +262,7 @@ func TestNoCountIsEverSilentlyLow(t *testing.T) {
 		for step := range 300 {
 			now = now.Add(time.Duration(rng.IntN(120)) * time.Second)
 			r := rec{now, pick("a", 3), pick("s", 40), pick("t", 6)}
-			if l.record(keysOf(call(r.agent, r.session, r.tool, 0)), nanos(now), window) == nil {
+			if l.record(keysOf(call(r.agent, r.session, r.tool, 0), namespace), nanos(now), window) == nil {
 				exact = append(exact, r)
 			}
 			checkOwners(t, l)
@@ -273,9 +275,10 @@ func TestNoCountIsEverSilentlyLow(t *testing.T) {
 				}
 			}
 			agent, session, tool := pick("a", 3), pick("s", 40), pick("t", 6)
-			var forAgent, forSession int64
+			var forAgent, forSession, forNamespace int64
 			for _, r := range exact {
 				if r.at.After(now.Add(-window)) && r.tool == tool {
+					forNamespace++
 					if r.agent == agent {
 						forAgent++
 					}
@@ -286,6 +289,9 @@ func TestNoCountIsEverSilentlyLow(t *testing.T) {
 			}
 			if n, whole := l.calls(agentKey(agent), tool, window, now); !whole || n < forAgent {
 				t.Fatalf("round %d step %d: agent %s, %s: %d calls (whole %v), really %d", round, step, agent, tool, n, whole, forAgent)
+			}
+			if n, whole := l.calls(engine.UsageKey{Namespace: true}, tool, window, now); namespace && (!whole || n < forNamespace) {
+				t.Fatalf("round %d step %d: the namespace, %s: %d calls (whole %v), really %d", round, step, tool, n, whole, forNamespace)
 			}
 			if n, whole := l.calls(sessionKey(session), tool, window, now); whole && n < forSession {
 				t.Fatalf("round %d step %d: session %s, %s: %d calls vouched for, really %d", round, step, session, tool, n, forSession)

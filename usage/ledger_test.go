@@ -137,10 +137,10 @@ func TestLongNamesCostNoMemoryAndStillCount(t *testing.T) {
 // and is no eviction.
 func TestAStaleCounterIsForgottenFirstAndNotCounted(t *testing.T) {
 	l := newLedger(t, 4, 100)
-	must(t, l.record(keysOf(call("a", "s", "t", 0)), nanos(t0), time.Hour))
-	must(t, l.record(keysOf(call("b", "s", "t", 0)), nanos(t0.Add(time.Second)), time.Hour))
+	must(t, l.record(keysOf(call("a", "s", "t", 0), false), nanos(t0), time.Hour))
+	must(t, l.record(keysOf(call("b", "s", "t", 0), false), nanos(t0.Add(time.Second)), time.Hour))
 	// Two hours on, a's counter is stale for an hour's window: c takes its place.
-	must(t, l.record(keysOf(call("c", "s", "t", 0)), nanos(t0.Add(2*time.Hour)), time.Hour))
+	must(t, l.record(keysOf(call("c", "s", "t", 0), false), nanos(t0.Add(2*time.Hour)), time.Hour))
 	now := t0.Add(2 * time.Hour)
 	if got := l.Calls(agentKey("a"), "t", time.Hour, now); got != 0 {
 		t.Errorf("forgotten agent a still counts %d", got)

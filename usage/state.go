@@ -31,7 +31,12 @@ import (
 // CRC-32C of its payload, then the payload: 'L' (the ledger's lost times),
 // 'C' (one counter; the snapshot lists them least recently recorded
 // first) and 'R' (one call recorded). Names are a length byte and the
-// name, canonical (at most 72 bytes).
+// name, canonical (at most 72 bytes). A namespace's counter (per:
+// namespace) is a 'C' with flag 4, and a call also counted for the
+// namespace an 'R' with a trailing byte 1: a file without them reads as it
+// did before they existed, and an older sidecar refuses one with them
+// (the file is then unreadable, which fails closed) rather than drop the
+// namespace's count.
 const stateMagic = "toolgate usage state v1\n"
 
 // compactMin is the least a state file's appended calls may grow to
@@ -184,6 +189,9 @@ func (l *Ledger) snapshot() []byte {
 			if s.key.tokens {
 				flags |= 2
 			}
+			if s.key.namespace {
+				flags |= 4
+			}
 			p = append(p, 'C', flags)
 			p = appendName(p, s.id)
 			p = appendName(p, s.tool)
@@ -214,7 +222,11 @@ func appendCall(out []byte, c callKeys, at int64, window time.Duration) []byte {
 		p = binary.LittleEndian.AppendUint64(p, math.Float64bits(c.tokens))
 		p = appendName(p, c.agent)
 		p = appendName(p, c.session)
-		return appendName(p, c.tool)
+		p = appendName(p, c.tool)
+		if c.namespace {
+			p = append(p, 1)
+		}
+		return p
 	})
 }
 
@@ -268,6 +280,9 @@ func (l *Ledger) restore(data []byte) (counters, calls int, err error) {
 		case kind == 'R' && seenLost:
 			at, window, tokens := int64(r.uint64()), time.Duration(r.uint64()), math.Float64frombits(r.uint64())
 			c := callKeys{agent: r.name(), session: r.name(), tool: r.name(), tokens: tokens}
+			if r.err == nil && len(r.p) > 0 {
+				c.namespace = r.byte() == 1 || r.fail("a call counted for no known key")
+			}
 			if r.err == nil && (!(tokens >= 0) || tokens > math.MaxFloat64 || window < 0) {
 				r.err = errors.New("a call out of range")
 			}
@@ -303,14 +318,17 @@ func (l *Ledger) restoreCounter(r *reader) error {
 	if r.err != nil {
 		return r.err
 	}
-	session, tokens := flags&1 != 0, flags&2 != 0
-	if flags > 3 || (tokens && tool != "") || (!session && ownerName != "") {
+	session, tokens, namespace := flags&1 != 0, flags&2 != 0, flags&4 != 0
+	if flags > 7 || (tokens && tool != "") || (!session && ownerName != "") || (namespace && (session || id != "")) {
 		return errors.New("a counter of no kind")
 	}
 	if n > MaxEventsLimit || len(r.p) < n*16 || !(base >= 0) || base > math.MaxFloat64 {
 		return errors.New("a counter out of range")
 	}
-	k := seriesKey{session: session, tokens: tokens, id: l.hash(id)}
+	k := seriesKey{session: session, namespace: namespace, tokens: tokens}
+	if !namespace {
+		k.id = l.hash(id)
+	}
 	if !tokens {
 		k.tool = l.hash(tool)
 	}
@@ -380,6 +398,16 @@ func (r *reader) byte() byte     { return r.take(1)[0] }
 func (r *reader) uint32() uint32 { return binary.LittleEndian.Uint32(r.take(4)) }
 func (r *reader) uint64() uint64 { return binary.LittleEndian.Uint64(r.take(8)) }
 func (r *reader) name() string   { return string(r.take(int(r.byte()))) }
+
+// fail sets err (unless set) to msg; it returns false, for use in an
+// expression.
+func (r *reader) fail(msg string) bool {
+	if r.err == nil {
+		r.err = errors.New(msg)
+	}
+	return false
+}
+
 func (r *reader) done() error {
 	if r.err == nil && len(r.p) > 0 {
 		r.err = errors.New("a record longer than its content")

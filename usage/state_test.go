@@ -206,6 +206,15 @@ func FuzzStateFile(f *testing.F) {
 	f.Add(appended)
 	f.Add(l.snapshot())
 	f.Add([]byte(stateMagic))
+	// A namespace's counters (per: namespace), as a snapshot and appended.
+	ns := newLedger(f, 16, 4)
+	for i := range 6 {
+		if err := ns.Record(call(fmt.Sprint("a", i%2), "s", "pay", float64(i)), t0.Add(time.Duration(i)*time.Minute)); err != nil {
+			f.Fatal(err)
+		}
+	}
+	f.Add(ns.snapshot())
+	f.Add(callFile(ns, 1))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		l := newLedger(t, 8, 4)
 		if _, _, err := l.restore(data); err != nil {

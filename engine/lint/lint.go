@@ -101,6 +101,10 @@ func lintGateway(d *diagnoser, ri int, r *engine.Rule, tiered bool) {
 		d.add(ri, r.ID, -1, at("select", "resourceType"),
 			"rule %q can never apply: in a tiered policy select.resourceType holds only in a resource's evaluation, which sees only rules with targets.resources", []any{r.ID})
 	}
+	if r.When != nil {
+		lintLimit(d, ri, r, r.When.RateLimit, "rateLimit")
+		lintLimit(d, ri, r, r.When.TokenBudget, "tokenBudget")
+	}
 	if r.When == nil || engine.Effect(r.Effect) != engine.EffectAllow {
 		return
 	}
@@ -111,6 +115,24 @@ func lintGateway(d *diagnoser, ri int, r *engine.Rule, tiered bool) {
 	if r.When.TokenBudget != nil {
 		d.add(ri, r.ID, -1, at("when", "tokenBudget"),
 			"an allow rule with tokenBudget applies only once the budget is exceeded; to allow calls within it, allow them and add a deny rule with the budget in a higher tier", nil)
+	}
+}
+
+// lintLimit warns about where a limit (nil: none) is counted (issue 30):
+// failOpen, which trades the limit for availability while the store is
+// down, and a per-namespace count kept by each sidecar alone.
+func lintLimit(d *diagnoser, ri int, r *engine.Rule, l *engine.Limit, name string) {
+	if l == nil {
+		return
+	}
+	at := ruleAt(ri).Child("when").Child(name)
+	if l.FailOpen {
+		d.add(ri, r.ID, -1, at.Child("failOpen"),
+			"failOpen lets calls through uncounted while the usage store is down, unreachable or slower than --usage-store-timeout: the limit then holds for no one; without it such calls are denied USAGE_UNAVAILABLE", nil)
+	}
+	if l.Per == engine.PerNamespace && (l.Store == "" || l.Store == engine.StoreLocal) {
+		d.add(ri, r.ID, -1, at.Child("per"),
+			"per: namespace with store: local counts per sidecar: with N replicas the namespace may make N x max calls; store: shared counts once across them", nil)
 	}
 }
 

@@ -60,6 +60,15 @@ func TestLint(t *testing.T) {
 			{ID: "cap", Effect: "deny", When: &engine.When{RateLimit: &engine.Limit{Max: 10, Window: "1h"}}},
 		}, []string{`spec.rules[0].when.rateLimit: an allow rule with rateLimit applies only once the limit is reached`,
 			`spec.rules[1].when.tokenBudget: an allow rule with tokenBudget applies only once the budget`}, false},
+		{"shared and per-namespace limits: failOpen, and a namespace counted per sidecar", []engine.Rule{
+			{ID: "shared", Effect: "deny", When: &engine.When{RateLimit: &engine.Limit{Max: 10, Window: "1h", Per: engine.PerNamespace, Store: engine.StoreShared}}},
+			{ID: "open", Effect: "deny", When: &engine.When{TokenBudget: &engine.Limit{Max: 10, Window: "1h", Store: engine.StoreShared, FailOpen: true}}},
+			{ID: "local-ns", Effect: "deny", When: &engine.When{RateLimit: &engine.Limit{Max: 10, Window: "1h", Per: engine.PerNamespace}}},
+			{ID: "local-ns-written", Effect: "deny", When: &engine.When{TokenBudget: &engine.Limit{Max: 10, Window: "1h", Per: engine.PerNamespace, Store: engine.StoreLocal}}},
+			{ID: "agent-local", Effect: "deny", When: &engine.When{RateLimit: &engine.Limit{Max: 10, Window: "1h", Store: engine.StoreLocal}}},
+		}, []string{`spec.rules[1].when.tokenBudget.failOpen: failOpen lets calls through uncounted while the usage store is down`,
+			`spec.rules[2].when.rateLimit.per: per: namespace with store: local counts per sidecar: with N replicas the namespace may make N x max calls`,
+			`spec.rules[3].when.tokenBudget.per: per: namespace with store: local counts per sidecar`}, false},
 		{"tiered: resourceType without a resource binding never holds", []engine.Rule{
 			{ID: "tables", Effect: "allow", Select: &engine.Select{ResourceType: "table"}},
 			{ID: "bound", Effect: "allow", Targets: table("orders"), Select: &engine.Select{ResourceType: "table"}},

@@ -25,7 +25,10 @@ type corpusCase struct {
 type recorded struct{ c *corpusCase }
 
 func perOf(key engine.UsageKey) string {
-	if key.Session {
+	switch {
+	case key.Namespace:
+		return engine.PerNamespace
+	case key.Session:
 		return engine.PerSession
 	}
 	return engine.PerAgent
@@ -37,6 +40,16 @@ func (u recorded) Calls(key engine.UsageKey, _ string, window time.Duration, _ t
 
 func (u recorded) Tokens(key engine.UsageKey, window time.Duration, _ time.Time) float64 {
 	return u.c.Tokens[perOf(key)+"/"+window.String()]
+}
+
+// Shared answers a shared limit with the count recorded under its
+// input.counts key (shared/per/LimitID).
+func (u recorded) Shared(q engine.SharedQuery) float64 {
+	k := "shared/" + perOf(q.Key) + "/" + q.Limit
+	if q.Tokens {
+		return u.c.Tokens[k]
+	}
+	return float64(u.c.Counts["calls"][k])
 }
 
 // TestEngineCases decides every case of the engine's table tests

@@ -82,6 +82,19 @@ func (g *gen) bad(pct int) bool {
 func (g *gen) p(pct int) bool      { return g.r.IntN(100) < pct }
 func pick[T any](g *gen, xs []T) T { return xs[g.n(len(xs))] }
 
+// share makes a third of the limits shared (issue 30), some failOpen: the
+// export reads their counts under their own keys. It picks by the limit's
+// own fields, not from g's stream, so the bundles the other coverage
+// checks were tuned on stay as they were.
+func (g *gen) share(l *engine.Limit) {
+	switch h := mix(l.Window, fmt.Sprint(l.Max), l.Per); h % 6 {
+	case 0:
+		l.Store = engine.StoreLocal
+	case 1, 2:
+		l.Store, l.FailOpen = engine.StoreShared, h%5 < 2
+	}
+}
+
 func (g *gen) some(xs []string, max int) []string {
 	n := 1 + g.n(max)
 	out := make([]string, n)
@@ -410,9 +423,11 @@ func (g *gen) gateway(r *engine.Rule, tiered bool) {
 		case 3:
 			w.ActorConfidence = g.some([]string{"unknown", "high", "low"}, 2)
 		case 4:
-			w.RateLimit = &engine.Limit{Max: int64(1 + g.n(5)), Window: pick(g, []string{"1m", "90s", "1h", "7d"}), Per: pick(g, []string{"", "agent", "session"})}
+			w.RateLimit = &engine.Limit{Max: int64(1 + g.n(5)), Window: pick(g, []string{"1m", "90s", "1h", "7d"}), Per: pick(g, []string{"", "agent", "session", "namespace"})}
+			g.share(w.RateLimit)
 		default:
-			w.TokenBudget = &engine.Limit{Max: int64(500 + g.n(1500)), Window: pick(g, []string{"1h", "24h"}), Per: pick(g, []string{"", "session"})}
+			w.TokenBudget = &engine.Limit{Max: int64(500 + g.n(1500)), Window: pick(g, []string{"1h", "24h"}), Per: pick(g, []string{"", "session", "namespace"})}
+			g.share(w.TokenBudget)
 		}
 		r.When = w
 	}
@@ -655,6 +670,12 @@ func (g *gen) castValue() string {
 // PolicyExceptions and shadow (Audit) policies.
 func TestFuzz(t *testing.T) {
 	compared, exercised := fuzz(t, &gen{r: rand.New(rand.NewPCG(*fuzzSeed, 2))}, *fuzzBundles)
+	for _, k := range []string{"bundle reads shared/", "bundle reads namespace/"} {
+		if exercised[k] < *fuzzBundles/100 {
+			t.Errorf("only %d limit counts of %d bundles: %s; the generator no longer exercises it", exercised[k], *fuzzBundles, k)
+		}
+	}
+	t.Logf("limit counts read: shared %d, per namespace %d", exercised["bundle reads shared/"], exercised["bundle reads namespace/"])
 	for _, k := range []string{"matchedPolicyKind", "exceptionApplied", "shadow", "ask"} {
 		if exercised[k] < compared/1000 {
 			t.Errorf("only %d of %d answers have %s: the generator no longer exercises it", exercised[k], compared, k)
@@ -731,6 +752,14 @@ func fuzz(t *testing.T, g *gen, bundles int) (int, map[string]int) {
 			refused++
 			t.Errorf("refused a bundle the generator means to be exportable: %v", err)
 			continue
+		}
+		// Issue 30's limits: counted per bundle whose export reads them.
+		for _, k := range append(slices.Clone(p.counts.calls), p.counts.tokens...) {
+			for _, prefix := range []string{"shared/", "namespace/"} {
+				if strings.HasPrefix(k, prefix) {
+					exercised["bundle reads "+prefix]++
+				}
+			}
 		}
 		u := usage{seed: g.r.Uint64()}
 		for range *fuzzRequests {

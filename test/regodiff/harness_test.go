@@ -97,11 +97,21 @@ func mix(parts ...string) uint64 {
 }
 
 func (u usage) Calls(key engine.UsageKey, tool string, window time.Duration, _ time.Time) int64 {
-	return int64(mix(fmt.Sprint(u.seed, key.Session), key.ID, tool, window.String()) % 6)
+	return int64(mix(fmt.Sprint(u.seed, key.Session, key.Namespace), key.ID, tool, window.String()) % 6)
 }
 
 func (u usage) Tokens(key engine.UsageKey, window time.Duration, _ time.Time) float64 {
-	return float64(mix(fmt.Sprint(u.seed, key.Session), key.ID, window.String()) % 2000)
+	return float64(mix(fmt.Sprint(u.seed, key.Session, key.Namespace), key.ID, window.String()) % 2000)
+}
+
+// Shared answers a shared limit by its own counter (limit id, key, tool),
+// unlike any local count.
+func (u usage) Shared(q engine.SharedQuery) float64 {
+	n := mix(fmt.Sprint(u.seed, "shared", q.Key.Session, q.Key.Namespace), q.Limit, q.Key.ID, q.Tool)
+	if q.Tokens {
+		return float64(n % 2000)
+	}
+	return float64(n % 6)
 }
 
 // compare decides doc (a request) on both sides at now and reports any
@@ -113,6 +123,9 @@ func (p *pair) compare(t testing.TB, doc []byte, now time.Time, u engine.Usage) 
 		return false, nil
 	}
 	opts := engine.EvalOptions{Now: func() time.Time { return now }, Usage: u}
+	if s, ok := u.(engine.SharedUsage); ok {
+		opts.Shared = s
+	}
 	if _, ok := req[engine.FieldOutput]; ok {
 		// A request carrying the tool's output is a result evaluation,
 		// as the exported Rego reads it (issue 28).
@@ -173,31 +186,47 @@ func (p *pair) compare(t testing.TB, doc []byte, now time.Time, u engine.Usage) 
 }
 
 // countsFor is what a caller of the exported bundle supplies as
-// input.counts: for each key the rules read (per/window), the count the
-// engine's Usage answers for this call.
+// input.counts: for each key the rules read, the count the engine's Usage
+// answers for this call (per/window), or its SharedUsage for a shared
+// limit (shared/per/LimitID, as the shared store answers the sidecar).
 func countsFor(req engine.Request, u engine.Usage, now time.Time, calls, tokens []string) ast.Value {
 	agent, session := engine.UsageKeys(req)
 	tool, _ := req["tool_name"].(string)
-	keyOf := func(k string) (engine.UsageKey, time.Duration) {
+	keyOf := func(per string) engine.UsageKey {
+		switch per {
+		case engine.PerSession:
+			return session
+		case engine.PerNamespace:
+			return engine.UsageKey{Namespace: true}
+		}
+		return agent
+	}
+	count := func(k string, isTokens bool) float64 {
+		if rest, ok := strings.CutPrefix(k, torego.SharedCountPrefix); ok {
+			per, id, _ := strings.Cut(rest, "/")
+			q := engine.SharedQuery{Limit: id, Key: keyOf(per), Tokens: isTokens}
+			if !isTokens {
+				q.Tool = tool
+			}
+			return u.(engine.SharedUsage).Shared(q)
+		}
 		per, window, _ := strings.Cut(k, "/")
 		d, err := time.ParseDuration(window)
 		if err != nil {
 			panic(err)
 		}
-		if per == engine.PerSession {
-			return session, d
+		if isTokens {
+			return u.Tokens(keyOf(per), d, now)
 		}
-		return agent, d
+		return float64(u.Calls(keyOf(per), tool, d, now))
 	}
 	c := ast.NewObject()
 	for _, k := range calls {
-		key, d := keyOf(k)
-		c.Insert(ast.StringTerm(k), ast.NumberTerm(json.Number(fmt.Sprint(u.Calls(key, tool, d, now)))))
+		c.Insert(ast.StringTerm(k), ast.NumberTerm(json.Number(fmt.Sprint(int64(count(k, false))))))
 	}
 	tk := ast.NewObject()
 	for _, k := range tokens {
-		key, d := keyOf(k)
-		tk.Insert(ast.StringTerm(k), ast.NumberTerm(json.Number(engine.FormatNumber(u.Tokens(key, d, now)))))
+		tk.Insert(ast.StringTerm(k), ast.NumberTerm(json.Number(engine.FormatNumber(count(k, true)))))
 	}
 	return ast.NewObject(ast.Item(ast.StringTerm("calls"), ast.NewTerm(c)), ast.Item(ast.StringTerm("tokens"), ast.NewTerm(tk)))
 }

@@ -744,8 +744,11 @@ _in_window(w) if {
 # Rate limits and token budgets count what the caller supplies in
 # input.counts: calls["agent/1m0s"] is how many calls to this tool this
 # agent made that were allowed in the trailing minute, tokens["session/1h0m0s"]
-# the tokens this session spent in the trailing hour, and so on (the
-# window as Go prints a duration; absent counts are 0).
+# the tokens this session spent in the trailing hour, calls["namespace/1m0s"]
+# every agent's, and so on (the window as Go prints a duration; absent
+# counts are 0). A shared limit (store: shared) reads its own counter:
+# calls["shared/agent/Policy/payments/pay-cap/rateLimit"] is what the shared
+# store held for this call's agent and tool before it.
 _calls(key) := n if {
 	n := input.counts.calls[key]
 	is_number(n)
