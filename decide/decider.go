@@ -56,6 +56,15 @@ type Config struct {
 	MaxTrace           int
 	// UsageMaxKeys and UsageMaxEventsPerKey bound the usage ledger.
 	UsageMaxKeys, UsageMaxEventsPerKey int
+	// SharedStore counts the limits with store: shared (--usage-store),
+	// nil when the sidecar has none: a call such a limit reaches is then
+	// denied USAGE_UNAVAILABLE unless the limit has failOpen.
+	SharedStore usage.SharedStore
+	// UsageStoreTimeout bounds each round trip to SharedStore
+	// (DefaultUsageStoreTimeout when 0); StoreMetrics, when not nil,
+	// counts them.
+	UsageStoreTimeout time.Duration
+	StoreMetrics      *StoreMetrics
 	// Now is the clock decisions and usage are decided at (nil: the real one).
 	Now func() time.Time
 	// BeforeEvaluate lets tests make a decision fail; nil in production.
@@ -177,8 +186,14 @@ func (d *Decider) Decide(req engine.Request, explain bool, ev *decisionlog.Event
 	}
 	// The service account is the sidecar's own (from the API server, or
 	// --service-account), never the request's.
-	res, err := d.usage.Decide(st.Compiled, req, engine.EvalOptions{Explain: explain, MaxTrace: d.cfg.MaxTrace,
-		ServiceAccount: st.ServiceAccount, Now: d.cfg.Now})
+	opts := engine.EvalOptions{Explain: explain, MaxTrace: d.cfg.MaxTrace, ServiceAccount: st.ServiceAccount, Now: d.cfg.Now}
+	var res engine.Result
+	var err error
+	if st.Compiled.UsesSharedUsage() {
+		res, err = d.decideShared(st.Compiled, req, opts)
+	} else {
+		res, err = d.usage.Decide(st.Compiled, req, opts)
+	}
 	if err != nil {
 		res = SelfDeny(CodeUsageUnavailable, err.Error())
 	}
