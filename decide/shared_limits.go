@@ -2,6 +2,7 @@ package decide
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -57,7 +58,7 @@ func (m *StoreMetrics) observe(ctx context.Context, start time.Time, err error) 
 	switch {
 	case err == nil:
 		m.ok.Inc()
-	case ctx.Err() != nil:
+	case timedOut(ctx, err):
 		m.timedOut.Inc()
 	default:
 		m.failed.Inc()
@@ -111,7 +112,7 @@ func (d *Decider) reserve(asked []engine.SharedQuery) *sharedCounts {
 		counts.why = fmt.Sprintf("the usage store answered %d counts for %d counters", len(r.Used), len(asked))
 	case err == nil:
 		counts.reserved, counts.reservation = true, r
-	case ctx.Err() != nil:
+	case timedOut(ctx, err):
 		counts.why = fmt.Sprintf("the usage store did not answer within %v (--usage-store-timeout)", d.storeTimeout())
 	default:
 		counts.why = "the usage store is unavailable: " + err.Error()
@@ -130,6 +131,13 @@ func (d *Decider) release(r usage.Reservation) {
 	if err != nil {
 		d.logger.Debug("giving back a shared usage reservation failed: the counters over-count until their window passes", "error", err)
 	}
+}
+
+// timedOut tells a store call that ran out of time (ctx's deadline, or the
+// store's own, which it reports as context.DeadlineExceeded) from one that
+// failed.
+func timedOut(ctx context.Context, err error) bool {
+	return ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded)
 }
 
 func (d *Decider) storeTimeout() time.Duration {
