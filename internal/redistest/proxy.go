@@ -22,7 +22,7 @@ type Proxy struct {
 	mu     sync.Mutex
 	closed bool
 	conns  map[net.Conn]struct{}
-	wg    sync.WaitGroup
+	wg     sync.WaitGroup
 }
 
 // StartProxy listens on a free loopback port and forwards each connection

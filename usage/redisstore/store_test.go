@@ -155,7 +155,9 @@ func TestReleaseTakesBackWhatReserveAdded(t *testing.T) {
 func TestTokenBudgetSums(t *testing.T) {
 	srv := redistest.Start(t)
 	s := open(t, srv, "agents")
-	b := func(tokens float64) engine.SharedQuery { return budget("Policy/p/b/tokenBudget", 1000, time.Hour, tokens) }
+	b := func(tokens float64) engine.SharedQuery {
+		return budget("Policy/p/b/tokenBudget", 1000, time.Hour, tokens)
+	}
 	want := 0.0
 	for _, n := range []float64{100, 0, 250.5, 1, 0, 48.5} {
 		if r := reserve(t, s, b(n)); r.Used[0] != want {
