@@ -32,10 +32,13 @@ func (e *unavailable) Is(target error) bool {
 // fail turns a client error of op into an unavailable that says what
 // happened: a timeout, a refused connection, a refused password, a
 // script error or the server's own error.
-func (s *Store) fail(op string, err error) error {
+func (s *Store) fail(caller context.Context, op string, err error) error {
 	prefix := "redis " + s.addr + ": " + op + ": "
 	var nerr net.Error
 	switch {
+	case caller.Err() != nil:
+		// The caller's own deadline or cancellation came first.
+		return &unavailable{msg: prefix + "the caller gave up: " + caller.Err().Error(), timeout: errors.Is(caller.Err(), context.DeadlineExceeded)}
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) ||
 		(errors.As(err, &nerr) && nerr.Timeout()):
 		return &unavailable{msg: prefix + "timed out after " + s.timeout.String(), timeout: true}

@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/logging"
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/toolgate/toolgate/engine"
@@ -44,6 +46,11 @@ type Store struct {
 
 var _ usage.SharedStore = (*Store)(nil)
 
+// quiet silences the client's own log lines (a failed dial, on every call
+// while the server is down, would flood the sidecar's log): what failed is
+// in the errors returned, which the sidecar counts and reports.
+var quiet sync.Once
+
 // Open connects to the server c names, authenticates, selects the DB and
 // loads the scripts, within c.Timeout each. A configuration error (the
 // URL, the files, the names), a refused password or a DB index the server
@@ -55,6 +62,7 @@ func Open(ctx context.Context, c Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	quiet.Do(func() { redis.SetLogger(&logging.VoidLogger{}) })
 	s := &Store{addr: e.addr, timeout: c.Timeout, prefix: "toolgate:{" + c.Cluster + "/" + c.Namespace + "}:"}
 	s.c = redis.NewClient(&redis.Options{
 		Addr:      e.addr,
@@ -91,12 +99,12 @@ func Open(ctx context.Context, c Config) (*Store, error) {
 // open pings (which dials, authenticates and selects) and loads the
 // scripts, telling a refused password or DB index apart.
 func (s *Store) open(ctx context.Context, db int) error {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	op, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	err := s.c.Ping(ctx).Err()
+	err := s.c.Ping(op).Err()
 	if err == nil {
-		if err = reserveLua.Load(ctx, s.c).Err(); err == nil {
-			err = releaseLua.Load(ctx, s.c).Err()
+		if err = reserveLua.Load(op, s.c).Err(); err == nil {
+			err = releaseLua.Load(op, s.c).Err()
 		}
 	}
 	if err == nil {
@@ -109,7 +117,7 @@ func (s *Store) open(ctx context.Context, db int) error {
 	case strings.Contains(msg, "DB index is out of range"):
 		return fmt.Errorf("redis %s: DB index %d is out of range on this server%s", s.addr, db, s.databases())
 	}
-	return s.fail("connecting", err)
+	return s.fail(ctx, "connecting", err)
 }
 
 // databases is " (databases=N)", the server's setting, when it tells.
@@ -162,11 +170,11 @@ func (s *Store) Reserve(ctx context.Context, _ time.Time, counters []engine.Shar
 		}
 		index[i] = j
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	op, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	out, err := reserveLua.Run(ctx, s.c, keys, args...).StringSlice()
+	out, err := reserveLua.Run(op, s.c, keys, args...).StringSlice()
 	if err != nil {
-		return usage.Reservation{}, s.fail("reserve", err)
+		return usage.Reservation{}, s.fail(ctx, "reserve", err)
 	}
 	if len(out) != 2*len(keys) {
 		return usage.Reservation{}, &unavailable{msg: fmt.Sprintf("redis %s: reserve: script error: %d values for %d counters", s.addr, len(out), len(keys))}
@@ -232,20 +240,20 @@ func (s *Store) Release(ctx context.Context, r usage.Reservation) error {
 	if !ok {
 		return &unavailable{msg: fmt.Sprintf("redis %s: release: a reservation of another store (%T)", s.addr, r.Handle)}
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	op, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	if err := releaseLua.Run(ctx, s.c, h.keys, h.args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
-		return s.fail("release", err)
+	if err := releaseLua.Run(op, s.c, h.keys, h.args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
+		return s.fail(ctx, "release", err)
 	}
 	return nil
 }
 
 // Check pings the server within the timeout.
 func (s *Store) Check(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	op, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	if err := s.c.Ping(ctx).Err(); err != nil {
-		return s.fail("ping", err)
+	if err := s.c.Ping(op).Err(); err != nil {
+		return s.fail(ctx, "ping", err)
 	}
 	return nil
 }
