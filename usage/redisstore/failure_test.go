@@ -60,11 +60,7 @@ func TestOpenRefusesAWrongPassword(t *testing.T) {
 			t.Errorf("%s: the error repeats a password: %v", tc.name, err)
 		}
 	}
-	s, err := Open(context.Background(), Config{URL: url, Namespace: "agents", PasswordFile: passwordFile(t, "right-pw-31\n")})
-	if err != nil {
-		t.Fatalf("the right password: %v", err)
-	}
-	defer func() { _ = s.Close() }()
+	s := openConfig(t, Config{URL: url, Namespace: "agents", PasswordFile: passwordFile(t, "right-pw-31\n")})
 	reserve(t, s, rate("Policy/p/r/rateLimit", 1, time.Hour))
 
 }
@@ -80,11 +76,7 @@ func TestOpenRefusesADBTheServerLacks(t *testing.T) {
 	if errors.Is(err, usage.ErrUnavailable) {
 		t.Errorf("a configuration error is not ErrUnavailable (nothing to retry): %v", err)
 	}
-	s, err := Open(context.Background(), Config{URL: "redis://" + srv.Addr + "/3", Namespace: "agents"})
-	if err != nil {
-		t.Fatalf("DB 3 of 4: %v", err)
-	}
-	_ = s.Close()
+	openConfig(t, Config{URL: "redis://" + srv.Addr + "/3", Namespace: "agents"})
 }
 
 // TestOpenFailsWhenNothingListens: an unreachable server is
@@ -112,7 +104,7 @@ func TestOpenFailsWhenNothingListens(t *testing.T) {
 // no reopening.
 func TestAKilledRedisFailsClosedAndRecovers(t *testing.T) {
 	srv := redistest.Start(t)
-	s := open(t, srv, "agents")
+	s := openWith(t, srv, "agents", DefaultTimeout)
 	q := rate("Policy/p/r/rateLimit", 10, time.Hour)
 	r := reserve(t, s, q)
 	srv.Stop()
@@ -166,11 +158,7 @@ func TestAKilledRedisFailsClosedAndRecovers(t *testing.T) {
 func TestASlowRedisTimesOut(t *testing.T) {
 	srv := redistest.Start(t)
 	p := redistest.StartProxy(t, srv.Addr, 0)
-	s, err := Open(context.Background(), Config{URL: "redis://" + p.Addr + "/0", Namespace: "agents"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = s.Close() }()
+	s := openConfig(t, Config{URL: "redis://" + p.Addr + "/0", Namespace: "agents"})
 	q := rate("Policy/p/r/rateLimit", 10, time.Hour)
 	r := reserve(t, s, q)
 	p.SetDelay(200 * time.Millisecond)
@@ -186,7 +174,7 @@ func TestASlowRedisTimesOut(t *testing.T) {
 		t.Logf("%s: %v (%s)", what, err, took)
 	}
 	start := time.Now()
-	_, err = s.Reserve(context.Background(), time.Now(), []engine.SharedQuery{q})
+	_, err := s.Reserve(context.Background(), time.Now(), []engine.SharedQuery{q})
 	check("reserve", err, time.Since(start))
 	start = time.Now()
 	err = s.Release(context.Background(), r)
@@ -218,16 +206,12 @@ func TestASlowRedisTimesOut(t *testing.T) {
 func TestACallersDeadlineIsKept(t *testing.T) {
 	srv := redistest.Start(t)
 	p := redistest.StartProxy(t, srv.Addr, 0)
-	s, err := Open(context.Background(), Config{URL: "redis://" + p.Addr + "/0", Namespace: "agents", Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = s.Close() }()
+	s := openConfig(t, Config{URL: "redis://" + p.Addr + "/0", Namespace: "agents", Timeout: time.Second})
 	p.SetDelay(500 * time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err = s.Reserve(ctx, time.Now(), []engine.SharedQuery{rate("Policy/p/r/rateLimit", 10, time.Hour)})
+	_, err := s.Reserve(ctx, time.Now(), []engine.SharedQuery{rate("Policy/p/r/rateLimit", 10, time.Hour)})
 	if took := time.Since(start); !errors.Is(err, usage.ErrUnavailable) || took > 20*time.Millisecond+margin {
 		t.Errorf("a 20ms context with a 1s timeout: %v after %s", err, took)
 	}

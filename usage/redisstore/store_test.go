@@ -14,14 +14,34 @@ import (
 )
 
 // open opens a store on srv's DB 0 for namespace ns, closed at the end.
+// Its timeout is long: on a test machine busy with other tests a loopback
+// round trip may take past 50ms, and these tests are not about timeouts
+// (failure_test.go is, with the default).
 func open(t testing.TB, srv *redistest.Server, ns string) *Store {
 	t.Helper()
-	s, err := Open(context.Background(), Config{URL: "redis://" + srv.Addr + "/0", Namespace: ns})
-	if err != nil {
-		t.Fatalf("Open: %v", err)
+	return openWith(t, srv, ns, 5*time.Second)
+}
+
+func openWith(t testing.TB, srv *redistest.Server, ns string, timeout time.Duration) *Store {
+	t.Helper()
+	return openConfig(t, Config{URL: "redis://" + srv.Addr + "/0", Namespace: ns, Timeout: timeout})
+}
+
+// openConfig opens c, trying again while the server does not answer in
+// time (a busy test machine), for up to 10s; closed at the end.
+func openConfig(t testing.TB, c Config) *Store {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s, err := Open(context.Background(), c)
+		if err == nil {
+			t.Cleanup(func() { _ = s.Close() })
+			return s
+		}
+		if !errors.Is(err, usage.ErrUnavailable) || time.Now().After(deadline) {
+			t.Fatalf("Open: %v", err)
+		}
 	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
 }
 
 func rate(limit string, max int64, window time.Duration) engine.SharedQuery {
