@@ -500,7 +500,7 @@ func (o Options) deciderConfig() decide.Config {
 		MaxRequestElements: o.MaxRequestElements, MaxTrace: o.MaxTrace,
 		UsageMaxKeys: o.UsageMaxKeys, UsageMaxEventsPerKey: o.UsageMaxEventsPerKey,
 		UsageStoreTimeout: o.UsageStoreTimeout,
-		Now: o.now, BeforeEvaluate: o.beforeEvaluate, OnBodyReserve: o.onBodyReserve,
+		Now:               o.now, BeforeEvaluate: o.beforeEvaluate, OnBodyReserve: o.onBodyReserve,
 	}
 }
 
