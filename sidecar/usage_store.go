@@ -58,7 +58,7 @@ func (o *Options) validateUsageStore() error {
 		}
 		return errors.Join(errs...)
 	}
-	tls, err := checkUsageStoreURL(o.UsageStore)
+	tls, err := CheckUsageStoreURL(o.UsageStore)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("--usage-store: %w", err))
 	} else if o.UsageStoreCAFile != "" && !tls {
@@ -70,10 +70,10 @@ func (o *Options) validateUsageStore() error {
 	return errors.Join(errs...)
 }
 
-// checkUsageStoreURL reads redis://[USER@]HOST:PORT[/DB] (rediss:// for
+// CheckUsageStoreURL reads redis://[USER@]HOST:PORT[/DB] (rediss:// for
 // TLS) and tells whether it is TLS. A password in the URL is refused: it
 // would show in the Pod spec and in every process listing.
-func checkUsageStoreURL(raw string) (tls bool, err error) {
+func CheckUsageStoreURL(raw string) (tls bool, err error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return false, fmt.Errorf("%q is not a URL: %w", raw, unwrapURLError(err))
