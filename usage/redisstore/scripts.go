@@ -38,7 +38,7 @@ for i, key in ipairs(KEYS) do
     local n = redis.call('ZCARD', key)
     redis.call('ZADD', key, string.format('%.0f', now), id)
     redis.call('PEXPIRE', key, ttl)
-    out[#out + 1] = tostring(n)
+    out[#out + 1] = string.format('%.0f', n)
     out[#out + 1] = ''
   else
     local h = redis.call('HGETALL', key)
@@ -59,6 +59,7 @@ for i, key in ipairs(KEYS) do
     if redis.call('EXISTS', key) == 1 then
       redis.call('PEXPIRE', key, ttl)
     end
+    if sum < 0 then sum = 0 end
     out[#out + 1] = string.format('%.17g', sum)
     out[#out + 1] = field
   end
