@@ -41,6 +41,7 @@ type Server struct {
 	mu     sync.Mutex
 	proc   *os.Process
 	exited chan error // receives once the running process has exited
+	killed error      // how the last process killed ended (signal: killed)
 }
 
 // Option changes how Start runs the server.
@@ -99,7 +100,7 @@ func (s *Server) Kill() {
 		return
 	}
 	_ = s.proc.Kill()
-	<-s.exited
+	s.killed = <-s.exited
 	s.proc, s.exited = nil, nil
 }
 
@@ -155,8 +156,8 @@ func (s *Server) start() error {
 		}
 		if time.Now().After(deadline) {
 			_ = cmd.Process.Kill()
-			<-exited
-			return fmt.Errorf("redis-server did not answer PING on %s within %s; its log:\n%s", s.Addr, startDeadline, s.tail())
+			err := <-exited
+			return fmt.Errorf("redis-server did not answer PING on %s within %s (killed: %v); its log:\n%s", s.Addr, startDeadline, err, s.tail())
 		}
 		time.Sleep(5 * time.Millisecond) // polling a condition with a deadline
 	}
