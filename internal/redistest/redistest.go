@@ -6,6 +6,7 @@ package redistest
 
 import (
 	"bufio"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
@@ -38,9 +39,12 @@ type Server struct {
 	port int
 	args []string
 
+	tlsCert, tlsKey string
+
 	mu     sync.Mutex
 	proc   *os.Process
 	exited chan error // receives once the running process has exited
+	killed error      // how the last process killed ended (signal: killed)
 }
 
 // Option changes how Start runs the server.
@@ -48,6 +52,12 @@ type Option func(*Server)
 
 // WithPassword sets requirepass: clients must AUTH with it.
 func WithPassword(pw string) Option { return func(s *Server) { s.Password = pw } }
+
+// WithTLS serves TLS only (no plain port) with the PEM certificate and
+// key files; clients are not asked for certificates.
+func WithTLS(certFile, keyFile string) Option {
+	return func(s *Server) { s.tlsCert, s.tlsKey = certFile, keyFile }
+}
 
 // WithArgs adds redis-server command-line options ("--databases", "4").
 func WithArgs(args ...string) Option { return func(s *Server) { s.args = append(s.args, args...) } }
@@ -99,7 +109,7 @@ func (s *Server) Kill() {
 		return
 	}
 	_ = s.proc.Kill()
-	<-s.exited
+	s.killed = <-s.exited
 	s.proc, s.exited = nil, nil
 }
 
@@ -122,11 +132,14 @@ func (s *Server) Restart() {
 }
 
 func (s *Server) start() error {
-	args := []string{
-		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.dir,
-		"--logfile", s.Log, "--daemonize", "no", "--protected-mode", "yes",
+	port := []string{"--port", strconv.Itoa(s.port)}
+	if s.tlsCert != "" {
+		port = []string{"--port", "0", "--tls-port", strconv.Itoa(s.port),
+			"--tls-cert-file", s.tlsCert, "--tls-key-file", s.tlsKey, "--tls-auth-clients", "no"}
 	}
+	args := append(port, "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", s.dir,
+		"--logfile", s.Log, "--daemonize", "no", "--protected-mode", "yes")
 	if s.Password != "" {
 		args = append(args, "--requirepass", s.Password)
 	}
@@ -147,7 +160,7 @@ func (s *Server) start() error {
 			return fmt.Errorf("redis-server exited at start (%v); its log:\n%s", err, s.tail())
 		default:
 		}
-		if ping(s.Addr) == nil {
+		if s.ping() == nil {
 			s.mu.Lock()
 			s.proc, s.exited = cmd.Process, exited
 			s.mu.Unlock()
@@ -155,8 +168,8 @@ func (s *Server) start() error {
 		}
 		if time.Now().After(deadline) {
 			_ = cmd.Process.Kill()
-			<-exited
-			return fmt.Errorf("redis-server did not answer PING on %s within %s; its log:\n%s", s.Addr, startDeadline, s.tail())
+			err := <-exited
+			return fmt.Errorf("redis-server did not answer PING on %s within %s (killed: %v); its log:\n%s", s.Addr, startDeadline, err, s.tail())
 		}
 		time.Sleep(5 * time.Millisecond) // polling a condition with a deadline
 	}
@@ -164,8 +177,16 @@ func (s *Server) start() error {
 
 // ping sends an inline PING: any reply (+PONG, or -NOAUTH with a
 // password) means the server is up and serving.
-func ping(addr string) error {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
+func (s *Server) ping() error {
+	var c net.Conn
+	var err error
+	d := &net.Dialer{Timeout: time.Second}
+	if s.tlsCert != "" {
+		// Only whether it answers: the tests check the certificate.
+		c, err = tls.DialWithDialer(d, "tcp", s.Addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // a readiness probe
+	} else {
+		c, err = d.Dial("tcp", s.Addr)
+	}
 	if err != nil {
 		return err
 	}

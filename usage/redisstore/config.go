@@ -66,11 +66,17 @@ func parseURL(raw string) (endpoint, error) {
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
+		// url.Parse's errors quote parts of the URL: only their kind is said.
+		why := "malformed"
+		switch msg := err.Error(); {
+		case strings.Contains(msg, "invalid port"):
+			why = "the port is not a number"
+		case strings.Contains(msg, "invalid character") || strings.Contains(msg, "invalid URL escape"):
+			why = "an invalid character or escape"
+		case strings.Contains(msg, "userinfo"):
+			why = "an invalid user"
 		}
-		return e, fmt.Errorf("not a URL (%v): want redis://HOST:PORT/DB", err)
+		return e, fmt.Errorf("not a URL (%s): want redis://HOST:PORT/DB", why)
 	}
 	switch u.Scheme {
 	case "redis":

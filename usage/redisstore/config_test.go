@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,9 +29,10 @@ func TestParseURLRefusesMalformedURLs(t *testing.T) {
 		{"redis://:6379/0", "no host"},
 		{"redis://localhost:0/0", `port "0" is not a port number`},
 		{"redis://localhost:65536/0", `port "65536" is not a port number`},
-		{"redis://localhost:abc/0", "not a URL"},
+		{"redis://localhost:abc/0", "not a URL (the port is not a number)"},
+		{"redis://%zz/0", "not a URL (an invalid character or escape)"},
 		{"redis://localhost:/0", "empty port"},
-		{"redis://local host/0", "not a URL"},
+		{"redis://local host/0", "not a URL (an invalid character or escape)"},
 		{"redis://localhost:6379/x", `DB "x" is not a number`},
 		{"redis://localhost:6379/-1", `DB "-1" is not a number`},
 		{"redis://localhost:6379/+1", `DB "+1" is not a number`},
@@ -131,4 +133,34 @@ func TestPasswordFileLosesOneTrailingNewline(t *testing.T) {
 			t.Errorf("%q: %q %v, want %q", content, got, err, want)
 		}
 	}
+}
+
+// FuzzParseURL: whatever the URL, parsing does not panic, an error never
+// repeats the URL's password, and a URL accepted has a host and a DB in
+// range.
+func FuzzParseURL(f *testing.F) {
+	for _, s := range []string{"redis://localhost:6379/0", "rediss://alice@localhost/15", "redis://:secret-9@localhost/0",
+		"redis://u:secret-9@[::1]:1/2?x=1", "redis://localhost:6379/16", "redis://%zz/0", "redis://local host/0"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		e, err := parseURL(raw)
+		if err != nil {
+			u, perr := url.Parse(raw)
+			if perr != nil && !strings.HasPrefix(err.Error(), "not a URL (") {
+				t.Fatalf("%q: %v, want a fixed message for what url.Parse refused", raw, err)
+			}
+			if perr == nil && u.User != nil {
+				// The seeds' password is marked, so that it cannot be a
+				// word of the messages themselves.
+				if pw, _ := u.User.Password(); strings.Contains(pw, "secret-9") && strings.Contains(err.Error(), "secret-9") {
+					t.Fatalf("%q: the error repeats the password: %v", raw, err)
+				}
+			}
+			return
+		}
+		if e.host == "" || e.db < 0 || e.db > maxDB || e.addr == "" {
+			t.Fatalf("%q accepted as %+v", raw, e)
+		}
+	})
 }

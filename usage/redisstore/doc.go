@@ -54,5 +54,20 @@
 // connection refused, authentication failed, script error, refused by the
 // server), never the password; a timeout is also context.DeadlineExceeded.
 // Broken connections are replaced on the next call: a server back after a
-// restart is used again without reopening the store.
+// restart is used again without reopening the store (within about a
+// second: the client probes a server it could not dial once a second).
+// A Reserve that timed out may still have counted the call in the server:
+// its entries stay until their window passes, which can only make a limit
+// deny early, never allow past it. A server restarted without persistence
+// comes back empty: its counts start again from zero.
+//
+// # Cost
+//
+// BenchmarkReserve measures a reservation against a real redis-server on
+// loopback: about 50us at the median for one counter, 100us for three
+// (one script either way; the server spends about 20us per counter in
+// the script on a slow, shared machine), against about 25us for a bare
+// PING. Run it with
+//
+//	go test ./usage/redisstore -run '^$' -bench Reserve -benchtime 10000x
 package redisstore

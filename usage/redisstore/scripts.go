@@ -34,21 +34,25 @@ for i, key in ipairs(KEYS) do
   local ttl = math.ceil(window / 1000)
   if kind == 'c' then
     redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%.0f', from))
-    redis.call('ZREMRANGEBYRANK', key, 0, string.format('%.0f', -(param + 1)))
     local n = redis.call('ZCARD', key)
+    if n > param then
+      redis.call('ZREMRANGEBYRANK', key, 0, n - param - 1)
+      n = param
+    end
     redis.call('ZADD', key, string.format('%.0f', now), id)
     redis.call('PEXPIRE', key, ttl)
-    out[#out + 1] = tostring(n)
+    out[#out + 1] = string.format('%.0f', n)
     out[#out + 1] = ''
   else
     local h = redis.call('HGETALL', key)
-    local sum = 0
+    local sum, kept = 0, 0
     for j = 1, #h, 2 do
       local w, b = string.match(h[j], '^(%d+):(%d+)$')
       if w == nil or (tonumber(b) + 1) * tonumber(w) <= from then
         redis.call('HDEL', key, h[j])
       else
         sum = sum + tonumber(h[j + 1])
+        kept = kept + 1
       end
     end
     local field = ''
@@ -56,9 +60,10 @@ for i, key in ipairs(KEYS) do
       field = string.format('%.0f:%.0f', param, math.floor(now / param))
       redis.call('HINCRBYFLOAT', key, field, add)
     end
-    if redis.call('EXISTS', key) == 1 then
+    if field ~= '' or kept > 0 then
       redis.call('PEXPIRE', key, ttl)
     end
+    if sum < 0 then sum = 0 end
     out[#out + 1] = string.format('%.17g', sum)
     out[#out + 1] = field
   end

@@ -258,6 +258,9 @@ func (s *Store) Check(ctx context.Context) error {
 	return nil
 }
 
+// Addr is the server's host:port, for logs.
+func (s *Store) Addr() string { return s.addr }
+
 // Close closes the connections.
 func (s *Store) Close() error { return s.c.Close() }
 

@@ -189,3 +189,46 @@ func TestTokenBudgetSums(t *testing.T) {
 		t.Fatalf("total %v, want 400", r.Used[0])
 	}
 }
+
+// TestSharedTokenSumsAreExact: three stores adding tokens to one budget
+// at once lose none: each reservation sees a sum of whole calls before
+// it, and the budget ends at the exact total.
+func TestSharedTokenSumsAreExact(t *testing.T) {
+	srv := redistest.Start(t)
+	stores := []*Store{open(t, srv, "agents"), open(t, srv, "agents"), open(t, srv, "agents")}
+	q := budget("Policy/p/b/tokenBudget", 1_000_000, time.Hour, 7)
+	const workers, calls = 12, 25
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		seen = map[float64]bool{}
+		errs []error
+	)
+	for w := range workers {
+		s := stores[w%len(stores)]
+		wg.Go(func() {
+			for range calls {
+				r, err := s.Reserve(context.Background(), time.Now(), []engine.SharedQuery{q})
+				mu.Lock()
+				if err != nil {
+					errs = append(errs, err)
+				} else {
+					seen[r.Used[0]] = true
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("%d errors, first: %v", len(errs), errs[0])
+	}
+	for i := range workers * calls {
+		if !seen[float64(7*i)] {
+			t.Fatalf("no reservation saw %d tokens before it: sums %d distinct, want each multiple of 7 once", 7*i, len(seen))
+		}
+	}
+	if got := reserve(t, stores[0], budget(q.Limit, q.Max, time.Hour, 0)).Used[0]; got != 7*workers*calls {
+		t.Fatalf("the budget holds %v tokens, want %d", got, 7*workers*calls)
+	}
+}

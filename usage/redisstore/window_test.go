@@ -209,3 +209,31 @@ func TestAForeignKeyIsAScriptError(t *testing.T) {
 		t.Fatalf("a query without a window: %v", err)
 	}
 }
+
+// TestScriptsLostByTheServerAreSentAgain: after SCRIPT FLUSH (as after a
+// restart or a failover) Reserve and Release still work: EVALSHA's
+// NOSCRIPT falls back to EVAL, which loads the script again.
+func TestScriptsLostByTheServerAreSentAgain(t *testing.T) {
+	srv := redistest.Start(t)
+	s := open(t, srv, "agents")
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, Protocol: 2})
+	defer func() { _ = c.Close() }()
+	q := rate("Policy/p/r/rateLimit", 10, time.Hour)
+	reserve(t, s, q)
+	if err := c.ScriptFlush(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	r := reserve(t, s, q)
+	if r.Used[0] != 1 {
+		t.Fatalf("used %v, want 1", r.Used)
+	}
+	if err := c.ScriptFlush(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Release(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	if n := peek(t, s, q); n != 1 {
+		t.Fatalf("after the release: %v, want 1", n)
+	}
+}
