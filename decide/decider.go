@@ -172,7 +172,9 @@ func SelfDeny(code engine.Code, reason string) engine.Result {
 // Decide is the one decision path: the bound agent id, roles and
 // environment override the request's, the bundle and freezes held now
 // decide, and an allowed call is counted for rate limits and token
-// budgets. The caller answers, then records the decision with Commit (or
+// budgets: in the usage ledger, and for limits with store: shared in the
+// shared store, one round trip for a call such a limit reaches
+// (decideShared). The caller answers, then records the decision with Commit (or
 // Settle and Record). ev is the decision log's event, nil when none is kept
 // (the in-process evaluator of package client/local).
 func (d *Decider) Decide(req engine.Request, explain bool, ev *decisionlog.Event) (engine.Result, *State) {
