@@ -72,11 +72,15 @@ func (o *Options) validateUsageStore() error {
 
 // CheckUsageStoreURL reads redis://[USER@]HOST:PORT[/DB] (rediss:// for
 // TLS) and tells whether it is TLS. A password in the URL is refused: it
-// would show in the Pod spec and in every process listing.
+// would show in the Pod spec and in every process listing. Errors never
+// repeat a URL that may hold one (url.Parse's quote it).
 func CheckUsageStoreURL(raw string) (tls bool, err error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return false, fmt.Errorf("%q is not a URL: %w", raw, unwrapURLError(err))
+		return false, errors.New("not a URL of the form redis://[USER@]HOST:PORT/DB (or rediss://)")
+	}
+	if _, set := u.User.Password(); set {
+		return false, errors.New("a password in the URL is refused (it would show in the Pod spec): put the password in a file: --usage-store-password-file")
 	}
 	switch u.Scheme {
 	case "redis":
@@ -84,9 +88,6 @@ func CheckUsageStoreURL(raw string) (tls bool, err error) {
 		tls = true
 	default:
 		return false, fmt.Errorf("%q: the scheme must be redis:// or rediss:// (TLS), not %q", raw, u.Scheme)
-	}
-	if _, set := u.User.Password(); set {
-		return false, errors.New("a password in the URL is refused (it would show in the Pod spec): put the password in a file: --usage-store-password-file")
 	}
 	if u.Hostname() == "" {
 		return false, fmt.Errorf("%q has no host (redis://HOST:PORT/DB)", raw)
