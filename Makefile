@@ -202,6 +202,10 @@ measure-cluster-freeze: ## ClusterFrozenAgent create -> AGENT_FROZEN in 100 name
 measure-sidecar: ## Load a sidecar with a 1000-rule bundle over loopback: throughput, p50/p99 (target >= 20k/s, p99 <= 2ms).
 	go run ./test/loadgen -self
 
+.PHONY: measure-limits
+measure-limits: ## Shared limits on a loopback redis-server: added latency per limited call beside a local limit and no limit, p50/p99 over 10,000 calls, and throughput of 3 sidecars against one Redis (targets p50 <= 150us, p99 <= 1ms added).
+	go test ./test/sharedlimits -run '^$$' -bench BenchmarkMeasureLimits -benchtime 1x -count 1 -timeout 20m
+
 .PHONY: measure-mcp
 # MCP_BASE is the revision whose proxy is measured beside this one (the
 # last before results were judged): the path without result rules, before

@@ -56,6 +56,15 @@ type Config struct {
 	MaxTrace           int
 	// UsageMaxKeys and UsageMaxEventsPerKey bound the usage ledger.
 	UsageMaxKeys, UsageMaxEventsPerKey int
+	// SharedStore counts the limits with store: shared (--usage-store),
+	// nil when the sidecar has none: a call such a limit reaches is then
+	// denied USAGE_UNAVAILABLE unless the limit has failOpen.
+	SharedStore usage.SharedStore
+	// UsageStoreTimeout bounds each round trip to SharedStore
+	// (DefaultUsageStoreTimeout when 0); StoreMetrics, when not nil,
+	// counts them.
+	UsageStoreTimeout time.Duration
+	StoreMetrics      *StoreMetrics
 	// Now is the clock decisions and usage are decided at (nil: the real one).
 	Now func() time.Time
 	// BeforeEvaluate lets tests make a decision fail; nil in production.
@@ -163,7 +172,9 @@ func SelfDeny(code engine.Code, reason string) engine.Result {
 // Decide is the one decision path: the bound agent id, roles and
 // environment override the request's, the bundle and freezes held now
 // decide, and an allowed call is counted for rate limits and token
-// budgets. The caller answers, then records the decision with Commit (or
+// budgets: in the usage ledger, and for limits with store: shared in the
+// shared store, one round trip for a call such a limit reaches
+// (decideShared). The caller answers, then records the decision with Commit (or
 // Settle and Record). ev is the decision log's event, nil when none is kept
 // (the in-process evaluator of package client/local).
 func (d *Decider) Decide(req engine.Request, explain bool, ev *decisionlog.Event) (engine.Result, *State) {
@@ -177,8 +188,14 @@ func (d *Decider) Decide(req engine.Request, explain bool, ev *decisionlog.Event
 	}
 	// The service account is the sidecar's own (from the API server, or
 	// --service-account), never the request's.
-	res, err := d.usage.Decide(st.Compiled, req, engine.EvalOptions{Explain: explain, MaxTrace: d.cfg.MaxTrace,
-		ServiceAccount: st.ServiceAccount, Now: d.cfg.Now})
+	opts := engine.EvalOptions{Explain: explain, MaxTrace: d.cfg.MaxTrace, ServiceAccount: st.ServiceAccount, Now: d.cfg.Now}
+	var res engine.Result
+	var err error
+	if st.Compiled.UsesSharedUsage() {
+		res, err = d.decideShared(st.Compiled, req, opts)
+	} else {
+		res, err = d.usage.Decide(st.Compiled, req, opts)
+	}
 	if err != nil {
 		res = SelfDeny(CodeUsageUnavailable, err.Error())
 	}

@@ -1,7 +1,7 @@
 // Package decide is toolgate's one decision core. A Decider holds the
 // bundle being served and the freezes applied to it, the identity the
 // sidecar binds into every request, the usage ledger behind rateLimit and
-// tokenBudget, the guard (--max-evaluations, request bodies in flight,
+// tokenBudget (and the shared store behind those with store: shared), the guard (--max-evaluations, request bodies in flight,
 // recovery from a failure into deny INTERNAL_ERROR) and the decision log.
 //
 // Everything that decides goes through it: the sidecar's /v1/evaluate, the

@@ -48,6 +48,19 @@ func TestValidateRejectsMalformedOptions(t *testing.T) {
 		{"cluster name", func(o *Options) { o.Webhooks.SidecarImage, o.Webhooks.ClusterName = "img", "prod eu" }, "--cluster-name"},
 		{"cluster name with a variable", func(o *Options) { o.Webhooks.SidecarImage, o.Webhooks.ClusterName = "img", "$(HOME)" }, "--cluster-name"},
 		{"sidecar metrics port", func(o *Options) { o.Webhooks.SidecarImage, o.Webhooks.SidecarMetrics = "img", 70000 }, "--sidecar-metrics-port"},
+		{"usage store with a password", func(o *Options) {
+			o.Webhooks.SidecarImage, o.Webhooks.SidecarUsageStore = "img", "redis://u:pw@redis:6379/0"
+		}, "--usage-store-password-file"},
+		{"usage store not redis", func(o *Options) { o.Webhooks.SidecarImage, o.Webhooks.SidecarUsageStore = "img", "http://redis" }, "--sidecar-usage-store"},
+		{"usage store with a variable", func(o *Options) {
+			o.Webhooks.SidecarImage, o.Webhooks.SidecarUsageStore = "img", "redis://redis.$(NS).svc:6379/0"
+		}, "--sidecar-usage-store"},
+		{"usage store secret without a store", func(o *Options) {
+			o.Webhooks.SidecarImage, o.Webhooks.SidecarUsageStoreSecret = "img", "redis-pw"
+		}, "only used with --sidecar-usage-store"},
+		{"usage store secret not a name", func(o *Options) {
+			o.Webhooks.SidecarImage, o.Webhooks.SidecarUsageStore, o.Webhooks.SidecarUsageStoreSecret = "img", "redis://redis:6379/0", "Redis PW"
+		}, "--sidecar-usage-store-password-secret"},
 		{"negative sidecar metrics port", func(o *Options) { o.Webhooks.SidecarImage, o.Webhooks.SidecarMetrics = "img", -1 }, "--sidecar-metrics-port"},
 		{"sidecar pull policy", func(o *Options) { o.Webhooks.SidecarImage, o.Webhooks.SidecarPullPolicy = "img", "Sometimes" }, "--sidecar-image-pull-policy"},
 		{"sidecar as root", func(o *Options) { o.Webhooks.SidecarImage, o.Webhooks.SidecarUID = "img", 0 }, "--sidecar-uid"},
@@ -105,6 +118,9 @@ func TestValidateAcceptsGoodOptions(t *testing.T) {
 		func(o *Options) { o.Webhooks.SidecarImage = "ghcr.io/toolgate/toolgate:v0.1.0" },
 		func(o *Options) { o.Webhooks.SidecarImage, o.Webhooks.ClusterName = "img", "prod-eu_1.b" },
 		func(o *Options) { o.Webhooks.SidecarImage, o.Webhooks.SidecarMetrics = "img", 0 },
+		func(o *Options) {
+			o.Webhooks.SidecarImage, o.Webhooks.SidecarUsageStore, o.Webhooks.SidecarUsageStoreSecret = "img", "rediss://toolgate@redis.toolgate-system.svc:6380/2", "toolgate-redis"
+		},
 		func(o *Options) { o.Webhooks.SidecarImage, o.Webhooks.SidecarSocket = "img", "" },
 		func(o *Options) { o.Webhooks.SidecarImage, o.Webhooks.SidecarListen = "img", "" },
 		func(o *Options) {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/toolgate/toolgate/endpoint"
+	"github.com/toolgate/toolgate/sidecar"
 	"github.com/toolgate/toolgate/webhook"
 )
 
@@ -38,10 +39,15 @@ type WebhookOptions struct {
 	SidecarGID        int64
 	SidecarNative     bool
 	ClusterName       string
-	SidecarMetrics    int
-	SidecarCPU        string // request
-	SidecarMemory     string // request and limit
-	SidecarCPULimit   string
+	// SidecarUsageStore and SidecarUsageStoreSecret are the shared usage
+	// store injected sidecars count in, and the Secret (in each agent's
+	// namespace, key password) holding its password.
+	SidecarUsageStore       string
+	SidecarUsageStoreSecret string
+	SidecarMetrics          int
+	SidecarCPU              string // request
+	SidecarMemory           string // request and limit
+	SidecarCPULimit         string
 	// MaxExceptionDays: how far ahead a PolicyException's expiresAt may be.
 	MaxExceptionDays int
 }
@@ -79,6 +85,8 @@ func (w *WebhookOptions) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&w.SidecarNative, "sidecar-native", w.SidecarNative, "inject the sidecar as a restartable init container (Kubernetes 1.29+), started before the agent's containers; false appends it to the containers")
 	fs.IntVar(&w.SidecarMetrics, "sidecar-metrics-port", w.SidecarMetrics, "port on the Pod's IP where the injected sidecar serves /metrics (named tg-metrics, for a PodMonitor); 0 keeps metrics on its loopback listener only")
 	fs.StringVar(&w.ClusterName, "cluster-name", w.ClusterName, "this cluster's name, added as the label cluster to injected sidecars' decision log lines")
+	fs.StringVar(&w.SidecarUsageStore, "sidecar-usage-store", w.SidecarUsageStore, "the shared usage store (redis://HOST:PORT/DB or rediss://) injected sidecars count limits with store: shared in (their --usage-store, with --cluster-name); empty: none, and such limits deny USAGE_UNAVAILABLE")
+	fs.StringVar(&w.SidecarUsageStoreSecret, "sidecar-usage-store-password-secret", w.SidecarUsageStoreSecret, "a Secret in each agent's namespace whose key password is the usage store's password, mounted read-only into the sidecar alone")
 	fs.StringVar(&w.SidecarCPU, "sidecar-cpu-request", w.SidecarCPU, "CPU request of the injected sidecar")
 	fs.StringVar(&w.SidecarCPULimit, "sidecar-cpu-limit", w.SidecarCPULimit, "CPU limit of the injected sidecar")
 	fs.StringVar(&w.SidecarMemory, "sidecar-memory", w.SidecarMemory, "memory request and limit of the injected sidecar")
@@ -125,7 +133,9 @@ func (w WebhookOptions) setup(bundleConfigMap string) (webhook.Options, error) {
 	if w.SidecarImage != "" {
 		inject := &webhook.InjectOptions{Image: w.SidecarImage, ImagePullPolicy: corev1.PullPolicy(w.SidecarPullPolicy),
 			BundleConfigMap: bundleConfigMap, Listen: w.SidecarListen, Socket: w.SidecarSocket, RunAsUser: w.SidecarUID, RunAsGroup: w.SidecarGID,
-			Native: w.SidecarNative, ClusterName: w.ClusterName, MetricsPort: int32(w.SidecarMetrics)}
+			Native: w.SidecarNative, ClusterName: w.ClusterName, MetricsPort: int32(w.SidecarMetrics),
+			UsageStore: w.SidecarUsageStore, UsageStorePasswordSecret: w.SidecarUsageStoreSecret}
+		errs = append(errs, w.validateUsageStore())
 		if w.SidecarSocket == "" && w.SidecarListen == "" {
 			errs = append(errs, errors.New("--sidecar-socket and --sidecar-listen are both empty: the injected sidecar needs one to answer on"))
 		}
@@ -173,4 +183,28 @@ func (w WebhookOptions) setup(bundleConfigMap string) (webhook.Options, error) {
 		}
 	}
 	return o, errors.Join(errs...)
+}
+
+// validateUsageStore checks the usage store flags: what the sidecar's
+// --usage-store accepts (sidecar.CheckUsageStoreURL), no $(...) that
+// kubelet would expand in the injected args, and a Secret name.
+func (w WebhookOptions) validateUsageStore() error {
+	var errs []error
+	if w.SidecarUsageStore == "" {
+		if w.SidecarUsageStoreSecret != "" {
+			errs = append(errs, errors.New("--sidecar-usage-store-password-secret is only used with --sidecar-usage-store"))
+		}
+		return errors.Join(errs...)
+	}
+	if _, err := sidecar.CheckUsageStoreURL(w.SidecarUsageStore); err != nil {
+		errs = append(errs, fmt.Errorf("--sidecar-usage-store: %w", err))
+	} else if strings.Contains(w.SidecarUsageStore, "$(") {
+		errs = append(errs, fmt.Errorf("--sidecar-usage-store %q: kubelet would expand $(...) in the sidecar's arguments", w.SidecarUsageStore))
+	}
+	if w.SidecarUsageStoreSecret != "" {
+		if msgs := validation.IsDNS1123Subdomain(w.SidecarUsageStoreSecret); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--sidecar-usage-store-password-secret %q is not a Secret name: %s", w.SidecarUsageStoreSecret, strings.Join(msgs, "; ")))
+		}
+	}
+	return errors.Join(errs...)
 }

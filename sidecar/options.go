@@ -84,6 +84,21 @@ type Options struct {
 	// restarts (usage.Ledger.OpenState): the injector puts it in the
 	// sidecar's own volume, which the agent does not mount.
 	UsageState string
+	// UsageStore is the shared usage store (redis://HOST:PORT/DB, or
+	// rediss:// for TLS) that counts the limits with store: shared, one
+	// count across every sidecar of the namespace; empty: none, and a call
+	// such a limit reaches is denied USAGE_UNAVAILABLE (unless failOpen).
+	UsageStore string
+	// UsageStorePasswordFile holds the store's password (never in the
+	// URL); UsageStoreCAFile the CA a rediss:// server's certificate is
+	// checked with, when not a public one.
+	UsageStorePasswordFile string
+	UsageStoreCAFile       string
+	// UsageStoreTimeout bounds each round trip a limited call makes.
+	UsageStoreTimeout time.Duration
+	// ClusterName prefixes the store's keys, so that clusters sharing one
+	// store never share a count.
+	ClusterName string
 
 	// Exactly one bundle source.
 	ConfigMap  string // NAMESPACE/NAME
@@ -219,6 +234,8 @@ func DefaultOptions() Options {
 		MaxTrace:              2000,
 		UsageMaxKeys:          usage.DefaultMaxKeys,
 		UsageMaxEventsPerKey:  usage.DefaultMaxEventsPerKey,
+		UsageStoreTimeout:     decide.DefaultUsageStoreTimeout,
+		ClusterName:           DefaultClusterName,
 		ApprovalsMaxPending:   approval.DefaultMaxPendingPerAgent,
 		MCP:                   mcp.Options{Listen: mcp.DefaultListen, MaxResultBytes: mcp.DefaultMaxResultBytes},
 		// A held MCP stream costs the sidecar about 64 KiB (1,000 held
@@ -317,6 +334,7 @@ func (o *Options) validateServing() error {
 	if err := usage.CheckCaps(o.UsageMaxKeys, o.UsageMaxEventsPerKey); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, o.validateUsageStore())
 	if o.ApprovalsMaxPending < 1 || o.ApprovalsMaxPending > 1000 {
 		add("--approvals-max-pending %d: must be from 1 to 1000", o.ApprovalsMaxPending)
 	}
@@ -481,7 +499,8 @@ func (o Options) deciderConfig() decide.Config {
 		MaxEvaluations: o.MaxEvaluations, MaxBodyBytesInFlight: o.MaxBodyBytesInFlight,
 		MaxRequestElements: o.MaxRequestElements, MaxTrace: o.MaxTrace,
 		UsageMaxKeys: o.UsageMaxKeys, UsageMaxEventsPerKey: o.UsageMaxEventsPerKey,
-		Now: o.now, BeforeEvaluate: o.beforeEvaluate, OnBodyReserve: o.onBodyReserve,
+		UsageStoreTimeout: o.UsageStoreTimeout,
+		Now:               o.now, BeforeEvaluate: o.beforeEvaluate, OnBodyReserve: o.onBodyReserve,
 	}
 }
 

@@ -97,6 +97,9 @@ func Run(ctx context.Context, opts Options, onListen func(net.Addr)) error {
 		_ = s.Close(context.Background())
 		return err
 	}
+	if s.usageStore != nil {
+		go s.usageStore.watch(ctx, s)
+	}
 	srcDone := make(chan error, 1)
 	go func() { srcDone <- src.Run(ctx, s.loader) }()
 	srvDone := make(chan error, len(serving)+len(squatted))

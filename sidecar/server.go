@@ -51,6 +51,8 @@ type Server struct {
 	ledger *usage.Ledger
 	// lease writes the sidecar's Lease, nil without --lease-pod.
 	lease *sidecarlease.Writer
+	// usageStore counts shared limits, nil without --usage-store.
+	usageStore *usageStore
 }
 
 // New builds a server with no bundle loaded (every decision is deny
@@ -73,10 +75,19 @@ func New(opts Options) (*Server, error) {
 	var bodies *decide.BodyBudget
 	s.metrics = newMetrics(s.bundleAge, func() float64 { return float64(bodies.Held()) }, ledger)
 	s.metricsH = promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{})
+	if s.usageStore, err = s.openUsageStore(); err != nil {
+		_ = ledger.CloseState()
+		return nil, err
+	}
+	cfg := opts.deciderConfig()
+	if s.usageStore != nil {
+		cfg.SharedStore, cfg.StoreMetrics = s.usageStore.store, s.usageStore.metrics
+	}
 	log := decisionlog.New(opts.decisionLogConfig(), s.metrics.logDropped, s.log)
-	if s.d, err = decide.New(opts.deciderConfig(), ledger, log, s.metrics.Metrics, s.log); err != nil {
+	if s.d, err = decide.New(cfg, ledger, log, s.metrics.Metrics, s.log); err != nil {
 		_ = log.Close(context.Background())
 		_ = ledger.CloseState()
+		_ = s.usageStore.close()
 		return nil, err
 	}
 	bodies = s.d.Bodies
@@ -84,6 +95,7 @@ func New(opts Options) (*Server, error) {
 	if src.Trust, err = opts.loadTrustedKeys(); err != nil {
 		_ = log.Close(context.Background())
 		_ = ledger.CloseState()
+		_ = s.usageStore.close()
 		return nil, err
 	}
 	s.mcp, _ = mcp.New(s.d, opts.MCP, s.metrics.registry, s.log, opts.ReadTimeout) // validateServing has checked the flags
@@ -114,7 +126,7 @@ func (s *Server) Close(ctx context.Context) error {
 	if s.mcp != nil {
 		s.mcp.Close()
 	}
-	return errors.Join(s.d.Log().Close(ctx), s.ledger.CloseState())
+	return errors.Join(s.d.Log().Close(ctx), s.ledger.CloseState(), s.usageStore.close())
 }
 
 // openLedger makes the usage ledger and, with --usage-state, restores it
@@ -205,6 +217,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		body["bundleRevision"], body["source"] = st.Revision, st.Origin
+		if err := s.usageStore.unavailable(); err != nil {
+			// Calls under shared limits are denied while it is down;
+			// the others are still decided, but the Pod is not ready.
+			body["ready"] = false
+			body["reason"] = "the usage store (--usage-store) does not answer: " + err.Error()
+			writeJSON(w, http.StatusServiceUnavailable, body)
+			return
+		}
 		if fw := s.loader.FrozenWatchStatus(); fw != nil {
 			body["frozenAgentWatch"] = fw
 		}

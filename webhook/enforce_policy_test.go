@@ -300,7 +300,11 @@ func TestEnforcePolicyAdmitsWhatEachConfigurationInjects(t *testing.T) {
 	socketOnly.Listen, socketOnly.RunAsUser, socketOnly.RunAsGroup, socketOnly.Socket = "", 70000, 70001, "/run/tg/decisions.sock"
 	id := &registered{agent: engine.Agent{Name: "agent", ServiceAccount: "agent-sa", ID: "agent", Roles: []string{}, Upstreams: []string{"github"}},
 		upstreams: []mcpAnnotated{{name: "github", url: "https://mcp.example.com/mcp", secret: "gh-cred", key: "header"}}}
-	configs := map[string]InjectOptions{"tcp-only": tcpOnly, "socket-only": socketOnly}
+	// A manager whose sidecars count shared limits in Redis, with a
+	// password Secret mounted into the sidecar alone.
+	usageStore := testInject
+	usageStore.UsageStore, usageStore.UsageStorePasswordSecret = "redis://redis.toolgate-system.svc:6379/0", "toolgate-redis"
+	configs := map[string]InjectOptions{"tcp-only": tcpOnly, "socket-only": socketOnly, "usage-store": usageStore}
 	for name, o := range configs {
 		// Beside the shipped policy, as another installation's: its own
 		// name and namespaces.
@@ -327,6 +331,26 @@ func TestEnforcePolicyAdmitsWhatEachConfigurationInjects(t *testing.T) {
 				t.Errorf("what the injector writes with these options: %v", err)
 			}
 			refusedAs(t, k8sClient, injected(pod("injected-for-another-manager", upstream), testInject), notInjected)
+			if o.UsageStore == "" {
+				return
+			}
+			// The agent may not read the sidecar's store password, nor
+			// point the sidecar at another Secret.
+			thief := injected(pod("usage-store-thief", upstream), o)
+			thief.Spec.Containers[0].VolumeMounts = append(thief.Spec.Containers[0].VolumeMounts,
+				corev1.VolumeMount{Name: usageStoreVolumeName, MountPath: "/stolen", ReadOnly: true})
+			if err := k8sClient.Create(ctx, thief); err == nil {
+				t.Error("an agent container mounting the usage store password was admitted")
+			}
+			other := injected(pod("usage-store-other-secret", upstream), o)
+			for i := range other.Spec.Volumes {
+				if other.Spec.Volumes[i].Name == usageStoreVolumeName {
+					other.Spec.Volumes[i].Secret.SecretName = "someone-elses"
+				}
+			}
+			if err := k8sClient.Create(ctx, other); err == nil {
+				t.Error("a sidecar reading its usage store password from another Secret was admitted")
+			}
 		})
 	}
 }

@@ -94,6 +94,13 @@ type InjectOptions struct {
 	// sidecar also sends its decision log there, with a ServiceAccount
 	// token for v1alpha1.ReportsAudience only (reportsTokenVolume).
 	ReportsURL string
+	// UsageStore, when set, is the shared usage store every injected
+	// sidecar counts limits with store: shared in (--usage-store, with
+	// --cluster-name from ClusterName); UsageStorePasswordSecret, a Secret
+	// in the Pod's namespace whose key password is mounted into the
+	// sidecar alone (injectUsageStore).
+	UsageStore               string
+	UsageStorePasswordSecret string
 }
 
 // SidecarBinary is where the Dockerfile puts the one toolgate binary; the
@@ -282,6 +289,7 @@ func injectSidecar(pod *corev1.Pod, o InjectOptions, id *registered) {
 		c.Args = append(c.Args, fmt.Sprintf("--metrics-listen=:%d", o.MetricsPort))
 		c.Ports = []corev1.ContainerPort{{Name: MetricsPortName, ContainerPort: o.MetricsPort, Protocol: corev1.ProtocolTCP}}
 	}
+	injectUsageStore(pod, &c, o)
 	if v, ok := pod.Annotations[AnnotationMCPUpstreams]; ok && id != nil {
 		injectMCP(pod, &c, id.upstreams)
 	} else if ok {

@@ -70,6 +70,7 @@ var reservedVolumes = map[string]string{
 	// Declared only with reports on; reserved always, so a Pod admitted
 	// before reports were turned on cannot hold the name.
 	reportsTokenVolumeName: "the sidecar's token for the operator's reports endpoint",
+	usageStoreVolumeName:   "the sidecar's password for the shared usage store",
 }
 
 // reservedVolume says whose a volume name is, if the injector reserves it:

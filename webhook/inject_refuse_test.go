@@ -175,6 +175,7 @@ func enforceVariables(o InjectOptions) map[string]string {
 		"bundleConfigMap": strconv.Quote(o.BundleConfigMap), "socket": strconv.Quote(o.Socket), "listen": strconv.Quote(o.Listen),
 		"uid": strconv.FormatInt(o.RunAsUser, 10), "gid": strconv.FormatInt(o.RunAsGroup, 10), "native": strconv.FormatBool(o.Native),
 		"metricsPort": strconv.Itoa(int(o.MetricsPort)), "clusterName": strconv.Quote(o.ClusterName),
+		"usageStore": strconv.Quote(o.UsageStore), "usageStoreSecret": strconv.Quote(o.UsageStorePasswordSecret),
 	}
 }
 

@@ -155,6 +155,12 @@ func TestNonDefaultValuesReachTheDeployment(t *testing.T) {
 	if v, _ := flagValue(c.Args, "cluster-name"); v != "prod-eu-1" {
 		t.Errorf("--cluster-name=%q, want prod-eu-1", v)
 	}
+	for flag, want := range map[string]string{"sidecar-usage-store": "redis://toolgate@redis.toolgate-system.svc:6379/2",
+		"sidecar-usage-store-password-secret": "toolgate-redis"} {
+		if v, _ := flagValue(c.Args, flag); v != want {
+			t.Errorf("--%s=%q, want %q (usage.redis)", flag, v, want)
+		}
+	}
 	for flag, want := range map[string]string{"sidecar-socket": "/run/agent-gate/gate.sock", "sidecar-uid": "4242", "sidecar-gid": "4343"} {
 		if v, _ := flagValue(c.Args, flag); v != want {
 			t.Errorf("--%s=%q, want %q", flag, v, want)
@@ -174,6 +180,11 @@ func TestSidecarDefaultsToTheManagerImage(t *testing.T) {
 	}
 	if v, ok := flagValue(c.Args, "cluster-name"); ok {
 		t.Errorf("--cluster-name=%q passed, yet clusterName is empty by default", v)
+	}
+	for _, flag := range []string{"sidecar-usage-store", "sidecar-usage-store-password-secret"} {
+		if v, ok := flagValue(c.Args, flag); ok {
+			t.Errorf("--%s=%q passed, yet usage.redis is empty by default", flag, v)
+		}
 	}
 	for flag, want := range map[string]string{"sidecar-cpu-request": "10m", "sidecar-cpu-limit": "500m",
 		"publish-rego": "false", "rego-unsigned": "false", "sidecar-memory": "64Mi", "sidecar-listen": "127.0.0.1:8181", "sidecar-image-pull-policy": "IfNotPresent", "sidecar-native": "true", "sidecar-metrics-port": "9191",

@@ -86,6 +86,7 @@ func TestEnforcePolicyPinsWhatTheManagerInjects(t *testing.T) {
 				"uid": strconv.FormatInt(w.SidecarUID, 10), "gid": strconv.FormatInt(w.SidecarGID, 10),
 				"native": strconv.FormatBool(w.SidecarNative), "metricsPort": strconv.Itoa(w.SidecarMetrics),
 				"clusterName": strconv.Quote(w.ClusterName),
+				"usageStore":  strconv.Quote(w.SidecarUsageStore), "usageStoreSecret": strconv.Quote(w.SidecarUsageStoreSecret),
 			}
 			vap := enforceObject(t, objs, "ValidatingAdmissionPolicy")
 			variables, _, _ := unstructured.NestedSlice(vap.Object, "spec", "variables")
