@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"sync"
+	"time"
 
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -43,11 +44,26 @@ func (r *statusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.writeStatuses(ctx, in, out, view); err != nil {
+	wrote, err := r.writeStatuses(ctx, in, out, view)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
-	return view.recheck(), r.clusterStatusesDue(ctx, in)
+	res := view.recheck()
+	if wrote > 0 && (res.RequeueAfter == 0 || res.RequeueAfter > cacheCatchUp) {
+		// A pass before the cache holds these patches (a Lease renewed
+		// just after) compares with the status from before them and may
+		// skip a write it needs: Enforced True->False->True would stay
+		// False until the next Lease expiry. Policy status changes are no
+		// event here, so come back once the cache has caught up; that pass
+		// writes nothing when all is well.
+		res.RequeueAfter = cacheCatchUp
+	}
+	return res, r.clusterStatusesDue(ctx, in)
 }
+
+// cacheCatchUp is how soon a pass that wrote statuses comes back to check
+// them against the cache.
+const cacheCatchUp = time.Second
 
 // clusterStatusesDue hands the cluster-scoped objects that select the
 // namespace to their status controllers.

@@ -29,9 +29,14 @@ const maxEventNote = 1024
 // outcome was computed are only marked Reconciling: their next publish
 // brings a new outcome. Policies and FrozenAgents get their Enforced
 // condition from view in the same patch as Ready.
-func (r *statusReconciler) writeStatuses(ctx context.Context, in inputs, out outcome, view enforcementView) error {
-	g, ctx := errgroup.WithContext(ctx)
-	g.SetLimit(statusWriters)
+//
+// It returns how many patches it sent: the manager's cache sees them only
+// later, and a pass meanwhile would compare with the status from before
+// them (Reconcile comes back once the cache has caught up).
+func (r *statusReconciler) writeStatuses(ctx context.Context, in inputs, out outcome, view enforcementView) (int, error) {
+	eg, ctx := errgroup.WithContext(ctx)
+	eg.SetLimit(statusWriters)
+	g := &patches{Group: eg}
 	for i := range in.policies {
 		p := &in.policies[i]
 		if !out.describes(p) {
@@ -104,12 +109,23 @@ func (r *statusReconciler) writeStatuses(ctx context.Context, in inputs, out out
 		u := &in.registration.Upstreams[i]
 		r.writeIdentityStatus(ctx, g, u, &u.Status, "", out)
 	}
-	return g.Wait()
+	return g.n, g.Wait()
+}
+
+// patches is an errgroup that counts the patches it ran.
+type patches struct {
+	*errgroup.Group
+	n int
+}
+
+func (p *patches) Go(f func() error) {
+	p.n++
+	p.Group.Go(f)
 }
 
 // writeIdentityStatus patches an Agent's or MCPUpstream's status (status,
 // inside obj) when it changed, as writeStatuses does the others'.
-func (r *statusReconciler) writeIdentityStatus(ctx context.Context, g *errgroup.Group, obj client.Object, status *v1alpha1.IdentityStatus, conflictWith string, out outcome) {
+func (r *statusReconciler) writeIdentityStatus(ctx context.Context, g *patches, obj client.Object, status *v1alpha1.IdentityStatus, conflictWith string, out outcome) {
 	if !out.describes(obj) {
 		if conds := reconcilingMark(status.Conditions, obj.GetGeneration(), out.now); conds != nil {
 			g.Go(func() error {
