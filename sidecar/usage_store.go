@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -75,37 +73,7 @@ func (o *Options) validateUsageStore() error {
 // would show in the Pod spec and in every process listing. Errors never
 // repeat a URL that may hold one (url.Parse's quote it).
 func CheckUsageStoreURL(raw string) (tls bool, err error) {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return false, errors.New("not a URL of the form redis://[USER@]HOST:PORT/DB (or rediss://)")
-	}
-	if _, set := u.User.Password(); set {
-		return false, errors.New("a password in the URL is refused (it would show in the Pod spec): put the password in a file: --usage-store-password-file")
-	}
-	switch u.Scheme {
-	case "redis":
-	case "rediss":
-		tls = true
-	default:
-		return false, fmt.Errorf("%q: the scheme must be redis:// or rediss:// (TLS), not %q", raw, u.Scheme)
-	}
-	if u.Hostname() == "" {
-		return false, fmt.Errorf("%q has no host (redis://HOST:PORT/DB)", raw)
-	}
-	if p := u.Port(); p != "" {
-		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-			return false, fmt.Errorf("%q: port %q is not from 1 to 65535", raw, p)
-		}
-	}
-	if db := strings.TrimPrefix(u.Path, "/"); db != "" {
-		if n, err := strconv.Atoi(db); err != nil || n < 0 {
-			return false, fmt.Errorf("%q: the path must be the database number (redis://HOST:PORT/0), not %q", raw, u.Path)
-		}
-	}
-	if u.RawQuery != "" || u.Fragment != "" {
-		return false, fmt.Errorf("%q: no query or fragment is read; the password goes in --usage-store-password-file, a CA in --usage-store-ca-file", raw)
-	}
-	return tls, nil
+	return redisstore.CheckURL(raw)
 }
 
 // usageNamespace is the namespace whose shared counters this sidecar

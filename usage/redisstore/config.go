@@ -222,3 +222,11 @@ func (c *Config) validate() (endpoint, string, *tls.Config, error) {
 	}
 	return e, pw, tc, nil
 }
+
+// CheckURL reads raw as Open does and tells whether it asks for TLS: the
+// sidecar's and the manager's flag checks read the URL here, so a URL one
+// accepts the other never refuses.
+func CheckURL(raw string) (tls bool, err error) {
+	e, err := parseURL(raw)
+	return e.tls, err
+}
