@@ -659,7 +659,14 @@ func TestSidecarsConfirm(t *testing.T) {
 	sidecarsConfirm(t)
 }
 
-// 8. helm upgrade with changed values rolls the managers with no moment
+// 8. Shared limits (issue 30): the release counts limits with store:
+// shared in a Redis running in the cluster; three replicas of one agent are
+// allowed the limit once in total, not once each (shared_limits_test.go).
+func TestSharedLimitAcrossReplicas(t *testing.T) {
+	sharedLimitAcrossReplicas(t)
+}
+
+// 9. helm upgrade with changed values rolls the managers with no moment
 // where a bad Policy gets in; helm uninstall keeps the CRDs (and the
 // Policies) and removes the rest.
 func TestHelmUpgradeAndUninstall(t *testing.T) {

@@ -60,7 +60,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
 		os.Exit(1)
 	}
-	if node, err = localcluster.StartNode([]string{archive("pause"), archive("toolgate"), archive("agent")}); err != nil {
+	if node, err = localcluster.StartNode([]string{archive("pause"), archive("toolgate"), archive("agent"), archive("redis")}); err != nil {
 		fmt.Fprintf(os.Stderr, "FAIL: starting the node cluster: %v\n", err)
 		os.Exit(1)
 	}
@@ -83,9 +83,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// buildImages writes the three OCI archives: toolgate (the Dockerfile's
+// buildImages writes the four OCI archives: toolgate (the Dockerfile's
 // final stage around the binary built as its build stage builds it), the
-// test agent, and the sandbox image; and builds helm, if not yet in bin/.
+// test agent, the sandbox image and Redis (redisImage); and builds helm,
+// if not yet in bin/.
 func buildImages() error {
 	if _, err := testenv.InstallHelm(); err != nil {
 		return err
@@ -105,6 +106,10 @@ func buildImages() error {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("building the test agent: %w\n%s", err, out)
 	}
+	redis, err := redisImage()
+	if err != nil {
+		return err
+	}
 	for _, img := range []struct {
 		name string
 		img  ociimage.Image
@@ -113,6 +118,8 @@ func buildImages() error {
 		// The agent runs as a user of its own, not the sidecar's.
 		{"agent", ociimage.Static(agentRef, agent, agentBinary, "1000:1000")},
 		{"pause", ociimage.Static(localcluster.PauseImage, agent, "/pause", "65535:65535")},
+		// This machine's redis-server, for the shared limits.
+		{"redis", redis},
 	} {
 		if img.name == "pause" {
 			img.img.Cmd = []string{"pause"}
