@@ -96,10 +96,13 @@ type usageStore struct {
 	down    error // why it does not answer; nil when it does
 }
 
-// openUsageStore connects to --usage-store: a wrong password, an unknown
-// database or an unreachable server is an error at start, and the sidecar
-// exits with it (kubelet restarts it) rather than serve limits it cannot
-// count. Nil without --usage-store.
+// openUsageStore connects to --usage-store: a wrong password or an unknown
+// database is an error at start, and the sidecar exits with it (kubelet
+// restarts it) rather than serve limits it cannot count. A server that is
+// unreachable or slow at start is no reason to stop the agent's unlimited
+// calls too: the sidecar starts not ready, denies calls under shared
+// limits USAGE_UNAVAILABLE, and counts them once the server answers (watch).
+// Nil without --usage-store.
 func (s *Server) openUsageStore() (*usageStore, error) {
 	o := s.opts
 	if o.UsageStore == "" {
@@ -107,16 +110,28 @@ func (s *Server) openUsageStore() (*usageStore, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), usageStoreOpenTimeout)
 	defer cancel()
-	st, err := redisstore.Open(ctx, redisstore.Config{URL: o.UsageStore, PasswordFile: o.UsageStorePasswordFile,
-		CAFile: o.UsageStoreCAFile, Timeout: o.UsageStoreTimeout, Cluster: o.ClusterName, Namespace: o.usageNamespace()})
+	cfg := redisstore.Config{URL: o.UsageStore, PasswordFile: o.UsageStorePasswordFile,
+		CAFile: o.UsageStoreCAFile, Timeout: o.UsageStoreTimeout, Cluster: o.ClusterName, Namespace: o.usageNamespace()}
+	st, err := redisstore.Open(ctx, cfg)
+	var down error
+	if errors.Is(err, usage.ErrUnavailable) {
+		down = err
+		st, err = redisstore.New(cfg)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("--usage-store %s: %w", o.UsageStore, err)
 	}
 	m := decide.NewStoreMetrics(s.metrics.registry)
-	m.Up.Set(1)
+	if down != nil {
+		m.Up.Set(0)
+		s.log.Error("the usage store does not answer at start: calls under shared limits are denied "+string(decide.CodeUsageUnavailable)+
+			" (unless failOpen) and the sidecar is not ready until it does", "url", o.UsageStore, "error", down)
+	} else {
+		m.Up.Set(1)
+	}
 	s.log.Info("counting shared limits in the usage store", "url", o.UsageStore, "cluster", o.ClusterName,
 		"namespace", o.usageNamespace(), "timeout", o.UsageStoreTimeout)
-	return &usageStore{store: st, timeout: o.UsageStoreTimeout, metrics: m}, nil
+	return &usageStore{store: st, timeout: o.UsageStoreTimeout, metrics: m, down: down}, nil
 }
 
 // watch asks the store whether it answers every usageStoreCheckEvery

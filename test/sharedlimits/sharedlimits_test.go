@@ -144,6 +144,47 @@ func TestAKilledStoreDeniesLimitedCallsAndRecoversAfterARestart(t *testing.T) {
 	})
 }
 
+// A store unreachable when the sidecar starts does not stop the agent:
+// the sidecar starts not ready, decides calls no shared limit reaches as
+// always and denies the others USAGE_UNAVAILABLE, and counts them once the
+// store answers, without a restart (kubelet's restart back-off would
+// otherwise keep every call of the agent waiting).
+func TestAStoreUnreachableAtStartLeavesTheSidecarNotReadyUntilItAnswers(t *testing.T) {
+	r := redistest.Start(t)
+	url := storeURL(r)
+	r.Stop()
+	p := launch(t, "--bundle-file="+writeBundle(t, sharedBundle(1000)), "--usage-store="+url)
+	waitFor(t, 20*time.Second, "the sidecar deciding with the store down", func() bool {
+		select {
+		case <-p.done:
+			t.Fatalf("the sidecar exited with the store unreachable at start: %s\n%s", p.cmd.ProcessState, p.stderr.String())
+		default:
+		}
+		_, err := p.decide("read", "a")
+		return err == nil
+	})
+	if d := p.mustDecide("read", "a"); d.Decision != engine.Allow {
+		t.Fatalf("read (no limit) with the store down since start: %+v, want allowed", d)
+	}
+	if d := p.mustDecide("pay", "a"); d.Decision != engine.Deny || d.Code != decide.CodeUsageUnavailable {
+		t.Fatalf("pay with the store down since start: %+v, want deny %s", d, decide.CodeUsageUnavailable)
+	}
+	if code, body := p.ready(); code != 503 || !strings.Contains(body, "usage store") || p.metric("toolgate_usage_store_up") != "0" {
+		t.Fatalf("with the store down since start: /readyz %d %q, toolgate_usage_store_up %q; want 503 naming the usage store, 0",
+			code, body, p.metric("toolgate_usage_store_up"))
+	}
+
+	r.Restart()
+	waitFor(t, 10*time.Second, "pay allowed once the store answers", func() bool {
+		d, err := p.decide("pay", "a")
+		return err == nil && d.Decision == engine.Allow
+	})
+	waitFor(t, 5*time.Second, "readiness true and toolgate_usage_store_up 1 once the store answers", func() bool {
+		code, _ := p.ready()
+		return code == 200 && p.metric("toolgate_usage_store_up") == "1"
+	})
+}
+
 // A store slower than --usage-store-timeout (a loopback proxy that delays
 // every chunk) denies calls under shared limits USAGE_UNAVAILABLE within
 // the timeout; once it is fast again they are counted again.

@@ -58,9 +58,31 @@ var quiet sync.Once
 // not answer in time wraps usage.ErrUnavailable, so a caller may start
 // not-ready and retry.
 func Open(ctx context.Context, c Config) (*Store, error) {
-	e, pw, tc, err := c.validate()
+	s, e, err := newStore(c)
 	if err != nil {
 		return nil, err
+	}
+	if err := s.open(ctx, e.db); err != nil {
+		_ = s.c.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// New is a Store that has not yet reached its server, for a sidecar that
+// starts while the server is unreachable (Open failed with
+// usage.ErrUnavailable): every operation dials anew until it answers,
+// Reserve loads its scripts when the server lacks them, and a wrong
+// password then shows in Check's error. Only the configuration is checked.
+func New(c Config) (*Store, error) {
+	s, _, err := newStore(c)
+	return s, err
+}
+
+func newStore(c Config) (*Store, endpoint, error) {
+	e, pw, tc, err := c.validate()
+	if err != nil {
+		return nil, e, err
 	}
 	quiet.Do(func() { redis.SetLogger(&logging.VoidLogger{}) })
 	s := &Store{addr: e.addr, timeout: c.Timeout, prefix: "toolgate:{" + c.Cluster + "/" + c.Namespace + "}:"}
@@ -89,11 +111,7 @@ func Open(ctx context.Context, c Config) (*Store, error) {
 		PoolSize:              poolSize,
 		MinIdleConns:          1,
 	})
-	if err := s.open(ctx, e.db); err != nil {
-		_ = s.c.Close()
-		return nil, err
-	}
-	return s, nil
+	return s, e, nil
 }
 
 // open pings (which dials, authenticates and selects) and loads the
