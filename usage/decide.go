@@ -33,17 +33,25 @@ func (l *Ledger) Decide(c *engine.Compiled, req engine.Request, opts engine.Eval
 	l.reading = reading{l: l}
 	opts.Usage = &l.reading
 	res := c.Evaluate(req, opts)
+	return res, l.countAllowed(c, req, res, opts)
+}
+
+// countAllowed counts res's call when it is allowed, under the decision
+// lock: Decide's and DecideShared's last step. An allowed call whose limits
+// read a count the ledger cannot vouch for is not counted but refused
+// (errPartial); a deny stays the deny it is.
+func (l *Ledger) countAllowed(c *engine.Compiled, req engine.Request, res engine.Result, opts engine.EvalOptions) error {
 	if res.Decision != engine.Allow {
-		return res, nil
+		return nil
 	}
 	if l.reading.partial {
-		return res, errPartial
+		return errPartial
 	}
 	now := time.Now
 	if opts.Now != nil {
 		now = opts.Now
 	}
-	return res, l.record(keysOf(req, c.UsesNamespaceUsage()), nanos(now()), c.UsageWindow())
+	return l.record(keysOf(req, c.UsesNamespaceUsage()), nanos(now()), c.UsageWindow())
 }
 
 var errPartial = &unavailable{"a rate limit or token budget could not be counted: its window reaches back to calls this sidecar may no longer hold (a counter forgotten at --usage-max-keys, or a usage state file that could not be read); denied to fail closed until that window has passed"}

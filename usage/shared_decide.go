@@ -72,17 +72,7 @@ func (l *Ledger) DecideShared(c *engine.Compiled, req engine.Request, opts engin
 			}
 		}
 	}
-	if res.Decision != engine.Allow {
-		return res, nil
-	}
-	if l.reading.partial {
-		return res, errPartial
-	}
-	now := time.Now
-	if opts.Now != nil {
-		now = opts.Now
-	}
-	return res, l.record(keysOf(req, c.UsesNamespaceUsage()), nanos(now()), c.UsageWindow())
+	return res, l.countAllowed(c, req, res, opts)
 }
 
 // watched is the ledger's reading, noting whether a local limit read it.
