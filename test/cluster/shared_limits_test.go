@@ -155,13 +155,27 @@ func sharedLimitAcrossReplicas(t *testing.T) {
 		return slices.Contains(args, "--usage-store="+url), fmt.Sprintf("sidecar args %v", args)
 	})
 
-	mustKubectlStdin(t, sharedPolicyYAML(), "apply", "-n", sharedNS, "-f", "-")
+	// Until the rollout is done an old manager, terminating, may still be
+	// an endpoint of the webhook Service: a call to it times out. Wait for
+	// the rollout, then retry the webhooks' calls on that error alone.
+	mustKubectl(t, "rollout", "status", "-n", releaseNS, "deployment/"+manager, "--timeout=120s")
+	testenv.EventuallyWithin(t, 60*time.Second, poll, "the Policy admitted", func() (bool, string) {
+		out, err := kubectlStdin(sharedPolicyYAML(), "apply", "-n", sharedNS, "-f", "-")
+		if err != nil && !strings.Contains(out, "failed calling webhook") {
+			t.Fatalf("kubectl apply the shared-limit Policy: %v\n%s", err, out)
+		}
+		return err == nil, out
+	})
 	mustKubectl(t, "wait", "-n", sharedNS, "--for=condition=Ready", "policy/"+sharedPolicy, "--timeout=60s")
 
 	started = time.Now()
-	if err := node.Client.Create(c, sharedDeployment(svc.Spec.ClusterIP, redisHost)); err != nil {
-		t.Fatal(err)
-	}
+	testenv.EventuallyWithin(t, 60*time.Second, poll, "the agent Deployment admitted", func() (bool, string) {
+		err := node.Client.Create(c, sharedDeployment(svc.Spec.ClusterIP, redisHost))
+		if err != nil && !strings.Contains(err.Error(), "failed calling webhook") {
+			t.Fatal(err)
+		}
+		return err == nil, fmt.Sprint(err)
+	})
 	pods := readyPods(t, sharedNS, sharedDepl, sharedReplica)
 	logDuration(t, fmt.Sprintf("Deployment %s (%d replicas, shared store) created -> all Pods Ready", sharedDepl, sharedReplica), time.Since(started))
 	for _, p := range pods {

@@ -17,7 +17,9 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -89,9 +91,20 @@ func sidecarsConfirm(t *testing.T) {
 	waitEnforced(t, gen, metav1.ConditionFalse, v1alpha1.ReasonSidecarRefusing, "2/3", "Pod "+refuserPod+" refused")
 	logDuration(t, "refusing sidecar Pod created -> Policy Enforced=False SidecarRefusing 2/3 naming it", time.Since(started))
 	started = time.Now()
-	if err := node.Client.Delete(c, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: confirmNS, Name: refuserPod}}, client.GracePeriodSeconds(0)); err != nil {
+	// A graceful delete: the Pod object goes only once kubelet has stopped
+	// its sidecar. A forced one (grace 0) removes the object at once while
+	// the process still runs, and that sidecar re-creates its Lease after
+	// the garbage collector deleted it: a Pod the operator does not cache
+	// (not injected) then counts as a live sidecar until that Lease
+	// expires or is collected again.
+	if err := node.Client.Delete(c, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: confirmNS, Name: refuserPod}}); err != nil {
 		t.Fatal(err)
 	}
+	testenv.EventuallyWithin(t, 60*time.Second, poll, "the refusing Pod and its Lease gone", func() (bool, string) {
+		podErr := node.Client.Get(c, client.ObjectKey{Namespace: confirmNS, Name: refuserPod}, &corev1.Pod{})
+		leaseErr := node.Client.Get(c, client.ObjectKey{Namespace: confirmNS, Name: refuserPod}, &coordinationv1.Lease{})
+		return apierrors.IsNotFound(podErr) && apierrors.IsNotFound(leaseErr), fmt.Sprintf("pod: %v, lease: %v", podErr, leaseErr)
+	})
 	waitEnforced(t, gen, metav1.ConditionTrue, v1alpha1.ReasonAllSidecarsCurrent, "2/2", "")
 	logDuration(t, "refusing sidecar Pod deleted -> Policy Enforced=True 2/2 again", time.Since(started))
 
