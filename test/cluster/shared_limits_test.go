@@ -159,13 +159,7 @@ func sharedLimitAcrossReplicas(t *testing.T) {
 	// an endpoint of the webhook Service: a call to it times out. Wait for
 	// the rollout, then retry the webhooks' calls on that error alone.
 	mustKubectl(t, "rollout", "status", "-n", releaseNS, "deployment/"+manager, "--timeout=120s")
-	testenv.EventuallyWithin(t, 60*time.Second, poll, "the Policy admitted", func() (bool, string) {
-		out, err := kubectlStdin(sharedPolicyYAML(), "apply", "-n", sharedNS, "-f", "-")
-		if err != nil && !strings.Contains(out, "failed calling webhook") {
-			t.Fatalf("kubectl apply the shared-limit Policy: %v\n%s", err, out)
-		}
-		return err == nil, out
-	})
+	kubectlAdmitted(t, sharedPolicyYAML(), "apply", "-n", sharedNS, "-f", "-")
 	mustKubectl(t, "wait", "-n", sharedNS, "--for=condition=Ready", "policy/"+sharedPolicy, "--timeout=60s")
 
 	started = time.Now()
@@ -243,11 +237,19 @@ func randomHex(t *testing.T) string {
 	return hex.EncodeToString(b)
 }
 
-func mustKubectlStdin(t *testing.T, stdin string, args ...string) {
+// kubectlAdmitted runs kubectl with stdin (none when "") until toolgate's
+// webhooks answer it: a test run right after the webhook was away (the
+// outage test, a manager rollout) may find its Service without a ready
+// endpoint for a moment. Any other failure fails the test at once.
+func kubectlAdmitted(t *testing.T, stdin string, args ...string) {
 	t.Helper()
-	if out, err := kubectlStdin(stdin, args...); err != nil {
-		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
+	testenv.EventuallyWithin(t, 60*time.Second, poll, "kubectl "+strings.Join(args, " ")+" admitted", func() (bool, string) {
+		out, err := kubectlStdin(stdin, args...)
+		if err != nil && !strings.Contains(out, "failed calling webhook") {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return err == nil, out
+	})
 }
 
 // redisDeployment runs the Redis image, its password from the Secret the

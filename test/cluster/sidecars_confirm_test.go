@@ -52,7 +52,7 @@ func sidecarsConfirm(t *testing.T) {
 	defer deleteConfirmNamespace(t)
 	defer confirmDiagnostics(t)
 	mustKubectl(t, "create", "serviceaccount", "-n", confirmNS, agentSA)
-	mustKubectl(t, "apply", "-n", confirmNS, "-f", filepath.Join(testenv.RepoRoot(), "config", "samples", "policy_bash_no_rm_rf.yaml"))
+	kubectlAdmitted(t, "", "apply", "-n", confirmNS, "-f", filepath.Join(testenv.RepoRoot(), "config", "samples", "policy_bash_no_rm_rf.yaml"))
 	mustKubectl(t, "wait", "-n", confirmNS, "--for=condition=Ready", "policy/"+confirmPolicy, "--timeout=60s")
 
 	started := time.Now()
@@ -66,7 +66,7 @@ func sidecarsConfirm(t *testing.T) {
 
 	// A Policy change reaches Enforced=True 2/2.
 	started = time.Now()
-	mustKubectl(t, "patch", "policy", "-n", confirmNS, confirmPolicy, "--type=merge", "-p", `{"spec":{"priority":7}}`)
+	kubectlAdmitted(t, "", "patch", "policy", "-n", confirmNS, confirmPolicy, "--type=merge", "-p", `{"spec":{"priority":7}}`)
 	gen := policyGeneration(t)
 	revision := publishedRevision(t, gen)
 	logDuration(t, "Policy patched -> Ready, its generation published", time.Since(started))
