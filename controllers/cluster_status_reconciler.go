@@ -60,14 +60,15 @@ func (r *clusterStatusReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if !equality.Semantic.DeepEqual(cp.Status, st) {
+	wrote := !equality.Semantic.DeepEqual(cp.Status, st)
+	if wrote {
 		before := cp.DeepCopy()
 		cp.Status = st
 		if err := r.writer.patchStatus(ctx, &cp, before, before.Status.Conditions, st.Conditions); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
-	return leaseRecheck(pendingResult(pending), next), nil
+	return catchUp(leaseRecheck(pendingResult(pending), next), wrote), nil
 }
 
 func (r *clusterStatusReconciler) reconcileFrozen(ctx context.Context, name string, now time.Time) (ctrl.Result, error) {
@@ -88,14 +89,15 @@ func (r *clusterStatusReconciler) reconcileFrozen(ctx context.Context, name stri
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if !equality.Semantic.DeepEqual(cf.Status, st) {
+	wrote := !equality.Semantic.DeepEqual(cf.Status, st)
+	if wrote {
 		before := cf.DeepCopy()
 		cf.Status = st
 		if err := r.writer.patchStatus(ctx, &cf, before, before.Status.Conditions, st.Conditions); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
-	res := leaseRecheck(pendingResult(pending), next)
+	res := catchUp(leaseRecheck(pendingResult(pending), next), wrote)
 	// Back at expiry, to say Expired on time (the bundles drop it then too).
 	if cf.Spec.ExpiresAt != nil {
 		if d := cf.Spec.ExpiresAt.Sub(now); d > 0 && (res.RequeueAfter == 0 || d < res.RequeueAfter) {

@@ -19,6 +19,17 @@ func NewReconcilersForTest(mgr ctrl.Manager, opts Options) (bundle, status recon
 		&statusReconciler{client: mgr.GetClient(), recorder: rec, outcomes: outcomes}
 }
 
+// NewClusterPolicyStatusReconcilerForTest gives the external tests a bundle
+// reconciler and a ClusterPolicy status reconciler sharing one outcome
+// store, to call directly with the manager's cache-backed client.
+func NewClusterPolicyStatusReconcilerForTest(mgr ctrl.Manager, opts Options) (bundle, status reconcile.Reconciler) {
+	outcomes := newOutcomeStore()
+	opts = opts.withDefaults()
+	return &bundleReconciler{client: mgr.GetClient(), apiReader: mgr.GetAPIReader(), opts: opts, outcomes: outcomes},
+		&clusterStatusReconciler{client: mgr.GetClient(), outcomes: outcomes, opts: opts,
+			writer: &statusReconciler{client: mgr.GetClient(), recorder: mgr.GetEventRecorder("toolgate-test")}}
+}
+
 // PublishCount reads the publishes counter for one result label.
 func PublishCount(result string) float64 {
 	return testutil.ToFloat64(publishesTotal.WithLabelValues(result))

@@ -48,22 +48,26 @@ func (r *statusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	res := view.recheck()
-	if wrote > 0 && (res.RequeueAfter == 0 || res.RequeueAfter > cacheCatchUp) {
-		// A pass before the cache holds these patches (a Lease renewed
-		// just after) compares with the status from before them and may
-		// skip a write it needs: Enforced True->False->True would stay
-		// False until the next Lease expiry. Policy status changes are no
-		// event here, so come back once the cache has caught up; that pass
-		// writes nothing when all is well.
-		res.RequeueAfter = cacheCatchUp
-	}
-	return res, r.clusterStatusesDue(ctx, in)
+	return catchUp(view.recheck(), wrote > 0), r.clusterStatusesDue(ctx, in)
 }
 
 // cacheCatchUp is how soon a pass that wrote statuses comes back to check
 // them against the cache.
 const cacheCatchUp = time.Second
+
+// catchUp makes a pass that wrote come back within cacheCatchUp. A pass
+// run before the cache holds its patches (a Lease renewed just after)
+// compares with the status from before them and may skip a write it
+// needs: Enforced True->False->True would stay False until the next Lease
+// expiry. Status changes are no event for the status controllers (their
+// watches pass on spec changes only), so come back once the cache has
+// caught up; that pass writes nothing when all is well.
+func catchUp(res ctrl.Result, wrote bool) ctrl.Result {
+	if wrote && (res.RequeueAfter == 0 || res.RequeueAfter > cacheCatchUp) {
+		res.RequeueAfter = cacheCatchUp
+	}
+	return res
+}
 
 // clusterStatusesDue hands the cluster-scoped objects that select the
 // namespace to their status controllers.
