@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -117,7 +118,12 @@ func launchBin(t testing.TB, bin string, args ...string) *proc {
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	p := &proc{t: t, sock: filepath.Join(dir, "s.sock"), stderr: &syncBuffer{}, done: make(chan struct{})}
-	all := append([]string{"sidecar", "--listen=unix://" + p.sock, "--bundle-namespace=" + namespace, "--decision-log=none"}, args...)
+	all := []string{"sidecar", "--listen=unix://" + p.sock, "--decision-log=none"}
+	if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--configmap") }) {
+		// A file's bundle names its namespace; a ConfigMap's is its own.
+		all = append(all, "--bundle-namespace="+namespace)
+	}
+	all = append(all, args...)
 	p.cmd = exec.Command(bin, all...)
 	p.cmd.Stderr = p.stderr
 	if err := p.cmd.Start(); err != nil {
