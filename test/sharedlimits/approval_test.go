@@ -12,11 +12,15 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/approval"
 	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/decide"
 	"github.com/toolgate/toolgate/engine"
@@ -41,8 +45,10 @@ func askBundle(max int64) engine.Bundle {
 // (ApprovalRequests, `toolgate approve`) and a real redis-server. Asking
 // counts nothing; each approved call counts one; a store that is down
 // denies the approved call USAGE_UNAVAILABLE and leaves the approval
-// unused, to be used once the store answers; and once approved calls
-// reach the limit, every sidecar of the namespace denies by it.
+// unused, to be used once the store answers; an approved call refused
+// after its reservation (the approval cannot be marked used) is given
+// back, as is one whose rule changed; and once approved calls reach the
+// limit, every sidecar of the namespace denies by it.
 func TestAnApprovedCallIsCountedInTheSharedStore(t *testing.T) {
 	r := redistest.Start(t)
 	env, cfg, err := testenv.Start()
@@ -59,13 +65,7 @@ func TestAnApprovedCallIsCountedInTheSharedStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := askBundle(2)
-	doc, rev := testenv.Encode(t, b)
-	if err := admin.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "toolgate-bundle",
-		Labels:      map[string]string{v1alpha1.BundleLabel: "true", v1alpha1.ManagedByLabel: v1alpha1.ManagedByValue},
-		Annotations: map[string]string{v1alpha1.RevisionAnnotation: rev}},
-		Data: map[string]string{bundle.Key: string(doc)}}); err != nil {
-		t.Fatal(err)
-	}
+	rev := publish(t, admin, b)
 	kubeconfig := testenv.WriteKubeconfig(t, testenv.Kubeconfig(t, cfg))
 	p := startSidecar(t, "--configmap="+namespace+"/toolgate-bundle", "--kubeconfig="+kubeconfig,
 		"--service-account=pay-agent", "--usage-store="+storeURL(r))
@@ -144,8 +144,36 @@ func TestAnApprovedCallIsCountedInTheSharedStore(t *testing.T) {
 		t.Fatalf("the approved call counted %d times in the restarted Redis, want once", n)
 	}
 
+	// An approved call not let through after all (the bundle now asks by
+	// another rule) is given back, and its approval stays unused.
 	third := asked(30)
 	approve(third)
+	renamed := askBundle(2)
+	renamed.Policies[0].Rules[1].ID = "pay-asks-again"
+	changedRev := publish(t, admin, renamed)
+	waitFor(t, 20*time.Second, "the sidecar serving the bundle with the renamed rule", func() bool {
+		return p.evaluate(map[string]any{"tool_name": "read"}).BundleRevision == changedRev
+	})
+	if a := use(30, third); a.Decision != engine.Deny || a.Code != "APPROVAL_INVALID" {
+		t.Fatalf("the approved call once the bundle asks by another rule: %+v, want deny APPROVAL_INVALID", a)
+	}
+	if n := counted(); n != 1 {
+		t.Fatalf("%d calls counted after an approved call was refused, want 1: it is given back", n)
+	}
+	publish(t, admin, b)
+	waitFor(t, 20*time.Second, "the sidecar serving the first bundle again", func() bool {
+		return p.evaluate(map[string]any{"tool_name": "read"}).BundleRevision == rev
+	})
+	// An approved call reserved, then refused because its approval could
+	// not be marked used (the API server refuses the write): given back.
+	lift := refuseApprovalUse(t, admin, third)
+	if a := use(30, third); a.Decision != engine.Deny || a.Code != approval.CodeUnavailable || !strings.Contains(a.Reason, "could not be used") {
+		t.Fatalf("the approved call whose approval cannot be marked used: %+v, want deny %s", a, approval.CodeUnavailable)
+	}
+	if n := counted(); n != 1 {
+		t.Fatalf("%d calls counted after an approved call was refused, want 1: its reservation is given back", n)
+	}
+	lift()
 	if a := use(30, third); a.Decision != engine.Allow {
 		t.Fatalf("the third approved call: %+v, want allowed", a)
 	}
@@ -165,10 +193,86 @@ func TestAnApprovedCallIsCountedInTheSharedStore(t *testing.T) {
 	}
 }
 
+// publish writes b as the namespace's bundle ConfigMap, as the operator
+// would, and returns its revision.
+func publish(t *testing.T, admin client.Client, b engine.Bundle) string {
+	t.Helper()
+	doc, rev := testenv.Encode(t, b)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "toolgate-bundle",
+		Labels:      map[string]string{v1alpha1.BundleLabel: "true", v1alpha1.ManagedByLabel: v1alpha1.ManagedByValue},
+		Annotations: map[string]string{v1alpha1.RevisionAnnotation: rev}},
+		Data: map[string]string{bundle.Key: string(doc)}}
+	ctx := context.Background()
+	var old corev1.ConfigMap
+	err := admin.Get(ctx, client.ObjectKeyFromObject(cm), &old)
+	switch {
+	case apierrors.IsNotFound(err):
+		err = admin.Create(ctx, cm)
+	case err == nil:
+		cm.ResourceVersion = old.ResourceVersion
+		err = admin.Update(ctx, cm)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rev
+}
+
+// refuseApprovalUse makes the API server refuse, for real, every status
+// write of ApprovalRequests in the namespace (an admission policy), so that
+// the sidecar cannot mark name used, until the returned func lifts it.
+func refuseApprovalUse(t *testing.T, admin client.Client, name string) (lift func()) {
+	t.Helper()
+	ctx := context.Background()
+	const message = "approvals are frozen for this test"
+	vap := &admissionv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "refuse-approval-use"},
+		Spec: admissionv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionv1.Fail),
+			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionv1.RuleWithOperations{
+					Operations: []admissionv1.OperationType{admissionv1.Update},
+					Rule: admissionv1.Rule{APIGroups: []string{v1alpha1.GroupVersion.Group}, APIVersions: []string{"*"},
+						Resources: []string{"approvalrequests/status"}},
+				}}}},
+			MatchConditions: []admissionv1.MatchCondition{{Name: "this-namespace", Expression: fmt.Sprintf("request.namespace == %q", namespace)}},
+			Validations:     []admissionv1.Validation{{Expression: "false", Message: message}},
+		}}
+	binding := &admissionv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: vap.Name},
+		Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: vap.Name,
+			ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny}}}
+	for _, o := range []client.Object{vap, binding} {
+		if err := admin.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A status write of the request, changing nothing: refused once the
+	// policy is in force (it reaches admission through an informer).
+	statusWrite := func() error {
+		var ar v1alpha1.ApprovalRequest
+		if err := admin.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &ar); err != nil {
+			return err
+		}
+		return admin.Status().Update(ctx, &ar)
+	}
+	waitFor(t, 20*time.Second, "ApprovalRequest status writes refused", func() bool {
+		err := statusWrite()
+		return err != nil && strings.Contains(err.Error(), message)
+	})
+	return func() {
+		for _, o := range []client.Object{binding, vap} {
+			if err := admin.Delete(ctx, o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitFor(t, 20*time.Second, "ApprovalRequest status writes allowed again", func() bool { return statusWrite() == nil })
+	}
+}
+
 // answer is /v1/evaluate's answer with the approval it names.
 type answer struct {
 	decision
-	Approval *struct {
+	BundleRevision string `json:"bundleRevision"`
+	Approval       *struct {
 		Name string `json:"name"`
 	} `json:"approval"`
 }
