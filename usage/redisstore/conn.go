@@ -137,7 +137,7 @@ func (p *fastPool) dial(ctx context.Context) (*fastConn, error) {
 		}
 		c = tc
 	}
-	fc := &fastConn{c: c, rd: bufio.NewReaderSize(c, 1024)}
+	fc := &fastConn{c: c, rd: bufio.NewReaderSize(c, maxLine)}
 	var cmds [][]any
 	switch {
 	case p.password != "" && p.username != "":
@@ -258,10 +258,23 @@ func (serverError) RedisError()     {}
 // answer two short strings per counter.
 const maxReply = 1 << 20
 
+// maxLine bounds a reply's line (a simple string, an error, a length):
+// the server's longest errors name a script's line, well under it.
+const maxLine = 4096
+
+// maxDepth bounds how deep arrays may nest in a reply: the scripts answer
+// flat ones.
+const maxDepth = 4
+
 // readReply reads one RESP2 reply: a simple string, an error, an
 // integer, a bulk string (nil: nil) or an array of these.
-func readReply(rd *bufio.Reader) (any, error) {
+func readReply(rd *bufio.Reader) (any, error) { return readValue(rd, 0) }
+
+func readValue(rd *bufio.Reader, depth int) (any, error) {
 	line, err := rd.ReadSlice('\n')
+	if errors.Is(err, bufio.ErrBufferFull) {
+		return nil, fmt.Errorf("malformed reply: a line longer than %d bytes", rd.Size())
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -297,6 +310,9 @@ func readReply(rd *bufio.Reader) (any, error) {
 		}
 		return string(data[:n]), nil
 	case '*':
+		if depth == maxDepth {
+			return nil, fmt.Errorf("malformed reply: arrays nested deeper than %d", maxDepth)
+		}
 		n, err := strconv.Atoi(string(body))
 		if err != nil || n < -1 || n > maxReply {
 			return nil, fmt.Errorf("malformed array length %q", body)
@@ -306,7 +322,7 @@ func readReply(rd *bufio.Reader) (any, error) {
 		}
 		out := make([]any, n)
 		for i := range out {
-			if out[i], err = readReply(rd); err != nil {
+			if out[i], err = readValue(rd, depth+1); err != nil {
 				var se serverError
 				if errors.As(err, &se) {
 					// An error inside an array is a value here, not

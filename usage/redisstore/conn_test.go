@@ -64,6 +64,8 @@ func TestReadReplyRefusesMalformedReplies(t *testing.T) {
 		{"*" + strconv.Itoa(maxReply+1) + "\r\n", "malformed array length"},
 		{"*2\r\n$1\r\n3\r\n", "EOF"},
 		{"*1\r\n-ERR inside\r\n", "an error in an array reply: ERR inside"},
+		{strings.Repeat("*1\r\n", maxDepth+1) + ":1\r\n", "nested deeper than"},
+		{"-" + strings.Repeat("x", 5000) + "\r\n", "a line longer than"},
 	} {
 		got, err := readReply(bufio.NewReader(strings.NewReader(tc.in)))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -186,4 +188,19 @@ func TestReserveAuthenticatesAndSelectsTheDB(t *testing.T) {
 			t.Fatalf("DB %d holds %v (%v), want %d counters", db, keys, err, want)
 		}
 	}
+}
+
+// FuzzReadReply: whatever a server (or something posing as one) sends,
+// readReply returns a value or an error, never panics, and reads a
+// server's error only from a reply that is one.
+func FuzzReadReply(f *testing.F) {
+	for _, s := range []string{"+OK\r\n", ":1\r\n", "$3\r\nabc\r\n", "$-1\r\n", "*2\r\n$1\r\n3\r\n$0\r\n\r\n", "-ERR x\r\n", "*1\r\n-ERR x\r\n", "*1\r\n*1\r\n*1\r\n:1\r\n"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		_, err := readReply(bufio.NewReader(strings.NewReader(string(in))))
+		if _, ok := err.(serverError); ok && in[0] != '-' {
+			t.Fatalf("%q: a server error from a reply that is not one: %v", in, err)
+		}
+	})
 }
