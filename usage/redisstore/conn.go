@@ -38,6 +38,20 @@ type fastPool struct {
 	slots  chan struct{}
 	idle   chan *fastConn
 	closed atomic.Bool
+	// failed is the last dial's failure, while it is recent: a server that
+	// could not be reached is dialed again at most once per dialBackoff,
+	// and the calls in between fail at once with its error rather than
+	// each wait out a dial (as go-redis's pool does).
+	failed atomic.Pointer[dialFailure]
+}
+
+// dialBackoff is how long a failed dial answers for the server (the
+// sidecar checks the store as often).
+const dialBackoff = time.Second
+
+type dialFailure struct {
+	err error
+	at  time.Time
 }
 
 func newFastPool(e endpoint, password string, tc *tls.Config, timeout time.Duration) *fastPool {
@@ -75,11 +89,23 @@ func (p *fastPool) get(ctx context.Context) (*fastConn, error) {
 			}
 			p.discard(fc)
 		case p.slots <- struct{}{}:
+			if f := p.failed.Load(); f != nil && time.Since(f.at) < dialBackoff {
+				<-p.slots
+				return nil, f.err
+			}
 			fc, err := p.dial(ctx)
 			if err != nil {
 				<-p.slots
+				var se serverError
+				if !errors.As(err, &se) {
+					// Unreachable or too slow to connect within the
+					// timeout, not refusing (a wrong password is told
+					// at once, every time).
+					p.failed.Store(&dialFailure{err: err, at: time.Now()})
+				}
 				return nil, err
 			}
+			p.failed.Store(nil)
 			return fc, nil
 		case <-ctx.Done():
 			return nil, ctx.Err()
