@@ -174,17 +174,23 @@ func (d *Decider) settle(ctx context.Context, req engine.Request, res engine.Res
 }
 
 // consume lets an approved call through once: decided again against the
-// state served now, it must still be asked for by the same rule.
+// state served now, it must still be asked for by the same rule. Its
+// shared limits are counted in that decision, in one round trip as an
+// allowed call's are (a store that cannot count one without failOpen
+// denies it USAGE_UNAVAILABLE, and the approval stays unused), and given
+// back when the call is not let through after all.
 func (d *Decider) consume(ctx context.Context, req engine.Request, asked engine.Result, s approval.Status) (engine.Result, *State) {
-	now, st := d.Decide(req, false, nil)
+	now, st, held := d.decide(req, false, nil, true)
 	if now.Decision != engine.Ask {
 		return now, st
 	}
 	if !sameAsk(&now, &asked) {
+		d.giveBack(held)
 		return refuse(now, approval.CodeInvalid, fmt.Sprintf("ApprovalRequest %s/%s was approved for rule %q of policy %q, and the bundle now asks by rule %q of policy %q; ask again",
 			s.Ticket.Namespace, s.Ticket.Name, asked.MatchedRuleID, asked.MatchedPolicyID, now.MatchedRuleID, now.MatchedPolicyID)), st
 	}
 	if err := d.approvals.Consume(ctx, s.Ticket.Name); err != nil {
+		d.giveBack(held)
 		code := approval.CodeUnavailable
 		if errors.Is(err, approval.ErrConsumed) {
 			code = approval.CodeInvalid
@@ -198,6 +204,7 @@ func (d *Decider) consume(ctx context.Context, req engine.Request, asked engine.
 		clock = d.cfg.Now
 	}
 	if err := d.usage.Count(st.Compiled, req, clock()); err != nil {
+		d.giveBack(held)
 		return SelfDeny(CodeUsageUnavailable, err.Error()), st
 	}
 	out := now

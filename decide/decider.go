@@ -178,21 +178,29 @@ func SelfDeny(code engine.Code, reason string) engine.Result {
 // Settle and Record). ev is the decision log's event, nil when none is kept
 // (the in-process evaluator of package client/local).
 func (d *Decider) Decide(req engine.Request, explain bool, ev *decisionlog.Event) (engine.Result, *State) {
+	res, st, _ := d.decide(req, explain, ev, false)
+	return res, st
+}
+
+// decide is Decide; approved (consume) counts an ask in the shared store
+// as an allow and returns its reservation (decideShared).
+func (d *Decider) decide(req engine.Request, explain bool, ev *decisionlog.Event, approved bool) (engine.Result, *State, *sharedCounts) {
 	st := d.state.Load()
 	d.bind(&st.binding, req, ev)
 	if d.cfg.BeforeEvaluate != nil {
 		d.cfg.BeforeEvaluate(req)
 	}
 	if st.binding.unregistered {
-		return unregistered(st), st
+		return unregistered(st), st, nil
 	}
 	// The service account is the sidecar's own (from the API server, or
 	// --service-account), never the request's.
 	opts := engine.EvalOptions{Explain: explain, MaxTrace: d.cfg.MaxTrace, ServiceAccount: st.ServiceAccount, Now: d.cfg.Now}
 	var res engine.Result
+	var held *sharedCounts
 	var err error
 	if st.Compiled.UsesSharedUsage() {
-		res, err = d.decideShared(st.Compiled, req, opts)
+		res, held, err = d.decideShared(st.Compiled, req, opts, approved)
 	} else {
 		res, err = d.usage.Decide(st.Compiled, req, opts)
 	}
@@ -202,7 +210,7 @@ func (d *Decider) Decide(req engine.Request, explain bool, ev *decisionlog.Event
 	if res.TraceTruncated {
 		d.metrics.TraceTruncated.Inc()
 	}
-	return res, st
+	return res, st, held
 }
 
 // DecideResult judges what a tool returned: req is the call with its

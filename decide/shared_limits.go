@@ -69,25 +69,51 @@ func (m *StoreMetrics) observe(ctx context.Context, start time.Time, err error) 
 // trip to the store for a call a shared limit reaches, none for the
 // others (usage.Ledger.DecideShared), and a second only to give the
 // reservation back when the call is not allowed after all.
-func (d *Decider) decideShared(c *engine.Compiled, req engine.Request, opts engine.EvalOptions) (engine.Result, error) {
+//
+// approved is set when the call is an ask a person approved, being let
+// through (consume): its ask is then counted as an allow would be, in the
+// same round trip, and refused (the error) when a shared limit it read
+// could not be counted and has no failOpen. Its reservation is returned,
+// for consume to give back if the call is not let through after all; any
+// other call's is settled here (nil).
+func (d *Decider) decideShared(c *engine.Compiled, req engine.Request, opts engine.EvalOptions, approved bool) (engine.Result, *sharedCounts, error) {
 	var counts *sharedCounts
 	res, err := d.usage.DecideShared(c, req, opts, func(asked []engine.SharedQuery) usage.SharedCounts {
 		counts = d.reserve(asked)
 		return counts
 	})
 	if counts == nil {
-		return res, err
+		return res, nil, err
 	}
-	if counts.reserved && (err != nil || res.Decision != engine.Allow) {
+	asking := approved && err == nil && res.Decision == engine.Ask
+	if asking {
+		// DecideShared checks only an allow's counts.
+		err = counts.Uncounted()
+	}
+	kept := err == nil && (res.Decision == engine.Allow || asking)
+	if counts.reserved && !kept {
 		d.release(counts.reservation)
+		counts.reserved = false
 	}
-	if err == nil && res.Decision == engine.Allow && counts.missing != "" {
+	if kept && counts.missing != "" {
 		// Every limit that could not be counted has failOpen: say so
 		// where the decision log and the client see it.
 		res.Warnings = append(res.Warnings[:len(res.Warnings):len(res.Warnings)],
 			"shared limit not counted, allowed by failOpen: "+counts.missing)
 	}
-	return res, err
+	if !asking {
+		counts = nil
+	}
+	return res, counts, err
+}
+
+// giveBack releases what an approved call reserved (decideShared with
+// approved) when it is not let through after all; nil is nothing.
+func (d *Decider) giveBack(counts *sharedCounts) {
+	if counts != nil && counts.reserved {
+		d.release(counts.reservation)
+		counts.reserved = false
+	}
 }
 
 // reserve makes the round trip for the shared counters asked, bounded by

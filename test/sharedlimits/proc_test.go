@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -104,22 +105,33 @@ func (b *syncBuffer) String() string {
 // namespace and --decision-log=none, without waiting for it.
 func launch(t testing.TB, args ...string) *proc {
 	t.Helper()
+	return launchBin(t, toolgateBin, args...)
+}
+
+// launchBin is launch with another toolgate binary (measure-limits'
+// MEASURE_BASE).
+func launchBin(t testing.TB, bin string, args ...string) *proc {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "tg-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	p := &proc{t: t, sock: filepath.Join(dir, "s.sock"), stderr: &syncBuffer{}, done: make(chan struct{})}
-	all := append([]string{"sidecar", "--listen=unix://" + p.sock, "--bundle-namespace=" + namespace, "--decision-log=none"}, args...)
-	p.cmd = exec.Command(toolgateBin, all...)
+	all := []string{"sidecar", "--listen=unix://" + p.sock, "--decision-log=none"}
+	if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--configmap") }) {
+		// A file's bundle names its namespace; a ConfigMap's is its own.
+		all = append(all, "--bundle-namespace="+namespace)
+	}
+	all = append(all, args...)
+	p.cmd = exec.Command(bin, all...)
 	p.cmd.Stderr = p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	go func() { _ = p.cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		<-p.done
+		p.stop()
 		if t.Failed() {
 			t.Logf("sidecar %s stderr:\n%s", p.sock, p.stderr.String())
 		}
@@ -131,10 +143,22 @@ func launch(t testing.TB, args ...string) *proc {
 	return p
 }
 
+// stop ends the sidecar (SIGTERM) and waits until it has exited.
+func (p *proc) stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	<-p.done
+}
+
 // startSidecar launches a sidecar and waits until it is ready.
 func startSidecar(t testing.TB, args ...string) *proc {
 	t.Helper()
-	p := launch(t, args...)
+	return startSidecarBin(t, toolgateBin, args...)
+}
+
+// startSidecarBin is startSidecar with another toolgate binary.
+func startSidecarBin(t testing.TB, bin string, args ...string) *proc {
+	t.Helper()
+	p := launchBin(t, bin, args...)
 	waitFor(t, 20*time.Second, "the sidecar ready", func() bool {
 		select {
 		case <-p.done:

@@ -230,8 +230,9 @@ func TestNoUsageStoreDeniesSharedLimitsSayingSo(t *testing.T) {
 	}
 }
 
-// A wrong password, no password, or a database the server does not have:
-// the sidecar exits at start with an error that says which.
+// A wrong password, no password, a password file absent or empty, or a
+// database the server does not have: the sidecar exits at start with an
+// error that says which.
 func TestWrongPasswordOrDatabaseStopsTheSidecarWithAClearError(t *testing.T) {
 	r := redistest.Start(t, redistest.WithPassword("right-password"), redistest.WithArgs("--databases", "4"))
 	bundle := "--bundle-file=" + writeBundle(t, sharedBundle(10))
@@ -253,6 +254,10 @@ func TestWrongPasswordOrDatabaseStopsTheSidecarWithAClearError(t *testing.T) {
 		{"no password", []string{"--usage-store=" + storeURL(r)}, []string{"--usage-store", "password"}},
 		{"a database the server lacks", []string{"--usage-store=redis://" + r.Addr + "/9", "--usage-store-password-file=" + right}, []string{"--usage-store", "9"}},
 		{"a password in the URL", []string{"--usage-store=redis://user:pw@" + r.Addr + "/0"}, []string{"--usage-store-password-file"}},
+		// The file a Secret would have been mounted as, absent or empty:
+		// never taken for no password.
+		{"no password file", []string{"--usage-store=" + storeURL(r), "--usage-store-password-file=" + filepath.Join(dir, "absent")}, []string{"--usage-store-password-file", "absent", "no such file"}},
+		{"an empty password file", []string{"--usage-store=" + storeURL(r), "--usage-store-password-file=" + file("empty", "")}, []string{"--usage-store-password-file", "is empty"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			out := launch(t, append([]string{bundle}, c.args...)...).exitError(20 * time.Second)

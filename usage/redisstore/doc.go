@@ -11,6 +11,10 @@
 // call not allowed after all, runs a second script that removes exactly
 // what the reservation added, by its id. Check is a PING.
 //
+// Reserve and Release speak RESP2 on connections of their own (conn.go),
+// made for that one exchange; go-redis connects at Open, loads the
+// scripts and runs Check.
+//
 // # Time
 //
 // Counters are timed by the Redis server's clock (TIME, in microseconds),
@@ -55,7 +59,8 @@
 // server), never the password; a timeout is also context.DeadlineExceeded.
 // Broken connections are replaced on the next call: a server back after a
 // restart is used again without reopening the store (within about a
-// second: the client probes a server it could not dial once a second).
+// second: a server that could not be dialed is dialed again once a
+// second, the calls in between failing at once with that error).
 // A Reserve that timed out may still have counted the call in the server:
 // its entries stay until their window passes, which can only make a limit
 // deny early, never allow past it. A server restarted without persistence

@@ -96,4 +96,11 @@ return 0
 var (
 	reserveLua = redis.NewScript(reserveScript)
 	releaseLua = redis.NewScript(releaseScript)
+
+	reserveRaw = luaScript{src: reserveScript, sha: reserveLua.Hash()}
+	releaseRaw = luaScript{src: releaseScript, sha: releaseLua.Hash()}
 )
+
+// luaScript is a script as the Reserve and Release connections send it:
+// EVALSHA with its SHA-1, EVAL with its source when the server lacks it.
+type luaScript struct{ src, sha string }
