@@ -11,6 +11,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/toolgate/toolgate/engine/detect"
+	"github.com/toolgate/toolgate/engine/internal/fold"
+	"github.com/toolgate/toolgate/engine/internal/jsonvalue"
+	"github.com/toolgate/toolgate/engine/internal/regex"
 )
 
 // Limits checked at compile time, mirrored by the CRD schema.
@@ -100,7 +103,7 @@ func newFreezes(lists ...[]FrozenAgent) freezes {
 				if fz.byAgent == nil {
 					fz.byAgent = map[string][]frozenEntry{}
 				}
-				key := foldKey(f.ID)
+				key := fold.Key(f.ID)
 				fz.byAgent[key] = append(fz.byAgent[key], e)
 			}
 			if f.ServiceAccount != "" {
@@ -174,11 +177,11 @@ type crule struct {
 type ccond struct {
 	slot    int32
 	op      op
-	value   scalar
+	value   jsonvalue.Scalar
 	members stringSet // in/not_in's values, stringified
-	matcher *matcher
+	matcher *regex.Matcher
 	sub     []ccond // the members of an any or all group
-	// cast is castToNumber: value.num, or nums for in and not_in (sorted),
+	// cast is castToNumber: value.Num, or nums for in and not_in (sorted),
 	// hold the value read as a number.
 	cast bool
 	nums []float64
@@ -315,7 +318,7 @@ type compiler struct {
 }
 
 type patternResult struct {
-	m   *matcher
+	m   *regex.Matcher
 	err error
 }
 
@@ -323,10 +326,10 @@ func newCompiler() *compiler {
 	return &compiler{slots: map[string]int32{}, patterns: map[string]patternResult{}}
 }
 
-func (k *compiler) pattern(s string) (*matcher, error) {
+func (k *compiler) pattern(s string) (*regex.Matcher, error) {
 	r, ok := k.patterns[s]
 	if !ok {
-		r.m, r.err = compilePattern(s)
+		r.m, r.err = regex.Compile(s)
 		k.patterns[s] = r
 	}
 	return r.m, r.err
@@ -540,8 +543,8 @@ func toolKeys(r *Rule) []string {
 		}
 		switch c.Operator {
 		case "eq":
-			if s, err := parseScalar(c.Value); err == nil && s.kind == kindString {
-				return []string{s.str}
+			if s, err := jsonvalue.ParseScalar(c.Value); err == nil && s.Kind == jsonvalue.KindString {
+				return []string{s.Str}
 			}
 		case "in":
 			raws := c.Values
@@ -550,11 +553,11 @@ func toolKeys(r *Rule) []string {
 			}
 			var keys []string
 			for _, raw := range raws {
-				s, err := parseScalar(raw)
+				s, err := jsonvalue.ParseScalar(raw)
 				if err != nil {
 					return nil
 				}
-				keys = append(keys, s.str)
+				keys = append(keys, s.Str)
 			}
 			if len(keys) > 0 {
 				return keys

@@ -3,6 +3,8 @@ package engine
 import (
 	"encoding/json"
 	"slices"
+
+	"github.com/toolgate/toolgate/engine/internal/jsonvalue"
 )
 
 // operandCheck compiles a condition's value for one operand kind into cc and
@@ -129,12 +131,12 @@ func checkNoOperand(_ *compiler, c *Condition, _ operatorSpec, _ *ccond, fail fa
 // become a set.
 func checkListOperand(_ *compiler, c *Condition, _ operatorSpec, cc *ccond, fail failFunc) {
 	var members []string
-	eachListOperand(c, fail, func(at Location, s scalar) {
-		if !s.isScalar() {
-			fail(at, "must be a string, number or boolean, not %s", s.kind)
+	eachListOperand(c, fail, func(at Location, s jsonvalue.Scalar) {
+		if !s.IsScalar() {
+			fail(at, "must be a string, number or boolean, not %s", s.Kind)
 			return
 		}
-		members = append(members, s.str)
+		members = append(members, s.Str)
 	})
 	cc.members = newStringSet(members)
 }
@@ -142,7 +144,7 @@ func checkListOperand(_ *compiler, c *Condition, _ operatorSpec, cc *ccond, fail
 // eachListOperand calls f on each of in's and not_in's values (value as a
 // one-item list) that is JSON, with its location; it reports a missing or
 // too long list and values that are not JSON.
-func eachListOperand(c *Condition, fail failFunc, f func(at Location, s scalar)) {
+func eachListOperand(c *Condition, fail failFunc, f func(at Location, s jsonvalue.Scalar)) {
 	raws, field := c.Values, At("values")
 	if len(c.Value) > 0 {
 		raws, field = []json.RawMessage{c.Value}, At("value")
@@ -160,7 +162,7 @@ func eachListOperand(c *Condition, fail failFunc, f func(at Location, s scalar))
 		if len(c.Value) == 0 {
 			at = field.Index(i)
 		}
-		s, err := parseScalar(raw)
+		s, err := jsonvalue.ParseScalar(raw)
 		if err != nil {
 			fail(at, "not valid JSON: %v", err)
 			continue
@@ -180,7 +182,7 @@ func singleOperand(c *Condition, cc *ccond, fail failFunc) bool {
 		fail(At("value"), "operator %s needs a value", c.Operator)
 		return false
 	}
-	s, err := parseScalar(c.Value)
+	s, err := jsonvalue.ParseScalar(c.Value)
 	if err != nil {
 		fail(At("value"), "not valid JSON: %v", err)
 		return false
@@ -190,8 +192,8 @@ func singleOperand(c *Condition, cc *ccond, fail failFunc) bool {
 }
 
 func checkScalarOperand(_ *compiler, c *Condition, _ operatorSpec, cc *ccond, fail failFunc) {
-	if singleOperand(c, cc, fail) && !cc.value.isScalar() {
-		fail(At("value"), "operator %s needs a string, number or boolean, not %s", c.Operator, cc.value.kind)
+	if singleOperand(c, cc, fail) && !cc.value.IsScalar() {
+		fail(At("value"), "operator %s needs a string, number or boolean, not %s", c.Operator, cc.value.Kind)
 	}
 }
 
@@ -199,23 +201,23 @@ func checkStringOperand(k *compiler, c *Condition, spec operatorSpec, cc *ccond,
 	if !singleOperand(c, cc, fail) {
 		return
 	}
-	if cc.value.kind != kindString {
-		fail(At("value"), "operator %s needs a string value, not %s", c.Operator, cc.value.kind)
+	if cc.value.Kind != jsonvalue.KindString {
+		fail(At("value"), "operator %s needs a string value, not %s", c.Operator, cc.value.Kind)
 		return
 	}
 	if spec.op != opMatches {
 		return
 	}
-	m, err := k.pattern(cc.value.str)
+	m, err := k.pattern(cc.value.Str)
 	if err != nil {
-		fail(At("value"), "pattern %q does not compile: %v", truncate(cc.value.str, 128), err)
+		fail(At("value"), "pattern %q does not compile: %v", truncate(cc.value.Str, 128), err)
 		return
 	}
 	cc.matcher = m
 }
 
 func checkNumberOperand(_ *compiler, c *Condition, _ operatorSpec, cc *ccond, fail failFunc) {
-	if singleOperand(c, cc, fail) && cc.value.kind != kindNumber {
-		fail(At("value"), "operator %s needs a number value, not %s", c.Operator, cc.value.kind)
+	if singleOperand(c, cc, fail) && cc.value.Kind != jsonvalue.KindNumber {
+		fail(At("value"), "operator %s needs a number value, not %s", c.Operator, cc.value.Kind)
 	}
 }

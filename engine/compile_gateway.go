@@ -7,6 +7,10 @@ import (
 	"strings"
 	"time"
 	_ "time/tzdata" // schedules name zones; the sidecar image has no zoneinfo
+
+	"github.com/toolgate/toolgate/engine/internal/fold"
+	"github.com/toolgate/toolgate/engine/internal/jsonvalue"
+	"github.com/toolgate/toolgate/engine/internal/regex"
 )
 
 // Limits on the gateway fields, mirrored by the CRD schema.
@@ -66,14 +70,14 @@ type ctargets struct {
 type cselect struct {
 	action, sideEffect stringSet
 	tool               string
-	toolMatcher        *matcher
+	toolMatcher        *regex.Matcher
 	resourceType       string
 	context            []ctxLiteral
 }
 
 type ctxLiteral struct {
 	key   string
-	value scalar
+	value jsonvalue.Scalar
 }
 
 type cwhen struct {
@@ -123,7 +127,7 @@ func (k *compiler) gatewayRule(d *diagnoser, ri int, r *Rule, cr *crule, tiered 
 			checkNames(fail, At("subjects", "agents"), s.Agents)
 			folded := make([]string, len(s.Agents))
 			for i, a := range s.Agents {
-				folded[i] = foldKey(a)
+				folded[i] = fold.Key(a)
 			}
 			cs.agents = newStringSet(folded)
 		}
@@ -183,12 +187,12 @@ func (k *compiler) gatewayRule(d *diagnoser, ri int, r *Rule, cr *crule, tiered 
 					fail(loc, "context key %q must be one non-empty key without '.' (and not __proto__, constructor or prototype)", key)
 					continue
 				}
-				v, err := parseScalar(s.Context[key])
+				v, err := jsonvalue.ParseScalar(s.Context[key])
 				switch {
 				case err != nil:
 					fail(loc, "not valid JSON: %v", err)
-				case !v.isScalar():
-					fail(loc, "must be a string, number or boolean, not %s", v.kind)
+				case !v.IsScalar():
+					fail(loc, "must be a string, number or boolean, not %s", v.Kind)
 				default:
 					cs.context = append(cs.context, ctxLiteral{key: key, value: v})
 				}

@@ -120,7 +120,7 @@ func (s *scratch) selectHolds(sel *cselect, m mode) bool {
 	switch {
 	case sel.toolMatcher != nil:
 		// A tool_name that is not a string is missing, as for matches.
-		if !v.toolOK || !sel.toolMatcher.match(v.tool) {
+		if !v.toolOK || !sel.toolMatcher.Match(v.tool) {
 			return false
 		}
 	case sel.tool != "" && sel.tool != v.tool:
@@ -131,7 +131,7 @@ func (s *scratch) selectHolds(sel *cselect, m mode) bool {
 	}
 	for i := range sel.context {
 		got, ok := v.context[sel.context[i].key]
-		if !ok || !sel.context[i].value.equal(got) {
+		if !ok || !sel.context[i].value.Equal(got) {
 			return false
 		}
 	}

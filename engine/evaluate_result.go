@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/toolgate/toolgate/engine/detect"
+	"github.com/toolgate/toolgate/engine/internal/jsonvalue"
 	"github.com/toolgate/toolgate/engine/sentence"
 )
 
@@ -155,7 +156,7 @@ func (c *Compiled) phrase(s *scratch, cc *ccond, src *Condition) string {
 	v, present := s.value(c, cc.slot)
 	t := sentence.Test{Field: src.Field, Operator: src.Operator, Value: src.Value, Values: src.Values, Present: present, Held: held}
 	if cc.cast {
-		t.Reason = castReason(v, present)
+		t.Reason = jsonvalue.CastReason(v, present)
 	}
 	if present && held != (cc.op == opNotContains) {
 		if sp := leafSpans(cc, s.str(c, cc.slot, v), nil, false); len(sp) > 0 {
@@ -204,9 +205,10 @@ type span struct {
 func leafSpans(cc *ccond, text string, dst []span, all bool) []span {
 	switch cc.op {
 	case opMatches:
-		return cc.matcher.spans(text, dst, all)
+		cc.matcher.Spans(text, all, func(start, end int) { dst = append(dst, span{start: start, end: end}) })
+		return dst
 	case opContains, opNotContains:
-		needle := cc.value.str
+		needle := cc.value.Str
 		if needle == "" {
 			return dst
 		}
@@ -230,59 +232,6 @@ func leafSpans(cc *ccond, text string, dst []span, all bool) []span {
 		for _, m := range cc.scanner.AppendAll(nil, text) {
 			if m.End > m.Start {
 				dst = append(dst, span{start: m.Start, end: m.End, detector: m.Detector})
-			}
-		}
-	}
-	return dst
-}
-
-// spans are the non-empty matches of m in s, left to right, not
-// overlapping: every one (all), or the first.
-func (m *matcher) spans(s string, dst []span, all bool) []span {
-	add := func(start, end int) {
-		if end > start {
-			dst = append(dst, span{start: start, end: end})
-		}
-	}
-	switch m.kind {
-	case litContains:
-		n := 1
-		if all {
-			n = -1
-		}
-		for off, found := 0, 0; found != n; found++ {
-			i := strings.Index(s[off:], m.lit)
-			if i < 0 || m.lit == "" {
-				break
-			}
-			add(off+i, off+i+len(m.lit))
-			off += i + len(m.lit)
-		}
-	case litPrefix:
-		if strings.HasPrefix(s, m.lit) {
-			add(0, len(m.lit))
-		}
-	case litSuffix:
-		if strings.HasSuffix(s, m.lit) {
-			add(len(s)-len(m.lit), len(s))
-		}
-	case litExact:
-		if s == m.lit {
-			add(0, len(s))
-		}
-	default:
-		n := 1
-		if all {
-			n = -1
-		}
-		for _, loc := range m.re.FindAllStringIndex(s, n) {
-			add(loc[0], loc[1])
-		}
-		if !all && len(dst) == 0 { // the first match was empty: find a non-empty one
-			for _, loc := range m.re.FindAllStringIndex(s, -1) {
-				if add(loc[0], loc[1]); len(dst) > 0 {
-					break
-				}
 			}
 		}
 	}

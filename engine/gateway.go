@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/toolgate/toolgate/engine/internal/fold"
 )
 
 // A policy is evaluated in one of two modes. Ordered is seed 000's scan and
@@ -208,7 +210,7 @@ type UsageKey struct {
 // engine asks under the one a limit names, so both sides key alike.
 func UsageKeys(req Request) (agent, session UsageKey) {
 	agent.ID, _ = req[FieldAgentID].(string)
-	agent.ID = foldKey(agent.ID)
+	agent.ID = fold.Key(agent.ID)
 	session.Session = true
 	session.ID, _ = req[FieldSessionID].(string)
 	return agent, session

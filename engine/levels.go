@@ -3,6 +3,8 @@ package engine
 import (
 	"slices"
 	"time"
+
+	"github.com/toolgate/toolgate/engine/internal/fold"
 )
 
 // The two levels of a bundle (ClusterPolicies, then the namespace's
@@ -38,7 +40,7 @@ func (x *cexception) applies(agent string, agentOK bool, serviceAccount string, 
 	if !now.Before(x.expires) {
 		return false
 	}
-	if agentOK && len(x.agents) > 0 && x.agents[foldKey(agent)] {
+	if agentOK && len(x.agents) > 0 && x.agents[fold.Key(agent)] {
 		return true
 	}
 	return serviceAccount != "" && slices.Contains(x.accounts, serviceAccount)
@@ -103,7 +105,7 @@ func (c *Compiled) compileLevels(exceptions []Exception) {
 			if cx.agents == nil {
 				cx.agents = map[string]bool{}
 			}
-			cx.agents[foldKey(a)] = true
+			cx.agents[fold.Key(a)] = true
 		}
 		idx := int32(len(c.exceptions))
 		c.exceptions = append(c.exceptions, cx)

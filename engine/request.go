@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/toolgate/toolgate/engine/internal/fastjson"
+	"github.com/toolgate/toolgate/engine/internal/jsonvalue"
 )
 
 // Request is one tool call, as decoded JSON: tool_name (a string) and
@@ -144,7 +145,7 @@ func decodeObjectStd(doc []byte, maxElements int) (map[string]any, error) {
 	}
 	obj, ok := v.(map[string]any)
 	if !ok {
-		return nil, fmt.Errorf("%w: the request must be a JSON object, not %s", ErrBadRequest, jsonKind(v))
+		return nil, fmt.Errorf("%w: the request must be a JSON object, not %s", ErrBadRequest, jsonvalue.KindName(v))
 	}
 	return obj, nil
 }
@@ -160,7 +161,7 @@ func (r Request) Validate() error {
 		return fmt.Errorf("%w: tool_name is required", ErrBadRequest)
 	}
 	if _, ok := t.(string); !ok {
-		return fmt.Errorf("%w: tool_name must be a string, not %s", ErrBadRequest, jsonKind(t))
+		return fmt.Errorf("%w: tool_name must be a string, not %s", ErrBadRequest, jsonvalue.KindName(t))
 	}
 	if o, present := r[FieldOutput]; present {
 		return checkOutput(o)
@@ -170,22 +171,4 @@ func (r Request) Validate() error {
 
 // JSONKind names a decoded JSON value's kind for errors: "a string", "a
 // number", "an object" ...
-func JSONKind(v any) string { return jsonKind(v) }
-
-func jsonKind(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case string:
-		return "a string"
-	case float64:
-		return "a number"
-	case bool:
-		return "a boolean"
-	case []any:
-		return "an array"
-	case map[string]any:
-		return "an object"
-	}
-	return fmt.Sprintf("%T", v)
-}
+func JSONKind(v any) string { return jsonvalue.KindName(v) }

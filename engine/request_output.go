@@ -3,6 +3,8 @@ package engine
 import (
 	"fmt"
 	"math"
+
+	"github.com/toolgate/toolgate/engine/internal/jsonvalue"
 )
 
 // checkOutput refuses an output (FieldOutput) that is not the object
@@ -12,18 +14,18 @@ import (
 func checkOutput(v any) error {
 	o, ok := v.(map[string]any)
 	if !ok {
-		return fmt.Errorf("%w: output must be an object (text, structured, isError, size), not %s", ErrBadRequest, jsonKind(v))
+		return fmt.Errorf("%w: output must be an object (text, structured, isError, size), not %s", ErrBadRequest, jsonvalue.KindName(v))
 	}
 	for k, x := range o {
 		switch k {
 		case OutputText:
 			if _, ok := x.(string); !ok {
-				return fmt.Errorf("%w: output.text must be a string, not %s", ErrBadRequest, jsonKind(x))
+				return fmt.Errorf("%w: output.text must be a string, not %s", ErrBadRequest, jsonvalue.KindName(x))
 			}
 		case OutputStructured:
 		case OutputIsError:
 			if _, ok := x.(bool); !ok {
-				return fmt.Errorf("%w: output.isError must be a boolean, not %s", ErrBadRequest, jsonKind(x))
+				return fmt.Errorf("%w: output.isError must be a boolean, not %s", ErrBadRequest, jsonvalue.KindName(x))
 			}
 		case OutputSize:
 			if f, ok := x.(float64); !ok || f < 0 || f != math.Trunc(f) || f > 1<<53 {
@@ -40,5 +42,5 @@ func describeNumber(x any) string {
 	if f, ok := x.(float64); ok {
 		return fmt.Sprint(f)
 	}
-	return jsonKind(x)
+	return jsonvalue.KindName(x)
 }

@@ -3,6 +3,8 @@ package engine
 import (
 	"strings"
 	"time"
+
+	"github.com/toolgate/toolgate/engine/internal/fold"
 )
 
 // view is what the gateway filters read from a request, worked out once per
@@ -56,7 +58,7 @@ func (v *view) load(req Request) {
 	v.tool, v.toolOK = req[FieldToolName].(string)
 	v.agent, v.agentOK = req[FieldAgentID].(string)
 	if v.agentOK {
-		v.agentFold = foldKey(v.agent)
+		v.agentFold = fold.Key(v.agent)
 	}
 	v.roles, v.rolesOK = req[FieldRoles].([]any)
 	if s, ok := req[FieldServer].(string); ok {

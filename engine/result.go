@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"time"
+
+	"github.com/toolgate/toolgate/engine/internal/jsonvalue"
 )
 
 // Decision is allow, deny or ask. Ask (an ask rule decided) is not an
@@ -345,4 +347,4 @@ func AppendNullableJSONString(dst []byte, s string) []byte {
 }
 
 // AppendJSONString quotes s as encoding/json would, without allocating.
-func AppendJSONString(dst []byte, s string) []byte { return appendQuoted(dst, s, true) }
+func AppendJSONString(dst []byte, s string) []byte { return jsonvalue.AppendQuoted(dst, s, true) }
