@@ -93,7 +93,7 @@ func checkCastOperand(c *Condition, spec operatorSpec, cc *ccond, fail failFunc)
 // (truncated), another kind by its kind.
 func describeOperand(s jsonvalue.Scalar) string {
 	if s.Kind == jsonvalue.KindString {
-		return strconv.Quote(truncate(s.Str, 64))
+		return strconv.Quote(jsonvalue.Truncate(s.Str, 64))
 	}
 	return s.Kind.String()
 }

@@ -571,14 +571,3 @@ func toolKeys(r *Rule) []string {
 // points, not bytes), so a limit means the same in the engine and the API
 // server.
 func chars(s string) int { return utf8.RuneCountInString(s) }
-
-// truncate cuts s to at most n bytes on a rune boundary.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "..."
-}

@@ -210,7 +210,7 @@ func checkStringOperand(k *compiler, c *Condition, spec operatorSpec, cc *ccond,
 	}
 	m, err := k.pattern(cc.value.Str)
 	if err != nil {
-		fail(At("value"), "pattern %q does not compile: %v", truncate(cc.value.Str, 128), err)
+		fail(At("value"), "pattern %q does not compile: %v", jsonvalue.Truncate(cc.value.Str, 128), err)
 		return
 	}
 	cc.matcher = m

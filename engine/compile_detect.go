@@ -35,7 +35,7 @@ func checkDetectOperand(_ *compiler, c *Condition, _ operatorSpec, cc *ccond, fa
 			continue
 		}
 		if _, found := detect.Lookup(s.Str); !found {
-			fail(where, "unknown detector %q: the detectors are %s", truncate(s.Str, 64), known)
+			fail(where, "unknown detector %q: the detectors are %s", jsonvalue.Truncate(s.Str, 64), known)
 			ok = false
 			continue
 		}

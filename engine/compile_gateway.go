@@ -169,7 +169,7 @@ func (k *compiler) gatewayRule(d *diagnoser, ri int, r *Rule, cr *crule, tiered 
 		if pat, ok := regexOf(s.Tool); ok {
 			m, err := k.pattern(pat)
 			if err != nil {
-				fail(At("select", "tool"), "pattern %q does not compile: %v", truncate(pat, 128), err)
+				fail(At("select", "tool"), "pattern %q does not compile: %v", jsonvalue.Truncate(pat, 128), err)
 			}
 			cs.toolMatcher = m
 			cr.usesRegex = true

@@ -628,7 +628,7 @@ func (c *Compiled) traceCondition(s *scratch, cc *ccond, src *Condition, index i
 	tc := TraceCondition{Index: index, Field: src.Field, Operator: src.Operator,
 		Value: src.Value, Values: src.Values, Present: present, Held: held}
 	if present {
-		tc.Resolved = truncate(Stringify(v), MaxTraceValue)
+		tc.Resolved = jsonvalue.Truncate(Stringify(v), MaxTraceValue)
 	}
 	if cc.cast {
 		tc.CastToNumber, tc.Reason = true, jsonvalue.CastReason(v, present)

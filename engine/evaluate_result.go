@@ -23,7 +23,7 @@ const CodeUnknownPhase Code = "UNKNOWN_PHASE"
 func (c *Compiled) evaluateResult(req Request, opts *EvalOptions, clk *clock, tr *tracer, out *Result) {
 	if opts.Phase != PhaseResult {
 		out.Decision, out.Code = Deny, CodeUnknownPhase
-		out.Reason = fmt.Sprintf("unknown evaluation phase %q (want %s or %s)", truncate(string(opts.Phase), 64), PhaseCall, PhaseResult)
+		out.Reason = fmt.Sprintf("unknown evaluation phase %q (want %s or %s)", jsonvalue.Truncate(string(opts.Phase), 64), PhaseCall, PhaseResult)
 		return
 	}
 	if c.results == nil {

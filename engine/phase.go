@@ -17,25 +17,6 @@ const (
 	PhaseResult Phase = "result"
 )
 
-// FieldOutput is what a tool returned, in result evaluations: an object
-// with OutputText, OutputStructured, OutputIsError and OutputSize, the
-// shape the MCP proxy builds from a CallToolResult and /v1/evaluate
-// callers send.
-const FieldOutput = "output"
-
-// The keys of FieldOutput.
-const (
-	// OutputText is the result's text content, its text blocks joined with
-	// newlines (a string).
-	OutputText = "text"
-	// OutputStructured is the result's structuredContent (any JSON).
-	OutputStructured = "structured"
-	// OutputIsError is the result's isError (a boolean).
-	OutputIsError = "isError"
-	// OutputSize is the result's size in bytes (a number).
-	OutputSize = "size"
-)
-
 // EffectRedact lets a result go on with every span its rule's matches,
 // contains and detect conditions on output.text matched replaced with
 // RedactionMark(rule id). It ranks below deny and above warn; only result

@@ -239,3 +239,15 @@ func KindName(v any) string {
 	}
 	return fmt.Sprintf("%T", v)
 }
+
+// Truncate cuts s to at most n bytes on a rune boundary, marked with
+// "...": how messages and traces quote what a caller or a policy wrote.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
+}

@@ -1,10 +1,29 @@
-package engine
+package request
 
 import (
 	"fmt"
 	"math"
 
 	"github.com/toolgate/toolgate/engine/internal/jsonvalue"
+)
+
+// FieldOutput is what a tool returned, in result evaluations: an object
+// with OutputText, OutputStructured, OutputIsError and OutputSize, the
+// shape the MCP proxy builds from a CallToolResult and /v1/evaluate
+// callers send.
+const FieldOutput = "output"
+
+// The keys of FieldOutput.
+const (
+	// OutputText is the result's text content, its text blocks joined with
+	// newlines (a string).
+	OutputText = "text"
+	// OutputStructured is the result's structuredContent (any JSON).
+	OutputStructured = "structured"
+	// OutputIsError is the result's isError (a boolean).
+	OutputIsError = "isError"
+	// OutputSize is the result's size in bytes (a number).
+	OutputSize = "size"
 )
 
 // checkOutput refuses an output (FieldOutput) that is not the object
@@ -32,7 +51,7 @@ func checkOutput(v any) error {
 				return fmt.Errorf("%w: output.size must be a non-negative integer (bytes), not %s", ErrBadRequest, describeNumber(x))
 			}
 		default:
-			return fmt.Errorf("%w: unknown output field %q (want %s, %s, %s or %s)", ErrBadRequest, truncate(k, 64), OutputText, OutputStructured, OutputIsError, OutputSize)
+			return fmt.Errorf("%w: unknown output field %q (want %s, %s, %s or %s)", ErrBadRequest, jsonvalue.Truncate(k, 64), OutputText, OutputStructured, OutputIsError, OutputSize)
 		}
 	}
 	return nil
