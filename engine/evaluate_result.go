@@ -1,20 +1,14 @@
 package engine
 
 import (
-	"cmp"
 	"fmt"
 	"maps"
-	"slices"
 	"strings"
 
 	"github.com/toolgate/toolgate/engine/detect"
 	"github.com/toolgate/toolgate/engine/internal/jsonvalue"
 	"github.com/toolgate/toolgate/engine/sentence"
 )
-
-// CodeUnknownPhase denies an evaluation asked for a phase that is neither
-// call nor result (EvalOptions.Phase): a caller's mistake never allows.
-const CodeUnknownPhase Code = "UNKNOWN_PHASE"
 
 // evaluateResult is a result evaluation: the scan over the result views
 // (a bundle without result rules lets every result go on), then what only
@@ -236,44 +230,4 @@ func leafSpans(cc *ccond, text string, dst []span, all bool) []span {
 		}
 	}
 	return dst
-}
-
-// MergeRedactions sorts spans by Start (ties by their order in spans, the
-// rules' scan order) and merges those that overlap into the earlier one,
-// which keeps its rule; adjacent spans stay apart. Empty spans are dropped.
-func MergeRedactions(spans []Redaction) []Redaction {
-	spans = slices.DeleteFunc(slices.Clone(spans), func(r Redaction) bool { return r.End <= r.Start })
-	slices.SortStableFunc(spans, func(a, b Redaction) int { return cmp.Compare(a.Start, b.Start) })
-	var out []Redaction
-	for _, r := range spans {
-		if n := len(out); n > 0 && r.Start < out[n-1].End {
-			out[n-1].End = max(out[n-1].End, r.End)
-			continue
-		}
-		out = append(out, r)
-	}
-	return out
-}
-
-// ApplyRedactions replaces each span of text with RedactionMark(its
-// rule): spans sorted by Start, not overlapping, within text (what
-// Result.Redactions holds). A span that overlaps the previous one or
-// leaves text is dropped rather than trusted. The MCP proxy applies a
-// result's redactions with it.
-func ApplyRedactions(text string, spans []Redaction) string {
-	var b strings.Builder
-	last := 0
-	for _, r := range spans {
-		if r.Start < last || r.End <= r.Start || r.End > len(text) {
-			continue
-		}
-		b.WriteString(text[last:r.Start])
-		b.WriteString(RedactionMark(r.RuleID))
-		last = r.End
-	}
-	if last == 0 && b.Len() == 0 {
-		return text
-	}
-	b.WriteString(text[last:])
-	return b.String()
 }

@@ -13,17 +13,6 @@ import (
 // most restrictive of the two (deny > warn > audit > allow), so a
 // namespace cannot loosen what a ClusterPolicy decides.
 
-// ShadowVerdict is what one Audit policy would have decided on its own:
-// recorded beside the decision, never changing it.
-type ShadowVerdict struct {
-	// Kind is KindClusterPolicy for a ClusterPolicy, omitted for a Policy.
-	Kind     string   `json:"kind,omitempty"`
-	Policy   string   `json:"policy"`
-	Decision Decision `json:"decision"`
-	// Rule is the rule that decided, empty when the policy's default did.
-	Rule string `json:"rule,omitempty"`
-}
-
 // cexception is a compiled Exception.
 type cexception struct {
 	name     string

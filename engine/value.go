@@ -11,3 +11,11 @@ func Stringify(v any) string { return jsonvalue.Stringify(v) }
 // language inherited: plain decimals between 1e-6 and 1e21, exponent form
 // outside (1e+21, 1e-7).
 func FormatNumber(f float64) string { return jsonvalue.FormatNumber(f) }
+
+// AppendJSONString quotes s as encoding/json would, without allocating.
+func AppendJSONString(dst []byte, s string) []byte { return jsonvalue.AppendString(dst, s) }
+
+// AppendNullableJSONString writes null for "", else AppendJSONString.
+func AppendNullableJSONString(dst []byte, s string) []byte {
+	return jsonvalue.AppendNullableString(dst, s)
+}

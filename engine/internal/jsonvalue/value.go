@@ -251,3 +251,14 @@ func Truncate(s string, n int) string {
 	}
 	return s[:n] + "..."
 }
+
+// AppendString quotes s as encoding/json would, without allocating.
+func AppendString(dst []byte, s string) []byte { return AppendQuoted(dst, s, true) }
+
+// AppendNullableString writes null for "", else AppendString.
+func AppendNullableString(dst []byte, s string) []byte {
+	if s == "" {
+		return append(dst, "null"...)
+	}
+	return AppendString(dst, s)
+}
