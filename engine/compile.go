@@ -14,6 +14,7 @@ import (
 	"github.com/toolgate/toolgate/engine/internal/fold"
 	"github.com/toolgate/toolgate/engine/internal/jsonvalue"
 	"github.com/toolgate/toolgate/engine/internal/regex"
+	"github.com/toolgate/toolgate/engine/request"
 )
 
 // Limits checked at compile time, mirrored by the CRD schema.
@@ -53,11 +54,11 @@ type Compiled struct {
 	results        []cpolicy
 	resultByTool   map[string][]toolHit
 	hasResultRules bool
-	textSlot       int32  // output.text's slot, -1 when no rule reads it
-	paths          []Path // one slot per distinct field path
-	usesUsage      bool   // a rule has a rateLimit or tokenBudget
-	usesShared     bool   // one of them has store: shared
-	usesNamespace  bool   // one of them has per: namespace
+	textSlot       int32          // output.text's slot, -1 when no rule reads it
+	paths          []request.Path // one slot per distinct field path
+	usesUsage      bool           // a rule has a rateLimit or tokenBudget
+	usesShared     bool           // one of them has store: shared
+	usesNamespace  bool           // one of them has per: namespace
 	// usageWindow is the longest window of those limits.
 	usageWindow time.Duration
 	// resourceSlot marks the paths rooted at resource, which read the
@@ -313,7 +314,7 @@ func CheckPolicy(p Policy) []Diagnostic {
 // patterns, and RE2 compilation dominates compile time).
 type compiler struct {
 	slots    map[string]int32
-	paths    []Path
+	paths    []request.Path
 	patterns map[string]patternResult
 }
 
@@ -338,7 +339,7 @@ func (k *compiler) pattern(s string) (*regex.Matcher, error) {
 func (k *compiler) slot(field string) int32 {
 	slot, known := k.slots[field]
 	if !known {
-		p, _ := ParsePath(field) // validated by the caller
+		p, _ := request.ParsePath(field) // validated by the caller
 		slot = int32(len(k.paths))
 		k.paths = append(k.paths, p)
 		k.slots[field] = slot

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/toolgate/toolgate/engine/internal/jsonvalue"
+	"github.com/toolgate/toolgate/engine/request"
 )
 
 // operandCheck compiles a condition's value for one operand kind into cc and
@@ -97,7 +98,7 @@ func (k *compiler) condition(d *diagnoser, ri int, rid string, ci int, base Loca
 		d.condf(ri, rid, ci, append(slices.Clip(base), at...), format, args...)
 		ok = false
 	}
-	if _, err := ParsePath(c.Field); err != nil {
+	if _, err := request.ParsePath(c.Field); err != nil {
 		fail(At("field"), "%v", err)
 	}
 	spec, known := operatorSpecs[c.Operator]

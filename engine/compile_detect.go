@@ -7,6 +7,7 @@ import (
 
 	"github.com/toolgate/toolgate/engine/detect"
 	"github.com/toolgate/toolgate/engine/internal/jsonvalue"
+	"github.com/toolgate/toolgate/engine/request"
 )
 
 // checkDetectOperand compiles a detect condition's detectors, named by
@@ -75,6 +76,6 @@ func (k *compiler) outputAware(cc ccond) ccond {
 
 // readsWholeOutput tells whether p is output.text or output.structured or
 // under it: what a truncated output cannot answer.
-func readsWholeOutput(p Path) bool {
+func readsWholeOutput(p request.Path) bool {
 	return len(p) >= 2 && p[0].Key == FieldOutput && (p[1].Key == OutputText || p[1].Key == OutputStructured)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/toolgate/toolgate/engine/internal/fold"
 	"github.com/toolgate/toolgate/engine/internal/jsonvalue"
 	"github.com/toolgate/toolgate/engine/internal/regex"
+	"github.com/toolgate/toolgate/engine/request"
 )
 
 // Limits on the gateway fields, mirrored by the CRD schema.
@@ -183,7 +184,7 @@ func (k *compiler) gatewayRule(d *diagnoser, ri int, r *Rule, cr *crule, tiered 
 			}
 			for _, key := range sortedKeys(s.Context) {
 				loc := At("select", "context", key)
-				if key == "" || strings.Contains(key, ".") || forbiddenSegments[key] {
+				if key == "" || strings.Contains(key, ".") || request.ForbiddenSegment(key) {
 					fail(loc, "context key %q must be one non-empty key without '.' (and not __proto__, constructor or prototype)", key)
 					continue
 				}

@@ -1,6 +1,8 @@
 // Package request is the request document: one tool call as decoded
-// JSON, the fields toolgate gives a meaning to, and its decoding (a fast
-// path exactly equal to encoding/json, an element limit) and validation.
+// JSON, the fields toolgate gives a meaning to, the paths that name a
+// field (ParsePath: conditions, --log-fields and --redact read them
+// alike), and its decoding (a fast path exactly equal to encoding/json,
+// an element limit) and validation.
 // It is what a caller sends and what the engine evaluates; engine names
 // each of its exported names too.
 package request
