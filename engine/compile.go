@@ -14,6 +14,7 @@ import (
 	"github.com/toolgate/toolgate/engine/internal/fold"
 	"github.com/toolgate/toolgate/engine/internal/jsonvalue"
 	"github.com/toolgate/toolgate/engine/internal/regex"
+	"github.com/toolgate/toolgate/engine/internal/stringset"
 	"github.com/toolgate/toolgate/engine/request"
 )
 
@@ -179,7 +180,7 @@ type ccond struct {
 	slot    int32
 	op      op
 	value   jsonvalue.Scalar
-	members stringSet // in/not_in's values, stringified
+	members stringset.Set // in/not_in's values, stringified
 	matcher *regex.Matcher
 	sub     []ccond // the members of an any or all group
 	// cast is castToNumber: value.Num, or nums for in and not_in (sorted),

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/toolgate/toolgate/engine/internal/jsonvalue"
+	"github.com/toolgate/toolgate/engine/internal/stringset"
 	"github.com/toolgate/toolgate/engine/request"
 )
 
@@ -139,7 +140,7 @@ func checkListOperand(_ *compiler, c *Condition, _ operatorSpec, cc *ccond, fail
 		}
 		members = append(members, s.Str)
 	})
-	cc.members = newStringSet(members)
+	cc.members = stringset.New(members)
 }
 
 // eachListOperand calls f on each of in's and not_in's values (value as a

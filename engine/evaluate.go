@@ -668,9 +668,9 @@ func (c *Compiled) holds(s *scratch, cc *ccond) bool {
 	case opNeq:
 		return !cc.value.Equal(v)
 	case opIn:
-		return cc.members.has(s.str(c, cc.slot, v))
+		return cc.members.Has(s.str(c, cc.slot, v))
 	case opNotIn:
-		return !cc.members.has(s.str(c, cc.slot, v))
+		return !cc.members.Has(s.str(c, cc.slot, v))
 	case opContains:
 		return strings.Contains(s.str(c, cc.slot, v), cc.value.Str)
 	case opNotContains:

@@ -86,16 +86,16 @@ type WindowSpan struct {
 
 // SpanOf reads w as compiling it does; ok is false when w does not compile.
 func SpanOf(w Window) (span WindowSpan, ok bool) {
-	cw, ok := window(func(Location, string, ...any) {}, nil, &w)
+	cw, ok := readWindow(func(Location, string, ...any) {}, nil, &w)
 	if !ok {
 		return WindowSpan{}, false
 	}
 	for d := time.Sunday; d <= time.Saturday; d++ {
-		if cw.days&(1<<d) != 0 {
+		if cw.Days&(1<<d) != 0 {
 			span.Days = append(span.Days, d)
 		}
 	}
-	span.From, span.To, span.Zone = int(cw.from), int(cw.to), cw.loc.String()
+	span.From, span.To, span.Zone = int(cw.From), int(cw.To), cw.Loc.String()
 	return span, true
 }
 

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"strings"
-	"time"
 
 	"github.com/toolgate/toolgate/engine/internal/fold"
 )
@@ -120,17 +119,4 @@ func (s *scratch) usageKey(session bool) UsageKey {
 		return v.sessionKey
 	}
 	return v.agentKey
-}
-
-// holdsAt tells whether now falls inside the window.
-func (w *cwindow) holdsAt(now time.Time) bool {
-	t := now.In(w.loc)
-	h, m, sec := t.Clock()
-	s := int32(h*3600 + m*60 + sec)
-	day := t.Weekday()
-	if w.from < w.to {
-		return w.days&(1<<day) != 0 && s >= w.from && s < w.to
-	}
-	prev := (day + 6) % 7
-	return (w.days&(1<<day) != 0 && s >= w.from) || (w.days&(1<<prev) != 0 && s < w.to)
 }
