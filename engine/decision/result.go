@@ -35,7 +35,7 @@ const (
 	CodeEvalTimeout        Code = "EVAL_TIMEOUT"
 	// CodeAgentUnregistered denies every call of a sidecar whose
 	// ServiceAccount has no Agent in a namespace whose agents are
-	// registered (Identity).
+	// registered (engine.Identity).
 	CodeAgentUnregistered Code = "AGENT_UNREGISTERED"
 	// CodeApprovalRequired is the code of every ask decision.
 	CodeApprovalRequired Code = "APPROVAL_REQUIRED"
@@ -91,7 +91,7 @@ type Result struct {
 	// Explanations are, in a result evaluation, one per result rule that
 	// ran.
 	Explanations []Explanation `json:"explanations,omitempty"`
-	// TraceTruncated is set when EvalOptions.MaxTrace cut the trace short:
+	// TraceTruncated is set when engine.EvalOptions.MaxTrace cut the trace short:
 	// rules after its last entry were evaluated but not traced.
 	TraceTruncated bool `json:"traceTruncated,omitempty"`
 }
@@ -363,7 +363,7 @@ const (
 const CodeImplicitDeny Code = "IMPLICIT_DENY"
 
 // CodeUnknownPhase denies an evaluation asked for a phase that is neither
-// call nor result (EvalOptions.Phase): a caller's mistake never allows.
+// call nor result (engine.EvalOptions.Phase): a caller's mistake never allows.
 const CodeUnknownPhase Code = "UNKNOWN_PHASE"
 
 // ResourceRef names one resource a call touches.
@@ -375,7 +375,7 @@ type ResourceRef struct {
 // ShadowVerdict is what one Audit policy would have decided on its own:
 // recorded beside the decision, never changing it.
 type ShadowVerdict struct {
-	// Kind is KindClusterPolicy for a ClusterPolicy, omitted for a Policy.
+	// Kind is engine.KindClusterPolicy for a ClusterPolicy, omitted for a Policy.
 	Kind     string   `json:"kind,omitempty"`
 	Policy   string   `json:"policy"`
 	Decision Decision `json:"decision"`
