@@ -172,7 +172,7 @@ rego-corpus: ## Re-record the engine's table-test cases that test-rego decides w
 
 .PHONY: bench
 bench: ## Engine and bundle-build benchmarks.
-	go test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) ./engine/ ./controllers/
+	go test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) ./engine/ ./engine/request/ ./controllers/
 
 .PHONY: measure-operator
 measure-operator: ## Publish latency on envtest: 100 Policy changes + 100 FrozenAgents, p50/p99 (target p99 <= 500ms).

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/engine/request"
 )
 
 // Redacted stands in the decision log for a value --redact hides.
@@ -15,18 +16,18 @@ const Redacted = "[REDACTED]"
 // fieldSelector decides which parts of a request reach the decision log.
 // Tool inputs carry commands, file contents and credentials, so by default
 // (nil selector) none of the request is logged beyond the fixed fields.
-// Paths are the engine's (engine.ParsePath), so --log-fields args.0 names
+// Paths are the engine's (request.ParsePath), so --log-fields args.0 names
 // exactly what a policy condition on args.0 sees.
 type fieldSelector struct {
 	all    bool
-	paths  []engine.Path
+	paths  []request.Path
 	redact []redactPath
 }
 
 // redactPath is a --redact path; every=true (a last segment of *) redacts
 // every child of the node the path names.
 type redactPath struct {
-	path  engine.Path
+	path  request.Path
 	every bool
 }
 
@@ -42,7 +43,7 @@ func newFieldSelector(fields, redact []string) *fieldSelector {
 			f.all = true
 			continue
 		}
-		if path, err := engine.ParsePath(p); err == nil {
+		if path, err := request.ParsePath(p); err == nil {
 			f.paths = append(f.paths, path)
 		}
 	}
@@ -59,7 +60,7 @@ func CheckField(p string) error {
 	if p == "*" {
 		return nil
 	}
-	path, err := engine.ParsePath(p)
+	path, err := request.ParsePath(p)
 	if err != nil {
 		return err
 	}
@@ -78,7 +79,7 @@ func parseRedactPath(p string) (redactPath, error) {
 		return redactPath{}, fmt.Errorf("%q would redact the whole request; leave --log-fields empty instead", p)
 	}
 	prefix, every := strings.CutSuffix(p, ".*")
-	path, err := engine.ParsePath(prefix)
+	path, err := request.ParsePath(prefix)
 	if err != nil {
 		return redactPath{}, err
 	}
@@ -112,7 +113,7 @@ func (f *fieldSelector) project(req engine.Request) map[string]any {
 
 // redact returns node with the value at path replaced by Redacted, or with
 // each of its children replaced when every is set.
-func redact(node any, path engine.Path, every bool) any {
+func redact(node any, path request.Path, every bool) any {
 	if len(path) == 0 {
 		if !every {
 			return Redacted
@@ -142,7 +143,7 @@ func redact(node any, path engine.Path, every bool) any {
 
 // withValue returns node with v at path, copying every container it
 // changes.
-func withValue(node any, path engine.Path, v any) any {
+func withValue(node any, path request.Path, v any) any {
 	if len(path) == 0 {
 		return v
 	}

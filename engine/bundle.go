@@ -250,7 +250,7 @@ type Condition struct {
 	All      []Condition       `json:"all,omitzero"`
 	// CastToNumber reads the field, and Value or each of Values, as
 	// numbers before comparing (eq, neq, in, not_in, gt, gte, lt, lte):
-	// see castNumber.
+	// see jsonvalue.CastNumber.
 	CastToNumber bool `json:"castToNumber,omitempty"`
 }
 

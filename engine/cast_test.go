@@ -3,9 +3,10 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"strings"
 	"testing"
+
+	"github.com/toolgate/toolgate/engine/internal/jsonvalue"
 )
 
 // castRequest holds the strings castToNumber reads and those it never does.
@@ -100,24 +101,6 @@ func TestOperatorsCastToNumberOff(t *testing.T) {
 				t.Errorf("held = %v, want %v", got, tc.want)
 			}
 		})
-	}
-}
-
-func TestCastNumber(t *testing.T) {
-	t.Parallel()
-	for in, want := range map[string]float64{
-		"5000": 5000, " 5000": 5000, "+5000": 5000, " 5e3 ": 5000, "\t\n\v\f\r5\r\n": 5, "-1.5E+2": -150,
-		"0": 0, "-0": 0, "1e-400": 0, "1.7976931348623157e308": math.MaxFloat64,
-	} {
-		if got, ok := castNumber(in); !ok || got != want {
-			t.Errorf("castNumber(%q) = %v, %v; want %v", in, got, ok, want)
-		}
-	}
-	for _, in := range []string{"", " ", "+", "0x10", "inf", "+inf", "NaN", "Infinity", "-Infinity", "1_000", "1e400",
-		"-1e400", "+-5", "++5", "+ 5", "05", ".5", "5.", "5e", "1,000", "\u00a05", "5\u00a0", "5 5", "e5", "0b1"} {
-		if got, ok := castNumber(in); ok {
-			t.Errorf("castNumber(%q) = %v, want no number", in, got)
-		}
 	}
 }
 
@@ -247,10 +230,10 @@ func FuzzCastNumber(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		got, ok := castNumber(s)
+		got, ok := jsonvalue.CastNumber(s)
 		want, wantOK := refCast(s)
 		if ok != wantOK || (ok && got != want) {
-			t.Fatalf("castNumber(%q) = %v, %v; reference %v, %v", s, got, ok, want, wantOK)
+			t.Fatalf("jsonvalue.CastNumber(%q) = %v, %v; reference %v, %v", s, got, ok, want, wantOK)
 		}
 	})
 }

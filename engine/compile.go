@@ -11,6 +11,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/toolgate/toolgate/engine/detect"
+	"github.com/toolgate/toolgate/engine/internal/fold"
+	"github.com/toolgate/toolgate/engine/internal/jsonvalue"
+	"github.com/toolgate/toolgate/engine/internal/regex"
+	"github.com/toolgate/toolgate/engine/internal/stringset"
+	"github.com/toolgate/toolgate/engine/request"
 )
 
 // Limits checked at compile time, mirrored by the CRD schema.
@@ -50,11 +55,11 @@ type Compiled struct {
 	results        []cpolicy
 	resultByTool   map[string][]toolHit
 	hasResultRules bool
-	textSlot       int32  // output.text's slot, -1 when no rule reads it
-	paths          []Path // one slot per distinct field path
-	usesUsage      bool   // a rule has a rateLimit or tokenBudget
-	usesShared     bool   // one of them has store: shared
-	usesNamespace  bool   // one of them has per: namespace
+	textSlot       int32          // output.text's slot, -1 when no rule reads it
+	paths          []request.Path // one slot per distinct field path
+	usesUsage      bool           // a rule has a rateLimit or tokenBudget
+	usesShared     bool           // one of them has store: shared
+	usesNamespace  bool           // one of them has per: namespace
 	// usageWindow is the longest window of those limits.
 	usageWindow time.Duration
 	// resourceSlot marks the paths rooted at resource, which read the
@@ -100,7 +105,7 @@ func newFreezes(lists ...[]FrozenAgent) freezes {
 				if fz.byAgent == nil {
 					fz.byAgent = map[string][]frozenEntry{}
 				}
-				key := foldKey(f.ID)
+				key := fold.Key(f.ID)
 				fz.byAgent[key] = append(fz.byAgent[key], e)
 			}
 			if f.ServiceAccount != "" {
@@ -174,11 +179,11 @@ type crule struct {
 type ccond struct {
 	slot    int32
 	op      op
-	value   scalar
-	members stringSet // in/not_in's values, stringified
-	matcher *matcher
+	value   jsonvalue.Scalar
+	members stringset.Set // in/not_in's values, stringified
+	matcher *regex.Matcher
 	sub     []ccond // the members of an any or all group
-	// cast is castToNumber: value.num, or nums for in and not_in (sorted),
+	// cast is castToNumber: value.Num, or nums for in and not_in (sorted),
 	// hold the value read as a number.
 	cast bool
 	nums []float64
@@ -310,12 +315,12 @@ func CheckPolicy(p Policy) []Diagnostic {
 // patterns, and RE2 compilation dominates compile time).
 type compiler struct {
 	slots    map[string]int32
-	paths    []Path
+	paths    []request.Path
 	patterns map[string]patternResult
 }
 
 type patternResult struct {
-	m   *matcher
+	m   *regex.Matcher
 	err error
 }
 
@@ -323,10 +328,10 @@ func newCompiler() *compiler {
 	return &compiler{slots: map[string]int32{}, patterns: map[string]patternResult{}}
 }
 
-func (k *compiler) pattern(s string) (*matcher, error) {
+func (k *compiler) pattern(s string) (*regex.Matcher, error) {
 	r, ok := k.patterns[s]
 	if !ok {
-		r.m, r.err = compilePattern(s)
+		r.m, r.err = regex.Compile(s)
 		k.patterns[s] = r
 	}
 	return r.m, r.err
@@ -335,7 +340,7 @@ func (k *compiler) pattern(s string) (*matcher, error) {
 func (k *compiler) slot(field string) int32 {
 	slot, known := k.slots[field]
 	if !known {
-		p, _ := ParsePath(field) // validated by the caller
+		p, _ := request.ParsePath(field) // validated by the caller
 		slot = int32(len(k.paths))
 		k.paths = append(k.paths, p)
 		k.slots[field] = slot
@@ -540,8 +545,8 @@ func toolKeys(r *Rule) []string {
 		}
 		switch c.Operator {
 		case "eq":
-			if s, err := parseScalar(c.Value); err == nil && s.kind == kindString {
-				return []string{s.str}
+			if s, err := jsonvalue.ParseScalar(c.Value); err == nil && s.Kind == jsonvalue.KindString {
+				return []string{s.Str}
 			}
 		case "in":
 			raws := c.Values
@@ -550,11 +555,11 @@ func toolKeys(r *Rule) []string {
 			}
 			var keys []string
 			for _, raw := range raws {
-				s, err := parseScalar(raw)
+				s, err := jsonvalue.ParseScalar(raw)
 				if err != nil {
 					return nil
 				}
-				keys = append(keys, s.str)
+				keys = append(keys, s.Str)
 			}
 			if len(keys) > 0 {
 				return keys
@@ -568,14 +573,3 @@ func toolKeys(r *Rule) []string {
 // points, not bytes), so a limit means the same in the engine and the API
 // server.
 func chars(s string) int { return utf8.RuneCountInString(s) }
-
-// truncate cuts s to at most n bytes on a rune boundary.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "..."
-}

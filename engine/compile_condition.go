@@ -3,6 +3,10 @@ package engine
 import (
 	"encoding/json"
 	"slices"
+
+	"github.com/toolgate/toolgate/engine/internal/jsonvalue"
+	"github.com/toolgate/toolgate/engine/internal/stringset"
+	"github.com/toolgate/toolgate/engine/request"
 )
 
 // operandCheck compiles a condition's value for one operand kind into cc and
@@ -95,7 +99,7 @@ func (k *compiler) condition(d *diagnoser, ri int, rid string, ci int, base Loca
 		d.condf(ri, rid, ci, append(slices.Clip(base), at...), format, args...)
 		ok = false
 	}
-	if _, err := ParsePath(c.Field); err != nil {
+	if _, err := request.ParsePath(c.Field); err != nil {
 		fail(At("field"), "%v", err)
 	}
 	spec, known := operatorSpecs[c.Operator]
@@ -129,20 +133,20 @@ func checkNoOperand(_ *compiler, c *Condition, _ operatorSpec, _ *ccond, fail fa
 // become a set.
 func checkListOperand(_ *compiler, c *Condition, _ operatorSpec, cc *ccond, fail failFunc) {
 	var members []string
-	eachListOperand(c, fail, func(at Location, s scalar) {
-		if !s.isScalar() {
-			fail(at, "must be a string, number or boolean, not %s", s.kind)
+	eachListOperand(c, fail, func(at Location, s jsonvalue.Scalar) {
+		if !s.IsScalar() {
+			fail(at, "must be a string, number or boolean, not %s", s.Kind)
 			return
 		}
-		members = append(members, s.str)
+		members = append(members, s.Str)
 	})
-	cc.members = newStringSet(members)
+	cc.members = stringset.New(members)
 }
 
 // eachListOperand calls f on each of in's and not_in's values (value as a
 // one-item list) that is JSON, with its location; it reports a missing or
 // too long list and values that are not JSON.
-func eachListOperand(c *Condition, fail failFunc, f func(at Location, s scalar)) {
+func eachListOperand(c *Condition, fail failFunc, f func(at Location, s jsonvalue.Scalar)) {
 	raws, field := c.Values, At("values")
 	if len(c.Value) > 0 {
 		raws, field = []json.RawMessage{c.Value}, At("value")
@@ -160,7 +164,7 @@ func eachListOperand(c *Condition, fail failFunc, f func(at Location, s scalar))
 		if len(c.Value) == 0 {
 			at = field.Index(i)
 		}
-		s, err := parseScalar(raw)
+		s, err := jsonvalue.ParseScalar(raw)
 		if err != nil {
 			fail(at, "not valid JSON: %v", err)
 			continue
@@ -180,7 +184,7 @@ func singleOperand(c *Condition, cc *ccond, fail failFunc) bool {
 		fail(At("value"), "operator %s needs a value", c.Operator)
 		return false
 	}
-	s, err := parseScalar(c.Value)
+	s, err := jsonvalue.ParseScalar(c.Value)
 	if err != nil {
 		fail(At("value"), "not valid JSON: %v", err)
 		return false
@@ -190,8 +194,8 @@ func singleOperand(c *Condition, cc *ccond, fail failFunc) bool {
 }
 
 func checkScalarOperand(_ *compiler, c *Condition, _ operatorSpec, cc *ccond, fail failFunc) {
-	if singleOperand(c, cc, fail) && !cc.value.isScalar() {
-		fail(At("value"), "operator %s needs a string, number or boolean, not %s", c.Operator, cc.value.kind)
+	if singleOperand(c, cc, fail) && !cc.value.IsScalar() {
+		fail(At("value"), "operator %s needs a string, number or boolean, not %s", c.Operator, cc.value.Kind)
 	}
 }
 
@@ -199,23 +203,23 @@ func checkStringOperand(k *compiler, c *Condition, spec operatorSpec, cc *ccond,
 	if !singleOperand(c, cc, fail) {
 		return
 	}
-	if cc.value.kind != kindString {
-		fail(At("value"), "operator %s needs a string value, not %s", c.Operator, cc.value.kind)
+	if cc.value.Kind != jsonvalue.KindString {
+		fail(At("value"), "operator %s needs a string value, not %s", c.Operator, cc.value.Kind)
 		return
 	}
 	if spec.op != opMatches {
 		return
 	}
-	m, err := k.pattern(cc.value.str)
+	m, err := k.pattern(cc.value.Str)
 	if err != nil {
-		fail(At("value"), "pattern %q does not compile: %v", truncate(cc.value.str, 128), err)
+		fail(At("value"), "pattern %q does not compile: %v", jsonvalue.Truncate(cc.value.Str, 128), err)
 		return
 	}
 	cc.matcher = m
 }
 
 func checkNumberOperand(_ *compiler, c *Condition, _ operatorSpec, cc *ccond, fail failFunc) {
-	if singleOperand(c, cc, fail) && cc.value.kind != kindNumber {
-		fail(At("value"), "operator %s needs a number value, not %s", c.Operator, cc.value.kind)
+	if singleOperand(c, cc, fail) && cc.value.Kind != jsonvalue.KindNumber {
+		fail(At("value"), "operator %s needs a number value, not %s", c.Operator, cc.value.Kind)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/toolgate/toolgate/engine/detect"
+	"github.com/toolgate/toolgate/engine/internal/jsonvalue"
+	"github.com/toolgate/toolgate/engine/request"
 )
 
 // checkDetectOperand compiles a detect condition's detectors, named by
@@ -27,23 +29,23 @@ func checkDetectOperand(_ *compiler, c *Condition, _ operatorSpec, cc *ccond, fa
 		if len(c.Value) == 0 {
 			where = at.Index(i)
 		}
-		s, err := parseScalar(raw)
-		if err != nil || s.kind != kindString {
+		s, err := jsonvalue.ParseScalar(raw)
+		if err != nil || s.Kind != jsonvalue.KindString {
 			fail(where, "operator detect takes detector names (strings), not %s: the detectors are %s", strings.TrimSpace(string(raw)), known)
 			ok = false
 			continue
 		}
-		if _, found := detect.Lookup(s.str); !found {
-			fail(where, "unknown detector %q: the detectors are %s", truncate(s.str, 64), known)
+		if _, found := detect.Lookup(s.Str); !found {
+			fail(where, "unknown detector %q: the detectors are %s", jsonvalue.Truncate(s.Str, 64), known)
 			ok = false
 			continue
 		}
-		if slices.Contains(names, s.str) {
-			fail(where, "detector %q is named twice", s.str)
+		if slices.Contains(names, s.Str) {
+			fail(where, "detector %q is named twice", s.Str)
 			ok = false
 			continue
 		}
-		names = append(names, s.str)
+		names = append(names, s.Str)
 	}
 	if !ok {
 		return
@@ -74,6 +76,6 @@ func (k *compiler) outputAware(cc ccond) ccond {
 
 // readsWholeOutput tells whether p is output.text or output.structured or
 // under it: what a truncated output cannot answer.
-func readsWholeOutput(p Path) bool {
+func readsWholeOutput(p request.Path) bool {
 	return len(p) >= 2 && p[0].Key == FieldOutput && (p[1].Key == OutputText || p[1].Key == OutputStructured)
 }

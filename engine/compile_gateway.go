@@ -1,12 +1,17 @@
 package engine
 
 import (
-	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
 	_ "time/tzdata" // schedules name zones; the sidecar image has no zoneinfo
+
+	"github.com/toolgate/toolgate/engine/internal/fold"
+	"github.com/toolgate/toolgate/engine/internal/jsonvalue"
+	"github.com/toolgate/toolgate/engine/internal/regex"
+	"github.com/toolgate/toolgate/engine/internal/schedule"
+	"github.com/toolgate/toolgate/engine/internal/stringset"
+	"github.com/toolgate/toolgate/engine/request"
 )
 
 // Limits on the gateway fields, mirrored by the CRD schema.
@@ -54,41 +59,35 @@ func effectRank(e Effect) int {
 }
 
 type csubjects struct {
-	agents stringSet // fold keys
-	roles  stringSet
+	agents stringset.Set // fold keys
+	roles  stringset.Set
 }
 
 type ctargets struct {
-	servers, tools stringSet
-	resources      map[string]stringSet // type -> names
+	servers, tools stringset.Set
+	resources      map[string]stringset.Set // type -> names
 }
 
 type cselect struct {
-	action, sideEffect stringSet
+	action, sideEffect stringset.Set
 	tool               string
-	toolMatcher        *matcher
+	toolMatcher        *regex.Matcher
 	resourceType       string
 	context            []ctxLiteral
 }
 
 type ctxLiteral struct {
 	key   string
-	value scalar
+	value jsonvalue.Scalar
 }
 
 type cwhen struct {
-	schedule     []cwindow
-	environments stringSet
-	sensitivity  stringSet
-	confidence   stringSet
+	schedule     []schedule.Window
+	environments stringset.Set
+	sensitivity  stringset.Set
+	confidence   stringset.Set
 	rateLimit    *climit
 	tokenBudget  *climit
-}
-
-type cwindow struct {
-	days     uint8 // bit per time.Weekday
-	from, to int32 // seconds of the day
-	loc      *time.Location
 }
 
 type climit struct {
@@ -102,11 +101,6 @@ type climit struct {
 	// id is its LimitID, set once its policy is known (Compile).
 	id string
 }
-
-var weekdays = map[string]time.Weekday{"sun": time.Sunday, "mon": time.Monday, "tue": time.Tuesday,
-	"wed": time.Wednesday, "thu": time.Thursday, "fri": time.Friday, "sat": time.Saturday}
-
-var hhmm = regexp.MustCompile(`^([01][0-9]|2[0-3]):[0-5][0-9]$`)
 
 // gatewayRule compiles a rule's subjects, targets, select and when into cr,
 // reporting problems through d.
@@ -123,9 +117,9 @@ func (k *compiler) gatewayRule(d *diagnoser, ri int, r *Rule, cr *crule, tiered 
 			checkNames(fail, At("subjects", "agents"), s.Agents)
 			folded := make([]string, len(s.Agents))
 			for i, a := range s.Agents {
-				folded[i] = foldKey(a)
+				folded[i] = fold.Key(a)
 			}
-			cs.agents = newStringSet(folded)
+			cs.agents = stringset.New(folded)
 		}
 		cs.roles = nameSet(fail, At("subjects", "roles"), s.Roles)
 		if s.Agents == nil && s.Roles == nil {
@@ -148,9 +142,9 @@ func (k *compiler) gatewayRule(d *diagnoser, ri int, r *Rule, cr *crule, tiered 
 				checkNames(fail, base.Index(i).Child("names"), rt.Names)
 				names[rt.Type] = append(names[rt.Type], rt.Names...)
 			}
-			ct.resources = make(map[string]stringSet, len(names))
+			ct.resources = make(map[string]stringset.Set, len(names))
 			for typ, list := range names {
-				ct.resources[typ] = newStringSet(list)
+				ct.resources[typ] = stringset.New(list)
 			}
 		}
 		if t.Servers == nil && t.Tools == nil && t.Resources == nil {
@@ -165,7 +159,7 @@ func (k *compiler) gatewayRule(d *diagnoser, ri int, r *Rule, cr *crule, tiered 
 		if pat, ok := regexOf(s.Tool); ok {
 			m, err := k.pattern(pat)
 			if err != nil {
-				fail(At("select", "tool"), "pattern %q does not compile: %v", truncate(pat, 128), err)
+				fail(At("select", "tool"), "pattern %q does not compile: %v", jsonvalue.Truncate(pat, 128), err)
 			}
 			cs.toolMatcher = m
 			cr.usesRegex = true
@@ -179,16 +173,16 @@ func (k *compiler) gatewayRule(d *diagnoser, ri int, r *Rule, cr *crule, tiered 
 			}
 			for _, key := range sortedKeys(s.Context) {
 				loc := At("select", "context", key)
-				if key == "" || strings.Contains(key, ".") || forbiddenSegments[key] {
+				if key == "" || strings.Contains(key, ".") || request.ForbiddenSegment(key) {
 					fail(loc, "context key %q must be one non-empty key without '.' (and not __proto__, constructor or prototype)", key)
 					continue
 				}
-				v, err := parseScalar(s.Context[key])
+				v, err := jsonvalue.ParseScalar(s.Context[key])
 				switch {
 				case err != nil:
 					fail(loc, "not valid JSON: %v", err)
-				case !v.isScalar():
-					fail(loc, "must be a string, number or boolean, not %s", v.kind)
+				case !v.IsScalar():
+					fail(loc, "must be a string, number or boolean, not %s", v.Kind)
 				default:
 					cs.context = append(cs.context, ctxLiteral{key: key, value: v})
 				}
@@ -211,7 +205,7 @@ func (k *compiler) when(fail failFunc, w *When) *cwhen {
 		base := At("when", "schedule")
 		checkLength(fail, base, len(w.Schedule), MaxScheduleWindow, "omit it for any time", "windows")
 		for i := range w.Schedule {
-			if win, ok := window(fail, base.Index(i), &w.Schedule[i]); ok {
+			if win, ok := readWindow(fail, base.Index(i), &w.Schedule[i]); ok {
 				cw.schedule = append(cw.schedule, win)
 			}
 		}
@@ -228,55 +222,9 @@ func (k *compiler) when(fail failFunc, w *When) *cwhen {
 	return cw
 }
 
-func window(fail failFunc, at Location, w *Window) (cwindow, bool) {
-	ok := true
-	out := cwindow{loc: time.UTC}
-	if w.Days == nil {
-		out.days = 0x7f
-	} else if len(w.Days) == 0 {
-		fail(at.Child("days"), "must not be empty (omit it for every day)")
-		ok = false
-	}
-	for i, day := range w.Days {
-		wd, known := weekdays[day]
-		if !known {
-			fail(at.Child("days").Index(i), "unknown day %q (want mon, tue, wed, thu, fri, sat or sun)", day)
-			ok = false
-			continue
-		}
-		out.days |= 1 << wd
-	}
-	clock := func(field, s string) int32 {
-		if !hhmm.MatchString(s) {
-			fail(at.Child(field), "%q is not a time of day as HH:MM (00:00 to 23:59)", s)
-			ok = false
-			return -1
-		}
-		return int32((int(s[0]-'0')*10+int(s[1]-'0'))*3600 + (int(s[3]-'0')*10+int(s[4]-'0'))*60)
-	}
-	out.from, out.to = clock("from", w.From), clock("to", w.To)
-	if ok && out.from == out.to {
-		fail(at.Child("to"), "from and to are both %s: the window is empty (a window crossing midnight has to before from)", w.From)
-		ok = false
-	}
-	if w.TimeZone != "" {
-		loc, err := loadZone(w.TimeZone)
-		if err != nil {
-			fail(at.Child("timeZone"), "unknown time zone %q (want an IANA name such as Europe/Berlin)", w.TimeZone)
-			ok = false
-		}
-		out.loc = loc
-	}
-	return out, ok
-}
-
-// loadZone refuses names LoadLocation reads from the local filesystem or
-// environment ("Local", paths), so a zone means the same everywhere.
-func loadZone(name string) (*time.Location, error) {
-	if name == "Local" || strings.HasPrefix(name, "/") || strings.Contains(name, "..") {
-		return nil, fmt.Errorf("not an IANA zone")
-	}
-	return time.LoadLocation(name)
+// readWindow compiles one window of when.schedule.
+func readWindow(fail failFunc, at Location, w *Window) (schedule.Window, bool) {
+	return schedule.Read(fail, at, w.Days, w.From, w.To, w.TimeZone)
 }
 
 func limit(fail failFunc, at Location, l *Limit) *climit {
@@ -343,12 +291,12 @@ func checkNames(fail failFunc, at Location, items []string) {
 
 // nameSet checks an optional list of names and returns it as a set; an
 // absent list is the empty set, which filters nothing.
-func nameSet(fail failFunc, at Location, items []string) stringSet {
+func nameSet(fail failFunc, at Location, items []string) stringset.Set {
 	if items == nil {
-		return stringSet{}
+		return stringset.Set{}
 	}
 	checkNames(fail, at, items)
-	return newStringSet(items)
+	return stringset.New(items)
 }
 
 // regexOf tells whether select.tool is a /regex/, and returns the pattern.

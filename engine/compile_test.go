@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/toolgate/toolgate/engine/internal/regex"
 )
 
 // validPolicy has three rules so that a broken third rule shows its index
@@ -45,7 +47,7 @@ func TestCompileDiagnostics(t *testing.T) {
 		}
 		return out
 	}
-	long := strings.Repeat("a", MaxPatternLength+1)
+	long := strings.Repeat("a", regex.MaxLength+1)
 	for _, tc := range []struct {
 		name   string
 		mutate func(*Policy)
@@ -57,7 +59,7 @@ func TestCompileDiagnostics(t *testing.T) {
 		{"unbalanced paren", setCond0(cond("input.command", "matches", "(")), []wantDiag{cond0("value", "(")}},
 		{"bad class range", setCond0(cond("input.command", "matches", "[z-a]")), []wantDiag{cond0("value", "z-a")}},
 		{"huge repetition", setCond0(cond("input.command", "matches", "((a{100}){100}){100}")), []wantDiag{cond0("value", "{100}")}},
-		{"pattern too long", setCond0(cond("input.command", "matches", long)), []wantDiag{cond0("value", fmt.Sprint(MaxPatternLength))}},
+		{"pattern too long", setCond0(cond("input.command", "matches", long)), []wantDiag{cond0("value", fmt.Sprint(regex.MaxLength))}},
 		{"matches a number", setCond0(cond("input.command", "matches", 5)), []wantDiag{cond0("value", "string")}},
 		{"unknown operator", setCond0(cond("input.command", "equals", "x")), []wantDiag{cond0("operator", "equals")}},
 		{"empty operator", setCond0(cond("input.command", "", "x")), []wantDiag{cond0("operator", "operator")}},
@@ -195,7 +197,7 @@ func TestCompileLimitsAreInclusive(t *testing.T) {
 	}{
 		{"16 segments", setCond0(cond(strings.Repeat("a.", 15)+"a", "eq", "x"))},
 		{"256 characters", setCond0(cond(strings.Repeat("x", 256), "eq", "x"))},
-		{"pattern at the length limit", setCond0(cond("a", "matches", strings.Repeat("a", MaxPatternLength)))},
+		{"pattern at the length limit", setCond0(cond("a", "matches", strings.Repeat("a", regex.MaxLength)))},
 		{"63-character rule id", func(p *Policy) { p.Rules[2].ID = strings.Repeat("r", 63) }},
 		{"64 conditions", func(p *Policy) {
 			for len(p.Rules[2].Conditions) < MaxConditionsPerRule {

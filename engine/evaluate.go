@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/toolgate/toolgate/engine/internal/fold"
+	"github.com/toolgate/toolgate/engine/internal/jsonvalue"
 )
 
 // EvalOptions tune one evaluation. The zero value is the default: real clock,
@@ -498,11 +501,11 @@ func (c *Compiled) frozenEntry(agent string, now time.Time) *frozenEntry {
 		return nil
 	}
 	var entries []frozenEntry
-	if k, ok := asciiFoldKey(agent); ok {
+	if k, ok := fold.ASCIIKey(agent); ok {
 		entries = c.frozen.byAgent[k]
 	} else {
 		var buf [128]byte
-		entries = c.frozen.byAgent[string(appendFoldKey(buf[:0], agent))]
+		entries = c.frozen.byAgent[string(fold.AppendKey(buf[:0], agent))]
 	}
 	return unexpired(entries, now)
 }
@@ -625,10 +628,10 @@ func (c *Compiled) traceCondition(s *scratch, cc *ccond, src *Condition, index i
 	tc := TraceCondition{Index: index, Field: src.Field, Operator: src.Operator,
 		Value: src.Value, Values: src.Values, Present: present, Held: held}
 	if present {
-		tc.Resolved = truncate(Stringify(v), MaxTraceValue)
+		tc.Resolved = jsonvalue.Truncate(Stringify(v), MaxTraceValue)
 	}
 	if cc.cast {
-		tc.CastToNumber, tc.Reason = true, castReason(v, present)
+		tc.CastToNumber, tc.Reason = true, jsonvalue.CastReason(v, present)
 	}
 	return tc
 }
@@ -648,9 +651,9 @@ func (c *Compiled) holds(s *scratch, cc *ccond) bool {
 	case opNotExists:
 		return !present
 	case opIsEmpty:
-		return isEmpty(v, present)
+		return jsonvalue.IsEmpty(v, present)
 	case opIsNotEmpty:
-		return !isEmpty(v, present)
+		return !jsonvalue.IsEmpty(v, present)
 	}
 	if !present {
 		switch cc.op {
@@ -661,37 +664,37 @@ func (c *Compiled) holds(s *scratch, cc *ccond) bool {
 	}
 	switch cc.op {
 	case opEq:
-		return cc.value.equal(v)
+		return cc.value.Equal(v)
 	case opNeq:
-		return !cc.value.equal(v)
+		return !cc.value.Equal(v)
 	case opIn:
-		return cc.members.has(s.str(c, cc.slot, v))
+		return cc.members.Has(s.str(c, cc.slot, v))
 	case opNotIn:
-		return !cc.members.has(s.str(c, cc.slot, v))
+		return !cc.members.Has(s.str(c, cc.slot, v))
 	case opContains:
-		return strings.Contains(s.str(c, cc.slot, v), cc.value.str)
+		return strings.Contains(s.str(c, cc.slot, v), cc.value.Str)
 	case opNotContains:
-		return !strings.Contains(s.str(c, cc.slot, v), cc.value.str)
+		return !strings.Contains(s.str(c, cc.slot, v), cc.value.Str)
 	case opStartsWith:
-		return strings.HasPrefix(s.str(c, cc.slot, v), cc.value.str)
+		return strings.HasPrefix(s.str(c, cc.slot, v), cc.value.Str)
 	case opEndsWith:
-		return strings.HasSuffix(s.str(c, cc.slot, v), cc.value.str)
+		return strings.HasSuffix(s.str(c, cc.slot, v), cc.value.Str)
 	case opMatches:
-		return cc.matcher.match(s.str(c, cc.slot, v))
+		return cc.matcher.Match(s.str(c, cc.slot, v))
 	case opGt, opGte, opLt, opLte:
-		f, ok := numberOf(v)
+		f, ok := jsonvalue.NumberOf(v)
 		if !ok {
 			return false
 		}
 		switch cc.op {
 		case opGt:
-			return f > cc.value.num
+			return f > cc.value.Num
 		case opGte:
-			return f >= cc.value.num
+			return f >= cc.value.Num
 		case opLt:
-			return f < cc.value.num
+			return f < cc.value.Num
 		}
-		return f <= cc.value.num
+		return f <= cc.value.Num
 	case opIsValidJSON:
 		str, ok := v.(string)
 		return ok && json.Valid([]byte(str))

@@ -1,6 +1,11 @@
 package engine
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/toolgate/toolgate/engine/internal/schedule"
+	"github.com/toolgate/toolgate/engine/internal/stringset"
+)
 
 // mode is where in an evaluation a rule is being checked: the ordered scan,
 // a tiered policy's tool level, or one of its per-resource evaluations.
@@ -57,21 +62,21 @@ func (s *scratch) loadView() *view {
 // ask) also holds when an identity it is scoped by is missing, so missing
 // identity never lifts a deny or skips an approval.
 func (v *view) subjectsHold(cs *csubjects, deny bool) bool {
-	if !cs.agents.empty() {
+	if !cs.agents.Empty() {
 		if !v.agentOK {
 			if deny {
 				return true
 			}
-		} else if cs.agents.has(v.agentFold) {
+		} else if cs.agents.Has(v.agentFold) {
 			return true
 		}
 	}
-	if !cs.roles.empty() {
+	if !cs.roles.Empty() {
 		if !v.rolesOK {
 			return deny
 		}
 		for _, x := range v.roles {
-			if role, ok := x.(string); ok && cs.roles.has(role) {
+			if role, ok := x.(string); ok && cs.roles.Has(role) {
 				return true
 			}
 		}
@@ -81,10 +86,10 @@ func (v *view) subjectsHold(cs *csubjects, deny bool) bool {
 
 func (s *scratch) targetsHold(t *ctargets, m mode) bool {
 	v := &s.view
-	if !t.servers.empty() && !(v.serverOK && t.servers.has(v.server)) {
+	if !t.servers.Empty() && !(v.serverOK && t.servers.Has(v.server)) {
 		return false
 	}
-	if !t.tools.empty() && !t.tools.has(v.tool) {
+	if !t.tools.Empty() && !t.tools.Has(v.tool) {
 		return false
 	}
 	if t.resources == nil {
@@ -104,23 +109,23 @@ func (s *scratch) targetsHold(t *ctargets, m mode) bool {
 	return false
 }
 
-func touches(targets map[string]stringSet, r *resource) bool {
+func touches(targets map[string]stringset.Set, r *resource) bool {
 	names, ok := targets[r.typ]
-	return ok && names.has(r.name)
+	return ok && names.Has(r.name)
 }
 
 func (s *scratch) selectHolds(sel *cselect, m mode) bool {
 	v := &s.view
-	if !sel.action.empty() && !sel.action.has(v.action) {
+	if !sel.action.Empty() && !sel.action.Has(v.action) {
 		return false
 	}
-	if !sel.sideEffect.empty() && !(v.sideOK && sel.sideEffect.has(v.sideEffect)) {
+	if !sel.sideEffect.Empty() && !(v.sideOK && sel.sideEffect.Has(v.sideEffect)) {
 		return false
 	}
 	switch {
 	case sel.toolMatcher != nil:
 		// A tool_name that is not a string is missing, as for matches.
-		if !v.toolOK || !sel.toolMatcher.match(v.tool) {
+		if !v.toolOK || !sel.toolMatcher.Match(v.tool) {
 			return false
 		}
 	case sel.tool != "" && sel.tool != v.tool:
@@ -131,7 +136,7 @@ func (s *scratch) selectHolds(sel *cselect, m mode) bool {
 	}
 	for i := range sel.context {
 		got, ok := v.context[sel.context[i].key]
-		if !ok || !sel.context[i].value.equal(got) {
+		if !ok || !sel.context[i].value.Equal(got) {
 			return false
 		}
 	}
@@ -161,13 +166,13 @@ func (s *scratch) whenHolds(w *cwhen, m mode) bool {
 	if w.schedule != nil && !s.inSchedule(w.schedule) {
 		return false
 	}
-	if !w.environments.empty() && !(v.envOK && w.environments.has(v.env)) {
+	if !w.environments.Empty() && !(v.envOK && w.environments.Has(v.env)) {
 		return false
 	}
-	if !w.confidence.empty() && !w.confidence.has(v.confidence) {
+	if !w.confidence.Empty() && !w.confidence.Has(v.confidence) {
 		return false
 	}
-	if !w.sensitivity.empty() && !s.tagged(&w.sensitivity, m) {
+	if !w.sensitivity.Empty() && !s.tagged(&w.sensitivity, m) {
 		return false
 	}
 	if l := w.rateLimit; l != nil {
@@ -212,9 +217,9 @@ func (s *scratch) sharedQuery(l *climit, tool string, tokens bool, add float64) 
 		Max: l.max, Add: add, FailOpen: l.failOpen}
 }
 
-func (s *scratch) inSchedule(windows []cwindow) bool {
+func (s *scratch) inSchedule(windows []schedule.Window) bool {
 	for i := range windows {
-		if windows[i].holdsAt(s.now) {
+		if windows[i].HoldsAt(s.now) {
 			return true
 		}
 	}
@@ -223,7 +228,7 @@ func (s *scratch) inSchedule(windows []cwindow) bool {
 
 // tagged: the call's sensitivity tags, or those of the resource under
 // evaluation (any touched resource outside one), meet the listed ones.
-func (s *scratch) tagged(listed *stringSet, m mode) bool {
+func (s *scratch) tagged(listed *stringset.Set, m mode) bool {
 	v := &s.view
 	if anyListed(listed, v.tags) {
 		return true
@@ -243,9 +248,9 @@ func (s *scratch) tagged(listed *stringSet, m mode) bool {
 	return false
 }
 
-func anyListed(listed *stringSet, tags []any) bool {
+func anyListed(listed *stringset.Set, tags []any) bool {
 	for _, t := range tags {
-		if str, ok := t.(string); ok && listed.has(str) {
+		if str, ok := t.(string); ok && listed.Has(str) {
 			return true
 		}
 	}

@@ -1,19 +1,14 @@
 package engine
 
 import (
-	"cmp"
 	"fmt"
 	"maps"
-	"slices"
 	"strings"
 
 	"github.com/toolgate/toolgate/engine/detect"
+	"github.com/toolgate/toolgate/engine/internal/jsonvalue"
 	"github.com/toolgate/toolgate/engine/sentence"
 )
-
-// CodeUnknownPhase denies an evaluation asked for a phase that is neither
-// call nor result (EvalOptions.Phase): a caller's mistake never allows.
-const CodeUnknownPhase Code = "UNKNOWN_PHASE"
 
 // evaluateResult is a result evaluation: the scan over the result views
 // (a bundle without result rules lets every result go on), then what only
@@ -22,7 +17,7 @@ const CodeUnknownPhase Code = "UNKNOWN_PHASE"
 func (c *Compiled) evaluateResult(req Request, opts *EvalOptions, clk *clock, tr *tracer, out *Result) {
 	if opts.Phase != PhaseResult {
 		out.Decision, out.Code = Deny, CodeUnknownPhase
-		out.Reason = fmt.Sprintf("unknown evaluation phase %q (want %s or %s)", truncate(string(opts.Phase), 64), PhaseCall, PhaseResult)
+		out.Reason = fmt.Sprintf("unknown evaluation phase %q (want %s or %s)", jsonvalue.Truncate(string(opts.Phase), 64), PhaseCall, PhaseResult)
 		return
 	}
 	if c.results == nil {
@@ -155,7 +150,7 @@ func (c *Compiled) phrase(s *scratch, cc *ccond, src *Condition) string {
 	v, present := s.value(c, cc.slot)
 	t := sentence.Test{Field: src.Field, Operator: src.Operator, Value: src.Value, Values: src.Values, Present: present, Held: held}
 	if cc.cast {
-		t.Reason = castReason(v, present)
+		t.Reason = jsonvalue.CastReason(v, present)
 	}
 	if present && held != (cc.op == opNotContains) {
 		if sp := leafSpans(cc, s.str(c, cc.slot, v), nil, false); len(sp) > 0 {
@@ -204,9 +199,10 @@ type span struct {
 func leafSpans(cc *ccond, text string, dst []span, all bool) []span {
 	switch cc.op {
 	case opMatches:
-		return cc.matcher.spans(text, dst, all)
+		cc.matcher.Spans(text, all, func(start, end int) { dst = append(dst, span{start: start, end: end}) })
+		return dst
 	case opContains, opNotContains:
-		needle := cc.value.str
+		needle := cc.value.Str
 		if needle == "" {
 			return dst
 		}
@@ -234,97 +230,4 @@ func leafSpans(cc *ccond, text string, dst []span, all bool) []span {
 		}
 	}
 	return dst
-}
-
-// spans are the non-empty matches of m in s, left to right, not
-// overlapping: every one (all), or the first.
-func (m *matcher) spans(s string, dst []span, all bool) []span {
-	add := func(start, end int) {
-		if end > start {
-			dst = append(dst, span{start: start, end: end})
-		}
-	}
-	switch m.kind {
-	case litContains:
-		n := 1
-		if all {
-			n = -1
-		}
-		for off, found := 0, 0; found != n; found++ {
-			i := strings.Index(s[off:], m.lit)
-			if i < 0 || m.lit == "" {
-				break
-			}
-			add(off+i, off+i+len(m.lit))
-			off += i + len(m.lit)
-		}
-	case litPrefix:
-		if strings.HasPrefix(s, m.lit) {
-			add(0, len(m.lit))
-		}
-	case litSuffix:
-		if strings.HasSuffix(s, m.lit) {
-			add(len(s)-len(m.lit), len(s))
-		}
-	case litExact:
-		if s == m.lit {
-			add(0, len(s))
-		}
-	default:
-		n := 1
-		if all {
-			n = -1
-		}
-		for _, loc := range m.re.FindAllStringIndex(s, n) {
-			add(loc[0], loc[1])
-		}
-		if !all && len(dst) == 0 { // the first match was empty: find a non-empty one
-			for _, loc := range m.re.FindAllStringIndex(s, -1) {
-				if add(loc[0], loc[1]); len(dst) > 0 {
-					break
-				}
-			}
-		}
-	}
-	return dst
-}
-
-// MergeRedactions sorts spans by Start (ties by their order in spans, the
-// rules' scan order) and merges those that overlap into the earlier one,
-// which keeps its rule; adjacent spans stay apart. Empty spans are dropped.
-func MergeRedactions(spans []Redaction) []Redaction {
-	spans = slices.DeleteFunc(slices.Clone(spans), func(r Redaction) bool { return r.End <= r.Start })
-	slices.SortStableFunc(spans, func(a, b Redaction) int { return cmp.Compare(a.Start, b.Start) })
-	var out []Redaction
-	for _, r := range spans {
-		if n := len(out); n > 0 && r.Start < out[n-1].End {
-			out[n-1].End = max(out[n-1].End, r.End)
-			continue
-		}
-		out = append(out, r)
-	}
-	return out
-}
-
-// ApplyRedactions replaces each span of text with RedactionMark(its
-// rule): spans sorted by Start, not overlapping, within text (what
-// Result.Redactions holds). A span that overlaps the previous one or
-// leaves text is dropped rather than trusted. The MCP proxy applies a
-// result's redactions with it.
-func ApplyRedactions(text string, spans []Redaction) string {
-	var b strings.Builder
-	last := 0
-	for _, r := range spans {
-		if r.Start < last || r.End <= r.Start || r.End > len(text) {
-			continue
-		}
-		b.WriteString(text[last:r.Start])
-		b.WriteString(RedactionMark(r.RuleID))
-		last = r.End
-	}
-	if last == 0 && b.Len() == 0 {
-		return text
-	}
-	b.WriteString(text[last:])
-	return b.String()
 }

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/toolgate/toolgate/engine/internal/fold"
 )
 
 // A policy is evaluated in one of two modes. Ordered is seed 000's scan and
@@ -17,29 +19,11 @@ const (
 	EvaluationTiered  = "tiered"
 )
 
-// Effect is what a rule decides. Warn and audit allow the call: warn adds
-// the rule's reason to the result's warnings, audit only marks the result.
-type Effect string
-
-const (
-	EffectAllow Effect = "allow"
-	EffectDeny  Effect = "deny"
-	EffectWarn  Effect = "warn"
-	EffectAudit Effect = "audit"
-	// EffectAsk holds the call for a person's approval: it ranks below
-	// deny and above warn.
-	EffectAsk Effect = "ask"
-)
-
 // Bounds of an ask rule's approval.timeout.
 const (
 	DefaultApprovalTimeout = 5 * time.Minute
 	MaxApprovalTimeout     = time.Hour
 )
-
-// CodeImplicitDeny is the code of a tiered policy's deny for a resource
-// that has rules bound to it, none of which matched.
-const CodeImplicitDeny Code = "IMPLICIT_DENY"
 
 // Subjects scopes a rule to agents (compared as FrozenAgents are) or roles
 // (compared exactly); a rule without subjects applies to everyone. Slices
@@ -64,12 +48,6 @@ type Targets struct {
 type ResourceTarget struct {
 	Type  string   `json:"type"`
 	Names []string `json:"names,omitzero"`
-}
-
-// ResourceRef names one resource a call touches.
-type ResourceRef struct {
-	Type string `json:"type"`
-	Name string `json:"name"`
 }
 
 // Select is seed 001's resource selector: every key present must hold.
@@ -208,7 +186,7 @@ type UsageKey struct {
 // engine asks under the one a limit names, so both sides key alike.
 func UsageKeys(req Request) (agent, session UsageKey) {
 	agent.ID, _ = req[FieldAgentID].(string)
-	agent.ID = foldKey(agent.ID)
+	agent.ID = fold.Key(agent.ID)
 	session.Session = true
 	session.ID, _ = req[FieldSessionID].(string)
 	return agent, session

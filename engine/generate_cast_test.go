@@ -3,6 +3,8 @@ package engine
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/toolgate/toolgate/engine/internal/jsonvalue"
 )
 
 // castToNumber's vocabulary (issue 28): request strings it reads (spaces,
@@ -117,7 +119,7 @@ func TestGeneratedCastCoverage(t *testing.T) {
 				switch {
 				case present && refHolds(c, req):
 					counts["held/"+c.Operator]++
-					if isString && s != Stringify(v) || isString && !isJSONNumber(s) {
+					if isString && s != Stringify(v) || isString && !jsonvalue.IsJSONNumber(s) {
 						counts["held/cast string"]++
 					}
 				case isNumber:

@@ -3,6 +3,8 @@ package engine
 import (
 	"slices"
 	"time"
+
+	"github.com/toolgate/toolgate/engine/internal/fold"
 )
 
 // The two levels of a bundle (ClusterPolicies, then the namespace's
@@ -10,17 +12,6 @@ import (
 // decided as a bundle of one level always was; the decision is then the
 // most restrictive of the two (deny > warn > audit > allow), so a
 // namespace cannot loosen what a ClusterPolicy decides.
-
-// ShadowVerdict is what one Audit policy would have decided on its own:
-// recorded beside the decision, never changing it.
-type ShadowVerdict struct {
-	// Kind is KindClusterPolicy for a ClusterPolicy, omitted for a Policy.
-	Kind     string   `json:"kind,omitempty"`
-	Policy   string   `json:"policy"`
-	Decision Decision `json:"decision"`
-	// Rule is the rule that decided, empty when the policy's default did.
-	Rule string `json:"rule,omitempty"`
-}
 
 // cexception is a compiled Exception.
 type cexception struct {
@@ -38,7 +29,7 @@ func (x *cexception) applies(agent string, agentOK bool, serviceAccount string, 
 	if !now.Before(x.expires) {
 		return false
 	}
-	if agentOK && len(x.agents) > 0 && x.agents[foldKey(agent)] {
+	if agentOK && len(x.agents) > 0 && x.agents[fold.Key(agent)] {
 		return true
 	}
 	return serviceAccount != "" && slices.Contains(x.accounts, serviceAccount)
@@ -103,7 +94,7 @@ func (c *Compiled) compileLevels(exceptions []Exception) {
 			if cx.agents == nil {
 				cx.agents = map[string]bool{}
 			}
-			cx.agents[foldKey(a)] = true
+			cx.agents[fold.Key(a)] = true
 		}
 		idx := int32(len(c.exceptions))
 		c.exceptions = append(c.exceptions, cx)

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/toolgate/toolgate/engine/internal/fold"
+	"github.com/toolgate/toolgate/engine/internal/jsonvalue"
 )
 
 // What evaluation says and compares, exported for ports of the engine to
@@ -15,7 +18,12 @@ import (
 // FoldKey is the canonical form of an agent id: FoldKey(a) == FoldKey(b)
 // exactly when a freeze of a applies to b (Unicode simple folding, as
 // strings.EqualFold).
-func FoldKey(s string) string { return foldKey(s) }
+func FoldKey(s string) string { return fold.Key(s) }
+
+// SameAgent tells whether a freeze of frozenID applies to agentID: the one
+// comparison the engine makes (Unicode simple folding, as strings.EqualFold),
+// for tools that find or lift freezes outside an evaluation.
+func SameAgent(frozenID, agentID string) bool { return fold.Key(frozenID) == fold.Key(agentID) }
 
 // RuleReason is the reason a result decided by rule r of policy policyID
 // gives: its description, or a sentence naming it; an allow gives none.
@@ -78,16 +86,16 @@ type WindowSpan struct {
 
 // SpanOf reads w as compiling it does; ok is false when w does not compile.
 func SpanOf(w Window) (span WindowSpan, ok bool) {
-	cw, ok := window(func(Location, string, ...any) {}, nil, &w)
+	cw, ok := readWindow(func(Location, string, ...any) {}, nil, &w)
 	if !ok {
 		return WindowSpan{}, false
 	}
 	for d := time.Sunday; d <= time.Saturday; d++ {
-		if cw.days&(1<<d) != 0 {
+		if cw.Days&(1<<d) != 0 {
 			span.Days = append(span.Days, d)
 		}
 	}
-	span.From, span.To, span.Zone = int(cw.from), int(cw.to), cw.loc.String()
+	span.From, span.To, span.Zone = int(cw.From), int(cw.To), cw.Loc.String()
 	return span, true
 }
 
@@ -99,16 +107,16 @@ func RuleTools(r *Rule) []string { return toolKeys(r) }
 // ScalarString is a condition value that is a JSON string, as the
 // compiler reads it.
 func ScalarString(raw json.RawMessage) (string, bool) {
-	s, err := parseScalar(raw)
-	return s.str, err == nil && s.kind == kindString
+	s, err := jsonvalue.ParseScalar(raw)
+	return s.Str, err == nil && s.Kind == jsonvalue.KindString
 }
 
 // ScalarKey is a condition value's canonical form (equal values, such as
 // 1 and 1.0, have equal keys), or raw itself when it is not a scalar.
 func ScalarKey(raw json.RawMessage) string {
-	s, err := parseScalar(raw)
+	s, err := jsonvalue.ParseScalar(raw)
 	if err != nil {
 		return string(raw)
 	}
-	return fmt.Sprintf("%d:%s", s.kind, s.str)
+	return fmt.Sprintf("%d:%s", s.Kind, s.Str)
 }

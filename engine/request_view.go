@@ -2,7 +2,8 @@ package engine
 
 import (
 	"strings"
-	"time"
+
+	"github.com/toolgate/toolgate/engine/internal/fold"
 )
 
 // view is what the gateway filters read from a request, worked out once per
@@ -56,7 +57,7 @@ func (v *view) load(req Request) {
 	v.tool, v.toolOK = req[FieldToolName].(string)
 	v.agent, v.agentOK = req[FieldAgentID].(string)
 	if v.agentOK {
-		v.agentFold = foldKey(v.agent)
+		v.agentFold = fold.Key(v.agent)
 	}
 	v.roles, v.rolesOK = req[FieldRoles].([]any)
 	if s, ok := req[FieldServer].(string); ok {
@@ -118,17 +119,4 @@ func (s *scratch) usageKey(session bool) UsageKey {
 		return v.sessionKey
 	}
 	return v.agentKey
-}
-
-// holdsAt tells whether now falls inside the window.
-func (w *cwindow) holdsAt(now time.Time) bool {
-	t := now.In(w.loc)
-	h, m, sec := t.Clock()
-	s := int32(h*3600 + m*60 + sec)
-	day := t.Weekday()
-	if w.from < w.to {
-		return w.days&(1<<day) != 0 && s >= w.from && s < w.to
-	}
-	prev := (day + 6) % 7
-	return (w.days&(1<<day) != 0 && s >= w.from) || (w.days&(1<<prev) != 0 && s < w.to)
 }

@@ -276,26 +276,6 @@ func TestRedactExemptedRule(t *testing.T) {
 	}
 }
 
-func TestApplyRedactionsDistrustsSpans(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		spans []Redaction
-		want  string
-	}{
-		{nil, "abcdef"},
-		{[]Redaction{{Start: 1, End: 3, RuleID: "r"}}, "a[REDACTED:r]def"},
-		{[]Redaction{{Start: 1, End: 3, RuleID: "r"}, {Start: 2, End: 4, RuleID: "s"}}, "a[REDACTED:r]def"},
-		{[]Redaction{{Start: 4, End: 9, RuleID: "r"}}, "abcdef"},
-		{[]Redaction{{Start: 3, End: 3, RuleID: "r"}}, "abcdef"},
-		{[]Redaction{{Start: -1, End: 2, RuleID: "r"}}, "abcdef"},
-		{[]Redaction{{Start: 0, End: 6, RuleID: "r"}}, "[REDACTED:r]"},
-	} {
-		if got := ApplyRedactions("abcdef", tc.spans); got != tc.want {
-			t.Errorf("ApplyRedactions(%+v) = %q, want %q", tc.spans, got, tc.want)
-		}
-	}
-}
-
 // TestOutputTruncated: every test of output.text or output.structured
 // holds (those that need the whole text decide as if they matched), without
 // spans; tests of other fields read what is there.

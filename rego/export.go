@@ -33,6 +33,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/engine/request"
 )
 
 // Paths of the bundle's files, relative to its root.
@@ -905,7 +906,7 @@ func test(c *engine.Condition, m mode) (string, bool, error) {
 // positive is the expression of the condition, or for a negated operator
 // (neq, not_in, not_contains, not_exists, is_empty) of its opposite.
 func positive(c *engine.Condition, m mode) (string, error) {
-	path, err := engine.ParsePath(c.Field)
+	path, err := request.ParsePath(c.Field)
 	if err != nil {
 		return "", err
 	}
@@ -984,7 +985,7 @@ func positive(c *engine.Condition, m mode) (string, error) {
 // undefined for a field that is no number, so every operator is false
 // there, neq and not_in included, as in the engine.
 func castTest(c *engine.Condition, m mode) (string, error) {
-	path, err := engine.ParsePath(c.Field)
+	path, err := request.ParsePath(c.Field)
 	if err != nil {
 		return "", err
 	}
@@ -1047,7 +1048,7 @@ func number(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 // a key, _at for a decimal step (an object's key or an array's index) and
 // _key after one. In a per-resource evaluation a path rooted at resource
 // reads the resource under evaluation (r).
-func field(path engine.Path, m mode) string {
+func field(path request.Path, m mode) string {
 	cur := "input"
 	if m == modeResource && path[0].Key == "resource" {
 		cur, path = "r", path[1:]

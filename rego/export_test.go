@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolgate/toolgate/bundle"
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/engine/request"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/manifest"
 )
@@ -149,7 +150,7 @@ func TestFieldRefs(t *testing.T) {
 		"resource.name":   "input.resource.name",
 		"kwargs.amount.x": "input.kwargs.amount.x",
 	} {
-		p, err := engine.ParsePath(in)
+		p, err := request.ParsePath(in)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -157,7 +158,7 @@ func TestFieldRefs(t *testing.T) {
 			t.Errorf("field(%q) = %s, want %s", in, got, want)
 		}
 	}
-	p, _ := engine.ParsePath("resource.name")
+	p, _ := request.ParsePath("resource.name")
 	if got := field(p, modeResource); got != "r.name" {
 		t.Errorf("in a per-resource evaluation resource.name is %s", got)
 	}

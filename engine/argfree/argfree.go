@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/engine/request"
 )
 
 // Denials returns the part of b that denies a call whatever its
@@ -98,7 +99,7 @@ func conditionsReadOnly(cs []engine.Condition, known map[string]bool) bool {
 			}
 			continue
 		}
-		p, err := engine.ParsePath(c.Field)
+		p, err := request.ParsePath(c.Field)
 		if err != nil || len(p) == 0 || !known[p[0].Key] {
 			return false
 		}

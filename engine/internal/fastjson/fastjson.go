@@ -3,7 +3,7 @@
 // nothing doubtful (it declines instead, for the caller to ask
 // encoding/json, which also words the error). It counts values as it goes,
 // so a document wider than its limit costs no more than the limit. The
-// engine's request decoding (engine.DecodeRequestLimit, DecodeField) is
+// request document's decoding (engine/request: DecodeLimit, DecodeField) is
 // its one user; FuzzFastDecoder there holds it equal to encoding/json.
 package fastjson
 
@@ -464,7 +464,7 @@ func knownKey(raw []byte) (string, bool) {
 // comma, or opens a non-empty container, so the count is 1 + commas +
 // non-empty containers, with strings skipped; on an invalid document it is
 // only an estimate, and encoding/json rejects the document anyway.
-// engine's FuzzFastDecoder checks it against Object's own count.
+// engine/request's FuzzFastDecoder checks it against Object's own count.
 func Count(doc []byte, limit int) int {
 	n := 1
 	for i := 0; i < len(doc) && n <= limit; i++ {

@@ -1,4 +1,4 @@
-package engine
+package regex
 
 import (
 	"testing"
@@ -19,13 +19,13 @@ func TestAnyByteEscape(t *testing.T) {
 		{`(?i)token=\C+`, map[string]bool{"TOKEN=x": true, "token=": false}},
 		{`\\C`, map[string]bool{`\C`: true, "C": false}}, // an escaped backslash, then C
 	} {
-		m, err := compilePattern(tc.pattern)
+		m, err := Compile(tc.pattern)
 		if err != nil {
 			t.Errorf("%s: %v", tc.pattern, err)
 			continue
 		}
 		for s, want := range tc.matches {
-			if got := m.match(s); got != want {
+			if got := m.Match(s); got != want {
 				t.Errorf("%s on %q: %v, want %v", tc.pattern, s, got, want)
 			}
 		}
@@ -38,7 +38,7 @@ func TestPatternValidityAgreesWithRE2(t *testing.T) {
 		`\C`, `a\C*b`, `[\C]`, `[^\C]`, `\C(?=x)`, `(\C`, `\C\1`, `\Q\C\E`, `\Q\C\E\C`, `[]\C]`, `[[:alpha:]]\C`,
 		`[[:alpha:]\C]`, `\C{2,1}`, `\C{1001}`, `x\`, `\Cx\`, `(?P<n>\C)`, `\pN\C`, `\C|\z`, `\Z\C`,
 	} {
-		_, engineErr := compilePattern(p)
+		_, engineErr := Compile(p)
 		_, re2Err := re2.Compile(p)
 		if (engineErr == nil) != (re2Err == nil) {
 			t.Errorf("%s: engine %v, RE2 %v", p, engineErr, re2Err)
@@ -77,7 +77,7 @@ func FuzzPatternAgreesWithRE2(f *testing.F) {
 		if len(p) > 64 || !utf8.ValidString(p) {
 			return
 		}
-		_, engineErr := compilePattern(p)
+		_, engineErr := Compile(p)
 		_, re2Err := re2.Compile(p)
 		if (engineErr == nil) != (re2Err == nil) {
 			t.Fatalf("%q: engine %v, RE2 %v", p, engineErr, re2Err)

@@ -1,4 +1,4 @@
-package engine
+package request
 
 import (
 	"errors"
@@ -20,8 +20,8 @@ func TestDecodeRequestRefusesKnownFieldsSpelledOtherwise(t *testing.T) {
 		`{"tool_name":"Bash","agent_id":"a","AGENT_ID":"frozen"}`: `unknown field "AGENT_ID": did you mean "agent_id"?`,
 	} {
 		for name, decode := range map[string]func([]byte) (Request, error){
-			"fast": DecodeRequest,
-			"std":  func(b []byte) (Request, error) { return decodeRequestStd(b, DefaultMaxElements) },
+			"fast": Decode,
+			"std":  func(b []byte) (Request, error) { return decodeStd(b, DefaultMaxElements) },
 		} {
 			_, err := decode([]byte(doc))
 			if err == nil || !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), want) {
@@ -36,14 +36,14 @@ func TestDecodeRequestRefusesKnownFieldsSpelledOtherwise(t *testing.T) {
 		`{"tool_name":"Bash","ticket":"OPS-1","agent":"x","tool":"y","customer_tier":"gold"}`,
 		`{"tool_name":"Bash","` + strings.Repeat("agent_id", 10) + `":1}`,
 	} {
-		if _, err := DecodeRequest([]byte(doc)); err != nil {
+		if _, err := Decode([]byte(doc)); err != nil {
 			t.Errorf("%s: %v", doc, err)
 		}
 	}
 }
 
 func BenchmarkValidateRequest(b *testing.B) {
-	req, err := DecodeRequest([]byte(`{"tool_name":"Bash","agent_id":"a-1","session_id":"s-1","tool_use_id":"t","framework":"claude","input":{"command":"ls"}}`))
+	req, err := Decode([]byte(`{"tool_name":"Bash","agent_id":"a-1","session_id":"s-1","tool_use_id":"t","framework":"claude","input":{"command":"ls"}}`))
 	if err != nil {
 		b.Fatal(err)
 	}

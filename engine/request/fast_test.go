@@ -1,4 +1,4 @@
-package engine
+package request
 
 import (
 	"encoding/json"
@@ -74,8 +74,8 @@ func checkFast(t *testing.T, doc []byte) (accepted bool) {
 		t.Fatalf("%q: built %d values, fastjson.Count says %d", doc, built, n)
 	}
 	for _, limit := range []int{n - 1, n} {
-		_, fast := DecodeRequestLimit(doc, limit)
-		_, std := decodeRequestStd(doc, limit)
+		_, fast := DecodeLimit(doc, limit)
+		_, std := decodeStd(doc, limit)
 		want := limit > 0 && n > limit
 		if errors.Is(fast, ErrTooManyElements) != want || errors.Is(std, ErrTooManyElements) != want {
 			t.Fatalf("%q (%d values) with at most %d: fast path %v, encoding/json path %v", doc, n, limit, fast, std)
@@ -150,7 +150,7 @@ func TestFastDecoderDeclinesWhatItShouldNot(t *testing.T) {
 	}
 }
 
-// DecodeRequest answers the same whichever decoder ran: the values, and
+// Decode answers the same whichever decoder ran: the values, and
 // for a rejected document the error text.
 func TestDecodeRequestFallsBackToEncodingJSON(t *testing.T) {
 	for _, tc := range []struct{ doc, err string }{
@@ -163,7 +163,7 @@ func TestDecodeRequestFallsBackToEncodingJSON(t *testing.T) {
 		{`[1]`, "must be a JSON object, not an array"},
 		{`{"tool_name":"t"} x`, "trailing data"},
 	} {
-		req, err := DecodeRequest([]byte(tc.doc))
+		req, err := Decode([]byte(tc.doc))
 		switch {
 		case tc.err == "" && err != nil:
 			t.Errorf("%q: %v", tc.doc, err)
@@ -176,7 +176,7 @@ func TestDecodeRequestFallsBackToEncodingJSON(t *testing.T) {
 			}
 		}
 	}
-	if got, _ := DecodeRequest([]byte("{\"tool_name\":\"\xff\"}")); got["tool_name"] != "\uFFFD" {
+	if got, _ := Decode([]byte("{\"tool_name\":\"\xff\"}")); got["tool_name"] != "\uFFFD" {
 		t.Errorf("invalid UTF-8 read as %q, want encoding/json's U+FFFD", got["tool_name"])
 	}
 }
@@ -252,7 +252,7 @@ func BenchmarkDecodeRequest(b *testing.B) {
 		for _, dec := range []struct {
 			name string
 			fn   func([]byte) (Request, error)
-		}{{"fast", DecodeRequest}, {"encoding-json", func(doc []byte) (Request, error) { return decodeRequestStd(doc, DefaultMaxElements) }}} {
+		}{{"fast", Decode}, {"encoding-json", func(doc []byte) (Request, error) { return decodeStd(doc, DefaultMaxElements) }}} {
 			b.Run(name+"/"+dec.name, func(b *testing.B) {
 				b.ReportAllocs()
 				b.SetBytes(int64(len(doc)))

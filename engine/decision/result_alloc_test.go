@@ -1,4 +1,4 @@
-package engine
+package decision
 
 import (
 	"encoding/json"

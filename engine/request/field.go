@@ -1,4 +1,4 @@
-package engine
+package request
 
 import (
 	"bytes"
@@ -8,10 +8,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/toolgate/toolgate/engine/internal/fastjson"
+	"github.com/toolgate/toolgate/engine/internal/jsonvalue"
 )
 
 // DecodeField decodes doc, one JSON value, into r[key] exactly as
-// DecodeRequestLimit would decode it as that field of the request
+// DecodeLimit would decode it as that field of the request
 // document: the same fast path and encoding/json fallback, numbers as
 // float64, and the values r already holds (r itself included) counted
 // against maxElements, so the limit and its error are the whole request's.
@@ -47,7 +48,7 @@ func (r Request) DecodeField(key string, doc []byte, maxElements int) error {
 }
 
 // DecodedString is s as a request document holds it once decoded, when s
-// is written into it with AppendJSONString: unchanged when it is UTF-8,
+// is written into it with engine.AppendJSONString: unchanged when it is UTF-8,
 // each invalid byte replaced by U+FFFD as encoding/json replaces it when
 // not. A request built in Go from strings of unknown origin (a header)
 // uses it to hold what the same request sent as JSON would.
@@ -56,11 +57,11 @@ func DecodedString(s string) string {
 		return s
 	}
 	var out string
-	_ = json.Unmarshal(AppendJSONString(nil, s), &out)
+	_ = json.Unmarshal(jsonvalue.AppendQuoted(nil, s, true), &out)
 	return out
 }
 
-// CheckLimit is DecodeRequestLimit's element limit for a request built
+// CheckLimit is DecodeLimit's element limit for a request built
 // in Go: the error it would give for r's document, nil when r fits.
 func (r Request) CheckLimit(maxElements int) error {
 	if maxElements > 0 && countValues(map[string]any(r)) > maxElements {
@@ -72,7 +73,7 @@ func (r Request) CheckLimit(maxElements int) error {
 var errTooMany = fmt.Errorf("too many values")
 
 // decodeValueStd is DecodeField's encoding/json fallback, counting first
-// as decodeRequestStd does.
+// as decodeStd does.
 func decodeValueStd(doc []byte, left int) (any, error) {
 	if left != math.MaxInt && fastjson.Count(doc, left) > left {
 		return nil, errTooMany

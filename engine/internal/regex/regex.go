@@ -1,4 +1,8 @@
-package engine
+// Package regex compiles the policy language's `matches` patterns: RE2
+// syntax, checked by Go's parser first, with plain literals (contains,
+// prefix, suffix, exact) tested without calling into RE2, and the spans
+// of their matches for result rules' redactions and explanations.
+package regex
 
 import (
 	"fmt"
@@ -9,9 +13,9 @@ import (
 	"github.com/wasilibs/go-re2"
 )
 
-// MaxPatternLength bounds a `matches` pattern; RE2's own memory limit bounds
+// MaxLength bounds a `matches` pattern; RE2's own memory limit bounds
 // what it compiles to.
-const MaxPatternLength = 4096
+const MaxLength = 4096
 
 // literalKind says when a pattern is a plain string test: for short inputs
 // the call into RE2 costs more than the whole match.
@@ -25,13 +29,15 @@ const (
 	litExact
 )
 
-type matcher struct {
+// Matcher is one compiled pattern.
+type Matcher struct {
 	re   *re2.Regexp
 	kind literalKind
 	lit  string
 }
 
-func (m *matcher) match(s string) bool {
+// Match tells whether s holds a match of m.
+func (m *Matcher) Match(s string) bool {
 	switch m.kind {
 	case litContains:
 		return strings.Contains(s, m.lit)
@@ -45,9 +51,11 @@ func (m *matcher) match(s string) bool {
 	return m.re.MatchString(s)
 }
 
-func compilePattern(pattern string) (*matcher, error) {
-	if len(pattern) > MaxPatternLength {
-		return nil, fmt.Errorf("pattern is %d bytes long, more than %d", len(pattern), MaxPatternLength)
+// Compile compiles pattern as RE2 would, refusing what RE2 refuses and
+// patterns longer than MaxLength.
+func Compile(pattern string) (*Matcher, error) {
+	if len(pattern) > MaxLength {
+		return nil, fmt.Errorf("pattern is %d bytes long, more than %d", len(pattern), MaxLength)
 	}
 	// Go's parser rejects what RE2 rejects (lookaround, backreferences) with
 	// the same messages, and unlike RE2's wasm build it does not log to
@@ -64,13 +72,13 @@ func compilePattern(pattern string) (*matcher, error) {
 		if _, perr := syntax.Parse(probe, syntax.Perl); perr != nil {
 			return nil, err
 		}
-		m := &matcher{}
+		m := &Matcher{}
 		if m.re, err = re2.Compile(pattern); err != nil {
 			return nil, err
 		}
 		return m, nil
 	}
-	m := &matcher{}
+	m := &Matcher{}
 	if m.kind, m.lit = literalForm(parsed.Simplify()); m.kind != notLiteral {
 		return m, nil // a plain literal is valid in RE2 by construction
 	}
@@ -168,4 +176,59 @@ func anyByteAsAnyChar(p string) (string, bool) {
 		}
 	}
 	return b.String(), found
+}
+
+// Spans calls yield with each non-empty match of m in s, left to right,
+// not overlapping: every one (all), or the first. A callback rather than
+// a slice, so that the caller appends straight into its own spans.
+func (m *Matcher) Spans(s string, all bool, yield func(start, end int)) {
+	found := false
+	add := func(start, end int) {
+		if end > start {
+			found = true
+			yield(start, end)
+		}
+	}
+	switch m.kind {
+	case litContains:
+		n := 1
+		if all {
+			n = -1
+		}
+		for off, count := 0, 0; count != n; count++ {
+			i := strings.Index(s[off:], m.lit)
+			if i < 0 || m.lit == "" {
+				break
+			}
+			add(off+i, off+i+len(m.lit))
+			off += i + len(m.lit)
+		}
+	case litPrefix:
+		if strings.HasPrefix(s, m.lit) {
+			add(0, len(m.lit))
+		}
+	case litSuffix:
+		if strings.HasSuffix(s, m.lit) {
+			add(len(s)-len(m.lit), len(s))
+		}
+	case litExact:
+		if s == m.lit {
+			add(0, len(s))
+		}
+	default:
+		n := 1
+		if all {
+			n = -1
+		}
+		for _, loc := range m.re.FindAllStringIndex(s, n) {
+			add(loc[0], loc[1])
+		}
+		if !all && !found { // the first match was empty: find a non-empty one
+			for _, loc := range m.re.FindAllStringIndex(s, -1) {
+				if add(loc[0], loc[1]); found {
+					break
+				}
+			}
+		}
+	}
 }

@@ -1,4 +1,4 @@
-package engine
+package request
 
 import (
 	"fmt"
@@ -16,6 +16,10 @@ const (
 // forbiddenSegments are rejected so that policies written for JavaScript
 // evaluators cannot walk prototypes, and so no port of this engine can.
 var forbiddenSegments = map[string]bool{"__proto__": true, "constructor": true, "prototype": true}
+
+// ForbiddenSegment tells whether name is one of the prototype names no
+// path, and no other key a policy names (select.context), may use.
+func ForbiddenSegment(name string) bool { return forbiddenSegments[name] }
 
 // Segment is one step of a path: a key, and the array index it also denotes
 // when it is a decimal number.

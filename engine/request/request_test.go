@@ -1,4 +1,4 @@
-package engine
+package request
 
 import (
 	"errors"
@@ -10,7 +10,7 @@ import (
 
 func TestDecodeRequest(t *testing.T) {
 	t.Parallel()
-	req, err := DecodeRequest([]byte(` {"tool_name":"pay","kwargs":{"amount":5000,"big":1e300},"args":[1,"a",null],"x":true} ` + "\n"))
+	req, err := Decode([]byte(` {"tool_name":"pay","kwargs":{"amount":5000,"big":1e300},"args":[1,"a",null],"x":true} ` + "\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestDecodeRequestRejects(t *testing.T) {
 	} {
 		t.Run(doc, func(t *testing.T) {
 			t.Parallel()
-			req, err := DecodeRequest([]byte(doc))
+			req, err := Decode([]byte(doc))
 			if err == nil {
 				t.Fatalf("accepted: %#v", req)
 			}
@@ -112,7 +112,7 @@ func TestDecodeRequestLimitsTheNumberOfValues(t *testing.T) {
 		{"no limit", wide(20000, "{}", ""), 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			req, err := DecodeRequestLimit(tc.doc, tc.max)
+			req, err := DecodeLimit(tc.doc, tc.max)
 			if tc.ok {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
@@ -127,8 +127,8 @@ func TestDecodeRequestLimitsTheNumberOfValues(t *testing.T) {
 			}
 		})
 	}
-	// DecodeRequest has the default limit.
-	if _, err := DecodeRequest(wide(DefaultMaxElements+1, "0", "")); !errors.Is(err, ErrTooManyElements) {
-		t.Errorf("DecodeRequest past DefaultMaxElements: %v", err)
+	// Decode has the default limit.
+	if _, err := Decode(wide(DefaultMaxElements+1, "0", "")); !errors.Is(err, ErrTooManyElements) {
+		t.Errorf("Decode past DefaultMaxElements: %v", err)
 	}
 }

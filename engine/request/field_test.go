@@ -1,4 +1,4 @@
-package engine
+package request
 
 import (
 	"errors"
@@ -7,13 +7,13 @@ import (
 	"testing"
 )
 
-// DecodeField reads a field as DecodeRequestLimit reads it inside the
+// DecodeField reads a field as DecodeLimit reads it inside the
 // request document, and refuses what it cannot read with the errors
-// DecodeRequestLimit gives: malformed JSON, trailing data, and too many
+// DecodeLimit gives: malformed JSON, trailing data, and too many
 // values counted over the whole request.
 func TestDecodeField(t *testing.T) {
 	const args = `{"amount": 5000, "to": ["a", {"b": null}], "big": 1e300, "s": "\ud800x"}`
-	want, err := DecodeRequestLimit([]byte(`{"tool_name":"pay","input":`+args+`}`), 0)
+	want, err := DecodeLimit([]byte(`{"tool_name":"pay","input":`+args+`}`), 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,17 @@
-package engine
+// Package decision is what an evaluation answers: the Result (decision,
+// effect, code, the rule that decided, warnings, the trace, and for a
+// result rule the redactions and explanations) and its JSON. It is the
+// vocabulary the engine, the sidecar and every client share; engine names
+// each of its exported names too (as os names io/fs's), so that callers
+// of Evaluate need engine alone.
+package decision
 
 import (
 	"encoding/json"
 	"strconv"
 	"time"
+
+	"github.com/toolgate/toolgate/engine/internal/jsonvalue"
 )
 
 // Decision is allow, deny or ask. Ask (an ask rule decided) is not an
@@ -27,7 +35,7 @@ const (
 	CodeEvalTimeout        Code = "EVAL_TIMEOUT"
 	// CodeAgentUnregistered denies every call of a sidecar whose
 	// ServiceAccount has no Agent in a namespace whose agents are
-	// registered (Identity).
+	// registered (engine.Identity).
 	CodeAgentUnregistered Code = "AGENT_UNREGISTERED"
 	// CodeApprovalRequired is the code of every ask decision.
 	CodeApprovalRequired Code = "APPROVAL_REQUIRED"
@@ -83,7 +91,7 @@ type Result struct {
 	// Explanations are, in a result evaluation, one per result rule that
 	// ran.
 	Explanations []Explanation `json:"explanations,omitempty"`
-	// TraceTruncated is set when EvalOptions.MaxTrace cut the trace short:
+	// TraceTruncated is set when engine.EvalOptions.MaxTrace cut the trace short:
 	// rules after its last entry were evaluated but not traced.
 	TraceTruncated bool `json:"traceTruncated,omitempty"`
 }
@@ -169,11 +177,11 @@ func (r Result) MarshalJSON() ([]byte, error) {
 // so a server can encode into a pooled buffer.
 func (r Result) AppendJSON(dst []byte) ([]byte, error) {
 	dst = append(dst, `{"decision":`...)
-	dst = AppendJSONString(dst, string(r.Decision))
+	dst = jsonvalue.AppendString(dst, string(r.Decision))
 	dst = append(dst, `,"effect":`...)
-	dst = AppendJSONString(dst, string(r.StatedEffect()))
+	dst = jsonvalue.AppendString(dst, string(r.StatedEffect()))
 	dst = append(dst, `,"matchedPolicyId":`...)
-	dst = AppendNullableJSONString(dst, r.MatchedPolicyID)
+	dst = jsonvalue.AppendNullableString(dst, r.MatchedPolicyID)
 	dst = append(dst, `,"matchedPolicyVersion":`...)
 	if r.MatchedPolicyID == "" {
 		dst = append(dst, "null"...)
@@ -181,25 +189,25 @@ func (r Result) AppendJSON(dst []byte) ([]byte, error) {
 		dst = strconv.AppendInt(dst, r.MatchedPolicyVersion, 10)
 	}
 	dst = append(dst, `,"matchedRuleId":`...)
-	dst = AppendNullableJSONString(dst, r.MatchedRuleID)
+	dst = jsonvalue.AppendNullableString(dst, r.MatchedRuleID)
 	if r.MatchedPolicyKind != "" {
 		dst = append(dst, `,"matchedPolicyKind":`...)
-		dst = AppendJSONString(dst, r.MatchedPolicyKind)
+		dst = jsonvalue.AppendString(dst, r.MatchedPolicyKind)
 	}
 	if r.MatchedResource != (ResourceRef{}) {
 		dst = append(dst, `,"matchedResource":{"type":`...)
-		dst = AppendJSONString(dst, r.MatchedResource.Type)
+		dst = jsonvalue.AppendString(dst, r.MatchedResource.Type)
 		dst = append(dst, `,"name":`...)
-		dst = AppendJSONString(dst, r.MatchedResource.Name)
+		dst = jsonvalue.AppendString(dst, r.MatchedResource.Name)
 		dst = append(dst, '}')
 	}
 	if code := r.StatedCode(); code != "" {
 		dst = append(dst, `,"code":`...)
-		dst = AppendJSONString(dst, string(code))
+		dst = jsonvalue.AppendString(dst, string(code))
 	}
 	if r.Reason != "" {
 		dst = append(dst, `,"reason":`...)
-		dst = AppendJSONString(dst, r.Reason)
+		dst = jsonvalue.AppendString(dst, r.Reason)
 	}
 	dst = append(dst, `,"latencyMs":`...)
 	dst = strconv.AppendFloat(dst, r.LatencyMs, 'f', -1, 64)
@@ -209,22 +217,22 @@ func (r Result) AppendJSON(dst []byte) ([]byte, error) {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = AppendJSONString(dst, w)
+			dst = jsonvalue.AppendString(dst, w)
 		}
 		dst = append(dst, ']')
 	}
 	if a := r.Approval; a != nil {
 		dst = append(dst, `,"approval":{"name":`...)
-		dst = AppendJSONString(dst, a.Name)
+		dst = jsonvalue.AppendString(dst, a.Name)
 		dst = append(dst, `,"namespace":`...)
-		dst = AppendJSONString(dst, a.Namespace)
+		dst = jsonvalue.AppendString(dst, a.Namespace)
 		dst = append(dst, `,"expiresAt":`...)
-		dst = AppendJSONString(dst, a.ExpiresAt.UTC().Format(time.RFC3339))
+		dst = jsonvalue.AppendString(dst, a.ExpiresAt.UTC().Format(time.RFC3339))
 		dst = append(dst, '}')
 	}
 	if r.ExceptionApplied != "" {
 		dst = append(dst, `,"exceptionApplied":`...)
-		dst = AppendJSONString(dst, r.ExceptionApplied)
+		dst = jsonvalue.AppendString(dst, r.ExceptionApplied)
 	}
 	if r.Shadow != nil {
 		t, err := json.Marshal(r.Shadow)
@@ -336,13 +344,41 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// AppendNullableJSONString writes null for "", else AppendJSONString.
-func AppendNullableJSONString(dst []byte, s string) []byte {
-	if s == "" {
-		return append(dst, "null"...)
-	}
-	return AppendJSONString(dst, s)
+// Effect is what a rule decides. Warn and audit allow the call: warn adds
+// the rule's reason to the result's warnings, audit only marks the result.
+type Effect string
+
+const (
+	EffectAllow Effect = "allow"
+	EffectDeny  Effect = "deny"
+	EffectWarn  Effect = "warn"
+	EffectAudit Effect = "audit"
+	// EffectAsk holds the call for a person's approval: it ranks below
+	// deny and above warn.
+	EffectAsk Effect = "ask"
+)
+
+// CodeImplicitDeny is the code of a tiered policy's deny for a resource
+// that has rules bound to it, none of which matched.
+const CodeImplicitDeny Code = "IMPLICIT_DENY"
+
+// CodeUnknownPhase denies an evaluation asked for a phase that is neither
+// call nor result (engine.EvalOptions.Phase): a caller's mistake never allows.
+const CodeUnknownPhase Code = "UNKNOWN_PHASE"
+
+// ResourceRef names one resource a call touches.
+type ResourceRef struct {
+	Type string `json:"type"`
+	Name string `json:"name"`
 }
 
-// AppendJSONString quotes s as encoding/json would, without allocating.
-func AppendJSONString(dst []byte, s string) []byte { return appendQuoted(dst, s, true) }
+// ShadowVerdict is what one Audit policy would have decided on its own:
+// recorded beside the decision, never changing it.
+type ShadowVerdict struct {
+	// Kind is engine.KindClusterPolicy for a ClusterPolicy, omitted for a Policy.
+	Kind     string   `json:"kind,omitempty"`
+	Policy   string   `json:"policy"`
+	Decision Decision `json:"decision"`
+	// Rule is the rule that decided, empty when the policy's default did.
+	Rule string `json:"rule,omitempty"`
+}

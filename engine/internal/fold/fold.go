@@ -1,25 +1,28 @@
-package engine
+// Package fold gives agent ids their canonical form under Unicode simple
+// folding, so that freezes, exceptions and limits find an agent with one
+// map lookup and agree with strings.EqualFold.
+package fold
 
 import (
 	"unicode"
 	"unicode/utf8"
 )
 
-// foldKey maps s to a canonical string such that foldKey(a) == foldKey(b)
+// Key maps s to a canonical string such that Key(a) == Key(b)
 // exactly when strings.EqualFold(a, b): every rune becomes one fixed member of
 // its simple-folding orbit (the lower-case one where there is one). This lets
 // frozen agents be found with one map lookup instead of a scan.
-func foldKey(s string) string {
-	if k, ok := asciiFoldKey(s); ok {
+func Key(s string) string {
+	if k, ok := ASCIIKey(s); ok {
 		return k
 	}
 	buf := make([]byte, 0, len(s))
-	return string(appendFoldKey(buf, s))
+	return string(AppendKey(buf, s))
 }
 
-// asciiFoldKey is the allocation-free common case: ASCII without upper case
+// ASCIIKey is the allocation-free common case: ASCII without upper case
 // is its own key.
-func asciiFoldKey(s string) (string, bool) {
+func ASCIIKey(s string) (string, bool) {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c >= utf8.RuneSelf || (c >= 'A' && c <= 'Z') {
 			return "", false
@@ -28,7 +31,8 @@ func asciiFoldKey(s string) (string, bool) {
 	return s, true
 }
 
-func appendFoldKey(dst []byte, s string) []byte {
+// AppendKey appends Key(s) to dst.
+func AppendKey(dst []byte, s string) []byte {
 	for i := 0; i < len(s); {
 		if c := s[i]; c < utf8.RuneSelf {
 			if c >= 'A' && c <= 'Z' {
@@ -70,8 +74,3 @@ func sameOrbit(a, b rune) bool {
 	}
 	return false
 }
-
-// SameAgent tells whether a freeze of frozenID applies to agentID: the one
-// comparison the engine makes (Unicode simple folding, as strings.EqualFold),
-// for tools that find or lift freezes outside an evaluation.
-func SameAgent(frozenID, agentID string) bool { return foldKey(frozenID) == foldKey(agentID) }
