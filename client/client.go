@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/engine/decision"
 )
 
 // DefaultTimeout bounds one call: the sidecar decides in microseconds, so
@@ -148,15 +148,15 @@ func (c *Client) Close() { c.http.CloseIdleConnections() }
 // call is bounded by Options.Timeout plus req.Wait.
 func (c *Client) Evaluate(ctx context.Context, req Request) (Result, error) {
 	if req.ToolName == "" {
-		return unavailable(engine.Deny, errNoToolName.Error()), errNoToolName
+		return unavailable(decision.Deny, errNoToolName.Error()), errNoToolName
 	}
 	if err := req.checkAsk(); err != nil {
-		return unavailable(engine.Deny, err.Error()), err
+		return unavailable(decision.Deny, err.Error()), err
 	}
 	body, err := req.MarshalJSON()
 	if err != nil {
 		err = fmt.Errorf("toolgate: encoding the request: %w", err)
-		return unavailable(engine.Deny, err.Error()), err
+		return unavailable(decision.Deny, err.Error()), err
 	}
 	return c.evaluate(ctx, body, req.Traceparent, req.Wait)
 }
@@ -194,9 +194,9 @@ func (c *Client) EvaluateJSONApproval(ctx context.Context, body []byte, approval
 		out = append(out, ',')
 	}
 	out = append(out, `"approval":`...)
-	out = engine.AppendJSONString(out, approval)
+	out = decision.AppendJSONString(out, approval)
 	out = append(out, `,"wait":`...)
-	out = engine.AppendJSONString(out, wait.String())
+	out = decision.AppendJSONString(out, wait.String())
 	out = append(out, '}')
 	tp, _ := ctx.Value(traceparentKey{}).(string)
 	return c.evaluate(ctx, out, tp, wait)
@@ -223,13 +223,13 @@ func (c *Client) evaluate(ctx context.Context, body []byte, traceparent string, 
 		return res, nil
 	}
 	if err := ctx.Err(); err != nil {
-		return unavailable(engine.Deny, "toolgate sidecar at "+c.where+": "+why), err
+		return unavailable(decision.Deny, "toolgate sidecar at "+c.where+": "+why), err
 	}
 	if c.failOpen {
 		c.opened.Add(1)
-		return unavailable(engine.Allow, "toolgate sidecar at "+c.where+" gave no decision, allowed (fail open): "+why), nil
+		return unavailable(decision.Allow, "toolgate sidecar at "+c.where+" gave no decision, allowed (fail open): "+why), nil
 	}
-	return unavailable(engine.Deny, "toolgate sidecar at "+c.where+" gave no decision, denied (fail closed): "+why), nil
+	return unavailable(decision.Deny, "toolgate sidecar at "+c.where+" gave no decision, denied (fail closed): "+why), nil
 }
 
 // post sends one request; why is empty when the answer is a decision, else

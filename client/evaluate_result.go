@@ -6,8 +6,9 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/engine/decision"
 	"github.com/toolgate/toolgate/engine/output"
+	"github.com/toolgate/toolgate/engine/request"
 )
 
 // ResultEvaluator judges what a tool returned, after it ran: Client asks
@@ -29,7 +30,7 @@ var errResultWaits = errors.New("toolgate: EvaluateResult: Request.Wait and Requ
 // structured, and its JSON is the text). Only result rules run.
 //
 // Run the result on only when Result.Allowed: a deny withholds it (Reason
-// says why). An allow with Effect engine.EffectRedact carries in
+// says why). An allow with Effect decision.EffectRedact carries in
 // Result.Output the output as it must be delivered, its text with every
 // redacted span replaced by [REDACTED:<rule-id>] (Result.RedactedText);
 // deliver that, never toolOutput. Result.Explanations say, per result rule
@@ -43,7 +44,7 @@ var errResultWaits = errors.New("toolgate: EvaluateResult: Request.Wait and Requ
 func (c *Client) EvaluateResult(ctx context.Context, req Request, toolOutput any) (Result, error) {
 	body, err := req.resultJSON(toolOutput)
 	if err != nil {
-		return unavailable(engine.Deny, err.Error()), err
+		return unavailable(decision.Deny, err.Error()), err
 	}
 	return c.evaluate(ctx, body, req.Traceparent, 0)
 }
@@ -51,7 +52,7 @@ func (c *Client) EvaluateResult(ctx context.Context, req Request, toolOutput any
 // ResultFields is the request of a result evaluation as the engine reads
 // it (what package local judges): the call's fields and the output built
 // from toolOutput.
-func (r *Request) ResultFields(toolOutput any) (engine.Request, error) {
+func (r *Request) ResultFields(toolOutput any) (request.Request, error) {
 	if err := r.checkResult(); err != nil {
 		return nil, err
 	}
@@ -63,7 +64,7 @@ func (r *Request) ResultFields(toolOutput any) (engine.Request, error) {
 	if err != nil {
 		return nil, fmt.Errorf("toolgate: %w", err)
 	}
-	req[engine.FieldOutput] = out
+	req[request.FieldOutput] = out
 	return req, nil
 }
 
@@ -87,7 +88,7 @@ func (r *Request) resultJSON(toolOutput any) ([]byte, error) {
 		return nil, fmt.Errorf("toolgate: %w", err)
 	}
 	m := r.fields()
-	m[engine.FieldOutput] = out
+	m[request.FieldOutput] = out
 	body, err := json.Marshal(m)
 	if err != nil {
 		return nil, fmt.Errorf("toolgate: encoding the request: %w", err)
@@ -98,11 +99,11 @@ func (r *Request) resultJSON(toolOutput any) ([]byte, error) {
 // Redacted tells whether a result decision let the output go on with
 // spans redacted: deliver RedactedText (or Output), not what the tool
 // returned.
-func (r *Result) Redacted() bool { return r.Allowed() && r.Effect == engine.EffectRedact }
+func (r *Result) Redacted() bool { return r.Allowed() && r.Effect == decision.EffectRedact }
 
 // RedactedText is the output's text as a redact decision delivers it; ""
 // when the decision carries no output.
 func (r *Result) RedactedText() string {
-	s, _ := r.Output[engine.OutputText].(string)
+	s, _ := r.Output[request.OutputText].(string)
 	return s
 }

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/engine/request"
 )
 
 // Request is one tool call, in the sidecar's request fields. Only ToolName
@@ -87,14 +87,14 @@ func (r *Request) fields() map[string]any {
 	for k, v := range r.Extra {
 		m[k] = v
 	}
-	setString(m, engine.FieldToolName, r.ToolName)
-	setString(m, engine.FieldSessionID, r.SessionID)
-	setString(m, engine.FieldAgentID, r.AgentID)
-	setString(m, engine.FieldToolUseID, r.ToolUseID)
-	setString(m, engine.FieldFramework, r.Framework)
-	setAny(m, engine.FieldInput, r.Input)
-	setAny(m, engine.FieldArgs, r.Args)
-	setAny(m, engine.FieldKwargs, r.Kwargs)
+	setString(m, request.FieldToolName, r.ToolName)
+	setString(m, request.FieldSessionID, r.SessionID)
+	setString(m, request.FieldAgentID, r.AgentID)
+	setString(m, request.FieldToolUseID, r.ToolUseID)
+	setString(m, request.FieldFramework, r.Framework)
+	setAny(m, request.FieldInput, r.Input)
+	setAny(m, request.FieldArgs, r.Args)
+	setAny(m, request.FieldKwargs, r.Kwargs)
 	return m
 }
 
@@ -117,7 +117,7 @@ func setAny(m map[string]any, k string, v any) {
 // Native values pass as they are; anything else takes one JSON round trip.
 // The error is for a request that cannot be decided: an empty ToolName, a
 // field that does not encode as JSON.
-func (r *Request) EngineRequest() (engine.Request, error) {
+func (r *Request) EngineRequest() (request.Request, error) {
 	if r.ToolName == "" {
 		return nil, errNoToolName
 	}
@@ -136,7 +136,7 @@ func (r *Request) EngineRequest() (engine.Request, error) {
 		}
 		m[k] = back
 	}
-	return engine.Request(m), nil
+	return request.Request(m), nil
 }
 
 // jsonNative reports whether v is made only of what encoding/json decodes

@@ -4,20 +4,20 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/toolgate/toolgate/engine"
+	"github.com/toolgate/toolgate/engine/decision"
 )
 
 // CodeSidecarUnavailable marks a result the client made itself because the
 // sidecar gave no decision: unreachable, past the timeout, a non-200
 // status, or an answer that is not a decision. It comes with a deny, or
 // with an allow when Options.FailOpen is set.
-const CodeSidecarUnavailable engine.Code = "SIDECAR_UNAVAILABLE"
+const CodeSidecarUnavailable decision.Code = "SIDECAR_UNAVAILABLE"
 
 // Result is a decision as the sidecar answers it: the engine's result plus
 // the revision of the bundle that decided and the decision's id in the
 // sidecar's decision log.
 type Result struct {
-	engine.Result
+	decision.Result
 	BundleRevision string `json:"bundleRevision,omitempty"`
 	DecisionID     string `json:"decisionId,omitempty"`
 	// JudgesResults says the sidecar's bundle has result rules: a caller
@@ -28,16 +28,16 @@ type Result struct {
 
 // Allowed tells whether the tool may run: only on an allow. An ask, or a
 // decision this client does not know, is not an allow.
-func (r *Result) Allowed() bool { return r.Decision == engine.Allow }
+func (r *Result) Allowed() bool { return r.Decision == decision.Allow }
 
 // Asked tells whether the call waits for a person's approval: Approval
 // names the ApprovalRequest, and the same call sent again with
 // Request.Approval set to its name is decided against it (or send it with
 // Request.Wait to wait for the answer).
-func (r *Result) Asked() bool { return r.Decision == engine.Ask }
+func (r *Result) Asked() bool { return r.Decision == decision.Ask }
 
 // UnmarshalJSON reads the sidecar's answer. It is needed because the
-// embedded engine.Result's UnmarshalJSON would otherwise be promoted and
+// embedded decision.Result's UnmarshalJSON would otherwise be promoted and
 // drop bundleRevision and decisionId.
 func (r *Result) UnmarshalJSON(b []byte) error {
 	var extra struct {
@@ -67,11 +67,11 @@ func (r Result) MarshalJSON() ([]byte, error) {
 	}
 	if r.BundleRevision != "" {
 		out = append(out, `,"bundleRevision":`...)
-		out = engine.AppendJSONString(out, r.BundleRevision)
+		out = decision.AppendJSONString(out, r.BundleRevision)
 	}
 	if r.DecisionID != "" {
 		out = append(out, `,"decisionId":`...)
-		out = engine.AppendJSONString(out, r.DecisionID)
+		out = decision.AppendJSONString(out, r.DecisionID)
 	}
 	return append(out, '}'), nil
 }
@@ -81,16 +81,16 @@ func (r Result) MarshalJSON() ([]byte, error) {
 // kept as it is: not allowed, and naming its approval.
 func checkDecision(r *Result) error {
 	switch r.Decision {
-	case engine.Allow, engine.Deny, engine.Ask:
+	case decision.Allow, decision.Deny, decision.Ask:
 		return nil
 	}
 	return fmt.Errorf("the answer's decision is %q, not allow, deny or ask", r.Decision)
 }
 
 // unavailable is the client's own result when the sidecar gave none.
-func unavailable(decision engine.Decision, why string) Result {
+func unavailable(d decision.Decision, why string) Result {
 	r := Result{}
-	r.Decision, r.Code, r.Reason = decision, CodeSidecarUnavailable, why
+	r.Decision, r.Code, r.Reason = d, CodeSidecarUnavailable, why
 	r.Effect = r.StatedEffect()
 	return r
 }

@@ -1,6 +1,9 @@
 package engine
 
-import "github.com/toolgate/toolgate/engine/internal/jsonvalue"
+import (
+	"github.com/toolgate/toolgate/engine/decision"
+	"github.com/toolgate/toolgate/engine/internal/jsonvalue"
+)
 
 // Stringify is how operators that compare text see a request value: strings
 // as-is, numbers in shortest round-trip decimal (5000, not 5000.0 or 5e+03),
@@ -13,7 +16,7 @@ func Stringify(v any) string { return jsonvalue.Stringify(v) }
 func FormatNumber(f float64) string { return jsonvalue.FormatNumber(f) }
 
 // AppendJSONString quotes s as encoding/json would, without allocating.
-func AppendJSONString(dst []byte, s string) []byte { return jsonvalue.AppendString(dst, s) }
+func AppendJSONString(dst []byte, s string) []byte { return decision.AppendJSONString(dst, s) }
 
 // AppendNullableJSONString writes null for "", else AppendJSONString.
 func AppendNullableJSONString(dst []byte, s string) []byte {
