@@ -26,19 +26,29 @@ import (
 // same framing rules, so nothing can be smuggled past it that net/http
 // would refuse), runs the proxy's handler and writes the answer.
 //
-// What it keeps of net/http's server: the header, idle and header-size
-// limits, Expect: 100-continue, keep-alive and Connection: close, HTTP/1.0
-// clients, aborting a response on http.ErrAbortHandler, graceful shutdown.
-// It knows nothing of MCP: the handler does. The Unix socket (which
-// serves /v1/evaluate and the MCP paths too) is served by net/http.
+// What it keeps of net/http's server: the header, request, write, idle and
+// header-size limits, Expect: 100-continue, keep-alive and Connection:
+// close, HTTP/1.0 clients, aborting a response on http.ErrAbortHandler,
+// graceful shutdown. It knows nothing of MCP: the handler does. The
+// sidecar serves its decision listeners (/v1/evaluate, probes, metrics,
+// the MCP paths on the Unix socket) with it too: with the plain heads
+// readHead parses, a decision costs half of net/http's CPU (see
+// docs/performance.md).
 type Server struct {
 	Handler           http.Handler
 	ReadHeaderTimeout time.Duration
-	IdleTimeout       time.Duration
-	Log               *slog.Logger
+	// ReadTimeout bounds reading a whole request, headers and body, from
+	// its first byte, as net/http's does; 0 is none.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds writing the answer, from the end of the
+	// request's headers, as net/http's does; 0 is none.
+	WriteTimeout time.Duration
+	// IdleTimeout bounds the wait for the next request; 0 is ReadTimeout.
+	IdleTimeout time.Duration
+	Log         *slog.Logger
 
 	mu       sync.Mutex
-	ln       net.Listener
+	lns      []net.Listener // one Server may serve several, as net/http's
 	conns    map[*serverConn]struct{}
 	shutdown bool
 	wg       sync.WaitGroup
@@ -74,6 +84,8 @@ type serverConn struct {
 	// readDeadline is when the current read must be done, in MonoNow
 	// nanoseconds (0: none; expiredDeadline: enforced by the sweeper).
 	readDeadline atomic.Int64
+	// writeDeadline is the same for writes.
+	writeDeadline atomic.Int64
 	// serving is when the current request started being served (0:
 	// none); watch is its close watch, set under mu.
 	serving atomic.Int64
@@ -82,6 +94,15 @@ type serverConn struct {
 	idle   bool   // between two requests: shutdown may close it
 	cancel func() // the request being served, cancelled when shutdown closes it
 	watch  *closeWatch
+	// remote and ctx (the connection's, for WithConn) are made once.
+	remote string
+	ctx    context.Context
+	// These are the current request's, reused by the next one.
+	plain      plainStore
+	resp       response
+	body       eofBody
+	closeWatch closeWatch
+
 	// linger: the last request's body was not read to its end; the
 	// connection is half-closed and read out before it is closed, so the
 	// agent reads the answer rather than a reset (as net/http does).
@@ -91,14 +112,14 @@ type serverConn struct {
 // lingerTimeout bounds reading out an agent's unread body before closing.
 const lingerTimeout = 500 * time.Millisecond
 
-// Serve accepts connections until Shutdown.
+// Serve accepts connections on ln until Shutdown.
 func (m *Server) Serve(ln net.Listener) error {
 	m.mu.Lock()
 	if m.shutdown {
 		m.mu.Unlock()
 		return http.ErrServerClosed
 	}
-	m.ln = ln
+	m.lns = append(m.lns, ln)
 	if m.conns == nil {
 		m.conns = map[*serverConn]struct{}{}
 	}
@@ -148,10 +169,13 @@ func (m *Server) Serve(ln net.Listener) error {
 func (m *Server) Shutdown(ctx context.Context) error {
 	m.mu.Lock()
 	m.shutdown = true
-	var err error
-	if m.ln != nil {
-		err = m.ln.Close()
+	var errs []error
+	for _, ln := range m.lns {
+		if err := ln.Close(); err != nil {
+			errs = append(errs, err)
+		}
 	}
+	err := errors.Join(errs...)
 	sweeping := m.sweeping
 	m.sweeping = nil
 	m.mu.Unlock()
@@ -223,6 +247,13 @@ func (m *Server) sweep(stop <-chan struct{}) {
 				}
 				sc.mu.Unlock()
 			}
+			if d := sc.writeDeadline.Load(); d > 0 && now > d {
+				sc.mu.Lock()
+				if sc.writeDeadline.CompareAndSwap(d, expiredDeadline) {
+					_ = sc.c.SetWriteDeadline(time.Unix(1, 0))
+				}
+				sc.mu.Unlock()
+			}
 			if t := sc.serving.Load(); t > 0 && now-t >= watchAfter {
 				sc.mu.Lock()
 				if w := sc.watch; w != nil {
@@ -237,11 +268,32 @@ func (m *Server) sweep(stop <-chan struct{}) {
 // setReadDeadline gives the connection's next reads a deadline (zero:
 // none), kept by the sweeper.
 func (sc *serverConn) setReadDeadline(t time.Time) {
-	d := int64(0)
-	if !t.IsZero() {
-		d = max(MonoNow()+int64(time.Until(t)), 1)
+	sc.setReadDeadlineMono(monoOf(t))
+}
+
+// monoOf is t in MonoNow nanoseconds; 0 (none) for the zero time.
+func monoOf(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
 	}
-	sc.setReadDeadlineMono(d)
+	return max(MonoNow()+int64(time.Until(t)), 1)
+}
+
+// after is the MonoNow deadline d after from; 0 (none) when d is.
+func after(from int64, d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return from + int64(d)
+}
+
+// setWriteDeadlineMono is setReadDeadlineMono for writes.
+func (sc *serverConn) setWriteDeadlineMono(d int64) {
+	if sc.writeDeadline.Swap(d) == expiredDeadline {
+		sc.mu.Lock()
+		_ = sc.c.SetWriteDeadline(time.Time{})
+		sc.mu.Unlock()
+	}
 }
 
 func (sc *serverConn) setReadDeadlineMono(d int64) {
@@ -278,17 +330,27 @@ func (m *Server) serveConn(sc *serverConn) {
 		m.mu.Unlock()
 		m.wg.Done()
 	}()
-	for {
+	idle := m.IdleTimeout
+	if idle <= 0 {
+		idle = m.ReadTimeout // as net/http
+	}
+	headers := m.ReadHeaderTimeout
+	if headers <= 0 {
+		headers = m.ReadTimeout
+	}
+	for served := false; ; served = true {
 		if m.closing() {
 			return
 		}
-		// Between requests: kept alive, evictable first at the cap.
-		if sc.tc != nil {
+		// Between requests: kept alive, evicted last at the cap. Before
+		// the first one, the connection is as new as the limiter made it:
+		// silent since it connected, evicted first.
+		if sc.tc != nil && served {
 			sc.tc.keptAlive.Store(true)
 			sc.tc.waitingSince.Store(MonoNow())
 		}
 		sc.lr.N = MaxHeaderBytes + 4096 // net/http's allowance too
-		sc.setReadDeadlineMono(MonoNow() + int64(m.IdleTimeout))
+		sc.setReadDeadlineMono(after(MonoNow(), idle))
 		if _, err := sc.br.Peek(1); err != nil {
 			return
 		}
@@ -300,14 +362,20 @@ func (m *Server) serveConn(sc *serverConn) {
 			sc.tc.keptAlive.Store(false)
 			sc.tc.waitingSince.Store(arrived)
 		}
-		sc.setReadDeadlineMono(arrived + int64(m.ReadHeaderTimeout))
-		req, err := http.ReadRequest(sc.br)
-		if err != nil {
-			sc.refuse(err)
-			return
+		sc.setReadDeadlineMono(after(arrived, headers))
+		req := readPlainHead(sc.br, &sc.plain)
+		if req == nil {
+			var err error
+			if req, err = http.ReadRequest(sc.br); err != nil {
+				sc.refuse(err)
+				return
+			}
 		}
 		sc.lr.N = 1<<63 - 1 // the body is bounded by the handler
-		sc.setReadDeadlineMono(0)
+		// The body within ReadTimeout of the first byte, the answer within
+		// WriteTimeout of now, as net/http bounds them.
+		sc.setReadDeadlineMono(after(arrived, m.ReadTimeout))
+		sc.setWriteDeadlineMono(after(MonoNow(), m.WriteTimeout))
 		if !m.serveRequest(sc, req, arrived) {
 			return
 		}
@@ -366,19 +434,33 @@ func (m *Server) serveRequest(sc *serverConn, req *http.Request, arrived int64) 
 		}
 		req.Header.Del("Expect")
 	}
-	req.RemoteAddr = sc.c.RemoteAddr().String()
-	ctx, cancel := context.WithCancel(WithConn(context.Background(), sc.c))
+	if sc.remote == "" {
+		sc.remote = sc.c.RemoteAddr().String()
+		sc.ctx = WithConn(context.Background(), sc.c)
+	}
+	req.RemoteAddr = sc.remote
+	ctx, cancel := context.WithCancel(sc.ctx)
 	defer cancel()
 	req = req.WithContext(ctx)
-	body := &eofBody{ReadCloser: req.Body}
+	body := &sc.body
+	*body = eofBody{ReadCloser: req.Body}
 	body.done.Store(req.Body == http.NoBody)
 	req.Body = body
-	w := &response{sc: sc, req: req, reqBody: body, header: http.Header{}, contentLength: -1, closeAfter: !keep, arrived: arrived}
+	// The connection's response and its header map are reused: nothing
+	// holds them once the handler has returned.
+	w := &sc.resp
+	h := w.header
+	if h == nil {
+		h = http.Header{}
+	}
+	clear(h)
+	*w = response{sc: sc, req: req, reqBody: body, header: h, contentLength: -1, closeAfter: !keep, arrived: arrived, pending: w.pending[:0]}
 	// A request still being answered after closeWatchDelay (a session
 	// stream, a slow tool) gets a goroutine that notices the agent
 	// leaving, so the upstream exchange is closed with it; a quick
 	// tools/call never pays for one.
-	watch := &closeWatch{sc: sc, cancel: cancel, body: body}
+	watch := &sc.closeWatch // stopped below: the next request reuses it
+	*watch = closeWatch{sc: sc, cancel: cancel, body: body}
 	sc.mu.Lock()
 	sc.cancel, sc.watch = cancel, watch
 	sc.mu.Unlock()
@@ -392,7 +474,9 @@ func (m *Server) serveRequest(sc *serverConn, req *http.Request, arrived int64) 
 		ok = false
 	}
 	sc.setReadDeadlineMono(0)
-	if !ok || !w.finish() || w.closeAfter {
+	finished := ok && w.finish()
+	sc.setWriteDeadlineMono(0)
+	if !finished || w.closeAfter {
 		sc.linger = ok && !body.done.Load()
 		return false
 	}
@@ -568,14 +652,24 @@ func (w *response) body(p []byte) (int, error) {
 func (w *response) sendHeader(final bool) error {
 	w.sent = true
 	bw := w.sc.bw
-	fmt.Fprintf(bw, "HTTP/1.1 %03d %s\r\n", w.status, http.StatusText(w.status))
+	if w.status == http.StatusOK {
+		_, _ = bw.WriteString("HTTP/1.1 200 OK\r\n")
+	} else {
+		fmt.Fprintf(bw, "HTTP/1.1 %03d %s\r\n", w.status, http.StatusText(w.status))
+	}
 	h := w.header
+	// Content-Length and Date are written as they are known, not set in
+	// the header map first: two allocations and a time format a
+	// decision less.
+	var scratch [20]byte
 	switch {
 	case !w.bodyAllowed():
 	case w.contentLength >= 0:
 	case final:
 		w.contentLength = int64(len(w.pending))
-		h.Set("Content-Length", strconv.Itoa(len(w.pending)))
+		_, _ = bw.WriteString("Content-Length: ")
+		_, _ = bw.Write(strconv.AppendInt(scratch[:0], w.contentLength, 10))
+		_, _ = bw.WriteString("\r\n")
 	case w.req.ProtoAtLeast(1, 1):
 		w.chunked = true
 		w.chunks = httputil.NewChunkedWriter(bw)
@@ -587,7 +681,9 @@ func (w *response) sendHeader(final bool) error {
 		h.Set("Connection", "close")
 	}
 	if _, ok := h["Date"]; !ok {
-		h.Set("Date", time.Now().UTC().Format(http.TimeFormat))
+		_, _ = bw.WriteString("Date: ")
+		_, _ = bw.Write(httpDate())
+		_, _ = bw.WriteString("\r\n")
 	}
 	if err := h.Write(bw); err != nil {
 		w.failed = err
@@ -595,13 +691,32 @@ func (w *response) sendHeader(final bool) error {
 	}
 	_, _ = bw.WriteString("\r\n")
 	pending := w.pending
-	w.pending = nil
+	w.pending = pending[:0] // kept for the connection's next answer
 	if len(pending) > 0 {
 		if _, err := w.body(pending); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// dateCache is the Date header of the current second, formatted once.
+type dateCache struct {
+	sec  int64
+	text []byte
+}
+
+var lastDate atomic.Pointer[dateCache]
+
+// httpDate is now as a Date header value (http.TimeFormat).
+func httpDate() []byte {
+	now := time.Now()
+	if d := lastDate.Load(); d != nil && d.sec == now.Unix() {
+		return d.text
+	}
+	d := &dateCache{sec: now.Unix(), text: now.UTC().AppendFormat(nil, http.TimeFormat)}
+	lastDate.Store(d)
+	return d.text
 }
 
 // FlushError sends what is written so far (http.ResponseController).
@@ -633,13 +748,10 @@ func (w *response) SetReadDeadline(t time.Time) error {
 	return nil
 }
 
-// SetWriteDeadline serves http.ResponseController. The proxy only ever
-// lifts write deadlines, and this listener sets none.
+// SetWriteDeadline serves http.ResponseController: kept by the sweeper.
 func (w *response) SetWriteDeadline(t time.Time) error {
-	if t.IsZero() {
-		return nil
-	}
-	return w.sc.c.SetWriteDeadline(t)
+	w.sc.setWriteDeadlineMono(monoOf(t))
+	return nil
 }
 
 // run calls h; false when it aborted the answer (http.ErrAbortHandler) or
