@@ -473,8 +473,8 @@ func (m *Server) serveRequest(sc *serverConn, req *http.Request, arrived int64) 
 	if !watch.stop() {
 		ok = false
 	}
-	sc.setReadDeadlineMono(0)
 	finished := ok && w.finish()
+	sc.setReadDeadlineMono(0)
 	sc.setWriteDeadlineMono(0)
 	if !finished || w.closeAfter {
 		sc.linger = ok && !body.done.Load()
@@ -778,7 +778,17 @@ func (w *response) drainBody() bool {
 	if w.req.ContentLength > maxDrainBytes {
 		return false // declared too long to read out, as net/http judges it
 	}
-	w.sc.setReadDeadlineMono(MonoNow() + int64(drainTimeout))
+	// Within the request's own deadline (ReadTimeout), if it has one: a
+	// body whose time is up is not read on, as net/http does not.
+	d := w.sc.readDeadline.Load()
+	if d == expiredDeadline {
+		return false
+	}
+	limit := MonoNow() + int64(drainTimeout)
+	if d > 0 && d < limit {
+		limit = d
+	}
+	w.sc.setReadDeadlineMono(limit)
 	defer w.sc.setReadDeadlineMono(0)
 	n, err := io.CopyN(io.Discard, w.reqBody, maxDrainBytes+1)
 	return n <= maxDrainBytes && err == io.EOF
