@@ -15,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // Server serves HTTP/1.1 on the MCP proxy's own listener, in place of
@@ -364,7 +366,8 @@ func (m *Server) serveConn(sc *serverConn) {
 		}
 		sc.setReadDeadlineMono(after(arrived, headers))
 		req := readPlainHead(sc.br, &sc.plain)
-		if req == nil {
+		plain := req != nil
+		if !plain {
 			var err error
 			if req, err = http.ReadRequest(sc.br); err != nil {
 				sc.refuse(err)
@@ -376,7 +379,7 @@ func (m *Server) serveConn(sc *serverConn) {
 		// WriteTimeout of now, as net/http bounds them.
 		sc.setReadDeadlineMono(after(arrived, m.ReadTimeout))
 		sc.setWriteDeadlineMono(after(MonoNow(), m.WriteTimeout))
-		if !m.serveRequest(sc, req, arrived) {
+		if !m.serveRequest(sc, req, arrived, plain) {
 			return
 		}
 		sc.mu.Lock()
@@ -392,9 +395,30 @@ func (sc *serverConn) refuse(err error) {
 	case sc.lr.N <= 0:
 		sc.fail(http.StatusRequestHeaderFieldsTooLarge, "")
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), isTimeout(err):
+	case strings.HasPrefix(err.Error(), "unsupported transfer encoding"):
+		// As net/http answers it, without echoing the encoding back.
+		_, _ = fmt.Fprintf(sc.c, "HTTP/1.1 501 Not Implemented\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: 29\r\n\r\nUnsupported transfer encoding")
 	default:
 		sc.fail(http.StatusBadRequest, "")
 	}
+}
+
+// invalidHeader is why net/http's server refuses h, "" when it does not.
+func invalidHeader(h http.Header) string {
+	if len(h["Host"]) > 1 {
+		return "too many Host headers"
+	}
+	for k, vv := range h {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return "invalid header name"
+		}
+		for _, v := range vv {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return "invalid header value"
+			}
+		}
+	}
+	return ""
 }
 
 // fail answers a request the loop refuses itself, before any handler, and
@@ -410,19 +434,30 @@ func (sc *serverConn) fail(code int, detail string) {
 
 // serveRequest runs the handler for req and finishes its answer; false
 // when the connection must be closed.
-func (m *Server) serveRequest(sc *serverConn, req *http.Request, arrived int64) (keep bool) {
+func (m *Server) serveRequest(sc *serverConn, req *http.Request, arrived int64, plain bool) (keep bool) {
 	if req.ProtoMajor != 1 {
-		sc.fail(http.StatusHTTPVersionNotSupported, "")
+		sc.fail(http.StatusHTTPVersionNotSupported, "unsupported protocol version")
 		return false
 	}
 	if req.Host == "" && req.ProtoAtLeast(1, 1) {
 		sc.fail(http.StatusBadRequest, "missing required Host header")
 		return false
 	}
+	if !httpguts.ValidHostHeader(req.Host) {
+		sc.fail(http.StatusBadRequest, "malformed Host header")
+		return false
+	}
+	// What else net/http's server checks beyond its parser (a plain head
+	// has valid names and values by construction).
+	if why := invalidHeader(req.Header); !plain && why != "" {
+		sc.fail(http.StatusBadRequest, why)
+		return false
+	}
 	keep = !req.Close && req.ProtoAtLeast(1, 1) // an HTTP/1.0 agent gets one answer per connection
 	if expect := req.Header.Get("Expect"); expect != "" {
 		if !strings.EqualFold(expect, "100-continue") || !req.ProtoAtLeast(1, 1) {
-			sc.fail(http.StatusExpectationFailed, "")
+			// As net/http: an empty answer, and the connection closes.
+			_, _ = io.WriteString(sc.c, "HTTP/1.1 417 Expectation Failed\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
 			return false
 		}
 		if req.ContentLength != 0 {
@@ -603,7 +638,11 @@ func (w *response) WriteHeader(code int) {
 }
 
 func (w *response) bodyAllowed() bool {
-	return w.req.Method != http.MethodHead && w.status != http.StatusNoContent && w.status != http.StatusNotModified
+	return w.req.Method != http.MethodHead && w.statusAllowsBody()
+}
+
+func (w *response) statusAllowsBody() bool {
+	return w.status != http.StatusNoContent && w.status != http.StatusNotModified
 }
 
 func (w *response) Write(p []byte) (int, error) {
@@ -612,6 +651,12 @@ func (w *response) Write(p []byte) (int, error) {
 	}
 	if w.failed != nil {
 		return 0, w.failed
+	}
+	if w.req.Method == http.MethodHead && w.statusAllowsBody() {
+		// As net/http: counted (a HEAD answer says the length a GET's
+		// body would have) and not sent.
+		w.written += int64(len(p))
+		return len(p), nil
 	}
 	if !w.bodyAllowed() {
 		return 0, http.ErrBodyNotAllowed
@@ -663,6 +708,10 @@ func (w *response) sendHeader(final bool) error {
 	// decision less.
 	var scratch [20]byte
 	switch {
+	case final && w.req.Method == http.MethodHead && w.statusAllowsBody() && w.written > 0 && w.contentLength < 0:
+		_, _ = bw.WriteString("Content-Length: ")
+		_, _ = bw.Write(strconv.AppendInt(scratch[:0], w.written, 10))
+		_, _ = bw.WriteString("\r\n")
 	case !w.bodyAllowed():
 	case w.contentLength >= 0:
 	case final:
