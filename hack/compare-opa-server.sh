@@ -92,8 +92,9 @@ for r in $(seq 1 "${rounds}"); do
   drive sidecar "http://127.0.0.1:${tg_port}/v1/evaluate" "${work}/request.json"
   echo "== round ${r}: ceiling (a server that does nothing)"
   drive null "http://127.0.0.1:${null_port}/v1/evaluate" "${work}/request.json" || true
-  summary+=("$(awk -v r="${r}" -v h="$(rate hand)" -v e="$(rate exported)" -v s="$(rate sidecar)" -v n="$(rate null)" 'BEGIN {
-    printf "round %d: sidecar %d/s, OPA hand-written %d/s, OPA exported %d/s, ceiling (a server that does nothing) %d/s; sidecar/OPA hand-written %.1fx, sidecar/OPA exported %.1fx, ceiling/OPA hand-written %.1fx", r, s, h, e, n, s/h, s/e, n/h }')")
+  # A run that measured nothing reads as 0/s, its ratios as 0.0x.
+  summary+=("$(awk -v r="${r}" -v h="$(rate hand)" -v e="$(rate exported)" -v s="$(rate sidecar)" -v n="$(rate null)" 'function x(a, b) { return b > 0 ? a / b : 0 } BEGIN {
+    printf "round %d: sidecar %d/s, OPA hand-written %d/s, OPA exported %d/s, ceiling (a server that does nothing) %d/s; sidecar/OPA hand-written %.1fx, sidecar/OPA exported %.1fx, ceiling/OPA hand-written %.1fx", r, s, h, e, n, x(s, h), x(s, e), x(n, h) }')")
 done
 echo "== summary (decisions/s; the ceiling answers without deciding)"
 printf '%s\n' "${summary[@]}"
