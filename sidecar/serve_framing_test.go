@@ -127,6 +127,9 @@ func answersTo(t *testing.T, addr, raw string) []string {
 		req = &http.Request{Method: http.MethodHead}
 	}
 	for {
+		if _, err := br.Peek(1); err == io.EOF {
+			return answers // the server closed after its last answer
+		}
 		resp, err := http.ReadResponse(br, req)
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
@@ -149,5 +152,27 @@ func answersTo(t *testing.T, addr, raw string) []string {
 			desc += " " + string(b) // net/http's plain-text refusals: "400 Bad Request: why"
 		}
 		answers = append(answers, desc)
+	}
+}
+
+// A handler's Connection: close closes the connection after its answer,
+// as net/http did: the sidecar says it when it stops reading a body at
+// --max-body-bytes-in-flight, and the rest of that body must never be
+// read as the next request.
+func TestAHandlersConnectionCloseClosesTheConnection(t *testing.T) {
+	o := testOptions()
+	s, err := New(o)
+	must(t, err)
+	t.Cleanup(func() { _ = s.Close(t.Context()) })
+	srv := s.decisionServer()
+	srv.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Connection", "close")
+		_, _ = io.WriteString(w, "unread body left")
+	})
+	addr := serveOn(t, srv)
+	raw := "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 30\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n" + rawRequest(`{"tool_name":"Bash"}`)
+	got := answersTo(t, addr, raw)
+	if len(got) != 1 || got[0] != "200 unread body left" {
+		t.Fatalf("answers %q, want one, then the connection closed", got)
 	}
 }

@@ -856,10 +856,16 @@ func (w *response) finish() bool {
 		return false
 	}
 	if !w.sent {
+		// A handler that says Connection: close has the connection
+		// closed after its answer, as net/http does (the sidecar says it
+		// when it stops reading a body, at --max-body-bytes-in-flight).
+		if _, said := w.header["Connection"]; said && httpguts.HeaderValuesContainsToken(w.header["Connection"], "close") {
+			w.closeAfter = true
+		}
 		// As net/http does before its headers: read out what the handler
 		// left of the body, or say Connection: close, so the agent never
 		// sends its next request on a connection about to be closed.
-		if !w.drainBody() {
+		if !w.closeAfter && !w.drainBody() {
 			w.closeAfter = true
 		}
 		if err := w.sendHeader(true); err != nil {
