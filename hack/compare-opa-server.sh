@@ -9,6 +9,13 @@
 # keep-alive connections, the request that hits rule 500), alternating
 # ROUNDS times. Decision logging is off on both. OPA is built into bin/ as
 # `make compare-opa` builds it: a measuring tool, never a dependency.
+#
+# Each round also drives a null server (test/loadgen -null-server: reads a
+# request by its framing only and writes a fixed answer), the ceiling of
+# this machine: the loopback, the kernel, the scheduler and the load
+# generator on their own. A ratio to OPA that the ceiling does not reach
+# cannot be reached by any server here. The last lines give each round's
+# figures and ratios.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 version=v1.22.3
@@ -60,16 +67,34 @@ tg_port=$(free_port)
 pids+=($!)
 wait_http "http://127.0.0.1:${tg_port}/readyz"
 
+null_port=$(free_port)
+"${work}/loadgen" -null-server "127.0.0.1:${null_port}" >"${work}/null.log" 2>&1 &
+pids+=($!)
+wait_http "http://127.0.0.1:${null_port}/"
+
 # All must decide the request alike before anything is measured.
 curl -fsS -X POST "http://127.0.0.1:${hand_port}/v1/data/toolgate/deny" -d @"${work}/opa-request.json" | grep -q '"r500"'
 curl -fsS -X POST "http://127.0.0.1:${opa_port}/v1/data/toolgate/decision" -d @"${work}/opa-request.json" | grep -q '"decision":"deny"'
 curl -fsS -X POST "http://127.0.0.1:${tg_port}/v1/evaluate" -d @"${work}/request.json" | grep -q '"decision":"deny"'
 
+# drive NAME URL BODY: one measured run, its output shown and kept.
+drive() {
+  "${work}/loadgen" -url "$2" -body "$3" -d "${duration}" | tee "${work}/$1.out"
+}
+rate() { awk '/^throughput/ {print $2}' "${work}/$1.out"; }
+summary=()
 for r in $(seq 1 "${rounds}"); do
   echo "== round ${r}: opa run --server ${version}, hand-written Rego (its answer, a set of rule ids, is not a decision: counted as such)"
-  "${work}/loadgen" -url "http://127.0.0.1:${hand_port}/v1/data/toolgate/deny" -body "${work}/opa-request.json" -d "${duration}" || true
+  drive hand "http://127.0.0.1:${hand_port}/v1/data/toolgate/deny" "${work}/opa-request.json" || true
   echo "== round ${r}: opa run --server ${version}, exported Rego"
-  "${work}/loadgen" -url "http://127.0.0.1:${opa_port}/v1/data/toolgate/decision" -body "${work}/opa-request.json" -d "${duration}"
+  drive exported "http://127.0.0.1:${opa_port}/v1/data/toolgate/decision" "${work}/opa-request.json"
   echo "== round ${r}: toolgate sidecar"
-  "${work}/loadgen" -url "http://127.0.0.1:${tg_port}/v1/evaluate" -body "${work}/request.json" -d "${duration}"
+  drive sidecar "http://127.0.0.1:${tg_port}/v1/evaluate" "${work}/request.json"
+  echo "== round ${r}: ceiling (a server that does nothing)"
+  drive null "http://127.0.0.1:${null_port}/v1/evaluate" "${work}/request.json" || true
+  # A run that measured nothing reads as 0/s, its ratios as 0.0x.
+  summary+=("$(awk -v r="${r}" -v h="$(rate hand)" -v e="$(rate exported)" -v s="$(rate sidecar)" -v n="$(rate null)" 'function x(a, b) { return b > 0 ? a / b : 0 } BEGIN {
+    printf "round %d: sidecar %d/s, OPA hand-written %d/s, OPA exported %d/s, ceiling (a server that does nothing) %d/s; sidecar/OPA hand-written %.1fx, sidecar/OPA exported %.1fx, ceiling/OPA hand-written %.1fx", r, s, h, e, n, x(s, h), x(s, e), x(n, h) }')")
 done
+echo "== summary (decisions/s; the ceiling answers without deciding)"
+printf '%s\n' "${summary[@]}"

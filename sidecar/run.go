@@ -47,7 +47,7 @@ func Run(ctx context.Context, opts Options, onListen func(net.Addr)) error {
 		_ = s.Close(context.Background())
 		return err
 	}
-	decisions := s.httpServer(s)
+	decisions := s.decisionServer()
 	servers := []server{decisions}
 	var serving []served
 	for _, ln := range lns {
@@ -153,8 +153,19 @@ type server interface {
 	Shutdown(context.Context) error
 }
 
-// httpServer serves h with the timeouts and connection tracking both
-// listeners share.
+// decisionServer serves the --listen addresses: decisions, probes,
+// metrics, and the MCP paths on the Unix socket. It is httploop's, not
+// net/http's: the same parser for any head it does not know, the same
+// limits, half the CPU per decision (docs/performance.md).
+func (s *Server) decisionServer() *httploop.Server {
+	o := s.opts
+	return &httploop.Server{Handler: s,
+		ReadHeaderTimeout: o.ReadHeaderTimeout, ReadTimeout: o.ReadTimeout,
+		WriteTimeout: o.WriteTimeout, IdleTimeout: o.IdleTimeout, Log: s.log}
+}
+
+// httpServer serves h (the --metrics-listen address) with the timeouts
+// and connection tracking the decision listeners have.
 func (s *Server) httpServer(h http.Handler) *http.Server {
 	o := s.opts
 	return &http.Server{Handler: h,
@@ -204,7 +215,7 @@ func (s *Server) openListeners(addrs []string) (lns []net.Listener, squatted []s
 
 // retryListen tries a squatted address until it is free, then serves it;
 // nil when ctx ends first.
-func (s *Server) retryListen(ctx context.Context, addr string, srv *http.Server, onListen func(net.Addr)) error {
+func (s *Server) retryListen(ctx context.Context, addr string, srv server, onListen func(net.Addr)) error {
 	t := time.NewTicker(listenRetry)
 	defer t.Stop()
 	for {

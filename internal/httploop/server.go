@@ -15,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // Server serves HTTP/1.1 on the MCP proxy's own listener, in place of
@@ -26,19 +28,29 @@ import (
 // same framing rules, so nothing can be smuggled past it that net/http
 // would refuse), runs the proxy's handler and writes the answer.
 //
-// What it keeps of net/http's server: the header, idle and header-size
-// limits, Expect: 100-continue, keep-alive and Connection: close, HTTP/1.0
-// clients, aborting a response on http.ErrAbortHandler, graceful shutdown.
-// It knows nothing of MCP: the handler does. The Unix socket (which
-// serves /v1/evaluate and the MCP paths too) is served by net/http.
+// What it keeps of net/http's server: the header, request, write, idle and
+// header-size limits, Expect: 100-continue, keep-alive and Connection:
+// close, HTTP/1.0 clients, aborting a response on http.ErrAbortHandler,
+// graceful shutdown. It knows nothing of MCP: the handler does. The
+// sidecar serves its decision listeners (/v1/evaluate, probes, metrics,
+// the MCP paths on the Unix socket) with it too: with the plain heads
+// readHead parses, a decision costs half of net/http's CPU (see
+// docs/performance.md).
 type Server struct {
 	Handler           http.Handler
 	ReadHeaderTimeout time.Duration
-	IdleTimeout       time.Duration
-	Log               *slog.Logger
+	// ReadTimeout bounds reading a whole request, headers and body, from
+	// its first byte, as net/http's does; 0 is none.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds writing the answer, from the end of the
+	// request's headers, as net/http's does; 0 is none.
+	WriteTimeout time.Duration
+	// IdleTimeout bounds the wait for the next request; 0 is ReadTimeout.
+	IdleTimeout time.Duration
+	Log         *slog.Logger
 
 	mu       sync.Mutex
-	ln       net.Listener
+	lns      []net.Listener // one Server may serve several, as net/http's
 	conns    map[*serverConn]struct{}
 	shutdown bool
 	wg       sync.WaitGroup
@@ -74,6 +86,8 @@ type serverConn struct {
 	// readDeadline is when the current read must be done, in MonoNow
 	// nanoseconds (0: none; expiredDeadline: enforced by the sweeper).
 	readDeadline atomic.Int64
+	// writeDeadline is the same for writes.
+	writeDeadline atomic.Int64
 	// serving is when the current request started being served (0:
 	// none); watch is its close watch, set under mu.
 	serving atomic.Int64
@@ -82,6 +96,15 @@ type serverConn struct {
 	idle   bool   // between two requests: shutdown may close it
 	cancel func() // the request being served, cancelled when shutdown closes it
 	watch  *closeWatch
+	// remote and ctx (the connection's, for WithConn) are made once.
+	remote string
+	ctx    context.Context
+	// These are the current request's, reused by the next one.
+	plain      plainStore
+	resp       response
+	body       eofBody
+	closeWatch closeWatch
+
 	// linger: the last request's body was not read to its end; the
 	// connection is half-closed and read out before it is closed, so the
 	// agent reads the answer rather than a reset (as net/http does).
@@ -91,14 +114,14 @@ type serverConn struct {
 // lingerTimeout bounds reading out an agent's unread body before closing.
 const lingerTimeout = 500 * time.Millisecond
 
-// Serve accepts connections until Shutdown.
+// Serve accepts connections on ln until Shutdown.
 func (m *Server) Serve(ln net.Listener) error {
 	m.mu.Lock()
 	if m.shutdown {
 		m.mu.Unlock()
 		return http.ErrServerClosed
 	}
-	m.ln = ln
+	m.lns = append(m.lns, ln)
 	if m.conns == nil {
 		m.conns = map[*serverConn]struct{}{}
 	}
@@ -148,10 +171,13 @@ func (m *Server) Serve(ln net.Listener) error {
 func (m *Server) Shutdown(ctx context.Context) error {
 	m.mu.Lock()
 	m.shutdown = true
-	var err error
-	if m.ln != nil {
-		err = m.ln.Close()
+	var errs []error
+	for _, ln := range m.lns {
+		if err := ln.Close(); err != nil {
+			errs = append(errs, err)
+		}
 	}
+	err := errors.Join(errs...)
 	sweeping := m.sweeping
 	m.sweeping = nil
 	m.mu.Unlock()
@@ -223,6 +249,13 @@ func (m *Server) sweep(stop <-chan struct{}) {
 				}
 				sc.mu.Unlock()
 			}
+			if d := sc.writeDeadline.Load(); d > 0 && now > d {
+				sc.mu.Lock()
+				if sc.writeDeadline.CompareAndSwap(d, expiredDeadline) {
+					_ = sc.c.SetWriteDeadline(time.Unix(1, 0))
+				}
+				sc.mu.Unlock()
+			}
 			if t := sc.serving.Load(); t > 0 && now-t >= watchAfter {
 				sc.mu.Lock()
 				if w := sc.watch; w != nil {
@@ -237,11 +270,32 @@ func (m *Server) sweep(stop <-chan struct{}) {
 // setReadDeadline gives the connection's next reads a deadline (zero:
 // none), kept by the sweeper.
 func (sc *serverConn) setReadDeadline(t time.Time) {
-	d := int64(0)
-	if !t.IsZero() {
-		d = max(MonoNow()+int64(time.Until(t)), 1)
+	sc.setReadDeadlineMono(monoOf(t))
+}
+
+// monoOf is t in MonoNow nanoseconds; 0 (none) for the zero time.
+func monoOf(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
 	}
-	sc.setReadDeadlineMono(d)
+	return max(MonoNow()+int64(time.Until(t)), 1)
+}
+
+// after is the MonoNow deadline d after from; 0 (none) when d is.
+func after(from int64, d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return from + int64(d)
+}
+
+// setWriteDeadlineMono is setReadDeadlineMono for writes.
+func (sc *serverConn) setWriteDeadlineMono(d int64) {
+	if sc.writeDeadline.Swap(d) == expiredDeadline {
+		sc.mu.Lock()
+		_ = sc.c.SetWriteDeadline(time.Time{})
+		sc.mu.Unlock()
+	}
 }
 
 func (sc *serverConn) setReadDeadlineMono(d int64) {
@@ -278,17 +332,27 @@ func (m *Server) serveConn(sc *serverConn) {
 		m.mu.Unlock()
 		m.wg.Done()
 	}()
-	for {
+	idle := m.IdleTimeout
+	if idle <= 0 {
+		idle = m.ReadTimeout // as net/http
+	}
+	headers := m.ReadHeaderTimeout
+	if headers <= 0 {
+		headers = m.ReadTimeout
+	}
+	for served := false; ; served = true {
 		if m.closing() {
 			return
 		}
-		// Between requests: kept alive, evictable first at the cap.
-		if sc.tc != nil {
+		// Between requests: kept alive, evicted last at the cap. Before
+		// the first one, the connection is as new as the limiter made it:
+		// silent since it connected, evicted first.
+		if sc.tc != nil && served {
 			sc.tc.keptAlive.Store(true)
 			sc.tc.waitingSince.Store(MonoNow())
 		}
 		sc.lr.N = MaxHeaderBytes + 4096 // net/http's allowance too
-		sc.setReadDeadlineMono(MonoNow() + int64(m.IdleTimeout))
+		sc.setReadDeadlineMono(after(MonoNow(), idle))
 		if _, err := sc.br.Peek(1); err != nil {
 			return
 		}
@@ -300,15 +364,22 @@ func (m *Server) serveConn(sc *serverConn) {
 			sc.tc.keptAlive.Store(false)
 			sc.tc.waitingSince.Store(arrived)
 		}
-		sc.setReadDeadlineMono(arrived + int64(m.ReadHeaderTimeout))
-		req, err := http.ReadRequest(sc.br)
-		if err != nil {
-			sc.refuse(err)
-			return
+		sc.setReadDeadlineMono(after(arrived, headers))
+		req := readPlainHead(sc.br, &sc.plain)
+		plain := req != nil
+		if !plain {
+			var err error
+			if req, err = http.ReadRequest(sc.br); err != nil {
+				sc.refuse(err)
+				return
+			}
 		}
 		sc.lr.N = 1<<63 - 1 // the body is bounded by the handler
-		sc.setReadDeadlineMono(0)
-		if !m.serveRequest(sc, req, arrived) {
+		// The body within ReadTimeout of the first byte, the answer within
+		// WriteTimeout of now, as net/http bounds them.
+		sc.setReadDeadlineMono(after(arrived, m.ReadTimeout))
+		sc.setWriteDeadlineMono(after(MonoNow(), m.WriteTimeout))
+		if !m.serveRequest(sc, req, arrived, plain) {
 			return
 		}
 		sc.mu.Lock()
@@ -324,9 +395,30 @@ func (sc *serverConn) refuse(err error) {
 	case sc.lr.N <= 0:
 		sc.fail(http.StatusRequestHeaderFieldsTooLarge, "")
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), isTimeout(err):
+	case strings.HasPrefix(err.Error(), "unsupported transfer encoding"):
+		// As net/http answers it, without echoing the encoding back.
+		_, _ = fmt.Fprintf(sc.c, "HTTP/1.1 501 Not Implemented\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: 29\r\n\r\nUnsupported transfer encoding")
 	default:
 		sc.fail(http.StatusBadRequest, "")
 	}
+}
+
+// invalidHeader is why net/http's server refuses h, "" when it does not.
+func invalidHeader(h http.Header) string {
+	if len(h["Host"]) > 1 {
+		return "too many Host headers"
+	}
+	for k, vv := range h {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return "invalid header name"
+		}
+		for _, v := range vv {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return "invalid header value"
+			}
+		}
+	}
+	return ""
 }
 
 // fail answers a request the loop refuses itself, before any handler, and
@@ -342,19 +434,30 @@ func (sc *serverConn) fail(code int, detail string) {
 
 // serveRequest runs the handler for req and finishes its answer; false
 // when the connection must be closed.
-func (m *Server) serveRequest(sc *serverConn, req *http.Request, arrived int64) (keep bool) {
+func (m *Server) serveRequest(sc *serverConn, req *http.Request, arrived int64, plain bool) (keep bool) {
 	if req.ProtoMajor != 1 {
-		sc.fail(http.StatusHTTPVersionNotSupported, "")
+		sc.fail(http.StatusHTTPVersionNotSupported, "unsupported protocol version")
 		return false
 	}
 	if req.Host == "" && req.ProtoAtLeast(1, 1) {
 		sc.fail(http.StatusBadRequest, "missing required Host header")
 		return false
 	}
+	if !httpguts.ValidHostHeader(req.Host) {
+		sc.fail(http.StatusBadRequest, "malformed Host header")
+		return false
+	}
+	// What else net/http's server checks beyond its parser (a plain head
+	// has valid names and values by construction).
+	if why := invalidHeader(req.Header); !plain && why != "" {
+		sc.fail(http.StatusBadRequest, why)
+		return false
+	}
 	keep = !req.Close && req.ProtoAtLeast(1, 1) // an HTTP/1.0 agent gets one answer per connection
 	if expect := req.Header.Get("Expect"); expect != "" {
 		if !strings.EqualFold(expect, "100-continue") || !req.ProtoAtLeast(1, 1) {
-			sc.fail(http.StatusExpectationFailed, "")
+			// As net/http: an empty answer, and the connection closes.
+			_, _ = io.WriteString(sc.c, "HTTP/1.1 417 Expectation Failed\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
 			return false
 		}
 		if req.ContentLength != 0 {
@@ -366,19 +469,33 @@ func (m *Server) serveRequest(sc *serverConn, req *http.Request, arrived int64) 
 		}
 		req.Header.Del("Expect")
 	}
-	req.RemoteAddr = sc.c.RemoteAddr().String()
-	ctx, cancel := context.WithCancel(WithConn(context.Background(), sc.c))
+	if sc.remote == "" {
+		sc.remote = sc.c.RemoteAddr().String()
+		sc.ctx = WithConn(context.Background(), sc.c)
+	}
+	req.RemoteAddr = sc.remote
+	ctx, cancel := context.WithCancel(sc.ctx)
 	defer cancel()
 	req = req.WithContext(ctx)
-	body := &eofBody{ReadCloser: req.Body}
+	body := &sc.body
+	*body = eofBody{ReadCloser: req.Body}
 	body.done.Store(req.Body == http.NoBody)
 	req.Body = body
-	w := &response{sc: sc, req: req, reqBody: body, header: http.Header{}, contentLength: -1, closeAfter: !keep, arrived: arrived}
+	// The connection's response and its header map are reused: nothing
+	// holds them once the handler has returned.
+	w := &sc.resp
+	h := w.header
+	if h == nil {
+		h = http.Header{}
+	}
+	clear(h)
+	*w = response{sc: sc, req: req, reqBody: body, header: h, contentLength: -1, closeAfter: !keep, arrived: arrived, pending: w.pending[:0]}
 	// A request still being answered after closeWatchDelay (a session
 	// stream, a slow tool) gets a goroutine that notices the agent
 	// leaving, so the upstream exchange is closed with it; a quick
 	// tools/call never pays for one.
-	watch := &closeWatch{sc: sc, cancel: cancel, body: body}
+	watch := &sc.closeWatch // stopped below: the next request reuses it
+	*watch = closeWatch{sc: sc, cancel: cancel, body: body}
 	sc.mu.Lock()
 	sc.cancel, sc.watch = cancel, watch
 	sc.mu.Unlock()
@@ -391,8 +508,10 @@ func (m *Server) serveRequest(sc *serverConn, req *http.Request, arrived int64) 
 	if !watch.stop() {
 		ok = false
 	}
+	finished := ok && w.finish()
 	sc.setReadDeadlineMono(0)
-	if !ok || !w.finish() || w.closeAfter {
+	sc.setWriteDeadlineMono(0)
+	if !finished || w.closeAfter {
 		sc.linger = ok && !body.done.Load()
 		return false
 	}
@@ -519,7 +638,11 @@ func (w *response) WriteHeader(code int) {
 }
 
 func (w *response) bodyAllowed() bool {
-	return w.req.Method != http.MethodHead && w.status != http.StatusNoContent && w.status != http.StatusNotModified
+	return w.req.Method != http.MethodHead && w.statusAllowsBody()
+}
+
+func (w *response) statusAllowsBody() bool {
+	return w.status != http.StatusNoContent && w.status != http.StatusNotModified
 }
 
 func (w *response) Write(p []byte) (int, error) {
@@ -528,6 +651,12 @@ func (w *response) Write(p []byte) (int, error) {
 	}
 	if w.failed != nil {
 		return 0, w.failed
+	}
+	if w.req.Method == http.MethodHead && w.statusAllowsBody() {
+		// As net/http: counted (a HEAD answer says the length a GET's
+		// body would have) and not sent.
+		w.written += int64(len(p))
+		return len(p), nil
 	}
 	if !w.bodyAllowed() {
 		return 0, http.ErrBodyNotAllowed
@@ -568,14 +697,28 @@ func (w *response) body(p []byte) (int, error) {
 func (w *response) sendHeader(final bool) error {
 	w.sent = true
 	bw := w.sc.bw
-	fmt.Fprintf(bw, "HTTP/1.1 %03d %s\r\n", w.status, http.StatusText(w.status))
+	if w.status == http.StatusOK {
+		_, _ = bw.WriteString("HTTP/1.1 200 OK\r\n")
+	} else {
+		fmt.Fprintf(bw, "HTTP/1.1 %03d %s\r\n", w.status, http.StatusText(w.status))
+	}
 	h := w.header
+	// Content-Length and Date are written as they are known, not set in
+	// the header map first: two allocations and a time format a
+	// decision less.
+	var scratch [20]byte
 	switch {
+	case final && w.req.Method == http.MethodHead && w.statusAllowsBody() && w.written > 0 && w.contentLength < 0:
+		_, _ = bw.WriteString("Content-Length: ")
+		_, _ = bw.Write(strconv.AppendInt(scratch[:0], w.written, 10))
+		_, _ = bw.WriteString("\r\n")
 	case !w.bodyAllowed():
 	case w.contentLength >= 0:
 	case final:
 		w.contentLength = int64(len(w.pending))
-		h.Set("Content-Length", strconv.Itoa(len(w.pending)))
+		_, _ = bw.WriteString("Content-Length: ")
+		_, _ = bw.Write(strconv.AppendInt(scratch[:0], w.contentLength, 10))
+		_, _ = bw.WriteString("\r\n")
 	case w.req.ProtoAtLeast(1, 1):
 		w.chunked = true
 		w.chunks = httputil.NewChunkedWriter(bw)
@@ -587,7 +730,9 @@ func (w *response) sendHeader(final bool) error {
 		h.Set("Connection", "close")
 	}
 	if _, ok := h["Date"]; !ok {
-		h.Set("Date", time.Now().UTC().Format(http.TimeFormat))
+		_, _ = bw.WriteString("Date: ")
+		_, _ = bw.Write(httpDate())
+		_, _ = bw.WriteString("\r\n")
 	}
 	if err := h.Write(bw); err != nil {
 		w.failed = err
@@ -595,13 +740,32 @@ func (w *response) sendHeader(final bool) error {
 	}
 	_, _ = bw.WriteString("\r\n")
 	pending := w.pending
-	w.pending = nil
+	w.pending = pending[:0] // kept for the connection's next answer
 	if len(pending) > 0 {
 		if _, err := w.body(pending); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// dateCache is the Date header of the current second, formatted once.
+type dateCache struct {
+	sec  int64
+	text []byte
+}
+
+var lastDate atomic.Pointer[dateCache]
+
+// httpDate is now as a Date header value (http.TimeFormat).
+func httpDate() []byte {
+	now := time.Now()
+	if d := lastDate.Load(); d != nil && d.sec == now.Unix() {
+		return d.text
+	}
+	d := &dateCache{sec: now.Unix(), text: now.UTC().AppendFormat(nil, http.TimeFormat)}
+	lastDate.Store(d)
+	return d.text
 }
 
 // FlushError sends what is written so far (http.ResponseController).
@@ -633,13 +797,10 @@ func (w *response) SetReadDeadline(t time.Time) error {
 	return nil
 }
 
-// SetWriteDeadline serves http.ResponseController. The proxy only ever
-// lifts write deadlines, and this listener sets none.
+// SetWriteDeadline serves http.ResponseController: kept by the sweeper.
 func (w *response) SetWriteDeadline(t time.Time) error {
-	if t.IsZero() {
-		return nil
-	}
-	return w.sc.c.SetWriteDeadline(t)
+	w.sc.setWriteDeadlineMono(monoOf(t))
+	return nil
 }
 
 // run calls h; false when it aborted the answer (http.ErrAbortHandler) or
@@ -666,7 +827,17 @@ func (w *response) drainBody() bool {
 	if w.req.ContentLength > maxDrainBytes {
 		return false // declared too long to read out, as net/http judges it
 	}
-	w.sc.setReadDeadlineMono(MonoNow() + int64(drainTimeout))
+	// Within the request's own deadline (ReadTimeout), if it has one: a
+	// body whose time is up is not read on, as net/http does not.
+	d := w.sc.readDeadline.Load()
+	if d == expiredDeadline {
+		return false
+	}
+	limit := MonoNow() + int64(drainTimeout)
+	if d > 0 && d < limit {
+		limit = d
+	}
+	w.sc.setReadDeadlineMono(limit)
 	defer w.sc.setReadDeadlineMono(0)
 	n, err := io.CopyN(io.Discard, w.reqBody, maxDrainBytes+1)
 	return n <= maxDrainBytes && err == io.EOF
@@ -685,10 +856,16 @@ func (w *response) finish() bool {
 		return false
 	}
 	if !w.sent {
+		// A handler that says Connection: close has the connection
+		// closed after its answer, as net/http does (the sidecar says it
+		// when it stops reading a body, at --max-body-bytes-in-flight).
+		if _, said := w.header["Connection"]; said && httpguts.HeaderValuesContainsToken(w.header["Connection"], "close") {
+			w.closeAfter = true
+		}
 		// As net/http does before its headers: read out what the handler
 		// left of the body, or say Connection: close, so the agent never
 		// sends its next request on a connection about to be closed.
-		if !w.drainBody() {
+		if !w.closeAfter && !w.drainBody() {
 			w.closeAfter = true
 		}
 		if err := w.sendHeader(true); err != nil {

@@ -27,6 +27,14 @@ import (
 type socketIO struct {
 	rc  syscall.RawConn
 	net string
+	// The functions given to rc and what they work on, made once per
+	// connection rather than a closure per call (two allocations a
+	// request). A read and a write may run at once (the close watch
+	// reads while a stream is written), never two of either.
+	rd, wr     func(fd uintptr) bool
+	rp, wp     []byte
+	rn, wdone  int
+	rerr, werr syscall.Errno
 }
 
 // newSocketIO is c's socket as an io.ReadWriter; c itself when it has no
@@ -43,27 +51,34 @@ func newSocketIO(c net.Conn) io.ReadWriter {
 	if err != nil {
 		return c
 	}
-	return &socketIO{rc: rc, net: c.LocalAddr().Network()}
+	s := &socketIO{rc: rc, net: c.LocalAddr().Network()}
+	s.rd, s.wr = s.read, s.write
+	return s
+}
+
+func (s *socketIO) read(fd uintptr) bool {
+	p := s.rp
+	for {
+		r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+		switch e {
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false // the poller waits for the socket
+		}
+		s.rn, s.rerr = int(r), e
+		return true
+	}
 }
 
 func (s *socketIO) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	n, errno := 0, syscall.Errno(0)
-	err := s.rc.Read(func(fd uintptr) bool {
-		for {
-			r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
-			switch e {
-			case syscall.EINTR:
-				continue
-			case syscall.EAGAIN:
-				return false // the poller waits for the socket
-			}
-			n, errno = int(r), e
-			return true
-		}
-	})
+	s.rp, s.rn, s.rerr = p, 0, 0
+	err := s.rc.Read(s.rd)
+	s.rp = nil
+	n, errno := s.rn, s.rerr
 	switch {
 	case err != nil:
 		return 0, err
@@ -75,24 +90,29 @@ func (s *socketIO) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-func (s *socketIO) Write(p []byte) (int, error) {
-	done, errno := 0, syscall.Errno(0)
-	err := s.rc.Write(func(fd uintptr) bool {
-		for done < len(p) {
-			r, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&p[done])), uintptr(len(p)-done))
-			switch e {
-			case 0:
-				done += int(r)
-			case syscall.EINTR:
-			case syscall.EAGAIN:
-				return false // the send buffer is full: the poller waits
-			default:
-				errno = e
-				return true
-			}
+func (s *socketIO) write(fd uintptr) bool {
+	p := s.wp
+	for s.wdone < len(p) {
+		r, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&p[s.wdone])), uintptr(len(p)-s.wdone))
+		switch e {
+		case 0:
+			s.wdone += int(r)
+		case syscall.EINTR:
+		case syscall.EAGAIN:
+			return false // the send buffer is full: the poller waits
+		default:
+			s.werr = e
+			return true
 		}
-		return true
-	})
+	}
+	return true
+}
+
+func (s *socketIO) Write(p []byte) (int, error) {
+	s.wp, s.wdone, s.werr = p, 0, 0
+	err := s.rc.Write(s.wr)
+	s.wp = nil
+	done, errno := s.wdone, s.werr
 	switch {
 	case err != nil:
 		return done, err

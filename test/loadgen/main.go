@@ -6,6 +6,7 @@
 //	go run ./test/loadgen -write-bundle /tmp/bundle.json   # for `toolgate sidecar --bundle-file`
 //	go run ./test/loadgen -self -slow 1000          # the same run without, then with, 1000 slow connections
 //	go run ./test/loadgen -self -via unix           # drive the in-process sidecar over its Unix socket
+//	go run ./test/loadgen -null-server 127.0.0.1:9000  # serve a fixed answer: the machine's ceiling (null.go)
 //
 // Each worker is closed-loop (one request in flight per connection), so
 // the concurrency is the number of connections.
@@ -18,6 +19,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"runtime"
@@ -46,6 +48,7 @@ type config struct {
 	via         string
 	slow        int
 	slowEvery   time.Duration
+	nullServer  string
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -65,8 +68,18 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.via, "via", "tcp", "-self: drive the sidecar over tcp (its loopback port) or unix (its socket)")
 	fs.IntVar(&c.slow, "slow", 0, "measure twice: as usual, then while this many connections trickle requests a byte at a time (or send nothing), as an attacker would; each is reopened when the sidecar cuts it")
 	fs.DurationVar(&c.slowEvery, "slow-interval", 500*time.Millisecond, "-slow: a byte every this long, and a cut connection reopened after this long")
+	fs.StringVar(&c.nullServer, "null-server", "", "serve a fixed answer to every request on this host:port until interrupted, reading requests by their framing only: the ceiling a server that does nothing reaches here")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	if c.nullServer != "" {
+		if c.url != "" || c.self || c.writeBundle != "" {
+			return c, errors.New("-null-server serves; it takes none of -url, -self, -write-bundle")
+		}
+		if _, _, err := net.SplitHostPort(c.nullServer); err != nil {
+			return c, fmt.Errorf("-null-server %q: want host:port: %v", c.nullServer, err)
+		}
+		return c, nil
 	}
 	if c.url == "" && !c.self && c.writeBundle == "" {
 		c.url = os.Getenv("TOOLGATE_URL") // where an injected Pod's sidecar is
@@ -144,6 +157,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "loadgen:", err)
 		return 2
+	}
+	if c.nullServer != "" {
+		ln, err := net.Listen("tcp", c.nullServer)
+		if err != nil {
+			fmt.Fprintln(stderr, "loadgen:", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "null server listening on %s\n", ln.Addr())
+		if err := serveNull(ctx, ln); err != nil {
+			fmt.Fprintln(stderr, "loadgen:", err)
+			return 1
+		}
+		return 0
 	}
 	if c.writeBundle != "" {
 		doc, err := generateBundle(c.rules)
