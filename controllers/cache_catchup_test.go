@@ -37,18 +37,6 @@ func TestAPassThatWroteComesBackOnceTheCacheHasCaughtUp(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Someone else makes the Policy's status wrong; once the cache holds
-	// it, the pass puts it right and says when to look again.
-	var p v1alpha1.Policy
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "steady"}, &p); err != nil {
-		t.Fatal(err)
-	}
-	before := p.DeepCopy()
-	apimeta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse,
-		Reason: "Tampered", Message: "written by the test", ObservedGeneration: p.Generation})
-	if err := k8s.Status().Patch(ctx, &p, client.MergeFrom(before)); err != nil {
-		t.Fatal(err)
-	}
 	cached := func(want string) func() (bool, string) {
 		return func() (bool, string) {
 			var got v1alpha1.Policy
@@ -59,30 +47,24 @@ func TestAPassThatWroteComesBackOnceTheCacheHasCaughtUp(t *testing.T) {
 			return c != nil && c.Reason == want, "the cache does not hold Ready " + want + " yet"
 		}
 	}
-	testenv.Eventually(t, "the cache holds the tampered status", cached("Tampered"))
-	writes := mgr.writes.Load()
-	res, err := status.Reconcile(ctx, req)
-	if err != nil {
-		t.Fatal(err)
+	tamper := func() {
+		var p v1alpha1.Policy
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "steady"}, &p); err != nil {
+			t.Fatal(err)
+		}
+		before := p.DeepCopy()
+		apimeta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse,
+			Reason: "Tampered", Message: "written by the test", ObservedGeneration: p.Generation})
+		if err := k8s.Status().Patch(ctx, &p, client.MergeFrom(before)); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if n := mgr.writes.Load() - writes; n != 1 {
-		t.Fatalf("%d writes putting one status right, want 1", n)
-	}
-	if res.RequeueAfter <= 0 || res.RequeueAfter > 2e9 {
-		t.Fatalf("a pass that wrote returned %+v: it must come back within a second or two", res)
-	}
+	passPutsTamperingRight(t, mgr, tamper, cached, func() (ctrl.Result, error) { return status.Reconcile(ctx, req) })
 
 	// Once the cache holds the patch, the pass writes nothing and does not
 	// come back.
 	testenv.Eventually(t, "the cache holds the status put right", cached(v1alpha1.ReasonPublished))
-	writes = mgr.writes.Load()
-	res, err = status.Reconcile(ctx, req)
-	if err != nil || res.RequeueAfter != 0 {
-		t.Fatalf("a pass with nothing to write: %+v, %v", res, err)
-	}
-	if n := mgr.writes.Load() - writes; n != 0 {
-		t.Fatalf("%d writes by a pass with nothing to write", n)
-	}
+	passIsQuiet(t, mgr, func() (ctrl.Result, error) { return status.Reconcile(ctx, req) })
 }
 
 // TestAClusterPolicyPassThatWroteComesBack: the ClusterPolicy status pass
@@ -115,11 +97,7 @@ func TestAClusterPolicyPassThatWroteComesBack(t *testing.T) {
 		}
 	}
 
-	// Someone else makes the status wrong; once the cache holds it, the
-	// pass puts it right and says when to look again. The manager's own
-	// controller may put it right first (its last pass came back a second
-	// after writing Ready): then tamper again.
-	for attempt := 1; ; attempt++ {
+	tamper := func() {
 		var got v1alpha1.ClusterPolicy
 		if err := k8s.Get(ctx, client.ObjectKey{Name: cp.Name}, &got); err != nil {
 			t.Fatal(err)
@@ -130,9 +108,27 @@ func TestAClusterPolicyPassThatWroteComesBack(t *testing.T) {
 		if err := k8s.Status().Patch(ctx, &got, client.MergeFrom(before)); err != nil {
 			t.Fatal(err)
 		}
+	}
+	passPutsTamperingRight(t, mgr, tamper, cached, func() (ctrl.Result, error) { return status.Reconcile(ctx, req) })
+
+	// Once the cache holds the patch, the pass writes nothing and does not
+	// come back.
+	testenv.Eventually(t, "the cache holds the status put right", cached(v1alpha1.ReasonPublished))
+	passIsQuiet(t, mgr, func() (ctrl.Result, error) { return status.Reconcile(ctx, req) })
+}
+
+// passPutsTamperingRight: someone else makes the status wrong (tamper);
+// once the cache holds it, one pass puts it right with one write and says
+// when to look again. The manager's own controller may put it right first
+// (its last pass comes back a second after it wrote): then tamper again.
+func passPutsTamperingRight(t *testing.T, mgr *testManager, tamper func(), cached func(reason string) func() (bool, string),
+	pass func() (ctrl.Result, error)) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		tamper()
 		testenv.Eventually(t, "the cache holds the tampered status", cached("Tampered"))
 		writes := mgr.writes.Load()
-		res, err := status.Reconcile(ctx, req)
+		res, err := pass()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -148,14 +144,16 @@ func TestAClusterPolicyPassThatWroteComesBack(t *testing.T) {
 		if res.RequeueAfter <= 0 || res.RequeueAfter > 2e9 {
 			t.Fatalf("a pass that wrote returned %+v: it must come back within a second or two", res)
 		}
-		break
+		return
 	}
+}
 
-	// Once the cache holds the patch, the pass writes nothing and does not
-	// come back.
-	testenv.Eventually(t, "the cache holds the status put right", cached(v1alpha1.ReasonPublished))
+// passIsQuiet: a pass with nothing to write writes nothing and does not
+// come back.
+func passIsQuiet(t *testing.T, mgr *testManager, pass func() (ctrl.Result, error)) {
+	t.Helper()
 	writes := mgr.writes.Load()
-	res, err := status.Reconcile(ctx, req)
+	res, err := pass()
 	if err != nil || res.RequeueAfter != 0 {
 		t.Fatalf("a pass with nothing to write: %+v, %v", res, err)
 	}
