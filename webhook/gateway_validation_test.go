@@ -160,23 +160,31 @@ func TestGatewayLintWarnings(t *testing.T) {
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			warnings.take()
-			if err := k8sClient.Create(context.Background(), newPolicy(t, fmt.Sprintf("lint-gateway-%d", i), tt.spec)); err != nil {
-				t.Fatalf("rejected: %v", err)
-			}
-			got := warnings.take()
-			if len(tt.want) == 0 && len(got) > 0 {
-				t.Errorf("unexpected warnings: %q", got)
-			}
-			if len(tt.want) > 0 && len(got) != 1 {
-				t.Errorf("warnings %q, want one", got)
-			}
-			all := strings.Join(got, "\n")
-			for _, w := range tt.want {
-				if !strings.Contains(all, w) {
-					t.Errorf("warnings %q do not mention %q", got, w)
-				}
-			}
+			admittedWarning(t, fmt.Sprintf("lint-gateway-%d", i), tt.spec, tt.want)
 		})
+	}
+}
+
+// admittedWarning creates a Policy named name from spec, which the webhook
+// must admit with no warning (want empty) or with one warning that
+// mentions every string of want.
+func admittedWarning(t *testing.T, name, spec string, want []string) {
+	t.Helper()
+	warnings.take()
+	if err := k8sClient.Create(context.Background(), newPolicy(t, name, spec)); err != nil {
+		t.Fatalf("rejected: %v", err)
+	}
+	got := warnings.take()
+	if len(want) == 0 && len(got) > 0 {
+		t.Errorf("unexpected warnings: %q", got)
+	}
+	if len(want) > 0 && len(got) != 1 {
+		t.Errorf("warnings %q, want one", got)
+	}
+	all := strings.Join(got, "\n")
+	for _, w := range want {
+		if !strings.Contains(all, w) {
+			t.Errorf("warnings %q do not mention %q", got, w)
+		}
 	}
 }

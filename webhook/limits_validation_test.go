@@ -1,9 +1,7 @@
 package webhook
 
 import (
-	"context"
 	"fmt"
-	"strings"
 	"testing"
 )
 
@@ -45,23 +43,7 @@ func TestSharedLimitsAreAdmittedWithTheirWarnings(t *testing.T) {
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			warnings.take()
-			if err := k8sClient.Create(context.Background(), newPolicy(t, fmt.Sprintf("limit-store-%d", i), tt.spec)); err != nil {
-				t.Fatalf("rejected: %v", err)
-			}
-			got := warnings.take()
-			if len(tt.want) == 0 && len(got) > 0 {
-				t.Errorf("unexpected warnings: %q", got)
-			}
-			if len(tt.want) > 0 && len(got) != 1 {
-				t.Errorf("warnings %q, want one", got)
-			}
-			all := strings.Join(got, "\n")
-			for _, w := range tt.want {
-				if !strings.Contains(all, w) {
-					t.Errorf("warnings %q do not mention %q", got, w)
-				}
-			}
+			admittedWarning(t, fmt.Sprintf("limit-store-%d", i), tt.spec, tt.want)
 		})
 	}
 }
