@@ -184,13 +184,17 @@ func (d *Decider) consume(ctx context.Context, req engine.Request, asked engine.
 	if now.Decision != engine.Ask {
 		return now, st
 	}
+	letThrough := false
+	defer func() {
+		if !letThrough {
+			d.giveBack(held)
+		}
+	}()
 	if !sameAsk(&now, &asked) {
-		d.giveBack(held)
 		return refuse(now, approval.CodeInvalid, fmt.Sprintf("ApprovalRequest %s/%s was approved for rule %q of policy %q, and the bundle now asks by rule %q of policy %q; ask again",
 			s.Ticket.Namespace, s.Ticket.Name, asked.MatchedRuleID, asked.MatchedPolicyID, now.MatchedRuleID, now.MatchedPolicyID)), st
 	}
 	if err := d.approvals.Consume(ctx, s.Ticket.Name); err != nil {
-		d.giveBack(held)
 		code := approval.CodeUnavailable
 		if errors.Is(err, approval.ErrConsumed) {
 			code = approval.CodeInvalid
@@ -204,9 +208,9 @@ func (d *Decider) consume(ctx context.Context, req engine.Request, asked engine.
 		clock = d.cfg.Now
 	}
 	if err := d.usage.Count(st.Compiled, req, clock()); err != nil {
-		d.giveBack(held)
 		return SelfDeny(CodeUsageUnavailable, err.Error()), st
 	}
+	letThrough = true
 	out := now
 	out.Decision, out.Code = engine.Allow, ""
 	out.Reason = "approved by " + s.DecidedBy + withMessage(s.Message)

@@ -91,9 +91,8 @@ func (d *Decider) decideShared(c *engine.Compiled, req engine.Request, opts engi
 		err = counts.Uncounted()
 	}
 	kept := err == nil && (res.Decision == engine.Allow || asking)
-	if counts.reserved && !kept {
-		d.release(counts.reservation)
-		counts.reserved = false
+	if !kept {
+		d.giveBack(counts)
 	}
 	if kept && counts.missing != "" {
 		// Every limit that could not be counted has failOpen: say so
@@ -107,8 +106,9 @@ func (d *Decider) decideShared(c *engine.Compiled, req engine.Request, opts engi
 	return res, counts, err
 }
 
-// giveBack releases what an approved call reserved (decideShared with
-// approved) when it is not let through after all; nil is nothing.
+// giveBack releases what a call reserved when it is not let through
+// after all (not allowed, or an approved call refused later); nil is
+// nothing.
 func (d *Decider) giveBack(counts *sharedCounts) {
 	if counts != nil && counts.reserved {
 		d.release(counts.reservation)
