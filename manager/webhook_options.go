@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/toolgate/toolgate/endpoint"
-	"github.com/toolgate/toolgate/sidecar"
+	"github.com/toolgate/toolgate/usage/redisstore"
 	"github.com/toolgate/toolgate/webhook"
 )
 
@@ -186,7 +186,7 @@ func (w WebhookOptions) setup(bundleConfigMap string) (webhook.Options, error) {
 }
 
 // validateUsageStore checks the usage store flags: what the sidecar's
-// --usage-store accepts (sidecar.CheckUsageStoreURL), no $(...) that
+// --usage-store accepts (redisstore.CheckURL), no $(...) that
 // kubelet would expand in the injected args, and a Secret name.
 func (w WebhookOptions) validateUsageStore() error {
 	var errs []error
@@ -196,7 +196,7 @@ func (w WebhookOptions) validateUsageStore() error {
 		}
 		return errors.Join(errs...)
 	}
-	if _, err := sidecar.CheckUsageStoreURL(w.SidecarUsageStore); err != nil {
+	if _, err := redisstore.CheckURL(w.SidecarUsageStore); err != nil {
 		errs = append(errs, fmt.Errorf("--sidecar-usage-store: %w", err))
 	} else if strings.Contains(w.SidecarUsageStore, "$(") {
 		errs = append(errs, fmt.Errorf("--sidecar-usage-store %q: kubelet would expand $(...) in the sidecar's arguments", w.SidecarUsageStore))

@@ -56,7 +56,7 @@ func (o *Options) validateUsageStore() error {
 		}
 		return errors.Join(errs...)
 	}
-	tls, err := CheckUsageStoreURL(o.UsageStore)
+	tls, err := redisstore.CheckURL(o.UsageStore)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("--usage-store: %w", err))
 	} else if o.UsageStoreCAFile != "" && !tls {
@@ -66,14 +66,6 @@ func (o *Options) validateUsageStore() error {
 		add("--usage-store needs the namespace whose limits it counts: give --configmap NAMESPACE/NAME or --bundle-namespace, or set POD_NAMESPACE")
 	}
 	return errors.Join(errs...)
-}
-
-// CheckUsageStoreURL reads redis://[USER@]HOST:PORT[/DB] (rediss:// for
-// TLS) and tells whether it is TLS. A password in the URL is refused: it
-// would show in the Pod spec and in every process listing. Errors never
-// repeat a URL that may hold one (url.Parse's quote it).
-func CheckUsageStoreURL(raw string) (tls bool, err error) {
-	return redisstore.CheckURL(raw)
 }
 
 // usageNamespace is the namespace whose shared counters this sidecar
