@@ -75,10 +75,23 @@ type workerStats struct {
 
 // drive runs conc closed-loop workers, each on its own keep-alive
 // connection, for warmup (not recorded) and then d.
-func drive(ctx context.Context, t target, body []byte, conc int, warmup, d time.Duration) *result {
+func drive(ctx context.Context, t target, body []byte, conc int, warmup, d time.Duration, cpu *cpuMeter) *result {
 	req := buildRequest(t.host, t.path, body)
 	measureFrom := time.Now().Add(warmup)
 	end := measureFrom.Add(d)
+	if cpu == nil {
+		cpu = &cpuMeter{}
+	}
+	metered := make(chan bool, 1) // whether cpu was started
+	go func() {
+		select {
+		case <-time.After(warmup):
+			cpu.start()
+			metered <- true
+		case <-ctx.Done():
+			metered <- false
+		}
+	}()
 	workers := make([]workerStats, conc)
 	var wg sync.WaitGroup
 	for i := range workers {
@@ -127,7 +140,10 @@ func drive(ctx context.Context, t target, body []byte, conc int, warmup, d time.
 		})
 	}
 	wg.Wait()
-	r := &result{elapsed: time.Since(measureFrom), statuses: map[int]int{}, decisions: map[string]int{}}
+	if <-metered {
+		cpu.stop()
+	}
+	r := &result{elapsed: time.Since(measureFrom), statuses: map[int]int{}, decisions: map[string]int{}, cpu: cpu}
 	for i := range workers {
 		w := &workers[i]
 		r.latencies = append(r.latencies, w.latencies...)

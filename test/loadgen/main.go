@@ -7,6 +7,7 @@
 //	go run ./test/loadgen -self -slow 1000          # the same run without, then with, 1000 slow connections
 //	go run ./test/loadgen -self -via unix           # drive the in-process sidecar over its Unix socket
 //	go run ./test/loadgen -null-server 127.0.0.1:9000  # serve a fixed answer: the machine's ceiling (null.go)
+//	go run ./test/loadgen -url http://127.0.0.1:8181 -server-pid 1234  # also the server's CPU per request (cpu.go)
 //
 // Each worker is closed-loop (one request in flight per connection), so
 // the concurrency is the number of connections.
@@ -49,6 +50,7 @@ type config struct {
 	slow        int
 	slowEvery   time.Duration
 	nullServer  string
+	serverPID   int
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -69,6 +71,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.slow, "slow", 0, "measure twice: as usual, then while this many connections trickle requests a byte at a time (or send nothing), as an attacker would; each is reopened when the sidecar cuts it")
 	fs.DurationVar(&c.slowEvery, "slow-interval", 500*time.Millisecond, "-slow: a byte every this long, and a cut connection reopened after this long")
 	fs.StringVar(&c.nullServer, "null-server", "", "serve a fixed answer to every request on this host:port until interrupted, reading requests by their framing only: the ceiling a server that does nothing reaches here")
+	fs.IntVar(&c.serverPID, "server-pid", 0, "also report the CPU this local process (the server driven) spends per request over the measured run, from /proc/PID/stat")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -119,6 +122,16 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if c.slowEvery <= 0 {
 		errs = append(errs, fmt.Errorf("-slow-interval %v: want a positive duration", c.slowEvery))
+	}
+	if c.serverPID < 0 {
+		errs = append(errs, fmt.Errorf("-server-pid %d: want a process id", c.serverPID))
+	}
+	if c.serverPID > 0 {
+		if c.self {
+			errs = append(errs, errors.New("-server-pid is for -url: with -self the sidecar is this process"))
+		} else if _, err := processCPU(c.serverPID); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if c.selfLog != "discard" && c.selfLog != "none" {
 		errs = append(errs, fmt.Errorf("-self-log %q: want discard or none", c.selfLog))
@@ -217,10 +230,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		defer stopProfile()
 	}
-	r := drive(ctx, t, body, c.conc, c.warmup, c.dur)
+	r := drive(ctx, t, body, c.conc, c.warmup, c.dur, &cpuMeter{pid: c.serverPID, withSidecar: c.self})
 	if c.slow == 0 {
 		r.report(stdout)
-		if r.errors > 0 || len(r.latencies) == 0 {
+		if r.errors > 0 || len(r.latencies) == 0 || r.cpu.err != nil {
 			return 1
 		}
 		return 0
@@ -228,13 +241,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "--- without slow connections\n")
 	r.report(stdout)
 	slow, stopSlow := slowClients(ctx, t, c.slow, c.slowEvery)
-	rs := drive(ctx, t, body, c.conc, max(c.warmup, c.slowEvery), c.dur)
+	rs := drive(ctx, t, body, c.conc, max(c.warmup, c.slowEvery), c.dur, &cpuMeter{pid: c.serverPID, withSidecar: c.self})
 	stopSlow()
 	fmt.Fprintf(stdout, "--- with %d slow connections (a byte every %v; %d opened, %d cut by the sidecar, %d got a response, %d dials failed)\n",
 		c.slow, c.slowEvery, slow.opened.Load(), slow.cut.Load(), slow.answered.Load(), slow.dialFailed.Load())
 	rs.report(stdout)
 	compare(stdout, r, rs)
-	if r.errors > 0 || rs.errors > 0 || len(r.latencies) == 0 || len(rs.latencies) == 0 {
+	if r.errors > 0 || rs.errors > 0 || len(r.latencies) == 0 || len(rs.latencies) == 0 || r.cpu.err != nil || rs.cpu.err != nil {
 		return 1
 	}
 	return 0

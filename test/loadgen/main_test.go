@@ -134,6 +134,9 @@ func TestMalformedFlagsAndBodies(t *testing.T) {
 		"negative -slow":             {"-self", "-slow", "-1"},
 		"huge -slow":                 {"-self", "-slow", "1000000"},
 		"zero -slow-interval":        {"-self", "-slow", "10", "-slow-interval", "0s"},
+		"negative -server-pid":       {"-url", "http://127.0.0.1:1", "-server-pid", "-1"},
+		"-server-pid not running":    {"-url", "http://127.0.0.1:1", "-server-pid", "999999999"},
+		"-server-pid with -self":     {"-self", "-server-pid", "1"},
 	}
 	for name, args := range cases {
 		var out, errOut bytes.Buffer

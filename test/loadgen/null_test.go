@@ -39,7 +39,7 @@ func TestNullServerAnswersOverKeepAlive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := drive(t.Context(), tg, []byte(sampleBody), 2, 0, 200*time.Millisecond)
+	r := drive(t.Context(), tg, []byte(sampleBody), 2, 0, 200*time.Millisecond, nil)
 	if r.errors > 0 || len(r.latencies) == 0 || r.decisions["deny"] != len(r.latencies) {
 		t.Fatalf("errors %d (%v), answers %d, decisions %v", r.errors, r.firstErr, len(r.latencies), r.decisions)
 	}

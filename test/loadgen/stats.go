@@ -16,6 +16,7 @@ type result struct {
 	firstErr  error
 	statuses  map[int]int
 	decisions map[string]int
+	cpu       *cpuMeter // nil when not metered
 }
 
 func (r *result) throughput() float64 {
@@ -52,6 +53,30 @@ func (r *result) report(w io.Writer) {
 			ms(percentile(l, 50)), ms(percentile(l, 90)), ms(percentile(l, 99)), ms(percentile(l, 99.9)), ms(l[len(l)-1]))
 	}
 	fmt.Fprintf(w, "statuses %v, decisions %v\n", r.statuses, r.decisions)
+	r.reportCPU(w)
+}
+
+// reportCPU prints the CPU the server (with -server-pid) and the load
+// generator spent per request over the measured run.
+func (r *result) reportCPU(w io.Writer) {
+	n := len(r.latencies) + r.errors
+	if r.cpu == nil || n == 0 || r.elapsed <= 0 {
+		return
+	}
+	per := func(d time.Duration) string {
+		return fmt.Sprintf("%.1fus/request (%.2f cores)", float64(d.Nanoseconds())/1e3/float64(n), d.Seconds()/r.elapsed.Seconds())
+	}
+	switch {
+	case r.cpu.err != nil:
+		fmt.Fprintf(w, "server cpu unknown: %v\n", r.cpu.err)
+	case r.cpu.pid > 0:
+		fmt.Fprintf(w, "server cpu %s\n", per(r.cpu.serverCPU))
+	}
+	if r.cpu.withSidecar {
+		fmt.Fprintf(w, "process cpu (sidecar and load generator) %s\n", per(r.cpu.selfCPU))
+		return
+	}
+	fmt.Fprintf(w, "load generator cpu %s\n", per(r.cpu.selfCPU))
 }
 
 // compare prints the slow run beside the plain one.
