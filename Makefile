@@ -231,7 +231,7 @@ compare-opa: ## OPA (opa bench, built into bin/) on hand-written and on exported
 	./hack/compare-opa.sh
 
 .PHONY: compare-opa-server
-compare-opa-server: ## Over HTTP, alternating: opa run --server on the exported 1000-rule Rego and the toolgate sidecar on the same bundle, the same load generator (decisions/s, p50/p99).
+compare-opa-server: ## Over HTTP, alternating: opa run --server (hand-written and exported 1000-rule Rego), the toolgate sidecar on the same bundle and a null server, on shared cores and on a core each (decisions/s, p50/p99, CPU per decision).
 	./hack/compare-opa-server.sh
 
 .PHONY: helm
