@@ -432,3 +432,28 @@ def tls_server_context() -> ssl.SSLContext:
 
 
 ALLOW = b'{"decision":"allow","effect":"allow","matchedPolicyId":null,"matchedPolicyVersion":null,"matchedRuleId":null,"reason":"ok","latencyMs":0.01}'
+
+
+def sockets_to(url: str) -> int:
+    """How many of this process's open TCP sockets are connected to the
+    loopback listener at url (http(s)://127.0.0.1:PORT): the clients'
+    connections to it, not the listener's own ends. Read from /proc."""
+    port = int(url.rsplit(":", 1)[1].split("/", 1)[0])
+    ours = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink("/proc/self/fd/" + fd)
+        except OSError:  # the listing's own fd, closed since
+            continue
+        if target.startswith("socket:["):
+            ours.add(target[len("socket:["):-1])
+    n = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            next(f)
+            for line in f:
+                fields = line.split()
+                remote_port = int(fields[2].rsplit(":", 1)[1], 16)
+                if remote_port == port and fields[9] in ours:
+                    n += 1
+    return n

@@ -7,7 +7,7 @@ import asyncio
 import http.client
 import ssl
 import time
-from typing import Any, List, Mapping, Optional, Tuple
+from typing import Any, AsyncGenerator, List, Mapping, Optional, Tuple
 
 from ._base import ClientBase
 from ._output import build_output
@@ -51,17 +51,21 @@ class AsyncClient(ClientBase):
         # on the loop that made them (asyncio.run makes a new one each time).
         self._idle: List[_Conn] = []
         self._idle_loop: Optional[asyncio.AbstractEventLoop] = None
+        # The async generator that closes the idle connections when their
+        # loop shuts down (see _watch).
+        self._watcher: Optional[AsyncGenerator[None, None]] = None
 
     async def close(self) -> None:
-        """Closes the idle connections; a later evaluate() opens new ones."""
+        """Closes the idle connections; a later evaluate() opens new ones.
+        The event loop's end closes them too (asyncio.run's, or
+        loop.shutdown_asyncgens()), so a client used by one asyncio.run
+        after another leaves no connection open."""
         idle, self._idle = self._idle, []
-        for _, w in idle:
-            w.close()
-        for _, w in idle:
-            try:
-                await w.wait_closed()
-            except Exception:  # noqa: BLE001 - closing: how it ended does not matter
-                pass
+        if self._idle_loop is not asyncio.get_running_loop():
+            for _, w in idle:
+                _abort(w, self._idle_loop)
+            return
+        await _close_all(idle)
 
     async def __aenter__(self) -> "AsyncClient":
         return self
@@ -115,24 +119,39 @@ class AsyncClient(ClientBase):
             return self._settle(tool_name, None, e)
         return self._settle(tool_name, answer, None)
 
+    async def _adopt(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Makes loop, running now, the one whose connections are kept.
+        Connections of another loop cannot be used here (its end closed
+        them, unless it was closed without shutting down its async
+        generators, or still runs in another thread)."""
+        for _, w in self._idle:
+            _abort(w, self._idle_loop)
+        self._idle, self._idle_loop = [], loop
+        await self._watch(loop)
+
     def _take_idle(self) -> Optional[_Conn]:
-        loop = asyncio.get_running_loop()
-        if self._idle_loop is not loop:
-            # Connections of another loop cannot be used here. Closed while
-            # that loop still runs; once it is closed (asyncio.run returned)
-            # they cannot be, and go with the garbage collector.
-            for _, w in self._idle:
-                try:
-                    w.transport.abort()
-                except RuntimeError:
-                    pass
-            self._idle, self._idle_loop = [], loop
         while self._idle:
             r, w = self._idle.pop()
             if not r.at_eof() and not w.is_closing():
                 return r, w
             w.close()
         return None
+
+    async def _watch(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Closes the idle connections when loop shuts down. Once
+        asyncio.run returns, its loop is closed and a transport of it can
+        no longer be closed (closing needs the loop), so each would keep
+        its socket open until the garbage collector finds it, a
+        ResourceWarning. The loop's one hook before it closes is
+        shutdown_asyncgens() (asyncio.run calls it, after cancelling every
+        task): it closes every async generator started on it and not
+        finished, and this one's finally then closes the connections, on
+        the loop. A loop closed without it leaves them to the collector,
+        as before."""
+        watcher = _until_shutdown(self, loop)
+        await watcher.__anext__()
+        # The loop holds its async generators weakly: the client keeps it.
+        self._watcher = watcher
 
     def _put_idle(self, conn: _Conn) -> None:
         if len(self._idle) < _MAX_IDLE and self._idle_loop is asyncio.get_running_loop():
@@ -153,6 +172,8 @@ class AsyncClient(ClientBase):
         budget seconds (the timeout, plus any wait for a person); raises
         NoAnswer saying why there is none."""
         deadline = time.monotonic() + budget
+        if self._idle_loop is not asyncio.get_running_loop():
+            await self._adopt(asyncio.get_running_loop())
         conn = self._take_idle()
         reused = conn is not None
         while True:
@@ -208,6 +229,43 @@ class AsyncClient(ClientBase):
             w.close()
             return status, data, None
         return status, data, conn
+
+
+async def _until_shutdown(client: AsyncClient, loop: asyncio.AbstractEventLoop) -> AsyncGenerator[None, None]:
+    """Waits, suspended, for loop's end (AsyncClient._watch), then closes
+    client's idle connections if they are still loop's."""
+    try:
+        yield
+    finally:
+        if client._idle_loop is loop:
+            idle, client._idle = client._idle, []
+            await _close_all(idle)
+
+
+async def _close_all(conns: List[_Conn]) -> None:
+    """Closes conns (of the running loop) and waits until they are. Aborted,
+    not closed: an idle connection has nothing left to send, and a TLS
+    close would wait (up to 30 s) for the peer's close_notify."""
+    for _, w in conns:
+        w.transport.abort()
+    for _, w in conns:
+        try:
+            await w.wait_closed()
+        except Exception:  # noqa: BLE001 - closing: how it ended does not matter
+            pass
+
+
+def _abort(w: asyncio.StreamWriter, loop: Optional[asyncio.AbstractEventLoop]) -> None:
+    """Closes a connection of loop, not the running one: on its own thread
+    when loop runs there (transports are not thread-safe), here when it
+    does not run; a closed loop's cannot be closed at all."""
+    try:
+        if loop is not None and loop.is_running():
+            loop.call_soon_threadsafe(w.transport.abort)
+        else:
+            w.transport.abort()
+    except RuntimeError:  # the loop is closed
+        pass
 
 
 async def _within(seconds: float, aw: Any) -> Any:
