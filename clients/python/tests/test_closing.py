@@ -105,16 +105,17 @@ class AsyncClientClosingTest(unittest.TestCase):
 
     def test_failed_calls_leave_no_socket(self) -> None:
         # Every way a call fails closes its connection (a timeout, a
-        # cancel, an answer that is not HTTP, a peer that hangs up).
-        for name, answer, timeout, cancel in (
-                ("timeout", None, 0.1, False),
-                ("cancelled", None, 5, True),
-                ("not http", b"SSH-2.0-OpenSSH_9.6\r\n\r\n", 1, False),
-                ("hung up", b"", 1, False)):
-            with self.subTest(name):
-                peer = BrokenPeer(answer)
+        # cancel, an answer that is not HTTP, a peer that hangs up), over
+        # TLS too, and at once: nothing waits for the peer's close_notify.
+        cases = (("timeout", None, 0.1, False),
+                 ("cancelled", None, 5, True),
+                 ("not http", b"SSH-2.0-OpenSSH_9.6\r\n\r\n", 1, False),
+                 ("hung up", b"", 1, False))
+        for (name, answer, timeout, cancel), tls in [(case, tls) for tls in (False, True) for case in cases]:
+            with self.subTest(name, tls=tls), mock.patch.dict("os.environ", {"SSL_CERT_FILE": TEST_PEER_PEM}):
+                peer = BrokenPeer(answer, tls=tls_server_context() if tls else None)
                 self.addCleanup(peer.close)
-                c = toolgate.AsyncClient(peer.url, timeout=timeout)
+                c = toolgate.AsyncClient(peer.url.replace("http://", "https://" if tls else "http://"), timeout=timeout)
 
                 async def main() -> int:
                     for i in range(3):
@@ -131,7 +132,11 @@ class AsyncClientClosingTest(unittest.TestCase):
                     await asyncio.sleep(0)  # a closed transport lets its socket go on the next turn
                     return sockets_to(peer.url)
 
-                self.assertEqual(asyncio.run(main()), 0, "open connections within the loop")
+                start = time.monotonic()
+                got: List[int] = []
+                self.assertEqual(resource_warnings(lambda: got.append(asyncio.run(main()))), [])
+                self.assertLess(time.monotonic() - start, 5)
+                self.assertEqual(got, [0], "connections open within the loop")
                 self.assertEqual(sockets_to(peer.url), 0)
 
 
@@ -188,15 +193,15 @@ class ClientClosingTest(unittest.TestCase):
         self.assertEqual(errors, [])
 
     def test_failed_calls_leave_no_socket(self) -> None:
-        for name, answer, timeout in (
-                ("timeout", None, 0.1),
-                ("not http", b"SSH-2.0-OpenSSH_9.6\r\n\r\n", 1),
-                ("hung up", b"", 1),
-                ("status 503, connection: close", http_answer(503, b"{}", {"Connection": "close"}), 1)):
-            with self.subTest(name):
-                peer = BrokenPeer(answer)
+        cases = (("timeout", None, 0.1),
+                 ("not http", b"SSH-2.0-OpenSSH_9.6\r\n\r\n", 1),
+                 ("hung up", b"", 1),
+                 ("status 503, connection: close", http_answer(503, b"{}", {"Connection": "close"}), 1))
+        for (name, answer, timeout), tls in [(case, tls) for tls in (False, True) for case in cases]:
+            with self.subTest(name, tls=tls), mock.patch.dict("os.environ", {"SSL_CERT_FILE": TEST_PEER_PEM}):
+                peer = BrokenPeer(answer, tls=tls_server_context() if tls else None)
                 self.addCleanup(peer.close)
-                c = toolgate.Client(peer.url, timeout=timeout)
+                c = toolgate.Client(peer.url.replace("http://", "https://" if tls else "http://"), timeout=timeout)
                 self.addCleanup(c.close)
 
                 def calls() -> None:

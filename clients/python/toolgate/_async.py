@@ -18,6 +18,13 @@ from ._wire import DEFAULT_TIMEOUT, DROPPED, RECV, NoAnswer, Trace, answer_json,
 # past this many are closed when done.
 _MAX_IDLE = 16
 
+# Every connection is closed by aborting its transport, never by
+# StreamWriter.close(): over TLS that sends close_notify and keeps the
+# socket open until the peer answers it (up to 30 s), past the end of an
+# asyncio.run that ends first, which leaves the socket to the garbage
+# collector. What close() would still send is of no use: a connection is
+# closed when it is idle, or when what is on it cannot be read as an answer.
+
 _Conn = Tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
 
@@ -134,7 +141,7 @@ class AsyncClient(ClientBase):
             r, w = self._idle.pop()
             if not r.at_eof() and not w.is_closing():
                 return r, w
-            w.close()
+            w.transport.abort()
         return None
 
     async def _watch(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -157,7 +164,7 @@ class AsyncClient(ClientBase):
         if len(self._idle) < _MAX_IDLE and self._idle_loop is asyncio.get_running_loop():
             self._idle.append(conn)
         else:
-            conn[1].close()
+            conn[1].transport.abort()
 
     async def _connect(self) -> _Conn:
         ep = self._endpoint
@@ -224,9 +231,9 @@ class AsyncClient(ClientBase):
             done = True
         finally:
             if not done:
-                w.close()
+                w.transport.abort()
         if close:
-            w.close()
+            w.transport.abort()
             return status, data, None
         return status, data, conn
 
@@ -243,9 +250,7 @@ async def _until_shutdown(client: AsyncClient, loop: asyncio.AbstractEventLoop) 
 
 
 async def _close_all(conns: List[_Conn]) -> None:
-    """Closes conns (of the running loop) and waits until they are. Aborted,
-    not closed: an idle connection has nothing left to send, and a TLS
-    close would wait (up to 30 s) for the peer's close_notify."""
+    """Closes conns (of the running loop) and waits until they are."""
     for _, w in conns:
         w.transport.abort()
     for _, w in conns:
