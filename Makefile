@@ -117,6 +117,11 @@ test-cluster-freeze: ## One ClusterFrozenAgent, operator stopped, reaching 100 r
 .PHONY: test-clients
 test-clients: test-python test-typescript ## The Python and TypeScript clients against the real sidecar binary.
 
+# A test that leaves a socket to the garbage collector fails, as does a
+# socket still open after the last test: Python only warns (ResourceWarning,
+# even -W error prints "Exception ignored" and goes on), so discovery goes
+# through clients/python/tests/__init__.py, which collects after each test
+# and fails on the warnings. PYTHONTRACEMALLOC=20 says where a leak was made.
 .PHONY: test-python
 test-python: build python-build-deps ## Python client (clients/python) tests against the real sidecar binary, built first.
 	TOOLGATE_BIN=$(LOCALBIN)/toolgate python3 -m unittest discover -s clients/python/tests -t clients/python
