@@ -140,6 +140,27 @@ class AsyncClientClosingTest(unittest.TestCase):
                 self.assertEqual(sockets_to(peer.url), 0)
 
 
+class HandshakeTest(unittest.TestCase):
+    def test_an_unanswered_tls_handshake_leaves_no_socket(self) -> None:
+        # https:// to a peer that reads the ClientHello and never answers:
+        # the call times out inside the handshake, in either client.
+        quiet(self)
+        peer = BrokenPeer(None)
+        self.addCleanup(peer.close)
+        url = peer.url.replace("http://", "https://")
+
+        def calls() -> None:
+            c = toolgate.Client(url, timeout=0.2)
+            self.addCleanup(c.close)
+            self.assertIn("no answer within 0.2s", c.evaluate("Read").reason)
+            self.assertEqual(sockets_to(peer.url), 0, "after Client's call")
+            res = asyncio.run(toolgate.AsyncClient(url, timeout=0.2).evaluate("Read"))
+            self.assertIn("no answer within 0.2s", res.reason)
+            self.assertEqual(sockets_to(peer.url), 0, "after AsyncClient's call")
+
+        self.assertEqual(resource_warnings(calls), [])
+
+
 class ClientClosingTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls) -> None:
