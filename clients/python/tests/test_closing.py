@@ -208,6 +208,11 @@ class ClientClosingTest(unittest.TestCase):
                 finish.set()
                 for t in threads:
                     t.join(10)
+            # A thread's data goes just after it ends, join() may return
+            # first (Python versions differ): wait for it, with a deadline.
+            deadline = time.monotonic() + 5
+            while sockets_to(self.sc.tcp) and time.monotonic() < deadline:
+                time.sleep(0.01)
             self.assertEqual(sockets_to(self.sc.tcp), 0, "after the threads ended")
 
         self.assertEqual(resource_warnings(run_threads), [])
