@@ -69,6 +69,12 @@ func readPlainHead(br *bufio.Reader, st *plainStore) *http.Request {
 		lines = rest
 		name, value, _ := cutByte(line[:len(line)-1], ':')
 		key := canonicalKey(name)
+		if key == "Host" {
+			// net/http keeps the Host header only as the request's Host
+			// (plainHeaders saw exactly one): never put in the map.
+			r.Host = textproto.TrimString(value)
+			continue
+		}
 		if vs := r.Header[key]; vs != nil {
 			r.Header[key] = append(vs, textproto.TrimString(value))
 			continue
@@ -76,9 +82,6 @@ func readPlainHead(br *bufio.Reader, st *plainStore) *http.Request {
 		values[i] = textproto.TrimString(value)
 		r.Header[key] = values[i : i+1 : i+1]
 	}
-	// net/http keeps the Host header only as the request's Host.
-	r.Host = r.Header["Host"][0]
-	delete(r.Header, "Host")
 	r.Close = h.close
 	r.Body = http.NoBody
 	if h.length > 0 {
@@ -234,6 +237,11 @@ var commonKeys = []string{"Host", "Content-Length", "Content-Type", "Connection"
 	"Accept", "Accept-Encoding", "Traceparent", "Tracestate", "Authorization"}
 
 func canonicalKey(name string) string {
+	for _, k := range commonKeys {
+		if name == k { // as most clients spell them: no folding
+			return k
+		}
+	}
 	for _, k := range commonKeys {
 		if len(k) == len(name) && asciiEqualFold(name, k) {
 			return k
