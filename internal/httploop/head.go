@@ -63,8 +63,10 @@ func readPlainHead(br *bufio.Reader, st *plainStore) *http.Request {
 	st.url = url.URL{Path: path, RawQuery: query}
 	r.URL = &st.url
 	lines := s[nl+2:]
-	values := make([]string, h.n) // one array for the usual one value each
-	for i := range h.n {
+	// One array for the usual one value each, Host's excepted (plainHeaders
+	// saw exactly one Host line, kept as r.Host).
+	values := make([]string, 0, h.n-1)
+	for range h.n {
 		line, rest, _ := cutByte(lines, '\n')
 		lines = rest
 		name, value, _ := cutByte(line[:len(line)-1], ':')
@@ -79,8 +81,8 @@ func readPlainHead(br *bufio.Reader, st *plainStore) *http.Request {
 			r.Header[key] = append(vs, textproto.TrimString(value))
 			continue
 		}
-		values[i] = textproto.TrimString(value)
-		r.Header[key] = values[i : i+1 : i+1]
+		values = append(values, textproto.TrimString(value))
+		r.Header[key] = values[len(values)-1 : len(values) : len(values)]
 	}
 	r.Close = h.close
 	r.Body = http.NoBody
