@@ -137,11 +137,16 @@ func (s *Server) read(ctx context.Context, w http.ResponseWriter, r *http.Reques
 	}
 	// A declared length is read into a buffer of that size, reserved up
 	// front; otherwise the buffer doubles, reserving before each growth.
-	size, limit := -1, MaxRequestBytes
+	// A declared length frames the body (its reader ends there) and is
+	// within the limit, so only an undeclared one needs a MaxBytesReader:
+	// an allocation a decision less.
+	size, limit, body := -1, MaxRequestBytes, r.Body
 	if r.ContentLength >= 0 {
 		size, limit = int(r.ContentLength), int(r.ContentLength)
+	} else {
+		body = http.MaxBytesReader(w, r.Body, MaxRequestBytes)
 	}
-	err = s.d.Bodies.Read(b, b.In[:0], http.MaxBytesReader(w, r.Body, MaxRequestBytes), size, limit)
+	err = s.d.Bodies.Read(b, b.In[:0], body, size, limit)
 	if err != nil {
 		if tooBig := (*http.MaxBytesError)(nil); errors.As(err, &tooBig) {
 			s.badRequest(w, "request body is more than the limit of %d bytes", MaxRequestBytes)

@@ -54,3 +54,21 @@ func BenchmarkValidateRequest(b *testing.B) {
 		}
 	}
 }
+
+// isKnownField's switch names exactly knownFields: each of them, and no
+// folded or other spelling.
+func TestIsKnownFieldIsKnownFields(t *testing.T) {
+	for _, f := range knownFields {
+		if !isKnownField(f) {
+			t.Errorf("isKnownField(%q) = false; it is in knownFields", f)
+		}
+	}
+	for _, name := range []string{"", "toolName", "Tool_Name", "tool_name ", "agentid", "x", "outputs"} {
+		if isKnownField(name) {
+			t.Errorf("isKnownField(%q) = true; it is not in knownFields", name)
+		}
+	}
+	if len(knownByFold) != len(knownFields) {
+		t.Errorf("knownByFold holds %d names, knownFields %d", len(knownByFold), len(knownFields))
+	}
+}

@@ -63,22 +63,27 @@ func readPlainHead(br *bufio.Reader, st *plainStore) *http.Request {
 	st.url = url.URL{Path: path, RawQuery: query}
 	r.URL = &st.url
 	lines := s[nl+2:]
-	values := make([]string, h.n) // one array for the usual one value each
-	for i := range h.n {
+	// One array for the usual one value each, Host's excepted (plainHeaders
+	// saw exactly one Host line, kept as r.Host).
+	values := make([]string, 0, h.n-1)
+	for range h.n {
 		line, rest, _ := cutByte(lines, '\n')
 		lines = rest
 		name, value, _ := cutByte(line[:len(line)-1], ':')
 		key := canonicalKey(name)
+		if key == "Host" {
+			// net/http keeps the Host header only as the request's Host
+			// (plainHeaders saw exactly one): never put in the map.
+			r.Host = textproto.TrimString(value)
+			continue
+		}
 		if vs := r.Header[key]; vs != nil {
 			r.Header[key] = append(vs, textproto.TrimString(value))
 			continue
 		}
-		values[i] = textproto.TrimString(value)
-		r.Header[key] = values[i : i+1 : i+1]
+		values = append(values, textproto.TrimString(value))
+		r.Header[key] = values[len(values)-1 : len(values) : len(values)]
 	}
-	// net/http keeps the Host header only as the request's Host.
-	r.Host = r.Header["Host"][0]
-	delete(r.Header, "Host")
 	r.Close = h.close
 	r.Body = http.NoBody
 	if h.length > 0 {
@@ -234,6 +239,11 @@ var commonKeys = []string{"Host", "Content-Length", "Content-Type", "Connection"
 	"Accept", "Accept-Encoding", "Traceparent", "Tracestate", "Authorization"}
 
 func canonicalKey(name string) string {
+	for _, k := range commonKeys {
+		if name == k { // as most clients spell them: no folding
+			return k
+		}
+	}
 	for _, k := range commonKeys {
 		if len(k) == len(name) && asciiEqualFold(name, k) {
 			return k

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/textproto"
 	"strconv"
 	"strings"
 	"sync"
@@ -347,12 +348,15 @@ func (m *Server) serveConn(sc *serverConn) {
 		// Between requests: kept alive, evicted last at the cap. Before
 		// the first one, the connection is as new as the limiter made it:
 		// silent since it connected, evicted first.
+		// One clock read serves both (each is a system call's worth of
+		// time on a virtual machine, several a request).
+		now := MonoNow()
 		if sc.tc != nil && served {
 			sc.tc.keptAlive.Store(true)
-			sc.tc.waitingSince.Store(MonoNow())
+			sc.tc.waitingSince.Store(now)
 		}
 		sc.lr.N = MaxHeaderBytes + 4096 // net/http's allowance too
-		sc.setReadDeadlineMono(after(MonoNow(), idle))
+		sc.setReadDeadlineMono(after(now, idle))
 		if _, err := sc.br.Peek(1); err != nil {
 			return
 		}
@@ -365,21 +369,24 @@ func (m *Server) serveConn(sc *serverConn) {
 			sc.tc.waitingSince.Store(arrived)
 		}
 		sc.setReadDeadlineMono(after(arrived, headers))
+		// A plain head was whole in the buffer when its first byte was
+		// seen: it ended at arrived, which need not be read again.
 		req := readPlainHead(sc.br, &sc.plain)
-		plain := req != nil
+		plain, headEnd := req != nil, arrived
 		if !plain {
 			var err error
 			if req, err = http.ReadRequest(sc.br); err != nil {
 				sc.refuse(err)
 				return
 			}
+			headEnd = MonoNow()
 		}
 		sc.lr.N = 1<<63 - 1 // the body is bounded by the handler
 		// The body within ReadTimeout of the first byte, the answer within
-		// WriteTimeout of now, as net/http bounds them.
+		// WriteTimeout of the head's end, as net/http bounds them.
 		sc.setReadDeadlineMono(after(arrived, m.ReadTimeout))
-		sc.setWriteDeadlineMono(after(MonoNow(), m.WriteTimeout))
-		if !m.serveRequest(sc, req, arrived, plain) {
+		sc.setWriteDeadlineMono(after(headEnd, m.WriteTimeout))
+		if !m.serveRequest(sc, req, arrived, headEnd, plain) {
 			return
 		}
 		sc.mu.Lock()
@@ -434,7 +441,7 @@ func (sc *serverConn) fail(code int, detail string) {
 
 // serveRequest runs the handler for req and finishes its answer; false
 // when the connection must be closed.
-func (m *Server) serveRequest(sc *serverConn, req *http.Request, arrived int64, plain bool) (keep bool) {
+func (m *Server) serveRequest(sc *serverConn, req *http.Request, arrived, headEnd int64, plain bool) (keep bool) {
 	if req.ProtoMajor != 1 {
 		sc.fail(http.StatusHTTPVersionNotSupported, "unsupported protocol version")
 		return false
@@ -449,12 +456,18 @@ func (m *Server) serveRequest(sc *serverConn, req *http.Request, arrived int64, 
 	}
 	// What else net/http's server checks beyond its parser (a plain head
 	// has valid names and values by construction).
-	if why := invalidHeader(req.Header); !plain && why != "" {
-		sc.fail(http.StatusBadRequest, why)
-		return false
+	if !plain {
+		if why := invalidHeader(req.Header); why != "" {
+			sc.fail(http.StatusBadRequest, why)
+			return false
+		}
 	}
 	keep = !req.Close && req.ProtoAtLeast(1, 1) // an HTTP/1.0 agent gets one answer per connection
-	if expect := req.Header.Get("Expect"); expect != "" {
+	expect := ""
+	if !plain { // a plain head has none (readPlainHead declines one)
+		expect = req.Header.Get("Expect")
+	}
+	if expect != "" {
 		if !strings.EqualFold(expect, "100-continue") || !req.ProtoAtLeast(1, 1) {
 			// As net/http: an empty answer, and the connection closes.
 			_, _ = io.WriteString(sc.c, "HTTP/1.1 417 Expectation Failed\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
@@ -499,7 +512,7 @@ func (m *Server) serveRequest(sc *serverConn, req *http.Request, arrived int64, 
 	sc.mu.Lock()
 	sc.cancel, sc.watch = cancel, watch
 	sc.mu.Unlock()
-	sc.serving.Store(MonoNow())
+	sc.serving.Store(max(headEnd, 1)) // served from the head's end: a clock read less
 	ok := w.run(m.Handler, m.Log)
 	sc.serving.Store(0)
 	sc.mu.Lock()
@@ -706,19 +719,14 @@ func (w *response) sendHeader(final bool) error {
 	// Content-Length and Date are written as they are known, not set in
 	// the header map first: two allocations and a time format a
 	// decision less.
-	var scratch [20]byte
 	switch {
 	case final && w.req.Method == http.MethodHead && w.statusAllowsBody() && w.written > 0 && w.contentLength < 0:
-		_, _ = bw.WriteString("Content-Length: ")
-		_, _ = bw.Write(strconv.AppendInt(scratch[:0], w.written, 10))
-		_, _ = bw.WriteString("\r\n")
+		writeContentLength(bw, w.written)
 	case !w.bodyAllowed():
 	case w.contentLength >= 0:
 	case final:
 		w.contentLength = int64(len(w.pending))
-		_, _ = bw.WriteString("Content-Length: ")
-		_, _ = bw.Write(strconv.AppendInt(scratch[:0], w.contentLength, 10))
-		_, _ = bw.WriteString("\r\n")
+		writeContentLength(bw, w.contentLength)
 	case w.req.ProtoAtLeast(1, 1):
 		w.chunked = true
 		w.chunks = httputil.NewChunkedWriter(bw)
@@ -734,7 +742,7 @@ func (w *response) sendHeader(final bool) error {
 		_, _ = bw.Write(httpDate())
 		_, _ = bw.WriteString("\r\n")
 	}
-	if err := h.Write(bw); err != nil {
+	if err := writeHeader(bw, h); err != nil {
 		w.failed = err
 		return err
 	}
@@ -744,6 +752,41 @@ func (w *response) sendHeader(final bool) error {
 	if len(pending) > 0 {
 		if _, err := w.body(pending); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// writeContentLength writes the header line, its digits formatted in
+// bw's own buffer (a stack array passed to Write would escape: an
+// allocation an answer).
+func writeContentLength(bw *bufio.Writer, n int64) {
+	_, _ = bw.WriteString("Content-Length: ")
+	_, _ = bw.Write(strconv.AppendInt(bw.AvailableBuffer(), n, 10))
+	_, _ = bw.WriteString("\r\n")
+}
+
+// newlineToSpace is net/http's headerNewlineToSpace.
+var newlineToSpace = strings.NewReplacer("\n", " ", "\r", " ")
+
+// writeHeader is h.Write(bw), line for line, without its sorting (a
+// pooled sorter and a slice of pairs) when h holds one name, as a
+// decision's answer does (Content-Type).
+func writeHeader(bw *bufio.Writer, h http.Header) error {
+	if len(h) != 1 {
+		return h.Write(bw)
+	}
+	for k, vs := range h {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return nil // dropped, as Header.Write drops it
+		}
+		for _, v := range vs {
+			_, _ = bw.WriteString(k)
+			_, _ = bw.WriteString(": ")
+			_, _ = bw.WriteString(textproto.TrimString(newlineToSpace.Replace(v)))
+			if _, err := bw.WriteString("\r\n"); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -77,48 +77,72 @@ func AppendCompact(dst []byte, v any) []byte {
 // AppendQuoted writes s as a JSON string. With htmlSafe it escapes exactly
 // as encoding/json does (<, >, &, U+2028, U+2029), for API responses;
 // without, as JSON.stringify does, for what policies match against.
+// Runs of bytes that need no escape are copied whole, not a byte at a
+// time: every answer's reason and revision pass here.
 func AppendQuoted(dst []byte, s string, htmlSafe bool) []byte {
 	const hex = "0123456789abcdef"
+	plain := &plainJSON
+	if htmlSafe {
+		plain = &plainHTMLSafeJSON
+	}
 	dst = append(dst, '"')
+	from := 0 // s[from:i] is still to be copied as it is
 	for i := 0; i < len(s); {
 		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case htmlSafe && (c == '<' || c == '>' || c == '&'):
-				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			case c == '"' || c == '\\':
-				dst = append(dst, '\\', c)
-			case c == '\n':
-				dst = append(dst, '\\', 'n')
-			case c == '\r':
-				dst = append(dst, '\\', 'r')
-			case c == '\t':
-				dst = append(dst, '\\', 't')
-			case c == '\b':
-				dst = append(dst, '\\', 'b')
-			case c == '\f':
-				dst = append(dst, '\\', 'f')
-			case c < 0x20:
-				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			default:
-				dst = append(dst, c)
-			}
+		if plain[c] {
 			i++
 			continue
 		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			dst = append(dst, `\ufffd`...)
-		case htmlSafe && (r == '\u2028' || r == '\u2029'):
-			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xf])
-		default:
-			dst = append(dst, s[i:i+size]...)
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if !(r == utf8.RuneError && size == 1) && !(htmlSafe && (r == '\u2028' || r == '\u2029')) {
+				i += size // valid and not escaped: part of the run
+				continue
+			}
+			dst = append(dst, s[from:i]...)
+			if r == utf8.RuneError {
+				dst = append(dst, `\ufffd`...)
+			} else {
+				dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xf])
+			}
+			i += size
+			from = i
+			continue
 		}
-		i += size
+		dst = append(dst, s[from:i]...)
+		switch c {
+		case '"', '\\':
+			dst = append(dst, '\\', c)
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		case '\b':
+			dst = append(dst, '\\', 'b')
+		case '\f':
+			dst = append(dst, '\\', 'f')
+		default: // other control bytes, and <, >, & when htmlSafe
+			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		}
+		i++
+		from = i
 	}
+	dst = append(dst, s[from:]...)
 	return append(dst, '"')
 }
+
+// plainJSON marks the ASCII bytes a JSON string holds unescaped;
+// plainHTMLSafeJSON the same without <, > and &. Bytes from
+// utf8.RuneSelf up are false: AppendQuoted decodes them.
+var plainJSON, plainHTMLSafeJSON = func() (plain, htmlSafe [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		plain[c] = c != '"' && c != '\\'
+		htmlSafe[c] = plain[c] && c != '<' && c != '>' && c != '&'
+	}
+	return plain, htmlSafe
+}()
 
 // FormatNumber formats like JavaScript's Number#toString, which the policy
 // language inherited: plain decimals between 1e-6 and 1e21, exponent form
