@@ -107,16 +107,20 @@ func TestApprovalRequestLifecycle(t *testing.T) {
 		return ok && v == 3, fmt.Sprintf("%v (series %v)", v, ok)
 	})
 
-	patchApprovalStatus(t, ns, "pay-a", `{"decision":"Approved","decidedBy":"alice","decidedAt":"2026-12-02T11:00:00Z"}`)
+	// Times near now: retention (a day) counts from consumedAt, so a fixed
+	// date would have the operator delete the request once that day is past.
+	decidedAt := time.Now().UTC().Truncate(time.Second).Add(-time.Minute)
+	consumedAt := decidedAt.Add(5 * time.Second).Format(time.RFC3339)
+	patchApprovalStatus(t, ns, "pay-a", `{"decision":"Approved","decidedBy":"alice","decidedAt":"`+decidedAt.Format(time.RFC3339)+`"}`)
 	wantReady(t, waitForApprovalReady(t, ns, "pay-a", v1alpha1.ReasonApproved), metav1.ConditionTrue)
 	waitForEvent(t, ns, "pay-a", "Normal", v1alpha1.ReasonApproved)
-	patchApprovalStatus(t, ns, "pay-a", `{"consumedAt":"2026-12-02T11:00:05Z"}`)
+	patchApprovalStatus(t, ns, "pay-a", `{"consumedAt":"`+consumedAt+`"}`)
 	a := waitForApprovalReady(t, ns, "pay-a", v1alpha1.ReasonConsumed)
 	wantReady(t, a, metav1.ConditionTrue)
 	waitForEvent(t, ns, "pay-a", "Normal", v1alpha1.ReasonConsumed)
 	if a.Status.Decision != v1alpha1.ApprovalApproved || a.Status.DecidedBy != "alice" ||
-		a.Status.DecidedAt == nil || !a.Status.DecidedAt.Equal(&metav1.Time{Time: time.Date(2026, 12, 2, 11, 0, 0, 0, time.UTC)}) ||
-		a.Status.ConsumedAt == nil || a.Status.ConsumedAt.UTC().Format(time.RFC3339) != "2026-12-02T11:00:05Z" {
+		a.Status.DecidedAt == nil || !a.Status.DecidedAt.Equal(&metav1.Time{Time: decidedAt}) ||
+		a.Status.ConsumedAt == nil || a.Status.ConsumedAt.UTC().Format(time.RFC3339) != consumedAt {
 		t.Errorf("the operator changed what others wrote: %+v", a.Status)
 	}
 
