@@ -74,8 +74,40 @@ const MaxHeaderBytes = 16 << 10
 // written), and a request served longer than closeWatchDelay is watched.
 const sweepInterval = 50 * time.Millisecond
 
-// expiredDeadline marks a read deadline the sweeper has enforced.
+// expiredDeadline marks a deadline the sweeper has enforced.
 const expiredDeadline = -1
+
+// sweptDeadline is a connection's read or write deadline as the sweeper
+// keeps it: in MonoNow nanoseconds (0: none; expiredDeadline: enforced on
+// the socket). socket is the connection's SetReadDeadline or
+// SetWriteDeadline, called only under the connection's mu.
+type sweptDeadline struct {
+	at     atomic.Int64
+	socket func(time.Time) error
+}
+
+// set gives the next reads (or writes) deadline at (0: none). If the
+// sweeper cut the last phase short as it ended, that is undone, after it
+// is done (it sets the socket's deadline under mu).
+func (d *sweptDeadline) set(mu *sync.Mutex, at int64) {
+	if d.at.Swap(at) == expiredDeadline {
+		mu.Lock()
+		_ = d.socket(time.Time{})
+		mu.Unlock()
+	}
+}
+
+// expire enforces on the socket a deadline that has passed at now: the
+// blocked read or write fails as a timeout would.
+func (d *sweptDeadline) expire(mu *sync.Mutex, now int64) {
+	if at := d.at.Load(); at > 0 && now > at {
+		mu.Lock()
+		if d.at.CompareAndSwap(at, expiredDeadline) {
+			_ = d.socket(time.Unix(1, 0))
+		}
+		mu.Unlock()
+	}
+}
 
 type serverConn struct {
 	c  net.Conn
@@ -84,11 +116,9 @@ type serverConn struct {
 	bw *bufio.Writer
 	lr *io.LimitedReader // bounds the bytes a request's headers may take
 
-	// readDeadline is when the current read must be done, in MonoNow
-	// nanoseconds (0: none; expiredDeadline: enforced by the sweeper).
-	readDeadline atomic.Int64
-	// writeDeadline is the same for writes.
-	writeDeadline atomic.Int64
+	// readDeadline and writeDeadline are when the current read and write
+	// must be done, kept by the sweeper.
+	readDeadline, writeDeadline sweptDeadline
 	// serving is when the current request started being served (0:
 	// none); watch is its close watch, set under mu.
 	serving atomic.Int64
@@ -148,6 +178,7 @@ func (m *Server) Serve(ln net.Listener) error {
 			return err
 		}
 		sc := &serverConn{c: c, idle: true}
+		sc.readDeadline.socket, sc.writeDeadline.socket = c.SetReadDeadline, c.SetWriteDeadline
 		sc.tc, _ = c.(*Conn)
 		rw := newSocketIO(c)
 		sc.lr = &io.LimitedReader{R: rw}
@@ -243,20 +274,8 @@ func (m *Server) sweep(stop <-chan struct{}) {
 			watchAfter = 0 // stopping: every stream whose agent left ends now
 		}
 		for _, sc := range conns {
-			if d := sc.readDeadline.Load(); d > 0 && now > d {
-				sc.mu.Lock()
-				if sc.readDeadline.CompareAndSwap(d, expiredDeadline) {
-					_ = sc.c.SetReadDeadline(time.Unix(1, 0))
-				}
-				sc.mu.Unlock()
-			}
-			if d := sc.writeDeadline.Load(); d > 0 && now > d {
-				sc.mu.Lock()
-				if sc.writeDeadline.CompareAndSwap(d, expiredDeadline) {
-					_ = sc.c.SetWriteDeadline(time.Unix(1, 0))
-				}
-				sc.mu.Unlock()
-			}
+			sc.readDeadline.expire(&sc.mu, now)
+			sc.writeDeadline.expire(&sc.mu, now)
 			if t := sc.serving.Load(); t > 0 && now-t >= watchAfter {
 				sc.mu.Lock()
 				if w := sc.watch; w != nil {
@@ -266,12 +285,6 @@ func (m *Server) sweep(stop <-chan struct{}) {
 			}
 		}
 	}
-}
-
-// setReadDeadline gives the connection's next reads a deadline (zero:
-// none), kept by the sweeper.
-func (sc *serverConn) setReadDeadline(t time.Time) {
-	sc.setReadDeadlineMono(monoOf(t))
 }
 
 // monoOf is t in MonoNow nanoseconds; 0 (none) for the zero time.
@@ -290,24 +303,10 @@ func after(from int64, d time.Duration) int64 {
 	return from + int64(d)
 }
 
-// setWriteDeadlineMono is setReadDeadlineMono for writes.
-func (sc *serverConn) setWriteDeadlineMono(d int64) {
-	if sc.writeDeadline.Swap(d) == expiredDeadline {
-		sc.mu.Lock()
-		_ = sc.c.SetWriteDeadline(time.Time{})
-		sc.mu.Unlock()
-	}
-}
-
-func (sc *serverConn) setReadDeadlineMono(d int64) {
-	if sc.readDeadline.Swap(d) == expiredDeadline {
-		// The sweeper cut the last phase short as it ended: undo it, after
-		// it is done (it sets the socket's deadline under mu).
-		sc.mu.Lock()
-		_ = sc.c.SetReadDeadline(time.Time{})
-		sc.mu.Unlock()
-	}
-}
+// setReadDeadline and setWriteDeadline give the connection's next reads
+// or writes deadline d (MonoNow nanoseconds, 0: none), kept by the sweeper.
+func (sc *serverConn) setReadDeadline(d int64)  { sc.readDeadline.set(&sc.mu, d) }
+func (sc *serverConn) setWriteDeadline(d int64) { sc.writeDeadline.set(&sc.mu, d) }
 
 func (m *Server) closing() bool {
 	m.mu.Lock()
@@ -356,7 +355,7 @@ func (m *Server) serveConn(sc *serverConn) {
 			sc.tc.waitingSince.Store(now)
 		}
 		sc.lr.N = MaxHeaderBytes + 4096 // net/http's allowance too
-		sc.setReadDeadlineMono(after(now, idle))
+		sc.setReadDeadline(after(now, idle))
 		if _, err := sc.br.Peek(1); err != nil {
 			return
 		}
@@ -368,7 +367,7 @@ func (m *Server) serveConn(sc *serverConn) {
 			sc.tc.keptAlive.Store(false)
 			sc.tc.waitingSince.Store(arrived)
 		}
-		sc.setReadDeadlineMono(after(arrived, headers))
+		sc.setReadDeadline(after(arrived, headers))
 		// A plain head was whole in the buffer when its first byte was
 		// seen: it ended at arrived, which need not be read again.
 		req := readPlainHead(sc.br, &sc.plain)
@@ -384,8 +383,8 @@ func (m *Server) serveConn(sc *serverConn) {
 		sc.lr.N = 1<<63 - 1 // the body is bounded by the handler
 		// The body within ReadTimeout of the first byte, the answer within
 		// WriteTimeout of the head's end, as net/http bounds them.
-		sc.setReadDeadlineMono(after(arrived, m.ReadTimeout))
-		sc.setWriteDeadlineMono(after(headEnd, m.WriteTimeout))
+		sc.setReadDeadline(after(arrived, m.ReadTimeout))
+		sc.setWriteDeadline(after(headEnd, m.WriteTimeout))
 		if !m.serveRequest(sc, req, arrived, headEnd, plain) {
 			return
 		}
@@ -522,8 +521,8 @@ func (m *Server) serveRequest(sc *serverConn, req *http.Request, arrived, headEn
 		ok = false
 	}
 	finished := ok && w.finish()
-	sc.setReadDeadlineMono(0)
-	sc.setWriteDeadlineMono(0)
+	sc.setReadDeadline(0)
+	sc.setWriteDeadline(0)
 	if !finished || w.closeAfter {
 		sc.linger = ok && !body.done.Load()
 		return false
@@ -836,13 +835,13 @@ func (w *response) Flush() { _ = w.FlushError() }
 
 // SetReadDeadline serves http.ResponseController: kept by the sweeper.
 func (w *response) SetReadDeadline(t time.Time) error {
-	w.sc.setReadDeadline(t)
+	w.sc.setReadDeadline(monoOf(t))
 	return nil
 }
 
 // SetWriteDeadline serves http.ResponseController: kept by the sweeper.
 func (w *response) SetWriteDeadline(t time.Time) error {
-	w.sc.setWriteDeadlineMono(monoOf(t))
+	w.sc.setWriteDeadline(monoOf(t))
 	return nil
 }
 
@@ -872,7 +871,7 @@ func (w *response) drainBody() bool {
 	}
 	// Within the request's own deadline (ReadTimeout), if it has one: a
 	// body whose time is up is not read on, as net/http does not.
-	d := w.sc.readDeadline.Load()
+	d := w.sc.readDeadline.at.Load()
 	if d == expiredDeadline {
 		return false
 	}
@@ -880,8 +879,8 @@ func (w *response) drainBody() bool {
 	if d > 0 && d < limit {
 		limit = d
 	}
-	w.sc.setReadDeadlineMono(limit)
-	defer w.sc.setReadDeadlineMono(0)
+	w.sc.setReadDeadline(limit)
+	defer w.sc.setReadDeadline(0)
 	n, err := io.CopyN(io.Discard, w.reqBody, maxDrainBytes+1)
 	return n <= maxDrainBytes && err == io.EOF
 }
