@@ -234,29 +234,21 @@ func (r Result) AppendJSON(dst []byte) ([]byte, error) {
 		dst = append(dst, `,"exceptionApplied":`...)
 		dst = jsonvalue.AppendString(dst, r.ExceptionApplied)
 	}
+	var err error
 	if r.Shadow != nil {
-		t, err := json.Marshal(r.Shadow)
-		if err != nil {
+		if dst, err = appendMarshaled(dst, `,"shadow":`, r.Shadow); err != nil {
 			return nil, err
 		}
-		dst = append(dst, `,"shadow":`...)
-		dst = append(dst, t...)
 	}
 	if r.Trace != nil {
-		t, err := json.Marshal(r.Trace)
-		if err != nil {
+		if dst, err = appendMarshaled(dst, `,"trace":`, r.Trace); err != nil {
 			return nil, err
 		}
-		dst = append(dst, `,"trace":`...)
-		dst = append(dst, t...)
 	}
 	if r.Verdicts != nil {
-		t, err := json.Marshal(r.Verdicts)
-		if err != nil {
+		if dst, err = appendMarshaled(dst, `,"verdicts":`, r.Verdicts); err != nil {
 			return nil, err
 		}
-		dst = append(dst, `,"verdicts":`...)
-		dst = append(dst, t...)
 	}
 	if r.TraceTruncated {
 		dst = append(dst, `,"traceTruncated":true`...)
@@ -268,26 +260,33 @@ func (r Result) AppendJSON(dst []byte) ([]byte, error) {
 // the redactions, the output as delivered after them, and the
 // explanations (reflection is fine: a call's decision has none of them).
 func (r *Result) appendResultPhase(dst []byte) ([]byte, error) {
-	for _, f := range []struct {
-		key   string
-		value any
-		set   bool
-	}{
-		{`,"redactions":`, r.Redactions, r.Redactions != nil},
-		{`,"output":`, r.Output, r.Output != nil},
-		{`,"explanations":`, r.Explanations, r.Explanations != nil},
-	} {
-		if !f.set {
-			continue
-		}
-		t, err := json.Marshal(f.value)
-		if err != nil {
+	var err error
+	if r.Redactions != nil {
+		if dst, err = appendMarshaled(dst, `,"redactions":`, r.Redactions); err != nil {
 			return nil, err
 		}
-		dst = append(dst, f.key...)
-		dst = append(dst, t...)
+	}
+	if r.Output != nil {
+		if dst, err = appendMarshaled(dst, `,"output":`, r.Output); err != nil {
+			return nil, err
+		}
+	}
+	if r.Explanations != nil {
+		if dst, err = appendMarshaled(dst, `,"explanations":`, r.Explanations); err != nil {
+			return nil, err
+		}
 	}
 	return append(dst, '}'), nil
+}
+
+// appendMarshaled appends key and v as encoding/json writes it: the parts
+// of an answer that are rare or nested, and not worth writing by hand.
+func appendMarshaled(dst []byte, key string, v any) ([]byte, error) {
+	t, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return append(append(dst, key...), t...), nil
 }
 
 // StatedEffect is the effect r states: Effect, or the decision's when it
