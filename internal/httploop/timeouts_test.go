@@ -34,6 +34,22 @@ func serve(t *testing.T, srv *Server) string {
 	return ln.Addr().String()
 }
 
+// send serves srv and writes raw to it on a new connection, closed when
+// the test ends; it returns the connection and when raw was sent.
+func send(t *testing.T, srv *Server, raw string) (net.Conn, time.Time) {
+	t.Helper()
+	c, err := net.Dial("tcp", serve(t, srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	start := time.Now()
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
+	return c, start
+}
+
 // A client that sends its request and never reads the answer cannot hold
 // the handler past WriteTimeout, as with net/http's WriteTimeout.
 func TestWriteTimeoutCutsAClientThatDoesNotRead(t *testing.T) {
@@ -50,16 +66,7 @@ func TestWriteTimeoutCutsAClientThatDoesNotRead(t *testing.T) {
 			}
 			wrote <- err
 		})}
-	addr := serve(t, srv)
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	start := time.Now()
-	if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
+	_, start := send(t, srv, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 	select {
 	case err := <-wrote:
 		if err == nil {
@@ -85,16 +92,7 @@ func TestReadTimeoutCutsASlowBody(t *testing.T) {
 			}
 			_, _ = io.WriteString(w, "read")
 		})}
-	addr := serve(t, srv)
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	start := time.Now()
-	if _, err := io.WriteString(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"); err != nil {
-		t.Fatal(err)
-	}
+	c, start := send(t, srv, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
